@@ -1,0 +1,91 @@
+package auth
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func TestVerifySignature(t *testing.T) {
+	body := []byte(`{"action":"created"}`)
+	secrets := []Secret{"current", "previous"}
+	cases := []struct {
+		name   string
+		header string
+		want   error
+	}{
+		{"current secret", Sign(body, "current"), nil},
+		{"previous secret during rotation", Sign(body, "previous"), nil},
+		{"other secret", Sign(body, "other"), ErrBadSignature},
+		{"missing", "", ErrNoSignature},
+		{"sha1", "sha1=" + strings.Repeat("0", 40), ErrBadSignature},
+		{"not hex", "sha256=xyz", ErrBadSignature},
+		{"short", "sha256=abcd", ErrBadSignature},
+		{"body changed", Sign([]byte(`{"action":"deleted"}`), "current"), ErrBadSignature},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := VerifySignature(body, c.header, secrets); !errors.Is(got, c.want) {
+				t.Fatalf("VerifySignature = %v, want %v", got, c.want)
+			}
+		})
+	}
+	if err := VerifySignature(body, Sign(body, ""), nil); !errors.Is(err, ErrNoSecrets) {
+		t.Errorf("no secrets: %v, want ErrNoSecrets", err)
+	}
+	if err := VerifySignature(body, Sign(body, ""), []Secret{""}); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("empty secret: %v, want ErrBadSignature", err)
+	}
+}
+
+func TestSecretNeverPrints(t *testing.T) {
+	s := Secret("hunter2")
+	var b strings.Builder
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("x", "secret", s)
+	if out := b.String() + fmt.Sprint(s) + fmt.Sprintf("%v", s); strings.Contains(out, "hunter2") {
+		t.Fatalf("secret leaked: %s", out)
+	}
+}
+
+func TestTokenMatches(t *testing.T) {
+	tokens := []Secret{"a1", "b2"}
+	for tok, want := range map[string]bool{"a1": true, "b2": true, "a": false, "": false, "a1 ": false} {
+		if got := TokenMatches(tok, tokens); got != want {
+			t.Errorf("TokenMatches(%q) = %v, want %v", tok, got, want)
+		}
+	}
+}
+
+func TestPermissionResponseRole(t *testing.T) {
+	cases := []struct {
+		json string
+		want Role
+	}{
+		{`{"permission":"write","role_name":"maintain","user":{"permissions":{"admin":false,"maintain":true,"push":true,"triage":true,"pull":true}}}`, RoleMaintain},
+		{`{"permission":"read","role_name":"triage"}`, RoleTriage},
+		{`{"permission":"write","role_name":"custom-release-role","user":{"permissions":{"admin":false,"maintain":false,"push":true,"triage":true,"pull":true}}}`, RoleWrite},
+		{`{"permission":"write","user":{"permissions":{"admin":false,"maintain":true,"push":true,"pull":true}}}`, RoleMaintain},
+		{`{"permission":"admin"}`, RoleAdmin},
+		{`{"permission":"write"}`, RoleWrite},
+		{`{"permission":"read"}`, RoleRead},
+		{`{"permission":"none"}`, RoleNone},
+		{`{"user":{"permissions":{"admin":false,"push":false,"pull":false}}}`, RoleNone},
+		{`{}`, RoleUnknown},
+		{`{"permission":"superuser"}`, RoleUnknown},
+	}
+	for _, c := range cases {
+		var p PermissionResponse
+		if err := json.Unmarshal([]byte(c.json), &p); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Role(); got != c.want {
+			t.Errorf("%s: Role = %v, want %v", c.json, got, c.want)
+		}
+	}
+	if RoleUnknown >= RoleNone || RoleRead >= RoleTriage || RoleWrite >= RoleMaintain {
+		t.Error("roles are not ranked none < read < triage < write < maintain < admin")
+	}
+}

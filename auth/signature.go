@@ -1,0 +1,95 @@
+// Package auth holds opsbot's trust decisions: webhook signatures, repository
+// roles and the policy that says who may run which command. It is pure policy
+// plus one-method lookups; it does no I/O of its own.
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strings"
+)
+
+// Secret is a credential. It never prints: logs show REDACTED.
+type Secret string
+
+// LogValue keeps secrets out of structured logs.
+func (Secret) LogValue() slog.Value { return slog.StringValue("REDACTED") }
+
+// String keeps secrets out of fmt output.
+func (Secret) String() string { return "REDACTED" }
+
+// Reveal returns the secret's value, for the one place that must use it.
+func (s Secret) Reveal() string { return string(s) }
+
+// Signature errors. Both mean the request is not from GitHub.
+var (
+	ErrNoSignature  = errors.New("auth: missing X-Hub-Signature-256 header")
+	ErrBadSignature = errors.New("auth: signature does not match any configured secret")
+	ErrNoSecrets    = errors.New("auth: no webhook secret configured")
+)
+
+// VerifySignature checks header (the X-Hub-Signature-256 value,
+// "sha256=<hex>") against the HMAC-SHA256 of body under each secret, in
+// constant time. It never accepts an unsigned body, an empty secret or SHA-1.
+func VerifySignature(body []byte, header string, secrets []Secret) error {
+	if len(secrets) == 0 {
+		return ErrNoSecrets
+	}
+	if header == "" {
+		return ErrNoSignature
+	}
+	hexSig, ok := strings.CutPrefix(header, "sha256=")
+	if !ok {
+		return ErrBadSignature
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil || len(got) != sha256.Size {
+		return ErrBadSignature
+	}
+	match := 0
+	for _, s := range secrets {
+		if s == "" {
+			continue
+		}
+		m := hmac.New(sha256.New, []byte(s))
+		m.Write(body)
+		match |= boolInt(hmac.Equal(m.Sum(nil), got))
+	}
+	if match == 0 {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// Sign returns the X-Hub-Signature-256 header value GitHub would send for body.
+func Sign(body []byte, secret Secret) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// TokenMatches reports, in constant time over the candidates, whether token
+// is one of tokens. An empty token never matches.
+func TokenMatches(token string, tokens []Secret) bool {
+	if token == "" {
+		return false
+	}
+	match := 0
+	for _, t := range tokens {
+		if t == "" {
+			continue
+		}
+		match |= boolInt(hmac.Equal([]byte(token), []byte(t)))
+	}
+	return match == 1
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// exitCode ends the program with that status and no further message: the
+// subcommand already said what went wrong.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+type env struct {
+	ctx    context.Context
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+type subcommand struct {
+	summary string
+	run     func(e *env, args []string) error
+}
+
+func subcommands() map[string]subcommand {
+	return map[string]subcommand{
+		"serve":       {"run the server: webhooks in, decisions and notices out", runServe},
+		"parse":       {"print the commands a comment on stdin holds, as JSON", runParse},
+		"config":      {"check a configuration file (config check --config FILE)", runConfig},
+		"healthcheck": {"ask a running server's /healthz (for container health checks)", runHealthcheck},
+		"version":     {"print the version", func(e *env, args []string) error { fmt.Fprintln(e.stdout, "opsbot", version); return nil }},
+	}
+}
+
+// run is the whole program: main only wires the process to it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := &env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		usage(e.stderr)
+		return exitCode(2)
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+		if len(args) > 1 {
+			if sc, ok := subcommands()[args[1]]; ok {
+				return sc.run(e, []string{"--help"})
+			}
+		}
+		usage(e.stdout)
+		return nil
+	}
+	sc, ok := subcommands()[name]
+	if !ok {
+		fmt.Fprintf(e.stderr, "opsbot: unknown command %q\n\n", name)
+		usage(e.stderr)
+		return exitCode(2)
+	}
+	err := sc.run(e, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "opsbot: the chat-ops bot of a benchmark repository's pull requests.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: opsbot COMMAND [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	cmds := subcommands()
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'opsbot COMMAND --help' for a command's flags and examples.")
+}
+
+// newFlags makes a FlagSet that prints its usage, with examples, to stderr
+// and returns errors instead of exiting.
+func newFlags(e *env, name, synopsis string, examples ...string) *flag.FlagSet {
+	fs := flag.NewFlagSet("opsbot "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: opsbot %s %s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+		if len(examples) > 0 {
+			fmt.Fprintf(e.stderr, "\nExamples:\n  %s\n", strings.Join(examples, "\n  "))
+		}
+	}
+	return fs
+}
+
+// parseFlags parses and turns a flag error into exit status 2 (the FlagSet
+// already printed what was wrong and the usage).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return exitCode(2)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return exitCode(2)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"opsbot/config"
+	"opsbot/events"
+	"opsbot/metrics"
+	"opsbot/server"
+	"opsbot/state"
+	"opsbot/worker"
+)
+
+func runServe(e *env, args []string) error {
+	fs := newFlags(e, "serve", "--config FILE [--listen ADDR] [--dry-run]",
+		"OPSBOT_WEBHOOK_SECRET=change-me opsbot serve --config opsbot.example.yaml",
+		"opsbot serve --config /etc/opsbot/opsbot.yaml --listen 0.0.0.0:8080")
+	file := fs.String("config", "opsbot.yaml", "the YAML configuration file")
+	listen := fs.String("listen", "", "address to listen on (overrides the config's listen)")
+	statePath := fs.String("state", "", "the bbolt database file (overrides the config's state_path)")
+	dryRun := fs.Bool("dry-run", false, "log what would be posted to GitHub and Slack instead of posting it")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(e.stderr, "opsbot serve: --log-level %q: use debug, info, warn or error\n", *logLevel)
+		return exitCode(2)
+	}
+	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg, err := config.Load(*file)
+	if err != nil {
+		return fmt.Errorf("%w\n(check it with: opsbot config check --config %s)", err, *file)
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if *statePath != "" {
+		cfg.StatePath = *statePath
+	}
+	if *dryRun {
+		cfg.DryRun = true
+	}
+	secrets, err := cfg.ResolveSecrets(e.getenv)
+	if err != nil {
+		return err
+	}
+
+	store, err := state.Open(cfg.StatePath, state.Options{})
+	if err != nil {
+		if errors.Is(err, state.ErrLocked) {
+			return fmt.Errorf("another opsbot holds %s: stop it first, or give this one another state_path", cfg.StatePath)
+		}
+		return err
+	}
+	defer store.Close()
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+
+	m := metrics.New(func() (int, time.Time, int, error) {
+		st, err := store.InboxStats()
+		return st.Depth, st.Oldest, st.DeadLetter, err
+	}, nil, time.Now)
+
+	handler := events.New(cfg, log)
+	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})
+	if err := pool.Start(ctx); err != nil {
+		return err
+	}
+
+	srv := server.New(server.Config{
+		Store: store, Queue: pool, Secrets: secrets.WebhookSecrets, MaxBody: cfg.Webhook.MaxBodyBytes,
+		RepoName: func(name string) (string, bool) {
+			r, ok := cfg.Repo(name)
+			if !ok {
+				return "", false
+			}
+			return r.Name, true
+		},
+		Metrics: m, Log: log, Ctx: context.WithoutCancel(ctx),
+		Ready: func() (string, []string) {
+			if _, err := store.InboxStats(); err != nil {
+				return "database: " + err.Error(), nil
+			}
+			if !pool.Running() {
+				return "workers are not running", nil
+			}
+			return "", nil
+		},
+	})
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		pool.Stop()
+		return fmt.Errorf("listening on %s: %w (is another server using the port?)", cfg.Listen, err)
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	log.Info("opsbot serving", "addr", ln.Addr().String(), "state", cfg.StatePath, "dry_run", cfg.DryRun, "version", version)
+	fmt.Fprintf(e.stdout, "opsbot serving on http://%s\n", ln.Addr())
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		pool.Stop()
+		return fmt.Errorf("serving: %w", err)
+	}
+	log.Info("shutting down: draining requests and workers")
+	shutCtx, shutCancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer shutCancel()
+	if err := hs.Shutdown(shutCtx); err != nil {
+		log.Warn("requests still open at shutdown", "err", err)
+	}
+	pool.Stop()
+	log.Info("stopped")
+	return nil
+}
+
+type observer struct{ m *metrics.Metrics }
+
+func (o observer) Processed(event, outcome string, took time.Duration) {
+	o.m.ObserveProcessed(event, outcome, took)
+}

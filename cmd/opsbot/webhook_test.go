@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"opsbot/auth"
+	"opsbot/internal/fixtures"
+	"opsbot/state"
+)
+
+func post(t *testing.T, req *http.Request) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(raw, &body)
+	return resp.StatusCode, body
+}
+
+func openStore(t *testing.T, path string) *state.Store {
+	t.Helper()
+	st, err := state.Open(path, state.Options{})
+	if err != nil {
+		t.Fatalf("opening the state after the server stopped: %v", err)
+	}
+	t.Cleanup(func() {
+		if errs := st.Check(); len(errs) > 0 {
+			t.Errorf("bbolt check: %v", errs)
+		}
+		st.Close()
+	})
+	return st
+}
+
+// Every real payload, signed, is answered 2xx; only the events opsbot acts
+// on, for the repositories it serves, are stored; all of them are processed
+// and none ends in the dead letters.
+func TestEveryFixturePayloadIsAcceptedOrIgnored(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, writeConfig(t, dir, ""), testEnv(nil))
+	stored := map[string]string{}
+	for i, p := range fixtures.Webhooks(t) {
+		id := fmt.Sprintf("fixture-%d", i)
+		code, body := post(t, fixtures.SignedRequest(t, ts.URL+"/webhook", p.Event, id, p.Body, testSecret))
+		if code != http.StatusAccepted {
+			t.Errorf("%s/%s: status %d %v, want 202", p.Event, p.Name, code, body)
+			continue
+		}
+		if body["status"] == "stored" {
+			stored[id] = p.Event + "/" + p.Name
+			if p.Event != "pull_request" && p.Event != "issue_comment" && p.Event != "repository_dispatch" {
+				t.Errorf("%s/%s stored, but opsbot does not use %s", p.Event, p.Name, p.Event)
+			}
+		}
+	}
+	if len(stored) == 0 {
+		t.Fatal("no fixture was stored: pull_request payloads of a served repository must be")
+	}
+	ts.Stop(t)
+
+	st := openStore(t, ts.DB)
+	pending, err := st.Pending()
+	if err != nil || len(pending) != 0 {
+		t.Fatalf("inbox after drain: %d pending (%v)", len(pending), err)
+	}
+	dead, _ := st.DeadLetters()
+	for _, d := range dead {
+		t.Errorf("dead letter: %s %s: %s", d.Delivery.Event, d.Delivery.ID, d.Reason)
+	}
+	for id, name := range stored {
+		s, err := st.DeliveryStatus(id)
+		if err != nil || s.Processed != 1 {
+			t.Errorf("%s (%s): processed %d times (%v), want once", id, name, s.Processed, err)
+		}
+	}
+}
+
+func TestWebhookRejectsBadRequestsAndStoresNothing(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, writeConfig(t, dir, "webhook:\n  max_body_bytes: 8192\n"), testEnv(nil))
+	good := fixtures.Webhook(t, "pull_request", "synchronize")
+	small := []byte(`{"action":"synchronize","number":2,"repository":{"full_name":"Codertocat/Hello-World"}}`)
+	big := append([]byte(`{"pad":"`), append(bytes.Repeat([]byte("x"), 9000), `"}`...)...)
+
+	cases := []struct {
+		name   string
+		mutate func(r *http.Request)
+		body   []byte
+		method string
+		want   int
+	}{
+		{"unsigned", func(r *http.Request) { r.Header.Del("X-Hub-Signature-256") }, small, "", 401},
+		{"wrong secret", func(r *http.Request) { r.Header.Set("X-Hub-Signature-256", auth.Sign(small, "other")) }, small, "", 401},
+		{"sha1 only", func(r *http.Request) {
+			r.Header.Del("X-Hub-Signature-256")
+			r.Header.Set("X-Hub-Signature", "sha1=0000000000000000000000000000000000000000")
+		}, small, "", 401},
+		{"not hex", func(r *http.Request) { r.Header.Set("X-Hub-Signature-256", "sha256=zz") }, small, "", 401},
+		{"no event header", func(r *http.Request) { r.Header.Del("X-GitHub-Event") }, small, "", 400},
+		{"no delivery header", func(r *http.Request) { r.Header.Del("X-GitHub-Delivery") }, small, "", 400},
+		{"form encoded", func(r *http.Request) { r.Header.Set("Content-Type", "application/x-www-form-urlencoded") }, small, "", 400},
+		{"no content type", func(r *http.Request) { r.Header.Del("Content-Type") }, small, "", 400},
+		{"not JSON", nil, []byte("payload=%7B%7D"), "", 400},
+		{"truncated JSON", nil, good[:len(good)/2], "", 413},
+		{"truncated small JSON", nil, small[:40], "", 400},
+		{"too large", nil, big, "", 413},
+		{"GET", nil, small, http.MethodGet, 405},
+		{"PUT", nil, small, http.MethodPut, 405},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := fmt.Sprintf("bad-%d", i)
+			req := fixtures.SignedRequest(t, ts.URL+"/webhook", "pull_request", id, c.body, testSecret)
+			if c.method != "" {
+				req.Method = c.method
+			}
+			if c.mutate != nil {
+				c.mutate(req)
+			}
+			if code, body := post(t, req); code != c.want {
+				t.Fatalf("status %d %v, want %d", code, body, c.want)
+			}
+		})
+	}
+	ts.Stop(t)
+	st := openStore(t, ts.DB)
+	for i := range cases {
+		if _, err := st.DeliveryStatus(fmt.Sprintf("bad-%d", i)); !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("case %q left a delivery behind (%v)", cases[i].name, err)
+		}
+	}
+}
+
+func TestWebhookDuplicateDeliveryAndSecretRotation(t *testing.T) {
+	dir := t.TempDir()
+	env := testEnv(map[string]string{"TEST_WEBHOOK_SECRET": "new-secret, " + testSecret})
+	ts := startServer(t, writeConfig(t, dir, ""), env)
+	body := fixtures.Webhook(t, "pull_request", "synchronize")
+
+	code, _ := post(t, fixtures.SignedRequest(t, ts.URL+"/webhook", "pull_request", "dup-1", body, "new-secret"))
+	if code != http.StatusAccepted {
+		t.Fatalf("first delivery: %d, want 202", code)
+	}
+	// GitHub redelivers with the same id; an older secret still verifies during rotation.
+	code, rep := post(t, fixtures.SignedRequest(t, ts.URL+"/webhook", "pull_request", "dup-1", body, testSecret))
+	if code != http.StatusOK || rep["status"] != "duplicate" {
+		t.Fatalf("redelivery: %d %v, want 200 duplicate", code, rep)
+	}
+	ts.Stop(t)
+	st := openStore(t, ts.DB)
+	if s, err := st.DeliveryStatus("dup-1"); err != nil || s.Processed != 1 {
+		t.Fatalf("dup-1 processed %d times (%v), want once", s.Processed, err)
+	}
+}
+
+func TestServeRefusesToStartWithoutWebhookSecret(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"serve", "--config", writeConfig(t, dir, "")},
+		func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "TEST_WEBHOOK_SECRET") {
+		t.Fatalf("run = %v, want an error naming TEST_WEBHOOK_SECRET", err)
+	}
+}
+
+func TestSecondServerOnSameDatabaseFails(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "")
+	startServer(t, cfg, testEnv(nil))
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"serve", "--config", cfg}, testEnv(nil), strings.NewReader(""), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "another opsbot holds "+dir) {
+		t.Fatalf("second server: %v, want 'another opsbot holds %s/opsbot.db'", err, dir)
+	}
+}
+
+func TestHealthReadyAndMetrics(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, writeConfig(t, dir, ""), testEnv(nil))
+	body := fixtures.Webhook(t, "pull_request", "synchronize")
+	if code, _ := post(t, fixtures.SignedRequest(t, ts.URL+"/webhook", "pull_request", "m-1", body, testSecret)); code != 202 {
+		t.Fatalf("delivery: %d", code)
+	}
+	post(t, fixtures.SignedRequest(t, ts.URL+"/webhook", "pull_request", "m-2", body, "wrong"))
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(ts.URL + path)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", path, resp, err)
+		}
+		resp.Body.Close()
+	}
+	var text string
+	eventually(t, "the delivery is processed", func() bool {
+		resp, err := http.Get(ts.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text = string(raw)
+		return strings.Contains(text, `opsbot_deliveries_processed_total{event="pull_request"`)
+	})
+	for _, want := range []string{
+		`opsbot_webhook_deliveries_total{event="pull_request",outcome="stored"} 1`,
+		`opsbot_webhook_deliveries_total{event="pull_request",outcome="bad_signature"} 1`,
+		"opsbot_inbox_depth", "opsbot_inbox_oldest_age_seconds", "opsbot_processing_seconds", "opsbot_dead_letters",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "Hello-World") {
+		t.Error("/metrics names a repository; labels must be bounded")
+	}
+}

@@ -1,0 +1,340 @@
+// Package commands reads opsbot's slash commands out of PR comments and
+// decides what each one does. It does no I/O: reads and writes go through
+// small interfaces its callers provide.
+package commands
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Canonical command names, as `opsbot parse` prints them.
+const (
+	Reuse = "reuse-sweep-run"
+	Stage = "stage-results"
+	Help  = "help"
+)
+
+// MaxPerComment is how many commands one comment may run.
+const MaxPerComment = 10
+
+// Usage texts, one per verb as typed.
+const (
+	UsageReuse = "usage: /reuse-sweep-run <run-id or run URL> | /reuse-sweep-run | /reuse-sweep-run cancel"
+	UsageUse   = "usage: /use <run-id or run URL>"
+	UsageStage = "usage: /stage-results [<run-id or run URL>]"
+	UsageHelp  = "usage: /opsbot help"
+	UsageLimit = "usage: at most 10 commands per comment; post the rest in a new comment"
+)
+
+// Command is one command line of a comment, or a usage error on that line.
+type Command struct {
+	Line    int    `json:"line"`             // 1-based line of the comment
+	Name    string `json:"command"`          // canonical: reuse-sweep-run, stage-results, help
+	RunID   int64  `json:"run_id,omitempty"` // the run named, if any
+	Cancel  bool   `json:"cancel,omitempty"` // /reuse-sweep-run cancel
+	Error   string `json:"error,omitempty"`  // usage text when the arguments are wrong
+	Reason  string `json:"-"`                // what was wrong, for the reply
+	Verb    string `json:"-"`                // as typed, lower-cased: /use, /reuse-sweep-run, ...
+	Text    string `json:"-"`                // the line as written, trimmed
+	Attempt int    `json:"-"`                // from a run URL's /attempts/N, else 0
+}
+
+// Bare reports whether the command names no run (bare /reuse-sweep-run or /stage-results).
+func (c Command) Bare() bool { return c.Error == "" && !c.Cancel && c.RunID == 0 && c.Name != Help }
+
+// Options say where a comment was written, so run URLs can be checked.
+type Options struct {
+	Repo string // OWNER/REPO the comment belongs to
+	Host string // web host of run URLs; default github.com
+}
+
+type verb struct {
+	name  string // canonical
+	usage string
+}
+
+var verbs = map[string]verb{
+	"/reuse-sweep-run": {Reuse, UsageReuse},
+	"/use":             {Reuse, UsageUse},
+	"/stage-results":   {Stage, UsageStage},
+	"/opsbot":          {Help, UsageHelp},
+}
+
+// Parse returns the commands of a comment body in order. Lines inside fenced
+// or indented code, block quotes and HTML comments are never commands, nor is
+// a command name in the middle of a line. A line that starts with a known
+// command but has bad arguments is a Command with Error set. After
+// MaxPerComment commands, the rest become one usage error.
+func Parse(body string, opt Options) []Command {
+	if strings.IndexByte(body, '/') < 0 {
+		return nil
+	}
+	body = strings.TrimPrefix(body, "\ufeff")
+	p := parser{opt: opt}
+	for rest, n := body, 1; ; n++ {
+		i := strings.IndexByte(rest, '\n')
+		if i < 0 {
+			p.line(n, rest)
+			break
+		}
+		p.line(n, rest[:i])
+		rest = rest[i+1:]
+	}
+	return p.out
+}
+
+type parser struct {
+	opt       Options
+	out       []Command
+	fence     fenceState
+	inComment bool
+	extra     int
+}
+
+func (p *parser) line(n int, line string) {
+	line = strings.TrimSuffix(line, "\r")
+	if p.fence.open {
+		p.fence.closeOn(line)
+		return
+	}
+	if p.inComment || strings.Contains(line, "<!--") {
+		p.inComment = commentOpenAfter(line, p.inComment)
+		return
+	}
+	s, ok := trimIndent(line)
+	if !ok || s == "" || s[0] == '>' || p.fence.opens(s) || s[0] != '/' {
+		return
+	}
+	c, ok := parseLine(n, s, p.opt)
+	if !ok {
+		return
+	}
+	if len(p.out) < MaxPerComment {
+		p.out = append(p.out, c)
+		return
+	}
+	if p.extra == 0 {
+		p.out = append(p.out, Command{Line: n, Name: c.Name, Verb: c.Verb, Text: c.Text, Error: UsageLimit,
+			Reason: "this comment has more than 10 commands"})
+	}
+	p.extra++
+}
+
+// trimIndent removes up to three leading spaces. A tab or a fourth space
+// makes the line indented code: ok is false.
+func trimIndent(line string) (string, bool) {
+	for i := 0; i < len(line); i++ {
+		switch line[i] {
+		case ' ':
+			if i == 3 {
+				return "", false
+			}
+		case '\t':
+			return "", false
+		default:
+			return line[i:], true
+		}
+	}
+	return "", true
+}
+
+type fenceState struct {
+	open bool
+	char byte
+	n    int
+}
+
+// opens reports whether s (indent already trimmed) opens a code fence, and
+// remembers it.
+func (f *fenceState) opens(s string) bool {
+	if len(s) < 3 || (s[0] != '`' && s[0] != '~') {
+		return false
+	}
+	c := s[0]
+	n := 0
+	for n < len(s) && s[n] == c {
+		n++
+	}
+	if n < 3 {
+		return false
+	}
+	if c == '`' && strings.IndexByte(s[n:], '`') >= 0 {
+		return false // inline code, not a fence
+	}
+	f.open, f.char, f.n = true, c, n
+	return true
+}
+
+// closeOn closes the fence if line is its closing fence.
+func (f *fenceState) closeOn(line string) {
+	s, ok := trimIndent(line)
+	if !ok {
+		return
+	}
+	n := 0
+	for n < len(s) && s[n] == f.char {
+		n++
+	}
+	if n >= f.n && strings.TrimRight(s[n:], " \t") == "" {
+		f.open = false
+	}
+}
+
+// commentOpenAfter reports whether an HTML comment is still open at the end
+// of line, given whether one was open at its start.
+func commentOpenAfter(line string, open bool) bool {
+	for {
+		if open {
+			i := strings.Index(line, "-->")
+			if i < 0 {
+				return true
+			}
+			line, open = line[i+3:], false
+			continue
+		}
+		i := strings.Index(line, "<!--")
+		if i < 0 {
+			return false
+		}
+		line, open = line[i+4:], true
+	}
+}
+
+// parseLine reads a line that starts with '/'. ok is false when the first
+// word is not a known command (a path, a lookalike such as /reuse-sweep-runs).
+func parseLine(n int, s string, opt Options) (Command, bool) {
+	text := strings.TrimRight(s, " \t")
+	word, args := text, ""
+	if i := strings.IndexAny(text, " \t"); i >= 0 {
+		word, args = text[:i], text[i+1:]
+	}
+	v, ok := lookupVerb(word)
+	if !ok {
+		return Command{}, false
+	}
+	c := Command{Line: n, Name: v.name, Verb: strings.ToLower(word), Text: text}
+	fields := splitArgs(args)
+	bad := func(reason string) (Command, bool) {
+		c.Error, c.Reason = v.usage, reason
+		return c, true
+	}
+	switch c.Verb {
+	case "/opsbot":
+		if len(fields) != 1 || !strings.EqualFold(fields[0], "help") {
+			return bad("/opsbot takes one word: help")
+		}
+	case "/reuse-sweep-run", "/use", "/stage-results":
+		if len(fields) > 1 {
+			return bad(fmt.Sprintf("%s takes one argument, got %d", c.Verb, len(fields)))
+		}
+		if len(fields) == 0 {
+			if c.Verb == "/use" {
+				return bad("/use needs a run id or a run URL")
+			}
+			break
+		}
+		if c.Verb == "/reuse-sweep-run" && strings.EqualFold(fields[0], "cancel") {
+			c.Cancel = true
+			break
+		}
+		id, attempt, reason := parseRun(fields[0], opt)
+		if reason != "" {
+			return bad(reason)
+		}
+		c.RunID, c.Attempt = id, attempt
+	}
+	return c, true
+}
+
+func lookupVerb(word string) (verb, bool) {
+	if len(word) > len("/reuse-sweep-run") {
+		return verb{}, false
+	}
+	var buf [16]byte
+	b := buf[:len(word)]
+	for i := 0; i < len(word); i++ {
+		c := word[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b[i] = c
+	}
+	v, ok := verbs[string(b)]
+	return v, ok
+}
+
+// splitArgs splits on spaces and tabs only: any other character, Unicode
+// spaces included, belongs to an argument.
+func splitArgs(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' })
+}
+
+// parseRun reads a run id or a run URL of this repository. reason says what
+// is wrong, or is empty.
+func parseRun(arg string, opt Options) (id int64, attempt int, reason string) {
+	if arg[0] >= '0' && arg[0] <= '9' || !strings.Contains(arg, "://") {
+		id, reason := parseRunID(arg)
+		return id, 0, reason
+	}
+	host := opt.Host
+	if host == "" {
+		host = "github.com"
+	}
+	rest, ok := strings.CutPrefix(arg, "https://")
+	if !ok {
+		return 0, 0, fmt.Sprintf("%q is not an https run URL", arg)
+	}
+	h, rest, _ := strings.Cut(rest, "/")
+	if !strings.EqualFold(h, host) {
+		return 0, 0, fmt.Sprintf("%q is not a run URL on %s", arg, host)
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) < 5 || parts[2] != "actions" || parts[3] != "runs" {
+		return 0, 0, fmt.Sprintf("%q is not a run URL (https://%s/OWNER/REPO/actions/runs/ID)", arg, host)
+	}
+	if opt.Repo == "" || !strings.EqualFold(parts[0]+"/"+parts[1], opt.Repo) {
+		return 0, 0, fmt.Sprintf("%q is a run of %s/%s, not of %s", arg, parts[0], parts[1], opt.Repo)
+	}
+	id, reason = parseRunID(parts[4])
+	if reason != "" {
+		return 0, 0, reason
+	}
+	switch tail := parts[5:]; {
+	case len(tail) == 0:
+	case len(tail) == 2 && (tail[0] == "attempts" || tail[0] == "job"):
+		n, r := parseRunID(tail[1])
+		if r != "" {
+			return 0, 0, fmt.Sprintf("%q: bad %s number", arg, tail[0])
+		}
+		if tail[0] == "attempts" {
+			if n > 1<<20 {
+				return 0, 0, fmt.Sprintf("%q: bad attempts number", arg)
+			}
+			attempt = int(n)
+		}
+	default:
+		return 0, 0, fmt.Sprintf("%q is not a run URL (only /attempts/N or /job/N may follow the run id)", arg)
+	}
+	return id, attempt, ""
+}
+
+func parseRunID(s string) (int64, string) {
+	if len(s) == 0 || len(s) > 19 {
+		return 0, fmt.Sprintf("%q is not a run id (1 to 19 digits)", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Sprintf("%q is not a run id (digits 0-9 only)", s)
+		}
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Sprintf("%q is too large for a run id", s)
+	}
+	if id <= 0 {
+		return 0, fmt.Sprintf("%q is not a run id (must be above 0)", s)
+	}
+	return id, ""
+}

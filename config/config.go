@@ -1,0 +1,537 @@
+// Package config reads opsbot's YAML configuration into a validated Config.
+//
+// Decoding is strict: unknown keys are errors, and every problem in a file is
+// reported at once, each with its path (repos[0].sweep_workflow: required).
+// Secrets never live in the file: it names the environment variables that
+// hold them, and Resolve reads them through an injected getenv.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"text/template"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"opsbot/auth"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Listen    string     `yaml:"listen"`
+	StatePath string     `yaml:"state_path"`
+	DryRun    bool       `yaml:"dry_run"`
+	Workers   int        `yaml:"workers"`
+	GitHub    GitHub     `yaml:"github"`
+	API       API        `yaml:"api"`
+	Slack     Slack      `yaml:"slack"`
+	Retention Retention  `yaml:"retention"`
+	AuditWeb  AuditWeb   `yaml:"audit_web"`
+	Repos     []Repo     `yaml:"repos"`
+	Webhook   WebhookCfg `yaml:"webhook"`
+}
+
+// GitHub is how opsbot reaches GitHub and verifies its webhooks.
+type GitHub struct {
+	APIURL           string        `yaml:"api_url"`
+	TokenEnv         string        `yaml:"token_env"`
+	App              *App          `yaml:"app"`
+	WebhookSecretEnv string        `yaml:"webhook_secret_env"`
+	BotLogin         string        `yaml:"bot_login"`
+	BotUserID        int64         `yaml:"bot_user_id"`
+	RequestTimeout   time.Duration `yaml:"request_timeout"`
+	RoleCacheTTL     time.Duration `yaml:"role_cache_ttl"`
+}
+
+// App authenticates opsbot as a GitHub App installation.
+type App struct {
+	ID             int64  `yaml:"id"`
+	InstallationID int64  `yaml:"installation_id"`
+	PrivateKeyFile string `yaml:"private_key_file"`
+}
+
+// API guards /api/v1 and the `opsbot gate` client.
+type API struct {
+	TokensEnv string `yaml:"tokens_env"`
+}
+
+// Slack is where notices are mirrored.
+type Slack struct {
+	APIURL   string `yaml:"api_url"`
+	TokenEnv string `yaml:"token_env"`
+	Channel  string `yaml:"channel"`
+}
+
+// Retention bounds how long processed deliveries are kept. The audit is never pruned.
+type Retention struct {
+	Processed time.Duration `yaml:"processed"`
+}
+
+// AuditWeb is the browser view of the audit, behind HTTP basic auth.
+type AuditWeb struct {
+	Enabled     bool   `yaml:"enabled"`
+	UserEnv     string `yaml:"user_env"`
+	PasswordEnv string `yaml:"password_env"`
+}
+
+// WebhookCfg tunes ingest.
+type WebhookCfg struct {
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+}
+
+// Repo is one repository opsbot serves.
+type Repo struct {
+	Name            string   `yaml:"name"`
+	SweepWorkflow   string   `yaml:"sweep_workflow"`
+	ResultArtifacts []string `yaml:"result_artifacts"`
+	GateActions     []string `yaml:"gate_actions"`
+	SlackChannel    string   `yaml:"slack_channel"`
+	AllowBots       []string `yaml:"allow_bots"`
+	Reuse           Reuse    `yaml:"reuse"`
+	Stage           Stage    `yaml:"stage"`
+	Help            Access   `yaml:"help"`
+}
+
+// Access is who may run a command: a minimum role, or a listed user or team.
+type Access struct {
+	MinRole    string   `yaml:"min_role"`
+	AllowUsers []string `yaml:"allow_users"`
+	AllowTeams []string `yaml:"allow_teams"`
+}
+
+// Reuse configures /reuse-sweep-run.
+type Reuse struct {
+	Access             `yaml:",inline"`
+	AllowPartialPinned bool     `yaml:"allow_partial_pinned"`
+	AllowedPaths       []string `yaml:"allowed_paths"`
+}
+
+// Stage configures /stage-results.
+type Stage struct {
+	Access            `yaml:",inline"`
+	Dispatch          Dispatch `yaml:"dispatch"`
+	URLTemplate       string   `yaml:"url_template"`
+	RequiredArtifacts []string `yaml:"required_artifacts"`
+	RequiredLabels    []string `yaml:"required_labels"`
+	Slot              string   `yaml:"slot"`
+}
+
+// Dispatch is the repository_dispatch that asks the staging side to stage a run.
+type Dispatch struct {
+	Repo      string `yaml:"repo"`
+	EventType string `yaml:"event_type"`
+}
+
+// Defaults applied where the file is silent.
+const (
+	DefaultListen         = "127.0.0.1:8080"
+	DefaultStatePath      = "opsbot.db"
+	DefaultGitHubAPI      = "https://api.github.com/"
+	DefaultSlackAPI       = "https://slack.com/api/"
+	DefaultWorkers        = 4
+	DefaultMaxBody        = 25 << 20 // GitHub's maximum payload
+	DefaultRoleTTL        = 60 * time.Second
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultRetention      = 7 * 24 * time.Hour
+	DefaultMinRole        = "write"
+)
+
+// Problems is every problem found in a configuration, each with its path.
+type Problems []string
+
+func (p Problems) Error() string {
+	return fmt.Sprintf("%d problem(s) in the configuration:\n  %s", len(p), strings.Join(p, "\n  "))
+}
+
+// Load reads and validates the file at path. The error, if any, is a
+// Problems listing everything wrong, or a read error.
+func Load(file string) (*Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading config %q: %w", file, err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	// A relative state path is relative to the working directory, as the
+	// README's commands expect; nothing to rewrite.
+	return cfg, nil
+}
+
+// Parse decodes and validates a configuration held in memory.
+func Parse(data []byte) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, Problems{fmt.Sprintf("not valid YAML: %v", err)}
+	}
+	if len(root.Content) == 0 {
+		return nil, Problems{"the file is empty: start from opsbot.example.yaml"}
+	}
+	var probs Problems
+	checkKeys(root.Content[0], reflect.TypeOf(Config{}), "", &probs)
+
+	var cfg Config
+	if err := root.Decode(&cfg); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			probs = append(probs, te.Errors...)
+		} else {
+			probs = append(probs, err.Error())
+		}
+	}
+	cfg.applyDefaults()
+	probs = append(probs, cfg.validate()...)
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return &cfg, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.StatePath == "" {
+		c.StatePath = DefaultStatePath
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.GitHub.APIURL == "" {
+		c.GitHub.APIURL = DefaultGitHubAPI
+	}
+	if !strings.HasSuffix(c.GitHub.APIURL, "/") {
+		c.GitHub.APIURL += "/"
+	}
+	if c.GitHub.WebhookSecretEnv == "" {
+		c.GitHub.WebhookSecretEnv = "OPSBOT_WEBHOOK_SECRET"
+	}
+	if c.GitHub.RoleCacheTTL == 0 {
+		c.GitHub.RoleCacheTTL = DefaultRoleTTL
+	}
+	if c.GitHub.RequestTimeout == 0 {
+		c.GitHub.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.Slack.APIURL == "" {
+		c.Slack.APIURL = DefaultSlackAPI
+	}
+	if !strings.HasSuffix(c.Slack.APIURL, "/") {
+		c.Slack.APIURL += "/"
+	}
+	if c.Retention.Processed == 0 {
+		c.Retention.Processed = DefaultRetention
+	}
+	if c.Webhook.MaxBodyBytes == 0 {
+		c.Webhook.MaxBodyBytes = DefaultMaxBody
+	}
+	for i := range c.Repos {
+		r := &c.Repos[i]
+		if len(r.ResultArtifacts) == 0 {
+			r.ResultArtifacts = []string{"results_bmk", "eval_results_all", "bmk_agentic_*"}
+		}
+		if len(r.GateActions) == 0 {
+			r.GateActions = []string{"synchronize"}
+		}
+		for _, a := range []*Access{&r.Reuse.Access, &r.Stage.Access, &r.Help} {
+			if a.MinRole == "" {
+				a.MinRole = DefaultMinRole
+			}
+		}
+		if r.Stage.Dispatch.EventType == "" {
+			r.Stage.Dispatch.EventType = "stage-results"
+		}
+		if len(r.Stage.RequiredArtifacts) == 0 {
+			r.Stage.RequiredArtifacts = []string{"changelog-metadata"}
+		}
+		if r.Stage.Slot == "" {
+			r.Stage.Slot = "shared"
+		}
+	}
+}
+
+func (c *Config) validate() Problems {
+	var p Problems
+	add := func(path, format string, args ...any) {
+		p = append(p, path+": "+fmt.Sprintf(format, args...))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		add("listen", "%q is not a host:port address (for example 127.0.0.1:8080)", c.Listen)
+	}
+	if dir := filepath.Dir(c.StatePath); dir != "" {
+		if fi, err := os.Stat(dir); err != nil {
+			add("state_path", "directory %q cannot be used: %v", dir, err)
+		} else if !fi.IsDir() {
+			add("state_path", "%q is not a directory", dir)
+		}
+	}
+	if fi, err := os.Stat(c.StatePath); err == nil && fi.IsDir() {
+		add("state_path", "%q is a directory; name a file", c.StatePath)
+	}
+	if c.Workers < 1 || c.Workers > 256 {
+		add("workers", "must be between 1 and 256, got %d", c.Workers)
+	}
+	checkURL := func(path, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add(path, "%q is not an http(s) URL", raw)
+		}
+	}
+	checkURL("github.api_url", c.GitHub.APIURL)
+	checkURL("slack.api_url", c.Slack.APIURL)
+	if c.GitHub.App != nil {
+		a := c.GitHub.App
+		if a.ID <= 0 {
+			add("github.app.id", "required: the GitHub App's id")
+		}
+		if a.PrivateKeyFile == "" {
+			add("github.app.private_key_file", "required: the App's private key (PEM)")
+		}
+		if a.InstallationID < 0 {
+			add("github.app.installation_id", "must be positive (or omitted, to take it from each webhook)")
+		}
+		if c.GitHub.TokenEnv != "" {
+			add("github", "token_env and app are exclusive: choose one way to authenticate")
+		}
+	}
+	if c.GitHub.RequestTimeout < 0 {
+		add("github.request_timeout", "must be positive")
+	}
+	if c.GitHub.RoleCacheTTL < 0 {
+		add("github.role_cache_ttl", "must be positive")
+	}
+	if c.Retention.Processed < time.Hour {
+		add("retention.processed", "must be at least 1h (deliveries are deduplicated for that long), got %s", c.Retention.Processed)
+	}
+	if c.Webhook.MaxBodyBytes < 1024 {
+		add("webhook.max_body_bytes", "must be at least 1024")
+	}
+	if c.AuditWeb.Enabled && (c.AuditWeb.UserEnv == "" || c.AuditWeb.PasswordEnv == "") {
+		add("audit_web", "user_env and password_env are required when enabled")
+	}
+	if len(c.Repos) == 0 {
+		add("repos", "required: list at least one repository opsbot serves")
+	}
+	seen := map[string]int{}
+	for i, r := range c.Repos {
+		rp := fmt.Sprintf("repos[%d]", i)
+		owner, name, ok := strings.Cut(r.Name, "/")
+		switch {
+		case r.Name == "":
+			add(rp+".name", "required: OWNER/REPO")
+		case !ok || owner == "" || name == "" || strings.ContainsAny(name, "/ \t"):
+			add(rp+".name", "%q is not OWNER/REPO", r.Name)
+		}
+		key := strings.ToLower(r.Name)
+		if j, dup := seen[key]; dup && r.Name != "" {
+			add(rp+".name", "%q is also repos[%d]", r.Name, j)
+		}
+		seen[key] = i
+		if r.SweepWorkflow == "" {
+			add(rp+".sweep_workflow", "required: the sweep workflow's path, e.g. .github/workflows/run-sweep.yml")
+		} else if !strings.HasPrefix(r.SweepWorkflow, ".github/workflows/") {
+			add(rp+".sweep_workflow", "%q must be a path under .github/workflows/", r.SweepWorkflow)
+		}
+		for j, pat := range r.ResultArtifacts {
+			if _, err := path.Match(pat, ""); err != nil {
+				add(fmt.Sprintf("%s.result_artifacts[%d]", rp, j), "bad pattern %q: %v", pat, err)
+			}
+		}
+		for j, a := range r.GateActions {
+			if !validGateAction[a] {
+				add(fmt.Sprintf("%s.gate_actions[%d]", rp, j), "%q is not a pull_request action opsbot gates on (synchronize, opened, reopened, ready_for_review, labeled)", a)
+			}
+		}
+		for _, acc := range []struct {
+			path string
+			a    Access
+		}{{rp + ".reuse", r.Reuse.Access}, {rp + ".stage", r.Stage.Access}, {rp + ".help", r.Help}} {
+			if _, err := auth.ParseRole(acc.a.MinRole); err != nil {
+				add(acc.path+".min_role", "%q is not a role (none, read, triage, write, maintain, admin)", acc.a.MinRole)
+			}
+			for j, t := range acc.a.AllowTeams {
+				if o, s, ok := strings.Cut(t, "/"); !ok || o == "" || s == "" {
+					add(fmt.Sprintf("%s.allow_teams[%d]", acc.path, j), "%q is not ORG/TEAM-SLUG", t)
+				}
+			}
+		}
+		for j, g := range r.Reuse.AllowedPaths {
+			if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil {
+				add(fmt.Sprintf("%s.reuse.allowed_paths[%d]", rp, j), "bad glob %q: %v", g, err)
+			}
+		}
+		st := r.Stage
+		if st.Slot != "shared" && st.Slot != "accumulate" {
+			add(rp+".stage.slot", "%q must be shared or accumulate", st.Slot)
+		}
+		if st.Dispatch.Repo != "" {
+			if o, n, ok := strings.Cut(st.Dispatch.Repo, "/"); !ok || o == "" || n == "" {
+				add(rp+".stage.dispatch.repo", "%q is not OWNER/REPO", st.Dispatch.Repo)
+			}
+		}
+		if st.URLTemplate != "" {
+			if _, err := template.New("url").Option("missingkey=error").Parse(st.URLTemplate); err != nil {
+				add(rp+".stage.url_template", "does not parse: %v", err)
+			} else if err := checkURLTemplate(st.URLTemplate); err != nil {
+				add(rp+".stage.url_template", "%v", err)
+			}
+		}
+	}
+	return p
+}
+
+var validGateAction = map[string]bool{
+	"synchronize": true, "opened": true, "reopened": true, "ready_for_review": true, "labeled": true,
+}
+
+// StageURLData is what a stage url_template can use.
+type StageURLData struct {
+	RunID   int64
+	RunDate string
+	PR      int
+	Repo    string
+}
+
+func checkURLTemplate(s string) error {
+	t, err := template.New("url").Option("missingkey=error").Parse(s)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, StageURLData{RunID: 1, RunDate: "2026-01-01", PR: 1, Repo: "o/r"}); err != nil {
+		return fmt.Errorf("uses a field it does not have (.RunID, .RunDate, .PR, .Repo): %v", err)
+	}
+	return nil
+}
+
+// Repo returns the configuration of the named repository (case-insensitive).
+func (c *Config) Repo(name string) (*Repo, bool) {
+	for i := range c.Repos {
+		if strings.EqualFold(c.Repos[i].Name, name) {
+			return &c.Repos[i], true
+		}
+	}
+	return nil, false
+}
+
+// SlackChannelFor is the channel a repository's notices go to.
+func (c *Config) SlackChannelFor(r *Repo) string {
+	if r != nil && r.SlackChannel != "" {
+		return r.SlackChannel
+	}
+	return c.Slack.Channel
+}
+
+// IsGateAction reports whether a pull_request action decides the sweep for the repository.
+func (r *Repo) IsGateAction(action string) bool {
+	for _, a := range r.GateActions {
+		if a == action {
+			return true
+		}
+	}
+	return false
+}
+
+// checkKeys walks a mapping node against a struct type, reporting every key
+// the type does not have with its full path and, when one is close, a hint.
+func checkKeys(n *yaml.Node, t reflect.Type, at string, probs *Problems) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return // the decoder reports the type mismatch
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i].Value, n.Content[i+1]
+			p := k
+			if at != "" {
+				p = at + "." + k
+			}
+			ft, ok := fields[k]
+			if !ok {
+				msg := fmt.Sprintf("%s: unknown key (line %d)", p, n.Content[i].Line)
+				if s := closest(k, fields); s != "" {
+					msg += fmt.Sprintf("; did you mean %q?", s)
+				}
+				*probs = append(*probs, msg)
+				continue
+			}
+			checkKeys(v, ft, p, probs)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, item := range n.Content {
+			checkKeys(item, t.Elem(), fmt.Sprintf("%s[%d]", at, i), probs)
+		}
+	}
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if opts == "inline" {
+			for k, v := range yamlFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "" || name == "-" {
+			continue
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func closest(k string, fields map[string]reflect.Type) string {
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(k, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

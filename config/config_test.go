@@ -1,0 +1,157 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestExampleConfigIsValid(t *testing.T) {
+	cfg, err := Load(filepath.Join("..", "opsbot.example.yaml"))
+	if err != nil {
+		t.Fatalf("opsbot.example.yaml: %v", err)
+	}
+	r, ok := cfg.Repo("semianalysisai/inferencex")
+	if !ok {
+		t.Fatal("example repo not found case-insensitively")
+	}
+	if got, want := r.Reuse.MinRole, "write"; got != want {
+		t.Errorf("reuse.min_role = %q, want %q", got, want)
+	}
+	if got, want := strings.Join(r.ResultArtifacts, ","), "results_bmk,eval_results_all,bmk_agentic_*"; got != want {
+		t.Errorf("result_artifacts = %q, want %q", got, want)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := Parse([]byte("repos:\n  - name: o/r\n    sweep_workflow: .github/workflows/run-sweep.yml\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Repos[0]
+	checks := []struct{ name, got, want string }{
+		{"listen", cfg.Listen, DefaultListen},
+		{"state_path", cfg.StatePath, DefaultStatePath},
+		{"github.api_url", cfg.GitHub.APIURL, DefaultGitHubAPI},
+		{"webhook_secret_env", cfg.GitHub.WebhookSecretEnv, "OPSBOT_WEBHOOK_SECRET"},
+		{"stage.min_role", r.Stage.MinRole, "write"},
+		{"help.min_role", r.Help.MinRole, "write"},
+		{"stage.slot", r.Stage.Slot, "shared"},
+		{"stage.dispatch.event_type", r.Stage.Dispatch.EventType, "stage-results"},
+		{"gate_actions", strings.Join(r.GateActions, ","), "synchronize"},
+		{"role_cache_ttl", cfg.GitHub.RoleCacheTTL.String(), "1m0s"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+}
+
+// Every problem in a file is reported at once, each with its path.
+func TestProblemsAreAllReportedWithPaths(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"typos", `
+listn: ":8080"
+github:
+  api_ur: "http://x/"
+repos:
+  - name: o/r
+    sweep_workflow: .github/workflows/run-sweep.yml
+    reuse:
+      min_rol: write
+`, []string{`listn: unknown key (line 2); did you mean "listen"?`, `github.api_ur: unknown key (line 4); did you mean "api_url"?`,
+			`repos[0].reuse.min_rol: unknown key (line 9); did you mean "min_role"?`}},
+		{"no repos", "listen: 127.0.0.1:1\n", []string{"repos: required"}},
+		{"bad listen", "listen: nonsense\nrepos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n",
+			[]string{`listen: "nonsense" is not a host:port address`}},
+		{"unreadable state path", "state_path: " + filepath.Join(dir, "missing", "db") +
+			"\nrepos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n",
+			[]string{"state_path: directory", "no such file or directory"}},
+		{"state path is a directory", "state_path: " + dir + "\nrepos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n",
+			[]string{"state_path: \"" + dir + "\" is a directory"}},
+		{"many at once", `
+workers: 999
+repos:
+  - name: not-a-repo
+    reuse: {min_role: god, allow_teams: [noslash]}
+    stage: {slot: private, url_template: "{{.Nope}}"}
+    gate_actions: [closed]
+  - name: o/r
+    sweep_workflow: run-sweep.yml
+  - name: O/R
+    sweep_workflow: .github/workflows/x.yml
+`, []string{
+			"workers: must be between 1 and 256",
+			`repos[0].name: "not-a-repo" is not OWNER/REPO`,
+			"repos[0].sweep_workflow: required",
+			`repos[0].reuse.min_role: "god" is not a role`,
+			`repos[0].reuse.allow_teams[0]: "noslash" is not ORG/TEAM-SLUG`,
+			`repos[0].stage.slot: "private" must be shared or accumulate`,
+			"repos[0].stage.url_template: uses a field it does not have",
+			`repos[0].gate_actions[0]: "closed" is not a pull_request action`,
+			`repos[1].sweep_workflow: "run-sweep.yml" must be a path under .github/workflows/`,
+			`repos[2].name: "O/R" is also repos[1]`,
+		}},
+		{"wrong type", "workers: many\nrepos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n",
+			[]string{"cannot unmarshal !!str `many` into int"}},
+		{"not yaml", "repos: [\n", []string{"not valid YAML"}},
+		{"empty", "", []string{"the file is empty"}},
+		{"app and token", `
+github: {token_env: T, app: {id: 0}}
+repos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]
+`, []string{"github.app.id: required", "github.app.private_key_file: required", "github: token_env and app are exclusive"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.yaml))
+			var probs Problems
+			if !errors.As(err, &probs) {
+				t.Fatalf("Parse = %v, want Problems", err)
+			}
+			all := strings.Join(probs, "\n")
+			for _, w := range c.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("problems lack %q; got:\n%s", w, all)
+				}
+			}
+		})
+	}
+}
+
+func TestResolveSecrets(t *testing.T) {
+	cfg, err := Parse([]byte("github: {token_env: GH}\napi: {tokens_env: API}\nrepos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"OPSBOT_WEBHOOK_SECRET": " new , old ", "GH": "ghp_x", "API": "a,b"}
+	s, err := cfg.ResolveSecrets(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.WebhookSecrets) != 2 || s.WebhookSecrets[0].Reveal() != "new" || s.WebhookSecrets[1].Reveal() != "old" {
+		t.Errorf("webhook secrets = %v", s.WebhookSecrets)
+	}
+	if len(s.APITokens) != 2 || s.GitHubToken.Reveal() != "ghp_x" {
+		t.Errorf("tokens = %v %v", s.APITokens, s.GitHubToken)
+	}
+	delete(env, "OPSBOT_WEBHOOK_SECRET")
+	_, err = cfg.ResolveSecrets(func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "OPSBOT_WEBHOOK_SECRET is empty or unset") {
+		t.Fatalf("without a webhook secret: %v", err)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Load = %v, want not-exist", err)
+	}
+}

@@ -1,0 +1,123 @@
+// Package metrics holds opsbot's Prometheus collectors. Labels are bounded:
+// event names from a fixed list, outcomes, routes; never a repository or PR.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics is every collector opsbot exports, registered on one registry.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Webhooks   *prometheus.CounterVec   // event, outcome
+	Processed  *prometheus.CounterVec   // event, outcome
+	Processing *prometheus.HistogramVec // event
+	APIReqs    *prometheus.CounterVec   // service, route, status
+	RateLeft   prometheus.Gauge
+	Notices    *prometheus.CounterVec // channel, outcome (sent, retried, failed)
+	Decisions  *prometheus.CounterVec // decision
+	Commands   *prometheus.CounterVec // command, outcome
+	SlackUp    prometheus.Gauge
+}
+
+// InboxReader reports the inbox for the gauges read at scrape time.
+type InboxReader func() (depth int, oldest time.Time, dead int, err error)
+
+// OutboxReader reports the outbox for the gauges read at scrape time.
+type OutboxReader func() (depth int, oldest time.Time, err error)
+
+// New makes and registers the collectors. inbox and outbox are read on each scrape.
+func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{
+		Registry: r,
+		Webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsbot_webhook_deliveries_total", Help: "Webhook deliveries received, by event and how they were answered.",
+		}, []string{"event", "outcome"}),
+		Processed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsbot_deliveries_processed_total", Help: "Deliveries processed by the workers, by event and outcome.",
+		}, []string{"event", "outcome"}),
+		Processing: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "opsbot_processing_seconds", Help: "Time to process one delivery.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"event"}),
+		APIReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsbot_api_requests_total", Help: "Requests to GitHub and Slack, by route template and status.",
+		}, []string{"service", "route", "status"}),
+		RateLeft: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "opsbot_github_rate_limit_remaining", Help: "GitHub's x-ratelimit-remaining on the last answer.",
+		}),
+		Notices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsbot_notices_total", Help: "Notices from the outbox, by channel and outcome (sent, retried, failed).",
+		}, []string{"channel", "outcome"}),
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsbot_decisions_total", Help: "Sweep gate decisions, by decision.",
+		}, []string{"decision"}),
+		Commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsbot_commands_total", Help: "Commands seen, by command and outcome.",
+		}, []string{"command", "outcome"}),
+		SlackUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "opsbot_slack_healthy", Help: "1 when the last Slack call worked, 0 when Slack is degraded.",
+		}),
+	}
+	r.MustRegister(m.Webhooks, m.Processed, m.Processing, m.APIReqs, m.RateLeft, m.Notices, m.Decisions, m.Commands, m.SlackUp)
+	m.SlackUp.Set(1)
+	if inbox != nil {
+		r.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_inbox_depth", Help: "Deliveries stored and not yet processed."},
+				func() float64 { d, _, _, _ := inbox(); return float64(d) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_inbox_oldest_age_seconds", Help: "Age of the oldest unprocessed delivery (0 when none)."},
+				func() float64 {
+					_, o, _, err := inbox()
+					if err != nil || o.IsZero() {
+						return 0
+					}
+					return now().Sub(o).Seconds()
+				}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_dead_letters", Help: "Deliveries in the dead-letter bucket."},
+				func() float64 { _, _, d, _ := inbox(); return float64(d) }),
+		)
+	}
+	if outbox != nil {
+		r.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_outbox_depth", Help: "Notices waiting to be sent."},
+				func() float64 { d, _, _ := outbox(); return float64(d) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_outbox_oldest_age_seconds", Help: "Age of the oldest unsent notice (0 when none)."},
+				func() float64 {
+					_, o, err := outbox()
+					if err != nil || o.IsZero() {
+						return 0
+					}
+					return now().Sub(o).Seconds()
+				}),
+		)
+	}
+	return m
+}
+
+// Processed implements worker.Observer.
+func (m *Metrics) ObserveProcessed(event, outcome string, took time.Duration) {
+	m.Processed.WithLabelValues(EventLabel(event), outcome).Inc()
+	if took > 0 {
+		m.Processing.WithLabelValues(EventLabel(event)).Observe(took.Seconds())
+	}
+}
+
+var knownEvents = map[string]bool{
+	"issue_comment": true, "pull_request": true, "repository_dispatch": true, "ping": true, "push": true,
+	"check_run": true, "check_suite": true, "workflow_run": true, "workflow_job": true, "status": true,
+	"pull_request_review": true, "pull_request_review_comment": true, "installation": true,
+}
+
+// EventLabel bounds an X-GitHub-Event value for use as a label.
+func EventLabel(e string) string {
+	if knownEvents[e] {
+		return e
+	}
+	return "other"
+}

@@ -1,0 +1,118 @@
+// Package server is opsbot's HTTP face: the webhook endpoint, the API the
+// workflow and the CLI use, the audit page, health and metrics.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"opsbot/auth"
+	"opsbot/metrics"
+	"opsbot/state"
+)
+
+// Appender stores deliveries durably.
+type Appender interface {
+	Append(ctx context.Context, d *state.Delivery) (state.AppendResult, error)
+}
+
+// Queue takes stored deliveries for processing.
+type Queue interface {
+	Enqueue(d *state.Delivery)
+}
+
+// ReadyCheck reports a reason the server is not ready, or "" when it is.
+// degraded parts (Slack) are reported but do not make it unready.
+type ReadyCheck func() (unready string, degraded []string)
+
+// Config is everything a Server needs.
+type Config struct {
+	Store    Appender
+	Queue    Queue
+	Secrets  []auth.Secret
+	MaxBody  int64
+	RepoName func(fullName string) (canonical string, served bool)
+	Metrics  *metrics.Metrics
+	Log      *slog.Logger
+	Ready    ReadyCheck
+	Now      func() time.Time
+	// Ctx is the server's lifetime context: work a request starts that must
+	// outlive the request (storing a delivery) runs on it.
+	Ctx context.Context
+	// Extra registers more routes (the API, the audit page) on the same mux.
+	Extra func(mux *http.ServeMux)
+}
+
+// Server answers HTTP.
+type Server struct {
+	store    Appender
+	queue    Queue
+	secrets  []auth.Secret
+	maxBody  int64
+	repoName func(string) (string, bool)
+	m        *metrics.Metrics
+	log      *slog.Logger
+	ready    ReadyCheck
+	now      func() time.Time
+	ctx      context.Context
+	mux      *http.ServeMux
+}
+
+// New builds a Server and registers every route.
+func New(c Config) *Server {
+	s := &Server{store: c.Store, queue: c.Queue, secrets: c.Secrets, maxBody: c.MaxBody, repoName: c.RepoName,
+		m: c.Metrics, log: c.Log, ready: c.Ready, now: c.Now, ctx: c.Ctx, mux: http.NewServeMux()}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.ctx == nil {
+		s.ctx = context.Background()
+	}
+	s.routes(c.Extra)
+	return s
+}
+
+func (s *Server) routes(extra func(*http.ServeMux)) {
+	s.mux.HandleFunc("POST /webhook", s.handleWebhook)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.Registry, promhttp.HandlerOpts{}))
+	if extra != nil {
+		extra(s.mux)
+	}
+}
+
+// ServeHTTP makes Server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	unready, degraded := "", []string(nil)
+	if s.ready != nil {
+		unready, degraded = s.ready()
+	}
+	body := map[string]any{"status": "ready"}
+	if len(degraded) > 0 {
+		body["degraded"] = degraded
+	}
+	if unready != "" {
+		body["status"] = "unready"
+		body["reason"] = unready
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// WriteJSON writes v as the JSON body of a response with status code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing to do
+}

@@ -1,0 +1,145 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"opsbot/auth"
+	"opsbot/metrics"
+	"opsbot/state"
+)
+
+// envelope is the part of any webhook payload ingest reads: enough to know
+// whether opsbot uses the delivery and which PR orders it.
+type envelope struct {
+	Action     string `json:"action"`
+	Repository *struct {
+		FullName string `json:"full_name"`
+	} `json:"repository"`
+	Number int `json:"number"`
+	Issue  *struct {
+		Number      int             `json:"number"`
+		PullRequest json.RawMessage `json:"pull_request"`
+	} `json:"issue"`
+	PullRequest *struct {
+		Number int `json:"number"`
+	} `json:"pull_request"`
+	ClientPayload map[string]any `json:"client_payload"`
+}
+
+// usedEvents are the events opsbot acts on; every other event is answered
+// 202 and dropped once its signature is checked.
+var usedEvents = map[string]bool{"issue_comment": true, "pull_request": true, "repository_dispatch": true}
+
+type webhookReply struct {
+	Status   string `json:"status"`
+	Delivery string `json:"delivery,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
+	event := r.Header.Get("X-GitHub-Event")
+	id := r.Header.Get("X-GitHub-Delivery")
+	label := metrics.EventLabel(event)
+	answer := func(code int, outcome string, rep webhookReply) {
+		s.m.Webhooks.WithLabelValues(label, outcome).Inc()
+		rep.Delivery = id
+		writeJSON(w, code, rep)
+	}
+	if r.ContentLength > s.maxBody {
+		answer(http.StatusRequestEntityTooLarge, "too_large", webhookReply{Status: "rejected", Error: "body larger than the limit"})
+		return
+	}
+	if event == "" || id == "" || len(id) > 128 {
+		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",
+			Error: "X-GitHub-Event and X-GitHub-Delivery headers are required"})
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",
+			Error: "content type must be application/json (set it in the webhook's settings on GitHub)"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			answer(http.StatusRequestEntityTooLarge, "too_large", webhookReply{Status: "rejected", Error: "body larger than the limit"})
+			return
+		}
+		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected", Error: "reading the body failed"})
+		return
+	}
+	if err := auth.VerifySignature(body, r.Header.Get("X-Hub-Signature-256"), s.secrets); err != nil {
+		s.log.Warn("webhook signature rejected", "delivery", id, "event", label, "err", err)
+		answer(http.StatusUnauthorized, "bad_signature", webhookReply{Status: "rejected",
+			Error: "missing or wrong X-Hub-Signature-256"})
+		return
+	}
+	var env envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected", Error: "body is not valid JSON"})
+		return
+	}
+	d, use := s.classify(event, id, &env)
+	if !use {
+		answer(http.StatusAccepted, "ignored", webhookReply{Status: "ignored"})
+		return
+	}
+	d.Body = body
+	// Stored in the inbox on the server's context: once GitHub's request
+	// has reached this point, a client hang-up must not cancel the write.
+	res, err := s.store.Append(s.ctx, d)
+	if err != nil {
+		s.log.Error("storing a delivery failed", "delivery", id, "err", err)
+		w.Header().Set("Retry-After", "5")
+		answer(http.StatusServiceUnavailable, "error", webhookReply{Status: "error", Error: "could not store the delivery; retry"})
+		return
+	}
+	if res == state.Duplicate {
+		answer(http.StatusOK, "duplicate", webhookReply{Status: "duplicate"})
+		return
+	}
+	s.queue.Enqueue(d)
+	answer(http.StatusAccepted, "stored", webhookReply{Status: "stored"})
+}
+
+// classify decides whether a verified delivery is one opsbot acts on.
+func (s *Server) classify(event, id string, env *envelope) (*state.Delivery, bool) {
+	if !usedEvents[event] || env.Repository == nil {
+		return nil, false
+	}
+	repo, ok := s.repoName(env.Repository.FullName)
+	if !ok {
+		return nil, false
+	}
+	d := &state.Delivery{ID: id, Event: event, Action: env.Action, Repo: repo, ReceivedAt: s.now()}
+	switch event {
+	case "issue_comment":
+		// Comments on issues that are not pull requests carry no commands.
+		if env.Issue == nil || len(env.Issue.PullRequest) == 0 || string(env.Issue.PullRequest) == "null" {
+			return nil, false
+		}
+		d.PR = env.Issue.Number
+	case "pull_request":
+		d.PR = env.Number
+		if d.PR == 0 && env.PullRequest != nil {
+			d.PR = env.PullRequest.Number
+		}
+		if d.PR == 0 {
+			return nil, false
+		}
+	case "repository_dispatch":
+		if !strings.HasPrefix(env.Action, "stage-results-") {
+			return nil, false
+		}
+		if n, ok := env.ClientPayload["pr-number"].(float64); ok && n > 0 && n < 1<<31 {
+			d.PR = int(n)
+		}
+	}
+	return d, true
+}

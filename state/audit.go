@@ -1,0 +1,176 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// AuditRecord is one line of the append-only audit.
+type AuditRecord struct {
+	V          int       `json:"v"`
+	Seq        uint64    `json:"seq"`
+	Time       time.Time `json:"time"`
+	Kind       string    `json:"kind"`              // command, pin, decision, stage, callback, edit
+	Outcome    string    `json:"outcome"`           // accepted, denied, usage_error, active, superseded, skip, sweep, ...
+	Command    string    `json:"command,omitempty"` // canonical command name
+	DeliveryID string    `json:"delivery_id,omitempty"`
+	Repo       string    `json:"repo"`
+	PR         int       `json:"pr,omitempty"`
+	HeadSHA    string    `json:"head_sha,omitempty"`
+	RunID      int64     `json:"run_id,omitempty"`
+	PinID      uint64    `json:"pin_id,omitempty"`
+	ActorID    int64     `json:"actor_id,omitempty"`
+	ActorLogin string    `json:"actor_login,omitempty"`
+	Role       string    `json:"role,omitempty"`
+	CommentID  int64     `json:"comment_id,omitempty"`
+	CommentURL string    `json:"comment_url,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+}
+
+const auditVersion = 1
+
+// repoKey is the case-folded repository name used in keys: GitHub names are
+// case-insensitive, and '\x00' never occurs in one.
+func repoKey(repo string) []byte { return []byte(strings.ToLower(repo)) }
+
+func prPrefix(repo string, pr int) []byte {
+	k := append(repoKey(repo), 0)
+	return append(k, u64(uint64(pr))...)
+}
+
+func appendAuditTx(tx *bolt.Tx, r *AuditRecord) error {
+	b := tx.Bucket(bAudit)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	r.V, r.Seq = auditVersion, seq
+	if err := putJSON(b, u64(seq), r); err != nil {
+		return err
+	}
+	if r.Repo != "" && r.PR > 0 {
+		if err := tx.Bucket(bAuditPR).Put(append(prPrefix(r.Repo, r.PR), u64(seq)...), nil); err != nil {
+			return err
+		}
+	}
+	if r.HeadSHA != "" {
+		k := append([]byte(strings.ToLower(r.HeadSHA)+"\x00"), u64(seq)...)
+		if err := tx.Bucket(bAuditSHA).Put(k, nil); err != nil {
+			return err
+		}
+	}
+	if r.RunID > 0 {
+		if err := tx.Bucket(bAuditRun).Put(append(u64(uint64(r.RunID)), u64(seq)...), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AuditQuery filters the audit. Zero fields match everything. Results come in
+// sequence order, starting after After, at most Limit (default 100, max 10,000).
+type AuditQuery struct {
+	Repo  string
+	PR    int
+	SHA   string
+	RunID int64
+	Since time.Time
+	After uint64
+	Limit int
+	Kind  string
+}
+
+// Audit returns the records matching q and the cursor to pass as After for
+// the next page (0 when there is none). It walks an index when the query
+// names a PR, a head SHA or a run, so one PR's records do not cost a scan of
+// all of them.
+func (s *Store) Audit(q AuditQuery) ([]AuditRecord, uint64, error) {
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	if q.Limit > 10000 {
+		q.Limit = 10000
+	}
+	var out []AuditRecord
+	var next uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		recs := tx.Bucket(bAudit)
+		match := func(seq uint64) (bool, error) {
+			raw := recs.Get(u64(seq))
+			if raw == nil {
+				return false, nil
+			}
+			var r AuditRecord
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return false, err
+			}
+			if !q.matches(&r) {
+				return false, nil
+			}
+			if len(out) == q.Limit {
+				next = out[len(out)-1].Seq
+				return true, nil
+			}
+			out = append(out, r)
+			return false, nil
+		}
+		// Choose an index: each yields sequence numbers in order.
+		var bucket *bolt.Bucket
+		var prefix []byte
+		switch {
+		case q.Repo != "" && q.PR > 0:
+			bucket, prefix = tx.Bucket(bAuditPR), prPrefix(q.Repo, q.PR)
+		case q.SHA != "":
+			bucket, prefix = tx.Bucket(bAuditSHA), []byte(strings.ToLower(q.SHA)+"\x00")
+		case q.RunID > 0:
+			bucket, prefix = tx.Bucket(bAuditRun), u64(uint64(q.RunID))
+		}
+		if bucket == nil {
+			c := recs.Cursor()
+			for k, _ := c.Seek(u64(q.After + 1)); k != nil; k, _ = c.Next() {
+				stop, err := match(binary.BigEndian.Uint64(k))
+				if err != nil || stop {
+					return err
+				}
+			}
+			return nil
+		}
+		c := bucket.Cursor()
+		for k, _ := c.Seek(append(bytes.Clone(prefix), u64(q.After+1)...)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if len(k) != len(prefix)+8 {
+				continue
+			}
+			stop, err := match(binary.BigEndian.Uint64(k[len(prefix):]))
+			if err != nil || stop {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, next, err
+}
+
+func (q *AuditQuery) matches(r *AuditRecord) bool {
+	switch {
+	case r.Seq <= q.After:
+		return false
+	case q.Repo != "" && !strings.EqualFold(q.Repo, r.Repo):
+		return false
+	case q.PR > 0 && q.PR != r.PR:
+		return false
+	case q.SHA != "" && !strings.EqualFold(q.SHA, r.HeadSHA):
+		return false
+	case q.RunID > 0 && q.RunID != r.RunID:
+		return false
+	case !q.Since.IsZero() && r.Time.Before(q.Since):
+		return false
+	case q.Kind != "" && q.Kind != r.Kind:
+		return false
+	}
+	return true
+}

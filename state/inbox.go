@@ -1,0 +1,408 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Delivery is one webhook delivery as GitHub sent it, kept until processed.
+type Delivery struct {
+	Seq        uint64    `json:"seq"`
+	ID         string    `json:"id"` // X-GitHub-Delivery
+	Event      string    `json:"event"`
+	Action     string    `json:"action,omitempty"`
+	Repo       string    `json:"repo,omitempty"`
+	PR         int       `json:"pr,omitempty"`
+	ReceivedAt time.Time `json:"received_at"`
+	Body       []byte    `json:"-"`
+}
+
+// Key is the ordering key: deliveries with the same key are processed in
+// arrival order, one at a time.
+func (d *Delivery) Key() string {
+	if d.PR > 0 {
+		return fmt.Sprintf("%s#%d", d.Repo, d.PR)
+	}
+	return d.Repo
+}
+
+// AppendResult says what Append did.
+type AppendResult int
+
+const (
+	Stored    AppendResult = iota // new delivery, durably stored
+	Duplicate                     // delivery id seen before; nothing stored
+)
+
+type appendReq struct {
+	d    *Delivery
+	res  AppendResult
+	err  error
+	done chan struct{}
+}
+
+// Append stores a delivery durably (committed and fsync'd) unless its id was
+// seen before. Concurrent calls share one commit. On success d.Seq is set.
+func (s *Store) Append(ctx context.Context, d *Delivery) (AppendResult, error) {
+	r := &appendReq{d: d, done: make(chan struct{})}
+	select {
+	case s.appends <- r:
+	case <-s.stop:
+		return 0, ErrClosed
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	// Once queued, the request will be committed or failed; wait for it so
+	// the answer to GitHub matches what is on disk. If the committer has
+	// exited, a request it never took is answered here.
+	select {
+	case <-r.done:
+	case <-s.done:
+		select {
+		case <-r.done:
+		default:
+			return 0, ErrClosed
+		}
+	}
+	return r.res, r.err
+}
+
+// committer is the group commit: it takes every append waiting, writes them
+// in one transaction (one fsync), and answers them all. While a commit is in
+// flight the next group gathers, so the batch size follows the load with no
+// timer to wait on.
+func (s *Store) committer() {
+	defer close(s.done)
+	const maxGroup = 512
+	group := make([]*appendReq, 0, maxGroup)
+	for {
+		select {
+		case r := <-s.appends:
+			group = append(group[:0], r)
+		case <-s.stop:
+			s.drainClosed()
+			return
+		}
+	more:
+		for len(group) < maxGroup {
+			select {
+			case r := <-s.appends:
+				group = append(group, r)
+			default:
+				break more
+			}
+		}
+		s.inFlight.Store(int64(len(group)))
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			for _, r := range group {
+				res, err := appendTx(tx, r.d)
+				if err != nil {
+					return err
+				}
+				r.res = res
+			}
+			return nil
+		})
+		s.inFlight.Store(0)
+		s.commits.Add(1)
+		for _, r := range group {
+			if err != nil {
+				r.err = fmt.Errorf("storing delivery %s: %w", r.d.ID, err)
+				r.d.Seq = 0
+			}
+			close(r.done)
+		}
+	}
+}
+
+func (s *Store) drainClosed() {
+	for {
+		select {
+		case r := <-s.appends:
+			r.err = ErrClosed
+			close(r.done)
+		default:
+			return
+		}
+	}
+}
+
+type deliveryMark struct {
+	Seq         uint64    `json:"seq"`
+	ReceivedAt  time.Time `json:"received_at"`
+	ProcessedAt time.Time `json:"processed_at,omitzero"`
+	Outcome     string    `json:"outcome,omitempty"`
+	Processed   int       `json:"processed,omitempty"` // times completed; exactly one when done
+}
+
+func appendTx(tx *bolt.Tx, d *Delivery) (AppendResult, error) {
+	marks := tx.Bucket(bDeliveries)
+	if marks.Get([]byte(d.ID)) != nil {
+		return Duplicate, nil
+	}
+	inbox := tx.Bucket(bInbox)
+	seq, err := inbox.NextSequence()
+	if err != nil {
+		return 0, err
+	}
+	d.Seq = seq
+	val, err := encodeDelivery(d)
+	if err != nil {
+		return 0, err
+	}
+	if err := inbox.Put(u64(seq), val); err != nil {
+		return 0, err
+	}
+	if err := putJSON(marks, []byte(d.ID), deliveryMark{Seq: seq, ReceivedAt: d.ReceivedAt}); err != nil {
+		return 0, err
+	}
+	return Stored, tx.Bucket(bByTime).Put(timeKey(d.ReceivedAt, seq), []byte(d.ID))
+}
+
+func timeKey(t time.Time, seq uint64) []byte {
+	k := make([]byte, 16)
+	binary.BigEndian.PutUint64(k, uint64(t.UnixNano()))
+	binary.BigEndian.PutUint64(k[8:], seq)
+	return k
+}
+
+// A delivery is stored as a 4-byte header length, the header as JSON, then the raw body.
+func encodeDelivery(d *Delivery) ([]byte, error) {
+	h, err := json.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 4+len(h)+len(d.Body))
+	binary.BigEndian.PutUint32(out, uint32(len(h)))
+	copy(out[4:], h)
+	copy(out[4+len(h):], d.Body)
+	return out, nil
+}
+
+func decodeDelivery(raw []byte, withBody bool) (*Delivery, error) {
+	if len(raw) < 4 {
+		return nil, errors.New("state: short delivery record")
+	}
+	n := int(binary.BigEndian.Uint32(raw))
+	if 4+n > len(raw) {
+		return nil, errors.New("state: corrupt delivery header")
+	}
+	var d Delivery
+	if err := json.Unmarshal(raw[4:4+n], &d); err != nil {
+		return nil, fmt.Errorf("state: decoding delivery: %w", err)
+	}
+	if withBody {
+		d.Body = bytes.Clone(raw[4+n:])
+	}
+	return &d, nil
+}
+
+// Pending lists every unprocessed delivery in arrival order, without bodies.
+func (s *Store) Pending() ([]*Delivery, error) {
+	var out []*Delivery
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bInbox).ForEach(func(k, v []byte) error {
+			d, err := decodeDelivery(v, false)
+			if err != nil {
+				return fmt.Errorf("inbox entry %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			out = append(out, d)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Delivery loads one pending delivery with its body.
+func (s *Store) Delivery(seq uint64) (*Delivery, error) {
+	var d *Delivery
+	err := s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bInbox).Get(u64(seq))
+		if raw == nil {
+			return ErrNotFound
+		}
+		var err error
+		d, err = decodeDelivery(raw, true)
+		return err
+	})
+	return d, err
+}
+
+// Write is the state change a processed delivery causes. It runs inside the
+// transaction that marks the delivery processed, so both happen or neither.
+type Write func(tx *Tx) error
+
+// Complete runs w and removes the delivery from the inbox in one
+// transaction, recording outcome. Completing a delivery that is no longer
+// pending does nothing and returns ErrNotFound: it was completed before.
+func (s *Store) Complete(seq uint64, outcome string, w Write) error {
+	return s.db.Update(func(btx *bolt.Tx) error {
+		inbox := btx.Bucket(bInbox)
+		raw := inbox.Get(u64(seq))
+		if raw == nil {
+			return ErrNotFound
+		}
+		d, err := decodeDelivery(raw, false)
+		if err != nil {
+			return err
+		}
+		if w != nil {
+			tx := &Tx{tx: btx, now: s.now, delivery: d}
+			if err := w(tx); err != nil {
+				return err
+			}
+		}
+		if err := inbox.Delete(u64(seq)); err != nil {
+			return err
+		}
+		marks := btx.Bucket(bDeliveries)
+		var m deliveryMark
+		if _, err := getJSON(marks, []byte(d.ID), &m); err != nil {
+			return err
+		}
+		m.Seq, m.ProcessedAt, m.Outcome = seq, s.now(), outcome
+		m.Processed++
+		return putJSON(marks, []byte(d.ID), m)
+	})
+}
+
+// DeadLetter is a delivery that could not be processed, kept with its reason.
+type DeadLetter struct {
+	Delivery *Delivery `json:"delivery"`
+	Reason   string    `json:"reason"`
+	Attempts int       `json:"attempts"`
+	At       time.Time `json:"at"`
+	Body     []byte    `json:"body"`
+}
+
+// Bury moves a pending delivery to the dead-letter bucket with its reason.
+func (s *Store) Bury(seq uint64, reason string, attempts int) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		inbox := tx.Bucket(bInbox)
+		raw := inbox.Get(u64(seq))
+		if raw == nil {
+			return ErrNotFound
+		}
+		d, err := decodeDelivery(raw, true)
+		if err != nil {
+			return err
+		}
+		dl := DeadLetter{Delivery: d, Reason: reason, Attempts: attempts, At: s.now(), Body: d.Body}
+		if err := putJSON(tx.Bucket(bDead), u64(seq), dl); err != nil {
+			return err
+		}
+		marks := tx.Bucket(bDeliveries)
+		var m deliveryMark
+		if _, err := getJSON(marks, []byte(d.ID), &m); err != nil {
+			return err
+		}
+		m.ProcessedAt, m.Outcome = s.now(), "dead-letter"
+		if err := putJSON(marks, []byte(d.ID), m); err != nil {
+			return err
+		}
+		return inbox.Delete(u64(seq))
+	})
+}
+
+// DeadLetters lists the dead-lettered deliveries, oldest first.
+func (s *Store) DeadLetters() ([]DeadLetter, error) {
+	var out []DeadLetter
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bDead).ForEach(func(k, v []byte) error {
+			var dl DeadLetter
+			if err := json.Unmarshal(v, &dl); err != nil {
+				return err
+			}
+			out = append(out, dl)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// DeliveryStatus is what the store knows of a delivery id.
+type DeliveryStatus struct {
+	Seq         uint64
+	ReceivedAt  time.Time
+	ProcessedAt time.Time
+	Outcome     string
+	Processed   int
+}
+
+// DeliveryStatus reports whether a delivery id was seen and how it ended.
+func (s *Store) DeliveryStatus(id string) (DeliveryStatus, error) {
+	var m deliveryMark
+	err := s.db.View(func(tx *bolt.Tx) error {
+		ok, err := getJSON(tx.Bucket(bDeliveries), []byte(id), &m)
+		if !ok && err == nil {
+			return ErrNotFound
+		}
+		return err
+	})
+	return DeliveryStatus(m), err
+}
+
+// InboxStats is the inbox's depth and the age of its oldest entry.
+type InboxStats struct {
+	Depth      int
+	Oldest     time.Time
+	DeadLetter int
+}
+
+// InboxStats reads the inbox depth and oldest pending delivery.
+func (s *Store) InboxStats() (InboxStats, error) {
+	var st InboxStats
+	err := s.db.View(func(tx *bolt.Tx) error {
+		in := tx.Bucket(bInbox)
+		st.Depth = in.Stats().KeyN
+		if _, v := in.Cursor().First(); v != nil {
+			d, err := decodeDelivery(v, false)
+			if err != nil {
+				return err
+			}
+			st.Oldest = d.ReceivedAt
+		}
+		st.DeadLetter = tx.Bucket(bDead).Stats().KeyN
+		return nil
+	})
+	return st, err
+}
+
+// PruneDeliveries forgets processed delivery ids received before cutoff, at
+// most limit of them, and returns how many went. Pending deliveries and the
+// audit are never pruned.
+func (s *Store) PruneDeliveries(cutoff time.Time, limit int) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		byTime := tx.Bucket(bByTime)
+		marks := tx.Bucket(bDeliveries)
+		inbox := tx.Bucket(bInbox)
+		c := byTime.Cursor()
+		end := timeKey(cutoff, 0)
+		for k, v := c.First(); k != nil && bytes.Compare(k, end) < 0 && n < limit; {
+			seq := binary.BigEndian.Uint64(k[8:])
+			if inbox.Get(u64(seq)) != nil {
+				k, v = c.Next()
+				continue
+			}
+			kk := bytes.Clone(k)
+			if err := marks.Delete(v); err != nil {
+				return err
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			n++
+			k, v = c.Seek(kk)
+		}
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,291 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// openTest opens a fresh store; cleanup checks its consistency and closes it.
+func openTest(t *testing.T, now func() time.Time) *Store {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "opsbot.db"), Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if errs := s.Check(); len(errs) > 0 {
+			t.Errorf("bbolt check: %v", errs)
+		}
+		s.Close()
+	})
+	return s
+}
+
+func delivery(id string, pr int) *Delivery {
+	return &Delivery{ID: id, Event: "pull_request", Action: "synchronize", Repo: "o/r", PR: pr,
+		ReceivedAt: time.Unix(1700000000, 0), Body: []byte(`{"n":"` + id + `"}`)}
+}
+
+func TestAppendDeduplicatesAndKeepsBody(t *testing.T) {
+	s := openTest(t, nil)
+	ctx := context.Background()
+	d := delivery("a", 1)
+	if res, err := s.Append(ctx, d); err != nil || res != Stored || d.Seq == 0 {
+		t.Fatalf("Append = %v, %v (seq %d)", res, err, d.Seq)
+	}
+	if res, err := s.Append(ctx, delivery("a", 1)); err != nil || res != Duplicate {
+		t.Fatalf("second Append = %v, %v; want Duplicate", res, err)
+	}
+	got, err := s.Delivery(d.Seq)
+	if err != nil || !bytes.Equal(got.Body, d.Body) || got.Key() != "o/r#1" {
+		t.Fatalf("Delivery = %+v, %v", got, err)
+	}
+	p, _ := s.Pending()
+	if len(p) != 1 {
+		t.Fatalf("pending = %d, want 1", len(p))
+	}
+}
+
+// Appends that arrive while a commit is in flight share the next commit.
+func TestAppendGroupCommit(t *testing.T) {
+	s := openTest(t, nil)
+	release := make(chan struct{})
+	held := make(chan struct{})
+	go s.db.Update(func(*bolt.Tx) error { close(held); <-release; return nil })
+	<-held
+	const n = 100
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Append(context.Background(), delivery(fmt.Sprint(i), i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	for int(s.inFlight.Load())+len(s.appends) < n {
+		time.Sleep(time.Millisecond) // waiting for the goroutines to queue, not for the result
+	}
+	before := s.commits.Load()
+	close(release)
+	wg.Wait()
+	if c := s.commits.Load() - before; c > 2 {
+		t.Fatalf("%d appends took %d commits, want at most 2", n, c)
+	}
+	if p, _ := s.Pending(); len(p) != n {
+		t.Fatalf("pending = %d, want %d", len(p), n)
+	}
+}
+
+func TestCompleteIsAtomicAndOnce(t *testing.T) {
+	s := openTest(t, nil)
+	d := delivery("c", 7)
+	s.Append(context.Background(), d)
+	boom := errors.New("boom")
+	err := s.Complete(d.Seq, "x", func(tx *Tx) error {
+		if err := tx.Audit(AuditRecord{Kind: "command", Repo: "o/r", PR: 7}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Complete = %v, want boom", err)
+	}
+	if recs, _, _ := s.Audit(AuditQuery{}); len(recs) != 0 {
+		t.Fatalf("a failed write left %d audit records", len(recs))
+	}
+	if p, _ := s.Pending(); len(p) != 1 {
+		t.Fatal("a failed write removed the delivery from the inbox")
+	}
+	runs := 0
+	w := func(tx *Tx) error { runs++; return tx.Audit(AuditRecord{Kind: "command", Repo: "o/r", PR: 7}) }
+	if err := s.Complete(d.Seq, "done", w); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(d.Seq, "done", w); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second Complete = %v, want ErrNotFound", err)
+	}
+	if runs != 1 {
+		t.Fatalf("write ran %d times, want 1", runs)
+	}
+	recs, _, _ := s.Audit(AuditQuery{})
+	if len(recs) != 1 || recs[0].DeliveryID != "c" {
+		t.Fatalf("audit = %+v", recs)
+	}
+	st, err := s.DeliveryStatus("c")
+	if err != nil || st.Processed != 1 || st.Outcome != "done" {
+		t.Fatalf("status = %+v, %v", st, err)
+	}
+}
+
+func TestBury(t *testing.T) {
+	s := openTest(t, nil)
+	d := delivery("dl", 3)
+	s.Append(context.Background(), d)
+	if err := s.Bury(d.Seq, "decoding failed", 6); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := s.DeadLetters()
+	if err != nil || len(dead) != 1 || dead[0].Reason != "decoding failed" || !bytes.Equal(dead[0].Body, d.Body) {
+		t.Fatalf("dead letters = %+v, %v", dead, err)
+	}
+	st, _ := s.InboxStats()
+	if st.Depth != 0 || st.DeadLetter != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// Keys never collide across repositories that share a prefix, or PRs whose
+// numbers share digits.
+func TestAuditIndexesDoNotCollide(t *testing.T) {
+	s := openTest(t, nil)
+	recs := []AuditRecord{
+		{Kind: "decision", Repo: "org/repo", PR: 1, HeadSHA: "aaa", RunID: 5},
+		{Kind: "decision", Repo: "org/repo-infra", PR: 1, HeadSHA: "bbb", RunID: 50},
+		{Kind: "decision", Repo: "org/repo", PR: 10, HeadSHA: "aaab"},
+		{Kind: "decision", Repo: "Org/Repo", PR: 1, HeadSHA: "AAA"},
+	}
+	for _, r := range recs {
+		if err := s.Update(func(tx *Tx) error { return tx.Audit(r) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(q AuditQuery) int {
+		got, _, err := s.Audit(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	if got := count(AuditQuery{Repo: "org/repo", PR: 1}); got != 2 {
+		t.Errorf("org/repo#1: %d records, want 2", got)
+	}
+	if got := count(AuditQuery{Repo: "org/repo-infra", PR: 1}); got != 1 {
+		t.Errorf("org/repo-infra#1: %d, want 1", got)
+	}
+	if got := count(AuditQuery{SHA: "aaa"}); got != 2 {
+		t.Errorf("sha aaa: %d, want 2", got)
+	}
+	if got := count(AuditQuery{RunID: 5}); got != 1 {
+		t.Errorf("run 5: %d, want 1", got)
+	}
+	if got := count(AuditQuery{Repo: "org/repo"}); got != 3 {
+		t.Errorf("org/repo: %d, want 3", got)
+	}
+}
+
+func TestAuditPagination(t *testing.T) {
+	s := openTest(t, nil)
+	for i := 0; i < 25; i++ {
+		s.Update(func(tx *Tx) error { return tx.Audit(AuditRecord{Kind: "command", Repo: "o/r", PR: 1 + i%2}) })
+	}
+	var all []AuditRecord
+	var after uint64
+	for pages := 0; ; pages++ {
+		got, next, err := s.Audit(AuditQuery{Repo: "o/r", PR: 1, Limit: 5, After: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, got...)
+		if next == 0 {
+			break
+		}
+		after = next
+		if pages > 10 {
+			t.Fatal("pagination does not end")
+		}
+	}
+	if len(all) != 13 {
+		t.Fatalf("paged through %d records, want 13", len(all))
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].Seq <= all[i-1].Seq {
+			t.Fatal("records out of order")
+		}
+	}
+}
+
+func TestPruneKeepsPendingAndAudit(t *testing.T) {
+	now := time.Unix(1800000000, 0)
+	s := openTest(t, func() time.Time { return now })
+	ctx := context.Background()
+	old1, old2, fresh := delivery("old1", 1), delivery("old2", 2), delivery("fresh", 3)
+	fresh.ReceivedAt = now
+	for _, d := range []*Delivery{old1, old2, fresh} {
+		s.Append(ctx, d)
+	}
+	s.Complete(old1.Seq, "ok", func(tx *Tx) error { return tx.Audit(AuditRecord{Kind: "x", Repo: "o/r"}) })
+	s.Complete(fresh.Seq, "ok", nil)
+	n, err := s.PruneDeliveries(now.Add(-time.Hour), 100)
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v), want 1 (old1 only)", n, err)
+	}
+	if _, err := s.DeliveryStatus("old1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("old1 still known: %v", err)
+	}
+	for _, id := range []string{"old2", "fresh"} {
+		if _, err := s.DeliveryStatus(id); err != nil {
+			t.Errorf("%s was pruned: %v", id, err)
+		}
+	}
+	if recs, _, _ := s.Audit(AuditQuery{}); len(recs) != 1 {
+		t.Errorf("audit pruned: %d records", len(recs))
+	}
+}
+
+func TestOpenLockedAndNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "opsbot.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, Options{Timeout: 50 * time.Millisecond}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open = %v, want ErrLocked", err)
+	}
+	s.db.Update(func(tx *bolt.Tx) error {
+		b := make([]byte, 8)
+		binary.BigEndian.PutUint64(b, SchemaVersion+1)
+		return tx.Bucket(bMeta).Put(keySchema, b)
+	})
+	s.Close()
+	if _, err := Open(path, Options{}); !errors.Is(err, ErrNewer) {
+		t.Fatalf("Open of a newer schema = %v, want ErrNewer", err)
+	}
+}
+
+func TestBackupIsConsistent(t *testing.T) {
+	s := openTest(t, nil)
+	s.Append(context.Background(), delivery("b", 1))
+	var buf bytes.Buffer
+	if _, err := s.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "copy.db")
+	if err := writeFile(out, buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckFile(out); err != nil {
+		t.Fatalf("backup does not check: %v", err)
+	}
+}
+
+func TestAppendAfterCloseFails(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "x.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := s.Append(context.Background(), delivery("late", 1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close = %v, want ErrClosed", err)
+	}
+}

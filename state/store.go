@@ -1,0 +1,218 @@
+// Package state is opsbot's durable memory: one bbolt file holding the inbox
+// of webhook deliveries, pins, decisions, the outbox of notices and the audit.
+// It is the only package that imports bbolt. Every read-modify-write happens
+// in one transaction, and no network call is ever made inside one.
+package state
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Errors callers test with errors.Is.
+var (
+	ErrLocked   = errors.New("state: another opsbot holds the database")
+	ErrNotFound = errors.New("state: not found")
+	ErrClosed   = errors.New("state: store closed")
+	ErrNewer    = errors.New("state: database written by a newer opsbot")
+)
+
+// SchemaVersion is the layout this build reads and writes.
+const SchemaVersion = 1
+
+var (
+	bMeta       = []byte("meta")
+	bInbox      = []byte("inbox")      // seq -> delivery (pending)
+	bDeliveries = []byte("deliveries") // delivery id -> deliveryMark (dedupe, retention)
+	bByTime     = []byte("delivtime")  // received unix nanos(8)+seq(8) -> delivery id (retention index)
+	bDead       = []byte("deadletter") // seq -> dead letter
+	bAudit      = []byte("audit")      // seq -> AuditRecord
+	bAuditPR    = []byte("audit_pr")   // repo \0 pr(8) seq(8) -> nil
+	bAuditSHA   = []byte("audit_sha")  // sha \0 seq(8) -> nil
+	bAuditRun   = []byte("audit_run")  // run(8) seq(8) -> nil
+	bPRs        = []byte("prs")        // repo -> pr(8) -> per-PR keys
+	bComments   = []byte("comments")   // repo -> comment id(8) -> commentRecord
+	bOutbox     = []byte("outbox")     // seq -> Notice
+	bStage      = []byte("stage")      // repo -> seq -> StageRequest
+	bRepos      = []byte("repos")      // repo -> per-repo keys
+	allBuckets  = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
+		bPRs, bComments, bOutbox, bStage, bRepos}
+	keySchema = []byte("schema")
+)
+
+// Store is the opened database. Its methods are safe for concurrent use.
+type Store struct {
+	db   *bolt.DB
+	path string
+	now  func() time.Time
+
+	appends   chan *appendReq
+	inFlight  atomic.Int64 // appends in the group being committed
+	commits   atomic.Int64 // group commits done
+	closeOnce sync.Once
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// Options tune Open.
+type Options struct {
+	// Timeout bounds the wait for the file lock. Zero means one second.
+	Timeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// NoSync skips fsync. Only benchmarks that measure something else use it.
+	NoSync bool
+}
+
+// Open opens or creates the database at path, creates every bucket, and
+// migrates the schema forward. If another process holds the file it fails
+// with ErrLocked after the timeout.
+func Open(path string, opt Options) (*Store, error) {
+	if opt.Timeout == 0 {
+		opt.Timeout = time.Second
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.Timeout, NoSync: opt.NoSync, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, fmt.Errorf("%w: another opsbot holds %s (stop it, or use another state_path)", ErrLocked, path)
+		}
+		return nil, fmt.Errorf("opening state %q: %w", path, err)
+	}
+	s := &Store{db: db, path: path, now: opt.Now, appends: make(chan *appendReq, 4096),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if err := s.migrate(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	go s.committer()
+	return s, nil
+}
+
+// migrations[i] moves a database from schema i to i+1.
+var migrations = []func(tx *bolt.Tx) error{
+	0: func(tx *bolt.Tx) error { return nil }, // fresh file: buckets only
+}
+
+func (s *Store) migrate() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return fmt.Errorf("creating bucket %s: %w", b, err)
+			}
+		}
+		meta := tx.Bucket(bMeta)
+		v := 0
+		if raw := meta.Get(keySchema); raw != nil {
+			v = int(binary.BigEndian.Uint64(raw))
+		}
+		if v > SchemaVersion {
+			return fmt.Errorf("%w: schema %d, this build knows %d; upgrade opsbot", ErrNewer, v, SchemaVersion)
+		}
+		for ; v < SchemaVersion; v++ {
+			if err := migrations[v](tx); err != nil {
+				return fmt.Errorf("migrating state from schema %d: %w", v, err)
+			}
+		}
+		return meta.Put(keySchema, u64(SchemaVersion))
+	})
+}
+
+// Close stops the committer and closes the file. Appends after Close fail with ErrClosed.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.stop) })
+	<-s.done
+	return s.db.Close()
+}
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Backup writes a consistent copy of the database to w while others keep
+// reading and writing.
+func (s *Store) Backup(w io.Writer) (int64, error) {
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	return n, err
+}
+
+// Check runs bbolt's consistency check and returns every problem found.
+func (s *Store) Check() []error {
+	var errs []error
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	return errs
+}
+
+// CheckFile opens a database file read-only and checks it.
+func CheckFile(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return err
+	}
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("opening %q: %w", path, err)
+	}
+	defer db.Close()
+	var errs []error
+	err = db.View(func(tx *bolt.Tx) error {
+		for e := range tx.Check() {
+			errs = append(errs, e)
+		}
+		if tx.Bucket(bMeta) == nil {
+			errs = append(errs, errors.New("no meta bucket: not an opsbot database"))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+func u64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+func getJSON(b *bolt.Bucket, k []byte, v any) (bool, error) {
+	raw := b.Get(k)
+	if raw == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("decoding %s: %w", k, err)
+	}
+	return true, nil
+}
+
+func putJSON(b *bolt.Bucket, k []byte, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(k, raw)
+}
+
+func writeFile(path string, data []byte) error { return os.WriteFile(path, data, 0o600) }

@@ -1,0 +1,214 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"opsbot/state"
+)
+
+type handlerFunc func(ctx context.Context, d *state.Delivery) (string, state.Write, error)
+
+func (f handlerFunc) Handle(ctx context.Context, d *state.Delivery) (string, state.Write, error) {
+	return f(ctx, d)
+}
+
+func newStore(t *testing.T) *state.Store {
+	t.Helper()
+	s, err := state.Open(filepath.Join(t.TempDir(), "w.db"), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func add(t *testing.T, s *state.Store, p *Pool, id string, pr int) *state.Delivery {
+	t.Helper()
+	d := &state.Delivery{ID: id, Event: "issue_comment", Repo: "o/r", PR: pr, ReceivedAt: time.Now(), Body: []byte("{}")}
+	if _, err := s.Append(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	if p != nil {
+		p.Enqueue(d)
+	}
+	return d
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// Deliveries of one PR run in arrival order and never at once; other PRs
+// run alongside.
+func TestOrderPerPRParallelAcrossPRs(t *testing.T) {
+	s := newStore(t)
+	var mu sync.Mutex
+	seen := map[int][]string{}
+	running := map[int]bool{}
+	concurrent := 0
+	maxConcurrent := 0
+	gate := make(chan struct{})
+	h := handlerFunc(func(ctx context.Context, d *state.Delivery) (string, state.Write, error) {
+		mu.Lock()
+		if running[d.PR] {
+			t.Errorf("two deliveries of PR %d at once", d.PR)
+		}
+		running[d.PR] = true
+		concurrent++
+		maxConcurrent = max(maxConcurrent, concurrent)
+		mu.Unlock()
+		if d.PR == 1 && d.ID == "1-0" {
+			<-gate // PR 1 is slow; PR 2 must not wait for it
+		}
+		mu.Lock()
+		seen[d.PR] = append(seen[d.PR], d.ID)
+		running[d.PR] = false
+		concurrent--
+		mu.Unlock()
+		return "ok", nil, nil
+	})
+	p := New(s, h, quiet, Options{Workers: 4})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	for i := 0; i < 5; i++ {
+		add(t, s, p, fmt.Sprintf("1-%d", i), 1)
+	}
+	for i := 0; i < 5; i++ {
+		add(t, s, p, fmt.Sprintf("2-%d", i), 2)
+	}
+	// PR 2 finishes while PR 1's first delivery is still held.
+	for {
+		mu.Lock()
+		n := len(seen[2])
+		mu.Unlock()
+		if n == 5 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(gate)
+	p.Wait()
+	for pr := 1; pr <= 2; pr++ {
+		for i, id := range seen[pr] {
+			if want := fmt.Sprintf("%d-%d", pr, i); id != want {
+				t.Fatalf("PR %d order: %v", pr, seen[pr])
+			}
+		}
+	}
+	if maxConcurrent < 2 {
+		t.Errorf("never ran two PRs at once")
+	}
+}
+
+// A panic is contained to its delivery, which is dead-lettered; the next
+// delivery of the same PR still runs.
+func TestPanicIsContained(t *testing.T) {
+	s := newStore(t)
+	h := handlerFunc(func(ctx context.Context, d *state.Delivery) (string, state.Write, error) {
+		if d.ID == "bad" {
+			panic("nil map")
+		}
+		return "ok", nil, nil
+	})
+	p := New(s, h, quiet, Options{Workers: 2})
+	p.Start(context.Background())
+	defer p.Stop()
+	add(t, s, p, "bad", 1)
+	good := add(t, s, p, "good", 1)
+	p.Wait()
+	dead, _ := s.DeadLetters()
+	if len(dead) != 1 || dead[0].Delivery.ID != "bad" {
+		t.Fatalf("dead letters = %+v", dead)
+	}
+	if st, err := s.DeliveryStatus(good.ID); err != nil || st.Outcome != "ok" {
+		t.Fatalf("good delivery: %+v %v", st, err)
+	}
+}
+
+// Transient failures retry with back-off and keep the PR's order; a
+// delivery that keeps failing is dead-lettered with its reason.
+func TestRetryThenDeadLetter(t *testing.T) {
+	s := newStore(t)
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	var order []string
+	h := handlerFunc(func(ctx context.Context, d *state.Delivery) (string, state.Write, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts[d.ID]++
+		switch {
+		case d.ID == "flaky" && attempts[d.ID] < 3:
+			return "", nil, errors.New("GitHub answered 502")
+		case d.ID == "broken":
+			return "", nil, errors.New("GitHub answered 500")
+		}
+		order = append(order, d.ID)
+		return "ok", nil, nil
+	})
+	var delays []time.Duration
+	var dmu sync.Mutex
+	after := func(d time.Duration, f func()) { // retries at once, recording the asked delay
+		dmu.Lock()
+		delays = append(delays, d)
+		dmu.Unlock()
+		go f()
+	}
+	p := New(s, h, quiet, Options{Workers: 2, MaxAttempts: 4, BaseBackoff: 100 * time.Millisecond, After: after})
+	p.Start(context.Background())
+	defer p.Stop()
+	add(t, s, p, "flaky", 1)
+	add(t, s, p, "after-flaky", 1)
+	add(t, s, p, "broken", 2)
+	p.Wait()
+	if got := attempts["flaky"]; got != 3 {
+		t.Errorf("flaky tried %d times, want 3", got)
+	}
+	if len(order) < 2 || order[0] != "flaky" || order[1] != "after-flaky" {
+		t.Errorf("order = %v: a retry must not let later deliveries of the PR overtake", order)
+	}
+	if got := attempts["broken"]; got != 4 {
+		t.Errorf("broken tried %d times, want 4 (MaxAttempts)", got)
+	}
+	dead, _ := s.DeadLetters()
+	if len(dead) != 1 || dead[0].Delivery.ID != "broken" || dead[0].Reason != "GitHub answered 500" || dead[0].Attempts != 4 {
+		t.Fatalf("dead letters = %+v", dead)
+	}
+	for _, d := range delays {
+		if d <= 0 || d > time.Minute {
+			t.Errorf("retry delay %v out of bounds", d)
+		}
+	}
+}
+
+// After a stop, what was not processed is still in the inbox and runs at the next start.
+func TestResumeFromInbox(t *testing.T) {
+	s := newStore(t)
+	add(t, s, nil, "left-1", 1)
+	add(t, s, nil, "left-2", 2)
+	var mu sync.Mutex
+	var got []string
+	h := handlerFunc(func(ctx context.Context, d *state.Delivery) (string, state.Write, error) {
+		mu.Lock()
+		got = append(got, d.ID)
+		mu.Unlock()
+		return "ok", nil, nil
+	})
+	p := New(s, h, quiet, Options{Workers: 1})
+	p.Start(context.Background())
+	p.Wait()
+	p.Stop()
+	if len(got) != 2 {
+		t.Fatalf("resumed %v, want both", got)
+	}
+	if pend, _ := s.Pending(); len(pend) != 0 {
+		t.Fatalf("%d still pending", len(pend))
+	}
+}
