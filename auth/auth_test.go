@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	_ "opsbot/internal/golden" // defines -update for go test ./... -update
 	"strings"
 	"testing"
 )

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Canonical command names, as `opsbot parse` prints them.
@@ -212,7 +214,7 @@ func parseLine(n int, s string, opt Options) (Command, bool) {
 	}
 	v, ok := lookupVerb(word)
 	if !ok {
-		return Command{}, false
+		return unicodeSpaced(n, text)
 	}
 	c := Command{Line: n, Name: v.name, Verb: strings.ToLower(word), Text: text}
 	fields := splitArgs(args)
@@ -284,18 +286,18 @@ func parseRun(arg string, opt Options) (id int64, attempt int, reason string) {
 	}
 	rest, ok := strings.CutPrefix(arg, "https://")
 	if !ok {
-		return 0, 0, fmt.Sprintf("%q is not an https run URL", arg)
+		return 0, 0, fmt.Sprintf("%s is not an https run URL", code(arg))
 	}
 	h, rest, _ := strings.Cut(rest, "/")
 	if !strings.EqualFold(h, host) {
-		return 0, 0, fmt.Sprintf("%q is not a run URL on %s", arg, host)
+		return 0, 0, fmt.Sprintf("%s is not a run URL on %s", code(arg), host)
 	}
 	parts := strings.Split(rest, "/")
 	if len(parts) < 5 || parts[2] != "actions" || parts[3] != "runs" {
-		return 0, 0, fmt.Sprintf("%q is not a run URL (https://%s/OWNER/REPO/actions/runs/ID)", arg, host)
+		return 0, 0, fmt.Sprintf("%s is not a run URL (https://%s/OWNER/REPO/actions/runs/ID)", code(arg), host)
 	}
 	if opt.Repo == "" || !strings.EqualFold(parts[0]+"/"+parts[1], opt.Repo) {
-		return 0, 0, fmt.Sprintf("%q is a run of %s/%s, not of %s", arg, parts[0], parts[1], opt.Repo)
+		return 0, 0, fmt.Sprintf("%s is a run of another repository, not of %s", code(arg), opt.Repo)
 	}
 	id, reason = parseRunID(parts[4])
 	if reason != "" {
@@ -306,35 +308,55 @@ func parseRun(arg string, opt Options) (id int64, attempt int, reason string) {
 	case len(tail) == 2 && (tail[0] == "attempts" || tail[0] == "job"):
 		n, r := parseRunID(tail[1])
 		if r != "" {
-			return 0, 0, fmt.Sprintf("%q: bad %s number", arg, tail[0])
+			return 0, 0, fmt.Sprintf("%s: bad %s number", code(arg), tail[0])
 		}
 		if tail[0] == "attempts" {
 			if n > 1<<20 {
-				return 0, 0, fmt.Sprintf("%q: bad attempts number", arg)
+				return 0, 0, fmt.Sprintf("%s: bad attempts number", code(arg))
 			}
 			attempt = int(n)
 		}
 	default:
-		return 0, 0, fmt.Sprintf("%q is not a run URL (only /attempts/N or /job/N may follow the run id)", arg)
+		return 0, 0, fmt.Sprintf("%s is not a run URL (only /attempts/N or /job/N may follow the run id)", code(arg))
 	}
 	return id, attempt, ""
 }
 
 func parseRunID(s string) (int64, string) {
 	if len(s) == 0 || len(s) > 19 {
-		return 0, fmt.Sprintf("%q is not a run id (1 to 19 digits)", s)
+		return 0, fmt.Sprintf("%s is not a run id (1 to 19 digits)", code(s))
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Sprintf("%q is not a run id (digits 0-9 only)", s)
+			return 0, fmt.Sprintf("%s is not a run id (digits 0-9 only)", code(s))
 		}
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Sprintf("%q is too large for a run id", s)
+		return 0, fmt.Sprintf("%s is too large for a run id", code(s))
 	}
 	if id <= 0 {
-		return 0, fmt.Sprintf("%q is not a run id (must be above 0)", s)
+		return 0, fmt.Sprintf("%s is not a run id (must be above 0)", code(s))
 	}
 	return id, ""
 }
+
+// unicodeSpaced catches a known command followed by a non-ASCII space (a
+// no-break space pasted from a web page): a usage error, not silence.
+func unicodeSpaced(n int, text string) (Command, bool) {
+	for w, v := range verbs {
+		if len(text) <= len(w) || !strings.EqualFold(text[:len(w)], w) {
+			continue
+		}
+		r, _ := utf8.DecodeRuneInString(text[len(w):])
+		if r > unicode.MaxASCII && unicode.IsSpace(r) {
+			return Command{Line: n, Name: v.name, Verb: w, Text: text, Error: v.usage,
+				Reason: "separate the command and its argument with a plain space"}, true
+		}
+	}
+	return Command{}, false
+}
+
+// code shows user-typed text inside inline code, where GitHub renders no
+// mention or link: no backticks, bounded length.
+func code(s string) string { return "`" + oneLine(s) + "`" }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	_ "opsbot/internal/golden" // defines -update for go test ./... -update
 	"os"
 	"path/filepath"
 	"strings"

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	_ "opsbot/internal/golden" // defines -update for go test ./... -update
 	"path/filepath"
 	"sync"
 	"testing"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	_ "opsbot/internal/golden" // defines -update for go test ./... -update
 	"path/filepath"
 	"sync"
 	"testing"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	_ "opsbot/internal/golden" // defines -update for go test ./... -update
 	"os"
 	"path/filepath"
 	"strings"

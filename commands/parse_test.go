@@ -1,0 +1,301 @@
+package commands
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"opsbot/internal/fixtures"
+	"opsbot/internal/golden"
+)
+
+const repo = "SemiAnalysisAI/InferenceX"
+
+var opt = Options{Repo: repo}
+
+// c is shorthand for an expected command.
+func c(line int, name string, run int64) Command { return Command{Line: line, Name: name, RunID: run} }
+func cancel(line int) Command                    { return Command{Line: line, Name: Reuse, Cancel: true} }
+func usage(line int, name, text string) Command  { return Command{Line: line, Name: name, Error: text} }
+
+var parseCases = []struct {
+	name string
+	body string
+	want []Command
+}{
+	// Accepted.
+	{"pinned", "/reuse-sweep-run 31147925932", []Command{c(1, Reuse, 31147925932)}},
+	{"bare", "/reuse-sweep-run", []Command{c(1, Reuse, 0)}},
+	{"use alias", "/use 42", []Command{c(1, Reuse, 42)}},
+	{"cancel", "/reuse-sweep-run cancel", []Command{cancel(1)}},
+	{"cancel any case", "/Reuse-Sweep-Run CANCEL", []Command{cancel(1)}},
+	{"stage pinned", "/stage-results 30337121602", []Command{c(1, Stage, 30337121602)}},
+	{"stage bare", "/stage-results", []Command{c(1, Stage, 0)}},
+	{"help", "/opsbot help", []Command{c(1, Help, 0)}},
+	{"help any case", "/OPSBOT Help", []Command{c(1, Help, 0)}},
+	{"name case-insensitive", "/REUSE-SWEEP-RUN 7", []Command{c(1, Reuse, 7)}},
+	{"three spaces indent", "   /use 7", []Command{c(1, Reuse, 7)}},
+	{"tabs between args", "/use\t7\t", []Command{c(1, Reuse, 7)}},
+	{"trailing spaces", "/reuse-sweep-run 7   ", []Command{c(1, Reuse, 7)}},
+	{"after text", "LGTM, the later commits only touch the changelog.\n\n/reuse-sweep-run 31147925932\n",
+		[]Command{c(3, Reuse, 31147925932)}},
+	{"run URL", "/use https://github.com/SemiAnalysisAI/InferenceX/actions/runs/31147925932", []Command{c(1, Reuse, 31147925932)}},
+	{"run URL other case", "/use https://GitHub.com/semianalysisai/inferencex/actions/runs/5", []Command{c(1, Reuse, 5)}},
+	{"run URL attempt", "/reuse-sweep-run https://github.com/SemiAnalysisAI/InferenceX/actions/runs/31147925932/attempts/2",
+		[]Command{c(1, Reuse, 31147925932)}},
+	{"run URL job", "/stage-results https://github.com/SemiAnalysisAI/InferenceX/actions/runs/9/job/123", []Command{c(1, Stage, 9)}},
+	{"max int64", "/use 9223372036854775807", []Command{c(1, Reuse, 9223372036854775807)}},
+	{"leading zeros", "/use 007", []Command{c(1, Reuse, 7)}},
+	{"CRLF", "hello\r\n/use 5\r\n/opsbot help\r\n", []Command{c(2, Reuse, 5), c(3, Help, 0)}},
+	{"BOM", "\ufeff/use 5", []Command{c(1, Reuse, 5)}},
+	{"several in order", "/stage-results 1\n/use 2\n/opsbot help\n/reuse-sweep-run cancel",
+		[]Command{c(1, Stage, 1), c(2, Reuse, 2), c(3, Help, 0), cancel(4)}},
+	{"after closed fence", "```\n/use 1\n```\n/use 2", []Command{c(4, Reuse, 2)}},
+	{"after closed tilde fence", "~~~sh\n/use 1\n~~~\n/use 2", []Command{c(4, Reuse, 2)}},
+	{"after closed HTML comment", "<!--\n/use 1\n-->\n/use 2", []Command{c(4, Reuse, 2)}},
+	{"after quote", "> /use 1\n\n/use 2", []Command{c(3, Reuse, 2)}},
+
+	// Ignored: never commands.
+	{"empty", "", nil},
+	{"no slash", "looks good to me", nil},
+	{"mid sentence", "please run /reuse-sweep-run 1 when ready", nil},
+	{"fenced backticks", "```\n/reuse-sweep-run 1\n```", nil},
+	{"fenced with info", "```bash\n/use 1\n```", nil},
+	{"fenced tildes", "~~~\n/use 1\n~~~", nil},
+	{"fence longer close", "````\n/use 1\n```\n/use 2\n````", nil},
+	{"unclosed fence", "text\n```\n/use 1\n/use 2", nil},
+	{"indented fence", "  ```\n/use 1\n  ```", nil},
+	{"indented four spaces", "    /use 1", nil},
+	{"indented tab", "\t/use 1", nil},
+	{"quote", "> /use 1", nil},
+	{"nested quote", "> > /use 1", nil},
+	{"indented quote", "  > /use 1", nil},
+	{"HTML comment one line", "<!-- /use 1 -->", nil},
+	{"HTML comment multi line", "<!--\n/use 1\n/opsbot help\n-->", nil},
+	{"HTML comment unclosed", "<!--\n/use 1", nil},
+	{"HTML comment after command", "/use 1 <!-- note -->", nil},
+	{"inline code", "`/use 1`", nil},
+	{"inline code fence-like", "```/use 1```", nil},
+	{"list item", "- /use 1", nil},
+	{"numbered list", "1. /use 1", nil},
+	{"lookalike suffix", "/reuse-sweep-runs 1", nil},
+	{"lookalike stage", "/stage-results-now", nil},
+	{"lookalike use", "/user 1", nil},
+	{"lookalike opsbot", "/opsbots help", nil},
+	{"path", "/usr/bin/env", nil},
+	{"slash only", "/", nil},
+	{"argument on next line", "/use\n1", []Command{usage(1, Reuse, UsageUse)}},
+	{"emphasis", "**/use 1**", nil},
+
+	// Rejected: usage errors.
+	{"trailing words", "/reuse-sweep-run 12 please", []Command{usage(1, Reuse, UsageReuse)}},
+	{"letters", "/reuse-sweep-run abc", []Command{usage(1, Reuse, UsageReuse)}},
+	{"bare use", "/use", []Command{usage(1, Reuse, UsageUse)}},
+	{"use cancel", "/use cancel", []Command{usage(1, Reuse, UsageUse)}},
+	{"zero", "/use 0", []Command{usage(1, Reuse, UsageUse)}},
+	{"negative", "/use -5", []Command{usage(1, Reuse, UsageUse)}},
+	{"plus sign", "/use +5", []Command{usage(1, Reuse, UsageUse)}},
+	{"overflow", "/use 9223372036854775808", []Command{usage(1, Reuse, UsageUse)}},
+	{"twenty digits", "/use 12345678901234567890", []Command{usage(1, Reuse, UsageUse)}},
+	{"non-ASCII digits", "/use ３１１４", []Command{usage(1, Reuse, UsageUse)}},
+	{"Arabic-Indic digits", "/stage-results ٣٤", []Command{usage(1, Stage, UsageStage)}},
+	{"non-breaking space", "/use\u00a05", []Command{usage(1, Reuse, UsageUse)}},
+	{"trailing period", "/use 5.", []Command{usage(1, Reuse, UsageUse)}},
+	{"other repository URL", "/use https://github.com/someone/else/actions/runs/5", []Command{usage(1, Reuse, UsageUse)}},
+	{"http URL", "/use http://github.com/SemiAnalysisAI/InferenceX/actions/runs/5", []Command{usage(1, Reuse, UsageUse)}},
+	{"other host URL", "/use https://evil.example/SemiAnalysisAI/InferenceX/actions/runs/5", []Command{usage(1, Reuse, UsageUse)}},
+	{"URL not a run", "/use https://github.com/SemiAnalysisAI/InferenceX/pull/5", []Command{usage(1, Reuse, UsageUse)}},
+	{"URL bad tail", "/use https://github.com/SemiAnalysisAI/InferenceX/actions/runs/5/logs", []Command{usage(1, Reuse, UsageUse)}},
+	{"URL query", "/use https://github.com/SemiAnalysisAI/InferenceX/actions/runs/5?pr=1", []Command{usage(1, Reuse, UsageUse)}},
+	{"cancel extra", "/reuse-sweep-run cancel now", []Command{usage(1, Reuse, UsageReuse)}},
+	{"stage two runs", "/stage-results 1 2", []Command{usage(1, Stage, UsageStage)}},
+	{"opsbot bare", "/opsbot", []Command{usage(1, Help, UsageHelp)}},
+	{"opsbot other", "/opsbot please", []Command{usage(1, Help, UsageHelp)}},
+	{"usage error then good", "/use x\n/use 3", []Command{usage(1, Reuse, UsageUse), c(2, Reuse, 3)}},
+}
+
+func TestParseTable(t *testing.T) {
+	for _, tc := range parseCases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Parse(tc.body, opt)
+			assertCommands(t, got, tc.want)
+		})
+	}
+}
+
+func assertCommands(t *testing.T, got, want []Command) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d commands %s, want %d %s", len(got), js(got), len(want), js(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.Line != w.Line || g.Name != w.Name || g.RunID != w.RunID || g.Cancel != w.Cancel || g.Error != w.Error {
+			t.Errorf("command %d = %s, want %s", i, js(g), js(w))
+		}
+		if g.Error != "" && g.Reason == "" {
+			t.Errorf("command %d: usage error without a reason", i)
+		}
+	}
+}
+
+func js(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func TestParseFixtureComments(t *testing.T) {
+	want := map[string][]Command{
+		"bare-reuse.md":                       {c(1, Reuse, 0)},
+		"pinned-reuse.md":                     {c(1, Reuse, 31147925932)},
+		"pinned-reuse-after-text.md":          {c(3, Reuse, 31147925932)},
+		"stage-results-pinned.md":             {c(1, Stage, 30337121602)},
+		"signoff-mentions-commands-inline.md": nil,
+		"verdict-quotes-command-midline.md":   nil,
+		"welcome-comment.md":                  nil,
+		"staged-reply-from-bot.md":            nil,
+	}
+	files := fixtures.CommentFiles(t)
+	if len(files) != len(want) {
+		t.Errorf("fixture comments %v; the table knows %d", files, len(want))
+	}
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) {
+			w, ok := want[f]
+			if !ok {
+				t.Fatalf("no expectation for %s", f)
+			}
+			assertCommands(t, Parse(fixtures.Comment(t, f), opt), w)
+		})
+	}
+}
+
+func TestAtMostTenCommands(t *testing.T) {
+	var b strings.Builder
+	for i := 1; i <= 13; i++ {
+		b.WriteString("/opsbot help\n")
+	}
+	got := Parse(b.String(), opt)
+	if len(got) != 11 {
+		t.Fatalf("got %d results, want 10 commands and one usage error", len(got))
+	}
+	for i := 0; i < 10; i++ {
+		if got[i].Error != "" {
+			t.Fatalf("command %d: %s", i, got[i].Error)
+		}
+	}
+	if got[10].Error != UsageLimit || got[10].Line != 11 {
+		t.Fatalf("11th = %s, want the limit usage error on line 11", js(got[10]))
+	}
+}
+
+func TestParseJSONShape(t *testing.T) {
+	body := "Verified.\n\n/reuse-sweep-run 31147925932\n\n/reuse-sweep-run\n/reuse-sweep-run cancel\n/stage-results 30337121602\n/opsbot help\n/use\n"
+	got, err := json.Marshal(Parse(body, opt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"line":3,"command":"reuse-sweep-run","run_id":31147925932},{"line":5,"command":"reuse-sweep-run"},` +
+		`{"line":6,"command":"reuse-sweep-run","cancel":true},{"line":7,"command":"stage-results","run_id":30337121602},` +
+		`{"line":8,"command":"help"},{"line":9,"command":"reuse-sweep-run","error":"usage: /use \u003crun-id or run URL\u003e"}]`
+	if string(got) != want {
+		t.Fatalf("JSON:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestTextsGolden(t *testing.T) {
+	for _, tc := range []struct{ file, body string }{
+		{"usage-use.md", "/use"},
+		{"usage-reuse.md", "/reuse-sweep-run 12 please"},
+		{"usage-stage.md", "/stage-results abc"},
+		{"usage-help.md", "/opsbot"},
+		{"usage-other-repo.md", "/use https://github.com/someone/else/actions/runs/5"},
+	} {
+		cmds := Parse(tc.body, opt)
+		if len(cmds) != 1 {
+			t.Fatalf("%q: %d commands", tc.body, len(cmds))
+		}
+		golden.Assert(t, tc.file, UsageReply("octocat", cmds[0]))
+	}
+	var many strings.Builder
+	for i := 0; i < 11; i++ {
+		many.WriteString("/opsbot help\n")
+	}
+	golden.Assert(t, "usage-limit.md", UsageReply("octocat", Parse(many.String(), opt)[10]))
+	golden.Assert(t, "edited.md", EditedReply("octocat", Parse("fixed a typo\n/use 31147925932\n/opsbot help", opt)))
+	info := HelpInfo{Repo: repo, SweepWorkflow: ".github/workflows/run-sweep.yml",
+		ResultArtifacts: []string{"results_bmk", "eval_results_all", "bmk_agentic_*"},
+		ReuseRole:       "write", StageRole: "maintain", HelpRole: "write", ReuseTeams: []string{"SemiAnalysisAI/reviewers"},
+		AllowedPaths: []string{"perf-changelog.yaml", "docs/**"}, GateActions: []string{"synchronize"}, StageConfigured: true}
+	golden.Assert(t, "help.md", HelpReply("octocat", info))
+	info.AllowedPaths, info.AllowPartialPinned, info.StageConfigured, info.ReuseTeams = nil, true, false, nil
+	golden.Assert(t, "help-minimal.md", HelpReply("octocat", info))
+}
+
+func FuzzParse(f *testing.F) {
+	for _, tc := range parseCases {
+		f.Add(tc.body)
+	}
+	f.Add("/use 1\n" + strings.Repeat("/opsbot help\n", 12))
+	f.Fuzz(func(t *testing.T, body string) {
+		got := Parse(body, opt)
+		lines := strings.Count(body, "\n") + 1
+		if !strings.Contains(body, "/") && len(got) != 0 {
+			t.Fatalf("no '/' in the body, yet %d commands", len(got))
+		}
+		if len(got) > MaxPerComment+1 {
+			t.Fatalf("%d results, more than %d", len(got), MaxPerComment+1)
+		}
+		prev := 0
+		for _, c := range got {
+			if c.Line < 1 || c.Line > lines {
+				t.Fatalf("line %d outside the comment's %d lines", c.Line, lines)
+			}
+			if c.Line <= prev {
+				t.Fatalf("line %d after line %d: one outcome per line, in order", c.Line, prev)
+			}
+			prev = c.Line
+			switch c.Name {
+			case Reuse, Stage, Help:
+			default:
+				t.Fatalf("unknown command %q", c.Name)
+			}
+			if c.Error == "" && c.RunID < 0 {
+				t.Fatalf("negative run id %d", c.RunID)
+			}
+			if c.Error != "" && (c.RunID != 0 || c.Cancel) {
+				t.Fatalf("a usage error carries a run or cancel: %s", js(c))
+			}
+		}
+	})
+}
+
+func BenchmarkParseLongestFixture(b *testing.B) {
+	body := fixtures.Comment(b, "signoff-mentions-commands-inline.md")
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Parse(body, opt)
+	}
+}
+
+func Benchmark64KiBComment(b *testing.B) {
+	var sb strings.Builder
+	for sb.Len() < 64<<10 {
+		sb.WriteString("Verified that the /reuse-sweep-run 31147925932 covers it; see https://github.com/o/r/actions/runs/1\n")
+		sb.WriteString("> quoted /use 1\n    indented /use 2\n")
+	}
+	sb.WriteString("/reuse-sweep-run 31147925932\n")
+	body := sb.String()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Parse(body, opt)
+	}
+}
+
+// Lines that are not commands cost no allocation.
+func TestSkippedLinesDoNotAllocate(t *testing.T) {
+	body := strings.Repeat("Verified that /reuse-sweep-run 1 covers it\n> /use 2\n    /use 3\n<!-- /use 4 -->\n```\n/use 5\n```\n", 200)
+	allocs := testing.AllocsPerRun(20, func() { Parse(body, opt) })
+	if allocs != 0 {
+		t.Fatalf("Parse allocated %.0f times for a body with no command", allocs)
+	}
+}

@@ -1,0 +1,140 @@
+package commands
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// HelpInfo is what the /opsbot help reply tells about one repository.
+type HelpInfo struct {
+	Repo               string
+	SweepWorkflow      string
+	ResultArtifacts    []string
+	ReuseRole          string
+	StageRole          string
+	HelpRole           string
+	ReuseUsers         []string
+	ReuseTeams         []string
+	StageUsers         []string
+	StageTeams         []string
+	AllowPartialPinned bool
+	AllowedPaths       []string
+	GateActions        []string
+	StageConfigured    bool
+}
+
+// UsageReply is the reply to a command line with bad arguments.
+func UsageReply(login string, c Command) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "@%s I did not run `%s`", login, oneLine(c.Text))
+	if c.Reason != "" {
+		fmt.Fprintf(&b, ": %s", c.Reason)
+	}
+	fmt.Fprintf(&b, ".\n\n```\n%s\n```\n", c.Error)
+	if c.Name != Help && c.Error != UsageLimit {
+		b.WriteString("\n`<run>` is a run id (digits) or the run's URL on this repository " +
+			"(`https://github.com/OWNER/REPO/actions/runs/ID`). `/opsbot help` lists every command.\n")
+	}
+	return b.String()
+}
+
+// EditedReply answers an edit that added commands: they are not run.
+func EditedReply(login string, added []Command) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "@%s commands in edited comments are not run; post a new comment to run them:\n\n", login)
+	for _, c := range added {
+		fmt.Fprintf(&b, "- line %d: `%s`\n", c.Line, oneLine(c.Text))
+	}
+	return b.String()
+}
+
+// HelpReply is the answer to /opsbot help.
+func HelpReply(login string, h HelpInfo) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "@%s here is what opsbot does on **%s**.\n\n", login, h.Repo)
+	b.WriteString("| command | what it does | who may run it |\n|---|---|---|\n")
+	reuse := who(h.ReuseRole, h.ReuseUsers, h.ReuseTeams)
+	stage := who(h.StageRole, h.StageUsers, h.StageTeams)
+	rows := [][3]string{
+		{"`/reuse-sweep-run <run>`", "pin run `<run>` for the next push of this PR", reuse},
+		{"`/reuse-sweep-run`", "pin the newest real sweep run on a commit of this PR", reuse},
+		{"`/use <run>`", "the same as `/reuse-sweep-run <run>`", reuse},
+		{"`/reuse-sweep-run cancel`", "revoke this PR's active pin", reuse},
+		{"`/stage-results <run>`", "publish run `<run>`'s results to the staging site", stage},
+		{"`/stage-results`", "the same for the newest stageable sweep run of this PR", stage},
+		{"`/opsbot help`", "this reply", who(h.HelpRole, nil, nil)},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r[0], r[1], r[2])
+	}
+	b.WriteString("\n`<run>` is a run id (digits) or the run's URL on this repository. A command is a line of its own; " +
+		"nothing in code blocks, quotes or HTML comments is read, and commands added by editing a comment are not run.\n\n")
+
+	b.WriteString("**What a pin does.** The next push of this PR skips the sweep (`" + h.SweepWorkflow +
+		"`) and reuses the pinned run's results. A pin covers that one push only: the push after it sweeps again unless " +
+		"someone pins again. A pin lasts until that push, `/reuse-sweep-run cancel`, a newer pin, deleting or editing " +
+		"away its comment, or the PR being closed; merging consumes it. A push that arrives before opsbot has recorded " +
+		"the pin sweeps, and the pin waits for the next push.\n\n")
+	b.WriteString("**What a run must be.** A completed sweep run of this repository (event `pull_request`) on a commit of " +
+		"this PR, with unexpired result artifacts (" + codeList(h.ResultArtifacts) + "). A run whose own sweep was skipped " +
+		"has none and cannot be reused. The run is checked when pinned and again when the push comes.\n\n")
+	b.WriteString("**Settings here.**\n")
+	if h.AllowPartialPinned {
+		b.WriteString("- a pinned run may have concluded `success`, `failure` or `cancelled`\n")
+	} else {
+		b.WriteString("- a pinned run must have concluded `success`\n")
+	}
+	if len(h.AllowedPaths) > 0 {
+		b.WriteString("- the pushes after the run may touch only " + codeList(h.AllowedPaths) + "\n")
+	} else {
+		b.WriteString("- no path guard: the pushes after the run may touch any file\n")
+	}
+	if len(h.GateActions) > 0 {
+		b.WriteString("- the sweep is decided on `pull_request` " + codeList(h.GateActions) + "\n")
+	}
+	if !h.StageConfigured {
+		b.WriteString("- staging is not configured for this repository\n")
+	}
+	return b.String()
+}
+
+func who(role string, users, teams []string) string {
+	s := "`" + role + "` or above"
+	if role == "none" {
+		s = "anyone"
+	}
+	var extra []string
+	for _, u := range users {
+		extra = append(extra, "`"+u+"`")
+	}
+	for _, t := range teams {
+		extra = append(extra, "team `"+t+"`")
+	}
+	if len(extra) > 0 {
+		s += ", and " + strings.Join(extra, ", ")
+	}
+	return s
+}
+
+func codeList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = "`" + x + "`"
+	}
+	return strings.Join(q, ", ")
+}
+
+// oneLine keeps a user's command text safe inside inline code: no backticks
+// (which would end the span) and bounded length.
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "`", "'")
+	if len(s) > 200 {
+		n := 200
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n] + "…"
+	}
+	return s
+}
