@@ -1,0 +1,185 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Policy is who may run one command on one repository.
+type Policy struct {
+	MinRole   Role
+	Users     []string // logins allowed whatever their role
+	Teams     []string // ORG/SLUG whose members are allowed
+	AllowBots []string // bot logins whose commands are read at all
+}
+
+// Actor is who wrote a comment. Identity is the id; the login is for display.
+type Actor struct {
+	ID    int64
+	Login string
+	Type  string // User, Bot, Organization
+}
+
+// Verdict is the answer to "may this actor run this command here?".
+type Verdict struct {
+	Allowed bool
+	Role    Role   // the role found, RoleUnknown when not looked up or the lookup failed
+	Via     string // role, user, team
+	// Reason is what a user may be told: on a denial, what is needed, never more.
+	Reason string
+	// CheckFailed is set when GitHub could not answer; the verdict then denies.
+	CheckFailed bool
+	Err         error // the lookup error, for logs
+}
+
+// Lookup is what the checker asks GitHub.
+type Lookup interface {
+	Permission(ctx context.Context, repo, login string) (PermissionResponse, error)
+	TeamMember(ctx context.Context, team, login string) (bool, error)
+}
+
+// Checker decides verdicts, remembering roles and team memberships for a
+// while so repeated commands cost no API calls.
+type Checker struct {
+	SelfID    int64
+	SelfLogin string
+	TTL       time.Duration
+	Now       func() time.Time
+
+	mu    sync.Mutex
+	roles map[string]cachedRole
+	teams map[string]cachedTeam
+}
+
+type cachedRole struct {
+	role Role
+	at   time.Time
+}
+
+type cachedTeam struct {
+	member bool
+	at     time.Time
+}
+
+// Check answers for actor a running a command guarded by p on repo. Any
+// error while looking up denies (fail closed) with CheckFailed set.
+func (c *Checker) Check(ctx context.Context, l Lookup, repo string, a Actor, p Policy) Verdict {
+	if c.isSelf(a) {
+		return Verdict{Reason: "opsbot does not take commands from itself", Role: RoleUnknown}
+	}
+	if strings.EqualFold(a.Type, "Bot") && !containsFold(p.AllowBots, a.Login) {
+		return Verdict{Reason: "commands from bot accounts are not run here", Role: RoleUnknown}
+	}
+	if containsFold(p.Users, a.Login) {
+		return Verdict{Allowed: true, Via: "user", Role: RoleUnknown}
+	}
+	role, err := c.role(ctx, l, repo, a)
+	if err != nil {
+		return Verdict{Role: RoleUnknown, CheckFailed: true, Err: err,
+			Reason: fmt.Sprintf("could not check your permission on %s (GitHub did not answer); please try again in a minute", repo)}
+	}
+	if role >= p.MinRole && role >= RoleNone {
+		return Verdict{Allowed: true, Via: "role", Role: role}
+	}
+	for _, team := range p.Teams {
+		member, err := c.member(ctx, l, team, a)
+		if err != nil {
+			return Verdict{Role: role, CheckFailed: true, Err: err,
+				Reason: fmt.Sprintf("could not check your team membership on %s (GitHub did not answer); please try again in a minute", repo)}
+		}
+		if member {
+			return Verdict{Allowed: true, Via: "team", Role: role}
+		}
+	}
+	return Verdict{Role: role, Reason: Needed(p)}
+}
+
+// Needed says what a policy asks for, in words for a reply.
+func Needed(p Policy) string {
+	s := fmt.Sprintf("this command needs the `%s` role on the repository or above", p.MinRole)
+	if len(p.Teams) > 0 {
+		s += ", or membership of " + strings.Join(quoteAll(p.Teams), ", ")
+	}
+	return s
+}
+
+func quoteAll(xs []string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = "`" + x + "`"
+	}
+	return out
+}
+
+func (c *Checker) isSelf(a Actor) bool {
+	return (c.SelfID != 0 && a.ID == c.SelfID) || (c.SelfLogin != "" && strings.EqualFold(a.Login, c.SelfLogin))
+}
+
+func (c *Checker) now() time.Time {
+	if c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
+}
+
+func (c *Checker) role(ctx context.Context, l Lookup, repo string, a Actor) (Role, error) {
+	key := fmt.Sprintf("%s\x00%d", strings.ToLower(repo), a.ID)
+	c.mu.Lock()
+	if e, ok := c.roles[key]; ok && c.now().Sub(e.at) < c.TTL {
+		c.mu.Unlock()
+		return e.role, nil
+	}
+	c.mu.Unlock()
+	resp, err := l.Permission(ctx, repo, a.Login)
+	if err != nil {
+		return RoleUnknown, err
+	}
+	if resp.User != nil && resp.User.ID != 0 && a.ID != 0 && resp.User.ID != a.ID {
+		// The login now names another account (renamed): do not trust it.
+		return RoleUnknown, fmt.Errorf("auth: login %s now belongs to account %d, not %d", a.Login, resp.User.ID, a.ID)
+	}
+	role := resp.Role()
+	if role == RoleUnknown {
+		return RoleUnknown, fmt.Errorf("auth: GitHub's permission answer for %s has no role", a.Login)
+	}
+	c.mu.Lock()
+	if c.roles == nil {
+		c.roles = map[string]cachedRole{}
+	}
+	c.roles[key] = cachedRole{role: role, at: c.now()}
+	c.mu.Unlock()
+	return role, nil
+}
+
+func (c *Checker) member(ctx context.Context, l Lookup, team string, a Actor) (bool, error) {
+	key := fmt.Sprintf("%s\x00%d", strings.ToLower(team), a.ID)
+	c.mu.Lock()
+	if e, ok := c.teams[key]; ok && c.now().Sub(e.at) < c.TTL {
+		c.mu.Unlock()
+		return e.member, nil
+	}
+	c.mu.Unlock()
+	m, err := l.TeamMember(ctx, team, a.Login)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	if c.teams == nil {
+		c.teams = map[string]cachedTeam{}
+	}
+	c.teams[key] = cachedTeam{member: m, at: c.now()}
+	c.mu.Unlock()
+	return m, nil
+}
+
+func containsFold(xs []string, s string) bool {
+	for _, x := range xs {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}

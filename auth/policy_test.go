@@ -1,0 +1,147 @@
+package auth_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/auth"
+	"opsbot/ghclient"
+	"opsbot/internal/githubtest"
+)
+
+const repo = "SemiAnalysisAI/InferenceX"
+const permRoute = "GET /repos/{owner}/{repo}/collaborators/{user}/permission"
+
+func setup(t *testing.T) (*githubtest.Fake, *ghclient.Client) {
+	t.Helper()
+	f := githubtest.New(t)
+	f.AddRepo(repo, "run-sweep.yml", 1)
+	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: f.URL, Token: "t", MaxTries: 2, RequestTimeout: 200 * time.Millisecond,
+		Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := fac.For(0)
+	return f, c
+}
+
+// Each role from none to admin against each minimum.
+func TestRoleMatrix(t *testing.T) {
+	f, gh := setup(t)
+	roles := []string{"none", "read", "triage", "write", "maintain", "admin"}
+	for i, r := range roles {
+		f.AddUser("user-"+r, int64(100+i), "User")
+		f.SetRole(repo, "user-"+r, r)
+	}
+	for _, min := range roles {
+		minRole, _ := auth.ParseRole(min)
+		for i, r := range roles {
+			c := &auth.Checker{TTL: time.Minute}
+			v := c.Check(t.Context(), gh, repo, auth.Actor{ID: int64(100 + i), Login: "user-" + r, Type: "User"}, auth.Policy{MinRole: minRole})
+			want := i >= int(minRole)
+			if v.Allowed != want {
+				t.Errorf("role %s, min %s: allowed=%v, want %v (%s)", r, min, v.Allowed, want, v.Reason)
+			}
+			if !v.Allowed && (!strings.Contains(v.Reason, "`"+min+"`") || strings.Contains(v.Reason, r+"`")) && r != min {
+				t.Errorf("denial %q must name the role needed and not the user's", v.Reason)
+			}
+		}
+	}
+}
+
+func TestCustomRoleFallsBackToPermissions(t *testing.T) {
+	f, gh := setup(t)
+	f.AddUser("releaser", 7, "User")
+	f.SetRole(repo, "releaser", "release-manager") // a custom role built on write
+	c := &auth.Checker{TTL: time.Minute}
+	v := c.Check(t.Context(), gh, repo, auth.Actor{ID: 7, Login: "releaser", Type: "User"}, auth.Policy{MinRole: auth.RoleWrite})
+	if !v.Allowed || v.Role != auth.RoleWrite {
+		t.Fatalf("custom role: %+v", v)
+	}
+}
+
+func TestTeamsUsersBotsAndSelf(t *testing.T) {
+	f, gh := setup(t)
+	f.AddUser("reader", 1, "User")
+	f.AddUser("teammate", 2, "User")
+	f.AddUser("listed", 3, "User")
+	f.AddUser("renovate[bot]", 4, "Bot")
+	f.SetRole(repo, "reader", "read")
+	f.SetRole(repo, "teammate", "read")
+	f.SetRole(repo, "renovate[bot]", "write")
+	f.AddTeamMember("SemiAnalysisAI/reviewers", "teammate")
+	p := auth.Policy{MinRole: auth.RoleWrite, Users: []string{"Listed"}, Teams: []string{"SemiAnalysisAI/reviewers"}}
+	c := &auth.Checker{TTL: time.Minute, SelfID: githubtest.BotID, SelfLogin: githubtest.BotLogin}
+	cases := []struct {
+		actor auth.Actor
+		pol   auth.Policy
+		want  bool
+		via   string
+	}{
+		{auth.Actor{ID: 1, Login: "reader", Type: "User"}, p, false, ""},
+		{auth.Actor{ID: 2, Login: "teammate", Type: "User"}, p, true, "team"},
+		{auth.Actor{ID: 3, Login: "listed", Type: "User"}, p, true, "user"},
+		{auth.Actor{ID: 4, Login: "renovate[bot]", Type: "Bot"}, p, false, ""},
+		{auth.Actor{ID: 4, Login: "renovate[bot]", Type: "Bot"}, auth.Policy{MinRole: auth.RoleWrite, AllowBots: []string{"renovate[bot]"}}, true, "role"},
+		{auth.Actor{ID: githubtest.BotID, Login: githubtest.BotLogin, Type: "Bot"}, auth.Policy{MinRole: auth.RoleNone, AllowBots: []string{githubtest.BotLogin}}, false, ""},
+	}
+	for _, tc := range cases {
+		v := c.Check(t.Context(), gh, repo, tc.actor, tc.pol)
+		if v.Allowed != tc.want || v.Via != tc.via {
+			t.Errorf("%s: %+v, want allowed=%v via %q", tc.actor.Login, v, tc.want, tc.via)
+		}
+	}
+}
+
+func TestRoleCacheByUserID(t *testing.T) {
+	f, gh := setup(t)
+	f.AddUser("alice", 10, "User")
+	f.SetRole(repo, "alice", "write")
+	now := time.Unix(1800000000, 0)
+	c := &auth.Checker{TTL: 60 * time.Second, Now: func() time.Time { return now }}
+	a := auth.Actor{ID: 10, Login: "alice", Type: "User"}
+	for i := 0; i < 3; i++ {
+		if v := c.Check(t.Context(), gh, repo, a, auth.Policy{MinRole: auth.RoleWrite}); !v.Allowed {
+			t.Fatal(v.Reason)
+		}
+	}
+	if n := f.Count(permRoute); n != 1 {
+		t.Fatalf("%d permission reads within the TTL, want 1", n)
+	}
+	now = now.Add(61 * time.Second)
+	c.Check(t.Context(), gh, repo, a, auth.Policy{MinRole: auth.RoleWrite})
+	if n := f.Count(permRoute); n != 2 {
+		t.Fatalf("%d permission reads after the TTL, want 2", n)
+	}
+}
+
+// Any failure to learn the role denies, saying the check failed.
+func TestLookupErrorsDeny(t *testing.T) {
+	cases := map[string]githubtest.Fault{
+		"500":       {Status: 500},
+		"timeout":   {Delay: time.Second, Pass: true},
+		"malformed": {Status: 200, Body: `{"permission": `},
+		"no role":   {Status: 200, Body: `{"user":{"login":"alice","id":10}}`},
+		"other id":  {Status: 200, Body: `{"permission":"admin","role_name":"admin","user":{"login":"alice","id":99}}`},
+	}
+	for name, fault := range cases {
+		t.Run(name, func(t *testing.T) {
+			f, gh := setup(t)
+			f.AddUser("alice", 10, "User")
+			f.SetRole(repo, "alice", "admin")
+			f.Inject(permRoute, fault)
+			c := &auth.Checker{TTL: time.Minute}
+			v := c.Check(t.Context(), gh, repo, auth.Actor{ID: 10, Login: "alice", Type: "User"}, auth.Policy{MinRole: auth.RoleWrite})
+			if v.Allowed || !v.CheckFailed || !strings.Contains(v.Reason, "could not check your permission") {
+				t.Fatalf("%+v", v)
+			}
+			if strings.Contains(v.Reason, "needs") {
+				t.Fatal("a failed check must not claim the user lacks the role")
+			}
+			_ = fmt.Sprint()
+		})
+	}
+}

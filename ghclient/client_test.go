@@ -1,0 +1,341 @@
+package ghclient
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"opsbot/internal/githubtest"
+	_ "opsbot/internal/golden"
+	"opsbot/metrics"
+)
+
+const repo = "SemiAnalysisAI/InferenceX"
+
+const (
+	routeRun     = "GET /repos/{owner}/{repo}/actions/runs/{id}"
+	routeComment = "POST /repos/{owner}/{repo}/issues/{n}/comments"
+)
+
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return nil
+}
+
+func setup(t *testing.T, mod func(*Options)) (*githubtest.Fake, *Client, *sleeps, *metrics.Metrics) {
+	t.Helper()
+	f := githubtest.New(t)
+	f.AddRepo(repo, "run-sweep.yml", 77)
+	f.AddRun(repo, githubtest.Run{ID: 31147925932, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success", HeadSHA: "c1"})
+	s := &sleeps{}
+	m := metrics.New(nil, nil, time.Now)
+	opt := Options{APIURL: f.URL, Token: "ghs_test", UserAgent: "opsbot/test", Sleep: s.sleep, Metrics: m, RequestTimeout: time.Second}
+	if mod != nil {
+		mod(&opt)
+	}
+	fac, err := NewFactory(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := fac.For(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, c, s, m
+}
+
+func TestTokenAndUserAgent(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	if _, err := c.Run(t.Context(), repo, 31147925932); err != nil {
+		t.Fatal(err)
+	}
+	r := f.Requests()[0]
+	if got := r.Header.Get("Authorization"); got != "Bearer ghs_test" {
+		t.Errorf("Authorization = %q", got)
+	}
+	if got := r.Header.Get("User-Agent"); got != "opsbot/test" {
+		t.Errorf("User-Agent = %q", got)
+	}
+}
+
+func TestServerErrorsRetryWithBackoff(t *testing.T) {
+	f, c, s, _ := setup(t, nil)
+	f.Inject(routeRun, githubtest.Fault{Status: 502, Times: 2})
+	run, err := c.Run(t.Context(), repo, 31147925932)
+	if err != nil || run.GetID() != 31147925932 {
+		t.Fatalf("Run = %v, %v", run, err)
+	}
+	if got := f.Count(routeRun); got != 3 {
+		t.Errorf("%d requests, want 3 (two 502s, then 200)", got)
+	}
+	if len(s.d) != 2 || s.d[0] <= 0 || s.d[1] > 5*time.Second {
+		t.Errorf("back-off waits %v", s.d)
+	}
+}
+
+func TestServerErrorsAreBounded(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.Inject(routeRun, githubtest.Fault{Status: 500})
+	_, err := c.Run(t.Context(), repo, 31147925932)
+	if err == nil || !strings.Contains(err.Error(), "500") {
+		t.Fatalf("Run = %v, want the 500", err)
+	}
+	if got := f.Count(routeRun); got != 4 {
+		t.Errorf("%d requests, want 4 (the bound)", got)
+	}
+}
+
+func TestPostsAreNotRetried(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.AddPR(repo, 1, "octocat", "b", "base", []string{"c1"})
+	f.Inject(routeComment, githubtest.Fault{Status: 502, Times: 1})
+	if _, err := c.CreateComment(t.Context(), repo, 1, "hi"); err == nil {
+		t.Fatal("CreateComment succeeded through a 502")
+	}
+	if got := f.Count(routeComment); got != 1 {
+		t.Errorf("%d POSTs, want 1: the outbox retries comments, finding what a lost answer created", got)
+	}
+}
+
+func TestSecondaryRateLimitHonoursRetryAfter(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.Inject(routeRun, githubtest.Fault{Status: 403, Times: 1, Header: map[string]string{"Retry-After": "1"},
+		Body: `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`})
+	start := time.Now()
+	if _, err := c.Run(t.Context(), repo, 31147925932); err != nil {
+		t.Fatalf("Run after Retry-After: %v", err)
+	}
+	if waited := time.Since(start); waited < 900*time.Millisecond {
+		t.Errorf("retried after %v; Retry-After said 1s", waited)
+	}
+	if got := f.Count(routeRun); got != 2 {
+		t.Errorf("%d requests, want 2", got)
+	}
+}
+
+func primaryLimit(reset time.Time) githubtest.Fault {
+	return githubtest.Fault{Status: 403, Times: 1, Header: map[string]string{
+		"X-RateLimit-Remaining": "0", "X-RateLimit-Limit": "5000", "X-RateLimit-Resource": "core",
+		"X-RateLimit-Reset": strconv.FormatInt(reset.Unix(), 10)},
+		Body: `{"message":"API rate limit exceeded","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}`}
+}
+
+func TestPrimaryRateLimitNearResetWaits(t *testing.T) {
+	f, c, _, _ := setup(t, func(o *Options) { o.Sleep = sleepCtx })
+	f.Inject(routeRun, primaryLimit(time.Now().Add(time.Second)))
+	if _, err := c.Run(t.Context(), repo, 31147925932); err != nil {
+		t.Fatalf("Run: %v (a reset 1 s away is waited for)", err)
+	}
+	if got := f.Count(routeRun); got != 2 {
+		t.Errorf("%d requests, want 2", got)
+	}
+}
+
+func TestPrimaryRateLimitFarResetFailsClearly(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.Inject(routeRun, primaryLimit(time.Now().Add(time.Hour)))
+	_, err := c.Run(t.Context(), repo, 31147925932)
+	var rl *RateLimitError
+	if !errors.As(err, &rl) || !strings.Contains(err.Error(), "rate limit exhausted until") {
+		t.Fatalf("Run = %v, want a RateLimitError", err)
+	}
+	// Known exhausted: the next call does not even ask.
+	if _, err := c.Run(t.Context(), repo, 31147925932); !errors.As(err, &rl) {
+		t.Fatalf("second Run = %v", err)
+	}
+	if got := f.Count(routeRun); got != 1 {
+		t.Errorf("%d requests, want 1", got)
+	}
+}
+
+func TestNotFoundAfterWebhookRetriesOnce(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.Inject(routeRun, githubtest.Fault{Status: 404, Times: 1})
+	if _, err := c.Run(t.Context(), repo, 31147925932); err != nil {
+		t.Fatalf("Run: %v (a lagging replica's 404 is retried once)", err)
+	}
+	if got := f.Count(routeRun); got != 2 {
+		t.Errorf("%d requests, want 2", got)
+	}
+	_, err := c.Run(t.Context(), repo, 999)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing run: %v, want ErrNotFound", err)
+	}
+	if got := f.Count(routeRun); got != 4 {
+		t.Errorf("%d requests, want 4 (one retry only)", got)
+	}
+}
+
+func TestTimeoutAndDroppedConnectionRetry(t *testing.T) {
+	f, c, _, _ := setup(t, func(o *Options) { o.RequestTimeout = 100 * time.Millisecond })
+	f.Inject(routeRun, githubtest.Fault{Delay: 2 * time.Second, Pass: true, Times: 1})
+	if _, err := c.Run(t.Context(), repo, 31147925932); err != nil {
+		t.Fatalf("Run after a slow answer: %v", err)
+	}
+	f.Inject(routeRun, githubtest.Fault{Drop: true, Times: 1})
+	if _, err := c.Artifacts(t.Context(), repo, 31147925932); err != nil {
+		t.Fatalf("Artifacts: %v", err)
+	}
+	if _, err := c.Run(t.Context(), repo, 31147925932); err != nil {
+		t.Fatalf("Run after a dropped connection: %v", err)
+	}
+}
+
+func TestConditionalRequests(t *testing.T) {
+	f, c, _, m := setup(t, nil)
+	for i := 0; i < 3; i++ {
+		run, err := c.Run(t.Context(), repo, 31147925932)
+		if err != nil || run.GetConclusion() != "success" {
+			t.Fatalf("Run %d = %v, %v", i, run, err)
+		}
+	}
+	reqs := f.Requests()
+	if len(reqs) != 3 || reqs[1].Status != 304 || reqs[2].Status != 304 || reqs[1].Header.Get("If-None-Match") == "" {
+		t.Fatalf("requests: %+v", reqs)
+	}
+	if got := f.Reads(); got != 1 {
+		t.Errorf("%d reads counted against the limit, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.APIReqs.WithLabelValues("github", "GET /repos/{owner}/{repo}/actions/runs/{id}", "304")); got != 2 {
+		t.Errorf("metric for 304s = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.RateLeft); got != 4999 {
+		t.Errorf("rate limit remaining = %v", got)
+	}
+}
+
+func TestRouteTemplate(t *testing.T) {
+	for in, want := range map[string]string{
+		"/repos/o/r/actions/runs/123":                  "/repos/{owner}/{repo}/actions/runs/{id}",
+		"/repos/o/r/collaborators/octocat/permission":  "/repos/{owner}/{repo}/collaborators/{user}/permission",
+		"/api/v3/repos/o/r/issues/5/comments":          "/repos/{owner}/{repo}/issues/{n}/comments",
+		"/repos/o/r/compare/a...b":                     "/repos/{owner}/{repo}/compare/{basehead}",
+		"/orgs/acme/teams/reviewers/memberships/alice": "/orgs/{org}/teams/{slug}/memberships/{user}",
+		"/repos/o/r/issues/comments/9/reactions":       "/repos/{owner}/{repo}/issues/comments/{id}/reactions",
+		"/repos/o/r/statuses/abc":                      "/repos/{owner}/{repo}/statuses/{sha}",
+		"/repos/o/r/something-new/secret-name":         "/repos/{owner}/{repo}/{x}/{x}",
+	} {
+		if got := RouteTemplate(in); got != want {
+			t.Errorf("RouteTemplate(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestWritesAndMarkerLookup(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.AddPR(repo, 2512, "octocat", "b", "base", []string{"c1"})
+	f.AddComment(repo, 2512, "octocat", "/reuse-sweep-run 31147925932")
+	ref, err := c.CreateComment(t.Context(), repo, 2512, "pinned\n<!-- opsbot:notice=7 -->")
+	if err != nil || ref.ID == 0 || !strings.Contains(ref.URL, "issuecomment-") {
+		t.Fatalf("CreateComment = %+v, %v", ref, err)
+	}
+	found, ok, err := c.FindComment(t.Context(), repo, 2512, "<!-- opsbot:notice=7 -->")
+	if err != nil || !ok || found.ID != ref.ID {
+		t.Fatalf("FindComment = %+v %v %v", found, ok, err)
+	}
+	if _, ok, _ := c.FindComment(t.Context(), repo, 2512, "<!-- opsbot:notice=8 -->"); ok {
+		t.Fatal("found a marker that was never posted")
+	}
+	if err := c.EditComment(t.Context(), repo, ref.ID, "edited"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.React(t.Context(), repo, ref.ID, "+1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetStatus(t.Context(), repo, "c1", "success", strings.Repeat("x", 200), "", "opsbot/sweep-gate"); err != nil {
+		t.Fatalf("SetStatus with a long description: %v", err)
+	}
+	if err := c.Dispatch(t.Context(), "acme/staging", "stage-results", map[string]any{"run-id": "1"}); err == nil {
+		t.Fatal("dispatch to an unknown repository succeeded")
+	}
+	f.AddRepo("acme/staging", "x.yml", 1)
+	if err := c.Dispatch(t.Context(), "acme/staging", "stage-results", map[string]any{"run-id": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	cs := f.Comments(repo, 2512)
+	if len(cs) != 2 || cs[1].Body != "edited" {
+		t.Fatalf("comments = %+v", cs)
+	}
+	if r := f.Reactions(ref.ID); len(r) != 1 || r[0] != "+1" {
+		t.Fatalf("reactions = %v", r)
+	}
+	if st := f.Statuses(repo, "c1"); len(st) != 1 || len(st[0].Description) != 140 {
+		t.Fatalf("statuses = %+v", st)
+	}
+	if d := f.Dispatches(); len(d) != 1 || d[0].EventType != "stage-results" || d[0].ClientPayload["run-id"] != "1" {
+		t.Fatalf("dispatches = %+v", d)
+	}
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	f, c, _, _ := setup(t, func(o *Options) { o.DryRun = true })
+	f.AddPR(repo, 1, "octocat", "b", "base", []string{"c1"})
+	if _, err := c.CreateComment(t.Context(), repo, 1, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetStatus(t.Context(), repo, "c1", "success", "x", "", "opsbot/sweep-gate"); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Count(""); n != 0 {
+		t.Fatalf("dry run made %d requests", n)
+	}
+}
+
+func TestGitHubAppInstallation(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	f := githubtest.New(t)
+	f.AddRepo(repo, "run-sweep.yml", 77)
+	f.AddRun(repo, githubtest.Run{ID: 5, WorkflowID: 77, Event: "pull_request", Status: "completed"})
+	fac, err := NewFactory(Options{APIURL: f.URL, AppID: 1234, AppKey: pemKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fac.For(0); err == nil {
+		t.Fatal("an App without an installation id made a client")
+	}
+	c, err := fac.For(42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Run(t.Context(), repo, 5); err != nil {
+		t.Fatal(err)
+	}
+	if f.TokensIssued() != 1 || f.Count("POST /app/installations/{id}/access_tokens") != 1 {
+		t.Fatalf("tokens issued %d", f.TokensIssued())
+	}
+	var runReq githubtest.Request
+	for _, r := range f.Requests() {
+		if r.Route == routeRun {
+			runReq = r
+		}
+	}
+	if got := runReq.Header.Get("Authorization"); got != "token ghs_fake1" {
+		t.Fatalf("run read with Authorization %q, want the installation token", got)
+	}
+	if _, err := NewFactory(Options{APIURL: f.URL, AppID: 1234, AppKey: []byte("not a key")}); err == nil {
+		t.Fatal("a bad App key was accepted")
+	}
+	_ = fmt.Sprint()
+}

@@ -1,0 +1,290 @@
+package ghclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/gofri/go-github-ratelimit/v2/github_ratelimit/github_primary_ratelimit"
+
+	"opsbot/metrics"
+)
+
+// RateLimitError says GitHub's primary rate limit is spent until Reset.
+type RateLimitError struct {
+	Reset time.Time
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("GitHub API rate limit exhausted until %s (in %s)",
+		e.Reset.UTC().Format("15:04:05 UTC"), time.Until(e.Reset).Round(time.Second))
+}
+
+type ctxKey int
+
+const retry404Key ctxKey = iota
+
+// AfterWebhook marks reads that follow a webhook: a 404 is retried once,
+// since GitHub's replicas may not have the object yet.
+func AfterWebhook(ctx context.Context) context.Context {
+	return context.WithValue(ctx, retry404Key, true)
+}
+
+// retryTransport retries idempotent requests on network errors and 5xx with
+// exponential back-off and jitter, bounded in tries and time; waits out a
+// primary rate limit whose reset is near; and retries one 404 after a
+// webhook. POSTs are never retried here: the outbox retries them, finding
+// what a lost answer already created.
+type retryTransport struct {
+	base       http.RoundTripper
+	maxTries   int
+	maxElapsed time.Duration
+	nearReset  time.Duration
+	initial    time.Duration
+	sleep      func(ctx context.Context, d time.Duration) error
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	idempotent := req.Method != http.MethodPost
+	retry404 := req.Method == http.MethodGet && ctx.Value(retry404Key) != nil
+	waitedReset := false
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = t.initial
+	b.MaxInterval = 5 * time.Second
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		r, err := rewind(req)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := t.base.RoundTrip(r)
+		var rl *github_primary_ratelimit.RateLimitReachedError
+		if errors.As(err, &rl) && rl.ResetTime != nil {
+			wait := time.Until(*rl.ResetTime) + time.Second
+			if !waitedReset && wait <= t.nearReset {
+				waitedReset = true
+				if err := t.sleep(ctx, wait); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, &RateLimitError{Reset: *rl.ResetTime}
+		}
+		retry := false
+		switch {
+		case err != nil:
+			retry = ctx.Err() == nil && idempotent
+		case resp.StatusCode >= 500:
+			retry = idempotent
+		case resp.StatusCode == http.StatusNotFound && retry404:
+			retry, retry404 = true, false
+		}
+		if !retry || attempt >= t.maxTries || time.Since(start) > t.maxElapsed {
+			return resp, err
+		}
+		if resp != nil {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+		}
+		if err := t.sleep(ctx, b.NextBackOff()); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// rewind gives each attempt a fresh copy of the request body.
+func rewind(req *http.Request) (*http.Request, error) {
+	if req.Body == nil || req.GetBody == nil {
+		return req, nil
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	r := req.Clone(req.Context())
+	r.Body = body
+	return r, nil
+}
+
+// rewindTransport makes sure a request retried by a layer above (the
+// secondary rate limiter re-sends the same request) carries its body again.
+type rewindTransport struct{ base http.RoundTripper }
+
+func (t rewindTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r, err := rewind(req)
+	if err != nil {
+		return nil, err
+	}
+	return t.base.RoundTrip(r)
+}
+
+// etagTransport makes repeated GETs conditional: GitHub answers 304, which
+// does not count against the rate limit, and the cached body is served.
+type etagTransport struct {
+	base http.RoundTripper
+	max  int
+
+	mu    sync.Mutex
+	cache map[string]*cached
+	order []string
+}
+
+type cached struct {
+	etag   string
+	header http.Header
+	body   []byte
+}
+
+func (t *etagTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet {
+		return t.base.RoundTrip(req)
+	}
+	key := req.URL.String()
+	t.mu.Lock()
+	c := t.cache[key]
+	t.mu.Unlock()
+	if c != nil {
+		req = req.Clone(req.Context())
+		req.Header.Set("If-None-Match", c.etag)
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	if resp.StatusCode == http.StatusNotModified && c != nil {
+		resp.Body.Close()
+		h := c.header.Clone()
+		for _, k := range []string{"X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Ratelimit-Limit"} {
+			if v := resp.Header.Get(k); v != "" {
+				h.Set(k, v)
+			}
+		}
+		return &http.Response{Status: "200 OK", StatusCode: http.StatusOK, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor,
+			ProtoMinor: resp.ProtoMinor, Header: h, Body: io.NopCloser(bytes.NewReader(c.body)),
+			ContentLength: int64(len(c.body)), Request: req}, nil
+	}
+	etag := resp.Header.Get("ETag")
+	if resp.StatusCode != http.StatusOK || etag == "" || resp.ContentLength > 4<<20 {
+		return resp, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20+1))
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if len(body) <= 4<<20 {
+		t.mu.Lock()
+		if _, ok := t.cache[key]; !ok {
+			t.order = append(t.order, key)
+			if len(t.order) > t.max {
+				delete(t.cache, t.order[0])
+				t.order = t.order[1:]
+			}
+		}
+		t.cache[key] = &cached{etag: etag, header: resp.Header.Clone(), body: body}
+		t.mu.Unlock()
+	}
+	return resp, nil
+}
+
+// metricsTransport counts each request by route template and status, and
+// keeps the rate limit remaining.
+type metricsTransport struct {
+	base http.RoundTripper
+	m    *metrics.Metrics
+}
+
+func (t metricsTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if t.m == nil {
+		return resp, err
+	}
+	status := "error"
+	if resp != nil {
+		status = strconv.Itoa(resp.StatusCode)
+		if v, perr := strconv.Atoi(resp.Header.Get("X-Ratelimit-Remaining")); perr == nil {
+			t.m.RateLeft.Set(float64(v))
+		}
+	}
+	t.m.APIReqs.WithLabelValues("github", req.Method+" "+RouteTemplate(req.URL.Path), status).Inc()
+	return resp, err
+}
+
+// tokenTransport authenticates with a token.
+type tokenTransport struct {
+	base  http.RoundTripper
+	token string
+	ua    string
+}
+
+func (t tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	if t.token != "" {
+		r.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	r.Header.Set("User-Agent", t.ua)
+	return t.base.RoundTrip(r)
+}
+
+var afterName = map[string]string{
+	"collaborators": "{user}", "memberships": "{user}", "runs": "{id}", "pulls": "{n}", "issues": "{n}",
+	"comments": "{id}", "workflows": "{file}", "installations": "{id}", "compare": "{basehead}",
+	"statuses": "{sha}", "commits": "{sha}", "teams": "{slug}", "orgs": "{org}", "artifacts": "{id}",
+	"attempts": "{n}", "jobs": "{id}", "users": "{user}",
+}
+
+// RouteTemplate turns a request path into its route template, so metrics
+// never carry a repository, a user or a number.
+func RouteTemplate(path string) string {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	// A GitHub Enterprise base URL puts /api/v3 first.
+	if len(segs) >= 2 && segs[0] == "api" && segs[1] == "v3" {
+		segs = segs[2:]
+	}
+	out := make([]string, 0, len(segs))
+	for i := 0; i < len(segs); i++ {
+		s := segs[i]
+		switch {
+		case s == "repos" && i+2 < len(segs)+1:
+			out = append(out, "repos", "{owner}", "{repo}")
+			i += 2
+		case afterName[s] != "":
+			out = append(out, s)
+			if i+1 < len(segs) && afterName[segs[i+1]] == "" && !knownWord[segs[i+1]] {
+				out = append(out, afterName[s])
+				i++
+			}
+		case knownWord[s]:
+			out = append(out, s)
+		default:
+			out = append(out, "{x}")
+		}
+	}
+	return "/" + strings.Join(out, "/")
+}
+
+var knownWord = map[string]bool{
+	"permission": true, "actions": true, "reactions": true, "dispatches": true, "access_tokens": true,
+	"app": true, "timeline": true, "rate_limit": true, "user": true,
+}

@@ -1,0 +1,1003 @@
+// Package githubtest is a fake GitHub REST API for opsbot's tests: an
+// httptest server with in-memory repositories, pull requests and their
+// commits, workflow runs and artifacts, collaborators, teams, comments,
+// reactions, statuses and dispatches. Answers have GitHub's documented JSON
+// shapes (go-github's types marshal them), lists paginate with Link headers,
+// GETs carry ETags and answer 304 to If-None-Match, every request is
+// recorded, and faults can be injected per route.
+package githubtest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+)
+
+// BotLogin and BotID are the account comments posted through the API belong to.
+const (
+	BotLogin = "opsbot[bot]"
+	BotID    = 900001
+)
+
+// Fake is the fake GitHub.
+type Fake struct {
+	Server *httptest.Server
+	URL    string // base URL with a trailing slash, for github.api_url
+
+	mu         sync.Mutex
+	now        func() time.Time
+	repos      map[string]*Repo
+	users      map[string]*github.User
+	teams      map[string]map[string]bool // org/slug -> logins
+	requests   []Request
+	faults     map[string][]*Fault
+	nextID     int64
+	comments   []*Comment
+	statuses   []Status
+	reactions  []Reaction
+	dispatches []Dispatch
+	tokens     int
+	known      map[string]bool
+}
+
+// Repo is one repository.
+type Repo struct {
+	Owner, Name   string
+	ID            int64
+	DefaultBranch string
+	Workflows     map[string]int64 // file name -> workflow id
+	Runs          map[int64]*Run
+	PRs           map[int]*PR
+	Roles         map[string]string   // login -> role_name
+	parents       map[string]string   // commit -> parent
+	files         map[string][]string // commit -> files it touched
+}
+
+// PR is one pull request.
+type PR struct {
+	Number   int
+	Title    string
+	Author   string
+	Branch   string
+	BaseSHA  string
+	Commits  []string // oldest first; the last is the head
+	State    string   // open, closed
+	Merged   bool
+	MergeSHA string
+	Labels   []string
+}
+
+// Head is the PR's head commit.
+func (p *PR) Head() string { return p.Commits[len(p.Commits)-1] }
+
+// Run is one workflow run.
+type Run struct {
+	ID         int64
+	WorkflowID int64
+	Event      string
+	Status     string
+	Conclusion string
+	HeadSHA    string
+	HeadBranch string
+	Attempt    int
+	CreatedAt  time.Time
+	Artifacts  []Artifact
+	PRs        []int
+}
+
+// Artifact is one run artifact.
+type Artifact struct {
+	Name    string
+	Expired bool
+}
+
+// Comment is an issue comment.
+type Comment struct {
+	ID        int64
+	Repo      string
+	PR        int
+	Body      string
+	Login     string
+	UserID    int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Edits     int
+}
+
+// Status is a commit status set through the API.
+type Status struct {
+	Repo, SHA, State, Description, Context, TargetURL string
+}
+
+// Reaction is a reaction added to a comment.
+type Reaction struct {
+	Repo      string
+	CommentID int64
+	Content   string
+}
+
+// Dispatch is a repository_dispatch sent.
+type Dispatch struct {
+	Repo          string
+	EventType     string
+	ClientPayload map[string]any
+}
+
+// Request is one request the fake answered.
+type Request struct {
+	Method string
+	Route  string // the route pattern, e.g. "GET /repos/{owner}/{repo}/actions/runs/{id}"
+	Path   string
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// Fault is an answer injected on a route instead of the normal one.
+type Fault struct {
+	Status int
+	Header map[string]string
+	Body   string
+	Delay  time.Duration // wait before answering
+	Pass   bool          // after Delay, answer normally
+	Drop   bool          // close the connection without answering
+	Times  int           // how many requests it applies to; 0 means every one
+	used   int
+}
+
+// New starts a fake GitHub; it is closed when the test ends.
+func New(t testing.TB) *Fake {
+	f := &Fake{now: time.Now, repos: map[string]*Repo{}, users: map[string]*github.User{},
+		teams: map[string]map[string]bool{}, faults: map[string][]*Fault{}, nextID: 5000000}
+	f.AddUser(BotLogin, BotID, "Bot")
+	mux := http.NewServeMux()
+	f.routes(mux)
+	f.Server = httptest.NewServer(mux)
+	f.URL = f.Server.URL + "/"
+	t.Cleanup(f.Server.Close)
+	return f
+}
+
+// SetNow sets the fake's clock (artifact expiry, timestamps).
+func (f *Fake) SetNow(now func() time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = now
+}
+
+// AddUser registers an account. kind is "User" or "Bot".
+func (f *Fake) AddUser(login string, id int64, kind string) *github.User {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u := &github.User{Login: github.String(login), ID: github.Int64(id), Type: github.String(kind),
+		HTMLURL: github.String("https://github.com/" + login)}
+	f.users[strings.ToLower(login)] = u
+	return u
+}
+
+// AddRepo registers a repository with a sweep workflow at file (e.g. run-sweep.yml).
+func (f *Fake) AddRepo(fullName string, workflowFile string, workflowID int64) *Repo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	owner, name, _ := strings.Cut(fullName, "/")
+	r := &Repo{Owner: owner, Name: name, ID: int64(len(f.repos) + 100), DefaultBranch: "main",
+		Workflows: map[string]int64{workflowFile: workflowID}, Runs: map[int64]*Run{}, PRs: map[int]*PR{},
+		Roles: map[string]string{}, parents: map[string]string{}, files: map[string][]string{}}
+	f.repos[strings.ToLower(fullName)] = r
+	return r
+}
+
+// Repo returns a registered repository.
+func (f *Fake) Repo(fullName string) *Repo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.repos[strings.ToLower(fullName)]
+}
+
+// SetRole gives login a role (none, read, triage, write, maintain, admin, or a custom name).
+func (f *Fake) SetRole(repo, login, role string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(repo)].Roles[strings.ToLower(login)] = role
+}
+
+// AddTeamMember puts login in team org/slug.
+func (f *Fake) AddTeamMember(team, login string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.teams[strings.ToLower(team)] == nil {
+		f.teams[strings.ToLower(team)] = map[string]bool{}
+	}
+	f.teams[strings.ToLower(team)][strings.ToLower(login)] = true
+}
+
+// AddPR opens a PR whose commits follow base in order; files[i] are the
+// files commit i touched (may be shorter than commits).
+func (f *Fake) AddPR(repo string, number int, author, branch, base string, commits []string, files ...[]string) *PR {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repos[strings.ToLower(repo)]
+	p := &PR{Number: number, Title: fmt.Sprintf("PR %d", number), Author: author, Branch: branch, BaseSHA: base,
+		Commits: append([]string(nil), commits...), State: "open"}
+	r.PRs[number] = p
+	r.chain(base, commits, files)
+	return p
+}
+
+// Push adds commits to a PR's head (a synchronize).
+func (f *Fake) Push(repo string, number int, commits []string, files ...[]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repos[strings.ToLower(repo)]
+	p := r.PRs[number]
+	r.chain(p.Head(), commits, files)
+	p.Commits = append(p.Commits, commits...)
+}
+
+// ForcePush replaces a PR's commits (a rebase): the old ones leave the PR.
+func (f *Fake) ForcePush(repo string, number int, commits []string, files ...[]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repos[strings.ToLower(repo)]
+	p := r.PRs[number]
+	r.chain(p.BaseSHA, commits, files)
+	p.Commits = append([]string(nil), commits...)
+}
+
+// ClosePR closes a PR, merged or not.
+func (f *Fake) ClosePR(repo string, number int, merged bool, mergeSHA string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.repos[strings.ToLower(repo)].PRs[number]
+	p.State, p.Merged, p.MergeSHA = "closed", merged, mergeSHA
+}
+
+func (r *Repo) chain(parent string, commits []string, files [][]string) {
+	for i, c := range commits {
+		r.parents[c] = parent
+		if i < len(files) {
+			r.files[c] = files[i]
+		}
+		parent = c
+	}
+}
+
+// AddRun registers a workflow run.
+func (f *Fake) AddRun(repo string, run Run) *Run {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if run.Attempt == 0 {
+		run.Attempt = 1
+	}
+	if run.CreatedAt.IsZero() {
+		run.CreatedAt = f.now()
+	}
+	r := &run
+	f.repos[strings.ToLower(repo)].Runs[run.ID] = r
+	return r
+}
+
+// ExpireArtifacts marks every artifact of a run expired.
+func (f *Fake) ExpireArtifacts(repo string, runID int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	run := f.repos[strings.ToLower(repo)].Runs[runID]
+	for i := range run.Artifacts {
+		run.Artifacts[i].Expired = true
+	}
+}
+
+// Inject answers the next requests on route with fault. route is a
+// pattern as registered, e.g. "GET /repos/{owner}/{repo}/actions/runs/{id}".
+func (f *Fake) Inject(route string, fault Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.known[route] {
+		panic("githubtest: no route " + route)
+	}
+	fc := fault
+	f.faults[route] = append(f.faults[route], &fc)
+}
+
+// Requests returns every request answered so far.
+func (f *Fake) Requests() []Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Request(nil), f.requests...)
+}
+
+// Count is the number of requests answered on route (all routes for "").
+func (f *Fake) Count(route string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.requests {
+		if route == "" || r.Route == route {
+			n++
+		}
+	}
+	return n
+}
+
+// Reads is the number of GET requests answered with something other than 304.
+func (f *Fake) Reads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.requests {
+		if r.Method == http.MethodGet && r.Status != http.StatusNotModified {
+			n++
+		}
+	}
+	return n
+}
+
+// ResetRequests forgets the recorded requests.
+func (f *Fake) ResetRequests() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = nil
+}
+
+// Comments returns the comments of a PR, oldest first.
+func (f *Fake) Comments(repo string, pr int) []Comment {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Comment
+	for _, c := range f.comments {
+		if strings.EqualFold(c.Repo, repo) && c.PR == pr {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
+// AddComment records a comment as written by login (a user's comment the
+// tests then announce in a webhook). It returns the comment's id.
+func (f *Fake) AddComment(repo string, pr int, login string, body string) Comment {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return *f.addComment(repo, pr, login, body)
+}
+
+func (f *Fake) addComment(repo string, pr int, login, body string) *Comment {
+	f.nextID++
+	u := f.users[strings.ToLower(login)]
+	var uid int64
+	if u != nil {
+		uid = u.GetID()
+	}
+	c := &Comment{ID: f.nextID, Repo: repo, PR: pr, Body: body, Login: login, UserID: uid, CreatedAt: f.now(), UpdatedAt: f.now()}
+	f.comments = append(f.comments, c)
+	return c
+}
+
+// Statuses returns the statuses set on a commit, oldest first.
+func (f *Fake) Statuses(repo, sha string) []Status {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Status
+	for _, s := range f.statuses {
+		if strings.EqualFold(s.Repo, repo) && s.SHA == sha {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Reactions returns the reactions added to a comment.
+func (f *Fake) Reactions(commentID int64) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, r := range f.reactions {
+		if r.CommentID == commentID {
+			out = append(out, r.Content)
+		}
+	}
+	return out
+}
+
+// Dispatches returns the repository_dispatch events sent.
+func (f *Fake) Dispatches() []Dispatch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Dispatch(nil), f.dispatches...)
+}
+
+// ---- HTTP ----
+
+type handler func(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any)
+
+func (f *Fake) routes(mux *http.ServeMux) {
+	f.known = map[string]bool{}
+	add := func(pattern string, h handler) {
+		f.known[pattern] = true
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { f.serve(w, r, pattern, h) })
+	}
+	add("GET /repos/{owner}/{repo}/collaborators/{user}/permission", f.permission)
+	add("GET /orgs/{org}/teams/{slug}/memberships/{user}", f.teamMembership)
+	add("GET /repos/{owner}/{repo}/actions/workflows/{file}", f.workflow)
+	add("GET /repos/{owner}/{repo}/actions/workflows/{id}/runs", f.workflowRuns)
+	add("GET /repos/{owner}/{repo}/actions/runs/{id}", f.run)
+	add("GET /repos/{owner}/{repo}/actions/runs/{id}/artifacts", f.artifacts)
+	add("GET /repos/{owner}/{repo}/pulls/{n}", f.pull)
+	add("GET /repos/{owner}/{repo}/pulls/{n}/commits", f.pullCommits)
+	add("GET /repos/{owner}/{repo}/compare/{basehead}", f.compare)
+	add("GET /repos/{owner}/{repo}/commits/{sha}/pulls", f.commitPulls)
+	add("POST /repos/{owner}/{repo}/issues/{n}/comments", f.createComment)
+	add("PATCH /repos/{owner}/{repo}/issues/comments/{id}", f.editComment)
+	add("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", f.react)
+	add("POST /repos/{owner}/{repo}/statuses/{sha}", f.status)
+	add("POST /repos/{owner}/{repo}/dispatches", f.dispatch)
+	// Three GET routes share one shape; one handler tells them apart.
+	issueGets := map[string]handler{
+		"GET /repos/{owner}/{repo}/issues/{n}/comments": f.listComments,
+		"GET /repos/{owner}/{repo}/issues/comments/{id}": f.getComment,
+		"GET /repos/{owner}/{repo}/issues/{n}/timeline":  f.timeline,
+	}
+	for route := range issueGets {
+		f.known[route] = true
+	}
+	mux.HandleFunc("GET /repos/{owner}/{repo}/issues/{a}/{b}", func(w http.ResponseWriter, r *http.Request) {
+		a, b := r.PathValue("a"), r.PathValue("b")
+		var route string
+		switch {
+		case a == "comments":
+			route = "GET /repos/{owner}/{repo}/issues/comments/{id}"
+			r.SetPathValue("id", b)
+		case b == "comments":
+			route = "GET /repos/{owner}/{repo}/issues/{n}/comments"
+			r.SetPathValue("n", a)
+		case b == "timeline":
+			route = "GET /repos/{owner}/{repo}/issues/{n}/timeline"
+			r.SetPathValue("n", a)
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		f.serve(w, r, route, issueGets[route])
+	})
+	add("POST /app/installations/{id}/access_tokens", f.accessToken)
+}
+
+func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h handler) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(strings.NewReader(string(body)))
+	rec := Request{Method: r.Method, Route: route, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: string(body)}
+	if fault := f.takeFault(route); fault != nil {
+		if fault.Delay > 0 {
+			select {
+			case <-time.After(fault.Delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if fault.Drop {
+			f.record(rec, 0)
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					conn.Close()
+					return
+				}
+			}
+			panic(http.ErrAbortHandler)
+		}
+		if !fault.Pass {
+			for k, v := range fault.Header {
+				w.Header().Set(k, v)
+			}
+			if fault.Body == "" {
+				fault.Body = fmt.Sprintf(`{"message":"injected %d","documentation_url":"https://docs.github.com/rest"}`, fault.Status)
+			}
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(fault.Status)
+			io.WriteString(w, fault.Body)
+			f.record(rec, fault.Status)
+			return
+		}
+	}
+
+	f.mu.Lock()
+	var repo *Repo
+	if o, n := r.PathValue("owner"), r.PathValue("repo"); o != "" {
+		repo = f.repos[strings.ToLower(o+"/"+n)]
+	}
+	var code int
+	var v any
+	if repo == nil && r.PathValue("owner") != "" {
+		code, v = http.StatusNotFound, notFound()
+	} else {
+		code, v = h(w, r, repo)
+	}
+	f.mu.Unlock()
+
+	var out []byte
+	if v != nil {
+		out, _ = json.Marshal(v)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-RateLimit-Limit", "5000")
+	w.Header().Set("X-RateLimit-Remaining", "4999")
+	w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+	w.Header().Set("X-RateLimit-Resource", "core")
+	if r.Method == http.MethodGet && code == http.StatusOK {
+		sum := sha256.Sum256(out)
+		etag := `"` + hex.EncodeToString(sum[:8]) + `"`
+		w.Header().Set("ETag", etag)
+		if r.Header.Get("If-None-Match") == etag {
+			w.WriteHeader(http.StatusNotModified)
+			f.record(rec, http.StatusNotModified)
+			return
+		}
+	}
+	w.WriteHeader(code)
+	w.Write(out)
+	f.record(rec, code)
+}
+
+func (f *Fake) takeFault(route string) *Fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fl := range f.faults[route] {
+		if fl.Times == 0 || fl.used < fl.Times {
+			fl.used++
+			return fl
+		}
+	}
+	return nil
+}
+
+func (f *Fake) record(r Request, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r.Status = status
+	f.requests = append(f.requests, r)
+}
+
+func notFound() map[string]string {
+	return map[string]string{"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}
+}
+
+func (f *Fake) permission(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	login := r.PathValue("user")
+	u := f.users[strings.ToLower(login)]
+	if u == nil {
+		return http.StatusNotFound, notFound()
+	}
+	role := repo.Roles[strings.ToLower(login)]
+	if role == "" {
+		role = "read" // public repository: everyone reads
+	}
+	legacy := map[string]string{"admin": "admin", "maintain": "write", "write": "write", "triage": "read", "read": "read", "none": "none"}[role]
+	if legacy == "" {
+		legacy = "write" // a custom role built on write
+	}
+	rank := map[string]int{"none": 0, "read": 1, "triage": 2, "write": 3, "maintain": 4, "admin": 5}[legacy]
+	if r, ok := map[string]int{"triage": 2, "maintain": 4}[role]; ok {
+		rank = r
+	}
+	perms := map[string]bool{"pull": rank >= 1, "triage": rank >= 2, "push": rank >= 3, "maintain": rank >= 4, "admin": rank >= 5}
+	user := map[string]any{"login": u.GetLogin(), "id": u.GetID(), "type": u.GetType(), "permissions": perms}
+	return http.StatusOK, map[string]any{"permission": legacy, "role_name": role, "user": user}
+}
+
+func (f *Fake) teamMembership(w http.ResponseWriter, r *http.Request, _ *Repo) (int, any) {
+	team := strings.ToLower(r.PathValue("org") + "/" + r.PathValue("slug"))
+	if !f.teams[team][strings.ToLower(r.PathValue("user"))] {
+		return http.StatusNotFound, notFound()
+	}
+	return http.StatusOK, map[string]any{"url": "", "role": "member", "state": "active"}
+}
+
+func (f *Fake) workflow(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	file := r.PathValue("file")
+	id, ok := repo.Workflows[file]
+	if !ok {
+		return http.StatusNotFound, notFound()
+	}
+	return http.StatusOK, &github.Workflow{ID: github.Int64(id), Name: github.String(file), Path: github.String(".github/workflows/" + file), State: github.String("active")}
+}
+
+func (f *Fake) runJSON(repo *Repo, run *Run) *github.WorkflowRun {
+	full := repo.Owner + "/" + repo.Name
+	wr := &github.WorkflowRun{
+		ID: github.Int64(run.ID), WorkflowID: github.Int64(run.WorkflowID), Event: github.String(run.Event),
+		Status: github.String(run.Status), HeadSHA: github.String(run.HeadSHA), HeadBranch: github.String(run.HeadBranch),
+		RunAttempt: github.Int(run.Attempt), CreatedAt: &github.Timestamp{Time: run.CreatedAt},
+		HTMLURL:    github.String(fmt.Sprintf("https://github.com/%s/actions/runs/%d", full, run.ID)),
+		Repository: &github.Repository{FullName: github.String(full), ID: github.Int64(repo.ID)},
+	}
+	if run.Conclusion != "" {
+		wr.Conclusion = github.String(run.Conclusion)
+	}
+	for _, n := range run.PRs {
+		wr.PullRequests = append(wr.PullRequests, &github.PullRequest{Number: github.Int(n)})
+	}
+	return wr
+}
+
+func (f *Fake) run(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	run := repo.Runs[id]
+	if run == nil {
+		return http.StatusNotFound, notFound()
+	}
+	return http.StatusOK, f.runJSON(repo, run)
+}
+
+func (f *Fake) workflowRuns(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	q := r.URL.Query()
+	var runs []*Run
+	for _, run := range repo.Runs {
+		if run.WorkflowID != id ||
+			(q.Get("branch") != "" && run.HeadBranch != q.Get("branch")) ||
+			(q.Get("event") != "" && run.Event != q.Get("event")) ||
+			(q.Get("status") != "" && run.Status != q.Get("status") && run.Conclusion != q.Get("status")) ||
+			(q.Get("head_sha") != "" && run.HeadSHA != q.Get("head_sha")) {
+			continue
+		}
+		runs = append(runs, run)
+	}
+	sort.Slice(runs, func(i, j int) bool {
+		return runs[i].CreatedAt.After(runs[j].CreatedAt) || (runs[i].CreatedAt.Equal(runs[j].CreatedAt) && runs[i].ID > runs[j].ID)
+	})
+	page := paginate(w, r, len(runs))
+	out := &github.WorkflowRuns{TotalCount: github.Int(len(runs)), WorkflowRuns: []*github.WorkflowRun{}}
+	for _, run := range runs[page.from:page.to] {
+		out.WorkflowRuns = append(out.WorkflowRuns, f.runJSON(repo, run))
+	}
+	return http.StatusOK, out
+}
+
+func (f *Fake) artifacts(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	run := repo.Runs[id]
+	if run == nil {
+		return http.StatusNotFound, notFound()
+	}
+	page := paginate(w, r, len(run.Artifacts))
+	out := &github.ArtifactList{TotalCount: github.Int64(int64(len(run.Artifacts))), Artifacts: []*github.Artifact{}}
+	for i, a := range run.Artifacts[page.from:page.to] {
+		exp := run.CreatedAt.Add(90 * 24 * time.Hour)
+		if a.Expired {
+			exp = f.now().Add(-time.Hour)
+		}
+		out.Artifacts = append(out.Artifacts, &github.Artifact{ID: github.Int64(run.ID*100 + int64(i)), Name: github.String(a.Name),
+			Expired: github.Bool(a.Expired), SizeInBytes: github.Int64(1024), ExpiresAt: &github.Timestamp{Time: exp},
+			WorkflowRun: &github.ArtifactWorkflowRun{ID: github.Int64(run.ID), HeadSHA: github.String(run.HeadSHA)}})
+	}
+	return http.StatusOK, out
+}
+
+func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
+	full := repo.Owner + "/" + repo.Name
+	out := &github.PullRequest{
+		Number: github.Int(p.Number), Title: github.String(p.Title), State: github.String(p.State),
+		Merged: github.Bool(p.Merged), Commits: github.Int(len(p.Commits)),
+		User:    f.users[strings.ToLower(p.Author)],
+		HTMLURL: github.String(fmt.Sprintf("https://github.com/%s/pull/%d", full, p.Number)),
+		Head:    &github.PullRequestBranch{SHA: github.String(p.Head()), Ref: github.String(p.Branch)},
+		Base:    &github.PullRequestBranch{SHA: github.String(p.BaseSHA), Ref: github.String(repo.DefaultBranch)},
+	}
+	if p.MergeSHA != "" {
+		out.MergeCommitSHA = github.String(p.MergeSHA)
+	}
+	for _, l := range p.Labels {
+		out.Labels = append(out.Labels, &github.Label{Name: github.String(l)})
+	}
+	return out
+}
+
+func (f *Fake) pull(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	p := repo.PRs[n]
+	if p == nil {
+		return http.StatusNotFound, notFound()
+	}
+	return http.StatusOK, f.prJSON(repo, p)
+}
+
+func (f *Fake) pullCommits(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	p := repo.PRs[n]
+	if p == nil {
+		return http.StatusNotFound, notFound()
+	}
+	commits := p.Commits
+	if len(commits) > 250 { // GitHub lists at most 250 commits of a PR
+		commits = commits[:250]
+	}
+	page := paginate(w, r, len(commits))
+	out := []*github.RepositoryCommit{}
+	for _, c := range commits[page.from:page.to] {
+		out = append(out, &github.RepositoryCommit{SHA: github.String(c)})
+	}
+	return http.StatusOK, out
+}
+
+// ancestors returns head's chain, head first.
+func (repo *Repo) ancestors(head string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for c := head; c != "" && !seen[c]; c = repo.parents[c] {
+		seen[c] = true
+		out = append(out, c)
+	}
+	return out
+}
+
+func (f *Fake) compare(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	base, head, ok := strings.Cut(r.PathValue("basehead"), "...")
+	if !ok {
+		return http.StatusNotFound, notFound()
+	}
+	known := func(c string) bool { _, ok := repo.parents[c]; return ok || isBase(repo, c) }
+	if !known(base) || !known(head) {
+		return http.StatusNotFound, notFound()
+	}
+	status, ahead, behind := "diverged", 0, 0
+	var between []string
+	hc := repo.ancestors(head)
+	for i, c := range hc {
+		if c == base {
+			ahead, between = i, hc[:i]
+			status = "ahead"
+			if i == 0 {
+				status = "identical"
+			}
+			break
+		}
+	}
+	if status == "diverged" {
+		for i, c := range repo.ancestors(base) {
+			if c == head {
+				status, behind = "behind", i
+				break
+			}
+		}
+	}
+	files := map[string]bool{}
+	for _, c := range between {
+		for _, fl := range repo.files[c] {
+			files[fl] = true
+		}
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := &github.CommitsComparison{Status: github.String(status), AheadBy: github.Int(ahead), BehindBy: github.Int(behind),
+		TotalCommits: github.Int(ahead)}
+	for i := len(between) - 1; i >= 0; i-- {
+		out.Commits = append(out.Commits, &github.RepositoryCommit{SHA: github.String(between[i])})
+	}
+	for _, n := range names {
+		out.Files = append(out.Files, &github.CommitFile{Filename: github.String(n), Status: github.String("modified")})
+	}
+	return http.StatusOK, out
+}
+
+func isBase(repo *Repo, c string) bool {
+	for _, p := range repo.PRs {
+		if p.BaseSHA == c || p.MergeSHA == c {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *Fake) commitPulls(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	sha := r.PathValue("sha")
+	out := []*github.PullRequest{}
+	nums := make([]int, 0, len(repo.PRs))
+	for n := range repo.PRs {
+		nums = append(nums, n)
+	}
+	sort.Ints(nums)
+	for _, n := range nums {
+		p := repo.PRs[n]
+		hit := p.MergeSHA == sha
+		for _, c := range p.Commits {
+			hit = hit || c == sha
+		}
+		if hit {
+			out = append(out, f.prJSON(repo, p))
+		}
+	}
+	return http.StatusOK, out
+}
+
+func (f *Fake) commentJSON(c *Comment) *github.IssueComment {
+	return &github.IssueComment{ID: github.Int64(c.ID), Body: github.String(c.Body),
+		User:      &github.User{Login: github.String(c.Login), ID: github.Int64(c.UserID)},
+		HTMLURL:   github.String(fmt.Sprintf("https://github.com/%s/pull/%d#issuecomment-%d", c.Repo, c.PR, c.ID)),
+		CreatedAt: &github.Timestamp{Time: c.CreatedAt}, UpdatedAt: &github.Timestamp{Time: c.UpdatedAt}}
+}
+
+func (f *Fake) listComments(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	full := repo.Owner + "/" + repo.Name
+	var cs []*Comment
+	for _, c := range f.comments {
+		if strings.EqualFold(c.Repo, full) && c.PR == n {
+			cs = append(cs, c)
+		}
+	}
+	page := paginate(w, r, len(cs))
+	out := []*github.IssueComment{}
+	for _, c := range cs[page.from:page.to] {
+		out = append(out, f.commentJSON(c))
+	}
+	return http.StatusOK, out
+}
+
+func (f *Fake) createComment(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	var in github.IssueComment
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.GetBody() == "" {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"}
+	}
+	c := f.addComment(repo.Owner+"/"+repo.Name, n, BotLogin, in.GetBody())
+	return http.StatusCreated, f.commentJSON(c)
+}
+
+func (f *Fake) findComment(repo *Repo, id int64) *Comment {
+	for _, c := range f.comments {
+		if c.ID == id && strings.EqualFold(c.Repo, repo.Owner+"/"+repo.Name) {
+			return c
+		}
+	}
+	return nil
+}
+
+func (f *Fake) getComment(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	c := f.findComment(repo, id)
+	if c == nil {
+		return http.StatusNotFound, notFound()
+	}
+	return http.StatusOK, f.commentJSON(c)
+}
+
+func (f *Fake) editComment(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	c := f.findComment(repo, id)
+	if c == nil {
+		return http.StatusNotFound, notFound()
+	}
+	var in github.IssueComment
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.GetBody() == "" {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"}
+	}
+	c.Body, c.UpdatedAt = in.GetBody(), f.now()
+	c.Edits++
+	return http.StatusOK, f.commentJSON(c)
+}
+
+func (f *Fake) react(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if f.findComment(repo, id) == nil {
+		return http.StatusNotFound, notFound()
+	}
+	var in struct {
+		Content string `json:"content"`
+	}
+	json.NewDecoder(r.Body).Decode(&in)
+	valid := map[string]bool{"+1": true, "-1": true, "laugh": true, "confused": true, "heart": true, "hooray": true, "rocket": true, "eyes": true}
+	if !valid[in.Content] {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"}
+	}
+	for _, x := range f.reactions {
+		if x.CommentID == id && x.Content == in.Content {
+			return http.StatusOK, &github.Reaction{Content: github.String(in.Content)}
+		}
+	}
+	f.reactions = append(f.reactions, Reaction{Repo: repo.Owner + "/" + repo.Name, CommentID: id, Content: in.Content})
+	return http.StatusCreated, &github.Reaction{ID: github.Int64(int64(len(f.reactions))), Content: github.String(in.Content)}
+}
+
+func (f *Fake) status(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	var in github.RepoStatus
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"}
+	}
+	switch in.GetState() {
+	case "error", "failure", "pending", "success":
+	default:
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"}
+	}
+	if len(in.GetDescription()) > 140 {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "description is too long (maximum is 140 characters)"}
+	}
+	f.statuses = append(f.statuses, Status{Repo: repo.Owner + "/" + repo.Name, SHA: r.PathValue("sha"), State: in.GetState(),
+		Description: in.GetDescription(), Context: in.GetContext(), TargetURL: in.GetTargetURL()})
+	return http.StatusCreated, &in
+}
+
+func (f *Fake) dispatch(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	var in struct {
+		EventType     string         `json:"event_type"`
+		ClientPayload map[string]any `json:"client_payload"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.EventType == "" {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"}
+	}
+	f.dispatches = append(f.dispatches, Dispatch{Repo: repo.Owner + "/" + repo.Name, EventType: in.EventType, ClientPayload: in.ClientPayload})
+	return http.StatusNoContent, nil
+}
+
+// timeline answers labeled events for the PR's current labels, dated at the PR's creation.
+func (f *Fake) timeline(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	p := repo.PRs[n]
+	if p == nil {
+		return http.StatusNotFound, notFound()
+	}
+	out := []map[string]any{}
+	for _, l := range p.Labels {
+		out = append(out, map[string]any{"event": "labeled", "label": map[string]string{"name": l},
+			"created_at": time.Unix(0, 0).UTC().Format(time.RFC3339)})
+	}
+	page := paginate(w, r, len(out))
+	return http.StatusOK, out[page.from:page.to]
+}
+
+func (f *Fake) accessToken(w http.ResponseWriter, r *http.Request, _ *Repo) (int, any) {
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		return http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"}
+	}
+	f.tokens++
+	return http.StatusCreated, map[string]any{"token": fmt.Sprintf("ghs_fake%d", f.tokens),
+		"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
+}
+
+// TokensIssued is the number of installation tokens the fake issued.
+func (f *Fake) TokensIssued() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tokens
+}
+
+type pageRange struct{ from, to int }
+
+// paginate reads per_page and page, sets a Link header for the next page,
+// and returns the slice bounds.
+func paginate(w http.ResponseWriter, r *http.Request, n int) pageRange {
+	per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
+	if per <= 0 {
+		per = 30
+	}
+	if per > 100 {
+		per = 100
+	}
+	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	if page <= 0 {
+		page = 1
+	}
+	from := min((page-1)*per, n)
+	to := min(from+per, n)
+	if to < n {
+		u := *r.URL
+		q := u.Query()
+		q.Set("page", strconv.Itoa(page+1))
+		q.Set("per_page", strconv.Itoa(per))
+		u.RawQuery = q.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s>; rel="next"`, r.Host, u.RequestURI()))
+	}
+	return pageRange{from, to}
+}

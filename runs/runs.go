@@ -1,0 +1,385 @@
+// Package runs decides whether a workflow run may stand in for a PR's push
+// (or be staged): the run validation rules, each failure a reason a
+// maintainer can act on. It reads GitHub through a small interface and
+// fails closed: a read that fails is an error, never a pass.
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+
+	"opsbot/ghclient"
+)
+
+// Reader is what validation reads from GitHub.
+type Reader interface {
+	WorkflowID(ctx context.Context, repo, workflowPath string) (int64, error)
+	Run(ctx context.Context, repo string, id int64) (*github.WorkflowRun, error)
+	Artifacts(ctx context.Context, repo string, runID int64) ([]*github.Artifact, error)
+	PullRequest(ctx context.Context, repo string, n int) (*github.PullRequest, error)
+	PRCommits(ctx context.Context, repo string, n int) ([]string, error)
+	Compare(ctx context.Context, repo, base, head string) (ghclient.Comparison, error)
+	WorkflowRuns(ctx context.Context, repo string, workflowID int64, branch, event string, max int) ([]*github.WorkflowRun, error)
+}
+
+// Rule names, as audited.
+const (
+	RuleNotFound   = "not-found"
+	RuleWorkflow   = "not-sweep"
+	RuleEvent      = "not-pull-request"
+	RuleIncomplete = "not-completed"
+	RuleConclusion = "conclusion"
+	RuleCommit     = "commit-not-in-pr"
+	RuleArtifacts  = "no-artifacts"
+	RulePaths      = "paths"
+	RuleNoRun      = "no-run"
+	RulePRClosed   = "pr-closed"
+)
+
+// Rejection is a run failing a rule. Reason is written for the PR.
+type Rejection struct {
+	Rule   string
+	Reason string
+}
+
+func (r *Rejection) Error() string { return r.Reason }
+
+// IsRejection reports whether err is a rule failing (as opposed to GitHub
+// not answering) and returns it.
+func IsRejection(err error) (*Rejection, bool) {
+	var r *Rejection
+	ok := errors.As(err, &r)
+	return r, ok
+}
+
+// Rules are what a run must satisfy.
+type Rules struct {
+	Repo            string
+	SweepWorkflow   string
+	Conclusions     []string // allowed conclusions; empty means success only
+	ResultArtifacts []string // at least one unexpired artifact must match one pattern
+	// RequiredArtifacts must each be present and unexpired (staging's changelog-metadata).
+	RequiredArtifacts []string
+	AllowedPaths      []string // when set, the diff from the run's commit to NewHead may touch only these
+	NewHead           string   // head the path guard compares to; "" means the PR's head now
+	// ListedPR lets a run whose pull_requests list names the PR qualify even
+	// when its commit is no longer one of the PR's (staging).
+	ListedPR bool
+}
+
+// Run is a validated run.
+type Run struct {
+	ID         int64     `json:"id"`
+	Attempt    int       `json:"attempt"`
+	HeadSHA    string    `json:"head_sha"`
+	HeadBranch string    `json:"head_branch"`
+	Conclusion string    `json:"conclusion"`
+	URL        string    `json:"url"`
+	CreatedAt  time.Time `json:"created_at"`
+	Artifacts  []string  `json:"artifacts,omitempty"`
+}
+
+// ReusedLookup tells which run opsbot reused for a head commit, if any: a
+// run on that commit had its sweep skipped.
+type ReusedLookup func(repo, sha string) (runID int64, ok bool)
+
+// Validator checks runs.
+type Validator struct {
+	GH     Reader
+	Reused ReusedLookup
+	Now    func() time.Time
+}
+
+// Validate checks run id against rules for PR pr. The error is a
+// *Rejection when a rule fails, or another error when GitHub could not be
+// read (the caller must then fail closed).
+func (v *Validator) Validate(ctx context.Context, rules Rules, pr int, id int64) (Run, error) {
+	run, err := v.GH.Run(ctx, rules.Repo, id)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return Run{}, &Rejection{RuleNotFound, fmt.Sprintf("run %d was not found in %s", id, rules.Repo)}
+	}
+	if err != nil {
+		return Run{}, err
+	}
+	p, err := v.GH.PullRequest(ctx, rules.Repo, pr)
+	if err != nil {
+		return Run{}, err
+	}
+	return v.check(ctx, rules, p, run)
+}
+
+// Newest resolves a bare command: the newest completed sweep run of the
+// PR's branch that passes every rule with conclusion success.
+func (v *Validator) Newest(ctx context.Context, rules Rules, pr int) (Run, error) {
+	p, err := v.GH.PullRequest(ctx, rules.Repo, pr)
+	if err != nil {
+		return Run{}, err
+	}
+	wf, err := v.GH.WorkflowID(ctx, rules.Repo, rules.SweepWorkflow)
+	if err != nil {
+		return Run{}, err
+	}
+	list, err := v.GH.WorkflowRuns(ctx, rules.Repo, wf, p.GetHead().GetRef(), "pull_request", 100)
+	if err != nil {
+		return Run{}, err
+	}
+	slices.SortStableFunc(list, func(a, b *github.WorkflowRun) int {
+		return b.GetCreatedAt().Time.Compare(a.GetCreatedAt().Time)
+	})
+	var firstReason string
+	for _, run := range list {
+		if run.GetStatus() != "completed" || !slices.Contains(allowed(rules.Conclusions), run.GetConclusion()) {
+			continue
+		}
+		got, err := v.check(ctx, rules, p, run)
+		if err == nil {
+			return got, nil
+		}
+		rej, ok := IsRejection(err)
+		if !ok {
+			return Run{}, err
+		}
+		if firstReason == "" {
+			firstReason = rej.Reason
+		}
+	}
+	reason := fmt.Sprintf("no completed sweep run on a commit of PR #%d passes the checks", pr)
+	if firstReason != "" {
+		reason += " (the newest: " + firstReason + ")"
+	}
+	return Run{}, &Rejection{RuleNoRun, reason + "; pin a run explicitly with `/reuse-sweep-run <run-id>`"}
+}
+
+func allowed(c []string) []string {
+	if len(c) == 0 {
+		return []string{"success"}
+	}
+	return c
+}
+
+func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullRequest, run *github.WorkflowRun) (Run, error) {
+	id := run.GetID()
+	if full := run.GetRepository().GetFullName(); full != "" && !strings.EqualFold(full, rules.Repo) {
+		return Run{}, &Rejection{RuleNotFound, fmt.Sprintf("run %d was not found in %s", id, rules.Repo)}
+	}
+	wf, err := v.GH.WorkflowID(ctx, rules.Repo, rules.SweepWorkflow)
+	if err != nil {
+		return Run{}, err
+	}
+	if run.GetWorkflowID() != wf {
+		return Run{}, &Rejection{RuleWorkflow, fmt.Sprintf("run %d is not a run of the sweep workflow `%s`", id, rules.SweepWorkflow)}
+	}
+	if run.GetEvent() != "pull_request" {
+		return Run{}, &Rejection{RuleEvent, fmt.Sprintf("run %d was triggered by `%s`, not by a pull request", id, run.GetEvent())}
+	}
+	if run.GetStatus() != "completed" {
+		return Run{}, &Rejection{RuleIncomplete, fmt.Sprintf("run %d has not finished yet (status `%s`)", id, run.GetStatus())}
+	}
+	ok := allowed(rules.Conclusions)
+	if !slices.Contains(ok, run.GetConclusion()) {
+		return Run{}, &Rejection{RuleConclusion, fmt.Sprintf("run %d concluded `%s`; only %s may be used here",
+			id, run.GetConclusion(), orList(ok))}
+	}
+	sha := run.GetHeadSHA()
+	listed := false
+	if rules.ListedPR {
+		for _, x := range run.PullRequests {
+			listed = listed || x.GetNumber() == p.GetNumber()
+		}
+	}
+	if !listed {
+		in, err := v.inPR(ctx, rules.Repo, p, sha)
+		if err != nil {
+			return Run{}, err
+		}
+		if !in {
+			return Run{}, &Rejection{RuleCommit, fmt.Sprintf("run %d ran on %s, which is not a commit of PR #%d (rebased or force-pushed away?)",
+				id, short(sha), p.GetNumber())}
+		}
+	}
+	arts, err := v.GH.Artifacts(ctx, rules.Repo, id)
+	if err != nil {
+		return Run{}, err
+	}
+	names, rej := v.checkArtifacts(rules, id, sha, arts)
+	if rej != nil {
+		return Run{}, rej
+	}
+	if len(rules.AllowedPaths) > 0 {
+		head := rules.NewHead
+		if head == "" {
+			head = p.GetHead().GetSHA()
+		}
+		if head != sha {
+			cmp, err := v.GH.Compare(ctx, rules.Repo, sha, head)
+			if err != nil {
+				return Run{}, err
+			}
+			if !cmp.FilesComplete {
+				return Run{}, &Rejection{RulePaths, fmt.Sprintf("the changes after run %d are too large to check against the allowed paths", id)}
+			}
+			var outside []string
+			for _, f := range cmp.Files {
+				if !MatchAny(rules.AllowedPaths, f) {
+					outside = append(outside, f)
+				}
+			}
+			if len(outside) > 0 {
+				more := ""
+				if len(outside) > 3 {
+					more = fmt.Sprintf(" and %d more", len(outside)-3)
+					outside = outside[:3]
+				}
+				return Run{}, &Rejection{RulePaths, fmt.Sprintf("the commits after run %d touch %s%s, outside the allowed paths (%s)",
+					id, codeList(outside), more, codeList(rules.AllowedPaths))}
+			}
+		}
+	}
+	return Run{ID: id, Attempt: run.GetRunAttempt(), HeadSHA: sha, HeadBranch: run.GetHeadBranch(), Conclusion: run.GetConclusion(),
+		URL: run.GetHTMLURL(), CreatedAt: run.GetCreatedAt().Time, Artifacts: names}, nil
+}
+
+// inPR reports whether sha is a commit of the PR now: its commit list (all
+// pages), or for PRs beyond the 250 commits GitHub lists, the compare API
+// (sha is an ancestor of the head and not already in the base).
+func (v *Validator) inPR(ctx context.Context, repo string, p *github.PullRequest, sha string) (bool, error) {
+	if p.GetCommits() <= 250 {
+		shas, err := v.GH.PRCommits(ctx, repo, p.GetNumber())
+		if err != nil {
+			return false, err
+		}
+		return slices.Contains(shas, sha), nil
+	}
+	toHead, err := v.GH.Compare(ctx, repo, sha, p.GetHead().GetSHA())
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if toHead.Status != "ahead" && toHead.Status != "identical" {
+		return false, nil
+	}
+	fromBase, err := v.GH.Compare(ctx, repo, p.GetBase().GetSHA(), sha)
+	if err != nil {
+		return false, err
+	}
+	return fromBase.Status == "ahead", nil
+}
+
+func (v *Validator) checkArtifacts(rules Rules, id int64, sha string, arts []*github.Artifact) ([]string, *Rejection) {
+	now := time.Now()
+	if v.Now != nil {
+		now = v.Now()
+	}
+	live := map[string]bool{}
+	expired := false
+	var names []string
+	for _, a := range arts {
+		gone := a.GetExpired() || (a.ExpiresAt != nil && !a.ExpiresAt.Time.After(now))
+		if gone {
+			expired = true
+			continue
+		}
+		live[a.GetName()] = true
+		names = append(names, a.GetName())
+	}
+	hasResult := false
+	for n := range live {
+		hasResult = hasResult || MatchAny(rules.ResultArtifacts, n)
+	}
+	if !hasResult {
+		if v.Reused != nil {
+			if other, ok := v.Reused(rules.Repo, sha); ok && other != id {
+				return nil, &Rejection{RuleArtifacts, fmt.Sprintf("run %d has no result artifacts: its sweep was skipped because it reused run %d; pin run %d instead",
+					id, other, other)}
+			}
+		}
+		if expired {
+			return nil, &Rejection{RuleArtifacts, fmt.Sprintf("the result artifacts of run %d have expired", id)}
+		}
+		return nil, &Rejection{RuleArtifacts, fmt.Sprintf("run %d has no result artifacts (%s): a run whose sweep was skipped cannot be reused",
+			id, codeList(rules.ResultArtifacts))}
+	}
+	for _, req := range rules.RequiredArtifacts {
+		found := false
+		for n := range live {
+			found = found || MatchAny([]string{req}, n)
+		}
+		if !found {
+			return nil, &Rejection{RuleArtifacts, fmt.Sprintf("run %d has no unexpired `%s` artifact", id, req)}
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// MatchAny reports whether name matches one of the glob patterns. `*`
+// matches within a path segment, `**` any number of segments.
+func MatchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if matchGlob(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchGlob(pattern, name string) bool {
+	return matchSegs(strings.Split(pattern, "/"), strings.Split(name, "/"))
+}
+
+func matchSegs(ps, ns []string) bool {
+	for len(ps) > 0 {
+		if ps[0] == "**" {
+			rest := ps[1:]
+			for i := 0; i <= len(ns); i++ {
+				if matchSegs(rest, ns[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(ns) == 0 {
+			return false
+		}
+		if ok, err := path.Match(ps[0], ns[0]); err != nil || !ok {
+			return false
+		}
+		ps, ns = ps[1:], ns[1:]
+	}
+	return len(ns) == 0
+}
+
+func orList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = "`" + x + "`"
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+func codeList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = "`" + x + "`"
+	}
+	return strings.Join(q, ", ")
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}

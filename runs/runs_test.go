@@ -1,0 +1,222 @@
+package runs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/ghclient"
+	"opsbot/internal/githubtest"
+	"opsbot/internal/golden"
+	"opsbot/runs"
+)
+
+const repo = "SemiAnalysisAI/InferenceX"
+
+var results = []githubtest.Artifact{{Name: "results_bmk"}, {Name: "eval_results_all"}, {Name: "changelog-metadata"}}
+
+type world struct {
+	f  *githubtest.Fake
+	gh *ghclient.Client
+	v  *runs.Validator
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	f := githubtest.New(t)
+	f.AddRepo(repo, "run-sweep.yml", 77)
+	f.AddUser("author", 1, "User")
+	// PR 2512: base b0, commits c1 (the benchmark), c2 (changelog link), c3 (merge of main).
+	f.AddPR(repo, 2512, "author", "kimi-tune", "b0", []string{"c1", "c2", "c3"},
+		[]string{"benchmarks/kimi.sh"}, []string{"perf-changelog.yaml"}, []string{"docs/guide.md"})
+	base := time.Now().Add(-48 * time.Hour).Truncate(time.Second)
+	add := func(run githubtest.Run) {
+		if run.WorkflowID == 0 {
+			run.WorkflowID = 77
+		}
+		if run.Event == "" {
+			run.Event = "pull_request"
+		}
+		if run.Status == "" {
+			run.Status = "completed"
+		}
+		if run.HeadBranch == "" {
+			run.HeadBranch = "kimi-tune"
+		}
+		f.AddRun(repo, run)
+	}
+	add(githubtest.Run{ID: 100, Conclusion: "success", HeadSHA: "c1", Artifacts: results, CreatedAt: base})
+	add(githubtest.Run{ID: 101, Conclusion: "success", HeadSHA: "c1", WorkflowID: 55, Artifacts: results, CreatedAt: base})
+	add(githubtest.Run{ID: 102, Conclusion: "success", HeadSHA: "c1", Event: "push", Artifacts: results, CreatedAt: base})
+	add(githubtest.Run{ID: 103, Status: "in_progress", HeadSHA: "c2", CreatedAt: base})
+	add(githubtest.Run{ID: 104, Conclusion: "failure", HeadSHA: "c1", Artifacts: results, CreatedAt: base})
+	add(githubtest.Run{ID: 105, Conclusion: "success", HeadSHA: "zz9", Artifacts: results, CreatedAt: base})
+	add(githubtest.Run{ID: 106, Conclusion: "success", HeadSHA: "c2", CreatedAt: base.Add(time.Hour)})
+	add(githubtest.Run{ID: 107, Conclusion: "success", HeadSHA: "c1", Artifacts: []githubtest.Artifact{{Name: "results_bmk", Expired: true}}, CreatedAt: base})
+	add(githubtest.Run{ID: 108, Conclusion: "success", HeadSHA: "c1", Artifacts: []githubtest.Artifact{{Name: "bmk_agentic_kimi"}}, CreatedAt: base})
+	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: f.URL, Token: "t", Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh, _ := fac.For(0)
+	v := &runs.Validator{GH: gh, Reused: func(r, sha string) (int64, bool) {
+		if sha == "c2" {
+			return 100, true // opsbot skipped c2's sweep, reusing run 100
+		}
+		return 0, false
+	}}
+	return &world{f: f, gh: gh, v: v}
+}
+
+func rules() runs.Rules {
+	return runs.Rules{Repo: repo, SweepWorkflow: ".github/workflows/run-sweep.yml",
+		ResultArtifacts: []string{"results_bmk", "eval_results_all", "bmk_agentic_*"}}
+}
+
+func TestEveryRule(t *testing.T) {
+	w := newWorld(t)
+	partial := rules()
+	partial.Conclusions = []string{"success", "failure", "cancelled"}
+	guard := rules()
+	guard.AllowedPaths = []string{"perf-changelog.yaml", "docs/**"}
+	tight := rules()
+	tight.AllowedPaths = []string{"perf-changelog.yaml"}
+	cases := []struct {
+		name  string
+		rules runs.Rules
+		run   int64
+		rule  string // "" passes
+	}{
+		{"passes", rules(), 100, ""},
+		{"agentic artifact pattern", rules(), 108, ""},
+		{"not found", rules(), 999, runs.RuleNotFound},
+		{"other workflow", rules(), 101, runs.RuleWorkflow},
+		{"push event", rules(), 102, runs.RuleEvent},
+		{"in progress", rules(), 103, runs.RuleIncomplete},
+		{"failure", rules(), 104, runs.RuleConclusion},
+		{"failure allowed when partial", partial, 104, ""},
+		{"commit not in PR", rules(), 105, runs.RuleCommit},
+		{"sweep skipped, reused another run", rules(), 106, runs.RuleArtifacts},
+		{"artifacts expired", rules(), 107, runs.RuleArtifacts},
+		{"path guard passes", guard, 100, ""},
+		{"path guard fails", tight, 100, runs.RulePaths},
+	}
+	var reasons strings.Builder
+	for _, tc := range cases {
+		got, err := w.v.Validate(t.Context(), tc.rules, 2512, tc.run)
+		if tc.rule == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			} else if got.ID != tc.run || got.HeadSHA == "" {
+				t.Errorf("%s: %+v", tc.name, got)
+			}
+			continue
+		}
+		rej, ok := runs.IsRejection(err)
+		if !ok || rej.Rule != tc.rule {
+			t.Errorf("%s: %v, want rule %s", tc.name, err, tc.rule)
+			continue
+		}
+		fmt.Fprintf(&reasons, "%s: %s\n", tc.name, rej.Reason)
+	}
+	golden.Assert(t, "reasons.txt", reasons.String())
+}
+
+func TestRebasedAway(t *testing.T) {
+	w := newWorld(t)
+	if _, err := w.v.Validate(t.Context(), rules(), 2512, 100); err != nil {
+		t.Fatal(err)
+	}
+	w.f.ForcePush(repo, 2512, []string{"d1", "d2"})
+	_, err := w.v.Validate(t.Context(), rules(), 2512, 100)
+	if rej, ok := runs.IsRejection(err); !ok || rej.Rule != runs.RuleCommit {
+		t.Fatalf("after a force-push: %v", err)
+	}
+}
+
+func TestAPIErrorIsNotARejection(t *testing.T) {
+	w := newWorld(t)
+	w.f.Inject("GET /repos/{owner}/{repo}/actions/runs/{id}/artifacts", githubtest.Fault{Status: 500})
+	_, err := w.v.Validate(t.Context(), rules(), 2512, 100)
+	if err == nil {
+		t.Fatal("validated with the artifacts API down")
+	}
+	if _, ok := runs.IsRejection(err); ok {
+		t.Fatalf("%v: GitHub failing must not read as a rule failing", err)
+	}
+}
+
+// A pin with a run id, cold, costs at most 5 reads.
+func TestReadBudget(t *testing.T) {
+	w := newWorld(t)
+	if _, err := w.v.Validate(t.Context(), rules(), 2512, 100); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.f.Reads(); n > 5 {
+		t.Fatalf("%d reads, want at most 5: %+v", n, w.f.Requests())
+	}
+}
+
+func TestManyCommitsUseCompare(t *testing.T) {
+	w := newWorld(t)
+	commits := make([]string, 300)
+	for i := range commits {
+		commits[i] = fmt.Sprintf("m%03d", i)
+	}
+	w.f.AddPR(repo, 3000, "author", "big", "b0", commits)
+	w.f.AddRun(repo, githubtest.Run{ID: 300, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: "m280", HeadBranch: "big", Artifacts: results})
+	w.f.AddRun(repo, githubtest.Run{ID: 301, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: "c1", HeadBranch: "big", Artifacts: results})
+	if _, err := w.v.Validate(t.Context(), rules(), 3000, 300); err != nil {
+		t.Fatalf("commit 281 of 300: %v", err)
+	}
+	if _, err := w.v.Validate(t.Context(), rules(), 3000, 301); err == nil {
+		t.Fatal("a commit of another PR passed")
+	}
+	if w.f.Count("GET /repos/{owner}/{repo}/compare/{basehead}") == 0 {
+		t.Fatal("the compare API was not used beyond 250 commits")
+	}
+}
+
+func TestNewestForBareCommand(t *testing.T) {
+	w := newWorld(t)
+	got, err := w.v.Newest(t.Context(), rules(), 2512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 106 is newer but was a reused, sweep-less run; 100 and 108 qualify.
+	if got.ID != 100 && got.ID != 108 {
+		t.Fatalf("newest = %d", got.ID)
+	}
+	w.f.AddPR(repo, 9, "author", "empty", "b0", []string{"e1"})
+	_, err = w.v.Newest(t.Context(), rules(), 9)
+	rej, ok := runs.IsRejection(err)
+	if !ok || rej.Rule != runs.RuleNoRun || !strings.Contains(rej.Reason, "/reuse-sweep-run <run-id>") {
+		t.Fatalf("no runs: %v", err)
+	}
+}
+
+func TestMatchAny(t *testing.T) {
+	for _, tc := range []struct {
+		pats []string
+		name string
+		want bool
+	}{
+		{[]string{"docs/**"}, "docs/a/b.md", true},
+		{[]string{"docs/**"}, "docs", true},
+		{[]string{"docs/**"}, "src/docs/a.md", false},
+		{[]string{"perf-changelog.yaml"}, "perf-changelog.yaml", true},
+		{[]string{"*.md"}, "docs/a.md", false},
+		{[]string{"**/*.md"}, "docs/a.md", true},
+		{[]string{"bmk_agentic_*"}, "bmk_agentic_kimi", true},
+	} {
+		if got := runs.MatchAny(tc.pats, tc.name); got != tc.want {
+			t.Errorf("MatchAny(%v, %q) = %v", tc.pats, tc.name, got)
+		}
+	}
+	_ = errors.New
+}
