@@ -444,7 +444,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("POST /repos/{owner}/{repo}/dispatches", f.dispatch)
 	// Three GET routes share one shape; one handler tells them apart.
 	issueGets := map[string]handler{
-		"GET /repos/{owner}/{repo}/issues/{n}/comments": f.listComments,
+		"GET /repos/{owner}/{repo}/issues/{n}/comments":  f.listComments,
 		"GET /repos/{owner}/{repo}/issues/comments/{id}": f.getComment,
 		"GET /repos/{owner}/{repo}/issues/{n}/timeline":  f.timeline,
 	}
