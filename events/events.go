@@ -8,48 +8,105 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 
 	"github.com/google/go-github/v62/github"
 
+	"opsbot/auth"
+	"opsbot/commands"
 	"opsbot/config"
+	"opsbot/gate"
+	"opsbot/ghclient"
+	"opsbot/notices"
+	"opsbot/runs"
 	"opsbot/state"
 	"opsbot/worker"
 )
 
 // Handler routes deliveries. It implements worker.Handler.
 type Handler struct {
-	cfg *config.Config
-	log *slog.Logger
+	Cfg      *config.Config
+	Log      *slog.Logger
+	Clients  *ghclient.Factory
+	Checker  *auth.Checker
+	Gate     *gate.Gate
+	Notices  *notices.Builder
+	Reused   runs.ReusedLookup
+	Stage    StageHandler // nil until staging is wired
+	SelfID   int64
+	SelfName string
+	// Installations remembers each repository's App installation from its
+	// webhooks, for asks that come without one.
+	Installations *Installations
 }
 
-// New makes a Handler.
-func New(cfg *config.Config, log *slog.Logger) *Handler {
-	return &Handler{cfg: cfg, log: log}
+// Installations maps repositories to the App installation their webhooks name.
+type Installations struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+// Set records a repository's installation.
+func (i *Installations) Set(repo string, id int64) {
+	if i == nil || id == 0 {
+		return
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.m == nil {
+		i.m = map[string]int64{}
+	}
+	i.m[strings.ToLower(repo)] = id
+}
+
+// Get returns a repository's installation, 0 when unknown.
+func (i *Installations) Get(repo string) int64 {
+	if i == nil {
+		return 0
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.m[strings.ToLower(repo)]
+}
+
+// StageHandler takes /stage-results and the staging side's callbacks.
+type StageHandler interface {
+	commands.StageHandler
+	Callback(ctx context.Context, d *state.Delivery, ev *github.RepositoryDispatchEvent) (string, state.Write, error)
+	Enabled(repo string) bool
 }
 
 var _ worker.Handler = (*Handler)(nil)
 
 // Handle decodes the delivery and hands it to the part of opsbot it concerns.
 func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.Write, error) {
+	rc, ok := h.Cfg.Repo(d.Repo)
+	if !ok {
+		return "ignored-repo", nil, nil // the configuration changed since it was stored
+	}
 	switch d.Event {
 	case "issue_comment":
 		var ev github.IssueCommentEvent
 		if err := decode(d, &ev); err != nil {
 			return "", nil, err
 		}
-		return "comment-" + ev.GetAction(), nil, nil
+		return h.comment(ctx, rc, &ev)
 	case "pull_request":
 		var ev github.PullRequestEvent
 		if err := decode(d, &ev); err != nil {
 			return "", nil, err
 		}
-		return "pull_request-" + ev.GetAction(), nil, nil
+		return h.pullRequest(ctx, rc, d, &ev)
 	case "repository_dispatch":
 		var ev github.RepositoryDispatchEvent
 		if err := decode(d, &ev); err != nil {
 			return "", nil, err
 		}
-		return "dispatch-" + ev.GetAction(), nil, nil
+		if h.Stage == nil {
+			return "ignored-dispatch", nil, nil
+		}
+		return h.Stage.Callback(ctx, d, &ev)
 	}
 	return "ignored", nil, nil
 }
@@ -59,4 +116,132 @@ func decode(d *state.Delivery, v any) error {
 		return worker.Permanent(fmt.Errorf("decoding the %s payload: %w", d.Event, err))
 	}
 	return nil
+}
+
+func (h *Handler) deps(rc *config.Repo, inst int64) (commands.Deps, error) {
+	h.Installations.Set(rc.Name, inst)
+	client, err := h.Clients.For(inst)
+	if err != nil {
+		return commands.Deps{}, worker.Permanent(err)
+	}
+	var stage commands.StageHandler
+	if h.Stage != nil && h.Stage.Enabled(rc.Name) {
+		stage = h.Stage
+	}
+	return commands.Deps{Repo: rc, Checker: h.Checker, Lookup: client, Validator: &runs.Validator{GH: client, Reused: h.Reused},
+		Notices: h.Notices, Stage: stage, Log: h.Log}, nil
+}
+
+func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *github.IssueCommentEvent) (string, state.Write, error) {
+	if ev.Issue == nil || !ev.Issue.IsPullRequest() || ev.Comment == nil {
+		return "ignored-issue", nil, nil
+	}
+	u := ev.GetComment().GetUser()
+	actor := auth.Actor{ID: u.GetID(), Login: u.GetLogin(), Type: u.GetType()}
+	if (h.SelfID != 0 && actor.ID == h.SelfID) || (h.SelfName != "" && strings.EqualFold(actor.Login, h.SelfName)) {
+		return "ignored-self", nil, nil
+	}
+	if strings.EqualFold(actor.Type, "Bot") && !contains(rc.AllowBots, actor.Login) {
+		return "ignored-bot", nil, nil
+	}
+	c := commands.Comment{Repo: rc.Name, PR: ev.GetIssue().GetNumber(), PRState: ev.GetIssue().GetState(),
+		CommentID: ev.GetComment().GetID(), URL: ev.GetComment().GetHTMLURL(), Body: ev.GetComment().GetBody(),
+		Actor: actor, Installation: ev.GetInstallation().GetID()}
+	if ev.GetAction() == "edited" || ev.GetAction() == "deleted" {
+		// The person who edited or deleted, not the comment's author.
+		s := ev.GetSender()
+		c.Actor = auth.Actor{ID: s.GetID(), Login: s.GetLogin(), Type: s.GetType()}
+	}
+	d, err := h.deps(rc, c.Installation)
+	if err != nil {
+		return "", nil, err
+	}
+	switch ev.GetAction() {
+	case "created":
+		out, w := commands.Created(ctx, d, c)
+		return out, w, nil
+	case "edited":
+		old := ""
+		if ev.Changes != nil && ev.Changes.Body != nil {
+			old = ev.Changes.Body.GetFrom()
+		}
+		out, w := commands.Edited(ctx, d, c, old)
+		return out, w, nil
+	case "deleted":
+		out, w := commands.Deleted(d, c)
+		return out, w, nil
+	}
+	return "ignored-action", nil, nil
+}
+
+func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Delivery, ev *github.PullRequestEvent) (string, state.Write, error) {
+	pr := ev.GetPullRequest()
+	n := ev.GetNumber()
+	if n == 0 {
+		n = pr.GetNumber()
+	}
+	info := &state.PRInfo{Repo: rc.Name, PR: n, Title: pr.GetTitle(), Author: pr.GetUser().GetLogin(),
+		Branch: pr.GetHead().GetRef(), HeadSHA: pr.GetHead().GetSHA(), State: pr.GetState()}
+	inst := ev.GetInstallation().GetID()
+	info.Installation = inst
+	h.Installations.Set(rc.Name, inst)
+	recordInfo := func(tx *state.Tx) error {
+		old, err := tx.PRInfo(rc.Name, n)
+		if err != nil {
+			return err
+		}
+		if old != nil {
+			info.SlackTS, info.SlackCh = old.SlackTS, old.SlackCh
+		}
+		return tx.PutPRInfo(info)
+	}
+	action := ev.GetAction()
+	switch {
+	case rc.IsGateAction(action):
+		dec, err := h.Gate.Decide(ctx, gate.Ask{Repo: rc.Name, PR: n, SHA: info.HeadSHA, Action: action, Source: "webhook",
+			DeliveryID: d.ID, Installation: inst})
+		if err != nil {
+			return "", nil, fmt.Errorf("deciding %s#%d@%s: %w", rc.Name, n, info.HeadSHA, err)
+		}
+		return "decision-" + dec.Decision, recordInfo, nil
+	case action == "closed" && pr.GetMerged():
+		dec, err := h.Gate.Merged(ctx, gate.Ask{Repo: rc.Name, PR: n, SHA: pr.GetMergeCommitSHA(), Action: action, Source: "webhook",
+			DeliveryID: d.ID, Installation: inst})
+		if err != nil {
+			return "", nil, err
+		}
+		if dec == nil {
+			return "merged", recordInfo, nil
+		}
+		return "merged-" + dec.Decision, recordInfo, nil
+	case action == "closed":
+		return "closed", func(tx *state.Tx) error {
+			if err := recordInfo(tx); err != nil {
+				return err
+			}
+			p, err := tx.ActivePin(rc.Name, n)
+			if err != nil || p == nil {
+				return err
+			}
+			if err := tx.ClosePin(p, state.PinExpired, "the PR was closed without merging"); err != nil {
+				return err
+			}
+			s := ev.GetSender()
+			if err := tx.Audit(state.AuditRecord{Kind: "pin", Outcome: state.PinExpired, Repo: rc.Name, PR: n, RunID: p.RunID,
+				PinID: p.ID, ActorID: s.GetID(), ActorLogin: s.GetLogin(), Reason: "the PR was closed without merging"}); err != nil {
+				return err
+			}
+			return h.Notices.PinClosed(tx, p, inst, "the PR was closed without merging")
+		}, nil
+	}
+	return "pr-" + action, recordInfo, nil
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
 }

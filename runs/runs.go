@@ -84,6 +84,8 @@ type Run struct {
 	URL        string    `json:"url"`
 	CreatedAt  time.Time `json:"created_at"`
 	Artifacts  []string  `json:"artifacts,omitempty"`
+	PRHead     string    `json:"pr_head"` // the PR's head when the run was checked
+	PRState    string    `json:"pr_state"`
 }
 
 // ReusedLookup tells which run opsbot reused for a head commit, if any: a
@@ -243,7 +245,8 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 		}
 	}
 	return Run{ID: id, Attempt: run.GetRunAttempt(), HeadSHA: sha, HeadBranch: run.GetHeadBranch(), Conclusion: run.GetConclusion(),
-		URL: run.GetHTMLURL(), CreatedAt: run.GetCreatedAt().Time, Artifacts: names}, nil
+		URL: run.GetHTMLURL(), CreatedAt: run.GetCreatedAt().Time, Artifacts: names,
+		PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}, nil
 }
 
 // inPR reports whether sha is a commit of the PR now: its commit list (all

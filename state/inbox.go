@@ -243,7 +243,8 @@ type Write func(tx *Tx) error
 // transaction, recording outcome. Completing a delivery that is no longer
 // pending does nothing and returns ErrNotFound: it was completed before.
 func (s *Store) Complete(seq uint64, outcome string, w Write) error {
-	return s.db.Update(func(btx *bolt.Tx) error {
+	enqueued := false
+	err := s.db.Update(func(btx *bolt.Tx) error {
 		inbox := btx.Bucket(bInbox)
 		raw := inbox.Get(u64(seq))
 		if raw == nil {
@@ -258,6 +259,7 @@ func (s *Store) Complete(seq uint64, outcome string, w Write) error {
 			if err := w(tx); err != nil {
 				return err
 			}
+			enqueued = tx.enqueued
 		}
 		if err := inbox.Delete(u64(seq)); err != nil {
 			return err
@@ -271,6 +273,10 @@ func (s *Store) Complete(seq uint64, outcome string, w Write) error {
 		m.Processed++
 		return putJSON(marks, []byte(d.ID), m)
 	})
+	if err == nil && enqueued {
+		s.wake()
+	}
+	return err
 }
 
 // DeadLetter is a delivery that could not be processed, kept with its reason.

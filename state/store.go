@@ -59,6 +59,8 @@ type Store struct {
 	appends   chan *appendReq
 	inFlight  atomic.Int64 // appends in the group being committed
 	commits   atomic.Int64 // group commits done
+	subMu     sync.Mutex
+	subs      []chan struct{}
 	closeOnce sync.Once
 	stop      chan struct{}
 	done      chan struct{}

@@ -12,6 +12,7 @@ type Tx struct {
 	tx       *bolt.Tx
 	now      func() time.Time
 	delivery *Delivery
+	enqueued bool // a notice was added: wake the senders after commit
 }
 
 // Now is the store's clock.
@@ -40,7 +41,13 @@ func (t *Tx) Audit(r AuditRecord) error {
 // Update runs w in one read-write transaction that is not tied to a delivery
 // (a decision asked for over the API, an outbox sender's bookkeeping).
 func (s *Store) Update(w Write) error {
-	return s.db.Update(func(btx *bolt.Tx) error {
-		return w(&Tx{tx: btx, now: s.now})
+	t := &Tx{now: s.now}
+	err := s.db.Update(func(btx *bolt.Tx) error {
+		t.tx, t.enqueued = btx, false
+		return w(t)
 	})
+	if err == nil && t.enqueued {
+		s.wake()
+	}
+	return err
 }

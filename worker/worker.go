@@ -185,6 +185,26 @@ func (p *Pool) Wait() {
 	p.mu.Unlock()
 }
 
+// WaitQuiet waits until no delivery with ordering key k is queued or in
+// flight, or ctx ends.
+func (p *Pool) WaitQuiet(ctx context.Context, k string) error {
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.idle.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.queues[k]) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p.idle.Wait()
+	}
+	return nil
+}
+
 // Running reports whether the workers are started and not stopped.
 func (p *Pool) Running() bool {
 	p.mu.Lock()
@@ -231,9 +251,7 @@ func (p *Pool) run(ctx context.Context) {
 				delete(p.queues, k)
 			}
 			p.pending--
-			if p.pending == 0 {
-				p.idle.Broadcast()
-			}
+			p.idle.Broadcast() // Wait and WaitQuiet check their own conditions
 			if len(p.queues[k]) > 0 {
 				p.makeReady(k)
 			} else {

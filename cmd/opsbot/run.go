@@ -36,6 +36,8 @@ func subcommands() map[string]subcommand {
 	return map[string]subcommand{
 		"serve":       {"run the server: webhooks in, decisions and notices out", runServe},
 		"parse":       {"print the commands a comment on stdin holds, as JSON", runParse},
+		"gate":        {"ask the server whether this push may skip the sweep (a workflow step)", runGate},
+		"audit":       {"list the audit: commands, pins, decisions (table, JSON, CSV)", runAudit},
 		"config":      {"check a configuration file (config check --config FILE)", runConfig},
 		"healthcheck": {"ask a running server's /healthz (for container health checks)", runHealthcheck},
 		"version":     {"print the version", func(e *env, args []string) error { fmt.Fprintln(e.stdout, "opsbot", version); return nil }},

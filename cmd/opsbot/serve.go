@@ -7,11 +7,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
+	"opsbot/auth"
 	"opsbot/config"
 	"opsbot/events"
+	"opsbot/gate"
+	"opsbot/ghclient"
 	"opsbot/metrics"
+	"opsbot/notices"
+	"opsbot/runs"
 	"opsbot/server"
 	"opsbot/state"
 	"opsbot/worker"
@@ -69,12 +75,53 @@ func runServe(e *env, args []string) error {
 	m := metrics.New(func() (int, time.Time, int, error) {
 		st, err := store.InboxStats()
 		return st.Depth, st.Oldest, st.DeadLetter, err
-	}, nil, time.Now)
+	}, store.OutboxStats, time.Now)
 
-	handler := events.New(cfg, log)
+	dry := cfg.DryRun || (secrets.GitHubToken == "" && cfg.GitHub.App == nil)
+	if dry {
+		log.Warn("GitHub dry-run: notices are logged, not posted", "reason", dryReason(cfg, secrets))
+	}
+	opt := ghclient.Options{APIURL: cfg.GitHub.APIURL, Token: secrets.GitHubToken, UserAgent: "opsbot/" + version,
+		RequestTimeout: cfg.GitHub.RequestTimeout, Metrics: m, Log: log, DryRun: dry}
+	if a := cfg.GitHub.App; a != nil {
+		opt.AppID, opt.InstallationID, opt.AppKey = a.ID, a.InstallationID, secrets.AppPrivateKey
+	}
+	clients, err := ghclient.NewFactory(opt)
+	if err != nil {
+		return err
+	}
+	installs := &events.Installations{}
+	builder := &notices.Builder{}
+	g := &gate.Gate{Cfg: cfg, Store: store, Notifier: builder, Log: log,
+		Validators: func(inst int64) (*runs.Validator, error) {
+			c, err := clients.For(inst)
+			if err != nil {
+				return nil, err
+			}
+			return &runs.Validator{GH: c, Reused: store.ReusedRun}, nil
+		},
+		Observe: func(d string) { m.Decisions.WithLabelValues(d).Inc() }}
+	handler := &events.Handler{Cfg: cfg, Log: log, Clients: clients, Gate: g, Notices: builder, Reused: store.ReusedRun,
+		Checker: &auth.Checker{SelfID: cfg.GitHub.BotUserID, SelfLogin: cfg.GitHub.BotLogin, TTL: cfg.GitHub.RoleCacheTTL},
+		SelfID:  cfg.GitHub.BotUserID, SelfName: cfg.GitHub.BotLogin, Installations: installs}
 	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})
 	if err := pool.Start(ctx); err != nil {
 		return err
+	}
+	var bg sync.WaitGroup
+	sender := &ghclient.Sender{Store: store, Clients: clients, Log: log, Metrics: m}
+	bg.Add(1)
+	go func() { defer bg.Done(); sender.Run(ctx) }()
+
+	api := &server.API{Tokens: secrets.APITokens, Audit: store, Log: log, Ctx: ctx,
+		Gate: &gate.API{Gate: g,
+			Quiet: func(ctx context.Context, repo string, pr int) error {
+				return pool.WaitQuiet(ctx, (&state.Delivery{Repo: repo, PR: pr}).Key())
+			},
+			Finder: func(repo string) (gate.PRFinder, error) { return clients.For(installs.Get(repo)) },
+		}}
+	if len(secrets.APITokens) == 0 {
+		log.Warn("no API tokens: /api/v1 and `opsbot gate` are refused", "variable", cfg.API.TokensEnv)
 	}
 
 	srv := server.New(server.Config{
@@ -96,6 +143,7 @@ func runServe(e *env, args []string) error {
 			}
 			return "", nil
 		},
+		Extra: api.Routes,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -129,8 +177,20 @@ func runServe(e *env, args []string) error {
 		log.Warn("requests still open at shutdown", "err", err)
 	}
 	pool.Stop()
+	cancel()
+	bg.Wait()
 	log.Info("stopped")
 	return nil
+}
+
+func dryReason(cfg *config.Config, s config.Secrets) string {
+	if cfg.DryRun {
+		return "dry_run is set"
+	}
+	if cfg.GitHub.TokenEnv == "" {
+		return "no github.token_env or github.app configured"
+	}
+	return "the environment variable " + cfg.GitHub.TokenEnv + " is empty"
 }
 
 type observer struct{ m *metrics.Metrics }

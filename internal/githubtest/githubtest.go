@@ -284,6 +284,7 @@ func (f *Fake) AddRun(repo string, run Run) *Run {
 	if run.CreatedAt.IsZero() {
 		run.CreatedAt = f.now()
 	}
+	run.Artifacts = append([]Artifact(nil), run.Artifacts...) // the caller's slice stays theirs
 	r := &run
 	f.repos[strings.ToLower(repo)].Runs[run.ID] = r
 	return r

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"opsbot/server"
+	"opsbot/state"
+)
+
+func runAudit(e *env, args []string) error {
+	fs := newFlags(e, "audit", "(--server URL | --db PATH) [filters] [--format table|json|csv]",
+		"opsbot audit --db opsbot.db --repo SemiAnalysisAI/InferenceX --pr 2512",
+		"opsbot audit --server https://opsbot.example.com --sha 8d034aa --format json",
+		"opsbot audit --db opsbot.db --dead-letters")
+	serverURL := fs.String("server", "", "read through a running server's API (token from OPSBOT_API_TOKEN)")
+	db := fs.String("db", "", "read a database file no server holds")
+	repo := fs.String("repo", "", "OWNER/REPO")
+	pr := fs.Int("pr", 0, "PR number (with --repo)")
+	sha := fs.String("sha", "", "head commit")
+	run := fs.Int64("run", 0, "run id")
+	kind := fs.String("kind", "", "command, pin, decision, stage, callback or edit")
+	since := fs.String("since", "", "only records at or after this time (RFC 3339, or a duration such as 24h)")
+	format := fs.String("format", "table", "table, json or csv")
+	limit := fs.Int("limit", 0, "at most this many records (0: all)")
+	dead := fs.Bool("dead-letters", false, "list the deliveries that could not be processed instead")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if (*serverURL == "") == (*db == "") {
+		fmt.Fprintln(e.stderr, "opsbot audit: give exactly one of --server URL or --db PATH")
+		return exitCode(2)
+	}
+	if *format != "table" && *format != "json" && *format != "csv" {
+		fmt.Fprintf(e.stderr, "opsbot audit: --format %q: use table, json or csv\n", *format)
+		return exitCode(2)
+	}
+	if *pr > 0 && *repo == "" {
+		fmt.Fprintln(e.stderr, "opsbot audit: --pr needs --repo")
+		return exitCode(2)
+	}
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" && v != "0" {
+			q.Set(k, v)
+		}
+	}
+	set("repo", *repo)
+	set("pr", strconv.Itoa(*pr))
+	set("sha", *sha)
+	set("run", strconv.FormatInt(*run, 10))
+	set("kind", *kind)
+	if *since != "" {
+		t, err := parseSince(*since)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "opsbot audit: --since %q: %v\n", *since, err)
+			return exitCode(2)
+		}
+		set("since", t.Format(time.RFC3339))
+	}
+	src, err := openAuditSource(e, *serverURL, *db)
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	if *dead {
+		dl, err := src.deadLetters()
+		if err != nil {
+			return err
+		}
+		return printDeadLetters(e.stdout, dl, *format)
+	}
+	var all []state.AuditRecord
+	after := uint64(0)
+	for {
+		if after > 0 {
+			q.Set("after", strconv.FormatUint(after, 10))
+		}
+		q.Set("limit", "1000")
+		page, err := src.page(q)
+		if err != nil {
+			return err
+		}
+		all = append(all, page.Records...)
+		if page.Next == 0 || (*limit > 0 && len(all) >= *limit) {
+			break
+		}
+		after = page.Next
+	}
+	if *limit > 0 && len(all) > *limit {
+		all = all[:*limit]
+	}
+	return printAudit(e.stdout, all, *format)
+}
+
+func parseSince(s string) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	return time.Parse(time.RFC3339, s)
+}
+
+type auditSource struct {
+	page        func(q url.Values) (server.AuditPage, error)
+	deadLetters func() ([]state.DeadLetter, error)
+	close       func()
+}
+
+func openAuditSource(e *env, serverURL, db string) (*auditSource, error) {
+	if db != "" {
+		st, err := state.Open(db, state.Options{Timeout: 2 * time.Second})
+		if errors.Is(err, state.ErrLocked) {
+			return nil, fmt.Errorf("%s is held by a running opsbot: use --server URL instead", db)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &auditSource{
+			page: func(q url.Values) (server.AuditPage, error) {
+				aq, err := server.ParseAuditQuery(q)
+				if err != nil {
+					return server.AuditPage{}, err
+				}
+				recs, next, err := st.Audit(aq)
+				return server.AuditPage{Records: recs, Next: next}, err
+			},
+			deadLetters: st.DeadLetters,
+			close:       func() { st.Close() },
+		}, nil
+	}
+	token := e.getenv("OPSBOT_API_TOKEN")
+	if token == "" {
+		return nil, errors.New("OPSBOT_API_TOKEN is not set: export one of the server's API tokens")
+	}
+	get := func(path string, q url.Values, v any) error {
+		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+		defer cancel()
+		u := strings.TrimSuffix(serverURL, "/") + path
+		if len(q) > 0 {
+			u += "?" + q.Encode()
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return fmt.Errorf("bad --server: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("asking %s: %w", serverURL, err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("server answered %s: %s", resp.Status, strings.TrimSpace(string(raw)))
+		}
+		return json.Unmarshal(raw, v)
+	}
+	return &auditSource{
+		page: func(q url.Values) (server.AuditPage, error) {
+			var p server.AuditPage
+			return p, get("/api/v1/audit", q, &p)
+		},
+		deadLetters: func() ([]state.DeadLetter, error) {
+			var dl []state.DeadLetter
+			return dl, get("/api/v1/dead-letters", nil, &dl)
+		},
+		close: func() {},
+	}, nil
+}
+
+var auditColumns = []string{"seq", "time", "kind", "outcome", "command", "repo", "pr", "head_sha", "run_id", "pin_id",
+	"actor_login", "actor_id", "role", "comment_url", "delivery_id", "reason"}
+
+func auditRow(r state.AuditRecord) []string {
+	num := func(v int64) string {
+		if v == 0 {
+			return ""
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	return []string{strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format(time.RFC3339), r.Kind, r.Outcome, r.Command, r.Repo,
+		num(int64(r.PR)), r.HeadSHA, num(r.RunID), num(int64(r.PinID)), r.ActorLogin, num(r.ActorID), r.Role, r.CommentURL,
+		r.DeliveryID, r.Reason}
+}
+
+func printAudit(w io.Writer, recs []state.AuditRecord, format string) error {
+	switch format {
+	case "json":
+		if recs == nil {
+			recs = []state.AuditRecord{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(recs)
+	case "csv":
+		cw := csv.NewWriter(w)
+		cw.Write(auditColumns)
+		for _, r := range recs {
+			cw.Write(auditRow(r))
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tKIND\tOUTCOME\tPR\tHEAD\tRUN\tWHO\tREASON")
+	for _, r := range recs {
+		pr := ""
+		if r.PR > 0 {
+			pr = fmt.Sprintf("%s#%d", r.Repo, r.PR)
+		}
+		run := ""
+		if r.RunID > 0 {
+			run = strconv.FormatInt(r.RunID, 10)
+		}
+		kind := r.Kind
+		if r.Command != "" {
+			kind += " " + r.Command
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.UTC().Format("2006-01-02 15:04:05"), kind, r.Outcome, pr,
+			shortText(r.HeadSHA, 7), run, r.ActorLogin, shortText(r.Reason, 60))
+	}
+	return tw.Flush()
+}
+
+func printDeadLetters(w io.Writer, dl []state.DeadLetter, format string) error {
+	if format == "json" {
+		if dl == nil {
+			dl = []state.DeadLetter{}
+		}
+		for i := range dl {
+			dl[i].Body = nil
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(dl)
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tDELIVERY\tEVENT\tREPO\tPR\tATTEMPTS\tREASON")
+	for _, d := range dl {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", d.At.UTC().Format(time.RFC3339), d.Delivery.ID, d.Delivery.Event,
+			d.Delivery.Repo, d.Delivery.PR, d.Attempts, shortText(d.Reason, 80))
+	}
+	return tw.Flush()
+}
+
+func shortText(s string, n int) string {
+	s = oneLineText(s)
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}

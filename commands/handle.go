@@ -1,0 +1,400 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"opsbot/auth"
+	"opsbot/config"
+	"opsbot/gate"
+	"opsbot/notices"
+	"opsbot/runs"
+	"opsbot/state"
+)
+
+// Comment is a PR conversation comment as a webhook told it.
+type Comment struct {
+	Repo         string
+	PR           int
+	PRState      string // open, closed
+	CommentID    int64
+	URL          string
+	Body         string
+	Actor        auth.Actor
+	Installation int64
+}
+
+// Deps are what handling a comment reads through.
+type Deps struct {
+	Repo      *config.Repo
+	Checker   *auth.Checker
+	Lookup    auth.Lookup
+	Validator *runs.Validator
+	Notices   *notices.Builder
+	Stage     StageHandler // nil when staging is not configured
+	Log       *slog.Logger
+}
+
+// StageHandler handles /stage-results; it lives with the staging queue.
+type StageHandler interface {
+	// Prepare does the reads for a stage request; the returned write
+	// records it and adds its notices.
+	Prepare(ctx context.Context, c Comment, cmd Command, v auth.Verdict) (reply string, ok bool, w func(tx *state.Tx, replyTo string) error)
+}
+
+// Policy is the access rule of a command on a repository.
+func Policy(rc *config.Repo, name string) auth.Policy {
+	a := rc.Reuse.Access
+	switch name {
+	case Stage:
+		a = rc.Stage.Access
+	case Help:
+		a = rc.Help
+	}
+	role, _ := auth.ParseRole(a.MinRole) // checked at config load
+	return auth.Policy{MinRole: role, Users: a.AllowUsers, Teams: a.AllowTeams, AllowBots: rc.AllowBots}
+}
+
+// step is what one command line comes to.
+type step struct {
+	cmd     Command
+	verdict auth.Verdict
+	outcome string // accepted, denied, usage_error, rejected, error, ignored
+	reply   string // the part of the reply about this line ("" for none)
+	reason  string
+	run     runs.Run
+	bare    bool
+	stageW  func(tx *state.Tx, replyTo string) error
+}
+
+// Created runs the commands of a new comment. It does the reads (roles,
+// runs) and returns the write that records everything and adds the
+// notices, to be committed with the delivery.
+func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
+	cmds := Parse(c.Body, Options{Repo: d.Repo.Name})
+	if len(cmds) == 0 {
+		return "no-commands", nil
+	}
+	// For /reuse-sweep-run the last one in a comment wins.
+	lastReuse := -1
+	for i, cmd := range cmds {
+		if cmd.Name == Reuse && cmd.Error == "" {
+			lastReuse = i
+		}
+	}
+	steps := make([]step, len(cmds))
+	for i, cmd := range cmds {
+		s := &steps[i]
+		s.cmd = cmd
+		policyName := cmd.Name
+		s.verdict = d.Checker.Check(ctx, d.Lookup, d.Repo.Name, c.Actor, Policy(d.Repo, policyName))
+		switch {
+		case cmd.Error != "":
+			s.outcome, s.reason = "usage_error", cmd.Reason
+			if s.verdict.Allowed {
+				s.reply = UsageReply(c.Actor.Login, cmd)
+			}
+		case !s.verdict.Allowed:
+			s.outcome, s.reason = "denied", s.verdict.Reason
+			if s.verdict.CheckFailed {
+				s.outcome = "error"
+				d.Log.Warn("permission check failed", "login", c.Actor.Login, "err", s.verdict.Err)
+			}
+			if !strings.EqualFold(c.Actor.Type, "Bot") {
+				s.reply = fmt.Sprintf("@%s I did not run `%s`: %s.", c.Actor.Login, oneLine(cmd.Text), s.verdict.Reason)
+			}
+		case cmd.Name == Reuse && i != lastReuse:
+			s.outcome, s.reason = "ignored", "a later /reuse-sweep-run in this comment wins"
+			s.reply = fmt.Sprintf("`%s` (line %d) was not run: the last `/reuse-sweep-run` in a comment wins.", oneLine(cmd.Text), cmd.Line)
+		case cmd.Name == Help:
+			s.outcome = "accepted"
+			s.reply = HelpReply(c.Actor.Login, helpInfo(d.Repo, d.Stage != nil))
+		case cmd.Name == Reuse && c.PRState == "closed":
+			s.outcome, s.reason = "rejected", "the PR is closed"
+			s.reply = fmt.Sprintf("@%s this PR is closed: a pin applies to the next push of an open PR.", c.Actor.Login)
+		case cmd.Name == Reuse && cmd.Cancel:
+			s.outcome = "accepted" // what it revokes is found in the write
+		case cmd.Name == Reuse:
+			prepareReuse(ctx, d, c, s)
+		case cmd.Name == Stage:
+			if d.Stage == nil {
+				s.outcome, s.reason = "rejected", "staging is not configured"
+				s.reply = fmt.Sprintf("@%s staging is not configured for %s (no `stage.dispatch.repo`).", c.Actor.Login, d.Repo.Name)
+				break
+			}
+			reply, ok, w := d.Stage.Prepare(ctx, c, cmd, s.verdict)
+			s.reply, s.stageW = reply, w
+			s.outcome = "accepted"
+			if !ok {
+				s.outcome, s.reason = "rejected", reply
+			}
+		}
+	}
+	outcome := "commands"
+	return outcome, func(tx *state.Tx) error {
+		if seen, err := tx.CommentSeen(d.Repo.Name, c.CommentID); err != nil || seen {
+			return err // a redelivered or replayed comment never runs again
+		}
+		return commitSteps(tx, d, c, steps)
+	}
+}
+
+func prepareReuse(ctx context.Context, d Deps, c Comment, s *step) {
+	rules := gate.Rules(d.Repo, s.cmd.RunID != 0)
+	var run runs.Run
+	var err error
+	if s.cmd.RunID != 0 {
+		run, err = d.Validator.Validate(ctx, rules, c.PR, s.cmd.RunID)
+	} else {
+		s.bare = true
+		run, err = d.Validator.Newest(ctx, rules, c.PR)
+	}
+	what := fmt.Sprintf("run %d", s.cmd.RunID)
+	if s.bare {
+		what = "a run"
+	}
+	if rej, ok := runs.IsRejection(err); ok {
+		s.outcome, s.reason = "rejected", rej.Reason
+		s.reply = fmt.Sprintf("@%s I did not pin %s: %s.", c.Actor.Login, what, rej.Reason)
+		return
+	}
+	if err != nil {
+		d.Log.Warn("validating a run failed", "run", s.cmd.RunID, "err", err)
+		s.outcome, s.reason = "error", err.Error()
+		s.reply = fmt.Sprintf("@%s I did not pin %s: GitHub did not answer while I checked it. Please try again in a minute.", c.Actor.Login, what)
+		return
+	}
+	if run.PRState == "closed" {
+		s.outcome, s.reason = "rejected", "the PR is closed"
+		s.reply = fmt.Sprintf("@%s this PR is closed: a pin applies to the next push of an open PR.", c.Actor.Login)
+		return
+	}
+	s.outcome, s.run = "accepted", run
+}
+
+func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
+	var replies []string
+	var plus, minus bool
+	links := notices.Links{PR: notices.PRURL(c.Repo, c.PR), Comment: c.URL}
+	var stageWrites []func(tx *state.Tx, replyTo string) error
+	for i := range steps {
+		s := &steps[i]
+		rec := state.AuditRecord{Kind: "command", Command: s.cmd.Name, Outcome: s.outcome, Repo: c.Repo, PR: c.PR,
+			RunID: s.cmd.RunID, ActorID: c.Actor.ID, ActorLogin: c.Actor.Login, Role: roleName(s.verdict),
+			CommentID: c.CommentID, CommentURL: c.URL, Reason: s.reason}
+		if s.cmd.Name == Reuse && !s.cmd.Cancel && s.outcome == "accepted" {
+			rec.RunID, rec.HeadSHA = s.run.ID, s.run.PRHead
+			links.Run = s.run.URL
+		}
+		if err := tx.Audit(rec); err != nil {
+			return err
+		}
+		if s.cmd.Name == Reuse && s.cmd.Cancel && s.outcome == "accepted" {
+			reply, err := cancelPin(tx, d, c)
+			if err != nil {
+				return err
+			}
+			s.reply = reply
+		}
+		if s.cmd.Name == Reuse && !s.cmd.Cancel && s.outcome == "accepted" {
+			reply, err := grantPin(tx, d, c, s)
+			if err != nil {
+				return err
+			}
+			s.reply = reply
+		}
+		if s.stageW != nil && s.outcome == "accepted" {
+			stageWrites = append(stageWrites, s.stageW)
+			continue // the stage handler posts its own acknowledgement, which it edits later
+		}
+		switch s.outcome {
+		case "accepted":
+			plus = true
+		case "denied", "rejected", "error":
+			minus = true
+		}
+		if s.reply != "" {
+			replies = append(replies, s.reply)
+		}
+	}
+	if plus {
+		if err := d.Notices.React(tx, c.Repo, c.PR, c.Installation, c.CommentID, "+1"); err != nil {
+			return err
+		}
+	}
+	if minus {
+		if err := d.Notices.React(tx, c.Repo, c.PR, c.Installation, c.CommentID, "-1"); err != nil {
+			return err
+		}
+	}
+	if len(replies) > 0 {
+		if _, err := d.Notices.Comment(tx, c.Repo, c.PR, c.Installation, "reply", strings.Join(replies, "\n\n---\n\n"), links); err != nil {
+			return err
+		}
+	}
+	for _, w := range stageWrites {
+		if err := w(tx, c.URL); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func roleName(v auth.Verdict) string {
+	if v.Role == auth.RoleUnknown {
+		return ""
+	}
+	return v.Role.String()
+}
+
+func grantPin(tx *state.Tx, d Deps, c Comment, s *step) (string, error) {
+	old, err := tx.ActivePin(c.Repo, c.PR)
+	if err != nil {
+		return "", err
+	}
+	p := &state.Pin{Repo: c.Repo, PR: c.PR, RunID: s.run.ID, RunAttempt: s.run.Attempt, RunSHA: s.run.HeadSHA, RunURL: s.run.URL,
+		RunConclusion: s.run.Conclusion, Bare: s.bare, PRHeadAtGrant: s.run.PRHead, ActorID: c.Actor.ID, ActorLogin: c.Actor.Login,
+		Role: roleName(s.verdict), CommentID: c.CommentID, CommentURL: c.URL, CommentLine: s.cmd.Text}
+	if err := tx.NewPin(p); err != nil {
+		return "", err
+	}
+	superseded := ""
+	if old != nil {
+		superseded = fmt.Sprintf("\n\nIt replaces the pin of run [%d](%s) by @%s, which is now superseded.", old.RunID, old.RunURL, old.ActorLogin)
+		old.SupersededBy = p.ID
+		if err := tx.ClosePin(old, state.PinSuperseded, fmt.Sprintf("superseded by pin %d (run %d)", p.ID, p.RunID)); err != nil {
+			return "", err
+		}
+		if err := tx.Audit(state.AuditRecord{Kind: "pin", Outcome: state.PinSuperseded, Repo: c.Repo, PR: c.PR, RunID: old.RunID,
+			PinID: old.ID, ActorID: c.Actor.ID, ActorLogin: c.Actor.Login, CommentID: c.CommentID, CommentURL: c.URL,
+			Reason: fmt.Sprintf("superseded by pin %d (run %d)", p.ID, p.RunID)}); err != nil {
+			return "", err
+		}
+	}
+	if err := tx.Audit(state.AuditRecord{Kind: "pin", Outcome: state.PinActive, Repo: c.Repo, PR: c.PR, HeadSHA: p.PRHeadAtGrant,
+		RunID: p.RunID, PinID: p.ID, ActorID: c.Actor.ID, ActorLogin: c.Actor.Login, Role: p.Role, CommentID: c.CommentID,
+		CommentURL: c.URL, Reason: "pinned for the next push"}); err != nil {
+		return "", err
+	}
+	return PinnedReply(p) + superseded, nil
+}
+
+// PinnedReply answers an accepted pin.
+func PinnedReply(p *state.Pin) string {
+	how := ""
+	if p.Bare {
+		how = " (the newest real sweep run of this PR)"
+	}
+	return fmt.Sprintf("📌 @%s pinned run [%d](%s)%s: `%s`, on commit `%s`. The next push of this PR skips the sweep and reuses "+
+		"this run's results; it covers that one push only, and the push after it sweeps again. The head when the pin was taken was "+
+		"`%s`: a push that reached opsbot before this comment sweeps, and the pin waits for the one after it.",
+		p.ActorLogin, p.RunID, p.RunURL, how, p.RunConclusion, notices.Short(p.RunSHA), notices.Short(p.PRHeadAtGrant))
+}
+
+func cancelPin(tx *state.Tx, d Deps, c Comment) (string, error) {
+	p, err := tx.ActivePin(c.Repo, c.PR)
+	if err != nil {
+		return "", err
+	}
+	if p == nil {
+		return fmt.Sprintf("@%s there is no active pin on this PR to cancel.", c.Actor.Login), nil
+	}
+	if err := revoke(tx, c, p, fmt.Sprintf("cancelled by @%s", c.Actor.Login)); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("@%s revoked the pin of run [%d](%s) by @%s; the next push sweeps.", c.Actor.Login, p.RunID, p.RunURL, p.ActorLogin), nil
+}
+
+func revoke(tx *state.Tx, c Comment, p *state.Pin, why string) error {
+	if err := tx.ClosePin(p, state.PinRevoked, why); err != nil {
+		return err
+	}
+	return tx.Audit(state.AuditRecord{Kind: "pin", Outcome: state.PinRevoked, Repo: c.Repo, PR: c.PR, RunID: p.RunID, PinID: p.ID,
+		ActorID: c.Actor.ID, ActorLogin: c.Actor.Login, CommentID: c.CommentID, CommentURL: c.URL, Reason: why})
+}
+
+// Edited handles an edited comment: commands it adds are not run (the
+// editor, if allowed to run them, is told so), and a still-active pin whose
+// command line the edit removed is revoked.
+func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, state.Write) {
+	opt := Options{Repo: d.Repo.Name}
+	before, after := Parse(oldBody, opt), Parse(c.Body, opt)
+	had := map[string]int{}
+	for _, cmd := range before {
+		had[strings.ToLower(cmd.Text)]++
+	}
+	var added []Command
+	for _, cmd := range after {
+		k := strings.ToLower(cmd.Text)
+		if had[k] > 0 {
+			had[k]--
+			continue
+		}
+		added = append(added, cmd)
+	}
+	var verdict auth.Verdict
+	if len(added) > 0 {
+		verdict = d.Checker.Check(ctx, d.Lookup, d.Repo.Name, c.Actor, Policy(d.Repo, Reuse))
+	}
+	return "edited", func(tx *state.Tx) error {
+		p, err := tx.ActivePin(c.Repo, c.PR)
+		if err != nil {
+			return err
+		}
+		if p != nil && p.CommentID == c.CommentID && !hasLine(after, p.CommentLine) {
+			if err := revoke(tx, c, p, fmt.Sprintf("its command was edited away by @%s", c.Actor.Login)); err != nil {
+				return err
+			}
+			if err := d.Notices.PinClosed(tx, p, c.Installation, fmt.Sprintf("the command that created it was edited away by @%s", c.Actor.Login)); err != nil {
+				return err
+			}
+		}
+		if len(added) == 0 {
+			return nil
+		}
+		if err := tx.Audit(state.AuditRecord{Kind: "edit", Outcome: "not_run", Repo: c.Repo, PR: c.PR, ActorID: c.Actor.ID,
+			ActorLogin: c.Actor.Login, CommentID: c.CommentID, CommentURL: c.URL,
+			Reason: fmt.Sprintf("%d command(s) added by an edit were not run", len(added))}); err != nil {
+			return err
+		}
+		if !verdict.Allowed {
+			return nil // no one can make opsbot talk by typing
+		}
+		_, err = d.Notices.Comment(tx, c.Repo, c.PR, c.Installation, "edited", EditedReply(c.Actor.Login, added),
+			notices.Links{PR: notices.PRURL(c.Repo, c.PR), Comment: c.URL})
+		return err
+	}
+}
+
+func hasLine(cmds []Command, text string) bool {
+	for _, cmd := range cmds {
+		if cmd.Error == "" && strings.EqualFold(cmd.Text, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// Deleted revokes the active pin a deleted comment created.
+func Deleted(d Deps, c Comment) (string, state.Write) {
+	return "deleted", func(tx *state.Tx) error {
+		p, err := tx.ActivePin(c.Repo, c.PR)
+		if err != nil || p == nil || p.CommentID != c.CommentID {
+			return err
+		}
+		if err := revoke(tx, c, p, fmt.Sprintf("its comment was deleted by @%s", c.Actor.Login)); err != nil {
+			return err
+		}
+		return d.Notices.PinClosed(tx, p, c.Installation, "the comment that created it was deleted")
+	}
+}
+
+func helpInfo(rc *config.Repo, staging bool) HelpInfo {
+	return HelpInfo{Repo: rc.Name, SweepWorkflow: rc.SweepWorkflow, ResultArtifacts: rc.ResultArtifacts,
+		ReuseRole: rc.Reuse.MinRole, StageRole: rc.Stage.MinRole, HelpRole: rc.Help.MinRole,
+		ReuseUsers: rc.Reuse.AllowUsers, ReuseTeams: rc.Reuse.AllowTeams, StageUsers: rc.Stage.AllowUsers, StageTeams: rc.Stage.AllowTeams,
+		AllowPartialPinned: rc.Reuse.AllowPartialPinned, AllowedPaths: rc.Reuse.AllowedPaths, GateActions: rc.GateActions,
+		StageConfigured: staging}
+}

@@ -1,0 +1,241 @@
+// Package gate decides, for one head of one PR, whether the benchmark sweep
+// may be skipped: skip when an active pin's run validates again now, else
+// sweep. A decision is made once and stored; asking again returns it. Every
+// error decides sweep: a sweep nobody authorized to skip is never skipped.
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"opsbot/config"
+	"opsbot/runs"
+	"opsbot/state"
+)
+
+// Decisions.
+const (
+	Skip  = "skip"
+	Sweep = "sweep"
+)
+
+// StatusContext is the commit status opsbot sets on every decided head.
+const StatusContext = "opsbot/sweep-gate"
+
+// ErrUnknownRepo is asked about a repository opsbot does not serve.
+var ErrUnknownRepo = errors.New("gate: repository not served by this opsbot")
+
+// Store is the state the gate reads and writes.
+type Store interface {
+	Decision(repo string, pr int, sha string) (*state.Decision, error)
+	ActivePin(repo string, pr int) (*state.Pin, error)
+	PRInfo(repo string, pr int) (*state.PRInfo, error)
+	Update(w state.Write) error
+}
+
+// Validators gives the run validator for an installation.
+type Validators func(installation int64) (*runs.Validator, error)
+
+// Notifier adds the notices a decision causes (GitHub and Slack) in the
+// decision's transaction.
+type Notifier interface {
+	Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, installation int64) error
+	PinClosed(tx *state.Tx, p *state.Pin, installation int64, why string) error
+}
+
+// Gate makes decisions.
+type Gate struct {
+	Cfg        *config.Config
+	Store      Store
+	Validators Validators
+	Notifier   Notifier
+	Log        *slog.Logger
+	// Observe counts decisions (metrics); optional.
+	Observe func(decision string)
+}
+
+// Ask is one request for a decision.
+type Ask struct {
+	Repo         string
+	PR           int
+	SHA          string
+	Action       string // the pull_request action
+	Source       string // webhook or api
+	DeliveryID   string
+	Installation int64
+}
+
+// Decide returns the decision for a head, making and storing it on the
+// first ask of a gate action. Asks for other actions answer sweep and change
+// nothing.
+func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
+	rc, ok := g.Cfg.Repo(a.Repo)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownRepo, a.Repo)
+	}
+	a.Repo = rc.Name
+	if d, err := g.Store.Decision(a.Repo, a.PR, a.SHA); err != nil || d != nil {
+		return d, err
+	}
+	if !rc.IsGateAction(a.Action) {
+		return &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: Sweep, Action: a.Action, Source: a.Source,
+			Reason: fmt.Sprintf("pull_request action %q does not decide the sweep (only %v do)", a.Action, rc.GateActions)}, nil
+	}
+	pin, err := g.Store.ActivePin(a.Repo, a.PR)
+	if err != nil {
+		return nil, err
+	}
+	p := g.plan(ctx, rc, a, pin)
+	return g.commit(a, p)
+}
+
+type plan struct {
+	decision string
+	reason   string
+	pin      *state.Pin // the pin looked at, if any
+	run      runs.Run
+	pinState string // what the pin becomes: consumed, invalid, or "" (unchanged)
+	merge    bool   // the head is the PR's merge commit
+}
+
+func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin) plan {
+	if pin == nil {
+		return plan{decision: Sweep, reason: "no reuse authorization"}
+	}
+	if pin.PRHeadAtGrant == a.SHA {
+		return plan{decision: Sweep, pin: pin, reason: fmt.Sprintf("run %d was pinned when this commit was already the head; the pin covers the next push", pin.RunID)}
+	}
+	v, err := g.Validators(a.Installation)
+	if err != nil {
+		return plan{decision: Sweep, pin: pin, pinState: state.PinInvalid,
+			reason: fmt.Sprintf("pinned run %d could not be checked: %v", pin.RunID, err)}
+	}
+	rules := Rules(rc, true)
+	rules.NewHead = a.SHA
+	run, err := v.Validate(ctx, rules, a.PR, pin.RunID)
+	if rej, ok := runs.IsRejection(err); ok {
+		return plan{decision: Sweep, pin: pin, pinState: state.PinInvalid,
+			reason: fmt.Sprintf("pinned run %d no longer qualifies: %s", pin.RunID, rej.Reason)}
+	}
+	if err != nil {
+		g.Log.Warn("validating a pinned run failed; deciding sweep", "repo", a.Repo, "pr", a.PR, "run", pin.RunID, "err", err)
+		return plan{decision: Sweep, pin: pin, pinState: state.PinInvalid,
+			reason: fmt.Sprintf("pinned run %d could not be checked (GitHub: %v)", pin.RunID, err)}
+	}
+	return plan{decision: Skip, pin: pin, run: run, pinState: state.PinConsumed,
+		reason: fmt.Sprintf("reusing run %d, authorized by @%s", pin.RunID, pin.ActorLogin)}
+}
+
+// Rules are a repository's reuse rules; pinned runs may be partial where allowed.
+func Rules(rc *config.Repo, pinned bool) runs.Rules {
+	r := runs.Rules{Repo: rc.Name, SweepWorkflow: rc.SweepWorkflow, ResultArtifacts: rc.ResultArtifacts,
+		AllowedPaths: rc.Reuse.AllowedPaths}
+	if pinned && rc.Reuse.AllowPartialPinned {
+		r.Conclusions = []string{"success", "failure", "cancelled"}
+	}
+	return r
+}
+
+func (g *Gate) commit(a Ask, p plan) (*state.Decision, error) {
+	var out *state.Decision
+	err := g.Store.Update(func(tx *state.Tx) error {
+		if d, err := tx.Decision(a.Repo, a.PR, a.SHA); err != nil || d != nil {
+			out = d
+			return err
+		}
+		cur, err := tx.ActivePin(a.Repo, a.PR)
+		if err != nil {
+			return err
+		}
+		if p.pin != nil && (cur == nil || cur.ID != p.pin.ID) {
+			// The pin changed while the run was checked (revoked, superseded):
+			// this head sweeps and a newer pin waits for the next push.
+			p = plan{decision: Sweep, reason: "the reuse authorization changed while this push was decided"}
+		}
+		if p.pin == nil && cur != nil {
+			// A pin recorded after this decision began covers the next push.
+			p.reason = "no reuse authorization when this push was decided"
+		}
+		d := &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: p.decision, Reason: p.reason,
+			Action: a.Action, Source: a.Source, DeliveryID: a.DeliveryID, MergeOf: p.merge}
+		if p.decision == Skip {
+			d.PinID, d.RunID, d.RunAttempt, d.RunURL, d.RunSHA = p.pin.ID, p.run.ID, p.run.Attempt, p.run.URL, p.run.HeadSHA
+			d.ActorID, d.ActorLogin, d.CommentURL = p.pin.ActorID, p.pin.ActorLogin, p.pin.CommentURL
+		} else if p.pin != nil {
+			d.PinID, d.RunID = p.pin.ID, p.pin.RunID
+		}
+		if err := tx.PutDecision(d); err != nil {
+			return err
+		}
+		if err := tx.Audit(state.AuditRecord{Kind: "decision", Outcome: d.Decision, DeliveryID: a.DeliveryID, Repo: a.Repo, PR: a.PR,
+			HeadSHA: a.SHA, RunID: d.RunID, PinID: d.PinID, ActorID: d.ActorID, ActorLogin: d.ActorLogin,
+			CommentURL: d.CommentURL, Reason: d.Reason}); err != nil {
+			return err
+		}
+		var closed *state.Pin
+		if p.pinState != "" && p.pin != nil {
+			closed = cur
+			why := d.Reason
+			if p.pinState == state.PinConsumed {
+				closed.ConsumedBy = a.SHA
+				why = "consumed by " + a.SHA
+			}
+			if err := tx.ClosePin(closed, p.pinState, why); err != nil {
+				return err
+			}
+			if err := tx.Audit(state.AuditRecord{Kind: "pin", Outcome: p.pinState, DeliveryID: a.DeliveryID, Repo: a.Repo, PR: a.PR,
+				HeadSHA: a.SHA, RunID: closed.RunID, PinID: closed.ID, ActorID: closed.ActorID, ActorLogin: closed.ActorLogin,
+				CommentURL: closed.CommentURL, Reason: why}); err != nil {
+				return err
+			}
+		}
+		out = d
+		if g.Notifier != nil {
+			return g.Notifier.Decided(tx, d, closed, a.Installation)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if g.Observe != nil {
+		g.Observe(out.Decision)
+	}
+	return out, nil
+}
+
+// Merged consumes a PR's active pin at merge: the merge commit is the head it
+// covers, recorded as a decision, so a push gate on the default branch can
+// name the run that stood in for the PR. A pin whose run no longer qualifies
+// becomes invalid instead. It returns nil when the PR had no active pin.
+func (g *Gate) Merged(ctx context.Context, a Ask) (*state.Decision, error) {
+	rc, ok := g.Cfg.Repo(a.Repo)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownRepo, a.Repo)
+	}
+	a.Repo = rc.Name
+	pin, err := g.Store.ActivePin(a.Repo, a.PR)
+	if err != nil || pin == nil {
+		return nil, err
+	}
+	if d, err := g.Store.Decision(a.Repo, a.PR, a.SHA); err != nil || d != nil {
+		return d, err
+	}
+	p := plan{decision: Skip, pin: pin, pinState: state.PinConsumed, merge: true,
+		reason: fmt.Sprintf("merged reusing run %d, authorized by @%s", pin.RunID, pin.ActorLogin)}
+	v, err := g.Validators(a.Installation)
+	if err == nil {
+		rules := Rules(rc, true)
+		rules.AllowedPaths = nil // the merge brings in the default branch
+		var run runs.Run
+		run, err = v.Validate(ctx, rules, a.PR, pin.RunID)
+		p.run = run
+	}
+	if err != nil {
+		p = plan{decision: Sweep, pin: pin, pinState: state.PinInvalid, merge: true,
+			reason: fmt.Sprintf("pinned run %d no longer qualified at merge: %v", pin.RunID, err)}
+	}
+	return g.commit(a, p)
+}

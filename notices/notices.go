@@ -1,0 +1,170 @@
+// Package notices writes what opsbot tells people: PR comments, reactions,
+// commit statuses and dispatches for GitHub, and their mirror in Slack. It
+// only enqueues: every notice goes into the outbox in the transaction of the
+// change that causes it, and the senders deliver it.
+package notices
+
+import (
+	"fmt"
+	"strings"
+
+	"opsbot/gate"
+	"opsbot/state"
+)
+
+// Builder enqueues notices.
+type Builder struct {
+	// Mirror, when set, also posts each PR comment (and other notices worth
+	// a maintainer's eye) to Slack.
+	Mirror Mirror
+}
+
+// Mirror turns a GitHub notice into its Slack message.
+type Mirror interface {
+	Mirror(tx *state.Tx, repo string, pr int, kind, text string, links Links) error
+}
+
+// Links are the GitHub pages a notice is about.
+type Links struct {
+	PR      string
+	Comment string
+	Run     string
+	Commit  string
+}
+
+var _ gate.Notifier = (*Builder)(nil)
+
+// Comment posts a PR comment (with a hidden marker) and mirrors it.
+func (b *Builder) Comment(tx *state.Tx, repo string, pr int, inst int64, kind, body string, links Links) (uint64, error) {
+	n := &state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeComment, Repo: repo, PR: pr, Installation: inst, Body: body}
+	if err := tx.Enqueue(n); err != nil {
+		return 0, err
+	}
+	if b.Mirror != nil {
+		if err := b.Mirror.Mirror(tx, repo, pr, kind, body, links); err != nil {
+			return 0, err
+		}
+	}
+	return n.ID, nil
+}
+
+// Edit replaces the body of the comment notice id posted (keeping its
+// marker), and mirrors the new text.
+func (b *Builder) Edit(tx *state.Tx, repo string, pr int, inst int64, of uint64, kind, body string, links Links) error {
+	if err := tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeEdit, Repo: repo, PR: pr,
+		Installation: inst, EditOf: of, Body: body}); err != nil {
+		return err
+	}
+	if b.Mirror != nil {
+		return b.Mirror.Mirror(tx, repo, pr, kind, body, links)
+	}
+	return nil
+}
+
+// React adds a reaction to a user's comment.
+func (b *Builder) React(tx *state.Tx, repo string, pr int, inst int64, commentID int64, content string) error {
+	return tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeReaction, Repo: repo, PR: pr,
+		Installation: inst, TargetComment: commentID, Reaction: content})
+}
+
+// Status sets the sweep gate's commit status.
+func (b *Builder) Status(tx *state.Tx, repo string, pr int, inst int64, sha, description, targetURL string) error {
+	return tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeStatus, Repo: repo, PR: pr,
+		Installation: inst, SHA: sha, State: "success", Description: description, Context: gate.StatusContext, TargetURL: targetURL})
+}
+
+// Dispatch sends a repository_dispatch.
+func (b *Builder) Dispatch(tx *state.Tx, fromRepo string, pr int, inst int64, toRepo, eventType string, payload map[string]any) error {
+	return tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeDispatch, Repo: toRepo, PR: pr,
+		Installation: inst, EventType: eventType, Payload: payload})
+}
+
+// Decided tells a decision: a commit status always; on skip, a PR comment;
+// when the pin became invalid, a PR comment saying why.
+func (b *Builder) Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, inst int64) error {
+	prURL := PRURL(d.Repo, d.PR)
+	if d.MergeOf {
+		if pin != nil && pin.State == state.PinInvalid {
+			return b.pinInvalidComment(tx, d, pin, inst)
+		}
+		return nil // the merge commit gets no status: its push gate reads the decision
+	}
+	if err := b.Status(tx, d.Repo, d.PR, inst, d.HeadSHA, StatusText(d), d.RunURL); err != nil {
+		return err
+	}
+	switch {
+	case d.Decision == gate.Skip:
+		_, err := b.Comment(tx, d.Repo, d.PR, inst, "skip", SkipText(d), Links{PR: prURL, Comment: d.CommentURL, Run: d.RunURL,
+			Commit: CommitURL(d.Repo, d.HeadSHA)})
+		return err
+	case pin != nil && pin.State == state.PinInvalid:
+		return b.pinInvalidComment(tx, d, pin, inst)
+	}
+	return nil
+}
+
+func (b *Builder) pinInvalidComment(tx *state.Tx, d *state.Decision, pin *state.Pin, inst int64) error {
+	_, err := b.Comment(tx, d.Repo, d.PR, inst, "invalid", InvalidText(d, pin), Links{PR: PRURL(d.Repo, d.PR),
+		Comment: pin.CommentURL, Run: RunURL(d.Repo, pin.RunID), Commit: CommitURL(d.Repo, d.HeadSHA)})
+	return err
+}
+
+// PinClosed tells that a pin was revoked or expired (not by a decision).
+func (b *Builder) PinClosed(tx *state.Tx, p *state.Pin, inst int64, why string) error {
+	_, err := b.Comment(tx, p.Repo, p.PR, inst, p.State, fmt.Sprintf("The pin of run [%d](%s) by @%s is **%s**: %s.",
+		p.RunID, RunURL(p.Repo, p.RunID), p.ActorLogin, p.State, why), Links{PR: PRURL(p.Repo, p.PR), Comment: p.CommentURL,
+		Run: RunURL(p.Repo, p.RunID)})
+	return err
+}
+
+// StatusText is the commit status description of a decision.
+func StatusText(d *state.Decision) string {
+	if d.Decision == gate.Skip {
+		return fmt.Sprintf("skip: reusing run %d, authorized by @%s", d.RunID, d.ActorLogin)
+	}
+	if d.Reason == "no reuse authorization" || strings.HasPrefix(d.Reason, "no reuse authorization") {
+		return "sweep: no reuse authorization"
+	}
+	return "sweep: " + d.Reason
+}
+
+// SkipText is the PR comment of a skip decision.
+func SkipText(d *state.Decision) string {
+	return fmt.Sprintf("⏭️ **Sweep skipped for %s**: reusing run [%d](%s) (commit `%s`), authorized by @%s in [this comment](%s).\n\n"+
+		"The pin is used up: the next push sweeps unless someone pins a run again.",
+		commitLink(d.Repo, d.HeadSHA), d.RunID, d.RunURL, Short(d.RunSHA), d.ActorLogin, d.CommentURL)
+}
+
+// InvalidText is the PR comment when a pinned run no longer qualifies.
+func InvalidText(d *state.Decision, p *state.Pin) string {
+	what := fmt.Sprintf("%s sweeps", commitLink(d.Repo, d.HeadSHA))
+	if d.MergeOf {
+		what = "the merge reuses no run"
+	}
+	return fmt.Sprintf("🔁 **The pin of run [%d](%s) is invalid**: %s. It was authorized by @%s; %s.\n\n"+
+		"Pin a run again with `/reuse-sweep-run <run>` if a later push should reuse one.",
+		p.RunID, RunURL(d.Repo, p.RunID), strings.TrimPrefix(d.Reason, fmt.Sprintf("pinned run %d ", p.RunID)), p.ActorLogin, what)
+}
+
+func commitLink(repo, sha string) string {
+	return fmt.Sprintf("[`%s`](%s)", Short(sha), CommitURL(repo, sha))
+}
+
+// PRURL, RunURL and CommitURL link to GitHub.
+func PRURL(repo string, pr int) string { return fmt.Sprintf("https://github.com/%s/pull/%d", repo, pr) }
+
+// RunURL links to a workflow run.
+func RunURL(repo string, id int64) string {
+	return fmt.Sprintf("https://github.com/%s/actions/runs/%d", repo, id)
+}
+
+// CommitURL links to a commit.
+func CommitURL(repo, sha string) string { return fmt.Sprintf("https://github.com/%s/commit/%s", repo, sha) }
+
+// Short is a commit's short form.
+func Short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}

@@ -1,0 +1,263 @@
+package state
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Notice channels.
+const (
+	ChannelGitHub = "github"
+	ChannelSlack  = "slack"
+)
+
+// Notice kinds.
+const (
+	NoticeComment  = "comment"  // a PR comment, carrying a hidden marker
+	NoticeEdit     = "edit"     // edit a comment opsbot posted (EditOf) or TargetComment
+	NoticeReaction = "reaction" // react to TargetComment
+	NoticeStatus   = "status"   // commit status on SHA
+	NoticeDispatch = "dispatch" // repository_dispatch to Repo
+	NoticeSlack    = "slack"    // a Slack message in the PR's thread
+)
+
+// Notice is one message opsbot owes GitHub or Slack. It is written in the
+// transaction of the change that causes it, and sent by a sender with retries.
+type Notice struct {
+	V             int            `json:"v"`
+	ID            uint64         `json:"id"`
+	Channel       string         `json:"channel"`
+	Kind          string         `json:"kind"`
+	Repo          string         `json:"repo"`
+	PR            int            `json:"pr,omitempty"`
+	Installation  int64          `json:"installation,omitempty"`
+	Body          string         `json:"body,omitempty"`
+	TargetComment int64          `json:"target_comment,omitempty"`
+	EditOf        uint64         `json:"edit_of,omitempty"`
+	Reaction      string         `json:"reaction,omitempty"`
+	SHA           string         `json:"sha,omitempty"`
+	State         string         `json:"state,omitempty"`
+	Description   string         `json:"description,omitempty"`
+	Context       string         `json:"context,omitempty"`
+	TargetURL     string         `json:"target_url,omitempty"`
+	EventType     string         `json:"event_type,omitempty"`
+	Payload       map[string]any `json:"payload,omitempty"`
+	Slack         *SlackMessage  `json:"slack,omitempty"`
+	CreatedAt     time.Time      `json:"created_at"`
+	Attempts      int            `json:"attempts,omitempty"`
+	NextAt        time.Time      `json:"next_at,omitzero"`
+	LastError     string         `json:"last_error,omitempty"`
+}
+
+// SlackMessage is the content of a Slack notice.
+type SlackMessage struct {
+	Channel string `json:"channel"`
+	Text    string `json:"text"`              // mrkdwn, already escaped
+	Context string `json:"context,omitempty"` // a line of links under it
+	// Parent makes this the PR thread's first message (PR title, number, author).
+	Parent bool `json:"parent,omitempty"`
+	// Broadcast also shows a thread reply in the channel.
+	Broadcast bool `json:"broadcast,omitempty"`
+}
+
+// Key orders notices: those of one PR (or repository) are sent in order.
+func (n *Notice) Key() string { return fmt.Sprintf("%s#%d", n.Repo, n.PR) }
+
+// Marker is the hidden text a comment notice carries, so a retry after a
+// crash finds the comment it already posted.
+func Marker(id uint64) string { return fmt.Sprintf("<!-- opsbot:notice=%d -->", id) }
+
+// Enqueue adds a notice to the outbox in this transaction.
+func (t *Tx) Enqueue(n *Notice) error {
+	b := t.tx.Bucket(bOutbox)
+	id, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	n.V, n.ID = 1, id
+	if n.CreatedAt.IsZero() {
+		n.CreatedAt = t.now()
+	}
+	t.enqueued = true
+	return putJSON(b, u64(id), n)
+}
+
+// Outbox lists the unsent notices of a channel, oldest first.
+func (s *Store) Outbox(channel string) ([]Notice, error) {
+	var out []Notice
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bOutbox).ForEach(func(k, v []byte) error {
+			var n Notice
+			if err := json.Unmarshal(v, &n); err != nil {
+				return fmt.Errorf("outbox entry %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			if n.Channel == channel {
+				out = append(out, n)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// OutboxStats is the outbox's depth and oldest notice.
+func (s *Store) OutboxStats() (depth int, oldest time.Time, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bOutbox)
+		depth = b.Stats().KeyN
+		if _, v := b.Cursor().First(); v != nil {
+			var n Notice
+			if err := json.Unmarshal(v, &n); err != nil {
+				return err
+			}
+			oldest = n.CreatedAt
+		}
+		return nil
+	})
+	return depth, oldest, err
+}
+
+// BeginAttempt records, durably and before the notice is sent, that an
+// attempt starts; it returns the attempt number. An attempt after the first
+// must look for what an earlier one may have done.
+func (s *Store) BeginAttempt(id uint64) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bOutbox)
+		var no Notice
+		ok, err := getJSON(b, u64(id), &no)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrNotFound
+		}
+		no.Attempts++
+		n = no.Attempts
+		return putJSON(b, u64(id), &no)
+	})
+	return n, err
+}
+
+// SentRef is what a sent notice produced (the comment a comment notice posted).
+type SentRef struct {
+	CommentID  int64     `json:"comment_id,omitempty"`
+	CommentURL string    `json:"comment_url,omitempty"`
+	SlackTS    string    `json:"slack_ts,omitempty"`
+	SentAt     time.Time `json:"sent_at"`
+}
+
+// NoticeSent removes a notice from the outbox and keeps what it produced.
+// A Slack parent message's ts becomes the PR's thread.
+func (s *Store) NoticeSent(n *Notice, ref SentRef) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		ref.SentAt = s.now()
+		if err := putJSON(tx.Bucket(bRepos), sentKey(n.ID), ref); err != nil {
+			return err
+		}
+		if n.Kind == NoticeSlack && n.Slack != nil && n.Slack.Parent && ref.SlackTS != "" {
+			t := &Tx{tx: tx, now: s.now}
+			info, err := t.PRInfo(n.Repo, n.PR)
+			if err != nil {
+				return err
+			}
+			if info == nil {
+				info = &PRInfo{Repo: n.Repo, PR: n.PR}
+			}
+			info.SlackTS, info.SlackCh = ref.SlackTS, n.Slack.Channel
+			if err := t.PutPRInfo(info); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bOutbox).Delete(u64(n.ID))
+	})
+}
+
+func sentKey(id uint64) []byte { return append([]byte("sent\x00"), u64(id)...) }
+
+// SentRef returns what notice id produced once sent; ok is false until then.
+func (s *Store) SentRef(id uint64) (SentRef, bool, error) {
+	var ref SentRef
+	var ok bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		ok, err = getJSON(tx.Bucket(bRepos), sentKey(id), &ref)
+		return err
+	})
+	return ref, ok, err
+}
+
+// NoticeRetry keeps a notice for another attempt at next.
+func (s *Store) NoticeRetry(id uint64, next time.Time, lastErr string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bOutbox)
+		var n Notice
+		ok, err := getJSON(b, u64(id), &n)
+		if err != nil || !ok {
+			return err
+		}
+		n.NextAt, n.LastError = next, lastErr
+		return putJSON(b, u64(id), &n)
+	})
+}
+
+// NoticeFailed moves a notice that can never be sent (GitHub refused it for
+// good) out of the outbox into the failed notices, with the reason.
+func (s *Store) NoticeFailed(id uint64, reason string) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bOutbox)
+		var n Notice
+		ok, err := getJSON(b, u64(id), &n)
+		if err != nil || !ok {
+			return err
+		}
+		n.LastError = reason
+		if err := putJSON(tx.Bucket(bRepos), append([]byte("failed\x00"), u64(id)...), &n); err != nil {
+			return err
+		}
+		return b.Delete(u64(id))
+	})
+}
+
+// FailedNotices lists the notices that could not be sent.
+func (s *Store) FailedNotices() ([]Notice, error) {
+	var out []Notice
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bRepos).Cursor()
+		prefix := []byte("failed\x00")
+		for k, v := c.Seek(prefix); k != nil && len(k) > len(prefix) && string(k[:len(prefix)]) == string(prefix); k, v = c.Next() {
+			var n Notice
+			if err := json.Unmarshal(v, &n); err != nil {
+				return err
+			}
+			out = append(out, n)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Subscribe returns a channel that receives a value after each transaction
+// that enqueued notices commits. Each sender subscribes once.
+func (s *Store) Subscribe() <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	s.subMu.Lock()
+	s.subs = append(s.subs, ch)
+	s.subMu.Unlock()
+	return ch
+}
+
+func (s *Store) wake() {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for _, ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,348 @@
+package state
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Pin states.
+const (
+	PinActive     = "active"
+	PinConsumed   = "consumed"
+	PinSuperseded = "superseded"
+	PinRevoked    = "revoked"
+	PinInvalid    = "invalid"
+	PinExpired    = "expired"
+)
+
+// Pin is an authorization to reuse one run for one later head of one PR.
+type Pin struct {
+	V             int       `json:"v"`
+	ID            uint64    `json:"id"`
+	Repo          string    `json:"repo"`
+	PR            int       `json:"pr"`
+	State         string    `json:"state"`
+	RunID         int64     `json:"run_id"`
+	RunAttempt    int       `json:"run_attempt,omitempty"`
+	RunSHA        string    `json:"run_sha"`
+	RunURL        string    `json:"run_url,omitempty"`
+	RunConclusion string    `json:"run_conclusion,omitempty"`
+	Bare          bool      `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
+	PRHeadAtGrant string    `json:"pr_head_at_grant"`
+	ActorID       int64     `json:"actor_id"`
+	ActorLogin    string    `json:"actor_login"`
+	Role          string    `json:"role,omitempty"`
+	CommentID     int64     `json:"comment_id"`
+	CommentURL    string    `json:"comment_url,omitempty"`
+	CommentLine   string    `json:"comment_line,omitempty"` // the command as written
+	CreatedAt     time.Time `json:"created_at"`
+	ClosedAt      time.Time `json:"closed_at,omitzero"`
+	ClosedReason  string    `json:"closed_reason,omitempty"`
+	ConsumedBy    string    `json:"consumed_by,omitempty"` // head SHA
+	SupersededBy  uint64    `json:"superseded_by,omitempty"`
+}
+
+// Decision is the gate's answer for one (repo, PR, head SHA), made once.
+type Decision struct {
+	V          int       `json:"v"`
+	Repo       string    `json:"repo"`
+	PR         int       `json:"pr"`
+	HeadSHA    string    `json:"head_sha"`
+	Decision   string    `json:"decision"` // skip or sweep
+	Reason     string    `json:"reason"`
+	PinID      uint64    `json:"pin_id,omitempty"`
+	RunID      int64     `json:"run_id,omitempty"`
+	RunAttempt int       `json:"run_attempt,omitempty"`
+	RunURL     string    `json:"run_url,omitempty"`
+	RunSHA     string    `json:"run_sha,omitempty"`
+	ActorID    int64     `json:"actor_id,omitempty"`
+	ActorLogin string    `json:"actor_login,omitempty"`
+	CommentURL string    `json:"comment_url,omitempty"`
+	Action     string    `json:"action,omitempty"`
+	Source     string    `json:"source,omitempty"` // webhook, api
+	DeliveryID string    `json:"delivery_id,omitempty"`
+	DecidedAt  time.Time `json:"decided_at"`
+	MergeOf    bool      `json:"merge,omitempty"` // the head is a merge commit, consumed at merge
+}
+
+// PRInfo is what opsbot remembers of a PR (for Slack threads and the audit page).
+type PRInfo struct {
+	Repo    string `json:"repo"`
+	PR      int    `json:"pr"`
+	Title   string `json:"title,omitempty"`
+	Author  string `json:"author,omitempty"`
+	Branch  string `json:"branch,omitempty"`
+	HeadSHA string `json:"head_sha,omitempty"`
+	State   string `json:"state,omitempty"`
+	SlackTS string `json:"slack_ts,omitempty"`
+	SlackCh string `json:"slack_channel,omitempty"`
+	// Installation is the GitHub App installation its webhooks came from.
+	Installation int64     `json:"installation,omitempty"`
+	Updated      time.Time `json:"updated,omitzero"`
+}
+
+var (
+	kActive = []byte("active")
+	kInfo   = []byte("info")
+	pPin    = "pin:"
+	pDec    = "dec:"
+)
+
+// prBucket returns (creating when write) the bucket of one PR.
+func prBucket(tx *bolt.Tx, repo string, pr int, write bool) (*bolt.Bucket, error) {
+	root := tx.Bucket(bPRs)
+	rk := repoKey(repo)
+	rb := root.Bucket(rk)
+	if rb == nil {
+		if !write {
+			return nil, nil
+		}
+		var err error
+		if rb, err = root.CreateBucket(rk); err != nil {
+			return nil, err
+		}
+	}
+	pk := u64(uint64(pr))
+	b := rb.Bucket(pk)
+	if b == nil && write {
+		return rb.CreateBucket(pk)
+	}
+	return b, nil
+}
+
+func pinKey(id uint64) []byte { return append([]byte(pPin), u64(id)...) }
+
+// ActivePin returns the PR's active pin, if any.
+func (t *Tx) ActivePin(repo string, pr int) (*Pin, error) {
+	return activePin(t.tx, repo, pr)
+}
+
+func activePin(tx *bolt.Tx, repo string, pr int) (*Pin, error) {
+	b, err := prBucket(tx, repo, pr, false)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	id := b.Get(kActive)
+	if id == nil {
+		return nil, nil
+	}
+	var p Pin
+	ok, err := getJSON(b, append([]byte(pPin), id...), &p)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if p.State != PinActive {
+		return nil, nil
+	}
+	return &p, nil
+}
+
+// NewPin stores p as the PR's active pin, giving it an id. The caller has
+// already retired any pin that was active.
+func (t *Tx) NewPin(p *Pin) error {
+	b, err := prBucket(t.tx, p.Repo, p.PR, true)
+	if err != nil {
+		return err
+	}
+	id, err := t.tx.Bucket(bPRs).NextSequence()
+	if err != nil {
+		return err
+	}
+	p.V, p.ID, p.State = 1, id, PinActive
+	if p.CreatedAt.IsZero() {
+		p.CreatedAt = t.now()
+	}
+	if err := putJSON(b, pinKey(id), p); err != nil {
+		return err
+	}
+	return b.Put(kActive, u64(id))
+}
+
+// ClosePin moves a pin out of active with a state and reason.
+func (t *Tx) ClosePin(p *Pin, state, reason string) error {
+	b, err := prBucket(t.tx, p.Repo, p.PR, true)
+	if err != nil {
+		return err
+	}
+	p.State, p.ClosedReason, p.ClosedAt = state, reason, t.now()
+	if err := putJSON(b, pinKey(p.ID), p); err != nil {
+		return err
+	}
+	if cur := b.Get(kActive); cur != nil && binary.BigEndian.Uint64(cur) == p.ID {
+		return b.Delete(kActive)
+	}
+	return nil
+}
+
+// Pins lists every pin of a PR, oldest first.
+func (s *Store) Pins(repo string, pr int) ([]Pin, error) {
+	var out []Pin
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b, err := prBucket(tx, repo, pr, false)
+		if err != nil || b == nil {
+			return err
+		}
+		c := b.Cursor()
+		for k, v := c.Seek([]byte(pPin)); k != nil && len(k) == len(pPin)+8 && string(k[:len(pPin)]) == pPin; k, v = c.Next() {
+			var p Pin
+			if err := json.Unmarshal(v, &p); err != nil {
+				return err
+			}
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ActivePin reads a PR's active pin outside a write.
+func (s *Store) ActivePin(repo string, pr int) (*Pin, error) {
+	var p *Pin
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		p, err = activePin(tx, repo, pr)
+		return err
+	})
+	return p, err
+}
+
+// Decision returns the stored decision for a head, or nil.
+func (t *Tx) Decision(repo string, pr int, sha string) (*Decision, error) {
+	return getDecision(t.tx, repo, pr, sha)
+}
+
+func getDecision(tx *bolt.Tx, repo string, pr int, sha string) (*Decision, error) {
+	b, err := prBucket(tx, repo, pr, false)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var d Decision
+	ok, err := getJSON(b, []byte(pDec+sha), &d)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Decision reads a stored decision outside a write.
+func (s *Store) Decision(repo string, pr int, sha string) (*Decision, error) {
+	var d *Decision
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		d, err = getDecision(tx, repo, pr, sha)
+		return err
+	})
+	return d, err
+}
+
+// PutDecision stores a decision. It fails if one exists for the head:
+// callers check first, in the same transaction.
+func (t *Tx) PutDecision(d *Decision) error {
+	b, err := prBucket(t.tx, d.Repo, d.PR, true)
+	if err != nil {
+		return err
+	}
+	k := []byte(pDec + d.HeadSHA)
+	if b.Get(k) != nil {
+		return fmt.Errorf("state: decision for %s#%d@%s exists", d.Repo, d.PR, d.HeadSHA)
+	}
+	d.V = 1
+	if d.DecidedAt.IsZero() {
+		d.DecidedAt = t.now()
+	}
+	if err := putJSON(b, k, d); err != nil {
+		return err
+	}
+	// Index skips by head SHA, so a run on a skipped head can be traced to the run it reused.
+	if d.Decision == "skip" {
+		return t.tx.Bucket(bRepos).Put([]byte("reused\x00"+string(repoKey(d.Repo))+"\x00"+d.HeadSHA), u64(uint64(d.RunID)))
+	}
+	return nil
+}
+
+// ReusedRun returns the run a skipped head reused, if opsbot skipped it.
+func (s *Store) ReusedRun(repo, sha string) (int64, bool) {
+	var id int64
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bRepos).Get([]byte("reused\x00" + string(repoKey(repo)) + "\x00" + sha)); v != nil {
+			id = int64(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	return id, id > 0
+}
+
+// Decisions lists a PR's decisions (in key order: by head SHA).
+func (s *Store) Decisions(repo string, pr int) ([]Decision, error) {
+	var out []Decision
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b, err := prBucket(tx, repo, pr, false)
+		if err != nil || b == nil {
+			return err
+		}
+		c := b.Cursor()
+		for k, v := c.Seek([]byte(pDec)); k != nil && len(k) > len(pDec) && string(k[:len(pDec)]) == pDec; k, v = c.Next() {
+			var d Decision
+			if err := json.Unmarshal(v, &d); err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PRInfo reads what is known of a PR.
+func (t *Tx) PRInfo(repo string, pr int) (*PRInfo, error) {
+	b, err := prBucket(t.tx, repo, pr, false)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var p PRInfo
+	ok, err := getJSON(b, kInfo, &p)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// PutPRInfo records what is known of a PR.
+func (t *Tx) PutPRInfo(p *PRInfo) error {
+	b, err := prBucket(t.tx, p.Repo, p.PR, true)
+	if err != nil {
+		return err
+	}
+	p.Updated = t.now()
+	return putJSON(b, kInfo, p)
+}
+
+// PRInfo reads what is known of a PR outside a write.
+func (s *Store) PRInfo(repo string, pr int) (*PRInfo, error) {
+	var p *PRInfo
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		p, err = (&Tx{tx: tx, now: s.now}).PRInfo(repo, pr)
+		return err
+	})
+	return p, err
+}
+
+// CommentSeen reports whether the commands of a comment were run, and
+// marks them run: the idempotency key for commands is (repo, comment id).
+func (t *Tx) CommentSeen(repo string, commentID int64) (bool, error) {
+	root := t.tx.Bucket(bComments)
+	rb, err := root.CreateBucketIfNotExists(repoKey(repo))
+	if err != nil {
+		return false, err
+	}
+	k := u64(uint64(commentID))
+	if rb.Get(k) != nil {
+		return true, nil
+	}
+	return false, rb.Put(k, u64(uint64(t.now().Unix())))
+}
