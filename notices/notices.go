@@ -159,7 +159,9 @@ func RunURL(repo string, id int64) string {
 }
 
 // CommitURL links to a commit.
-func CommitURL(repo, sha string) string { return fmt.Sprintf("https://github.com/%s/commit/%s", repo, sha) }
+func CommitURL(repo, sha string) string {
+	return fmt.Sprintf("https://github.com/%s/commit/%s", repo, sha)
+}
 
 // Short is a commit's short form.
 func Short(sha string) string {
