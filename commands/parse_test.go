@@ -7,6 +7,7 @@ import (
 
 	"opsbot/internal/fixtures"
 	"opsbot/internal/golden"
+	"opsbot/state"
 )
 
 const repo = "SemiAnalysisAI/InferenceX"
@@ -298,4 +299,12 @@ func TestSkippedLinesDoNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("Parse allocated %.0f times for a body with no command", allocs)
 	}
+}
+
+func TestPinnedReplyGolden(t *testing.T) {
+	p := &state.Pin{RunID: 31147925932, RunURL: "https://github.com/SemiAnalysisAI/InferenceX/actions/runs/31147925932",
+		RunConclusion: "success", RunSHA: "11b75f153aaaa", PRHeadAtGrant: "8d034aa96d34", ActorLogin: "Ankur-singh"}
+	golden.Assert(t, "pinned.md", PinnedReply(p))
+	p.Bare = true
+	golden.Assert(t, "pinned-bare.md", PinnedReply(p))
 }

@@ -141,9 +141,16 @@ func InvalidText(d *state.Decision, p *state.Pin) string {
 	if d.MergeOf {
 		what = "the merge reuses no run"
 	}
+	why := d.Reason
+	for _, prefix := range []string{"pinned run %d no longer qualifies: ", "pinned run %d no longer qualified at merge: ", "pinned run %d "} {
+		if r, ok := strings.CutPrefix(why, fmt.Sprintf(prefix, p.RunID)); ok {
+			why = r
+			break
+		}
+	}
 	return fmt.Sprintf("🔁 **The pin of run [%d](%s) is invalid**: %s. It was authorized by @%s; %s.\n\n"+
 		"Pin a run again with `/reuse-sweep-run <run>` if a later push should reuse one.",
-		p.RunID, RunURL(d.Repo, p.RunID), strings.TrimPrefix(d.Reason, fmt.Sprintf("pinned run %d ", p.RunID)), p.ActorLogin, what)
+		p.RunID, RunURL(d.Repo, p.RunID), why, p.ActorLogin, what)
 }
 
 func commitLink(repo, sha string) string {
