@@ -156,20 +156,34 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *github.Issue
 	if err != nil {
 		return "", nil, err
 	}
+	info := &state.PRInfo{Repo: rc.Name, PR: c.PR, Title: ev.GetIssue().GetTitle(), Author: ev.GetIssue().GetUser().GetLogin(),
+		State: ev.GetIssue().GetState(), Installation: c.Installation}
+	withInfo := func(out string, w state.Write) (string, state.Write, error) {
+		return out, func(tx *state.Tx) error {
+			if err := mergeInfo(tx, info); err != nil {
+				return err
+			}
+			if w == nil {
+				return nil
+			}
+			return w(tx)
+		}, nil
+	}
 	switch ev.GetAction() {
 	case "created":
 		out, w := commands.Created(ctx, d, c)
-		return out, w, nil
+		if w == nil {
+			return out, nil, nil // no commands: nothing to remember
+		}
+		return withInfo(out, w)
 	case "edited":
 		old := ""
 		if ev.Changes != nil && ev.Changes.Body != nil {
 			old = ev.Changes.Body.GetFrom()
 		}
-		out, w := commands.Edited(ctx, d, c, old)
-		return out, w, nil
+		return withInfo(commands.Edited(ctx, d, c, old))
 	case "deleted":
-		out, w := commands.Deleted(d, c)
-		return out, w, nil
+		return withInfo(commands.Deleted(d, c))
 	}
 	return "ignored-action", nil, nil
 }
@@ -185,16 +199,7 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 	inst := ev.GetInstallation().GetID()
 	info.Installation = inst
 	h.Installations.Set(rc.Name, inst)
-	recordInfo := func(tx *state.Tx) error {
-		old, err := tx.PRInfo(rc.Name, n)
-		if err != nil {
-			return err
-		}
-		if old != nil {
-			info.SlackTS, info.SlackCh = old.SlackTS, old.SlackCh
-		}
-		return tx.PutPRInfo(info)
-	}
+	recordInfo := func(tx *state.Tx) error { return mergeInfo(tx, info) }
 	action := ev.GetAction()
 	switch {
 	case rc.IsGateAction(action):
@@ -244,4 +249,30 @@ func contains(xs []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// mergeInfo records what an event tells of a PR, keeping what it does not
+// (the Slack thread).
+func mergeInfo(tx *state.Tx, info *state.PRInfo) error {
+	old, err := tx.PRInfo(info.Repo, info.PR)
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		return tx.PutPRInfo(info)
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&old.Title, info.Title)
+	set(&old.Author, info.Author)
+	set(&old.Branch, info.Branch)
+	set(&old.HeadSHA, info.HeadSHA)
+	set(&old.State, info.State)
+	if info.Installation != 0 {
+		old.Installation = info.Installation
+	}
+	return tx.PutPRInfo(old)
 }

@@ -80,6 +80,8 @@ type PRInfo struct {
 	State   string `json:"state,omitempty"`
 	SlackTS string `json:"slack_ts,omitempty"`
 	SlackCh string `json:"slack_channel,omitempty"`
+	// SlackParentQueued is set once the thread's parent message is in the outbox.
+	SlackParentQueued bool `json:"slack_parent_queued,omitempty"`
 	// Installation is the GitHub App installation its webhooks came from.
 	Installation int64     `json:"installation,omitempty"`
 	Updated      time.Time `json:"updated,omitzero"`

@@ -17,6 +17,8 @@ import (
 	"opsbot/ghclient"
 	"opsbot/metrics"
 	"opsbot/notices"
+	"opsbot/notify"
+	"opsbot/outbox"
 	"opsbot/runs"
 	"opsbot/server"
 	"opsbot/state"
@@ -91,7 +93,19 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 	installs := &events.Installations{}
-	builder := &notices.Builder{}
+	builder := &notices.Builder{Mirror: &notify.Mirror{Cfg: cfg}}
+	slackSender := &notify.Sender{Log: log, PRInfo: store.PRInfo}
+	if secrets.SlackToken != "" && !cfg.DryRun {
+		slackSender.Client = notify.NewClient(secrets.SlackToken, cfg.Slack.APIURL)
+		checkCtx, checkCancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := slackSender.Check(checkCtx); err != nil {
+			m.SlackUp.Set(0)
+			log.Error("Slack does not accept the token; messages wait in the outbox until it does", "err", err)
+		}
+		checkCancel()
+	} else {
+		log.Warn("Slack dry-run: messages are logged, not posted", "variable", cfg.Slack.TokenEnv)
+	}
 	g := &gate.Gate{Cfg: cfg, Store: store, Notifier: builder, Log: log,
 		Validators: func(inst int64) (*runs.Validator, error) {
 			c, err := clients.For(inst)
@@ -109,9 +123,24 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 	var bg sync.WaitGroup
-	sender := &ghclient.Sender{Store: store, Clients: clients, Log: log, Metrics: m}
-	bg.Add(1)
-	go func() { defer bg.Done(); sender.Run(ctx) }()
+	loops := []*outbox.Loop{
+		{Store: store, Channel: state.ChannelGitHub, Log: log,
+			Sender: &ghclient.Sender{Clients: clients, SentRef: store.SentRef},
+			Count:  func(o string) { m.Notices.WithLabelValues("github", o).Inc() }},
+		{Store: store, Channel: state.ChannelSlack, Log: log, Sender: slackSender,
+			Count: func(o string) {
+				m.Notices.WithLabelValues("slack", o).Inc()
+				if ok, _ := slackSender.Health(); ok {
+					m.SlackUp.Set(1)
+				} else {
+					m.SlackUp.Set(0)
+				}
+			}},
+	}
+	for _, l := range loops {
+		bg.Add(1)
+		go func() { defer bg.Done(); l.Run(ctx) }()
+	}
 
 	api := &server.API{Tokens: secrets.APITokens, Audit: store, Log: log, Ctx: ctx,
 		Gate: &gate.API{Gate: g,
@@ -140,6 +169,9 @@ func runServe(e *env, args []string) error {
 			}
 			if !pool.Running() {
 				return "workers are not running", nil
+			}
+			if ok, problem := slackSender.Health(); !ok {
+				return "", []string{"slack: " + problem}
 			}
 			return "", nil
 		},

@@ -46,6 +46,12 @@ var resultArtifacts = []githubtest.Artifact{{Name: "results_bmk"}, {Name: "eval_
 // opsbot on it. extra is appended to the repository's configuration.
 func newWorld(t *testing.T, repoExtra string) *world {
 	t.Helper()
+	return newWorldWith(t, "", repoExtra, nil)
+}
+
+// newWorldWith adds top-level configuration and environment variables.
+func newWorldWith(t *testing.T, topExtra, repoExtra string, env map[string]string) *world {
+	t.Helper()
 	gh := githubtest.New(t)
 	gh.AddRepo(theRepo, "run-sweep.yml", 77)
 	gh.AddUser("author", 5000, "User")
@@ -67,17 +73,22 @@ github:
   bot_user_id: %d
 api:
   tokens_env: "TEST_API_TOKENS"
+%s
 repos:
   - name: %q
     sweep_workflow: ".github/workflows/run-sweep.yml"
-%s`, filepath.Join(dir, "opsbot.db"), gh.URL, githubtest.BotLogin, githubtest.BotID, theRepo, repoExtra)
+%s`, filepath.Join(dir, "opsbot.db"), gh.URL, githubtest.BotLogin, githubtest.BotID, topExtra, theRepo, repoExtra)
 	path := filepath.Join(dir, "opsbot.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	w := &world{t: t, gh: gh, dir: dir}
 	w.nextID.Store(1000)
-	w.srv = startServer(t, path, testEnv(map[string]string{"TEST_GITHUB_TOKEN": "ghs_test", "TEST_API_TOKENS": apiToken}))
+	vars := map[string]string{"TEST_GITHUB_TOKEN": "ghs_test", "TEST_API_TOKENS": apiToken}
+	for k, v := range env {
+		vars[k] = v
+	}
+	w.srv = startServer(t, path, testEnv(vars))
 	return w
 }
 
@@ -343,4 +354,18 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 			t.Errorf("%s lacks %q:\n%s", what, sub, s)
 		}
 	}
+}
+
+// postNoSettle posts a payload and returns its delivery id without waiting.
+func postNoSettle(t *testing.T, w *world, event string, p map[string]any) string {
+	t.Helper()
+	body, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := w.id()
+	if code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", event, id, body, testSecret)); code/100 != 2 {
+		t.Fatalf("webhook: %d %v", code, rep)
+	}
+	return id
 }

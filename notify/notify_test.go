@@ -1,0 +1,244 @@
+package notify_test
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/config"
+	"opsbot/internal/golden"
+	"opsbot/internal/slacktest"
+	"opsbot/notices"
+	"opsbot/notify"
+	"opsbot/outbox"
+	"opsbot/state"
+)
+
+const repo = "SemiAnalysisAI/InferenceX"
+
+type rig struct {
+	t     *testing.T
+	store *state.Store
+	b     *notices.Builder
+	slack *slacktest.Fake
+	loop  *outbox.Loop
+	now   time.Time
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	cfg, err := config.Parse([]byte("slack: {channel: '#sweep-ops'}\nrepos:\n  - name: " + repo +
+		"\n    sweep_workflow: .github/workflows/run-sweep.yml\n  - name: o/quiet\n    sweep_workflow: .github/workflows/s.yml\n    slack_channel: '#quiet'\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, slack: slacktest.New(t), now: time.Unix(1800000000, 0)}
+	r.store, err = state.Open(filepath.Join(t.TempDir(), "s.db"), state.Options{Now: func() time.Time { return r.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.store.Close() })
+	r.b = &notices.Builder{Mirror: &notify.Mirror{Cfg: cfg}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r.loop = &outbox.Loop{Store: r.store, Channel: state.ChannelSlack, Log: log, Now: func() time.Time { return r.now },
+		Sender: &notify.Sender{Client: notify.NewClient("xoxb-test", r.slack.URL), Log: log, PRInfo: r.store.PRInfo}}
+	return r
+}
+
+func (r *rig) notice(pr int, kind, text string) {
+	r.t.Helper()
+	err := r.store.Update(func(tx *state.Tx) error {
+		if info, _ := tx.PRInfo(repo, pr); info == nil {
+			if err := tx.PutPRInfo(&state.PRInfo{Repo: repo, PR: pr, Title: "kimik2.5 fp4 b200 <!here> *tune*", Author: "Ankur-singh"}); err != nil {
+				return err
+			}
+		}
+		_, err := r.b.Comment(tx, repo, pr, 0, kind, text, notices.Links{PR: notices.PRURL(repo, pr),
+			Comment: notices.PRURL(repo, pr) + "#issuecomment-1", Run: notices.RunURL(repo, 31147925932), Commit: notices.CommitURL(repo, "c2")})
+		return err
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) drain() { r.loop.Drain(r.t.Context()) }
+
+func TestThreadPerPR(t *testing.T) {
+	r := newRig(t)
+	r.notice(2512, "reply", "📌 @maintainer pinned run [31147925932](https://github.com/x/actions/runs/31147925932): `success`.")
+	r.notice(2512, "skip", "⏭️ **Sweep skipped for [`c2c2c2c`](https://github.com/x/commit/c2)**: reusing run 31147925932.")
+	r.notice(7, "reply", "@maintainer revoked the pin.")
+	r.drain()
+	r.drain() // thread replies wait for their parent's ts
+	posts := r.slack.Posts()
+	if len(posts) != 5 {
+		t.Fatalf("%d posts, want 5 (two parents, three replies): %+v", len(posts), posts)
+	}
+	parent := posts[0]
+	if parent.ThreadTS != "" || parent.Channel != "#sweep-ops" || !strings.Contains(parent.Text, "#2512") {
+		t.Fatalf("first post is not PR 2512's parent: %+v", parent)
+	}
+	var replies2512 []slacktest.Post
+	for _, p := range posts {
+		if p.ThreadTS == parent.TS {
+			replies2512 = append(replies2512, p)
+		}
+	}
+	if len(replies2512) != 2 || !strings.Contains(replies2512[0].Text, "pinned run") || !strings.Contains(replies2512[1].Text, "Sweep skipped") {
+		t.Fatalf("PR 2512's thread = %+v", replies2512)
+	}
+	if !replies2512[1].Broadcast || replies2512[0].Broadcast {
+		t.Fatal("a skip is also sent to the channel; other replies stay in the thread")
+	}
+	// A later notice reuses the thread kept in bbolt: no second parent.
+	r.notice(2512, "reply", "@maintainer pinned run 42.")
+	r.drain()
+	last := r.slack.Posts()[5]
+	if last.ThreadTS != parent.TS {
+		t.Fatalf("later notice not in the thread: %+v", last)
+	}
+	golden.Assert(t, "blocks-pin.json", pretty(t, replies2512[0].Blocks))
+	golden.Assert(t, "blocks-skip.json", pretty(t, replies2512[1].Blocks))
+	golden.Assert(t, "blocks-parent.json", pretty(t, parent.Blocks))
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	r := newRig(t)
+	r.slack.Fail(&slacktest.Fault{Status: 429, RetryAfter: "30", Times: 1})
+	r.notice(1, "reply", "one")
+	r.drain()
+	if n := len(r.slack.Posts()); n != 0 {
+		t.Fatalf("%d posts while rate limited", n)
+	}
+	r.now = r.now.Add(29 * time.Second)
+	r.drain()
+	if c := r.slack.Calls(); c != 1 {
+		t.Fatalf("%d calls before Retry-After passed, want 1", c)
+	}
+	r.now = r.now.Add(2 * time.Second)
+	r.drain()
+	r.drain()
+	if n := len(r.slack.Posts()); n != 2 {
+		t.Fatalf("%d posts after Retry-After, want 2 (parent, reply)", n)
+	}
+}
+
+// A five-minute outage, replayed on an injected clock: every message is
+// delivered once, in order, and nothing else waited for Slack.
+func TestOutageLosesNothing(t *testing.T) {
+	r := newRig(t)
+	r.slack.Fail(&slacktest.Fault{Status: 500})
+	var want []string
+	for i := 0; i < 5; i++ {
+		text := "message " + string(rune('A'+i))
+		want = append(want, text)
+		r.notice(2512, "reply", text)
+	}
+	end := r.now.Add(5 * time.Minute)
+	for r.now.Before(end) {
+		r.drain()
+		r.now = r.now.Add(10 * time.Second)
+	}
+	if n := len(r.slack.Posts()); n != 0 {
+		t.Fatalf("%d posts during the outage", n)
+	}
+	calls := r.slack.Calls()
+	if calls > 40 {
+		t.Fatalf("%d calls in 5 minutes: retries must back off", calls)
+	}
+	r.slack.Fail(nil)
+	for i := 0; i < 20 && len(r.slack.Posts()) < 6; i++ {
+		r.now = r.now.Add(time.Minute)
+		r.drain()
+	}
+	posts := r.slack.Posts()
+	if len(posts) != 6 {
+		t.Fatalf("%d posts after the outage, want 6", len(posts))
+	}
+	for i, text := range want {
+		if !strings.Contains(posts[i+1].Text, text) {
+			t.Fatalf("post %d = %q, want %q: order within the thread is kept", i+1, posts[i+1].Text, text)
+		}
+	}
+	if left, _ := r.store.Outbox(state.ChannelSlack); len(left) != 0 {
+		t.Fatalf("%d Slack notices left after delivery", len(left))
+	}
+}
+
+func TestBadChannelDegradesAndKeepsMessages(t *testing.T) {
+	r := newRig(t)
+	r.slack.Fail(&slacktest.Fault{Error: "channel_not_found"})
+	r.notice(1, "reply", "kept")
+	r.drain()
+	s := r.loop.Sender.(*notify.Sender)
+	if ok, why := s.Health(); ok || !strings.Contains(why, "channel_not_found") {
+		t.Fatalf("health = %v %q", ok, why)
+	}
+	r.slack.Fail(nil)
+	r.now = r.now.Add(6 * time.Minute)
+	r.drain()
+	r.drain()
+	if n := len(r.slack.Posts()); n != 2 {
+		t.Fatalf("%d posts once the channel exists, want 2", n)
+	}
+	if ok, _ := s.Health(); !ok {
+		t.Fatal("health not restored")
+	}
+}
+
+func TestHostileTextIsEscaped(t *testing.T) {
+	hostile := "@maintainer I did not run `/use <!channel>`: <@U123> said <https://evil.example|click> & *bold* _it_ ~s~ <!here>"
+	got := notify.FromMarkdown(hostile)
+	for _, bad := range []string{"<!channel>", "<@U123>", "<https://evil.example|click>", "<!here>", "*bold*", "_it_", "~s~", " & "} {
+		if strings.Contains(got, bad) {
+			t.Errorf("escaped text still holds %q: %s", bad, got)
+		}
+	}
+	for _, want := range []string{"&lt;!channel&gt;", "&lt;@U123&gt;", "&amp;"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("escaped text lacks %q: %s", want, got)
+		}
+	}
+	// opsbot's own links and bold survive.
+	own := notify.FromMarkdown("**Sweep skipped** for [run 1](https://github.com/o/r/actions/runs/1)")
+	if own != "*Sweep skipped* for <https://github.com/o/r/actions/runs/1|run 1>" {
+		t.Fatalf("own formatting: %q", own)
+	}
+	if e := notify.Escape("<!channel> *x*"); strings.Contains(e, "<!channel>") || strings.Contains(e, "*x*") {
+		t.Fatalf("Escape = %q", e)
+	}
+}
+
+func TestAuthTest(t *testing.T) {
+	f := slacktest.New(t)
+	s := &notify.Sender{Client: notify.NewClient("xoxb-test", f.URL), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if err := s.Check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.RejectToken()
+	if err := s.Check(t.Context()); err == nil {
+		t.Fatal("a rejected token passed auth.test")
+	}
+	if ok, why := s.Health(); ok || !strings.Contains(why, "invalid_auth") {
+		t.Fatalf("health = %v %q", ok, why)
+	}
+}
+
+func pretty(t *testing.T, raw string) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+	return b.String()
+}

@@ -1,0 +1,175 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/slack-go/slack"
+
+	"opsbot/auth"
+	"opsbot/outbox"
+	"opsbot/state"
+)
+
+// Slack is what the sender calls; *slack.Client has it.
+type Slack interface {
+	PostMessageContext(ctx context.Context, channelID string, options ...slack.MsgOption) (string, string, error)
+	AuthTestContext(ctx context.Context) (*slack.AuthTestResponse, error)
+}
+
+// NewClient makes a slack-go client for apiURL (Slack's, or a test server's).
+func NewClient(token auth.Secret, apiURL string) *slack.Client {
+	return slack.New(token.Reveal(), slack.OptionAPIURL(apiURL), slack.OptionHTTPClient(&http.Client{Timeout: 30 * time.Second}))
+}
+
+// Sender posts Slack notices for the outbox loop. Without a client it only
+// logs them (dry-run).
+type Sender struct {
+	Client Slack // nil: dry-run
+	Log    *slog.Logger
+	// PRInfo gives a PR's thread (the parent message's ts).
+	PRInfo func(repo string, pr int) (*state.PRInfo, error)
+
+	mu       sync.Mutex
+	healthy  bool
+	problem  string
+	observed bool
+}
+
+var _ outbox.Sender = (*Sender)(nil)
+
+// Check calls auth.test: a bad token is logged and shown on /readyz, and
+// GitHub-side work goes on.
+func (s *Sender) Check(ctx context.Context) error {
+	if s.Client == nil {
+		return nil
+	}
+	resp, err := s.Client.AuthTestContext(ctx)
+	if err != nil {
+		s.setHealth(false, "auth.test failed: "+err.Error())
+		return fmt.Errorf("slack auth.test: %w", err)
+	}
+	s.setHealth(true, "")
+	s.Log.Info("slack token works", "team", resp.Team, "user", resp.User)
+	return nil
+}
+
+// Health reports whether Slack works, and if not, why.
+func (s *Sender) Health() (ok bool, problem string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.observed {
+		return true, ""
+	}
+	return s.healthy, s.problem
+}
+
+func (s *Sender) setHealth(ok bool, problem string) {
+	s.mu.Lock()
+	s.healthy, s.problem, s.observed = ok, problem, true
+	s.mu.Unlock()
+}
+
+// Send posts one message: a thread parent, or a reply in the PR's thread.
+func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.SentRef, error) {
+	m := n.Slack
+	if m == nil {
+		return state.SentRef{}, errors.New("slack notice without a message")
+	}
+	var thread string
+	if !m.Parent {
+		info, err := s.PRInfo(n.Repo, n.PR)
+		if err != nil {
+			return state.SentRef{}, err
+		}
+		if info != nil {
+			thread = info.SlackTS
+		}
+		if thread == "" && info != nil && info.SlackParentQueued {
+			return state.SentRef{}, outbox.ErrWaiting
+		}
+	}
+	if s.Client == nil {
+		s.Log.Info("slack dry-run: would post", "channel", m.Channel, "thread", thread, "text", m.Text, "links", m.Context)
+		return state.SentRef{SlackTS: fmt.Sprintf("dry-run-%d", n.ID)}, nil
+	}
+	opts := []slack.MsgOption{slack.MsgOptionBlocks(Blocks(m)...), slack.MsgOptionText(fallback(m.Text), false),
+		slack.MsgOptionDisableLinkUnfurl()}
+	if thread != "" {
+		opts = append(opts, slack.MsgOptionTS(thread))
+		if m.Broadcast {
+			opts = append(opts, slack.MsgOptionBroadcast())
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, ts, err := s.Client.PostMessageContext(ctx, m.Channel, opts...)
+	if err != nil {
+		var se slack.SlackErrorResponse
+		if errors.As(err, &se) || isConfigError(err) {
+			s.setHealth(false, "posting to "+m.Channel+": "+err.Error())
+		}
+		return state.SentRef{}, err
+	}
+	s.setHealth(true, "")
+	return state.SentRef{SlackTS: ts}, nil
+}
+
+// Blocks are the Block Kit blocks of a message: the text, then its links.
+func Blocks(m *state.SlackMessage) []slack.Block {
+	blocks := []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, clip(m.Text, 2900), false, true), nil, nil)}
+	if m.Context != "" {
+		blocks = append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, clip(m.Context, 2900), false, true)))
+	}
+	return blocks
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func fallback(s string) string { return clip(s, 300) }
+
+// Retry honours Slack's Retry-After for the whole channel, backs off on
+// 5xx and network errors, and keeps retrying (slowly) when the token or
+// channel is wrong, so a fixed configuration delivers everything.
+func (s *Sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		return outbox.Retry{At: now.Add(max(rl.RetryAfter, time.Second)), Global: true}
+	}
+	if isConfigError(err) {
+		s.Log.Error("slack refuses opsbot's messages: check slack.token_env and the channel", "err", err)
+		return outbox.Retry{At: now.Add(5 * time.Minute), Global: true}
+	}
+	s.setHealth(false, "slack unreachable: "+err.Error())
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = time.Second, 5*time.Minute
+	d := b.NextBackOff()
+	for i := 1; i < attempt && i < 30; i++ {
+		d = b.NextBackOff()
+	}
+	return outbox.Retry{At: now.Add(d)}
+}
+
+func isConfigError(err error) bool {
+	var se slack.SlackErrorResponse
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Err {
+	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "channel_not_found", "not_in_channel", "is_archived", "missing_scope":
+		return true
+	}
+	return false
+}
