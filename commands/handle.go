@@ -207,6 +207,7 @@ func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
 		}
 		if s.stageW != nil && s.outcome == "accepted" {
 			stageWrites = append(stageWrites, s.stageW)
+			plus = true
 			continue // the stage handler posts its own acknowledgement, which it edits later
 		}
 		switch s.outcome {

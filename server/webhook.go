@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"opsbot/auth"
@@ -137,8 +138,15 @@ func (s *Server) classify(event, id string, env *envelope) (*state.Delivery, boo
 		if !strings.HasPrefix(env.Action, "stage-results-") {
 			return nil, false
 		}
-		if n, ok := env.ClientPayload["pr-number"].(float64); ok && n > 0 && n < 1<<31 {
-			d.PR = int(n)
+		switch n := env.ClientPayload["pr-number"].(type) {
+		case float64:
+			if n > 0 && n < 1<<31 {
+				d.PR = int(n)
+			}
+		case string:
+			if v, err := strconv.Atoi(n); err == nil && v > 0 {
+				d.PR = v
+			}
 		}
 	}
 	return d, true

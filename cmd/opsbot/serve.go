@@ -21,6 +21,7 @@ import (
 	"opsbot/outbox"
 	"opsbot/runs"
 	"opsbot/server"
+	"opsbot/stage"
 	"opsbot/state"
 	"opsbot/worker"
 )
@@ -115,7 +116,9 @@ func runServe(e *env, args []string) error {
 			return &runs.Validator{GH: c, Reused: store.ReusedRun}, nil
 		},
 		Observe: func(d string) { m.Decisions.WithLabelValues(d).Inc() }}
-	handler := &events.Handler{Cfg: cfg, Log: log, Clients: clients, Gate: g, Notices: builder, Reused: store.ReusedRun,
+	stager := &stage.Handler{Cfg: cfg, Notices: builder, Staged: store.StagedRun, Reused: store.ReusedRun, Log: log,
+		Clients: func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
+	handler := &events.Handler{Stage: stager, Cfg: cfg, Log: log, Clients: clients, Gate: g, Notices: builder, Reused: store.ReusedRun,
 		Checker: &auth.Checker{SelfID: cfg.GitHub.BotUserID, SelfLogin: cfg.GitHub.BotLogin, TTL: cfg.GitHub.RoleCacheTTL},
 		SelfID:  cfg.GitHub.BotUserID, SelfName: cfg.GitHub.BotLogin, Installations: installs}
 	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})

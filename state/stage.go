@@ -1,0 +1,185 @@
+package state
+
+import (
+	"encoding/json"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Stage request states.
+const (
+	StageRequested = "requested" // acknowledged and dispatched
+	StageStarted   = "started"   // the staging side said it began
+	StageStaged    = "staged"    // completed and succeeded: the run is on the staging site
+	StageFailed    = "failed"    // completed and failed
+	StageReplaced  = "replaced"  // a newer request took the shared slot before this one finished
+	StageUnstaged  = "unstaged"  // was staged; a newer run took the shared slot
+)
+
+// StageRequest is one /stage-results request, kept in order per repository.
+type StageRequest struct {
+	V            int       `json:"v"`
+	Seq          uint64    `json:"seq"`
+	Repo         string    `json:"repo"`
+	PR           int       `json:"pr"`
+	RunID        int64     `json:"run_id"`
+	RunAttempt   int       `json:"run_attempt"`
+	RunDate      string    `json:"run_date"` // YYYY-MM-DD, UTC, of the run's creation
+	RunSHA       string    `json:"run_sha,omitempty"`
+	Conclusion   string    `json:"conclusion,omitempty"`
+	Requester    string    `json:"requester"`
+	RequesterID  int64     `json:"requester_id"`
+	CommentID    int64     `json:"comment_id"` // the request's comment: the callback names it
+	CommentURL   string    `json:"comment_url,omitempty"`
+	AckNotice    uint64    `json:"ack_notice"` // the acknowledgement opsbot edits as staging goes on
+	Installation int64     `json:"installation,omitempty"`
+	State        string    `json:"state"`
+	URL          string    `json:"url,omitempty"`
+	AppRunID     int64     `json:"app_run_id,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// Pending reports whether the request still waits for the staging side.
+func (r *StageRequest) Pending() bool { return r.State == StageRequested || r.State == StageStarted }
+
+func stageBucket(tx *bolt.Tx, repo string, write bool) (*bolt.Bucket, error) {
+	root := tx.Bucket(bStage)
+	if b := root.Bucket(repoKey(repo)); b != nil || !write {
+		return b, nil
+	}
+	return root.CreateBucket(repoKey(repo))
+}
+
+var (
+	pStageReq     = "r:"
+	pStageComment = "c:"
+	kStageSlot    = []byte("slot")
+)
+
+// AddStageRequest appends a request to the repository's queue.
+func (t *Tx) AddStageRequest(r *StageRequest) error {
+	b, err := stageBucket(t.tx, r.Repo, true)
+	if err != nil {
+		return err
+	}
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	r.V, r.Seq = 1, seq
+	r.CreatedAt, r.UpdatedAt = t.now(), t.now()
+	if err := putJSON(b, append([]byte(pStageReq), u64(seq)...), r); err != nil {
+		return err
+	}
+	return b.Put(append([]byte(pStageComment), u64(uint64(r.CommentID))...), u64(seq))
+}
+
+// PutStageRequest saves a changed request.
+func (t *Tx) PutStageRequest(r *StageRequest) error {
+	b, err := stageBucket(t.tx, r.Repo, true)
+	if err != nil {
+		return err
+	}
+	r.UpdatedAt = t.now()
+	return putJSON(b, append([]byte(pStageReq), u64(r.Seq)...), r)
+}
+
+// StageRequestByComment finds the request a comment made.
+func (t *Tx) StageRequestByComment(repo string, commentID int64) (*StageRequest, error) {
+	b, err := stageBucket(t.tx, repo, false)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	seq := b.Get(append([]byte(pStageComment), u64(uint64(commentID))...))
+	if seq == nil {
+		return nil, nil
+	}
+	var r StageRequest
+	ok, err := getJSON(b, append([]byte(pStageReq), seq...), &r)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// StageRequests lists a repository's requests in order (the queue).
+func (t *Tx) StageRequests(repo string) ([]StageRequest, error) {
+	return stageRequests(t.tx, repo)
+}
+
+func stageRequests(tx *bolt.Tx, repo string) ([]StageRequest, error) {
+	b, err := stageBucket(tx, repo, false)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var out []StageRequest
+	c := b.Cursor()
+	p := []byte(pStageReq)
+	for k, v := c.Seek(p); k != nil && len(k) == len(p)+8 && string(k[:len(p)]) == pStageReq; k, v = c.Next() {
+		var r StageRequest
+		if err := json.Unmarshal(v, &r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// StageRequests lists a repository's requests outside a write.
+func (s *Store) StageRequests(repo string) ([]StageRequest, error) {
+	var out []StageRequest
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		out, err = stageRequests(tx, repo)
+		return err
+	})
+	return out, err
+}
+
+// SlotHolder returns the request whose run holds the shared staging slot.
+func (t *Tx) SlotHolder(repo string) (*StageRequest, error) {
+	b, err := stageBucket(t.tx, repo, false)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	seq := b.Get(kStageSlot)
+	if seq == nil {
+		return nil, nil
+	}
+	var r StageRequest
+	ok, err := getJSON(b, append([]byte(pStageReq), seq...), &r)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// SetSlotHolder records which request holds the shared slot.
+func (t *Tx) SetSlotHolder(r *StageRequest) error {
+	b, err := stageBucket(t.tx, r.Repo, true)
+	if err != nil {
+		return err
+	}
+	return b.Put(kStageSlot, u64(r.Seq))
+}
+
+// StagedRun finds the newest staged request for a run, if it is on the site.
+func (s *Store) StagedRun(repo string, runID int64) (*StageRequest, error) {
+	var found *StageRequest
+	err := s.db.View(func(tx *bolt.Tx) error {
+		reqs, err := stageRequests(tx, repo)
+		if err != nil {
+			return err
+		}
+		for i := len(reqs) - 1; i >= 0; i-- {
+			if reqs[i].RunID == runID && reqs[i].State == StageStaged {
+				found = &reqs[i]
+				return nil
+			}
+		}
+		return nil
+	})
+	return found, err
+}
