@@ -39,6 +39,13 @@ type Config struct {
 	AuditWeb  AuditWeb   `yaml:"audit_web"`
 	Repos     []Repo     `yaml:"repos"`
 	Webhook   WebhookCfg `yaml:"webhook"`
+	Reconcile Reconcile  `yaml:"reconcile"`
+}
+
+// Reconcile recovers lost webhooks on a period.
+type Reconcile struct {
+	// Period between reconciles of every repository; 0 turns the periodic run off.
+	Period time.Duration `yaml:"period"`
 }
 
 // GitHub is how opsbot reaches GitHub and verifies its webhooks.
@@ -312,6 +319,9 @@ func (c *Config) validate() Problems {
 	}
 	if c.Retention.Processed < time.Hour {
 		add("retention.processed", "must be at least 1h (deliveries are deduplicated for that long), got %s", c.Retention.Processed)
+	}
+	if c.Reconcile.Period < 0 || (c.Reconcile.Period > 0 && c.Reconcile.Period < time.Minute) {
+		add("reconcile.period", "must be 0 (off) or at least 1m, got %s", c.Reconcile.Period)
 	}
 	if c.Webhook.MaxBodyBytes < 1024 {
 		add("webhook.max_body_bytes", "must be at least 1024")

@@ -524,3 +524,23 @@ func jsonRaw(v any) (*json.RawMessage, error) {
 	raw := json.RawMessage(b)
 	return &raw, nil
 }
+
+// CommentsSince lists the repository's issue and PR comments updated since t, oldest first, at most max.
+func (c *Client) CommentsSince(ctx context.Context, repo string, t time.Time, max int) ([]*github.IssueComment, error) {
+	o, r := split(repo)
+	var out []*github.IssueComment
+	opt := &github.IssueListCommentsOptions{Since: &t, Sort: github.String("created"), Direction: github.String("asc"),
+		ListOptions: github.ListOptions{PerPage: 100}}
+	for len(out) < max {
+		cs, resp, err := c.gh.Issues.ListComments(ctx, o, r, 0, opt)
+		if err := wrap("listing comments since "+t.UTC().Format(time.RFC3339), resp, err); err != nil {
+			return nil, err
+		}
+		out = append(out, cs...)
+		if resp.NextPage == 0 {
+			break
+		}
+		opt.Page = resp.NextPage
+	}
+	return out, nil
+}

@@ -13,6 +13,7 @@ import (
 
 	"opsbot/auth"
 	"opsbot/gate"
+	"opsbot/reconcile"
 	"opsbot/state"
 )
 
@@ -28,12 +29,18 @@ type AuditReader interface {
 	Backup(w io.Writer) (int64, error)
 }
 
+// Reconciler recovers lost webhooks for a repository.
+type Reconciler interface {
+	Run(ctx context.Context, repo string) (reconcile.Report, error)
+}
+
 // API is the bearer-token API under /api/v1.
 type API struct {
-	Tokens []auth.Secret
-	Gate   GateAnswerer
-	Audit  AuditReader
-	Log    *slog.Logger
+	Tokens    []auth.Secret
+	Gate      GateAnswerer
+	Reconcile Reconciler
+	Audit     AuditReader
+	Log       *slog.Logger
 	// Ctx is the server's lifetime context; decisions run on it (with a
 	// timeout) so a client hanging up does not cut a decision in half.
 	Ctx context.Context
@@ -45,6 +52,7 @@ func (a *API) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/audit", a.authed(a.audit))
 	mux.Handle("GET /api/v1/dead-letters", a.authed(a.deadLetters))
 	mux.Handle("GET /api/v1/backup", a.authed(a.backup))
+	mux.Handle("POST /api/v1/reconcile", a.authed(a.reconcile))
 }
 
 type apiError struct {
@@ -173,4 +181,22 @@ func (a *API) backup(w http.ResponseWriter, r *http.Request) {
 	if _, err := a.Audit.Backup(w); err != nil {
 		a.Log.Error("backup failed", "err", err)
 	}
+}
+
+func (a *API) reconcile(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Repo string `json:"repo"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || req.Repo == "" {
+		writeJSON(w, http.StatusBadRequest, apiError{"body must be JSON {\"repo\": \"OWNER/REPO\"}"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx()), 5*time.Minute)
+	defer cancel()
+	rep, err := a.Reconcile.Run(ctx, req.Repo)
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, apiError{"reconcile failed: " + err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }

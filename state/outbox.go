@@ -261,3 +261,31 @@ func (s *Store) wake() {
 		}
 	}
 }
+
+// PruneSent forgets what notices sent before cutoff produced (at most limit
+// of them), returning how many went.
+func (s *Store) PruneSent(cutoff time.Time, limit int) (int, error) {
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bRepos).Cursor()
+		prefix := []byte("sent\x00")
+		var doomed [][]byte
+		for k, v := c.Seek(prefix); k != nil && len(k) > len(prefix) && string(k[:len(prefix)]) == string(prefix) && len(doomed) < limit; k, v = c.Next() {
+			var ref SentRef
+			if err := json.Unmarshal(v, &ref); err != nil {
+				return err
+			}
+			if ref.SentAt.Before(cutoff) {
+				doomed = append(doomed, append([]byte(nil), k...))
+			}
+		}
+		for _, k := range doomed {
+			if err := tx.Bucket(bRepos).Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(doomed)
+		return nil
+	})
+	return n, err
+}

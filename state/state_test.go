@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	_ "opsbot/internal/golden" // defines -update for go test ./... -update
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -288,5 +289,57 @@ func TestAppendAfterCloseFails(t *testing.T) {
 	s.Close()
 	if _, err := s.Append(context.Background(), delivery("late", 1)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Append after Close = %v, want ErrClosed", err)
+	}
+}
+
+// Under a steady stream of deliveries, with retention pruning, the file
+// stops growing: freed pages are reused.
+func TestSizeBoundedUnderRetention(t *testing.T) {
+	now := time.Unix(1800000000, 0)
+	path := filepath.Join(t.TempDir(), "r.db")
+	s, err := Open(path, Options{Now: func() time.Time { return now }, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	body := bytes.Repeat([]byte("x"), 4096)
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	var sizes []int64
+	for day := 0; day < 10; day++ {
+		for i := 0; i < 400; i++ {
+			d := &Delivery{ID: fmt.Sprintf("d%d-%d", day, i), Event: "pull_request", Repo: "o/r", PR: i % 50, ReceivedAt: now, Body: body}
+			if _, err := s.Append(context.Background(), d); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Complete(d.Seq, "ok", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now = now.Add(24 * time.Hour)
+		for {
+			n, err := s.PruneDeliveries(now.Add(-36*time.Hour), 5000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+		sizes = append(sizes, size())
+	}
+	if last, early := sizes[len(sizes)-1], sizes[3]; last > early*3/2 {
+		t.Fatalf("file grew from %d to %d bytes under steady load with retention: %v", early, last, sizes)
+	}
+	if _, err := s.DeliveryStatus("d0-0"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the first day's delivery ids were not pruned: %v", err)
+	}
+	if _, err := s.DeliveryStatus("d9-399"); err != nil {
+		t.Fatalf("the last day's delivery ids were pruned: %v", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"opsbot/notices"
 	"opsbot/notify"
 	"opsbot/outbox"
+	"opsbot/reconcile"
 	"opsbot/runs"
 	"opsbot/server"
 	"opsbot/stage"
@@ -144,8 +145,16 @@ func runServe(e *env, args []string) error {
 		bg.Add(1)
 		go func() { defer bg.Done(); l.Run(ctx) }()
 	}
+	bg.Add(1)
+	go func() { defer bg.Done(); retain(ctx, store, cfg.Retention.Processed, log) }()
 
-	api := &server.API{Tokens: secrets.APITokens, Audit: store, Log: log, Ctx: ctx,
+	rec := &reconcile.Reconciler{Cfg: cfg, Store: store, Queue: pool, Log: log, SelfLogin: cfg.GitHub.BotLogin,
+		Clients: func(repo string) (reconcile.Reader, error) { return clients.For(installs.Get(repo)) }}
+	if cfg.Reconcile.Period > 0 {
+		bg.Add(1)
+		go func() { defer bg.Done(); reconcileEvery(ctx, rec, cfg, log) }()
+	}
+	api := &server.API{Tokens: secrets.APITokens, Audit: store, Log: log, Ctx: ctx, Reconcile: rec,
 		Gate: &gate.API{Gate: g,
 			Quiet: func(ctx context.Context, repo string, pr int) error {
 				return pool.WaitQuiet(ctx, (&state.Delivery{Repo: repo, PR: pr}).Key())
@@ -178,7 +187,17 @@ func runServe(e *env, args []string) error {
 			}
 			return "", nil
 		},
-		Extra: api.Routes,
+		Extra: func(mux *http.ServeMux) {
+			api.Routes(mux)
+			if cfg.AuditWeb.Enabled {
+				var lines []server.RepoLine
+				for _, r := range cfg.Repos {
+					lines = append(lines, server.RepoLine{Name: r.Name, Workflow: r.SweepWorkflow, ReuseRole: r.Reuse.MinRole})
+				}
+				(&server.AuditWeb{Store: store, Repos: lines, User: secrets.AuditUser, Password: secrets.AuditPassword,
+					Version: version, Log: log}).Routes(mux)
+			}
+		},
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -232,4 +251,57 @@ type observer struct{ m *metrics.Metrics }
 
 func (o observer) Processed(event, outcome string, took time.Duration) {
 	o.m.ObserveProcessed(event, outcome, took)
+}
+
+// retain prunes, every ten minutes, the processed delivery ids and sent
+// notice records older than the retention. The audit is never pruned.
+func retain(ctx context.Context, store *state.Store, keep time.Duration, log *slog.Logger) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		cutoff := time.Now().Add(-keep)
+		for {
+			n, err := store.PruneDeliveries(cutoff, 5000)
+			if err != nil {
+				log.Error("pruning delivery ids", "err", err)
+				break
+			}
+			if n > 0 {
+				log.Info("pruned processed delivery ids", "count", n, "older_than", cutoff)
+			}
+			if n < 5000 {
+				break
+			}
+		}
+		if n, err := store.PruneSent(cutoff, 5000); err != nil {
+			log.Error("pruning sent notices", "err", err)
+		} else if n > 0 {
+			log.Info("pruned sent notice records", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// reconcileEvery reconciles every repository on the configured period.
+func reconcileEvery(ctx context.Context, rec *reconcile.Reconciler, cfg *config.Config, log *slog.Logger) {
+	t := time.NewTicker(cfg.Reconcile.Period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, r := range cfg.Repos {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			if _, err := rec.Run(rctx, r.Name); err != nil {
+				log.Warn("reconcile failed; it runs again next period", "repo", r.Name, "err", err)
+			}
+			cancel()
+		}
+	}
 }

@@ -369,3 +369,13 @@ func postNoSettle(t *testing.T, w *world, event string, p map[string]any) string
 	}
 	return id
 }
+
+func newGet(url string) (*http.Request, error) { return http.NewRequest(http.MethodGet, url, nil) }
+
+func doReq(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultClient.Do(r)
+	if err == nil {
+		resp.Body.Close()
+	}
+	return resp, err
+}

@@ -439,6 +439,8 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("GET /repos/{owner}/{repo}/compare/{basehead}", f.compare)
 	add("GET /repos/{owner}/{repo}/commits/{sha}/pulls", f.commitPulls)
 	add("POST /repos/{owner}/{repo}/issues/{n}/comments", f.createComment)
+	add("GET /repos/{owner}/{repo}/issues/comments", f.repoComments)
+	add("GET /repos/{owner}/{repo}/pulls", f.listPulls)
 	add("PATCH /repos/{owner}/{repo}/issues/comments/{id}", f.editComment)
 	add("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", f.react)
 	add("POST /repos/{owner}/{repo}/statuses/{sha}", f.status)
@@ -1001,4 +1003,57 @@ func paginate(w http.ResponseWriter, r *http.Request, n int) pageRange {
 		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s>; rel="next"`, r.Host, u.RequestURI()))
 	}
 	return pageRange{from, to}
+}
+
+func (f *Fake) repoComments(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	full := repo.Owner + "/" + repo.Name
+	var since time.Time
+	if v := r.URL.Query().Get("since"); v != "" {
+		since, _ = time.Parse(time.RFC3339, v)
+	}
+	var cs []*Comment
+	for _, c := range f.comments {
+		if strings.EqualFold(c.Repo, full) && !c.UpdatedAt.Before(since) {
+			cs = append(cs, c)
+		}
+	}
+	page := paginate(w, r, len(cs))
+	out := []*github.IssueComment{}
+	for _, c := range cs[page.from:page.to] {
+		ic := f.commentJSON(c)
+		ic.IssueURL = github.String(fmt.Sprintf("https://api.github.com/repos/%s/issues/%d", full, c.PR))
+		out = append(out, ic)
+	}
+	return http.StatusOK, out
+}
+
+func (f *Fake) listPulls(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	want := r.URL.Query().Get("state")
+	if want == "" {
+		want = "open"
+	}
+	nums := make([]int, 0, len(repo.PRs))
+	for n, p := range repo.PRs {
+		if want == "all" || p.State == want {
+			nums = append(nums, n)
+		}
+	}
+	sort.Ints(nums)
+	page := paginate(w, r, len(nums))
+	out := []*github.PullRequest{}
+	for _, n := range nums[page.from:page.to] {
+		out = append(out, f.prJSON(repo, repo.PRs[n]))
+	}
+	return http.StatusOK, out
+}
+
+// SetCommentTime backdates a comment (a webhook opsbot never got).
+func (f *Fake) SetCommentTime(id int64, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.comments {
+		if c.ID == id {
+			c.CreatedAt, c.UpdatedAt = at, at
+		}
+	}
 }

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"opsbot/state"
+)
+
+func runBackup(e *env, args []string) error {
+	fs := newFlags(e, "backup", "(--server URL | --db PATH) --out FILE",
+		"opsbot backup --server https://opsbot.example.com --out opsbot-$(date +%F).db",
+		"opsbot backup --db /var/lib/opsbot/opsbot.db --out copy.db")
+	serverURL := fs.String("server", "", "copy through a running server (hot, consistent; token from OPSBOT_API_TOKEN)")
+	db := fs.String("db", "", "copy a database file no server holds")
+	out := fs.String("out", "", "where to write the copy (must not exist)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if (*serverURL == "") == (*db == "") || *out == "" {
+		fmt.Fprintln(e.stderr, "opsbot backup: give --out FILE and exactly one of --server URL or --db PATH")
+		return exitCode(2)
+	}
+	if _, err := os.Stat(*out); err == nil {
+		return fmt.Errorf("%s exists: choose another --out, or remove it first", *out)
+	}
+	tmp := *out + ".partial"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", tmp, err)
+	}
+	n, err := copyBackup(e, *serverURL, *db, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = state.CheckFile(tmp)
+		if err != nil {
+			err = fmt.Errorf("the copy does not pass bbolt's check: %w", err)
+		}
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, *out); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "wrote %s (%d bytes); it opens and passes bbolt's check\n", *out, n)
+	return nil
+}
+
+func copyBackup(e *env, serverURL, db string, w io.Writer) (int64, error) {
+	if db != "" {
+		st, err := state.Open(db, state.Options{Timeout: 2 * time.Second})
+		if errors.Is(err, state.ErrLocked) {
+			return 0, fmt.Errorf("%s is held by a running opsbot: use --server URL for a hot backup", db)
+		}
+		if err != nil {
+			return 0, err
+		}
+		defer st.Close()
+		return st.Backup(w)
+	}
+	token := e.getenv("OPSBOT_API_TOKEN")
+	if token == "" {
+		return 0, errors.New("OPSBOT_API_TOKEN is not set: export one of the server's API tokens")
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(serverURL, "/")+"/api/v1/backup", nil)
+	if err != nil {
+		return 0, fmt.Errorf("bad --server: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("asking %s: %w", serverURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return 0, fmt.Errorf("server answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return io.Copy(w, resp.Body)
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/state"
+)
+
+func runCLI(t *testing.T, env map[string]string, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &stdout, &stderr)
+	return stdout.String(), stderr.String(), err
+}
+
+var tokenEnv = map[string]string{"OPSBOT_API_TOKEN": apiToken}
+
+func TestBackupHotAndOffline(t *testing.T) {
+	w := newWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	hot := filepath.Join(t.TempDir(), "hot.db")
+	out, errOut, err := runCLI(t, tokenEnv, "backup", "--server", w.srv.URL, "--out", hot)
+	if err != nil {
+		t.Fatalf("hot backup: %v %s", err, errOut)
+	}
+	mustContain(t, "backup", out, "passes bbolt's check")
+	if _, _, err := runCLI(t, tokenEnv, "backup", "--server", w.srv.URL, "--out", hot); err == nil {
+		t.Fatal("backup overwrote an existing file")
+	}
+	copyStore, err := state.Open(hot, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := copyStore.ActivePin(theRepo, thePR)
+	copyStore.Close()
+	if err != nil || p == nil || p.RunID != runR1 {
+		t.Fatalf("the copy's active pin = %+v, %v", p, err)
+	}
+	// Offline: refused while the server holds the file, then works.
+	if _, _, err := runCLI(t, nil, "backup", "--db", w.srv.DB, "--out", filepath.Join(t.TempDir(), "x.db")); err == nil ||
+		!strings.Contains(err.Error(), "held by a running opsbot") {
+		t.Fatalf("offline backup of a held file: %v", err)
+	}
+	w.srv.Stop(t)
+	if _, errOut, err := runCLI(t, nil, "backup", "--db", w.srv.DB, "--out", filepath.Join(t.TempDir(), "cold.db")); err != nil {
+		t.Fatalf("offline backup: %v %s", err, errOut)
+	}
+}
+
+func TestAuditCommandFormats(t *testing.T) {
+	w := newWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.push("c2")
+	table, _, err := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--repo", theRepo, "--pr", "2512")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "table", table, "TIME", "KIND", "decision", "skip", "c2c2c2c", "31147925932", "maintainer")
+	csvOut, _, err := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--sha", sha("c2"), "--format", "csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(csvOut), "\n")
+	if lines[0] != "seq,time,kind,outcome,command,repo,pr,head_sha,run_id,pin_id,actor_login,actor_id,role,comment_url,delivery_id,reason" ||
+		len(lines) != 3 {
+		t.Fatalf("csv by sha:\n%s", csvOut)
+	}
+	byRun, _, _ := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--run", "31147925932", "--kind", "decision", "--format", "json")
+	var recs []map[string]any
+	json.Unmarshal([]byte(byRun), &recs)
+	if len(recs) != 1 || recs[0]["outcome"] != "skip" {
+		t.Fatalf("audit by run and kind: %s", byRun)
+	}
+	if _, errOut, err := runCLI(t, nil, "audit", "--db", "x", "--server", "y"); err == nil || !strings.Contains(errOut, "exactly one") {
+		t.Fatalf("both sources: %v %s", err, errOut)
+	}
+	resp, _ := http.Get(w.srv.URL + "/api/v1/audit")
+	if resp.StatusCode != 401 {
+		t.Fatalf("audit API without a token: %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodGet, w.srv.URL+"/api/v1/audit?pr=abc&repo="+theRepo, nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, _ = http.DefaultClient.Do(req)
+	if resp.StatusCode != 400 {
+		t.Fatalf("bad filter: %d", resp.StatusCode)
+	}
+	w.srv.Stop(t)
+	offline, _, err := runCLI(t, nil, "audit", "--db", w.srv.DB, "--repo", theRepo, "--pr", "2512", "--format", "json")
+	if err != nil || !strings.Contains(offline, `"outcome": "skip"`) {
+		t.Fatalf("offline audit: %v\n%s", err, offline)
+	}
+	dl, _, err := runCLI(t, nil, "audit", "--db", w.srv.DB, "--dead-letters")
+	if err != nil || !strings.Contains(dl, "DELIVERY") {
+		t.Fatalf("dead letters: %v %s", err, dl)
+	}
+}
+
+func TestReconcileRecoversLostWebhooks(t *testing.T) {
+	w := newWorld(t, "")
+	// A command comment whose webhook never came.
+	c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	w.gh.SetCommentTime(c.ID, time.Now().Add(-10*time.Minute))
+	w.gh.AddComment(theRepo, thePR, maintLog, "just a remark")
+	out, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo, "--json")
+	if err != nil {
+		t.Fatalf("reconcile: %v %s", err, errOut)
+	}
+	var rep map[string]any
+	json.Unmarshal([]byte(out), &rep)
+	if ids := rep["commands_recovered"].([]any); len(ids) != 1 || int64(ids[0].(float64)) != c.ID {
+		t.Fatalf("report = %s", out)
+	}
+	w.settle()
+	mustContain(t, "recovered pin", w.lastReply(), "pinned run [31147925932]")
+	// Again: nothing new, nothing twice.
+	out, _, _ = runCLI(t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo)
+	mustContain(t, "second reconcile", out, "0 lost command comments queued")
+	w.settle()
+	if n := strings.Count(strings.Join(w.trail(), ","), "pin active"); n != 1 {
+		t.Fatalf("the recovered comment pinned %d times", n)
+	}
+	// The PR is closed while the webhook is lost: the pin expires.
+	w.gh.ClosePR(theRepo, thePR, false, "")
+	out, _, _ = runCLI(t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo)
+	mustContain(t, "closed PR", out, "1 pins of closed PRs handled [2512]")
+	w.settle()
+	if tr := w.trail(); tr[len(tr)-1] != "pin expired" {
+		t.Fatalf("audit = %v", tr)
+	}
+}
+
+func TestSendSignsAFixture(t *testing.T) {
+	w := newWorld(t, "")
+	out, errOut, err := runCLI(t, map[string]string{"OPSBOT_WEBHOOK_SECRET": testSecret}, "send", "--url", w.srv.URL+"/webhook",
+		"--event", "ping", "--file", filepath.Join("..", "..", "testdata", "fixtures", "github-webhooks", "ping", "payload.json"))
+	if err != nil {
+		t.Fatalf("send: %v %s %s", err, out, errOut)
+	}
+	mustContain(t, "send", out, "202 Accepted", `"status":"ignored"`)
+	_, _, err = runCLI(t, map[string]string{"OPSBOT_WEBHOOK_SECRET": "wrong"}, "send", "--url", w.srv.URL+"/webhook",
+		"--event", "ping", "--file", filepath.Join("..", "..", "testdata", "fixtures", "github-webhooks", "ping", "payload.json"))
+	if code, ok := err.(exitCode); !ok || code != 1 {
+		t.Fatalf("send with a wrong secret: %v", err)
+	}
+}
+
+func TestEveryCommandHasHelpWithExamples(t *testing.T) {
+	for name := range subcommands() {
+		if name == "version" || name == "config" {
+			continue
+		}
+		_, errOut, err := runCLI(t, nil, name, "--help")
+		if err != nil || !strings.Contains(errOut, "Usage: opsbot "+name) || !strings.Contains(errOut, "Examples:") {
+			t.Errorf("%s --help: %v\n%s", name, err, errOut)
+		}
+	}
+	_, errOut, err := runCLI(t, nil, "gate", "--bogus")
+	if code, ok := err.(exitCode); !ok || code != 2 || !strings.Contains(errOut, "flag provided but not defined: -bogus") {
+		t.Errorf("bad flag: %v %s", err, errOut)
+	}
+	_ = io.Discard
+}
