@@ -145,7 +145,7 @@ const (
 	DefaultStatePath      = "opsbot.db"
 	DefaultGitHubAPI      = "https://api.github.com/"
 	DefaultSlackAPI       = "https://slack.com/api/"
-	DefaultWorkers        = 4
+	DefaultWorkers        = 16
 	DefaultMaxBody        = 25 << 20 // GitHub's maximum payload
 	DefaultRoleTTL        = 60 * time.Second
 	DefaultRequestTimeout = 10 * time.Second

@@ -87,13 +87,16 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 	}
 	switch d.Event {
 	case "issue_comment":
-		var ev github.IssueCommentEvent
+		if d.NoCommands {
+			return "no-commands", nil, nil
+		}
+		var ev commentPayload
 		if err := decode(d, &ev); err != nil {
 			return "", nil, err
 		}
 		return h.comment(ctx, rc, &ev)
 	case "pull_request":
-		var ev github.PullRequestEvent
+		var ev pullPayload
 		if err := decode(d, &ev); err != nil {
 			return "", nil, err
 		}
@@ -132,32 +135,35 @@ func (h *Handler) deps(rc *config.Repo, inst int64) (commands.Deps, error) {
 		Notices: h.Notices, Stage: stage, Log: h.Log}, nil
 }
 
-func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *github.IssueCommentEvent) (string, state.Write, error) {
-	if ev.Issue == nil || !ev.Issue.IsPullRequest() || ev.Comment == nil {
+func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPayload) (string, state.Write, error) {
+	if !ev.onPR() {
 		return "ignored-issue", nil, nil
 	}
-	u := ev.GetComment().GetUser()
-	actor := auth.Actor{ID: u.GetID(), Login: u.GetLogin(), Type: u.GetType()}
+	u := ev.Comment.User
+	actor := auth.Actor{ID: u.ID, Login: u.Login, Type: u.Type}
 	if (h.SelfID != 0 && actor.ID == h.SelfID) || (h.SelfName != "" && strings.EqualFold(actor.Login, h.SelfName)) {
 		return "ignored-self", nil, nil
 	}
 	if strings.EqualFold(actor.Type, "Bot") && !contains(rc.AllowBots, actor.Login) {
 		return "ignored-bot", nil, nil
 	}
-	c := commands.Comment{Repo: rc.Name, PR: ev.GetIssue().GetNumber(), PRState: ev.GetIssue().GetState(),
-		CommentID: ev.GetComment().GetID(), URL: ev.GetComment().GetHTMLURL(), Body: ev.GetComment().GetBody(),
-		Actor: actor, Installation: ev.GetInstallation().GetID()}
-	if ev.GetAction() == "edited" || ev.GetAction() == "deleted" {
+	c := commands.Comment{Repo: rc.Name, PR: ev.Issue.Number, PRState: ev.Issue.State,
+		CommentID: ev.Comment.ID, URL: ev.Comment.HTMLURL, Body: ev.Comment.Body,
+		Actor: actor, Installation: ev.Installation.ID}
+	if ev.Action == "edited" || ev.Action == "deleted" {
 		// The person who edited or deleted, not the comment's author.
-		s := ev.GetSender()
-		c.Actor = auth.Actor{ID: s.GetID(), Login: s.GetLogin(), Type: s.GetType()}
+		s := ev.Sender
+		c.Actor = auth.Actor{ID: s.ID, Login: s.Login, Type: s.Type}
+	}
+	if ev.Action == "created" && !strings.Contains(c.Body, "/") {
+		return "no-commands", nil, nil // no command can hide in a comment without a slash
 	}
 	d, err := h.deps(rc, c.Installation)
 	if err != nil {
 		return "", nil, err
 	}
-	info := &state.PRInfo{Repo: rc.Name, PR: c.PR, Title: ev.GetIssue().GetTitle(), Author: ev.GetIssue().GetUser().GetLogin(),
-		State: ev.GetIssue().GetState(), Installation: c.Installation}
+	info := &state.PRInfo{Repo: rc.Name, PR: c.PR, Title: ev.Issue.Title, Author: ev.Issue.User.Login,
+		State: ev.Issue.State, Installation: c.Installation}
 	withInfo := func(out string, w state.Write) (string, state.Write, error) {
 		return out, func(tx *state.Tx) error {
 			if err := mergeInfo(tx, info); err != nil {
@@ -169,7 +175,7 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *github.Issue
 			return w(tx)
 		}, nil
 	}
-	switch ev.GetAction() {
+	switch ev.Action {
 	case "created":
 		out, w := commands.Created(ctx, d, c)
 		if w == nil {
@@ -179,7 +185,7 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *github.Issue
 	case "edited":
 		old := ""
 		if ev.Changes != nil && ev.Changes.Body != nil {
-			old = ev.Changes.Body.GetFrom()
+			old = ev.Changes.Body.From
 		}
 		return withInfo(commands.Edited(ctx, d, c, old))
 	case "deleted":
@@ -188,19 +194,19 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *github.Issue
 	return "ignored-action", nil, nil
 }
 
-func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Delivery, ev *github.PullRequestEvent) (string, state.Write, error) {
-	pr := ev.GetPullRequest()
-	n := ev.GetNumber()
+func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Delivery, ev *pullPayload) (string, state.Write, error) {
+	pr := &ev.PullRequest
+	n := ev.Number
 	if n == 0 {
-		n = pr.GetNumber()
+		n = pr.Number
 	}
-	info := &state.PRInfo{Repo: rc.Name, PR: n, Title: pr.GetTitle(), Author: pr.GetUser().GetLogin(),
-		Branch: pr.GetHead().GetRef(), HeadSHA: pr.GetHead().GetSHA(), State: pr.GetState()}
-	inst := ev.GetInstallation().GetID()
+	info := &state.PRInfo{Repo: rc.Name, PR: n, Title: pr.Title, Author: pr.User.Login,
+		Branch: pr.Head.Ref, HeadSHA: pr.Head.SHA, State: pr.State}
+	inst := ev.Installation.ID
 	info.Installation = inst
 	h.Installations.Set(rc.Name, inst)
 	recordInfo := func(tx *state.Tx) error { return mergeInfo(tx, info) }
-	action := ev.GetAction()
+	action := ev.Action
 	switch {
 	case rc.IsGateAction(action):
 		dec, err := h.Gate.Decide(ctx, gate.Ask{Repo: rc.Name, PR: n, SHA: info.HeadSHA, Action: action, Source: "webhook",
@@ -209,8 +215,8 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 			return "", nil, fmt.Errorf("deciding %s#%d@%s: %w", rc.Name, n, info.HeadSHA, err)
 		}
 		return "decision-" + dec.Decision, recordInfo, nil
-	case action == "closed" && pr.GetMerged():
-		dec, err := h.Gate.Merged(ctx, gate.Ask{Repo: rc.Name, PR: n, SHA: pr.GetMergeCommitSHA(), Action: action, Source: "webhook",
+	case action == "closed" && pr.Merged:
+		dec, err := h.Gate.Merged(ctx, gate.Ask{Repo: rc.Name, PR: n, SHA: pr.MergeCommitSHA, Action: action, Source: "webhook",
 			DeliveryID: d.ID, Installation: inst})
 		if err != nil {
 			return "", nil, err
@@ -231,9 +237,9 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 			if err := tx.ClosePin(p, state.PinExpired, "the PR was closed without merging"); err != nil {
 				return err
 			}
-			s := ev.GetSender()
+			s := ev.Sender
 			if err := tx.Audit(state.AuditRecord{Kind: "pin", Outcome: state.PinExpired, Repo: rc.Name, PR: n, RunID: p.RunID,
-				PinID: p.ID, ActorID: s.GetID(), ActorLogin: s.GetLogin(), Reason: "the PR was closed without merging"}); err != nil {
+				PinID: p.ID, ActorID: s.ID, ActorLogin: s.Login, Reason: "the PR was closed without merging"}); err != nil {
 				return err
 			}
 			return h.Notices.PinClosed(tx, p, inst, "the PR was closed without merging")

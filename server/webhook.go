@@ -29,6 +29,9 @@ type envelope struct {
 	PullRequest *struct {
 		Number int `json:"number"`
 	} `json:"pull_request"`
+	Comment *struct {
+		Body string `json:"body"`
+	} `json:"comment"`
 	ClientPayload map[string]any `json:"client_payload"`
 }
 
@@ -65,7 +68,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 			Error: "content type must be application/json (set it in the webhook's settings on GitHub)"})
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	body, err := readBody(w, r, s.maxBody)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -126,6 +129,9 @@ func (s *Server) classify(event, id string, env *envelope) (*state.Delivery, boo
 			return nil, false
 		}
 		d.PR = env.Issue.Number
+		// A new comment without a slash holds no command: the worker can
+		// complete it without decoding the payload again.
+		d.NoCommands = env.Action == "created" && env.Comment != nil && !strings.Contains(env.Comment.Body, "/")
 	case "pull_request":
 		d.PR = env.Number
 		if d.PR == 0 && env.PullRequest != nil {
@@ -150,4 +156,22 @@ func (s *Server) classify(event, id string, env *envelope) (*state.Delivery, boo
 		}
 	}
 	return d, true
+}
+
+// readBody reads the whole body under the cap, in one allocation when the
+// length is known.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	if n := r.ContentLength; n > 0 && n <= limit {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return nil, err
+		}
+		// Anything past the declared length is an error, as a short body is.
+		if extra, _ := rd.Read(make([]byte, 1)); extra > 0 {
+			return nil, errors.New("body longer than its Content-Length")
+		}
+		return buf, nil
+	}
+	return io.ReadAll(rd)
 }

@@ -21,7 +21,9 @@ type Delivery struct {
 	Repo       string    `json:"repo,omitempty"`
 	PR         int       `json:"pr,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
-	Body       []byte    `json:"-"`
+	// NoCommands marks a new comment with no slash in it: nothing to run.
+	NoCommands bool   `json:"no_commands,omitempty"`
+	Body       []byte `json:"-"`
 }
 
 // Key is the ordering key: deliveries with the same key are processed in
@@ -41,47 +43,81 @@ const (
 	Duplicate                     // delivery id seen before; nothing stored
 )
 
-type appendReq struct {
-	d    *Delivery
-	res  AppendResult
-	err  error
-	done chan struct{}
+// writeReq is one write waiting for the committer.
+type writeReq struct {
+	fn        func(t *Tx) error
+	delivery  *Delivery // for Tx.DeliveryID
+	err       error
+	enqueued  bool
+	dIn, dOut int
+	dDead     int
+	done      chan struct{}
 }
 
 // Append stores a delivery durably (committed and fsync'd) unless its id was
 // seen before. Concurrent calls share one commit. On success d.Seq is set.
 func (s *Store) Append(ctx context.Context, d *Delivery) (AppendResult, error) {
-	r := &appendReq{d: d, done: make(chan struct{})}
+	var res AppendResult
+	err := s.write(ctx, nil, func(t *Tx) error {
+		var err error
+		res, err = appendTx(t.tx, d)
+		if res == Stored {
+			t.dIn++
+		}
+		return err
+	})
+	if err != nil {
+		d.Seq = 0
+		return 0, fmt.Errorf("storing delivery %s: %w", d.ID, err)
+	}
+	return res, nil
+}
+
+// write runs fn in a transaction shared with the other writes queued at the
+// same moment (one commit, one fsync for all of them) and waits until it is
+// durable. fn may run more than once (alone, after a shared transaction
+// failed), so it must not act outside the transaction.
+func (s *Store) write(ctx context.Context, d *Delivery, fn func(t *Tx) error) error {
+	r := &writeReq{fn: fn, delivery: d, done: make(chan struct{})}
 	select {
 	case s.appends <- r:
 	case <-s.stop:
-		return 0, ErrClosed
+		return ErrClosed
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return ctx.Err()
 	}
-	// Once queued, the request will be committed or failed; wait for it so
-	// the answer to GitHub matches what is on disk. If the committer has
-	// exited, a request it never took is answered here.
+	// Once queued, the write is committed or failed; wait for it, so the
+	// caller's answer matches what is on disk. If the committer has exited,
+	// a request it never took is answered here.
 	select {
 	case <-r.done:
 	case <-s.done:
 		select {
 		case <-r.done:
 		default:
-			return 0, ErrClosed
+			return ErrClosed
 		}
 	}
-	return r.res, r.err
+	if r.err == nil {
+		s.inboxN.Add(int64(r.dIn))
+		s.outboxN.Add(int64(r.dOut))
+		s.deadN.Add(int64(r.dDead))
+		if r.enqueued {
+			s.wake()
+		}
+	}
+	return r.err
 }
 
-// committer is the group commit: it takes every append waiting, writes them
-// in one transaction (one fsync), and answers them all. While a commit is in
-// flight the next group gathers, so the batch size follows the load with no
-// timer to wait on.
+// committer is the group commit: it takes every write waiting, runs them in
+// one transaction (one fsync), and answers them all. While a commit is in
+// flight the next group gathers, so the group follows the load with no timer
+// to wait on. If a shared transaction fails, each write is retried alone so
+// one bad write cannot fail the others.
 func (s *Store) committer() {
 	defer close(s.done)
 	const maxGroup = 512
-	group := make([]*appendReq, 0, maxGroup)
+	group := make([]*writeReq, 0, maxGroup)
 	for {
 		select {
 		case r := <-s.appends:
@@ -100,26 +136,35 @@ func (s *Store) committer() {
 			}
 		}
 		s.inFlight.Store(int64(len(group)))
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.run(group)
+		if err != nil && len(group) > 1 {
 			for _, r := range group {
-				res, err := appendTx(tx, r.d)
-				if err != nil {
-					return err
-				}
-				r.res = res
+				r.err = s.run([]*writeReq{r})
 			}
-			return nil
-		})
+		} else {
+			for _, r := range group {
+				r.err = err
+			}
+		}
 		s.inFlight.Store(0)
 		s.commits.Add(1)
 		for _, r := range group {
-			if err != nil {
-				r.err = fmt.Errorf("storing delivery %s: %w", r.d.ID, err)
-				r.d.Seq = 0
-			}
 			close(r.done)
 		}
 	}
+}
+
+func (s *Store) run(group []*writeReq) error {
+	return s.db.Update(func(btx *bolt.Tx) error {
+		for _, r := range group {
+			t := &Tx{tx: btx, now: s.now, delivery: r.delivery}
+			if err := r.fn(t); err != nil {
+				return err
+			}
+			r.enqueued, r.dIn, r.dOut, r.dDead = t.enqueued, t.dIn, t.dOut, t.dDead
+		}
+		return nil
+	})
 }
 
 func (s *Store) drainClosed() {
@@ -243,27 +288,30 @@ type Write func(tx *Tx) error
 // transaction, recording outcome. Completing a delivery that is no longer
 // pending does nothing and returns ErrNotFound: it was completed before.
 func (s *Store) Complete(seq uint64, outcome string, w Write) error {
-	enqueued := false
-	err := s.db.Update(func(btx *bolt.Tx) error {
+	notFound := false
+	err := s.write(context.Background(), nil, func(t *Tx) error {
+		notFound = false
+		btx := t.tx
 		inbox := btx.Bucket(bInbox)
 		raw := inbox.Get(u64(seq))
 		if raw == nil {
-			return ErrNotFound
+			notFound = true
+			return nil
 		}
 		d, err := decodeDelivery(raw, false)
 		if err != nil {
 			return err
 		}
 		if w != nil {
-			tx := &Tx{tx: btx, now: s.now, delivery: d}
-			if err := w(tx); err != nil {
+			t.delivery = d
+			if err := w(t); err != nil {
 				return err
 			}
-			enqueued = tx.enqueued
 		}
 		if err := inbox.Delete(u64(seq)); err != nil {
 			return err
 		}
+		t.dIn--
 		marks := btx.Bucket(bDeliveries)
 		var m deliveryMark
 		if _, err := getJSON(marks, []byte(d.ID), &m); err != nil {
@@ -273,8 +321,8 @@ func (s *Store) Complete(seq uint64, outcome string, w Write) error {
 		m.Processed++
 		return putJSON(marks, []byte(d.ID), m)
 	})
-	if err == nil && enqueued {
-		s.wake()
+	if err == nil && notFound {
+		return ErrNotFound
 	}
 	return err
 }
@@ -290,7 +338,8 @@ type DeadLetter struct {
 
 // Bury moves a pending delivery to the dead-letter bucket with its reason.
 func (s *Store) Bury(seq uint64, reason string, attempts int) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.write(context.Background(), nil, func(t *Tx) error {
+		tx := t.tx
 		inbox := tx.Bucket(bInbox)
 		raw := inbox.Get(u64(seq))
 		if raw == nil {
@@ -313,6 +362,8 @@ func (s *Store) Bury(seq uint64, reason string, attempts int) error {
 		if err := putJSON(marks, []byte(d.ID), m); err != nil {
 			return err
 		}
+		t.dIn--
+		t.dDead++
 		return inbox.Delete(u64(seq))
 	})
 }
@@ -367,7 +418,7 @@ func (s *Store) InboxStats() (InboxStats, error) {
 	var st InboxStats
 	err := s.db.View(func(tx *bolt.Tx) error {
 		in := tx.Bucket(bInbox)
-		st.Depth = in.Stats().KeyN
+		st.Depth = int(s.inboxN.Load())
 		if _, v := in.Cursor().First(); v != nil {
 			d, err := decodeDelivery(v, false)
 			if err != nil {
@@ -375,7 +426,7 @@ func (s *Store) InboxStats() (InboxStats, error) {
 			}
 			st.Oldest = d.ReceivedAt
 		}
-		st.DeadLetter = tx.Bucket(bDead).Stats().KeyN
+		st.DeadLetter = int(s.deadN.Load())
 		return nil
 	})
 	return st, err
@@ -386,7 +437,8 @@ func (s *Store) InboxStats() (InboxStats, error) {
 // audit are never pruned.
 func (s *Store) PruneDeliveries(cutoff time.Time, limit int) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
+		n = 0
 		byTime := tx.Bucket(bByTime)
 		marks := tx.Bucket(bDeliveries)
 		inbox := tx.Bucket(bInbox)

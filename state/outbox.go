@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -83,6 +84,7 @@ func (t *Tx) Enqueue(n *Notice) error {
 		n.CreatedAt = t.now()
 	}
 	t.enqueued = true
+	t.dOut++
 	return putJSON(b, u64(id), n)
 }
 
@@ -108,7 +110,7 @@ func (s *Store) Outbox(channel string) ([]Notice, error) {
 func (s *Store) OutboxStats() (depth int, oldest time.Time, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bOutbox)
-		depth = b.Stats().KeyN
+		depth = int(s.outboxN.Load())
 		if _, v := b.Cursor().First(); v != nil {
 			var n Notice
 			if err := json.Unmarshal(v, &n); err != nil {
@@ -126,7 +128,7 @@ func (s *Store) OutboxStats() (depth int, oldest time.Time, err error) {
 // must look for what an earlier one may have done.
 func (s *Store) BeginAttempt(id uint64) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bOutbox)
 		var no Notice
 		ok, err := getJSON(b, u64(id), &no)
@@ -154,13 +156,13 @@ type SentRef struct {
 // NoticeSent removes a notice from the outbox and keeps what it produced.
 // A Slack parent message's ts becomes the PR's thread.
 func (s *Store) NoticeSent(n *Notice, ref SentRef) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.write(context.Background(), nil, func(t *Tx) error {
+		tx := t.tx
 		ref.SentAt = s.now()
 		if err := putJSON(tx.Bucket(bRepos), sentKey(n.ID), ref); err != nil {
 			return err
 		}
 		if n.Kind == NoticeSlack && n.Slack != nil && n.Slack.Parent && ref.SlackTS != "" {
-			t := &Tx{tx: tx, now: s.now}
 			info, err := t.PRInfo(n.Repo, n.PR)
 			if err != nil {
 				return err
@@ -172,6 +174,9 @@ func (s *Store) NoticeSent(n *Notice, ref SentRef) error {
 			if err := t.PutPRInfo(info); err != nil {
 				return err
 			}
+		}
+		if tx.Bucket(bOutbox).Get(u64(n.ID)) != nil {
+			t.dOut--
 		}
 		return tx.Bucket(bOutbox).Delete(u64(n.ID))
 	})
@@ -193,7 +198,7 @@ func (s *Store) SentRef(id uint64) (SentRef, bool, error) {
 
 // NoticeRetry keeps a notice for another attempt at next.
 func (s *Store) NoticeRetry(id uint64, next time.Time, lastErr string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bOutbox)
 		var n Notice
 		ok, err := getJSON(b, u64(id), &n)
@@ -208,7 +213,8 @@ func (s *Store) NoticeRetry(id uint64, next time.Time, lastErr string) error {
 // NoticeFailed moves a notice that can never be sent (GitHub refused it for
 // good) out of the outbox into the failed notices, with the reason.
 func (s *Store) NoticeFailed(id uint64, reason string) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.write(context.Background(), nil, func(t *Tx) error {
+		tx := t.tx
 		b := tx.Bucket(bOutbox)
 		var n Notice
 		ok, err := getJSON(b, u64(id), &n)
@@ -219,6 +225,7 @@ func (s *Store) NoticeFailed(id uint64, reason string) error {
 		if err := putJSON(tx.Bucket(bRepos), append([]byte("failed\x00"), u64(id)...), &n); err != nil {
 			return err
 		}
+		t.dOut--
 		return b.Delete(u64(id))
 	})
 }
@@ -266,7 +273,7 @@ func (s *Store) wake() {
 // of them), returning how many went.
 func (s *Store) PruneSent(cutoff time.Time, limit int) (int, error) {
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bRepos).Cursor()
 		prefix := []byte("sent\x00")
 		var doomed [][]byte

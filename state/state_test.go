@@ -343,3 +343,42 @@ func TestSizeBoundedUnderRetention(t *testing.T) {
 		t.Fatalf("the last day's delivery ids were pruned: %v", err)
 	}
 }
+
+// Depths kept as writes commit match the buckets, across a reopen.
+func TestDepthCounters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var ds []*Delivery
+	for i := 0; i < 5; i++ {
+		d := delivery(fmt.Sprint(i), i)
+		s.Append(ctx, d)
+		ds = append(ds, d)
+	}
+	s.Append(ctx, delivery("0", 0)) // duplicate: not counted
+	s.Complete(ds[0].Seq, "ok", func(tx *Tx) error {
+		return tx.Enqueue(&Notice{Channel: ChannelGitHub, Kind: NoticeComment, Repo: "o/r", PR: 1, Body: "x"})
+	})
+	s.Bury(ds[1].Seq, "bad", 1)
+	st, _ := s.InboxStats()
+	depth, _, _ := s.OutboxStats()
+	if st.Depth != 3 || st.DeadLetter != 1 || depth != 1 {
+		t.Fatalf("inbox %d dead %d outbox %d, want 3 1 1", st.Depth, st.DeadLetter, depth)
+	}
+	notices, _ := s.Outbox(ChannelGitHub)
+	s.NoticeSent(&notices[0], SentRef{CommentID: 1})
+	s.Close()
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, _ = s.InboxStats()
+	depth, _, _ = s.OutboxStats()
+	if st.Depth != 3 || st.DeadLetter != 1 || depth != 0 {
+		t.Fatalf("after reopen: inbox %d dead %d outbox %d, want 3 1 0", st.Depth, st.DeadLetter, depth)
+	}
+}

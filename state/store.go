@@ -56,9 +56,12 @@ type Store struct {
 	path string
 	now  func() time.Time
 
-	appends   chan *appendReq
+	appends   chan *writeReq
 	inFlight  atomic.Int64 // appends in the group being committed
 	commits   atomic.Int64 // group commits done
+	inboxN    atomic.Int64 // deliveries in the inbox
+	outboxN   atomic.Int64 // notices in the outbox
+	deadN     atomic.Int64 // dead letters
 	subMu     sync.Mutex
 	subs      []chan struct{}
 	closeOnce sync.Once
@@ -86,16 +89,28 @@ func Open(path string, opt Options) (*Store, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.Timeout, NoSync: opt.NoSync, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.Timeout, NoSync: opt.NoSync, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w: another opsbot holds %s (stop it, or use another state_path)", ErrLocked, path)
 		}
 		return nil, fmt.Errorf("opening state %q: %w", path, err)
 	}
-	s := &Store{db: db, path: path, now: opt.Now, appends: make(chan *appendReq, 4096),
+	s := &Store{db: db, path: path, now: opt.Now, appends: make(chan *writeReq, 4096),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.migrate(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	// Depths are counted once here and kept as writes commit, so metrics
+	// never walk the buckets.
+	err = db.View(func(tx *bolt.Tx) error {
+		s.inboxN.Store(int64(tx.Bucket(bInbox).Stats().KeyN))
+		s.outboxN.Store(int64(tx.Bucket(bOutbox).Stats().KeyN))
+		s.deadN.Store(int64(tx.Bucket(bDead).Stats().KeyN))
+		return nil
+	})
+	if err != nil {
 		db.Close()
 		return nil, err
 	}

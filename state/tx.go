@@ -1,6 +1,7 @@
 package state
 
 import (
+	"context"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -13,6 +14,9 @@ type Tx struct {
 	now      func() time.Time
 	delivery *Delivery
 	enqueued bool // a notice was added: wake the senders after commit
+	dIn      int  // change in inbox depth, applied after commit
+	dOut     int  // change in outbox depth, applied after commit
+	dDead    int  // change in dead letters, applied after commit
 }
 
 // Now is the store's clock.
@@ -40,14 +44,14 @@ func (t *Tx) Audit(r AuditRecord) error {
 
 // Update runs w in one read-write transaction that is not tied to a delivery
 // (a decision asked for over the API, an outbox sender's bookkeeping).
+//
+// It shares a commit with the writes queued at the same moment, so w may run
+// more than once and must not act outside the transaction.
 func (s *Store) Update(w Write) error {
-	t := &Tx{now: s.now}
-	err := s.db.Update(func(btx *bolt.Tx) error {
-		t.tx, t.enqueued = btx, false
-		return w(t)
-	})
-	if err == nil && t.enqueued {
-		s.wake()
-	}
-	return err
+	return s.write(context.Background(), nil, w)
+}
+
+// update runs fn through the group committer.
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	return s.write(context.Background(), nil, func(t *Tx) error { return fn(t.tx) })
 }

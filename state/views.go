@@ -189,7 +189,7 @@ func (s *Store) ReconciledAt(repo string) (time.Time, error) {
 
 // SetReconciledAt records when a repository was reconciled.
 func (s *Store) SetReconciledAt(repo string, t time.Time) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		v, err := t.UTC().MarshalText()
 		if err != nil {
 			return err

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -36,6 +38,7 @@ func runServe(e *env, args []string) error {
 	statePath := fs.String("state", "", "the bbolt database file (overrides the config's state_path)")
 	dryRun := fs.Bool("dry-run", false, "log what would be posted to GitHub and Slack instead of posting it")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the server stops (for docs/BENCHMARKS.md)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -45,6 +48,16 @@ func runServe(e *env, args []string) error {
 		return exitCode(2)
 	}
 	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 
 	cfg, err := config.Load(*file)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"testing"
 )
 
 // Post is a chat.postMessage call that Slack accepted.
@@ -45,8 +44,8 @@ type Fake struct {
 	nextTS int
 }
 
-// New starts a fake Slack; it is closed when the test ends.
-func New(t testing.TB) *Fake {
+// New starts a fake Slack; it is closed when the test (or the caller's cleanup) ends.
+func New(t interface{ Cleanup(func()) }) *Fake {
 	f := &Fake{authOK: true, nextTS: 1000}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /auth.test", f.authTest)
