@@ -40,6 +40,17 @@ type Config struct {
 	Repos     []Repo     `yaml:"repos"`
 	Webhook   WebhookCfg `yaml:"webhook"`
 	Reconcile Reconcile  `yaml:"reconcile"`
+	HTTP      HTTP       `yaml:"http"`
+}
+
+// HTTP bounds what clients may hold of the server.
+type HTTP struct {
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	ReadTimeout       time.Duration `yaml:"read_timeout"`
+	WriteTimeout      time.Duration `yaml:"write_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	// MaxConnections open at once; past it a new connection is answered 503 and closed.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Reconcile recovers lost webhooks on a period.
@@ -242,6 +253,18 @@ func (c *Config) applyDefaults() {
 	if c.Webhook.MaxBodyBytes == 0 {
 		c.Webhook.MaxBodyBytes = DefaultMaxBody
 	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&c.HTTP.ReadHeaderTimeout, 10 * time.Second}, {&c.HTTP.ReadTimeout, time.Minute}, {&c.HTTP.WriteTimeout, 2 * time.Minute},
+		{&c.HTTP.IdleTimeout, 2 * time.Minute}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if c.HTTP.MaxConnections == 0 {
+		c.HTTP.MaxConnections = 2000
+	}
 	for i := range c.Repos {
 		r := &c.Repos[i]
 		if len(r.ResultArtifacts) == 0 {
@@ -322,6 +345,12 @@ func (c *Config) validate() Problems {
 	}
 	if c.Reconcile.Period < 0 || (c.Reconcile.Period > 0 && c.Reconcile.Period < time.Minute) {
 		add("reconcile.period", "must be 0 (off) or at least 1m, got %s", c.Reconcile.Period)
+	}
+	if c.HTTP.ReadHeaderTimeout < 0 || c.HTTP.ReadTimeout < 0 || c.HTTP.WriteTimeout < 0 || c.HTTP.IdleTimeout < 0 {
+		add("http", "timeouts must be positive")
+	}
+	if c.HTTP.MaxConnections < 1 {
+		add("http.max_connections", "must be at least 1, got %d", c.HTTP.MaxConnections)
 	}
 	if c.Webhook.MaxBodyBytes < 1024 {
 		add("webhook.max_body_bytes", "must be at least 1024")

@@ -156,3 +156,32 @@ func TestLoadMissingFile(t *testing.T) {
 		t.Fatalf("Load = %v, want not-exist", err)
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	example, err := os.ReadFile(filepath.Join("..", "opsbot.example.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(example))
+	f.Add("repos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n")
+	f.Add("listen: [1, 2]\nrepos: {a: b}\n")
+	f.Add("repos:\n  - name: o/r\n    stage: {url_template: \"{{.RunID\"}\n")
+	f.Fuzz(func(t *testing.T, yaml string) {
+		cfg, err := Parse([]byte(yaml))
+		if err == nil {
+			if cfg == nil || len(cfg.Repos) == 0 || cfg.Listen == "" {
+				t.Fatalf("accepted a configuration without repos or listen: %+v", cfg)
+			}
+			return
+		}
+		var probs Problems
+		if !errors.As(err, &probs) || len(probs) == 0 {
+			t.Fatalf("error %v is not a list of problems", err)
+		}
+		for _, p := range probs {
+			if p == "" {
+				t.Fatal("an empty problem")
+			}
+		}
+	})
+}

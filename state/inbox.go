@@ -156,6 +156,11 @@ func (s *Store) committer() {
 
 func (s *Store) run(group []*writeReq) error {
 	return s.db.Update(func(btx *bolt.Tx) error {
+		if s.failWrites != nil {
+			if err := s.failWrites(); err != nil {
+				return err
+			}
+		}
 		for _, r := range group {
 			t := &Tx{tx: btx, now: s.now, delivery: r.delivery}
 			if err := r.fn(t); err != nil {

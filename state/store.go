@@ -56,6 +56,8 @@ type Store struct {
 	path string
 	now  func() time.Time
 
+	failWrites func() error
+
 	appends   chan *writeReq
 	inFlight  atomic.Int64 // appends in the group being committed
 	commits   atomic.Int64 // group commits done
@@ -77,6 +79,9 @@ type Options struct {
 	Now func() time.Time
 	// NoSync skips fsync. Only benchmarks that measure something else use it.
 	NoSync bool
+	// FailWrites, when set, is asked before each commit; an error it returns
+	// fails the commit as a full disk would. Fault tests inject it.
+	FailWrites func() error
 }
 
 // Open opens or creates the database at path, creates every bucket, and
@@ -96,7 +101,7 @@ func Open(path string, opt Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("opening state %q: %w", path, err)
 	}
-	s := &Store{db: db, path: path, now: opt.Now, appends: make(chan *writeReq, 4096),
+	s := &Store{db: db, path: path, now: opt.Now, failWrites: opt.FailWrites, appends: make(chan *writeReq, 4096),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.migrate(); err != nil {
 		db.Close()

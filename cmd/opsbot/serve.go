@@ -217,12 +217,13 @@ func runServe(e *env, args []string) error {
 		pool.Stop()
 		return fmt.Errorf("listening on %s: %w (is another server using the port?)", cfg.Listen, err)
 	}
+	ln = server.LimitListener(ln, cfg.HTTP.MaxConnections, func() { m.Webhooks.WithLabelValues("other", "too_many_connections").Inc() })
 	hs := &http.Server{
 		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
+		ReadTimeout:       cfg.HTTP.ReadTimeout,
+		WriteTimeout:      cfg.HTTP.WriteTimeout,
+		IdleTimeout:       cfg.HTTP.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}

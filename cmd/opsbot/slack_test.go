@@ -69,7 +69,7 @@ func announceComment(t *testing.T, w *world, id int64) string {
 	setPath(p, "issue.number", thePR)
 	setPath(p, "issue.pull_request", map[string]any{"url": "x"})
 	setPath(p, "comment.id", id)
-	setPath(p, "comment.body", "/reuse-sweep-run 31147925932")
+	setPath(p, "comment.body", w.commentBody(id))
 	setPath(p, "comment.user", maintainer.json())
 	p["sender"] = maintainer.json()
 	return postNoSettle(t, w, "issue_comment", p)

@@ -379,3 +379,14 @@ func doReq(r *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// commentBody is the body of a comment on the fake GitHub.
+func (w *world) commentBody(id int64) string {
+	for _, c := range w.gh.Comments(theRepo, thePR) {
+		if c.ID == id {
+			return c.Body
+		}
+	}
+	w.t.Fatalf("no comment %d", id)
+	return ""
+}

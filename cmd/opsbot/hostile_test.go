@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/internal/githubtest"
+)
+
+// A client that sends its headers slowly is cut off; many open connections
+// past the limit are refused quickly with 503 and the server stays up.
+func TestSlowClientsAndConnectionFlood(t *testing.T) {
+	w := newWorldWith(t, "http:\n  read_header_timeout: 300ms\n  max_connections: 20\n", "", nil)
+	host := strings.TrimPrefix(w.srv.URL, "http://")
+
+	slow, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	slow.Write([]byte("POST /webhook HTTP/1.1\r\nHost: x\r\n")) // and never the rest
+	slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	io.ReadAll(slow) // returns when the server closes the connection
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("a slow client held its connection for %s", took)
+	}
+
+	// A flood: open connections that say nothing (within the header timeout).
+	w2 := newWorldWith(t, "http:\n  read_header_timeout: 5s\n  max_connections: 20\n", "", nil)
+	host = strings.TrimPrefix(w2.srv.URL, "http://")
+	w = w2
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 40; i++ {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	refused := 0
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		if strings.HasPrefix(line, "HTTP/1.1 503") {
+			refused++
+		}
+	}
+	if refused < 15 || refused > 25 {
+		t.Fatalf("%d of 40 connections refused, want the ones past the limit of 20", refused)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	eventually(t, "the server takes connections again", func() bool {
+		resp, err := http.Get(w.srv.URL + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	if m := w.metrics(); m[`opsbot_webhook_deliveries_total{event="other",outcome="too_many_connections"}`] == "" {
+		t.Error("refused connections are not counted")
+	}
+}
+
+// GitHub failing to take a reply delays it; it is posted once when GitHub recovers.
+func TestRepliesSurviveGitHubErrors(t *testing.T) {
+	w := newWorld(t, "")
+	w.gh.Inject("POST /repos/{owner}/{repo}/issues/{n}/comments", githubtest.Fault{Status: 500, Times: 2})
+	c := w.gh.AddComment(theRepo, thePR, maintLog, "/opsbot help")
+	announceComment(t, w, c.ID)
+	eventually(t, "the reply is posted after GitHub recovers", func() bool { return len(w.replies()) == 1 })
+	w.settle()
+	if n := len(w.replies()); n != 1 {
+		t.Fatalf("%d replies, want exactly 1", n)
+	}
+	if m := w.metrics(); m[`opsbot_notices_total{channel="github",outcome="retried"}`] != "2" {
+		t.Fatalf("retried notices metric = %q", m[`opsbot_notices_total{channel="github",outcome="retried"}`])
+	}
+}

@@ -1,0 +1,129 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"opsbot/auth"
+	"opsbot/internal/fixtures"
+	_ "opsbot/internal/golden"
+	"opsbot/metrics"
+	"opsbot/state"
+)
+
+type queue struct{ n atomic.Int64 }
+
+func (q *queue) Enqueue(*state.Delivery) { q.n.Add(1) }
+
+const secret = auth.Secret("s")
+
+func newServer(t testing.TB, fail func() error) (*Server, *state.Store, *queue) {
+	t.Helper()
+	st, err := state.Open(filepath.Join(t.TempDir(), "s.db"), state.Options{FailWrites: fail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	q := &queue{}
+	s := New(Config{Store: st, Queue: q, Secrets: []auth.Secret{secret}, MaxBody: 25 << 20,
+		RepoName: func(n string) (string, bool) {
+			return "Codertocat/Hello-World", strings.EqualFold(n, "Codertocat/Hello-World")
+		},
+		Metrics: metrics.New(nil, nil, time.Now), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return s, st, q
+}
+
+// A write that fails (a full disk) answers 503 so GitHub may redeliver,
+// and leaves nothing behind; once storage works the same delivery is taken.
+func TestStorageFaultAnswers503(t *testing.T) {
+	var broken atomic.Bool
+	broken.Store(true)
+	s, st, q := newServer(t, func() error {
+		if broken.Load() {
+			return errors.New("no space left on device")
+		}
+		return nil
+	})
+	body := fixtures.Webhook(t, "pull_request", "synchronize")
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, fixtures.SignedRequest(t, "/webhook", "pull_request", "full-1", body, secret))
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("with the disk full: %d %s", rec.Code, rec.Body)
+	}
+	if _, err := st.DeliveryStatus("full-1"); !errors.Is(err, state.ErrNotFound) {
+		t.Fatalf("a failed write left the delivery id behind: %v", err)
+	}
+	if p, _ := st.Pending(); len(p) != 0 || q.n.Load() != 0 {
+		t.Fatal("a failed write left a delivery in the inbox")
+	}
+	broken.Store(false)
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, fixtures.SignedRequest(t, "/webhook", "pull_request", "full-1", body, secret))
+	if rec.Code != http.StatusAccepted || q.n.Load() != 1 {
+		t.Fatalf("after the disk recovered: %d", rec.Code)
+	}
+}
+
+// Hostile JSON is refused with 400 and stores nothing.
+func TestDeeplyNestedJSON(t *testing.T) {
+	s, st, _ := newServer(t, nil)
+	for name, body := range map[string]string{
+		"nested arrays":  strings.Repeat("[", 200000) + strings.Repeat("]", 200000),
+		"nested objects": strings.Repeat(`{"a":`, 100000) + "1" + strings.Repeat("}", 100000),
+		"not an object":  `"just a string"`,
+		"trailing junk":  `{"action":"opened"} {"again":1}`,
+	} {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, fixtures.SignedRequest(t, "/webhook", "pull_request", "n-"+name, []byte(body), secret))
+		if rec.Code != http.StatusBadRequest && rec.Code != http.StatusAccepted {
+			t.Errorf("%s: %d", name, rec.Code)
+		}
+		if _, err := st.DeliveryStatus("n-" + name); !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("%s: stored", name)
+		}
+	}
+}
+
+func FuzzWebhook(f *testing.F) {
+	for _, p := range fixtures.Webhooks(f) {
+		if len(p.Body) < 8192 {
+			f.Add(p.Event, p.Body)
+		}
+	}
+	f.Add("issue_comment", []byte(`{"action":"created","issue":{"number":1,"pull_request":{}},"comment":{"body":"/use 1"},"repository":{"full_name":"Codertocat/Hello-World"}}`))
+	f.Add("repository_dispatch", []byte(`{"action":"stage-results-completed","client_payload":{"pr-number":"7"},"repository":{"full_name":"codertocat/hello-world"}}`))
+	s, st, _ := newServer(f, nil)
+	var n atomic.Int64
+	f.Fuzz(func(t *testing.T, event string, body []byte) {
+		rec := httptest.NewRecorder()
+		req := fixtures.SignedRequest(t, "/webhook", event, "fuzz-"+strconv.FormatInt(n.Add(1), 10), body, secret)
+		s.ServeHTTP(rec, req)
+		switch rec.Code {
+		case http.StatusAccepted, http.StatusOK, http.StatusBadRequest:
+		default:
+			t.Fatalf("status %d for event %q", rec.Code, event)
+		}
+		if rec.Code == http.StatusAccepted && strings.Contains(rec.Body.String(), `"stored"`) {
+			d, err := st.Pending()
+			if err != nil || len(d) == 0 {
+				t.Fatalf("stored but not pending: %v", err)
+			}
+			last := d[len(d)-1]
+			if last.Repo != "Codertocat/Hello-World" || last.PR < 0 {
+				t.Fatalf("stored delivery %+v", last)
+			}
+			if err := st.Complete(last.Seq, "fuzz", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
