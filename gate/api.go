@@ -89,6 +89,13 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 	if r.Action == "" {
 		r.Action = "synchronize"
 	}
+	// A head already decided is answered from the store at once.
+	if d, err := a.Gate.Store.Decision(r.Repo, r.PR, r.SHA); err != nil || d != nil {
+		if err != nil {
+			return Answer{}, err
+		}
+		return FromDecision(r, d), nil
+	}
 	if a.Quiet != nil {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_ = a.Quiet(qctx, r.Repo, r.PR) // after the wait, decide anyway

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"opsbot/auth"
@@ -157,12 +158,13 @@ func FsyncRate(dir string, size int, d time.Duration) (Result, error) {
 }
 
 type server struct {
-	url  string
-	pid  int
-	gh   *githubtest.Fake
-	cl   *http.Client
-	dir  string
-	next atomic.Int64
+	url   string
+	pid   int
+	reads atomic.Int64 // GitHub reads that count against the rate limit
+	gh    *githubtest.Fake
+	cl    *http.Client
+	dir   string
+	next  atomic.Int64
 
 	mu      sync.Mutex
 	waiters map[string]chan time.Time // "comment:PR" or "status:SHA" -> when GitHub got it
@@ -251,6 +253,9 @@ repos:
 }
 
 func (s *server) watch(r githubtest.Request) {
+	if r.Method == http.MethodGet && r.Status != http.StatusNotModified {
+		s.reads.Add(1)
+	}
 	var key string
 	switch r.Route {
 	case "POST /repos/{owner}/{repo}/issues/{n}/comments":
@@ -483,6 +488,7 @@ func (s *server) ingest(ctx context.Context, opt Options) (Result, error) {
 	// comment id without encoding the whole payload again.
 	tmpl := newTemplate(string(s.commentBody(424242, 171717171717, pad)), "424242", "171717171717")
 	idle := s.rssMB()
+	srvCPU, selfCPU := s.cpuSeconds(), selfCPUSeconds()
 	sm := s.sample()
 	lat, errs, took := closedLoop(ctx, opt.Concurrency, opt.Duration, func(ctx context.Context, w, i int) error {
 		id := s.next.Add(1)
@@ -498,6 +504,12 @@ func (s *server) ingest(ctx context.Context, opt Options) (Result, error) {
 	})
 	sm.end()
 	r := summarize("ingest", lat, errs, took)
+	r.Extra["server_cores"] = (s.cpuSeconds() - srvCPU) / took.Seconds()
+	if n := s.metric("opsbot_commit_seconds_count"); n > 0 {
+		r.Extra["commit_avg_ms"] = s.metric("opsbot_commit_seconds_sum") / n * 1000
+		r.Extra["writes_per_commit"] = s.metric("opsbot_commit_writes_sum") / n
+	}
+	r.Extra["loadgen_cores"] = (selfCPUSeconds() - selfCPU) / took.Seconds()
 	r.Extra["max_inbox_depth"] = sm.maxDepth
 	r.Extra["drain_s"] = s.drain(60 * time.Second)
 	r.Extra["rss_idle_mb"] = idle
@@ -512,7 +524,7 @@ func (s *server) commands(ctx context.Context, opt Options) (Result, error) {
 		rate = 100
 	}
 	var prs sync.Map // PRs with a command in flight
-	before := s.gh.Reads()
+	before := s.reads.Load()
 	lat, errs, took := openLoop(ctx, rate, opt.Duration, func(ctx context.Context, i int) (time.Duration, error) {
 		pr := 1 + i%opt.PRs
 		if _, busy := prs.LoadOrStore(pr, true); busy {
@@ -535,7 +547,7 @@ func (s *server) commands(ctx context.Context, opt Options) (Result, error) {
 		}
 	})
 	r := summarize("commands", lat, errs, took)
-	r.Extra["github_reads"] = float64(s.gh.Reads() - before)
+	r.Extra["github_reads"] = float64(s.reads.Load() - before)
 	r.Extra["reads_per_command"] = r.Extra["github_reads"] / max(float64(r.Requests), 1)
 	return r, nil
 }
@@ -546,7 +558,7 @@ func (s *server) synchronize(ctx context.Context, opt Options) (Result, error) {
 		rate = 100
 	}
 	var n atomic.Int64
-	before := s.gh.Reads()
+	before := s.reads.Load()
 	lat, errs, took := openLoop(ctx, rate, opt.Duration, func(ctx context.Context, i int) (time.Duration, error) {
 		pr := 1 + i%opt.PRs
 		head := sha(pr, int(n.Add(1))+1)
@@ -565,7 +577,7 @@ func (s *server) synchronize(ctx context.Context, opt Options) (Result, error) {
 		}
 	})
 	r := summarize("synchronize", lat, errs, took)
-	r.Extra["github_reads"] = float64(s.gh.Reads() - before)
+	r.Extra["github_reads"] = float64(s.reads.Load() - before)
 	return r, nil
 }
 
@@ -663,4 +675,28 @@ func (t *template) fill(values ...string) []byte {
 		}
 	}
 	return b
+}
+
+// cpuSeconds is the server process's CPU time so far (user and system).
+func (s *server) cpuSeconds() float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // clock ticks; Linux uses 100 a second
+}
+
+// selfCPUSeconds is the load generator's own CPU time so far.
+func selfCPUSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }

@@ -22,6 +22,8 @@ type Metrics struct {
 	Decisions  *prometheus.CounterVec // decision
 	Commands   *prometheus.CounterVec // command, outcome
 	SlackUp    prometheus.Gauge
+	Commit     prometheus.Histogram // seconds per group commit
+	GroupSize  prometheus.Histogram // writes per group commit
 }
 
 // InboxReader reports the inbox for the gauges read at scrape time.
@@ -65,6 +67,11 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 			Name: "opsbot_slack_healthy", Help: "1 when the last Slack call worked, 0 when Slack is degraded.",
 		}),
 	}
+	m.Commit = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "opsbot_commit_seconds",
+		Help: "Time of one group commit (all the writes queued together, one fsync).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)})
+	m.GroupSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "opsbot_commit_writes",
+		Help: "Writes sharing one group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
+	r.MustRegister(m.Commit, m.GroupSize)
 	r.MustRegister(m.Webhooks, m.Processed, m.Processing, m.APIReqs, m.RateLeft, m.Notices, m.Decisions, m.Commands, m.SlackUp)
 	m.SlackUp.Set(1)
 	if inbox != nil {

@@ -136,6 +136,7 @@ func (s *Store) committer() {
 			}
 		}
 		s.inFlight.Store(int64(len(group)))
+		began := time.Now()
 		err := s.run(group)
 		if err != nil && len(group) > 1 {
 			for _, r := range group {
@@ -148,6 +149,9 @@ func (s *Store) committer() {
 		}
 		s.inFlight.Store(0)
 		s.commits.Add(1)
+		if s.onCommit != nil {
+			s.onCommit(len(group), time.Since(began))
+		}
 		for _, r := range group {
 			close(r.done)
 		}

@@ -57,6 +57,7 @@ type Store struct {
 	now  func() time.Time
 
 	failWrites func() error
+	onCommit   func(int, time.Duration)
 
 	appends   chan *writeReq
 	inFlight  atomic.Int64 // appends in the group being committed
@@ -82,6 +83,8 @@ type Options struct {
 	// FailWrites, when set, is asked before each commit; an error it returns
 	// fails the commit as a full disk would. Fault tests inject it.
 	FailWrites func() error
+	// OnCommit, when set, is told the size and duration of each group commit (metrics).
+	OnCommit func(writes int, took time.Duration)
 }
 
 // Open opens or creates the database at path, creates every bucket, and
@@ -94,14 +97,14 @@ func Open(path string, opt Options) (*Store, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.Timeout, NoSync: opt.NoSync, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.Timeout, NoSync: opt.NoSync, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w: another opsbot holds %s (stop it, or use another state_path)", ErrLocked, path)
 		}
 		return nil, fmt.Errorf("opening state %q: %w", path, err)
 	}
-	s := &Store{db: db, path: path, now: opt.Now, failWrites: opt.FailWrites, appends: make(chan *writeReq, 4096),
+	s := &Store{db: db, path: path, now: opt.Now, failWrites: opt.FailWrites, onCommit: opt.OnCommit, appends: make(chan *writeReq, 4096),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.migrate(); err != nil {
 		db.Close()

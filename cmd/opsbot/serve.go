@@ -77,7 +77,13 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 
-	store, err := state.Open(cfg.StatePath, state.Options{})
+	var m *metrics.Metrics // set below; the store reports commits to it
+	store, err := state.Open(cfg.StatePath, state.Options{OnCommit: func(n int, d time.Duration) {
+		if m != nil {
+			m.Commit.Observe(d.Seconds())
+			m.GroupSize.Observe(float64(n))
+		}
+	}})
 	if err != nil {
 		if errors.Is(err, state.ErrLocked) {
 			return fmt.Errorf("another opsbot holds %s: stop it first, or give this one another state_path", cfg.StatePath)
@@ -89,7 +95,7 @@ func runServe(e *env, args []string) error {
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 
-	m := metrics.New(func() (int, time.Time, int, error) {
+	m = metrics.New(func() (int, time.Time, int, error) {
 		st, err := store.InboxStats()
 		return st.Depth, st.Oldest, st.DeadLetter, err
 	}, store.OutboxStats, time.Now)
