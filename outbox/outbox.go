@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"opsbot/state"
@@ -52,7 +53,10 @@ type Loop struct {
 	Now     func() time.Time
 	// Count observes outcomes: sent, retried, failed (metrics).
 	Count func(outcome string)
+	// Parallel is how many PRs' notices are sent at once (default 16).
+	Parallel int
 
+	mu          sync.Mutex
 	pausedUntil time.Time
 	wake        <-chan struct{}
 }
@@ -94,48 +98,93 @@ func (l *Loop) count(outcome string) {
 }
 
 // Drain makes one pass over the channel's notices and returns when the
-// earliest held-back notice is due (zero when none waits).
+// earliest held-back notice is due (zero when none waits). Notices of
+// different PRs are sent in parallel (Parallel at once, default 16); those
+// of one PR one after another, in order, stopping at the first that waits.
 func (l *Loop) Drain(ctx context.Context) time.Time {
-	if l.pausedUntil.After(l.now()) {
-		return l.pausedUntil
+	if at := l.paused(); !at.IsZero() {
+		return at
 	}
 	notices, err := l.Store.Outbox(l.Channel)
 	if err != nil {
 		l.Log.Error("reading the outbox", "channel", l.Channel, "err", err)
 		return l.now().Add(5 * time.Second)
 	}
+	var keys []string
+	byKey := map[string][]*state.Notice{}
+	for i := range notices {
+		k := notices[i].Key()
+		if byKey[k] == nil {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], &notices[i])
+	}
+	var mu sync.Mutex
 	var next time.Time
 	later := func(at time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
 		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}
-	blocked := map[string]bool{}
-	for i := range notices {
-		n := &notices[i]
-		if ctx.Err() != nil {
-			return next
+	par := l.Parallel
+	if par <= 0 {
+		par = 16
+	}
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		if ctx.Err() != nil || !l.paused().IsZero() {
+			break
 		}
-		if blocked[n.Key()] {
-			continue
-		}
-		if n.NextAt.After(l.now()) {
-			blocked[n.Key()] = true
-			later(n.NextAt)
-			continue
-		}
-		r, ok := l.sendOne(ctx, n)
-		if ok {
-			continue
-		}
-		blocked[n.Key()] = true
-		later(r.At)
-		if r.Global {
-			l.pausedUntil = r.At
-			return r.At
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(list []*state.Notice) {
+			defer func() { <-sem; wg.Done() }()
+			for _, n := range list {
+				if ctx.Err() != nil || !l.paused().IsZero() {
+					return
+				}
+				if n.NextAt.After(l.now()) {
+					later(n.NextAt)
+					return
+				}
+				r, ok := l.sendOne(ctx, n)
+				if ok {
+					continue
+				}
+				later(r.At)
+				if r.Global {
+					l.pause(r.At)
+				}
+				return
+			}
+		}(byKey[k])
+	}
+	wg.Wait()
+	if at := l.paused(); !at.IsZero() {
+		return at
 	}
 	return next
+}
+
+// paused is when a channel-wide pause (a rate limit) ends, or zero.
+func (l *Loop) paused() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pausedUntil.After(l.now()) {
+		return l.pausedUntil
+	}
+	return time.Time{}
+}
+
+func (l *Loop) pause(until time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if until.After(l.pausedUntil) {
+		l.pausedUntil = until
+	}
 }
 
 func (l *Loop) sendOne(ctx context.Context, n *state.Notice) (Retry, bool) {
