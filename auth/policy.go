@@ -71,7 +71,7 @@ func (c *Checker) Check(ctx context.Context, l Lookup, repo string, a Actor, p P
 		return Verdict{Reason: "opsbot does not take commands from itself", Role: RoleUnknown}
 	}
 	if strings.EqualFold(a.Type, "Bot") && !containsFold(p.AllowBots, a.Login) {
-		return Verdict{Reason: "commands from bot accounts are not run here", Role: RoleUnknown}
+		return Verdict{Reason: "commands from bot accounts are not run unless the bot is listed in `allow_bots`; " + Needed(p), Role: RoleUnknown}
 	}
 	if containsFold(p.Users, a.Login) {
 		return Verdict{Allowed: true, Via: "user", Role: RoleUnknown}

@@ -102,9 +102,7 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 				s.outcome = "error"
 				d.Log.Warn("permission check failed", "login", c.Actor.Login, "err", s.verdict.Err)
 			}
-			if !strings.EqualFold(c.Actor.Type, "Bot") {
-				s.reply = fmt.Sprintf("@%s I did not run `%s`: %s.", c.Actor.Login, oneLine(cmd.Text), s.verdict.Reason)
-			}
+			s.reply = fmt.Sprintf("@%s I did not run `%s`: %s.", c.Actor.Login, oneLine(cmd.Text), s.verdict.Reason)
 		case cmd.Name == Reuse && i != lastReuse:
 			s.outcome, s.reason = "ignored", "a later /reuse-sweep-run in this comment wins"
 			s.reply = fmt.Sprintf("`%s` (line %d) was not run: the last `/reuse-sweep-run` in a comment wins.", oneLine(cmd.Text), cmd.Line)

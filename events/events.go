@@ -144,9 +144,6 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPaylo
 	if (h.SelfID != 0 && actor.ID == h.SelfID) || (h.SelfName != "" && strings.EqualFold(actor.Login, h.SelfName)) {
 		return "ignored-self", nil, nil
 	}
-	if strings.EqualFold(actor.Type, "Bot") && !contains(rc.AllowBots, actor.Login) {
-		return "ignored-bot", nil, nil
-	}
 	c := commands.Comment{Repo: rc.Name, PR: ev.Issue.Number, PRState: ev.Issue.State,
 		CommentID: ev.Comment.ID, URL: ev.Comment.HTMLURL, Body: ev.Comment.Body,
 		Actor: actor, Installation: ev.Installation.ID}

@@ -100,7 +100,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string) (Report, error) {
 		rep.CommentsChecked++
 		pr, isPR := prNumber(c)
 		u := c.GetUser()
-		if !isPR || strings.EqualFold(u.GetLogin(), r.SelfLogin) || strings.EqualFold(u.GetType(), "Bot") && !contains(rc.AllowBots, u.GetLogin()) {
+		if !isPR || strings.EqualFold(u.GetLogin(), r.SelfLogin) {
 			continue
 		}
 		if len(commands.Parse(c.GetBody(), commands.Options{Repo: rc.Name})) == 0 {
@@ -201,13 +201,4 @@ func prNumber(c *github.IssueComment) (int, bool) {
 		return 0, false
 	}
 	return n, true
-}
-
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }

@@ -106,17 +106,28 @@ func TestDeniedBelowRequiredRole(t *testing.T) {
 	mustContain(t, "usage reply", w.lastReply(), "usage: /use <run-id or run URL>")
 }
 
-func TestBotsAndOpsbotItselfAreIgnored(t *testing.T) {
-	w := newWorld(t, "")
+// A bot's command is denied (even with admin), with the role needed; an
+// allow-listed bot may command; opsbot's own comments are never read.
+func TestBotsAndOpsbotItself(t *testing.T) {
+	w := newWorld(t, "    allow_bots: [\"release[bot]\"]\n")
 	w.gh.AddUser("renovate[bot]", 6000, "Bot")
 	w.gh.SetRole(theRepo, "renovate[bot]", "admin")
-	w.comment(user{"renovate[bot]", 6000, "Bot"}, "/reuse-sweep-run 31147925932")
-	w.comment(user{githubtest.BotLogin, githubtest.BotID, "Bot"}, "/reuse-sweep-run 31147925932")
-	if n := len(w.replies()); n != 0 {
-		t.Fatalf("opsbot answered a bot: %v", w.replies())
+	c := w.comment(user{"renovate[bot]", 6000, "Bot"}, "/reuse-sweep-run 31147925932")
+	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+		t.Fatalf("reactions to a bot's command = %v", r)
 	}
-	if tr := w.trail(); len(tr) != 0 {
-		t.Fatalf("bot comments ran commands: %v", tr)
+	mustContain(t, "bot denial", w.lastReply(), "@renovate[bot] I did not run", "allow_bots", "needs the `write` role")
+	before := len(w.replies())
+	w.comment(user{githubtest.BotLogin, githubtest.BotID, "Bot"}, "/reuse-sweep-run 31147925932")
+	if len(w.replies()) != before {
+		t.Fatal("opsbot answered its own comment")
+	}
+	w.gh.AddUser("release[bot]", 6001, "Bot")
+	w.gh.SetRole(theRepo, "release[bot]", "write")
+	w.comment(user{"release[bot]", 6001, "Bot"}, "/reuse-sweep-run 31147925932")
+	mustContain(t, "allow-listed bot", w.lastReply(), "@release[bot] pinned run [31147925932]")
+	if tr := w.trail(); tr[0] != "command reuse-sweep-run denied" || tr[len(tr)-1] != "pin active" {
+		t.Fatalf("audit = %v", tr)
 	}
 }
 
