@@ -50,18 +50,12 @@ type Checker struct {
 	Now       func() time.Time
 
 	mu    sync.Mutex
-	roles map[string]cachedRole
-	teams map[string]cachedTeam
+	cache map[string]cachedValue // roles and team memberships, by user id
 }
 
-type cachedRole struct {
-	role Role
-	at   time.Time
-}
-
-type cachedTeam struct {
-	member bool
-	at     time.Time
+type cachedValue struct {
+	v  int
+	at time.Time
 }
 
 // Check answers for actor a running a command guarded by p on repo. Any
@@ -126,53 +120,60 @@ func (c *Checker) now() time.Time {
 }
 
 func (c *Checker) role(ctx context.Context, l Lookup, repo string, a Actor) (Role, error) {
-	key := fmt.Sprintf("%s\x00%d", strings.ToLower(repo), a.ID)
-	c.mu.Lock()
-	if e, ok := c.roles[key]; ok && c.now().Sub(e.at) < c.TTL {
-		c.mu.Unlock()
-		return e.role, nil
-	}
-	c.mu.Unlock()
-	resp, err := l.Permission(ctx, repo, a.Login)
+	key := fmt.Sprintf("role\x00%s\x00%d", strings.ToLower(repo), a.ID)
+	v, err := c.cached(key, func() (int, error) {
+		resp, err := l.Permission(ctx, repo, a.Login)
+		if err != nil {
+			return 0, err
+		}
+		if resp.User != nil && resp.User.ID != 0 && a.ID != 0 && resp.User.ID != a.ID {
+			// The login now names another account (renamed): do not trust it.
+			return 0, fmt.Errorf("auth: login %s now belongs to account %d, not %d", a.Login, resp.User.ID, a.ID)
+		}
+		role := resp.Role()
+		if role == RoleUnknown {
+			return 0, fmt.Errorf("auth: GitHub's permission answer for %s has no role", a.Login)
+		}
+		return int(role), nil
+	})
 	if err != nil {
 		return RoleUnknown, err
 	}
-	if resp.User != nil && resp.User.ID != 0 && a.ID != 0 && resp.User.ID != a.ID {
-		// The login now names another account (renamed): do not trust it.
-		return RoleUnknown, fmt.Errorf("auth: login %s now belongs to account %d, not %d", a.Login, resp.User.ID, a.ID)
-	}
-	role := resp.Role()
-	if role == RoleUnknown {
-		return RoleUnknown, fmt.Errorf("auth: GitHub's permission answer for %s has no role", a.Login)
-	}
-	c.mu.Lock()
-	if c.roles == nil {
-		c.roles = map[string]cachedRole{}
-	}
-	c.roles[key] = cachedRole{role: role, at: c.now()}
-	c.mu.Unlock()
-	return role, nil
+	return Role(v), nil
 }
 
 func (c *Checker) member(ctx context.Context, l Lookup, team string, a Actor) (bool, error) {
-	key := fmt.Sprintf("%s\x00%d", strings.ToLower(team), a.ID)
+	key := fmt.Sprintf("team\x00%s\x00%d", strings.ToLower(team), a.ID)
+	v, err := c.cached(key, func() (int, error) {
+		m, err := l.TeamMember(ctx, team, a.Login)
+		if m {
+			return 1, err
+		}
+		return 0, err
+	})
+	return v == 1, err
+}
+
+// cached answers key from the cache while it is fresh, else asks lookup and
+// remembers a successful answer for the TTL. Errors are never cached.
+func (c *Checker) cached(key string, lookup func() (int, error)) (int, error) {
 	c.mu.Lock()
-	if e, ok := c.teams[key]; ok && c.now().Sub(e.at) < c.TTL {
+	if e, ok := c.cache[key]; ok && c.now().Sub(e.at) < c.TTL {
 		c.mu.Unlock()
-		return e.member, nil
+		return e.v, nil
 	}
 	c.mu.Unlock()
-	m, err := l.TeamMember(ctx, team, a.Login)
+	v, err := lookup()
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	c.mu.Lock()
-	if c.teams == nil {
-		c.teams = map[string]cachedTeam{}
+	if c.cache == nil {
+		c.cache = map[string]cachedValue{}
 	}
-	c.teams[key] = cachedTeam{member: m, at: c.now()}
+	c.cache[key] = cachedValue{v: v, at: c.now()}
 	c.mu.Unlock()
-	return m, nil
+	return v, nil
 }
 
 func containsFold(xs []string, s string) bool {

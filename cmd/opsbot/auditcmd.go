@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -140,30 +139,15 @@ func openAuditSource(e *env, serverURL, db string) (*auditSource, error) {
 	}
 	token := e.getenv("OPSBOT_API_TOKEN")
 	if token == "" {
-		return nil, errors.New("OPSBOT_API_TOKEN is not set: export one of the server's API tokens")
+		return nil, errNoToken
 	}
 	get := func(path string, q url.Values, v any) error {
 		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 		defer cancel()
-		u := strings.TrimSuffix(serverURL, "/") + path
 		if len(q) > 0 {
-			u += "?" + q.Encode()
+			path += "?" + q.Encode()
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return fmt.Errorf("bad --server: %w", err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return fmt.Errorf("asking %s: %w", serverURL, err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("server answered %s: %s", resp.Status, strings.TrimSpace(string(raw)))
-		}
-		return json.Unmarshal(raw, v)
+		return getJSON(ctx, serverURL, token, http.MethodGet, path, nil, v)
 	}
 	return &auditSource{
 		page: func(q url.Values) (server.AuditPage, error) {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"opsbot/state"
@@ -68,25 +67,12 @@ func copyBackup(e *env, serverURL, db string, w io.Writer) (int64, error) {
 		defer st.Close()
 		return st.Backup(w)
 	}
-	token := e.getenv("OPSBOT_API_TOKEN")
-	if token == "" {
-		return 0, errors.New("OPSBOT_API_TOKEN is not set: export one of the server's API tokens")
-	}
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(serverURL, "/")+"/api/v1/backup", nil)
+	resp, err := callAPI(ctx, serverURL, e.getenv("OPSBOT_API_TOKEN"), http.MethodGet, "/api/v1/backup", nil)
 	if err != nil {
-		return 0, fmt.Errorf("bad --server: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("asking %s: %w", serverURL, err)
+		return 0, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return 0, fmt.Errorf("server answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
-	}
 	return io.Copy(w, resp.Body)
 }

@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -88,46 +86,17 @@ func runGate(e *env, args []string) error {
 func askGate(ctx context.Context, serverURL, token string, req gate.Request, timeout time.Duration) (gate.Answer, error) {
 	var ans gate.Answer
 	switch {
-	case serverURL == "":
-		return ans, fmt.Errorf("--server is required")
 	case req.Repo == "":
 		return ans, fmt.Errorf("--repo is required")
 	case req.SHA == "":
 		return ans, fmt.Errorf("--sha is required")
 	case req.Event == "pull_request" && req.PR <= 0:
 		return ans, fmt.Errorf("--pr is required for a pull_request event")
-	case token == "":
-		return ans, fmt.Errorf("OPSBOT_API_TOKEN is not set (a secret holding one of the server's API tokens)")
 	}
-	body, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(serverURL, "/")+"/api/v1/gate", bytes.NewReader(body))
-	if err != nil {
-		return ans, fmt.Errorf("bad --server: %w", err)
-	}
-	r.Header.Set("Authorization", "Bearer "+token)
-	r.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(r)
-	if err != nil {
-		return ans, fmt.Errorf("asking %s: %w", serverURL, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return ans, fmt.Errorf("reading the answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal(raw, &e)
-		return ans, fmt.Errorf("server answered %s: %s", resp.Status, e.Error)
-	}
-	if err := json.Unmarshal(raw, &ans); err != nil {
-		return ans, fmt.Errorf("the server's answer is not JSON: %w", err)
-	}
-	return ans, nil
+	err := getJSON(ctx, serverURL, token, http.MethodPost, "/api/v1/gate", req, &ans)
+	return ans, err
 }
 
 // oneLineText keeps a value on one output line.

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// errNoToken is every API command's answer when OPSBOT_API_TOKEN is missing.
+var errNoToken = errors.New("OPSBOT_API_TOKEN is not set: export one of the server's API tokens (api.tokens_env)")
+
+// callAPI makes one request to a server's /api/v1 with the bearer token. A
+// body, if any, is sent as JSON. A non-200 answer is an error that carries
+// the server's message; on success the caller reads and closes the body.
+func callAPI(ctx context.Context, serverURL, token, method, path string, body any) (*http.Response, error) {
+	if serverURL == "" {
+		return nil, errors.New("--server is required")
+	}
+	if token == "" {
+		return nil, errNoToken
+	}
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(serverURL, "/")+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("bad --server: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("asking %s: %w", serverURL, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		var e struct {
+			Error string `json:"error"`
+		}
+		msg := strings.TrimSpace(string(raw))
+		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		return nil, fmt.Errorf("server answered %s: %s", resp.Status, msg)
+	}
+	return resp, nil
+}
+
+// getJSON calls the API and decodes its JSON answer into v.
+func getJSON(ctx context.Context, serverURL, token, method, path string, body, v any) error {
+	resp, err := callAPI(ctx, serverURL, token, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(v); err != nil {
+		return fmt.Errorf("the server's answer is not what was expected: %w", err)
+	}
+	return nil
+}
