@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"opsbot/internal/golden"
 	"opsbot/state"
 )
 
@@ -166,4 +168,27 @@ func TestEveryCommandHasHelpWithExamples(t *testing.T) {
 		t.Errorf("bad flag: %v %s", err, errOut)
 	}
 	_ = io.Discard
+}
+
+// The help people read is a golden file: go test ./cmd/opsbot -update rewrites it.
+func TestHelpTextsGolden(t *testing.T) {
+	var b strings.Builder
+	out, _, err := runCLI(t, nil, "help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.WriteString("$ opsbot help\n" + out)
+	names := make([]string, 0)
+	for name := range subcommands() {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if name == "version" {
+			continue
+		}
+		_, errOut, _ := runCLI(t, nil, name, "--help")
+		b.WriteString("\n$ opsbot " + name + " --help\n" + errOut)
+	}
+	golden.Assert(t, "help.txt", b.String())
 }

@@ -233,7 +233,7 @@ func runServe(e *env, args []string) error {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	log.Info("opsbot serving", "addr", ln.Addr().String(), "state", cfg.StatePath, "dry_run", cfg.DryRun, "version", version)
+	log.Info("opsbot serving", "addr", ln.Addr().String(), "state", cfg.StatePath, "github_dry_run", dry, "version", version)
 	fmt.Fprintf(e.stdout, "opsbot serving on http://%s\n", ln.Addr())
 
 	errc := make(chan error, 1)
