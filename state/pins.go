@@ -267,6 +267,10 @@ func (t *Tx) PutDecision(d *Decision) error {
 }
 
 // ReusedRun returns the run a skipped head reused, if opsbot skipped it.
+//
+// It only reads one key; the one error bbolt can give here is a closed
+// database, which answers "not known": the hint in a reply is lost, a
+// decision never depends on it.
 func (s *Store) ReusedRun(repo, sha string) (int64, bool) {
 	var id int64
 	_ = s.db.View(func(tx *bolt.Tx) error {
