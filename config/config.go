@@ -156,7 +156,7 @@ const (
 	DefaultStatePath      = "opsbot.db"
 	DefaultGitHubAPI      = "https://api.github.com/"
 	DefaultSlackAPI       = "https://slack.com/api/"
-	DefaultWorkers        = 16
+	DefaultWorkers        = 64
 	DefaultMaxBody        = 25 << 20 // GitHub's maximum payload
 	DefaultRoleTTL        = 60 * time.Second
 	DefaultRequestTimeout = 10 * time.Second

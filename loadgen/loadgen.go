@@ -190,7 +190,7 @@ func start(ctx context.Context, opt Options, cl *cleanup) (*server, error) {
 	gh.Watch(s.watch)
 	cfg := fmt.Sprintf(`listen: "127.0.0.1:0"
 state_path: %q
-workers: 32
+workers: 64
 github:
   api_url: %q
   token_env: "BENCH_GITHUB_TOKEN"
