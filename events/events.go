@@ -41,23 +41,37 @@ type Handler struct {
 	Installations *Installations
 }
 
-// Installations maps repositories to the App installation their webhooks name.
+// Installations maps repositories to the App installation their webhooks
+// name, kept in the database too so an ask right after a restart finds it.
 type Installations struct {
+	Store interface {
+		RepoInstallation(repo string) (int64, error)
+		SetRepoInstallation(repo string, id int64) error
+	}
+	Log *slog.Logger
+
 	mu sync.Mutex
 	m  map[string]int64
 }
 
-// Set records a repository's installation.
+// Set records a repository's installation (written only when it changes).
 func (i *Installations) Set(repo string, id int64) {
 	if i == nil || id == 0 {
 		return
 	}
+	k := strings.ToLower(repo)
 	i.mu.Lock()
-	defer i.mu.Unlock()
 	if i.m == nil {
 		i.m = map[string]int64{}
 	}
-	i.m[strings.ToLower(repo)] = id
+	same := i.m[k] == id
+	i.m[k] = id
+	i.mu.Unlock()
+	if !same && i.Store != nil {
+		if err := i.Store.SetRepoInstallation(repo, id); err != nil && i.Log != nil {
+			i.Log.Warn("recording the repository's installation", "repo", repo, "err", err)
+		}
+	}
 }
 
 // Get returns a repository's installation, 0 when unknown.
@@ -65,9 +79,14 @@ func (i *Installations) Get(repo string) int64 {
 	if i == nil {
 		return 0
 	}
+	k := strings.ToLower(repo)
 	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.m[strings.ToLower(repo)]
+	id := i.m[k]
+	i.mu.Unlock()
+	if id == 0 && i.Store != nil {
+		id, _ = i.Store.RepoInstallation(repo) // unknown stays 0: the ask then fails closed
+	}
+	return id
 }
 
 // StageHandler takes /stage-results and the staging side's callbacks.

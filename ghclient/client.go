@@ -544,3 +544,25 @@ func (c *Client) CommentsSince(ctx context.Context, repo string, t time.Time, ma
 	}
 	return out, nil
 }
+
+// HasStatus reports whether the newest status of context on sha already
+// says state and description (a retry after a crash finds the one it set).
+func (c *Client) HasStatus(ctx context.Context, repo, sha, statusContext, state, description string) (bool, error) {
+	if c.dryRun {
+		return false, nil
+	}
+	if len(description) > 140 {
+		description = description[:137] + "..."
+	}
+	o, r := split(repo)
+	sts, resp, err := c.gh.Repositories.ListStatuses(ctx, o, r, sha, &github.ListOptions{PerPage: 100})
+	if err := wrap("listing the statuses of "+short(sha), resp, err); err != nil {
+		return false, err
+	}
+	for _, st := range sts {
+		if st.GetContext() == statusContext {
+			return st.GetState() == state && st.GetDescription() == description, nil
+		}
+	}
+	return false, nil
+}

@@ -19,6 +19,7 @@ import (
 	"opsbot/internal/githubtest"
 	_ "opsbot/internal/golden"
 	"opsbot/metrics"
+	"opsbot/state"
 )
 
 const repo = "SemiAnalysisAI/InferenceX"
@@ -338,4 +339,29 @@ func TestGitHubAppInstallation(t *testing.T) {
 		t.Fatal("a bad App key was accepted")
 	}
 	_ = fmt.Sprint()
+}
+
+// A retried status finds the one an earlier attempt set and does not set it again.
+func TestStatusRetryFindsEarlierAttempt(t *testing.T) {
+	f, _, _, _ := setup(t, nil)
+	fac, _ := NewFactory(Options{APIURL: f.URL, Token: "t"})
+	s := &Sender{Clients: fac}
+	n := &state.Notice{ID: 1, Kind: state.NoticeStatus, Repo: repo, SHA: "c2", State: "success",
+		Description: "skip: reusing run 1, authorized by @m", Context: "opsbot/sweep-gate"}
+	if _, err := s.Send(t.Context(), n, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(t.Context(), n, 2); err != nil { // as after a crash between sending and recording
+		t.Fatal(err)
+	}
+	if st := f.Statuses(repo, "c2"); len(st) != 1 {
+		t.Fatalf("%d statuses, want 1", len(st))
+	}
+	n.Description = "sweep: no reuse authorization" // a different status is set
+	if _, err := s.Send(t.Context(), n, 2); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.Statuses(repo, "c2"); len(st) != 2 {
+		t.Fatalf("%d statuses, want 2", len(st))
+	}
 }

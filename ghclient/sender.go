@@ -85,6 +85,11 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 	case state.NoticeReaction:
 		return state.SentRef{}, c.React(ctx, n.Repo, n.TargetComment, n.Reaction)
 	case state.NoticeStatus:
+		if attempt > 1 {
+			if done, err := c.HasStatus(ctx, n.Repo, n.SHA, n.Context, n.State, n.Description); err != nil || done {
+				return state.SentRef{}, err
+			}
+		}
 		return state.SentRef{}, c.SetStatus(ctx, n.Repo, n.SHA, n.State, n.Description, n.TargetURL, n.Context)
 	case state.NoticeDispatch:
 		return state.SentRef{}, c.Dispatch(ctx, n.Repo, n.EventType, n.Payload)

@@ -197,3 +197,22 @@ func (s *Store) SetReconciledAt(repo string, t time.Time) error {
 		return tx.Bucket(bRepos).Put([]byte("reconciled\x00"+string(repoKey(repo))), v)
 	})
 }
+
+// RepoInstallation is the GitHub App installation last seen for a repository (0: none).
+func (s *Store) RepoInstallation(repo string) (int64, error) {
+	var id int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bRepos).Get([]byte("installation\x00" + string(repoKey(repo)))); v != nil {
+			id = int64(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	return id, err
+}
+
+// SetRepoInstallation records a repository's installation.
+func (s *Store) SetRepoInstallation(repo string, id int64) error {
+	return s.update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bRepos).Put([]byte("installation\x00"+string(repoKey(repo))), u64(uint64(id)))
+	})
+}

@@ -202,8 +202,8 @@ repos: [{name: %q, sweep_workflow: .github/workflows/run-sweep.yml}]
 				t.Errorf("PR %d: status %q", pr, st.Description)
 			}
 		}
-		if len(gh.Statuses(theRepo, head(pr, 2))) == 0 {
-			t.Errorf("PR %d: no status on its push", pr)
+		if n := len(gh.Statuses(theRepo, head(pr, 2))); n != 1 {
+			t.Errorf("PR %d: %d statuses on its push, want 1", pr, n)
 		}
 	}
 	for id, n := range seen {

@@ -113,7 +113,7 @@ func runServe(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	installs := &events.Installations{}
+	installs := &events.Installations{Store: store, Log: log}
 	builder := &notices.Builder{Mirror: &notify.Mirror{Cfg: cfg}}
 	slackSender := &notify.Sender{Log: log, PRInfo: store.PRInfo}
 	if secrets.SlackToken != "" && !cfg.DryRun {

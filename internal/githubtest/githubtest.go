@@ -457,6 +457,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("PATCH /repos/{owner}/{repo}/issues/comments/{id}", f.editComment)
 	add("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", f.react)
 	add("POST /repos/{owner}/{repo}/statuses/{sha}", f.status)
+	add("GET /repos/{owner}/{repo}/commits/{sha}/statuses", f.listStatuses)
 	add("POST /repos/{owner}/{repo}/dispatches", f.dispatch)
 	// Three GET routes share one shape; one handler tells them apart.
 	issueGets := map[string]handler{
@@ -1075,4 +1076,18 @@ func (f *Fake) SetCommentTime(id int64, at time.Time) {
 			c.CreatedAt, c.UpdatedAt = at, at
 		}
 	}
+}
+
+func (f *Fake) listStatuses(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	full := repo.Owner + "/" + repo.Name
+	out := []*github.RepoStatus{}
+	for i := len(f.statuses) - 1; i >= 0; i-- { // newest first, as GitHub lists them
+		st := f.statuses[i]
+		if strings.EqualFold(st.Repo, full) && st.SHA == r.PathValue("sha") {
+			out = append(out, &github.RepoStatus{State: github.String(st.State), Description: github.String(st.Description),
+				Context: github.String(st.Context), TargetURL: github.String(st.TargetURL)})
+		}
+	}
+	page := paginate(w, r, len(out))
+	return http.StatusOK, out[page.from:page.to]
 }
