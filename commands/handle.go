@@ -35,6 +35,7 @@ type Deps struct {
 	Notices   *notices.Builder
 	Stage     StageHandler // nil when staging is not configured
 	Log       *slog.Logger
+	WebHost   string // host of run URLs in commands; default github.com
 }
 
 // StageHandler handles /stage-results; it lives with the staging queue.
@@ -73,7 +74,7 @@ type step struct {
 // runs) and returns the write that records everything and adds the
 // notices, to be committed with the delivery.
 func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
-	cmds := Parse(c.Body, Options{Repo: d.Repo.Name})
+	cmds := Parse(c.Body, Options{Repo: d.Repo.Name, Host: d.WebHost})
 	if len(cmds) == 0 {
 		return "no-commands", nil
 	}
@@ -175,7 +176,7 @@ func prepareReuse(ctx context.Context, d Deps, c Comment, s *step) {
 func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
 	var replies []string
 	var plus, minus bool
-	links := notices.Links{PR: notices.PRURL(c.Repo, c.PR), Comment: c.URL}
+	links := notices.Links{PR: d.Notices.Web.PR(c.Repo, c.PR), Comment: c.URL}
 	var stageWrites []func(tx *state.Tx, replyTo string) error
 	for i := range steps {
 		s := &steps[i]
@@ -318,7 +319,7 @@ func revoke(tx *state.Tx, c Comment, p *state.Pin, why string) error {
 // editor, if allowed to run them, is told so), and a still-active pin whose
 // command line the edit removed is revoked.
 func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, state.Write) {
-	opt := Options{Repo: d.Repo.Name}
+	opt := Options{Repo: d.Repo.Name, Host: d.WebHost}
 	before, after := Parse(oldBody, opt), Parse(c.Body, opt)
 	had := map[string]int{}
 	for _, cmd := range before {
@@ -362,7 +363,7 @@ func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, sta
 			return nil // no one can make opsbot talk by typing
 		}
 		_, err = d.Notices.Comment(tx, c.Repo, c.PR, c.Installation, "edited", EditedReply(c.Actor.Login, added),
-			notices.Links{PR: notices.PRURL(c.Repo, c.PR), Comment: c.URL})
+			notices.Links{PR: d.Notices.Web.PR(c.Repo, c.PR), Comment: c.URL})
 		return err
 	}
 }

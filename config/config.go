@@ -62,6 +62,7 @@ type Reconcile struct {
 // GitHub is how opsbot reaches GitHub and verifies its webhooks.
 type GitHub struct {
 	APIURL           string        `yaml:"api_url"`
+	WebURL           string        `yaml:"web_url"`
 	TokenEnv         string        `yaml:"token_env"`
 	App              *App          `yaml:"app"`
 	WebhookSecretEnv string        `yaml:"webhook_secret_env"`
@@ -232,6 +233,9 @@ func (c *Config) applyDefaults() {
 	if !strings.HasSuffix(c.GitHub.APIURL, "/") {
 		c.GitHub.APIURL += "/"
 	}
+	if c.GitHub.WebURL == "" {
+		c.GitHub.WebURL = "https://github.com/"
+	}
 	if c.GitHub.WebhookSecretEnv == "" {
 		c.GitHub.WebhookSecretEnv = "OPSBOT_WEBHOOK_SECRET"
 	}
@@ -318,6 +322,7 @@ func (c *Config) validate() Problems {
 		}
 	}
 	checkURL("github.api_url", c.GitHub.APIURL)
+	checkURL("github.web_url", c.GitHub.WebURL)
 	checkURL("slack.api_url", c.Slack.APIURL)
 	if c.GitHub.App != nil {
 		a := c.GitHub.App
@@ -573,4 +578,13 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// WebHost is the host of GitHub's web pages (github.com, or an Enterprise host).
+func (c *Config) WebHost() string {
+	u, err := url.Parse(c.GitHub.WebURL)
+	if err != nil || u.Host == "" {
+		return "github.com"
+	}
+	return u.Host
 }

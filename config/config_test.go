@@ -185,3 +185,17 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestEnterpriseWebHost(t *testing.T) {
+	cfg, err := Parse([]byte("github: {api_url: 'https://ghe.example.com/api/v3', web_url: 'https://ghe.example.com/'}\nrepos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.WebHost(); got != "ghe.example.com" {
+		t.Fatalf("WebHost = %q", got)
+	}
+	if _, err := Parse([]byte("github: {web_url: 'not a url'}\nrepos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n")); err == nil ||
+		!strings.Contains(err.Error(), "github.web_url") {
+		t.Fatalf("bad web_url: %v", err)
+	}
+}

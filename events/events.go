@@ -151,7 +151,7 @@ func (h *Handler) deps(rc *config.Repo, inst int64) (commands.Deps, error) {
 		stage = h.Stage
 	}
 	return commands.Deps{Repo: rc, Checker: h.Checker, Lookup: client, Validator: &runs.Validator{GH: client, Reused: h.Reused},
-		Notices: h.Notices, Stage: stage, Log: h.Log}, nil
+		Notices: h.Notices, Stage: stage, Log: h.Log, WebHost: h.Cfg.WebHost()}, nil
 }
 
 func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPayload) (string, state.Write, error) {

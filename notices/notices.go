@@ -12,8 +12,35 @@ import (
 	"opsbot/state"
 )
 
+// Web is the base of GitHub's web pages, "https://github.com/" or a GitHub
+// Enterprise host's.
+type Web string
+
+// Base is the web base without its trailing slash ("https://github.com").
+func (w Web) Base() string {
+	if w == "" {
+		return "https://github.com"
+	}
+	return strings.TrimSuffix(string(w), "/")
+}
+
+// PR links to a pull request.
+func (w Web) PR(repo string, pr int) string { return fmt.Sprintf("%s/%s/pull/%d", w.Base(), repo, pr) }
+
+// Run links to a workflow run.
+func (w Web) Run(repo string, id int64) string {
+	return fmt.Sprintf("%s/%s/actions/runs/%d", w.Base(), repo, id)
+}
+
+// Commit links to a commit.
+func (w Web) Commit(repo, sha string) string {
+	return fmt.Sprintf("%s/%s/commit/%s", w.Base(), repo, sha)
+}
+
 // Builder enqueues notices.
 type Builder struct {
+	// Web is GitHub's web base for links (default https://github.com/).
+	Web Web
 	// Mirror, when set, also posts each PR comment (and other notices worth
 	// a maintainer's eye) to Slack.
 	Mirror Mirror
@@ -82,7 +109,7 @@ func (b *Builder) Dispatch(tx *state.Tx, fromRepo string, pr int, inst int64, to
 // Decided tells a decision: a commit status always; on skip, a PR comment;
 // when the pin became invalid, a PR comment saying why.
 func (b *Builder) Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, inst int64) error {
-	prURL := PRURL(d.Repo, d.PR)
+	prURL := b.Web.PR(d.Repo, d.PR)
 	if d.MergeOf {
 		if pin != nil && pin.State == state.PinInvalid {
 			return b.pinInvalidComment(tx, d, pin, inst)
@@ -94,8 +121,8 @@ func (b *Builder) Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, inst 
 	}
 	switch {
 	case d.Decision == gate.Skip:
-		_, err := b.Comment(tx, d.Repo, d.PR, inst, "skip", SkipText(d), Links{PR: prURL, Comment: d.CommentURL, Run: d.RunURL,
-			Commit: CommitURL(d.Repo, d.HeadSHA)})
+		_, err := b.Comment(tx, d.Repo, d.PR, inst, "skip", SkipText(b.Web, d), Links{PR: prURL, Comment: d.CommentURL, Run: d.RunURL,
+			Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
 		return err
 	case pin != nil && pin.State == state.PinInvalid:
 		return b.pinInvalidComment(tx, d, pin, inst)
@@ -104,16 +131,16 @@ func (b *Builder) Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, inst 
 }
 
 func (b *Builder) pinInvalidComment(tx *state.Tx, d *state.Decision, pin *state.Pin, inst int64) error {
-	_, err := b.Comment(tx, d.Repo, d.PR, inst, "invalid", InvalidText(d, pin), Links{PR: PRURL(d.Repo, d.PR),
-		Comment: pin.CommentURL, Run: RunURL(d.Repo, pin.RunID), Commit: CommitURL(d.Repo, d.HeadSHA)})
+	_, err := b.Comment(tx, d.Repo, d.PR, inst, "invalid", InvalidText(b.Web, d, pin), Links{PR: b.Web.PR(d.Repo, d.PR),
+		Comment: pin.CommentURL, Run: b.Web.Run(d.Repo, pin.RunID), Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
 	return err
 }
 
 // PinClosed tells that a pin was revoked or expired (not by a decision).
 func (b *Builder) PinClosed(tx *state.Tx, p *state.Pin, inst int64, why string) error {
 	_, err := b.Comment(tx, p.Repo, p.PR, inst, p.State, fmt.Sprintf("The pin of run [%d](%s) by @%s is **%s**: %s.",
-		p.RunID, RunURL(p.Repo, p.RunID), p.ActorLogin, p.State, why), Links{PR: PRURL(p.Repo, p.PR), Comment: p.CommentURL,
-		Run: RunURL(p.Repo, p.RunID)})
+		p.RunID, b.Web.Run(p.Repo, p.RunID), p.ActorLogin, p.State, why), Links{PR: b.Web.PR(p.Repo, p.PR), Comment: p.CommentURL,
+		Run: b.Web.Run(p.Repo, p.RunID)})
 	return err
 }
 
@@ -129,15 +156,15 @@ func StatusText(d *state.Decision) string {
 }
 
 // SkipText is the PR comment of a skip decision.
-func SkipText(d *state.Decision) string {
+func SkipText(web Web, d *state.Decision) string {
 	return fmt.Sprintf("⏭️ **Sweep skipped for %s**: reusing run [%d](%s) (commit `%s`), authorized by @%s in [this comment](%s).\n\n"+
 		"The pin is used up: the next push sweeps unless someone pins a run again.",
-		commitLink(d.Repo, d.HeadSHA), d.RunID, d.RunURL, Short(d.RunSHA), d.ActorLogin, d.CommentURL)
+		commitLink(web, d.Repo, d.HeadSHA), d.RunID, d.RunURL, Short(d.RunSHA), d.ActorLogin, d.CommentURL)
 }
 
 // InvalidText is the PR comment when a pinned run no longer qualifies.
-func InvalidText(d *state.Decision, p *state.Pin) string {
-	what := fmt.Sprintf("%s sweeps", commitLink(d.Repo, d.HeadSHA))
+func InvalidText(web Web, d *state.Decision, p *state.Pin) string {
+	what := fmt.Sprintf("%s sweeps", commitLink(web, d.Repo, d.HeadSHA))
 	if d.MergeOf {
 		what = "the merge reuses no run"
 	}
@@ -150,24 +177,11 @@ func InvalidText(d *state.Decision, p *state.Pin) string {
 	}
 	return fmt.Sprintf("🔁 **The pin of run [%d](%s) is invalid**: %s. It was authorized by @%s; %s.\n\n"+
 		"Pin a run again with `/reuse-sweep-run <run>` if a later push should reuse one.",
-		p.RunID, RunURL(d.Repo, p.RunID), why, p.ActorLogin, what)
+		p.RunID, web.Run(d.Repo, p.RunID), why, p.ActorLogin, what)
 }
 
-func commitLink(repo, sha string) string {
-	return fmt.Sprintf("[`%s`](%s)", Short(sha), CommitURL(repo, sha))
-}
-
-// PRURL, RunURL and CommitURL link to GitHub.
-func PRURL(repo string, pr int) string { return fmt.Sprintf("https://github.com/%s/pull/%d", repo, pr) }
-
-// RunURL links to a workflow run.
-func RunURL(repo string, id int64) string {
-	return fmt.Sprintf("https://github.com/%s/actions/runs/%d", repo, id)
-}
-
-// CommitURL links to a commit.
-func CommitURL(repo, sha string) string {
-	return fmt.Sprintf("https://github.com/%s/commit/%s", repo, sha)
+func commitLink(web Web, repo, sha string) string {
+	return fmt.Sprintf("[`%s`](%s)", Short(sha), web.Commit(repo, sha))
 }
 
 // Short is a commit's short form.

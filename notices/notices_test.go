@@ -25,8 +25,8 @@ func TestTextsGolden(t *testing.T) {
 		b.WriteString(StatusText(d) + "\n")
 	}
 	golden.Assert(t, "status.txt", b.String())
-	golden.Assert(t, "skip.md", SkipText(skip))
-	golden.Assert(t, "invalid.md", InvalidText(invalid, pin))
+	golden.Assert(t, "skip.md", SkipText("", skip))
+	golden.Assert(t, "invalid.md", InvalidText("", invalid, pin))
 	for _, d := range []*state.Decision{skip, sweep, invalid} {
 		if n := len(StatusText(d)); n > 140 {
 			t.Errorf("status %q is %d characters; GitHub allows 140", StatusText(d), n)

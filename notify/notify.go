@@ -17,6 +17,7 @@ import (
 // Mirror enqueues the Slack copy of notices. It implements notices.Mirror.
 type Mirror struct {
 	Cfg *config.Config
+	Web notices.Web
 }
 
 var _ notices.Mirror = (*Mirror)(nil)
@@ -38,7 +39,7 @@ func (m *Mirror) Mirror(tx *state.Tx, repo string, pr int, kind, text string, li
 	}
 	if info.SlackTS == "" && !info.SlackParentQueued {
 		if err := tx.Enqueue(&state.Notice{Channel: state.ChannelSlack, Kind: state.NoticeSlack, Repo: repo, PR: pr,
-			Slack: &state.SlackMessage{Channel: ch, Parent: true, Text: ParentText(info)}}); err != nil {
+			Slack: &state.SlackMessage{Channel: ch, Parent: true, Text: ParentText(m.Web, info)}}); err != nil {
 			return err
 		}
 		info.SlackParentQueued = true
@@ -51,8 +52,8 @@ func (m *Mirror) Mirror(tx *state.Tx, repo string, pr int, kind, text string, li
 }
 
 // ParentText is the first message of a PR's thread.
-func ParentText(info *state.PRInfo) string {
-	url := notices.PRURL(info.Repo, info.PR)
+func ParentText(web notices.Web, info *state.PRInfo) string {
+	url := web.PR(info.Repo, info.PR)
 	s := fmt.Sprintf("*<%s|%s#%d>*", Escape(url), Escape(info.Repo), info.PR)
 	if info.Title != "" {
 		s += " " + Escape(info.Title)

@@ -20,6 +20,8 @@ import (
 
 const repo = "SemiAnalysisAI/InferenceX"
 
+var web notices.Web
+
 type rig struct {
 	t     *testing.T
 	store *state.Store
@@ -57,8 +59,8 @@ func (r *rig) notice(pr int, kind, text string) {
 				return err
 			}
 		}
-		_, err := r.b.Comment(tx, repo, pr, 0, kind, text, notices.Links{PR: notices.PRURL(repo, pr),
-			Comment: notices.PRURL(repo, pr) + "#issuecomment-1", Run: notices.RunURL(repo, 31147925932), Commit: notices.CommitURL(repo, "c2")})
+		_, err := r.b.Comment(tx, repo, pr, 0, kind, text, notices.Links{PR: web.PR(repo, pr),
+			Comment: web.PR(repo, pr) + "#issuecomment-1", Run: web.Run(repo, 31147925932), Commit: web.Commit(repo, "c2")})
 		return err
 	})
 	if err != nil {

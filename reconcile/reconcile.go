@@ -103,7 +103,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string) (Report, error) {
 		if !isPR || strings.EqualFold(u.GetLogin(), r.SelfLogin) {
 			continue
 		}
-		if len(commands.Parse(c.GetBody(), commands.Options{Repo: rc.Name})) == 0 {
+		if len(commands.Parse(c.GetBody(), commands.Options{Repo: rc.Name, Host: r.Cfg.WebHost()})) == 0 {
 			continue
 		}
 		known, err := r.Store.CommentKnown(rc.Name, c.GetID())

@@ -39,6 +39,7 @@ type AuditWeb struct {
 	Password auth.Secret
 	Version  string
 	Log      *slog.Logger
+	Web      string // GitHub's web base, "https://github.com" by default
 
 	pages map[string]*template.Template
 }
@@ -58,7 +59,8 @@ func (a *AuditWeb) Routes(mux *http.ServeMux) {
 			}
 			return t.UTC().Format("2006-01-02 15:04")
 		},
-		"commit": func(repo, sha string) string { return "https://github.com/" + repo + "/commit/" + sha },
+		"commit": func(repo, sha string) string { return a.web() + "/" + repo + "/commit/" + sha },
+		"user":   func(login string) string { return a.web() + "/" + login },
 	}
 	a.pages = map[string]*template.Template{}
 	for _, name := range []string{"repos", "prs", "pr"} {
@@ -149,5 +151,12 @@ func (a *AuditWeb) pr(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.render(w, "pr", map[string]any{"Title": repo + " #" + strconv.Itoa(n), "Repo": repo, "PR": n, "T": tl, "Trail": trail,
-		"Next": next, "PRURL": "https://github.com/" + repo + "/pull/" + strconv.Itoa(n)})
+		"Next": next, "PRURL": a.web() + "/" + repo + "/pull/" + strconv.Itoa(n)})
+}
+
+func (a *AuditWeb) web() string {
+	if a.Web == "" {
+		return "https://github.com"
+	}
+	return strings.TrimSuffix(a.Web, "/")
 }

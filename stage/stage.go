@@ -102,7 +102,7 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 	if existing, err := tx.StageRequestByComment(req.Repo, req.CommentID); err != nil || existing != nil {
 		return err
 	}
-	links := notices.Links{PR: notices.PRURL(req.Repo, req.PR), Comment: req.CommentURL, Run: run.URL}
+	links := notices.Links{PR: h.Notices.Web.PR(req.Repo, req.PR), Comment: req.CommentURL, Run: run.URL}
 	ack, err := h.Notices.Comment(tx, req.Repo, req.PR, req.Installation, "stage", AckText(req, run.URL), links)
 	if err != nil {
 		return err
@@ -125,7 +125,7 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 			}
 			if err := h.Notices.Edit(tx, old.Repo, old.PR, old.Installation, old.AckNotice, "stage",
 				fmt.Sprintf("@%s staging run %d was replaced by a newer request (run %d of PR #%d) for the shared staging slot.",
-					old.Requester, old.RunID, req.RunID, req.PR), notices.Links{PR: notices.PRURL(old.Repo, old.PR), Comment: old.CommentURL}); err != nil {
+					old.Requester, old.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(old.Repo, old.PR), Comment: old.CommentURL}); err != nil {
 				return err
 			}
 			if err := tx.Audit(state.AuditRecord{Kind: "stage", Outcome: state.StageReplaced, Repo: old.Repo, PR: old.PR, RunID: old.RunID,
@@ -204,21 +204,21 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 			return tx.Audit(state.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
 				CommentID: commentID, ActorLogin: ev.GetSender().GetLogin(), Reason: reason})
 		}
-		links := notices.Links{PR: notices.PRURL(req.Repo, req.PR), Comment: req.CommentURL, Run: notices.RunURL(req.Repo, req.RunID)}
+		links := notices.Links{PR: h.Notices.Web.PR(req.Repo, req.PR), Comment: req.CommentURL, Run: h.Notices.Web.Run(req.Repo, req.RunID)}
 		req.AppRunID = appRun
 		var text string
 		switch {
 		case action == "stage-results-started":
 			req.State = state.StageStarted
 			text = fmt.Sprintf("@%s staging run [%d](%s) … staging in progress%s.", req.Requester, req.RunID,
-				notices.RunURL(req.Repo, req.RunID), appRunLink(rc, appRun))
+				h.Notices.Web.Run(req.Repo, req.RunID), h.appRunLink(rc, appRun))
 		case succeeded:
 			url, err := StageURL(rc, req)
 			if err != nil {
 				return err
 			}
 			req.State, req.URL = state.StageStaged, url
-			text = fmt.Sprintf("@%s staged run [%d](%s): %s", req.Requester, req.RunID, notices.RunURL(req.Repo, req.RunID), url)
+			text = fmt.Sprintf("@%s staged run [%d](%s): %s", req.Requester, req.RunID, h.Notices.Web.Run(req.Repo, req.RunID), url)
 			if rc.Stage.Slot == "shared" {
 				text += "\n\nThis shared staging slot stays with this run until the next `/stage-results` request."
 				if err := h.unstagePrevious(tx, rc, req); err != nil {
@@ -230,8 +230,8 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 			}
 		default:
 			req.State = state.StageFailed
-			text = fmt.Sprintf("@%s staging run [%d](%s) failed%s.", req.Requester, req.RunID, notices.RunURL(req.Repo, req.RunID),
-				appRunLink(rc, appRun))
+			text = fmt.Sprintf("@%s staging run [%d](%s) failed%s.", req.Requester, req.RunID, h.Notices.Web.Run(req.Repo, req.RunID),
+				h.appRunLink(rc, appRun))
 		}
 		if err := tx.PutStageRequest(req); err != nil {
 			return err
@@ -255,7 +255,7 @@ func (h *Handler) unstagePrevious(tx *state.Tx, rc *config.Repo, req *state.Stag
 	}
 	if _, err := h.Notices.Comment(tx, prev.Repo, prev.PR, prev.Installation, "stage",
 		fmt.Sprintf("Run %d of this PR is no longer staged: run %d of PR #%d took the shared staging slot. Comment `/stage-results` to stage it again.",
-			prev.RunID, req.RunID, req.PR), notices.Links{PR: notices.PRURL(prev.Repo, prev.PR)}); err != nil {
+			prev.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(prev.Repo, prev.PR)}); err != nil {
 		return err
 	}
 	return tx.Audit(state.AuditRecord{Kind: "stage", Outcome: state.StageUnstaged, Repo: prev.Repo, PR: prev.PR, RunID: prev.RunID,
@@ -278,11 +278,11 @@ func StageURL(rc *config.Repo, r *state.StageRequest) (string, error) {
 	return b.String(), nil
 }
 
-func appRunLink(rc *config.Repo, id int64) string {
+func (h *Handler) appRunLink(rc *config.Repo, id int64) string {
 	if id == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" ([staging run](%s))", notices.RunURL(rc.Stage.Dispatch.Repo, id))
+	return fmt.Sprintf(" ([staging run](%s))", h.Notices.Web.Run(rc.Stage.Dispatch.Repo, id))
 }
 
 // payloadOf reads client_payload values as strings (they may come as numbers or booleans).

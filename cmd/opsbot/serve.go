@@ -114,7 +114,8 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 	installs := &events.Installations{Store: store, Log: log}
-	builder := &notices.Builder{Mirror: &notify.Mirror{Cfg: cfg}}
+	web := notices.Web(cfg.GitHub.WebURL)
+	builder := &notices.Builder{Web: web, Mirror: &notify.Mirror{Cfg: cfg, Web: web}}
 	slackSender := &notify.Sender{Log: log, PRInfo: store.PRInfo}
 	if secrets.SlackToken != "" && !cfg.DryRun {
 		slackSender.Client = notify.NewClient(secrets.SlackToken, cfg.Slack.APIURL)
@@ -214,7 +215,7 @@ func runServe(e *env, args []string) error {
 					lines = append(lines, server.RepoLine{Name: r.Name, Workflow: r.SweepWorkflow, ReuseRole: r.Reuse.MinRole})
 				}
 				(&server.AuditWeb{Store: store, Repos: lines, User: secrets.AuditUser, Password: secrets.AuditPassword,
-					Version: version, Log: log}).Routes(mux)
+					Version: version, Log: log, Web: web.Base()}).Routes(mux)
 			}
 		},
 	})
