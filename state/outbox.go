@@ -72,10 +72,36 @@ func (n *Notice) Key() string { return fmt.Sprintf("%s#%d", n.Repo, n.PR) }
 // crash finds the comment it already posted.
 func Marker(id uint64) string { return fmt.Sprintf("<!-- opsbot:notice=%d -->", id) }
 
+// channels are the outbox's sub-buckets: each sender reads only its own,
+// so a backlog on one (Slack down) costs the other nothing.
+var channels = [][]byte{[]byte(ChannelGitHub), []byte(ChannelSlack)}
+
+// channelBucket is the outbox bucket of a channel.
+func channelBucket(tx *bolt.Tx, channel string) (*bolt.Bucket, error) {
+	b := tx.Bucket(bOutbox).Bucket([]byte(channel))
+	if b == nil {
+		return nil, fmt.Errorf("state: no outbox channel %q", channel)
+	}
+	return b, nil
+}
+
+// findNotice finds the bucket holding notice id.
+func findNotice(tx *bolt.Tx, id uint64) *bolt.Bucket {
+	for _, ch := range channels {
+		if b := tx.Bucket(bOutbox).Bucket(ch); b != nil && b.Get(u64(id)) != nil {
+			return b
+		}
+	}
+	return nil
+}
+
 // Enqueue adds a notice to the outbox in this transaction.
 func (t *Tx) Enqueue(n *Notice) error {
-	b := t.tx.Bucket(bOutbox)
-	id, err := b.NextSequence()
+	b, err := channelBucket(t.tx, n.Channel)
+	if err != nil {
+		return err
+	}
+	id, err := t.tx.Bucket(bOutbox).NextSequence()
 	if err != nil {
 		return err
 	}
@@ -92,14 +118,16 @@ func (t *Tx) Enqueue(n *Notice) error {
 func (s *Store) Outbox(channel string) ([]Notice, error) {
 	var out []Notice
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bOutbox).ForEach(func(k, v []byte) error {
+		b, err := channelBucket(tx, channel)
+		if err != nil {
+			return err
+		}
+		return b.ForEach(func(k, v []byte) error {
 			var n Notice
 			if err := json.Unmarshal(v, &n); err != nil {
 				return fmt.Errorf("outbox entry %d: %w", binary.BigEndian.Uint64(k), err)
 			}
-			if n.Channel == channel {
-				out = append(out, n)
-			}
+			out = append(out, n)
 			return nil
 		})
 	})
@@ -109,14 +137,17 @@ func (s *Store) Outbox(channel string) ([]Notice, error) {
 // OutboxStats is the outbox's depth and oldest notice.
 func (s *Store) OutboxStats() (depth int, oldest time.Time, err error) {
 	err = s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bOutbox)
 		depth = int(s.outboxN.Load())
-		if _, v := b.Cursor().First(); v != nil {
-			var n Notice
-			if err := json.Unmarshal(v, &n); err != nil {
-				return err
+		for _, ch := range channels {
+			if _, v := tx.Bucket(bOutbox).Bucket(ch).Cursor().First(); v != nil {
+				var n Notice
+				if err := json.Unmarshal(v, &n); err != nil {
+					return err
+				}
+				if oldest.IsZero() || n.CreatedAt.Before(oldest) {
+					oldest = n.CreatedAt
+				}
 			}
-			oldest = n.CreatedAt
 		}
 		return nil
 	})
@@ -129,7 +160,10 @@ func (s *Store) OutboxStats() (depth int, oldest time.Time, err error) {
 func (s *Store) BeginAttempt(id uint64) (int, error) {
 	n := 0
 	err := s.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bOutbox)
+		b := findNotice(tx, id)
+		if b == nil {
+			return ErrNotFound
+		}
 		var no Notice
 		ok, err := getJSON(b, u64(id), &no)
 		if err != nil {
@@ -175,10 +209,12 @@ func (s *Store) NoticeSent(n *Notice, ref SentRef) error {
 				return err
 			}
 		}
-		if tx.Bucket(bOutbox).Get(u64(n.ID)) != nil {
-			t.dOut--
+		b := findNotice(tx, n.ID)
+		if b == nil {
+			return nil // recorded already
 		}
-		return tx.Bucket(bOutbox).Delete(u64(n.ID))
+		t.dOut--
+		return b.Delete(u64(n.ID))
 	})
 }
 
@@ -199,7 +235,10 @@ func (s *Store) SentRef(id uint64) (SentRef, bool, error) {
 // NoticeRetry keeps a notice for another attempt at next.
 func (s *Store) NoticeRetry(id uint64, next time.Time, lastErr string) error {
 	return s.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bOutbox)
+		b := findNotice(tx, id)
+		if b == nil {
+			return nil
+		}
 		var n Notice
 		ok, err := getJSON(b, u64(id), &n)
 		if err != nil || !ok {
@@ -215,7 +254,10 @@ func (s *Store) NoticeRetry(id uint64, next time.Time, lastErr string) error {
 func (s *Store) NoticeFailed(id uint64, reason string) error {
 	return s.write(context.Background(), nil, func(t *Tx) error {
 		tx := t.tx
-		b := tx.Bucket(bOutbox)
+		b := findNotice(tx, id)
+		if b == nil {
+			return nil
+		}
 		var n Notice
 		ok, err := getJSON(b, u64(id), &n)
 		if err != nil || !ok {

@@ -382,3 +382,58 @@ func TestDepthCounters(t *testing.T) {
 		t.Fatalf("after reopen: inbox %d dead %d outbox %d, want 3 1 0", st.Depth, st.DeadLetter, depth)
 	}
 }
+
+// A schema-1 database, whose notices share one outbox bucket, opens with
+// each notice moved to its channel's bucket.
+func TestMigrateOutboxByChannel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		out := tx.Bucket(bOutbox)
+		for i, ch := range []string{ChannelGitHub, ChannelSlack, ChannelGitHub} {
+			if err := putJSON(out, u64(uint64(i+1)), Notice{ID: uint64(i + 1), Channel: ch, Kind: "comment", Repo: "o/r"}); err != nil {
+				return err
+			}
+		}
+		out.SetSequence(3)
+		return tx.Bucket(bMeta).Put(keySchema, u64(1))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	gh, _ := s.Outbox(ChannelGitHub)
+	sl, _ := s.Outbox(ChannelSlack)
+	if len(gh) != 2 || len(sl) != 1 || gh[1].ID != 3 {
+		t.Fatalf("after migration: github %+v, slack %+v", gh, sl)
+	}
+	if d, _, _ := s.OutboxStats(); d != 3 {
+		t.Fatalf("depth %d, want 3", d)
+	}
+	if n, err := s.BeginAttempt(2); err != nil || n != 1 {
+		t.Fatalf("BeginAttempt of a migrated notice: %d %v", n, err)
+	}
+	var added uint64
+	s.Update(func(tx *Tx) error {
+		n := &Notice{Channel: ChannelSlack, Kind: NoticeSlack, Repo: "o/r"}
+		err := tx.Enqueue(n)
+		added = n.ID
+		return err
+	})
+	if added != 4 {
+		t.Fatalf("a new notice got id %d, want 4 (ids continue)", added)
+	}
+}

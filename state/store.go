@@ -5,6 +5,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -28,7 +29,7 @@ var (
 )
 
 // SchemaVersion is the layout this build reads and writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 var (
 	bMeta       = []byte("meta")
@@ -114,7 +115,11 @@ func Open(path string, opt Options) (*Store, error) {
 	// never walk the buckets.
 	err = db.View(func(tx *bolt.Tx) error {
 		s.inboxN.Store(int64(tx.Bucket(bInbox).Stats().KeyN))
-		s.outboxN.Store(int64(tx.Bucket(bOutbox).Stats().KeyN))
+		n := 0
+		for _, ch := range channels {
+			n += tx.Bucket(bOutbox).Bucket(ch).Stats().KeyN
+		}
+		s.outboxN.Store(int64(n))
 		s.deadN.Store(int64(tx.Bucket(bDead).Stats().KeyN))
 		return nil
 	})
@@ -129,6 +134,45 @@ func Open(path string, opt Options) (*Store, error) {
 // migrations[i] moves a database from schema i to i+1.
 var migrations = []func(tx *bolt.Tx) error{
 	0: func(tx *bolt.Tx) error { return nil }, // fresh file: buckets only
+	1: outboxByChannel,
+}
+
+// outboxByChannel (schema 1 to 2) gives each channel its own outbox bucket
+// and moves the notices waiting in the shared one into them.
+func outboxByChannel(tx *bolt.Tx) error {
+	root := tx.Bucket(bOutbox)
+	for _, ch := range channels {
+		if _, err := root.CreateBucketIfNotExists(ch); err != nil {
+			return err
+		}
+	}
+	var keys, vals [][]byte
+	err := root.ForEach(func(k, v []byte) error {
+		if v != nil { // a notice, not a channel bucket
+			keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		var n Notice
+		if err := json.Unmarshal(vals[i], &n); err != nil {
+			return fmt.Errorf("outbox entry %x: %w", k, err)
+		}
+		b := root.Bucket([]byte(n.Channel))
+		if b == nil {
+			return fmt.Errorf("outbox entry %x: unknown channel %q", k, n.Channel)
+		}
+		if err := b.Put(k, vals[i]); err != nil {
+			return err
+		}
+		if err := root.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Store) migrate() error {
@@ -145,6 +189,13 @@ func (s *Store) migrate() error {
 		}
 		if v > SchemaVersion {
 			return fmt.Errorf("%w: schema %d, this build knows %d; upgrade opsbot", ErrNewer, v, SchemaVersion)
+		}
+		if v == 0 {
+			// A fresh file gets the current layout at once.
+			if err := outboxByChannel(tx); err != nil {
+				return err
+			}
+			v = SchemaVersion
 		}
 		for ; v < SchemaVersion; v++ {
 			if err := migrations[v](tx); err != nil {
