@@ -534,24 +534,30 @@ func (s *server) commands(ctx context.Context, opt Options) (Result, error) {
 		}
 		defer prs.Delete(pr)
 		c := s.gh.AddComment(repo, pr, "maintainer", "/reuse-sweep-run "+strconv.FormatInt(baseRun+int64(pr), 10))
-		got := s.expect("comment:" + strconv.Itoa(pr))
-		t := time.Now()
-		if code, err := s.post(ctx, "issue_comment", s.commentBody(pr, c.ID, c.Body)); err != nil || code != http.StatusAccepted {
-			return 0, fmt.Errorf("post: %d %v", code, err)
-		}
-		select {
-		case at := <-got:
-			return at.Sub(t), nil
-		case <-time.After(10 * time.Second):
-			return 0, errors.New("no reply in 10s")
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
+		return s.timed(ctx, "comment:"+strconv.Itoa(pr), "issue_comment", s.commentBody(pr, c.ID, c.Body))
 	})
 	r := summarize("commands", lat, errs, took)
 	r.Extra["github_reads"] = float64(s.reads.Load() - before)
 	r.Extra["reads_per_command"] = r.Extra["github_reads"] / max(float64(r.Requests), 1)
 	return r, nil
+}
+
+// timed sends a delivery and measures until the fake GitHub receives what
+// it causes (the write named by key).
+func (s *server) timed(ctx context.Context, key, event string, body []byte) (time.Duration, error) {
+	got := s.expect(key)
+	t := time.Now()
+	if code, err := s.post(ctx, event, body); err != nil || code != http.StatusAccepted {
+		return 0, fmt.Errorf("post: %d %v", code, err)
+	}
+	select {
+	case at := <-got:
+		return at.Sub(t), nil
+	case <-time.After(10 * time.Second):
+		return 0, errors.New("nothing reached GitHub in 10s: " + key)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 }
 
 func (s *server) synchronize(ctx context.Context, opt Options) (Result, error) {
@@ -564,19 +570,7 @@ func (s *server) synchronize(ctx context.Context, opt Options) (Result, error) {
 	lat, errs, took := openLoop(ctx, rate, opt.Duration, func(ctx context.Context, i int) (time.Duration, error) {
 		pr := 1 + i%opt.PRs
 		head := sha(pr, int(n.Add(1))+1)
-		got := s.expect("status:" + head)
-		t := time.Now()
-		if code, err := s.post(ctx, "pull_request", s.syncBody(pr, head)); err != nil || code != http.StatusAccepted {
-			return 0, fmt.Errorf("post: %d %v", code, err)
-		}
-		select {
-		case at := <-got:
-			return at.Sub(t), nil
-		case <-time.After(10 * time.Second):
-			return 0, errors.New("no status in 10s")
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
+		return s.timed(ctx, "status:"+head, "pull_request", s.syncBody(pr, head))
 	})
 	r := summarize("synchronize", lat, errs, took)
 	r.Extra["github_reads"] = float64(s.reads.Load() - before)

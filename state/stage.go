@@ -92,7 +92,11 @@ func (t *Tx) StageRequestByComment(repo string, commentID int64) (*StageRequest,
 	if err != nil || b == nil {
 		return nil, err
 	}
-	seq := b.Get(append([]byte(pStageComment), u64(uint64(commentID))...))
+	return stageBySeq(b, b.Get(append([]byte(pStageComment), u64(uint64(commentID))...)))
+}
+
+// stageBySeq reads the request stored under seq (nil seq: none).
+func stageBySeq(b *bolt.Bucket, seq []byte) (*StageRequest, error) {
 	if seq == nil {
 		return nil, nil
 	}
@@ -144,16 +148,7 @@ func (t *Tx) SlotHolder(repo string) (*StageRequest, error) {
 	if err != nil || b == nil {
 		return nil, err
 	}
-	seq := b.Get(kStageSlot)
-	if seq == nil {
-		return nil, nil
-	}
-	var r StageRequest
-	ok, err := getJSON(b, append([]byte(pStageReq), seq...), &r)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return &r, nil
+	return stageBySeq(b, b.Get(kStageSlot))
 }
 
 // SetSlotHolder records which request holds the shared slot.
