@@ -1,0 +1,185 @@
+package gate_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/config"
+	"opsbot/gate"
+	"opsbot/ghclient"
+	"opsbot/internal/githubtest"
+	_ "opsbot/internal/golden"
+	"opsbot/runs"
+	"opsbot/state"
+)
+
+const repo = "SemiAnalysisAI/InferenceX"
+
+type rig struct {
+	g     *gate.Gate
+	store *state.Store
+	gh    *githubtest.Fake
+	notes *notes
+}
+
+// notes records what the gate asks to tell.
+type notes struct{ decided, closed int }
+
+func (n *notes) Decided(tx *state.Tx, d *state.Decision, p *state.Pin, inst int64) error {
+	n.decided++
+	return nil
+}
+func (n *notes) PinClosed(tx *state.Tx, p *state.Pin, inst int64, why string) error {
+	n.closed++
+	return nil
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	cfg, err := config.Parse([]byte("repos: [{name: " + repo + ", sweep_workflow: .github/workflows/run-sweep.yml}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Open(filepath.Join(t.TempDir(), "g.db"), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	gh := githubtest.New(t)
+	gh.AddRepo(repo, "run-sweep.yml", 77)
+	gh.AddPR(repo, 1, "author", "b", "b0", []string{"c1"})
+	gh.AddRun(repo, githubtest.Run{ID: 10, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: "c1", HeadBranch: "b", Artifacts: []githubtest.Artifact{{Name: "results_bmk"}}})
+	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: gh.URL, Token: "t", MaxTries: 1,
+		Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &notes{}
+	g := &gate.Gate{Cfg: cfg, Store: st, Notifier: n, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Validators: func(int64) (*runs.Validator, error) {
+			c, err := fac.For(0)
+			return &runs.Validator{GH: c}, err
+		}}
+	return &rig{g: g, store: st, gh: gh, notes: n}
+}
+
+func (r *rig) pin(t *testing.T, run int64, headAtGrant string) *state.Pin {
+	t.Helper()
+	p := &state.Pin{Repo: repo, PR: 1, RunID: run, RunSHA: "c1", PRHeadAtGrant: headAtGrant, ActorID: 7, ActorLogin: "maintainer"}
+	if err := r.store.Update(func(tx *state.Tx) error { return tx.NewPin(p) }); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func ask(sha, action string) gate.Ask {
+	return gate.Ask{Repo: repo, PR: 1, SHA: sha, Action: action, Source: "api"}
+}
+
+func TestDecisions(t *testing.T) {
+	ctx := context.Background()
+	t.Run("other action answers sweep and stores nothing", func(t *testing.T) {
+		r := newRig(t)
+		r.pin(t, 10, "c1")
+		d, err := r.g.Decide(ctx, ask("c2", "labeled"))
+		if err != nil || d.Decision != gate.Sweep || !strings.Contains(d.Reason, `"labeled" does not decide`) {
+			t.Fatalf("%+v %v", d, err)
+		}
+		if stored, _ := r.store.Decision(repo, 1, "c2"); stored != nil {
+			t.Fatal("stored a decision for a labeled ask")
+		}
+		if p, _ := r.store.ActivePin(repo, 1); p == nil {
+			t.Fatal("a labeled ask used the pin")
+		}
+	})
+	t.Run("no pin sweeps, once", func(t *testing.T) {
+		r := newRig(t)
+		d, err := r.g.Decide(ctx, ask("c2", "synchronize"))
+		if err != nil || d.Decision != gate.Sweep || d.Reason != "no reuse authorization" {
+			t.Fatalf("%+v %v", d, err)
+		}
+		again, _ := r.g.Decide(ctx, ask("c2", "synchronize"))
+		if !again.DecidedAt.Equal(d.DecidedAt) || r.notes.decided != 1 {
+			t.Fatalf("asked twice: %d notices, %v vs %v", r.notes.decided, again.DecidedAt, d.DecidedAt)
+		}
+	})
+	t.Run("pin consumed by the next push only", func(t *testing.T) {
+		r := newRig(t)
+		r.pin(t, 10, "c1")
+		r.gh.Push(repo, 1, []string{"c2", "c3"})
+		d, err := r.g.Decide(ctx, ask("c2", "synchronize"))
+		if err != nil || d.Decision != gate.Skip || d.RunID != 10 || d.ActorLogin != "maintainer" {
+			t.Fatalf("%+v %v", d, err)
+		}
+		if p, _ := r.store.ActivePin(repo, 1); p != nil {
+			t.Fatal("the pin is still active after its push")
+		}
+		d3, _ := r.g.Decide(ctx, ask("c3", "synchronize"))
+		if d3.Decision != gate.Sweep {
+			t.Fatalf("the push after it: %+v", d3)
+		}
+	})
+	t.Run("head when pinned waits for the next push", func(t *testing.T) {
+		r := newRig(t)
+		r.pin(t, 10, "c2")
+		r.gh.Push(repo, 1, []string{"c2"})
+		d, _ := r.g.Decide(ctx, ask("c2", "synchronize"))
+		if d.Decision != gate.Sweep || !strings.Contains(d.Reason, "covers the next push") {
+			t.Fatalf("%+v", d)
+		}
+		if p, _ := r.store.ActivePin(repo, 1); p == nil {
+			t.Fatal("the pin was used by the head it was taken at")
+		}
+	})
+	t.Run("rule failing at use makes the pin invalid", func(t *testing.T) {
+		r := newRig(t)
+		r.pin(t, 10, "c1")
+		r.gh.ExpireArtifacts(repo, 10)
+		r.gh.Push(repo, 1, []string{"c2"})
+		d, _ := r.g.Decide(ctx, ask("c2", "synchronize"))
+		if d.Decision != gate.Sweep || !strings.Contains(d.Reason, "no longer qualifies") {
+			t.Fatalf("%+v", d)
+		}
+		pins, _ := r.store.Pins(repo, 1)
+		if len(pins) != 1 || pins[0].State != state.PinInvalid {
+			t.Fatalf("pins = %+v", pins)
+		}
+	})
+	t.Run("GitHub failing decides sweep", func(t *testing.T) {
+		r := newRig(t)
+		r.pin(t, 10, "c1")
+		r.gh.Push(repo, 1, []string{"c2"})
+		r.gh.Inject("GET /repos/{owner}/{repo}/actions/runs/{id}", githubtest.Fault{Status: 500})
+		d, err := r.g.Decide(ctx, ask("c2", "synchronize"))
+		if err != nil || d.Decision != gate.Sweep || !strings.Contains(d.Reason, "could not be checked") {
+			t.Fatalf("%+v %v", d, err)
+		}
+	})
+	t.Run("unknown repository", func(t *testing.T) {
+		r := newRig(t)
+		if _, err := r.g.Decide(ctx, gate.Ask{Repo: "o/other", PR: 1, SHA: "c2", Action: "synchronize"}); err == nil {
+			t.Fatal("decided for a repository not served")
+		}
+	})
+}
+
+func TestMergedConsumesThePin(t *testing.T) {
+	r := newRig(t)
+	r.pin(t, 10, "c1")
+	d, err := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1", Action: "closed", Source: "webhook"})
+	if err != nil || d == nil || d.Decision != gate.Skip || !d.MergeOf || d.RunID != 10 {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if p, _ := r.store.ActivePin(repo, 1); p != nil {
+		t.Fatal("the pin is still active after the merge")
+	}
+	if d, _ := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1"}); d != nil {
+		t.Fatalf("a merge without a pin decided %+v", d)
+	}
+}
