@@ -90,3 +90,35 @@ func TestPermissionResponseRole(t *testing.T) {
 		t.Error("roles are not ranked none < read < triage < write < maintain < admin")
 	}
 }
+
+// The policy is a pure function of the role and the lists.
+func TestDecideIsPure(t *testing.T) {
+	user := Actor{ID: 1, Login: "alice", Type: "User"}
+	bot := Actor{ID: 2, Login: "renovate[bot]", Type: "Bot"}
+	p := Policy{MinRole: RoleWrite, Users: []string{"Carol"}, AllowBots: []string{"release[bot]"}}
+	cases := []struct {
+		name   string
+		a      Actor
+		self   bool
+		role   Role
+		team   bool
+		allow  bool
+		lookup bool // the verdict asks for the role first
+	}{
+		{"self", user, true, RoleAdmin, false, false, false},
+		{"bot not listed", bot, false, RoleAdmin, false, false, false},
+		{"listed bot by role", Actor{Login: "release[bot]", Type: "Bot"}, false, RoleWrite, false, true, false},
+		{"listed user", Actor{Login: "carol"}, false, RoleUnknown, false, true, false},
+		{"role unknown", user, false, RoleUnknown, false, false, true},
+		{"read", user, false, RoleRead, false, false, false},
+		{"write", user, false, RoleWrite, false, true, false},
+		{"admin", user, false, RoleAdmin, false, true, false},
+		{"read in a team", user, false, RoleRead, true, true, false},
+	}
+	for _, c := range cases {
+		v := Decide(p, c.a, c.self, c.role, c.team)
+		if v.Allowed != c.allow || (v.Reason == "" && !v.Allowed) != c.lookup {
+			t.Errorf("%s: %+v", c.name, v)
+		}
+	}
+}

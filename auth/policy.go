@@ -58,25 +58,44 @@ type cachedValue struct {
 	at time.Time
 }
 
-// Check answers for actor a running a command guarded by p on repo. Any
-// error while looking up denies (fail closed) with CheckFailed set.
-func (c *Checker) Check(ctx context.Context, l Lookup, repo string, a Actor, p Policy) Verdict {
-	if c.isSelf(a) {
+// Decide is the policy itself, a pure function: whether a may run a
+// command guarded by p, given a's role (RoleUnknown when not looked up) and
+// whether a is in one of p's teams. self says a is opsbot's own account.
+// A verdict with Role RoleUnknown and no decision yet (Allowed false, Reason
+// "") means the role must be looked up first.
+func Decide(p Policy, a Actor, self bool, role Role, inTeam bool) Verdict {
+	switch {
+	case self:
 		return Verdict{Reason: "opsbot does not take commands from itself", Role: RoleUnknown}
-	}
-	if strings.EqualFold(a.Type, "Bot") && !containsFold(p.AllowBots, a.Login) {
+	case strings.EqualFold(a.Type, "Bot") && !containsFold(p.AllowBots, a.Login):
 		return Verdict{Reason: "commands from bot accounts are not run unless the bot is listed in `allow_bots`; " + Needed(p), Role: RoleUnknown}
-	}
-	if containsFold(p.Users, a.Login) {
+	case containsFold(p.Users, a.Login):
 		return Verdict{Allowed: true, Via: "user", Role: RoleUnknown}
+	case role == RoleUnknown:
+		return Verdict{Role: RoleUnknown} // look the role up
+	case role >= p.MinRole:
+		return Verdict{Allowed: true, Via: "role", Role: role}
+	case inTeam:
+		return Verdict{Allowed: true, Via: "team", Role: role}
+	}
+	return Verdict{Role: role, Reason: Needed(p)}
+}
+
+// Check answers for actor a running a command guarded by p on repo, looking
+// up what Decide needs. Any error while looking up denies (fail closed)
+// with CheckFailed set.
+func (c *Checker) Check(ctx context.Context, l Lookup, repo string, a Actor, p Policy) Verdict {
+	v := Decide(p, a, c.isSelf(a), RoleUnknown, false)
+	if v.Allowed || v.Reason != "" {
+		return v
 	}
 	role, err := c.role(ctx, l, repo, a)
 	if err != nil {
 		return Verdict{Role: RoleUnknown, CheckFailed: true, Err: err,
 			Reason: fmt.Sprintf("could not check your permission on %s (GitHub did not answer); please try again in a minute", repo)}
 	}
-	if role >= p.MinRole && role >= RoleNone {
-		return Verdict{Allowed: true, Via: "role", Role: role}
+	if v := Decide(p, a, false, role, false); v.Allowed || len(p.Teams) == 0 {
+		return v
 	}
 	for _, team := range p.Teams {
 		member, err := c.member(ctx, l, team, a)
@@ -85,10 +104,10 @@ func (c *Checker) Check(ctx context.Context, l Lookup, repo string, a Actor, p P
 				Reason: fmt.Sprintf("could not check your team membership on %s (GitHub did not answer); please try again in a minute", repo)}
 		}
 		if member {
-			return Verdict{Allowed: true, Via: "team", Role: role}
+			return Decide(p, a, false, role, true)
 		}
 	}
-	return Verdict{Role: role, Reason: Needed(p)}
+	return Decide(p, a, false, role, false)
 }
 
 // Needed says what a policy asks for, in words for a reply.
