@@ -26,6 +26,7 @@ type GateAnswerer interface {
 type AuditReader interface {
 	Audit(q state.AuditQuery) ([]state.AuditRecord, uint64, error)
 	DeadLetters() ([]state.DeadLetter, error)
+	FailedNotices() ([]state.Notice, error)
 	Backup(w io.Writer) (int64, error)
 }
 
@@ -51,6 +52,7 @@ func (a *API) Routes(mux *http.ServeMux) {
 	mux.Handle("POST /api/v1/gate", a.authed(a.gate))
 	mux.Handle("GET /api/v1/audit", a.authed(a.audit))
 	mux.Handle("GET /api/v1/dead-letters", a.authed(a.deadLetters))
+	mux.Handle("GET /api/v1/failed-notices", a.authed(a.failedNotices))
 	mux.Handle("GET /api/v1/backup", a.authed(a.backup))
 	mux.Handle("POST /api/v1/reconcile", a.authed(a.reconcile))
 }
@@ -199,4 +201,16 @@ func (a *API) reconcile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rep)
+}
+
+func (a *API) failedNotices(w http.ResponseWriter, r *http.Request) {
+	ns, err := a.Audit.FailedNotices()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, apiError{err.Error()})
+		return
+	}
+	if ns == nil {
+		ns = []state.Notice{}
+	}
+	writeJSON(w, http.StatusOK, ns)
 }

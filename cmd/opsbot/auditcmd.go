@@ -33,6 +33,7 @@ func runAudit(e *env, args []string) error {
 	format := fs.String("format", "table", "table, json or csv")
 	limit := fs.Int("limit", 0, "at most this many records (0: all)")
 	dead := fs.Bool("dead-letters", false, "list the deliveries that could not be processed instead")
+	failed := fs.Bool("failed-notices", false, "list the notices GitHub refused for good instead")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -72,6 +73,13 @@ func runAudit(e *env, args []string) error {
 		return err
 	}
 	defer src.close()
+	if *failed {
+		ns, err := src.failedNotices()
+		if err != nil {
+			return err
+		}
+		return printFailedNotices(e.stdout, ns, *format)
+	}
 	if *dead {
 		dl, err := src.deadLetters()
 		if err != nil {
@@ -110,9 +118,10 @@ func parseSince(s string) (time.Time, error) {
 }
 
 type auditSource struct {
-	page        func(q url.Values) (server.AuditPage, error)
-	deadLetters func() ([]state.DeadLetter, error)
-	close       func()
+	page          func(q url.Values) (server.AuditPage, error)
+	deadLetters   func() ([]state.DeadLetter, error)
+	failedNotices func() ([]state.Notice, error)
+	close         func()
 }
 
 func openAuditSource(e *env, serverURL, db string) (*auditSource, error) {
@@ -133,8 +142,9 @@ func openAuditSource(e *env, serverURL, db string) (*auditSource, error) {
 				recs, next, err := st.Audit(aq)
 				return server.AuditPage{Records: recs, Next: next}, err
 			},
-			deadLetters: st.DeadLetters,
-			close:       func() { st.Close() },
+			deadLetters:   st.DeadLetters,
+			failedNotices: st.FailedNotices,
+			close:         func() { st.Close() },
 		}, nil
 	}
 	token := e.getenv("OPSBOT_API_TOKEN")
@@ -157,6 +167,10 @@ func openAuditSource(e *env, serverURL, db string) (*auditSource, error) {
 		deadLetters: func() ([]state.DeadLetter, error) {
 			var dl []state.DeadLetter
 			return dl, get("/api/v1/dead-letters", nil, &dl)
+		},
+		failedNotices: func() ([]state.Notice, error) {
+			var ns []state.Notice
+			return ns, get("/api/v1/failed-notices", nil, &ns)
 		},
 		close: func() {},
 	}, nil
@@ -244,4 +258,23 @@ func shortText(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
+}
+
+func printFailedNotices(w io.Writer, ns []state.Notice, format string) error {
+	if format == "json" {
+		if ns == nil {
+			ns = []state.Notice{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(ns)
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "CREATED\tNOTICE\tKIND\tPR\tATTEMPTS\tREASON")
+	for _, n := range ns {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s#%d\t%d\t%s\n", n.CreatedAt.UTC().Format(time.RFC3339), n.ID, n.Kind, n.Repo, n.PR,
+			n.Attempts, shortText(n.LastError, 80))
+	}
+	return tw.Flush()
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"opsbot/internal/githubtest"
 	"opsbot/internal/golden"
 	"opsbot/state"
 )
@@ -191,4 +192,17 @@ func TestHelpTextsGolden(t *testing.T) {
 		b.WriteString("\n$ opsbot " + name + " --help\n" + errOut)
 	}
 	golden.Assert(t, "help.txt", b.String())
+}
+
+// A notice GitHub refuses for good is kept and listed, never dropped silently.
+func TestRefusedNoticeIsListed(t *testing.T) {
+	w := newWorld(t, "")
+	w.gh.Inject("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", githubtest.Fault{Status: 422})
+	c := w.gh.AddComment(theRepo, thePR, maintLog, "/opsbot help")
+	announceComment(t, w, c.ID)
+	eventually(t, "the reaction is given up after its attempts", func() bool {
+		out, _, err := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--failed-notices", "--format", "json")
+		return err == nil && strings.Contains(out, `"kind": "reaction"`) && strings.Contains(out, "422")
+	})
+	eventually(t, "the reply goes out beside the refused reaction", func() bool { return len(w.replies()) == 1 })
 }
