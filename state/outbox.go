@@ -95,6 +95,20 @@ func findNotice(tx *bolt.Tx, id uint64) *bolt.Bucket {
 	return nil
 }
 
+// loadNotice reads notice id and the bucket that holds it; nil when the
+// outbox no longer has it (sent or failed already).
+func loadNotice(tx *bolt.Tx, id uint64) (*bolt.Bucket, *Notice, error) {
+	b := findNotice(tx, id)
+	if b == nil {
+		return nil, nil, nil
+	}
+	var n Notice
+	if _, err := getJSON(b, u64(id), &n); err != nil {
+		return nil, nil, err
+	}
+	return b, &n, nil
+}
+
 // Enqueue adds a notice to the outbox in this transaction.
 func (t *Tx) Enqueue(n *Notice) error {
 	b, err := channelBucket(t.tx, n.Channel)
@@ -160,21 +174,16 @@ func (s *Store) OutboxStats() (depth int, oldest time.Time, err error) {
 func (s *Store) BeginAttempt(id uint64) (int, error) {
 	n := 0
 	err := s.update(func(tx *bolt.Tx) error {
-		b := findNotice(tx, id)
-		if b == nil {
-			return ErrNotFound
-		}
-		var no Notice
-		ok, err := getJSON(b, u64(id), &no)
+		b, no, err := loadNotice(tx, id)
 		if err != nil {
 			return err
 		}
-		if !ok {
+		if no == nil {
 			return ErrNotFound
 		}
 		no.Attempts++
 		n = no.Attempts
-		return putJSON(b, u64(id), &no)
+		return putJSON(b, u64(id), no)
 	})
 	return n, err
 }
@@ -235,17 +244,12 @@ func (s *Store) SentRef(id uint64) (SentRef, bool, error) {
 // NoticeRetry keeps a notice for another attempt at next.
 func (s *Store) NoticeRetry(id uint64, next time.Time, lastErr string) error {
 	return s.update(func(tx *bolt.Tx) error {
-		b := findNotice(tx, id)
-		if b == nil {
-			return nil
-		}
-		var n Notice
-		ok, err := getJSON(b, u64(id), &n)
-		if err != nil || !ok {
+		b, n, err := loadNotice(tx, id)
+		if err != nil || n == nil {
 			return err
 		}
 		n.NextAt, n.LastError = next, lastErr
-		return putJSON(b, u64(id), &n)
+		return putJSON(b, u64(id), n)
 	})
 }
 
@@ -254,17 +258,12 @@ func (s *Store) NoticeRetry(id uint64, next time.Time, lastErr string) error {
 func (s *Store) NoticeFailed(id uint64, reason string) error {
 	return s.write(context.Background(), nil, func(t *Tx) error {
 		tx := t.tx
-		b := findNotice(tx, id)
-		if b == nil {
-			return nil
-		}
-		var n Notice
-		ok, err := getJSON(b, u64(id), &n)
-		if err != nil || !ok {
+		b, n, err := loadNotice(tx, id)
+		if err != nil || n == nil {
 			return err
 		}
 		n.LastError = reason
-		if err := putJSON(tx.Bucket(bRepos), append([]byte("failed\x00"), u64(id)...), &n); err != nil {
+		if err := putJSON(tx.Bucket(bRepos), append([]byte("failed\x00"), u64(id)...), n); err != nil {
 			return err
 		}
 		t.dOut--
