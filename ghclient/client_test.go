@@ -8,12 +8,15 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-github/v62/github"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"opsbot/internal/githubtest"
@@ -363,5 +366,38 @@ func TestStatusRetryFindsEarlierAttempt(t *testing.T) {
 	}
 	if st := f.Statuses(repo, "c2"); len(st) != 2 {
 		t.Fatalf("%d statuses, want 2", len(st))
+	}
+}
+
+// What follows a failed send: a validation error is given up at once, other
+// client errors after MaxAttempts, server errors never.
+func TestSenderRetryPolicy(t *testing.T) {
+	status := func(code int) error {
+		return &github.ErrorResponse{Response: &http.Response{StatusCode: code, Request: &http.Request{Method: "POST", URL: &url.URL{}}}}
+	}
+	s := &Sender{MaxAttempts: 3}
+	now := time.Now()
+	for _, c := range []struct {
+		err     error
+		attempt int
+		giveUp  bool
+	}{
+		{status(422), 1, true},
+		{status(400), 1, true},
+		{status(404), 1, false},
+		{status(404), 3, true},
+		{status(409), 2, false},
+		{status(500), 50, false},
+		{status(429), 50, false},
+		{status(403), 50, false},
+		{errors.New("connection reset"), 50, false},
+	} {
+		r := s.Retry(c.err, c.attempt, now)
+		if r.GiveUp != c.giveUp {
+			t.Errorf("%v at attempt %d: give up = %v, want %v", c.err, c.attempt, r.GiveUp, c.giveUp)
+		}
+		if !r.GiveUp && !r.At.After(now) {
+			t.Errorf("%v at attempt %d: retry at %v, not after now", c.err, c.attempt, r.At)
+		}
 	}
 }

@@ -21,8 +21,9 @@ type Sender struct {
 	Clients *Factory
 	// SentRef resolves the comment an earlier comment notice posted.
 	SentRef func(id uint64) (state.SentRef, bool, error)
-	// MaxAttempts for a notice GitHub refuses (4xx); network errors, 5xx and
-	// rate limits retry without end. Default 5.
+	// MaxAttempts for a notice GitHub refuses (4xx other than 400 and 422,
+	// which are given up at once); network errors, 5xx and rate limits retry
+	// without end. Default 5.
 	MaxAttempts int
 }
 
@@ -35,7 +36,7 @@ func (s *Sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
 	if max == 0 {
 		max = 5
 	}
-	if refused(err) && attempt >= max {
+	if invalid(err) || refused(err) && attempt >= max {
 		return outbox.Retry{GiveUp: true}
 	}
 	at := now.Add(retryDelay(attempt))
@@ -107,6 +108,19 @@ func refused(err error) bool {
 			code != http.StatusForbidden
 	}
 	return errors.Is(err, ErrNotFound)
+}
+
+// invalid reports whether GitHub found the request itself wrong (400, 422:
+// a validation failure); the same request is refused again, so it is not
+// retried. Other client errors (a 404 while a new comment replicates, a 409)
+// are retried up to MaxAttempts.
+func invalid(err error) bool {
+	var er *github.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil {
+		code := er.Response.StatusCode
+		return code == http.StatusBadRequest || code == http.StatusUnprocessableEntity
+	}
+	return false
 }
 
 // retryDelay is the wait before retry n: exponential from 1 s, capped at 5 minutes, with jitter.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -99,9 +100,22 @@ func (s *Store) write(ctx context.Context, d *Delivery, fn func(t *Tx) error) er
 		}
 	}
 	if r.err == nil {
-		s.inboxN.Add(int64(r.dIn))
-		s.outboxN.Add(int64(r.dOut))
-		s.deadN.Add(int64(r.dDead))
+		// Rises before falls: a delivery completed into a notice must never
+		// read as an empty inbox and an empty outbox in between.
+		counts := [...]struct {
+			c *atomic.Int64
+			d int
+		}{{&s.inboxN, r.dIn}, {&s.outboxN, r.dOut}, {&s.deadN, r.dDead}}
+		for _, c := range counts {
+			if c.d > 0 {
+				c.c.Add(int64(c.d))
+			}
+		}
+		for _, c := range counts {
+			if c.d < 0 {
+				c.c.Add(int64(c.d))
+			}
+		}
 		if r.enqueued {
 			s.wake()
 		}

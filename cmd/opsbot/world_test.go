@@ -120,10 +120,14 @@ func (w *world) sendAs(id, event string, payload map[string]any) int {
 // settle waits until the inbox and the outbox are empty.
 func (w *world) settle() {
 	w.t.Helper()
-	eventually(w.t, "the inbox and the outbox drain", func() bool {
+	// A scrape reads the two gauges one after the other, so a delivery
+	// completed into a notice between the reads could look like two empty
+	// queues; the next scrape, wholly after it, cannot.
+	empty := func() bool {
 		m := w.metrics()
 		return m["opsbot_inbox_depth"] == "0" && m["opsbot_outbox_depth"] == "0"
-	})
+	}
+	eventually(w.t, "the inbox and the outbox drain", func() bool { return empty() && empty() })
 }
 
 func (w *world) metrics() map[string]string {
