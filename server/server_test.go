@@ -127,3 +127,44 @@ func FuzzWebhook(f *testing.F) {
 		}
 	})
 }
+
+// Ingest stores every comment on a PR; the ones with no command line are
+// marked so the worker completes them without decoding. Payloads GitHub could
+// send with duplicate names or invalid UTF-8 in a string are taken as before.
+func TestIngestMarksCommentsWithoutCommands(t *testing.T) {
+	s, st, _ := newServer(t, nil)
+	payload := func(body string) []byte {
+		return []byte(`{"action":"created","issue":{"number":4,"pull_request":{"url":"x"}},"comment":{"body":` +
+			strconv.Quote(body) + `},"repository":{"full_name":"Codertocat/Hello-World"}}`)
+	}
+	for i, c := range []struct {
+		body       []byte
+		noCommands bool
+	}{
+		{payload("see https://github.com/o/r/actions/runs/1 and a/b"), true},
+		{payload("```\n/reuse-sweep-run 1\n```"), true},
+		{payload("looks good\n/reuse-sweep-run 12345"), false},
+		{payload("/use"), false}, // a malformed command still gets its usage reply
+		{[]byte(`{"action":"created","action":"created","issue":{"number":4,"pull_request":{}},"comment":{"body":"ok ` + "\xff" + ` /x"},"Repository":{"full_name":"Codertocat/Hello-World"}}`), true},
+	} {
+		id := "mark-" + strconv.Itoa(i)
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, fixtures.SignedRequest(t, "/webhook", "issue_comment", id, c.body, secret))
+		if rec.Code != http.StatusAccepted {
+			t.Fatalf("case %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	pending, err := st.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 5 {
+		t.Fatalf("%d deliveries stored, want 5", len(pending))
+	}
+	for i, d := range pending {
+		want := []bool{true, true, false, false, true}[i]
+		if d.NoCommands != want || d.PR != 4 {
+			t.Errorf("delivery %s: no_commands=%v pr=%d, want %v and 4", d.ID, d.NoCommands, d.PR, want)
+		}
+	}
+}

@@ -9,7 +9,11 @@ import (
 	"strconv"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"opsbot/auth"
+	"opsbot/commands"
 	"opsbot/metrics"
 	"opsbot/state"
 )
@@ -33,6 +37,16 @@ type envelope struct {
 		Body string `json:"body"`
 	} `json:"comment"`
 	ClientPayload map[string]any `json:"client_payload"`
+}
+
+// decodeEnvelope reads the envelope with the JSON v2 decoder, one pass over
+// the body where encoding/json makes two (validate, then decode): it was a
+// third of the server's CPU under ingest (docs/BENCHMARKS.md). The options
+// keep encoding/json's leniency: duplicate names, invalid UTF-8 in strings and
+// names in any case are accepted as GitHub's payloads always were.
+func decodeEnvelope(body []byte, env *envelope) error {
+	return jsonv2.Unmarshal(body, env, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true),
+		jsonv2.MatchCaseInsensitiveNames(true))
 }
 
 // usedEvents are the events opsbot acts on; every other event is answered
@@ -85,7 +99,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
+	if err := decodeEnvelope(body, &env); err != nil {
 		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected", Error: "body is not valid JSON"})
 		return
 	}
@@ -129,9 +143,10 @@ func (s *Server) classify(event, id string, env *envelope) (*state.Delivery, boo
 			return nil, false
 		}
 		d.PR = env.Issue.Number
-		// A new comment without a slash holds no command: the worker can
-		// complete it without decoding the payload again.
-		d.NoCommands = env.Action == "created" && env.Comment != nil && !strings.Contains(env.Comment.Body, "/")
+		// A new comment that holds no command line (most comments) is
+		// completed by the worker without decoding the payload again. Any
+		// line that could be a command, even a malformed one, goes through.
+		d.NoCommands = env.Action == "created" && env.Comment != nil && len(commands.Parse(env.Comment.Body, commands.Options{})) == 0
 	case "pull_request":
 		d.PR = env.Number
 		if d.PR == 0 && env.PullRequest != nil {

@@ -22,7 +22,7 @@ type Delivery struct {
 	Repo       string    `json:"repo,omitempty"`
 	PR         int       `json:"pr,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
-	// NoCommands marks a new comment with no slash in it: nothing to run.
+	// NoCommands marks a new comment with no command line in it: nothing to run.
 	NoCommands bool   `json:"no_commands,omitempty"`
 	Body       []byte `json:"-"`
 }
