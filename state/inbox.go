@@ -15,8 +15,8 @@ import (
 
 // Delivery is one webhook delivery as GitHub sent it, kept until processed.
 type Delivery struct {
-	Seq        uint64    `json:"seq"`
-	ID         string    `json:"id"` // X-GitHub-Delivery
+	Seq        uint64    `json:"seq,omitempty"` // the inbox key; not in the stored header
+	ID         string    `json:"id"`            // X-GitHub-Delivery
 	Event      string    `json:"event"`
 	Action     string    `json:"action,omitempty"`
 	Repo       string    `json:"repo,omitempty"`
@@ -58,10 +58,16 @@ type writeReq struct {
 // Append stores a delivery durably (committed and fsync'd) unless its id was
 // seen before. Concurrent calls share one commit. On success d.Seq is set.
 func (s *Store) Append(ctx context.Context, d *Delivery) (AppendResult, error) {
+	// The record is built here, in the caller's goroutine, so the one
+	// committer only stores it.
+	val, err := encodeDelivery(d)
+	if err != nil {
+		return 0, fmt.Errorf("storing delivery %s: %w", d.ID, err)
+	}
 	var res AppendResult
-	err := s.write(ctx, nil, func(t *Tx) error {
+	err = s.write(ctx, nil, func(t *Tx) error {
 		var err error
-		res, err = appendTx(t.tx, d)
+		res, err = appendTx(t.tx, d, val)
 		if res == Stored {
 			t.dIn++
 		}
@@ -210,7 +216,7 @@ type deliveryMark struct {
 	Processed   int       `json:"processed,omitempty"` // times completed; exactly one when done
 }
 
-func appendTx(tx *bolt.Tx, d *Delivery) (AppendResult, error) {
+func appendTx(tx *bolt.Tx, d *Delivery, val []byte) (AppendResult, error) {
 	marks := tx.Bucket(bDeliveries)
 	if marks.Get([]byte(d.ID)) != nil {
 		return Duplicate, nil
@@ -221,10 +227,6 @@ func appendTx(tx *bolt.Tx, d *Delivery) (AppendResult, error) {
 		return 0, err
 	}
 	d.Seq = seq
-	val, err := encodeDelivery(d)
-	if err != nil {
-		return 0, err
-	}
 	if err := inbox.Put(u64(seq), val); err != nil {
 		return 0, err
 	}
@@ -254,7 +256,7 @@ func encodeDelivery(d *Delivery) ([]byte, error) {
 	return out, nil
 }
 
-func decodeDelivery(raw []byte, withBody bool) (*Delivery, error) {
+func decodeDelivery(key, raw []byte, withBody bool) (*Delivery, error) {
 	if len(raw) < 4 {
 		return nil, errors.New("state: short delivery record")
 	}
@@ -266,6 +268,7 @@ func decodeDelivery(raw []byte, withBody bool) (*Delivery, error) {
 	if err := json.Unmarshal(raw[4:4+n], &d); err != nil {
 		return nil, fmt.Errorf("state: decoding delivery: %w", err)
 	}
+	d.Seq = binary.BigEndian.Uint64(key) // the key is the sequence number
 	if withBody {
 		d.Body = bytes.Clone(raw[4+n:])
 	}
@@ -277,7 +280,7 @@ func (s *Store) Pending() ([]*Delivery, error) {
 	var out []*Delivery
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bInbox).ForEach(func(k, v []byte) error {
-			d, err := decodeDelivery(v, false)
+			d, err := decodeDelivery(k, v, false)
 			if err != nil {
 				return fmt.Errorf("inbox entry %d: %w", binary.BigEndian.Uint64(k), err)
 			}
@@ -297,7 +300,7 @@ func (s *Store) Delivery(seq uint64) (*Delivery, error) {
 			return ErrNotFound
 		}
 		var err error
-		d, err = decodeDelivery(raw, true)
+		d, err = decodeDelivery(u64(seq), raw, true)
 		return err
 	})
 	return d, err
@@ -321,7 +324,7 @@ func (s *Store) Complete(seq uint64, outcome string, w Write) error {
 			notFound = true
 			return nil
 		}
-		d, err := decodeDelivery(raw, false)
+		d, err := decodeDelivery(u64(seq), raw, false)
 		if err != nil {
 			return err
 		}
@@ -368,7 +371,7 @@ func (s *Store) Bury(seq uint64, reason string, attempts int) error {
 		if raw == nil {
 			return ErrNotFound
 		}
-		d, err := decodeDelivery(raw, true)
+		d, err := decodeDelivery(u64(seq), raw, true)
 		if err != nil {
 			return err
 		}
@@ -442,8 +445,8 @@ func (s *Store) InboxStats() (InboxStats, error) {
 	err := s.db.View(func(tx *bolt.Tx) error {
 		in := tx.Bucket(bInbox)
 		st.Depth = int(s.inboxN.Load())
-		if _, v := in.Cursor().First(); v != nil {
-			d, err := decodeDelivery(v, false)
+		if k, v := in.Cursor().First(); v != nil {
+			d, err := decodeDelivery(k, v, false)
 			if err != nil {
 				return err
 			}
