@@ -1,0 +1,206 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"opsbot/outbox"
+	"opsbot/state"
+)
+
+// clock is the test's time, moved by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// sender records what it sent and fails as its plan says: a body mapped to
+// errors fails with each in turn, then succeeds.
+type sender struct {
+	mu    sync.Mutex
+	sent  []string
+	plan  map[string][]error
+	retry func(err error, attempt int, now time.Time) outbox.Retry
+}
+
+func (s *sender) Send(_ context.Context, n *state.Notice, attempt int) (state.SentRef, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if errs := s.plan[n.Body]; len(errs) > 0 {
+		s.plan[n.Body] = errs[1:]
+		return state.SentRef{}, errs[0]
+	}
+	s.sent = append(s.sent, n.Body)
+	return state.SentRef{CommentID: int64(n.ID)}, nil
+}
+
+func (s *sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
+	if s.retry != nil {
+		return s.retry(err, attempt, now)
+	}
+	return outbox.Retry{At: now.Add(time.Minute)}
+}
+
+func (s *sender) Sent() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sent)
+}
+
+// sentOf keeps the notices of one PR, in the order they were sent.
+func sentOf(all []string, prefix string) []string {
+	var out []string
+	for _, b := range all {
+		if b[:len(prefix)] == prefix {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func setup(t *testing.T, s *sender) (*state.Store, *outbox.Loop, *clock) {
+	t.Helper()
+	c := &clock{t: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+	st, err := state.Open(filepath.Join(t.TempDir(), "s.db"), state.Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	l := &outbox.Loop{Store: st, Channel: state.ChannelGitHub, Sender: s, Now: c.Now,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return st, l, c
+}
+
+func enqueue(t *testing.T, st *state.Store, pr int, bodies ...string) {
+	t.Helper()
+	err := st.Update(func(tx *state.Tx) error {
+		for _, b := range bodies {
+			if err := tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeComment,
+				Repo: "o/r", PR: pr, Body: b}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var errDown = errors.New("503 from GitHub")
+
+// A PR's notices go out in order: one that fails holds back the ones after
+// it, not other PRs'; when its retry is due, all follow in order.
+func TestOrderWithinPRAndRetry(t *testing.T) {
+	s := &sender{plan: map[string][]error{"a1": {errDown}}}
+	st, l, c := setup(t, s)
+	enqueue(t, st, 1, "a1", "a2", "a3")
+	enqueue(t, st, 2, "b1", "b2")
+
+	next := l.Drain(t.Context())
+	if got := s.Sent(); len(sentOf(got, "a")) != 0 || !slices.Equal(sentOf(got, "b"), []string{"b1", "b2"}) {
+		t.Fatalf("after the first pass sent %v: PR 1 must wait for a1, PR 2 must not", got)
+	}
+	if want := c.Now().Add(time.Minute); !next.Equal(want) {
+		t.Fatalf("next pass at %v, want a1's retry at %v", next, want)
+	}
+	pending, err := st.Outbox(state.ChannelGitHub)
+	if err != nil || len(pending) != 3 || pending[0].LastError != errDown.Error() || pending[0].Attempts != 1 {
+		t.Fatalf("outbox after the failure = %+v, %v", pending, err)
+	}
+
+	c.Add(30 * time.Second) // not yet due
+	l.Drain(t.Context())
+	if n := len(sentOf(s.Sent(), "a")); n != 0 {
+		t.Fatalf("a1 was retried before its time (%d of PR 1 sent)", n)
+	}
+	c.Add(31 * time.Second)
+	if next := l.Drain(t.Context()); !next.IsZero() {
+		t.Fatalf("nothing should wait, next = %v", next)
+	}
+	if got := sentOf(s.Sent(), "a"); !slices.Equal(got, []string{"a1", "a2", "a3"}) {
+		t.Fatalf("PR 1 sent %v, want a1 a2 a3", got)
+	}
+	if pending, _ := st.Outbox(state.ChannelGitHub); len(pending) != 0 {
+		t.Fatalf("%d notices left in the outbox", len(pending))
+	}
+}
+
+// A notice refused for good is kept among the failed ones with its reason,
+// and the PR's later notices are not held back by it.
+func TestGiveUpKeepsTheNotice(t *testing.T) {
+	refused := errors.New("422 Validation Failed")
+	s := &sender{plan: map[string][]error{"bad": {refused}},
+		retry: func(err error, attempt int, now time.Time) outbox.Retry { return outbox.Retry{GiveUp: true} }}
+	st, l, _ := setup(t, s)
+	enqueue(t, st, 1, "bad", "after")
+	l.Drain(t.Context())
+	if got := s.Sent(); !slices.Equal(got, []string{"after"}) {
+		t.Fatalf("sent %v, want only the notice after the refused one", got)
+	}
+	failed, err := st.FailedNotices()
+	if err != nil || len(failed) != 1 || failed[0].Body != "bad" || failed[0].LastError != refused.Error() {
+		t.Fatalf("failed notices = %+v, %v", failed, err)
+	}
+	if pending, _ := st.Outbox(state.ChannelGitHub); len(pending) != 0 {
+		t.Fatalf("%d notices left in the outbox", len(pending))
+	}
+}
+
+// A channel-wide wait (a rate limit) stops every PR's notices until it ends.
+func TestGlobalPause(t *testing.T) {
+	limited := errors.New("rate limited")
+	var reset time.Time
+	s := &sender{plan: map[string][]error{"a1": {limited}}}
+	st, l, c := setup(t, s)
+	l.Parallel = 1 // PR 1 first, so the pause comes before PR 2 is tried
+	reset = c.Now().Add(10 * time.Minute)
+	s.retry = func(err error, attempt int, now time.Time) outbox.Retry { return outbox.Retry{At: reset, Global: true} }
+	enqueue(t, st, 1, "a1")
+	enqueue(t, st, 2, "b1")
+	if next := l.Drain(t.Context()); !next.Equal(reset) {
+		t.Fatalf("next pass at %v, want the reset %v", next, reset)
+	}
+	c.Add(5 * time.Minute)
+	l.Drain(t.Context())
+	if got := s.Sent(); len(got) != 0 {
+		t.Fatalf("sent %v during the channel's wait", got)
+	}
+	c.Add(5*time.Minute + time.Second)
+	l.Drain(t.Context())
+	if got := s.Sent(); len(got) != 2 {
+		t.Fatalf("after the wait sent %v, want both", got)
+	}
+}
+
+// Run wakes when a notice is added, without waiting for a timer.
+func TestRunWakesOnEnqueue(t *testing.T) {
+	s := &sender{}
+	st, l, _ := setup(t, s)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	enqueue(t, st, 1, "hello")
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.Sent()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the loop did not wake for a new notice")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
