@@ -75,7 +75,11 @@ func TestAppendGroupCommit(t *testing.T) {
 			}
 		}()
 	}
-	for int(s.inFlight.Load())+len(s.appends) < n {
+	for deadline := time.Now().Add(10 * time.Second); int(s.inFlight.Load())+len(s.appends) < n; {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("only %d of %d appends queued in 10 s", int(s.inFlight.Load())+len(s.appends), n)
+		}
 		time.Sleep(time.Millisecond) // waiting for the goroutines to queue, not for the result
 	}
 	before := s.commits.Load()

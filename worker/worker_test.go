@@ -86,12 +86,16 @@ func TestOrderPerPRParallelAcrossPRs(t *testing.T) {
 		add(t, s, p, fmt.Sprintf("2-%d", i), 2)
 	}
 	// PR 2 finishes while PR 1's first delivery is still held.
-	for {
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		mu.Lock()
 		n := len(seen[2])
 		mu.Unlock()
 		if n == 5 {
 			break
+		}
+		if time.Now().After(deadline) {
+			close(gate)
+			t.Fatalf("PR 2 processed %d of 5 deliveries in 10 s while PR 1 was held: one slow PR holds up another", n)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -16,16 +16,41 @@ import (
 	"opsbot/internal/fixtures"
 )
 
-// buildBinary builds the real opsbot binary once per test.
+// The real opsbot binary, built once for the package's tests that run it as
+// a process (see TestMain, which removes it).
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// buildBinary returns the path of the real opsbot binary, building it on the
+// package's first call.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "opsbot")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("building opsbot: %v", err)
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "opsbot-bin-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "opsbot")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd.Stderr = os.Stderr
+		binErr = cmd.Run()
+	})
+	if binErr != nil {
+		t.Fatalf("building opsbot: %v", binErr)
 	}
-	return bin
+	return binPath
 }
 
 type proc struct {

@@ -174,8 +174,15 @@ repos: [{name: %q, sweep_workflow: .github/workflows/run-sweep.yml}]
 		}
 		return true
 	})
-	// Let the outbox settle, then stop cleanly.
-	time.Sleep(300 * time.Millisecond)
+	// The last notices of each PR (its push's status) are sent before the clean stop.
+	eventually(t, "every PR's push has its commit status", func() bool {
+		for pr := 1; pr <= prs; pr++ {
+			if len(gh.Statuses(theRepo, head(pr, 2))) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	pmu.Lock()
 	cur.Process.Signal(syscall.SIGTERM)
 	if err := cur.Wait(); err != nil {
