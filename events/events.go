@@ -218,6 +218,11 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 	}
 	info := &state.PRInfo{Repo: rc.Name, PR: n, Title: pr.Title, Author: pr.User.Login,
 		Branch: pr.Head.Ref, HeadSHA: pr.Head.SHA, State: pr.State}
+	if a := ev.Action; a != "opened" && a != "reopened" && a != "synchronize" {
+		// The head opsbot knows (which the gate API decides for) moves only
+		// with a push; a late label or edit event may carry an older one.
+		info.HeadSHA = ""
+	}
 	inst := ev.Installation.ID
 	info.Installation = inst
 	h.Installations.Set(rc.Name, inst)
@@ -225,10 +230,10 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 	action := ev.Action
 	switch {
 	case rc.IsGateAction(action):
-		dec, err := h.Gate.Decide(ctx, gate.Ask{Repo: rc.Name, PR: n, SHA: info.HeadSHA, Action: action, Source: "webhook",
+		dec, err := h.Gate.Decide(ctx, gate.Ask{Repo: rc.Name, PR: n, SHA: pr.Head.SHA, Action: action, Source: "webhook",
 			DeliveryID: d.ID, Installation: inst})
 		if err != nil {
-			return "", nil, fmt.Errorf("deciding %s#%d@%s: %w", rc.Name, n, info.HeadSHA, err)
+			return "", nil, fmt.Errorf("deciding %s#%d@%s: %w", rc.Name, n, pr.Head.SHA, err)
 		}
 		return "decision-" + dec.Decision, recordInfo, nil
 	case action == "closed" && pr.Merged:

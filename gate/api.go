@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,11 +44,16 @@ type Answer struct {
 	PinID        uint64    `json:"pin_id,omitempty"`
 	AuthorizedBy string    `json:"authorized_by,omitempty"`
 	DecidedAt    time.Time `json:"decided_at,omitzero"`
+	// NotHead marks an ask for a commit that is not the PR's head: it
+	// answers sweep and nothing was decided or used up.
+	NotHead bool `json:"not_head,omitempty"`
 }
 
-// PRFinder finds the PRs of a commit (for a push to the default branch).
+// PRFinder reads PRs: the PRs of a commit (for a push to the default
+// branch), and one PR (its head, when opsbot has not seen it).
 type PRFinder interface {
 	PullRequestsForCommit(ctx context.Context, repo, sha string) ([]*github.PullRequest, error)
+	PullRequest(ctx context.Context, repo string, n int) (*github.PullRequest, error)
 }
 
 // API answers the workflow's asks.
@@ -101,15 +107,51 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 		_ = a.Quiet(qctx, r.Repo, r.PR) // after the wait, decide anyway
 		cancel()
 	}
+	info, err := a.Gate.Store.PRInfo(r.Repo, r.PR)
+	if err != nil {
+		return Answer{}, err
+	}
 	inst := int64(0)
-	if info, err := a.Gate.Store.PRInfo(r.Repo, r.PR); err == nil && info != nil {
+	if info != nil {
 		inst = info.Installation
+	}
+	if head, err := a.head(ctx, r, info); err != nil || !strings.EqualFold(head, r.SHA) {
+		// Only the head is decided: an ask for another commit must not use
+		// up the pin that the real push is waiting for.
+		if err != nil {
+			return Answer{}, err
+		}
+		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: Sweep, NotHead: true,
+			Reason: fmt.Sprintf("commit %s is not the head of PR #%d (%s is); only the head's sweep can be skipped, and this ask used up nothing",
+				shortSHA(r.SHA), r.PR, shortSHA(head))}, nil
 	}
 	d, err := a.Gate.Decide(ctx, Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api", Installation: inst})
 	if err != nil {
 		return Answer{}, err
 	}
 	return FromDecision(r, d), nil
+}
+
+// head is the PR's head as opsbot knows it: the head of the last opened,
+// reopened or synchronize webhook, and when that is not the asked commit
+// (or none came), the head one read of the PR on GitHub gives, since the
+// push's webhook may still be on its way.
+func (a *API) head(ctx context.Context, r Request, info *state.PRInfo) (string, error) {
+	if info != nil && strings.EqualFold(info.HeadSHA, r.SHA) {
+		return info.HeadSHA, nil
+	}
+	if a.Finder == nil {
+		return "", errors.New("gate: no GitHub client to read the PR's head")
+	}
+	f, err := a.Finder(r.Repo)
+	if err != nil {
+		return "", err
+	}
+	pr, err := f.PullRequest(ctx, r.Repo, r.PR)
+	if err != nil {
+		return "", fmt.Errorf("reading the head of PR #%d: %w", r.PR, err)
+	}
+	return pr.GetHead().GetSHA(), nil
 }
 
 // FromDecision shapes a decision for the workflow.
@@ -176,4 +218,46 @@ func shortSHA(s string) string {
 		return s[:7]
 	}
 	return strings.TrimSpace(s)
+}
+
+// OutputNames are the step outputs the workflow reads, in the order written.
+var OutputNames = []string{"skip-pr-sweep", "reuse-enabled", "reuse-source-run-id", "reuse-source-run-attempt",
+	"reuse-source-run-url", "reuse-source-pr-number", "reuse-source-head-sha", "reuse-reason"}
+
+// Outputs are the answer's step outputs, by name.
+func (a Answer) Outputs() map[string]string {
+	v := map[string]string{
+		"skip-pr-sweep": strconv.FormatBool(a.SkipPRSweep),
+		"reuse-enabled": strconv.FormatBool(a.ReuseEnabled),
+		"reuse-reason":  a.Reason,
+	}
+	if a.RunID != 0 {
+		v["reuse-source-run-id"] = strconv.FormatInt(a.RunID, 10)
+		v["reuse-source-run-attempt"] = strconv.Itoa(max(a.RunAttempt, 1))
+		v["reuse-source-run-url"] = a.RunURL
+		v["reuse-source-pr-number"] = strconv.Itoa(a.SourcePR)
+		v["reuse-source-head-sha"] = a.RunHeadSHA
+	}
+	return v
+}
+
+// FailedOutputs are the outputs of an ask that got no answer: the sweep runs.
+func FailedOutputs(reason string) map[string]string {
+	return map[string]string{"skip-pr-sweep": "false", "reuse-enabled": "false", "reuse-reason": reason}
+}
+
+// OutputLines writes every output as a key=value line ready for
+// $GITHUB_OUTPUT, in OutputNames order; a value's CRs and newlines become
+// spaces, so no value can add an output of its own.
+func OutputLines(values map[string]string) string {
+	var b strings.Builder
+	for _, k := range OutputNames {
+		fmt.Fprintf(&b, "%s=%s\n", k, OneLine(values[k]))
+	}
+	return b.String()
+}
+
+// OneLine keeps a value on one output line.
+func OneLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"opsbot/gate"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -253,7 +254,7 @@ func printDeadLetters(w io.Writer, dl []state.DeadLetter, format string) error {
 }
 
 func shortText(s string, n int) string {
-	s = oneLineText(s)
+	s = gate.OneLine(s)
 	if len([]rune(s)) <= n {
 		return s
 	}

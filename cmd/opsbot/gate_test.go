@@ -245,3 +245,35 @@ func TestGateCommandFailsClosed(t *testing.T) {
 	}
 	mustContain(t, "without a token", stdout.String(), "skip-pr-sweep=false", "OPSBOT_API_TOKEN is not set")
 }
+
+// A gate ask decides only for the PR's head: an ask for another commit,
+// made before the real push, answers sweep and uses up nothing, so the real
+// push is still skipped.
+func TestGateAskForAnotherCommitUsesUpNothing(t *testing.T) {
+	w := newWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	out, _ := w.gate("--pr", "2512", "--sha", sha("e9"))
+	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "commit e9e9e9e is not the head of PR #2512 (c1c1c1c is)") ||
+		!strings.Contains(out["reuse-reason"], "used up nothing") {
+		t.Fatalf("ask for a commit that is not the head = %v", out)
+	}
+	if st := w.statuses("e9"); len(st) != 0 {
+		t.Fatalf("a commit that is not the head got a status: %+v", st)
+	}
+	w.push("c2")
+	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+		t.Fatalf("the real push after the forged ask: %+v", st)
+	}
+	// Once c2 is the head (as its webhook said), the old head is not decided either.
+	out, _ = w.gate("--pr", "2512", "--sha", sha("c1"))
+	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "is not the head of PR #2512 (c2c2c2c is)") {
+		t.Fatalf("ask for the old head = %v", out)
+	}
+	out, _ = w.gate("--pr", "2512", "--sha", sha("c2"))
+	if out["skip-pr-sweep"] != "true" {
+		t.Fatalf("ask for the decided head = %v", out)
+	}
+	if tr := strings.Join(w.trail(), ","); strings.Count(tr, "decision") != 1 || !strings.Contains(tr, "pin consumed") {
+		t.Fatalf("audit = %s", tr)
+	}
+}

@@ -6,16 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"opsbot/gate"
 )
-
-// The step outputs `opsbot gate` writes, in this order.
-var gateOutputs = []string{"skip-pr-sweep", "reuse-enabled", "reuse-source-run-id", "reuse-source-run-attempt",
-	"reuse-source-run-url", "reuse-source-pr-number", "reuse-source-head-sha", "reuse-reason"}
 
 func runGate(e *env, args []string) error {
 	fs := newFlags(e, "gate", "--server URL --repo OWNER/REPO (--pr N --sha SHA | --event push --sha SHA) [flags]",
@@ -38,28 +32,16 @@ func runGate(e *env, args []string) error {
 	}
 	ans, err := askGate(e.ctx, *serverURL, e.getenv("OPSBOT_API_TOKEN"), gate.Request{Repo: *repo, PR: *pr, SHA: *sha,
 		Event: *event, Action: *action}, *timeout)
-	values := map[string]string{}
+	var values map[string]string
 	if err != nil {
 		// Fail closed: an error never skips a sweep.
-		values["skip-pr-sweep"], values["reuse-enabled"] = "false", "false"
-		values["reuse-reason"] = "opsbot gate failed: " + err.Error()
-		fmt.Fprintf(e.stdout, "::warning::opsbot gate could not get a decision, so the sweep runs: %s\n", oneLineText(err.Error()))
+		values = gate.FailedOutputs("opsbot gate failed: " + err.Error())
+		fmt.Fprintf(e.stdout, "::warning::opsbot gate could not get a decision, so the sweep runs: %s\n", gate.OneLine(err.Error()))
 	} else {
-		values["skip-pr-sweep"] = strconv.FormatBool(ans.SkipPRSweep)
-		values["reuse-enabled"] = strconv.FormatBool(ans.ReuseEnabled)
-		values["reuse-reason"] = ans.Reason
-		if ans.RunID != 0 {
-			values["reuse-source-run-id"] = strconv.FormatInt(ans.RunID, 10)
-			values["reuse-source-run-attempt"] = strconv.Itoa(max(ans.RunAttempt, 1))
-			values["reuse-source-run-url"] = ans.RunURL
-			values["reuse-source-pr-number"] = strconv.Itoa(ans.SourcePR)
-			values["reuse-source-head-sha"] = ans.RunHeadSHA
-		}
+		values = ans.Outputs()
 	}
 	var lines bytes.Buffer
-	for _, k := range gateOutputs {
-		fmt.Fprintf(&lines, "%s=%s\n", k, oneLineText(values[k]))
-	}
+	lines.WriteString(gate.OutputLines(values))
 	e.stdout.Write(lines.Bytes())
 	if *output != "" {
 		f, ferr := os.OpenFile(*output, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -97,9 +79,4 @@ func askGate(ctx context.Context, serverURL, token string, req gate.Request, tim
 	defer cancel()
 	err := getJSON(ctx, serverURL, token, http.MethodPost, "/api/v1/gate", req, &ans)
 	return ans, err
-}
-
-// oneLineText keeps a value on one output line.
-func oneLineText(s string) string {
-	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
