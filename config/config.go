@@ -79,9 +79,36 @@ type App struct {
 	PrivateKeyFile string `yaml:"private_key_file"`
 }
 
-// API guards /api/v1 and the `opsbot gate` client.
+// API guards /api/v1 and the `opsbot gate` client. Tokens come in classes:
+// gate tokens may only ask the gate, admin tokens may only read the audit,
+// back up and reconcile, and the legacy tokens_env is both (deprecated).
 type API struct {
-	TokensEnv string `yaml:"tokens_env"`
+	TokensEnv      string     `yaml:"tokens_env"`
+	GateTokensEnv  string     `yaml:"gate_tokens_env"`
+	AdminTokensEnv string     `yaml:"admin_tokens_env"`
+	GitHubOIDC     GitHubOIDC `yaml:"github_oidc"`
+}
+
+// GitHubOIDC lets a GitHub Actions job ask the gate with its ID token instead
+// of a static token; the token's claims must match the ask.
+type GitHubOIDC struct {
+	// Enabled defaults to true: a token only covers asks its claims match.
+	Enabled  *bool  `yaml:"enabled"`
+	Issuer   string `yaml:"issuer"`
+	Audience string `yaml:"audience"`
+}
+
+// On reports whether ID tokens are accepted.
+func (o GitHubOIDC) On() bool { return o.Enabled == nil || *o.Enabled }
+
+// Warnings are what `config check` reports that does not stop opsbot.
+func (c *Config) Warnings() []string {
+	var w []string
+	if c.API.TokensEnv != "" {
+		w = append(w, "api.tokens_env is deprecated: its tokens may both ask the gate and read the audit, back up and reconcile; "+
+			"give the workflow a gate token (api.gate_tokens_env) and operators an admin token (api.admin_tokens_env)")
+	}
+	return w
 }
 
 // Slack is where notices are mirrored.
@@ -119,6 +146,12 @@ type Repo struct {
 	Reuse           Reuse    `yaml:"reuse"`
 	Stage           Stage    `yaml:"stage"`
 	Help            Access   `yaml:"help"`
+	// DefaultBranch is the branch a push ask's ID token must be for; when
+	// empty it is read from GitHub once.
+	DefaultBranch string `yaml:"default_branch"`
+	// OIDCRequireWorkflow makes a gate ask's ID token name sweep_workflow
+	// in its workflow_ref.
+	OIDCRequireWorkflow bool `yaml:"oidc_require_workflow"`
 }
 
 // Access is who may run a command: a minimum role, or a listed user or team.
@@ -163,6 +196,8 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultRetention      = 7 * 24 * time.Hour
 	DefaultMinRole        = "write"
+	DefaultOIDCIssuer     = "https://token.actions.githubusercontent.com"
+	DefaultOIDCAudience   = "opsbot"
 )
 
 // Problems is every problem found in a configuration, each with its path.
@@ -257,6 +292,12 @@ func (c *Config) applyDefaults() {
 	if c.Webhook.MaxBodyBytes == 0 {
 		c.Webhook.MaxBodyBytes = DefaultMaxBody
 	}
+	if c.API.GitHubOIDC.Issuer == "" {
+		c.API.GitHubOIDC.Issuer = DefaultOIDCIssuer
+	}
+	if c.API.GitHubOIDC.Audience == "" {
+		c.API.GitHubOIDC.Audience = DefaultOIDCAudience
+	}
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
@@ -324,6 +365,7 @@ func (c *Config) validate() Problems {
 	checkURL("github.api_url", c.GitHub.APIURL)
 	checkURL("github.web_url", c.GitHub.WebURL)
 	checkURL("slack.api_url", c.Slack.APIURL)
+	checkURL("api.github_oidc.issuer", c.API.GitHubOIDC.Issuer)
 	if c.GitHub.App != nil {
 		a := c.GitHub.App
 		if a.ID <= 0 {
@@ -413,6 +455,9 @@ func (c *Config) validate() Problems {
 			if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil {
 				add(fmt.Sprintf("%s.reuse.allowed_paths[%d]", rp, j), "bad glob %q: %v", g, err)
 			}
+		}
+		if strings.ContainsAny(r.DefaultBranch, " \t") || strings.HasPrefix(r.DefaultBranch, "refs/") {
+			add(rp+".default_branch", "%q is not a branch name (write main, not refs/heads/main)", r.DefaultBranch)
 		}
 		st := r.Stage
 		if st.Slot != "shared" && st.Slot != "accumulate" {

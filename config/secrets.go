@@ -13,27 +13,39 @@ type Secrets struct {
 	WebhookSecrets []auth.Secret
 	GitHubToken    auth.Secret
 	AppPrivateKey  []byte
-	APITokens      []auth.Secret
+	APITokens      []auth.Secret // legacy api.tokens_env: gate and admin
+	GateTokens     []auth.Secret // may only ask the gate
+	AdminTokens    []auth.Secret // may read the audit, back up and reconcile
 	SlackToken     auth.Secret
 	AuditUser      auth.Secret
 	AuditPassword  auth.Secret
 }
 
 // ResolveSecrets reads every secret the configuration names through getenv.
-// A missing webhook secret is an error: opsbot never starts unable to verify
-// what it is sent. Other missing credentials are allowed and mean dry-run
-// (GitHub, Slack) or a closed door (API tokens, audit page).
+// Each named variable VAR has a twin VAR_FILE naming a file that holds the
+// value (a Kubernetes secret mount); setting both is an error, and so is a
+// VAR_FILE that cannot be read. A missing webhook secret is an error: opsbot
+// never starts unable to verify what it is sent. Other missing credentials
+// are allowed and mean dry-run (GitHub, Slack) or a closed door (API tokens,
+// audit page).
 func (c *Config) ResolveSecrets(getenv func(string) string) (Secrets, error) {
 	var s Secrets
 	var probs Problems
-	s.WebhookSecrets = splitSecrets(getenv(c.GitHub.WebhookSecretEnv))
-	if len(s.WebhookSecrets) == 0 {
-		probs = append(probs, fmt.Sprintf("github.webhook_secret_env: the environment variable %s is empty or unset; "+
+	read := func(key, name string) string {
+		v, err := SecretValue(getenv, name)
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("%s: %v", key, err))
+		}
+		return v
+	}
+	s.WebhookSecrets = splitSecrets(read("github.webhook_secret_env", c.GitHub.WebhookSecretEnv))
+	if len(s.WebhookSecrets) == 0 && len(probs) == 0 {
+		probs = append(probs, fmt.Sprintf("github.webhook_secret_env: the environment variable %s (or %s_FILE) is empty or unset; "+
 			"set it to the webhook secret configured on GitHub (comma-separated for rotation); opsbot will not start without it",
-			c.GitHub.WebhookSecretEnv))
+			c.GitHub.WebhookSecretEnv, c.GitHub.WebhookSecretEnv))
 	}
 	if c.GitHub.TokenEnv != "" {
-		s.GitHubToken = auth.Secret(strings.TrimSpace(getenv(c.GitHub.TokenEnv)))
+		s.GitHubToken = auth.Secret(strings.TrimSpace(read("github.token_env", c.GitHub.TokenEnv)))
 	}
 	if c.GitHub.App != nil {
 		key, err := os.ReadFile(c.GitHub.App.PrivateKeyFile)
@@ -43,16 +55,22 @@ func (c *Config) ResolveSecrets(getenv func(string) string) (Secrets, error) {
 		s.AppPrivateKey = key
 	}
 	if c.API.TokensEnv != "" {
-		s.APITokens = splitSecrets(getenv(c.API.TokensEnv))
+		s.APITokens = splitSecrets(read("api.tokens_env", c.API.TokensEnv))
+	}
+	if c.API.GateTokensEnv != "" {
+		s.GateTokens = splitSecrets(read("api.gate_tokens_env", c.API.GateTokensEnv))
+	}
+	if c.API.AdminTokensEnv != "" {
+		s.AdminTokens = splitSecrets(read("api.admin_tokens_env", c.API.AdminTokensEnv))
 	}
 	if c.Slack.TokenEnv != "" {
-		s.SlackToken = auth.Secret(strings.TrimSpace(getenv(c.Slack.TokenEnv)))
+		s.SlackToken = auth.Secret(strings.TrimSpace(read("slack.token_env", c.Slack.TokenEnv)))
 	}
 	if c.AuditWeb.Enabled {
-		s.AuditUser = auth.Secret(getenv(c.AuditWeb.UserEnv))
-		s.AuditPassword = auth.Secret(getenv(c.AuditWeb.PasswordEnv))
+		s.AuditUser = auth.Secret(read("audit_web.user_env", c.AuditWeb.UserEnv))
+		s.AuditPassword = auth.Secret(read("audit_web.password_env", c.AuditWeb.PasswordEnv))
 		if s.AuditUser == "" || s.AuditPassword == "" {
-			probs = append(probs, fmt.Sprintf("audit_web: %s and %s must both be set when the audit page is enabled",
+			probs = append(probs, fmt.Sprintf("audit_web: %s and %s (or their _FILE twins) must both be set when the audit page is enabled",
 				c.AuditWeb.UserEnv, c.AuditWeb.PasswordEnv))
 		}
 	}
@@ -60,6 +78,28 @@ func (c *Config) ResolveSecrets(getenv func(string) string) (Secrets, error) {
 		return s, probs
 	}
 	return s, nil
+}
+
+// SecretValue reads the secret named name: the variable itself, or the file
+// its twin name_FILE names (trailing newlines and spaces dropped, as a
+// mounted secret often ends with one). Both set is an error, as is an
+// unreadable file; neither set is "".
+func SecretValue(getenv func(string) string, name string) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	v, file := getenv(name), getenv(name+"_FILE")
+	switch {
+	case v != "" && file != "":
+		return "", fmt.Errorf("both %s and %s_FILE are set: keep one", name, name)
+	case file == "":
+		return v, nil
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s_FILE: reading the secret: %w", name, err)
+	}
+	return strings.TrimRight(string(raw), "\r\n\t "), nil
 }
 
 func splitSecrets(v string) []auth.Secret {

@@ -368,6 +368,16 @@ func (c *Client) WorkflowRuns(ctx context.Context, repo string, workflowID int64
 	return out, nil
 }
 
+// DefaultBranch reads a repository's default branch.
+func (c *Client) DefaultBranch(ctx context.Context, repo string) (string, error) {
+	o, r := split(repo)
+	rp, resp, err := c.gh.Repositories.Get(ctx, o, r)
+	if err := wrap("reading repository "+repo, resp, err); err != nil {
+		return "", err
+	}
+	return rp.GetDefaultBranch(), nil
+}
+
 // PullRequestsForCommit lists the PRs a commit belongs to (or was merged by).
 func (c *Client) PullRequestsForCommit(ctx context.Context, repo, sha string) ([]*github.PullRequest, error) {
 	o, r := split(repo)

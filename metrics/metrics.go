@@ -21,6 +21,7 @@ type Metrics struct {
 	Notices    *prometheus.CounterVec // channel, outcome (sent, retried, failed)
 	Decisions  *prometheus.CounterVec // decision
 	Commands   *prometheus.CounterVec // command, outcome
+	GateAsks   *prometheus.CounterVec // outcome
 	SlackUp    prometheus.Gauge
 	Commit     prometheus.Histogram // seconds per group commit
 	GroupSize  prometheus.Histogram // writes per group commit
@@ -63,6 +64,9 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 		Commands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opsbot_commands_total", Help: "Commands seen, by command and outcome.",
 		}, []string{"command", "outcome"}),
+		GateAsks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsbot_gate_asks_total", Help: "Asks of POST /api/v1/gate, by outcome (skip, sweep, not_head, reuse, no_reuse, or the refusal).",
+		}, []string{"outcome"}),
 		SlackUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "opsbot_slack_healthy", Help: "1 when the last Slack call worked, 0 when Slack is degraded.",
 		}),
@@ -72,7 +76,7 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 	m.GroupSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "opsbot_commit_writes",
 		Help: "Writes sharing one group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
 	r.MustRegister(m.Commit, m.GroupSize)
-	r.MustRegister(m.Webhooks, m.Processed, m.Processing, m.APIReqs, m.RateLeft, m.Notices, m.Decisions, m.Commands, m.SlackUp)
+	r.MustRegister(m.Webhooks, m.Processed, m.Processing, m.APIReqs, m.RateLeft, m.Notices, m.Decisions, m.Commands, m.GateAsks, m.SlackUp)
 	m.SlackUp.Set(1)
 	if inbox != nil {
 		r.MustRegister(

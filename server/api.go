@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"opsbot/auth"
 	"opsbot/gate"
+	"opsbot/idtoken"
 	"opsbot/reconcile"
 	"opsbot/state"
 )
@@ -35,13 +38,27 @@ type Reconciler interface {
 	Run(ctx context.Context, repo string) (reconcile.Report, error)
 }
 
-// API is the bearer-token API under /api/v1.
+// IDTokens verifies GitHub Actions ID tokens and says which gate asks they cover.
+type IDTokens interface {
+	Verify(ctx context.Context, raw string) (idtoken.Claims, error)
+	Covers(ctx context.Context, c idtoken.Claims, r gate.Request) error
+}
+
+// API is the bearer-token API under /api/v1. Tokens come in classes: gate
+// tokens (and GitHub Actions ID tokens, when IDTokens is set) may only ask
+// the gate; admin tokens may only read the audit, the dead letters and the
+// failed notices, back up and reconcile; legacy tokens may do both.
 type API struct {
-	Tokens    []auth.Secret
-	Gate      GateAnswerer
-	Reconcile Reconciler
-	Audit     AuditReader
-	Log       *slog.Logger
+	Tokens      []auth.Secret // legacy: gate and admin
+	GateTokens  []auth.Secret
+	AdminTokens []auth.Secret
+	IDTokens    IDTokens // nil: ID tokens are refused
+	// AskOutcome counts gate asks by outcome (metrics); optional.
+	AskOutcome func(outcome string)
+	Gate       GateAnswerer
+	Reconcile  Reconciler
+	Audit      AuditReader
+	Log        *slog.Logger
 	// Ctx is the server's lifetime context; decisions run on it (with a
 	// timeout) so a client hanging up does not cut a decision in half.
 	Ctx context.Context
@@ -49,52 +66,259 @@ type API struct {
 
 // Routes registers the API's routes.
 func (a *API) Routes(mux *http.ServeMux) {
-	mux.Handle("POST /api/v1/gate", a.authed(a.gate))
-	mux.Handle("GET /api/v1/audit", a.authed(a.audit))
-	mux.Handle("GET /api/v1/dead-letters", a.authed(a.deadLetters))
-	mux.Handle("GET /api/v1/failed-notices", a.authed(a.failedNotices))
-	mux.Handle("GET /api/v1/backup", a.authed(a.backup))
-	mux.Handle("POST /api/v1/reconcile", a.authed(a.reconcile))
+	mux.HandleFunc("POST /api/v1/gate", a.gate)
+	mux.Handle("GET /api/v1/audit", a.admin(a.audit))
+	mux.Handle("GET /api/v1/dead-letters", a.admin(a.deadLetters))
+	mux.Handle("GET /api/v1/failed-notices", a.admin(a.failedNotices))
+	mux.Handle("GET /api/v1/backup", a.admin(a.backup))
+	mux.Handle("POST /api/v1/reconcile", a.admin(a.reconcile))
 }
 
 type apiError struct {
 	Error string `json:"error"`
 }
 
-func (a *API) authed(h http.HandlerFunc) http.Handler {
+// Token classes, as logged.
+const (
+	classGate   = "gate"
+	classAdmin  = "admin"
+	classLegacy = "legacy"
+	classOIDC   = "oidc"
+)
+
+const noToken = "missing or wrong bearer token (set OPSBOT_API_TOKEN to one of the server's api tokens)"
+
+// class says what a bearer is: a static token of a class, a JWT (an ID
+// token, not yet verified), or "" (no token, or a wrong one).
+func (a *API) class(r *http.Request) (class, raw string) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tok = strings.TrimSpace(tok)
+	switch {
+	case !ok || tok == "":
+		return "", ""
+	case auth.TokenMatches(tok, a.Tokens):
+		return classLegacy, tok
+	case auth.TokenMatches(tok, a.GateTokens):
+		return classGate, tok
+	case auth.TokenMatches(tok, a.AdminTokens):
+		return classAdmin, tok
+	case idtoken.LooksLikeJWT(tok):
+		return classOIDC, tok
+	}
+	return "", ""
+}
+
+// admin lets only admin (and legacy) tokens through; a gate token or an ID
+// token is refused with 403, which says what to use instead.
+func (a *API) admin(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || !auth.TokenMatches(strings.TrimSpace(tok), a.Tokens) {
+		switch class, _ := a.class(r); class {
+		case classAdmin, classLegacy:
+			h(w, r)
+		case classGate:
+			writeJSON(w, http.StatusForbidden, apiError{"this is a gate token (api.gate_tokens_env): it may only ask the gate; " +
+				"use an admin token (api.admin_tokens_env) to read the audit, back up or reconcile"})
+		case classOIDC:
+			writeJSON(w, http.StatusForbidden, apiError{"a GitHub Actions ID token may only ask the gate; " +
+				"use an admin token (api.admin_tokens_env) to read the audit, back up or reconcile"})
+		default:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="opsbot"`)
-			writeJSON(w, http.StatusUnauthorized, apiError{"missing or wrong bearer token (set OPSBOT_API_TOKEN to one of the server's api tokens)"})
-			return
+			writeJSON(w, http.StatusUnauthorized, apiError{noToken})
 		}
-		h(w, r)
 	})
 }
 
+// gateResult is everything one gate ask comes to: what is written back,
+// what is logged and counted.
+type gateResult struct {
+	code    int
+	ans     gate.Answer
+	msg     string // for the asker, when code is not 200
+	outcome string // a bounded label
+	class   string
+	req     gate.Request
+	err     error // logged, when the fault is opsbot's
+}
+
 func (a *API) gate(w http.ResponseWriter, r *http.Request) {
-	var req gate.Request
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{"body must be JSON {\"repo\",\"pr\",\"sha\",\"event\",\"action\"}: " + err.Error()})
+	res := a.askGate(w, r)
+	a.logAsk(res)
+	if a.AskOutcome != nil {
+		a.AskOutcome(res.outcome)
+	}
+	if res.code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="opsbot"`)
+	}
+	if wantsText(r.Header.Get("Accept")) {
+		// Lines ready for $GITHUB_OUTPUT. An error keeps its status, so a
+		// client fails closed on it; its lines, if a client uses them
+		// anyway, say skip-pr-sweep=false.
+		values := res.ans.Outputs()
+		if res.code != http.StatusOK {
+			values = gate.FailedOutputs(fmt.Sprintf("opsbot could not decide (HTTP %d): %s", res.code, res.msg))
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(res.code)
+		_, _ = io.WriteString(w, gate.OutputLines(values)) // the client went away; nothing to do
 		return
+	}
+	if res.code != http.StatusOK {
+		writeJSON(w, res.code, apiError{res.msg})
+		return
+	}
+	writeJSON(w, http.StatusOK, res.ans)
+}
+
+func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
+	fail := func(code int, outcome, msg string) gateResult {
+		return gateResult{code: code, outcome: outcome, msg: msg}
+	}
+	class, raw := a.class(r)
+	var claims idtoken.Claims
+	switch class {
+	case classGate, classLegacy:
+	case classAdmin:
+		res := fail(http.StatusForbidden, "forbidden", "this is an admin token (api.admin_tokens_env): it may not ask the gate; "+
+			"give the workflow a gate token (api.gate_tokens_env) or let it use its GitHub Actions ID token")
+		res.class = class
+		return res
+	case classOIDC:
+		if a.IDTokens == nil {
+			return fail(http.StatusUnauthorized, "unauthorized", "GitHub Actions ID tokens are not accepted here "+
+				"(api.github_oidc.enabled is false): send a gate token")
+		}
+		var err error
+		claims, err = a.IDTokens.Verify(a.ctx(), raw)
+		switch {
+		case errors.Is(err, idtoken.ErrUnavailable):
+			res := fail(http.StatusServiceUnavailable, "unavailable", "cannot verify the GitHub Actions ID token now: "+err.Error())
+			res.class, res.err = class, err
+			return res
+		case err != nil:
+			res := fail(http.StatusUnauthorized, "unauthorized", "the GitHub Actions ID token was refused: "+err.Error())
+			res.class = class
+			return res
+		}
+	default:
+		return fail(http.StatusUnauthorized, "unauthorized", noToken)
+	}
+	req, err := readAsk(w, r)
+	if err != nil {
+		res := fail(http.StatusBadRequest, "bad_request", err.Error())
+		res.class = class
+		return res
+	}
+	res := gateResult{class: class, req: req}
+	if class == classOIDC {
+		if req.Event == "" {
+			req.Event = "pull_request"
+		}
+		switch err := a.IDTokens.Covers(a.ctx(), claims, req); {
+		case errors.Is(err, idtoken.ErrNotCovered):
+			res.code, res.outcome, res.msg = http.StatusForbidden, "forbidden", err.Error()
+			return res
+		case err != nil:
+			res.code, res.outcome, res.msg, res.err = http.StatusServiceUnavailable, "unavailable", "cannot check the ID token's claims now: "+err.Error(), err
+			return res
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx()), 90*time.Second)
 	defer cancel()
 	ans, err := a.Gate.Answer(ctx, req)
 	switch {
 	case errors.Is(err, gate.ErrBadAsk):
-		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+		res.code, res.outcome, res.msg = http.StatusBadRequest, "bad_request", err.Error()
 	case errors.Is(err, gate.ErrUnknownRepo):
-		writeJSON(w, http.StatusNotFound, apiError{err.Error()})
+		res.code, res.outcome, res.msg = http.StatusNotFound, "unknown_repo", err.Error()
 	case err != nil:
-		a.Log.Error("answering a gate ask", "repo", req.Repo, "pr", req.PR, "sha", req.SHA, "err", err)
-		writeJSON(w, http.StatusInternalServerError, apiError{"could not decide: " + err.Error()})
+		res.code, res.outcome, res.msg, res.err = http.StatusInternalServerError, "error", "could not decide: "+err.Error(), err
 	default:
-		writeJSON(w, http.StatusOK, ans)
+		res.code, res.ans = http.StatusOK, ans
+		switch {
+		case ans.NotHead:
+			res.outcome = "not_head"
+		case ans.Event == "push" && ans.ReuseEnabled:
+			res.outcome = "reuse"
+		case ans.Event == "push":
+			res.outcome = "no_reuse"
+		case ans.SkipPRSweep:
+			res.outcome = "skip"
+		default:
+			res.outcome = "sweep"
+		}
 	}
+	return res
+}
+
+// AskOutcomes are every outcome a gate ask is counted under.
+var AskOutcomes = []string{"skip", "sweep", "not_head", "reuse", "no_reuse", "bad_request", "unknown_repo",
+	"unauthorized", "forbidden", "unavailable", "error"}
+
+func (a *API) logAsk(res gateResult) {
+	attrs := []any{"repo", res.req.Repo, "pr", res.req.PR, "sha", res.req.SHA, "event", res.req.Event, "action", res.req.Action,
+		"auth", res.class, "outcome", res.outcome, "status", res.code}
+	switch {
+	case res.err != nil:
+		a.Log.Error("gate ask failed", append(attrs, "err", res.err)...)
+	case res.code != http.StatusOK:
+		a.Log.Warn("gate ask refused", append(attrs, "why", res.msg)...)
+	default:
+		a.Log.Info("gate ask", append(attrs, "reason", res.ans.Reason)...)
+	}
+}
+
+// readAsk reads an ask from a JSON body or from form fields (repo, pr, sha,
+// event, action), as a shell step sends them with curl --data-urlencode.
+// Unknown fields are errors.
+func readAsk(w http.ResponseWriter, r *http.Request) (gate.Request, error) {
+	var req gate.Request
+	body := http.MaxBytesReader(w, r.Body, 1<<16)
+	if ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.TrimSpace(strings.ToLower(ct)) == "application/x-www-form-urlencoded" {
+		raw, err := io.ReadAll(body)
+		if err != nil {
+			return req, fmt.Errorf("reading the form: %w", err)
+		}
+		form, err := url.ParseQuery(string(raw))
+		if err != nil {
+			return req, fmt.Errorf("the form does not parse: %w", err)
+		}
+		for k := range form {
+			switch k {
+			case "repo", "pr", "sha", "event", "action":
+			default:
+				return req, fmt.Errorf("unknown form field %q (send repo, pr, sha, event, action)", k)
+			}
+		}
+		req.Repo, req.SHA, req.Event, req.Action = form.Get("repo"), form.Get("sha"), form.Get("event"), form.Get("action")
+		if p := form.Get("pr"); p != "" {
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 0 {
+				return req, fmt.Errorf("pr %q is not a PR number", p)
+			}
+			req.PR = n
+		}
+		return req, nil
+	}
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, errors.New("body must be JSON {\"repo\",\"pr\",\"sha\",\"event\",\"action\"} or a form with those fields: " + err.Error())
+	}
+	return req, nil
+}
+
+// wantsText reports whether an Accept header asks for text/plain before JSON.
+func wantsText(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		switch strings.ToLower(strings.TrimSpace(mt)) {
+		case "text/plain":
+			return true
+		case "application/json":
+			return false
+		}
+	}
+	return false
 }
 
 func (a *API) ctx() context.Context {

@@ -49,6 +49,9 @@ func runConfig(e *env, args []string) error {
 	if cfg.Slack.Channel != "" {
 		fmt.Fprintf(e.stdout, "  slack:       %s (token from $%s)\n", cfg.Slack.Channel, cfg.Slack.TokenEnv)
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(e.stdout, "  warning: "+w)
+	}
 	for _, r := range cfg.Repos {
 		fmt.Fprintf(e.stdout, "  repo %s: sweep %s, reuse needs %s, stage needs %s, help needs %s\n",
 			r.Name, r.SweepWorkflow, r.Reuse.MinRole, r.Stage.MinRole, r.Help.MinRole)

@@ -18,6 +18,7 @@ import (
 	"opsbot/events"
 	"opsbot/gate"
 	"opsbot/ghclient"
+	"opsbot/idtoken"
 	"opsbot/metrics"
 	"opsbot/notices"
 	"opsbot/notify"
@@ -182,15 +183,40 @@ func runServe(e *env, args []string) error {
 		bg.Add(1)
 		go func() { defer bg.Done(); reconcileEvery(ctx, rec, cfg, log) }()
 	}
-	api := &server.API{Tokens: secrets.APITokens, Audit: store, Log: log, Ctx: ctx, Reconcile: rec,
+	api := &server.API{Tokens: secrets.APITokens, GateTokens: secrets.GateTokens, AdminTokens: secrets.AdminTokens,
+		Audit: store, Log: log, Ctx: ctx, Reconcile: rec,
+		AskOutcome: func(o string) { m.GateAsks.WithLabelValues(o).Inc() },
 		Gate: &gate.API{Gate: g,
 			Quiet: func(ctx context.Context, repo string, pr int) error {
 				return pool.WaitQuiet(ctx, (&state.Delivery{Repo: repo, PR: pr}).Key())
 			},
 			Finder: func(repo string) (gate.PRFinder, error) { return clients.For(installs.Get(repo)) },
 		}}
-	if len(secrets.APITokens) == 0 {
-		log.Warn("no API tokens: /api/v1 and `opsbot gate` are refused", "variable", cfg.API.TokensEnv)
+	for _, o := range server.AskOutcomes {
+		m.GateAsks.WithLabelValues(o) // every outcome is reported, at 0 until it happens
+	}
+	if o := cfg.API.GitHubOIDC; o.On() {
+		api.IDTokens = struct {
+			*idtoken.Verifier
+			*idtoken.Scope
+		}{&idtoken.Verifier{Issuer: o.Issuer, Audience: o.Audience},
+			&idtoken.Scope{Cfg: cfg, DefaultBranch: func(ctx context.Context, repo string) (string, error) {
+				c, err := clients.For(installs.Get(repo))
+				if err != nil {
+					return "", err
+				}
+				return c.DefaultBranch(ctx, repo)
+			}}}
+	}
+	if len(secrets.APITokens)+len(secrets.GateTokens) == 0 && !cfg.API.GitHubOIDC.On() {
+		log.Warn("no gate tokens and GitHub Actions ID tokens are off: every gate ask is refused",
+			"variables", []string{cfg.API.GateTokensEnv, cfg.API.TokensEnv})
+	}
+	if len(secrets.APITokens)+len(secrets.AdminTokens) == 0 {
+		log.Warn("no admin tokens: the audit, backup and reconcile API is refused", "variables", []string{cfg.API.AdminTokensEnv, cfg.API.TokensEnv})
+	}
+	if cfg.API.TokensEnv != "" {
+		log.Warn("api.tokens_env is deprecated: split it into api.gate_tokens_env and api.admin_tokens_env", "variable", cfg.API.TokensEnv)
 	}
 
 	srv := server.New(server.Config{

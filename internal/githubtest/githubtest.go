@@ -447,6 +447,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("GET /repos/{owner}/{repo}/actions/workflows/{id}/runs", f.workflowRuns)
 	add("GET /repos/{owner}/{repo}/actions/runs/{id}", f.run)
 	add("GET /repos/{owner}/{repo}/actions/runs/{id}/artifacts", f.artifacts)
+	add("GET /repos/{owner}/{repo}", f.repository)
 	add("GET /repos/{owner}/{repo}/pulls/{n}", f.pull)
 	add("GET /repos/{owner}/{repo}/pulls/{n}/commits", f.pullCommits)
 	add("GET /repos/{owner}/{repo}/compare/{basehead}", f.compare)
@@ -723,6 +724,11 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 		out.Labels = append(out.Labels, &github.Label{Name: github.String(l)})
 	}
 	return out
+}
+
+func (f *Fake) repository(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	return http.StatusOK, &github.Repository{ID: github.Int64(repo.ID), Name: github.String(repo.Name),
+		FullName: github.String(repo.Owner + "/" + repo.Name), DefaultBranch: github.String(repo.DefaultBranch)}
 }
 
 func (f *Fake) pull(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {

@@ -1,0 +1,199 @@
+// Package idtoken lets a GitHub Actions job ask the sweep gate with its OIDC
+// ID token instead of a static secret. A token is verified against the
+// configured issuer and audience, and then covers only the asks its claims
+// match: the repository it was minted in, and for a pull_request the PR its
+// ref names, for a push the default branch.
+package idtoken
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"opsbot/config"
+	"opsbot/gate"
+)
+
+// Errors, each a different answer to the asker.
+var (
+	// ErrInvalid is a token that does not verify (signature, issuer,
+	// audience, expiry): 401.
+	ErrInvalid = errors.New("idtoken: not a valid GitHub Actions ID token")
+	// ErrNotCovered is a valid token whose claims do not cover the ask: 403.
+	ErrNotCovered = errors.New("idtoken: the ID token does not cover this ask")
+	// ErrUnavailable is an issuer that cannot be reached to learn its keys: 503.
+	ErrUnavailable = errors.New("idtoken: the ID token issuer cannot be reached")
+)
+
+// Claims are the GitHub Actions claims opsbot reads.
+type Claims struct {
+	Repository  string `json:"repository"`
+	Ref         string `json:"ref"`
+	WorkflowRef string `json:"workflow_ref"`
+	EventName   string `json:"event_name"`
+	RunID       string `json:"run_id"`
+	Actor       string `json:"actor"`
+}
+
+// LooksLikeJWT reports whether a bearer has a JWT's shape (three base64url
+// parts, a JSON header naming an algorithm); it verifies nothing.
+func LooksLikeJWT(raw string) bool {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	head, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil {
+		return false
+	}
+	var h struct {
+		Alg string `json:"alg"`
+	}
+	return json.Unmarshal(head, &h) == nil && h.Alg != ""
+}
+
+// Verifier checks ID tokens. The issuer's discovery document is fetched on
+// the first token, not at start, so an unreachable issuer never stops opsbot
+// from starting; until it answers, every token is refused (ErrUnavailable).
+type Verifier struct {
+	Issuer   string
+	Audience string
+	// Client fetches the discovery document and the keys; nil is a client
+	// with a 10 s timeout.
+	Client *http.Client
+	// Now is the clock for expiry; nil is time.Now.
+	Now func() time.Time
+
+	mu sync.Mutex
+	v  *oidc.IDTokenVerifier
+}
+
+func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.v != nil {
+		return v.v, nil
+	}
+	client := v.Client
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	p, err := oidc.NewProvider(oidc.ClientContext(ctx, client), v.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: discovering %s: %v", ErrUnavailable, v.Issuer, err)
+	}
+	now := v.Now
+	if now == nil {
+		now = time.Now
+	}
+	v.v = p.Verifier(&oidc.Config{ClientID: v.Audience, Now: now, SupportedSigningAlgs: []string{oidc.RS256}})
+	return v.v, nil
+}
+
+// Verify checks raw's signature, issuer, audience and expiry, and returns
+// its claims.
+func (v *Verifier) Verify(ctx context.Context, raw string) (Claims, error) {
+	ver, err := v.verifier(ctx)
+	if err != nil {
+		return Claims{}, err
+	}
+	tok, err := ver.Verify(ctx, raw)
+	if err != nil {
+		return Claims{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	var c Claims
+	if err := tok.Claims(&c); err != nil {
+		return Claims{}, fmt.Errorf("%w: reading its claims: %v", ErrInvalid, err)
+	}
+	if c.Repository == "" || c.Ref == "" {
+		return Claims{}, fmt.Errorf("%w: it has no repository or ref claim", ErrInvalid)
+	}
+	return c, nil
+}
+
+// Scope decides which asks a token's claims cover.
+type Scope struct {
+	Cfg *config.Config
+	// DefaultBranch reads a repository's default branch from GitHub; it is
+	// asked once per repository, and only when the configuration does not
+	// name the branch.
+	DefaultBranch func(ctx context.Context, repo string) (string, error)
+
+	mu       sync.Mutex
+	branches map[string]string
+}
+
+// Covers returns nil when c covers the ask r, else an ErrNotCovered that
+// says which claim does not match, or an error reading the default branch.
+func (s *Scope) Covers(ctx context.Context, c Claims, r gate.Request) error {
+	rc, ok := s.Cfg.Repo(c.Repository)
+	if !ok {
+		return fmt.Errorf("%w: the token is for %s, which this opsbot does not serve", ErrNotCovered, c.Repository)
+	}
+	if !strings.EqualFold(c.Repository, r.Repo) {
+		return fmt.Errorf("%w: the token is for %s, the ask is for %s", ErrNotCovered, c.Repository, r.Repo)
+	}
+	switch r.Event {
+	case "", "pull_request", "pull_request_target":
+		if want := fmt.Sprintf("refs/pull/%d/merge", r.PR); c.Ref != want {
+			return fmt.Errorf("%w: the token's ref is %s, an ask for PR #%d needs %s (a pull_request workflow's token)",
+				ErrNotCovered, c.Ref, r.PR, want)
+		}
+	case "push":
+		branch, err := s.defaultBranch(ctx, rc)
+		if err != nil {
+			return err
+		}
+		if want := "refs/heads/" + branch; c.Ref != want {
+			return fmt.Errorf("%w: the token's ref is %s, a push ask needs the default branch %s", ErrNotCovered, c.Ref, want)
+		}
+	default:
+		return fmt.Errorf("%w: event %q", ErrNotCovered, r.Event)
+	}
+	if rc.OIDCRequireWorkflow {
+		prefix := strings.ToLower(rc.Name + "/" + rc.SweepWorkflow + "@")
+		if !strings.HasPrefix(strings.ToLower(c.WorkflowRef), prefix) {
+			return fmt.Errorf("%w: the token's workflow is %s, this repository requires %s", ErrNotCovered, c.WorkflowRef, rc.SweepWorkflow)
+		}
+	}
+	return nil
+}
+
+func (s *Scope) defaultBranch(ctx context.Context, rc *config.Repo) (string, error) {
+	if rc.DefaultBranch != "" {
+		return rc.DefaultBranch, nil
+	}
+	s.mu.Lock()
+	b, ok := s.branches[rc.Name]
+	s.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	if s.DefaultBranch == nil {
+		return "", fmt.Errorf("no way to learn %s's default branch: set repos[].default_branch", rc.Name)
+	}
+	b, err := s.DefaultBranch(ctx, rc.Name)
+	if err != nil {
+		return "", fmt.Errorf("reading %s's default branch: %w", rc.Name, err)
+	}
+	if b == "" {
+		return "", fmt.Errorf("GitHub named no default branch for %s: set repos[].default_branch", rc.Name)
+	}
+	s.mu.Lock()
+	if s.branches == nil {
+		s.branches = map[string]string{}
+	}
+	s.branches[rc.Name] = b
+	s.mu.Unlock()
+	return b, nil
+}
