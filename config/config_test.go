@@ -199,3 +199,44 @@ func TestEnterpriseWebHost(t *testing.T) {
 		t.Fatalf("bad web_url: %v", err)
 	}
 }
+
+// Every secret variable VAR has a twin VAR_FILE naming a file that holds it.
+func TestSecretFileTwins(t *testing.T) {
+	cfg, err := Parse([]byte("github: {token_env: GH}\napi: {gate_tokens_env: GATE, admin_tokens_env: ADMIN}\n" +
+		"slack: {token_env: SLACK}\naudit_web: {enabled: true, user_env: AU, password_env: AP}\n" +
+		"repos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	env := map[string]string{"OPSBOT_WEBHOOK_SECRET_FILE": file("hook", "s3cret\n"), "GH_FILE": file("gh", "ghp_f\r\n"),
+		"GATE_FILE": file("gate", "g1,g2\n"), "ADMIN_FILE": file("admin", "a1"), "SLACK_FILE": file("slack", "xoxb-f\n"),
+		"AU_FILE": file("au", "ops\n"), "AP_FILE": file("ap", "pw\n")}
+	s, err := cfg.ResolveSecrets(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, got, want string }{
+		{"webhook", s.WebhookSecrets[0].Reveal(), "s3cret"}, {"github", s.GitHubToken.Reveal(), "ghp_f"},
+		{"gate", s.GateTokens[1].Reveal(), "g2"}, {"admin", s.AdminTokens[0].Reveal(), "a1"},
+		{"slack", s.SlackToken.Reveal(), "xoxb-f"}, {"audit user", s.AuditUser.Reveal(), "ops"}, {"audit password", s.AuditPassword.Reveal(), "pw"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	env["GH"] = "ghp_env"
+	env["SLACK_FILE"] = filepath.Join(dir, "missing")
+	_, err = cfg.ResolveSecrets(func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "github.token_env: both GH and GH_FILE are set: keep one") ||
+		!strings.Contains(err.Error(), "slack.token_env: SLACK_FILE: reading the secret: open ") {
+		t.Fatalf("both set and an unreadable file: %v", err)
+	}
+}

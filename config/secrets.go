@@ -40,7 +40,7 @@ func (c *Config) ResolveSecrets(getenv func(string) string) (Secrets, error) {
 	}
 	s.WebhookSecrets = splitSecrets(read("github.webhook_secret_env", c.GitHub.WebhookSecretEnv))
 	if len(s.WebhookSecrets) == 0 && len(probs) == 0 {
-		probs = append(probs, fmt.Sprintf("github.webhook_secret_env: the environment variable %s (or %s_FILE) is empty or unset; "+
+		probs = append(probs, fmt.Sprintf("github.webhook_secret_env: the environment variable %s is empty or unset (and %s_FILE names no file); "+
 			"set it to the webhook secret configured on GitHub (comma-separated for rotation); opsbot will not start without it",
 			c.GitHub.WebhookSecretEnv, c.GitHub.WebhookSecretEnv))
 	}

@@ -168,3 +168,17 @@ func TestIngestMarksCommentsWithoutCommands(t *testing.T) {
 		}
 	}
 }
+
+func TestWantsText(t *testing.T) {
+	for _, tc := range []struct {
+		accept string
+		want   bool
+	}{
+		{"", false}, {"*/*", false}, {"text/plain", true}, {"Text/Plain; charset=utf-8", true},
+		{"application/json, text/plain", false}, {"text/plain;q=0.9, application/json", true}, {"text/html, text/plain", true},
+	} {
+		if got := wantsText(tc.accept); got != tc.want {
+			t.Errorf("wantsText(%q) = %v, want %v", tc.accept, got, tc.want)
+		}
+	}
+}
