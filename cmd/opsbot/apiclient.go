@@ -9,10 +9,20 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"opsbot/config"
 )
 
 // errNoToken is every API command's answer when OPSBOT_API_TOKEN is missing.
-var errNoToken = errors.New("OPSBOT_API_TOKEN is not set: export one of the server's API tokens (api.tokens_env)")
+var errNoToken = errors.New("OPSBOT_API_TOKEN is not set: export one of the server's API tokens " +
+	"(a gate token for `opsbot gate`, an admin token for the others), or name a file holding it in OPSBOT_API_TOKEN_FILE")
+
+// apiToken is the client's bearer: OPSBOT_API_TOKEN, or the content of the
+// file OPSBOT_API_TOKEN_FILE names.
+func (e *env) apiToken() (string, error) {
+	tok, err := config.SecretValue(e.getenv, "OPSBOT_API_TOKEN")
+	return strings.TrimSpace(tok), err
+}
 
 // callAPI makes one request to a server's /api/v1 with the bearer token. A
 // body, if any, is sent as JSON. A non-200 answer is an error that carries

@@ -148,7 +148,10 @@ func openAuditSource(e *env, serverURL, db string) (*auditSource, error) {
 			close:         func() { st.Close() },
 		}, nil
 	}
-	token := e.getenv("OPSBOT_API_TOKEN")
+	token, err := e.apiToken()
+	if err != nil {
+		return nil, err
+	}
 	if token == "" {
 		return nil, errNoToken
 	}

@@ -69,7 +69,11 @@ func copyBackup(e *env, serverURL, db string, w io.Writer) (int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Minute)
 	defer cancel()
-	resp, err := callAPI(ctx, serverURL, e.getenv("OPSBOT_API_TOKEN"), http.MethodGet, "/api/v1/backup", nil)
+	token, err := e.apiToken()
+	if err != nil {
+		return 0, err
+	}
+	resp, err := callAPI(ctx, serverURL, token, http.MethodGet, "/api/v1/backup", nil)
 	if err != nil {
 		return 0, err
 	}

@@ -291,6 +291,28 @@ func TestTokenClasses(t *testing.T) {
 	}
 	mustContain(t, "the server's log", w.srv.stderr.String(), "api.tokens_env is deprecated")
 
+	// The CLI reads its token from OPSBOT_API_TOKEN_FILE too.
+	tokFile := filepath.Join(dir, "client-token")
+	if err := os.WriteFile(tokFile, []byte("gate-token-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fromFile := func(k string) string {
+		if k == "OPSBOT_API_TOKEN_FILE" {
+			return tokFile
+		}
+		return ""
+	}
+	var out, errOut strings.Builder
+	if err := run(t.Context(), []string{"gate", "--server", w.srv.URL, "--repo", theRepo, "--pr", "2512", "--sha", sha("c1"),
+		"--strict"}, fromFile, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatalf("opsbot gate with OPSBOT_API_TOKEN_FILE: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	mustContain(t, "opsbot gate", out.String(), "skip-pr-sweep=false\n", "reuse-reason=run 31147925932 was pinned when this commit was already the head")
+	err := run(t.Context(), []string{"audit", "--server", w.srv.URL, "--repo", theRepo}, fromFile, strings.NewReader(""), &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "403 Forbidden: this is a gate token") {
+		t.Fatalf("opsbot audit with a gate token: %v", err)
+	}
+
 	// config check warns about the legacy variable, and only about it.
 	var stdout, stderr strings.Builder
 	if err := run(t.Context(), []string{"config", "check", "--config", filepath.Join(w.dir, "opsbot.yaml")}, testEnv(nil),

@@ -30,8 +30,12 @@ func runGate(e *env, args []string) error {
 	if *output == "" {
 		*output = e.getenv("GITHUB_OUTPUT")
 	}
-	ans, err := askGate(e.ctx, *serverURL, e.getenv("OPSBOT_API_TOKEN"), gate.Request{Repo: *repo, PR: *pr, SHA: *sha,
-		Event: *event, Action: *action}, *timeout)
+	var ans gate.Answer
+	token, err := e.apiToken()
+	if err == nil {
+		ans, err = askGate(e.ctx, *serverURL, token, gate.Request{Repo: *repo, PR: *pr, SHA: *sha,
+			Event: *event, Action: *action}, *timeout)
+	}
 	var values map[string]string
 	if err != nil {
 		// Fail closed: an error never skips a sweep.

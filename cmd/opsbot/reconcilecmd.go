@@ -26,7 +26,11 @@ func runReconcile(e *env, args []string) error {
 	ctx, cancel := context.WithTimeout(e.ctx, 6*time.Minute)
 	defer cancel()
 	var rep reconcile.Report
-	if err := getJSON(ctx, *serverURL, e.getenv("OPSBOT_API_TOKEN"), http.MethodPost, "/api/v1/reconcile",
+	token, err := e.apiToken()
+	if err != nil {
+		return err
+	}
+	if err := getJSON(ctx, *serverURL, token, http.MethodPost, "/api/v1/reconcile",
 		map[string]string{"repo": *repo}, &rep); err != nil {
 		return err
 	}
