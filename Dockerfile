@@ -1,7 +1,7 @@
 # opsbot: a static binary on a minimal, non-root image.
 #   docker build -t opsbot .
 #   docker run -p 8080:8080 -v opsbot-state:/data \
-#     -e OPSBOT_WEBHOOK_SECRET=... -e GITHUB_TOKEN=... -e OPSBOT_API_TOKENS=... opsbot
+#     -e OPSBOT_WEBHOOK_SECRET=... -e GITHUB_TOKEN=... -e OPSBOT_GATE_TOKENS=... -e OPSBOT_ADMIN_TOKENS=... opsbot
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
