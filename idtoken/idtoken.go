@@ -72,15 +72,28 @@ type Verifier struct {
 	// Now is the clock for expiry; nil is time.Now.
 	Now func() time.Time
 
-	mu sync.Mutex
-	v  *oidc.IDTokenVerifier
+	mu      sync.Mutex
+	v       *oidc.IDTokenVerifier
+	lastErr error     // the last discovery's failure,
+	failed  time.Time // at this time: asks within retryAfter of it get it at once
 }
+
+// retryAfter is how long a failed discovery is answered from memory, so a
+// burst of asks while the issuer is down does not queue up behind it.
+const retryAfter = 5 * time.Second
 
 func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.v != nil {
 		return v.v, nil
+	}
+	now := v.Now
+	if now == nil {
+		now = time.Now
+	}
+	if v.lastErr != nil && now().Sub(v.failed) < retryAfter {
+		return nil, v.lastErr
 	}
 	client := v.Client
 	if client == nil {
@@ -90,11 +103,8 @@ func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, error) 
 	defer cancel()
 	p, err := oidc.NewProvider(oidc.ClientContext(ctx, client), v.Issuer)
 	if err != nil {
-		return nil, fmt.Errorf("%w: discovering %s: %v", ErrUnavailable, v.Issuer, err)
-	}
-	now := v.Now
-	if now == nil {
-		now = time.Now
+		v.lastErr, v.failed = fmt.Errorf("%w: discovering %s: %v", ErrUnavailable, v.Issuer, err), now()
+		return nil, v.lastErr
 	}
 	v.v = p.Verifier(&oidc.Config{ClientID: v.Audience, Now: now, SupportedSigningAlgs: []string{oidc.RS256}})
 	return v.v, nil

@@ -1,0 +1,151 @@
+package idtoken
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"opsbot/config"
+	"opsbot/gate"
+)
+
+func TestCovers(t *testing.T) {
+	cfg, err := config.Parse([]byte(`repos:
+  - name: Org/Bench
+    sweep_workflow: .github/workflows/run-sweep.yml
+    oidc_require_workflow: true
+  - name: org/other
+    sweep_workflow: .github/workflows/run-sweep.yml
+    default_branch: trunk
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	s := &Scope{Cfg: cfg, DefaultBranch: func(ctx context.Context, repo string) (string, error) {
+		reads++
+		return "main", nil
+	}}
+	wf := "org/bench/.github/workflows/run-sweep.yml@refs/pull/7/merge"
+	pr := Claims{Repository: "org/bench", Ref: "refs/pull/7/merge", WorkflowRef: wf}
+	for _, tc := range []struct {
+		name string
+		c    Claims
+		r    gate.Request
+		ok   bool
+	}{
+		{"its PR", pr, gate.Request{Repo: "Org/Bench", PR: 7, Event: "pull_request"}, true},
+		{"no event means pull_request", pr, gate.Request{Repo: "org/bench", PR: 7}, true},
+		{"another PR", pr, gate.Request{Repo: "org/bench", PR: 8}, false},
+		{"pull_request_target names the base branch", Claims{Repository: "org/bench", Ref: "refs/heads/main", WorkflowRef: wf},
+			gate.Request{Repo: "org/bench", PR: 7, Event: "pull_request_target"}, false},
+		{"push from the default branch", Claims{Repository: "org/bench", Ref: "refs/heads/main", WorkflowRef: "org/bench/.github/workflows/run-sweep.yml@refs/heads/main"},
+			gate.Request{Repo: "org/bench", Event: "push"}, true},
+		{"push from the configured default branch", Claims{Repository: "org/other", Ref: "refs/heads/trunk"}, gate.Request{Repo: "org/other", Event: "push"}, true},
+		{"push from main where trunk is the default", Claims{Repository: "org/other", Ref: "refs/heads/main"}, gate.Request{Repo: "org/other", Event: "push"}, false},
+		{"a tag", Claims{Repository: "org/bench", Ref: "refs/tags/main", WorkflowRef: wf}, gate.Request{Repo: "org/bench", Event: "push"}, false},
+		{"another workflow", Claims{Repository: "org/bench", Ref: "refs/pull/7/merge", WorkflowRef: "org/bench/.github/workflows/run-sweep.yml.evil@x"},
+			gate.Request{Repo: "org/bench", PR: 7}, false},
+		{"unserved repository", Claims{Repository: "org/bench2", Ref: "refs/pull/7/merge"}, gate.Request{Repo: "org/bench2", PR: 7}, false},
+		{"another event", pr, gate.Request{Repo: "org/bench", PR: 7, Event: "release"}, false},
+	} {
+		err := s.Covers(t.Context(), tc.c, tc.r)
+		if tc.ok && err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if !tc.ok && !errors.Is(err, ErrNotCovered) {
+			t.Errorf("%s: %v, want ErrNotCovered", tc.name, err)
+		}
+	}
+	if reads != 1 {
+		t.Errorf("the default branch was read %d times, want once", reads)
+	}
+	broken := &Scope{Cfg: cfg, DefaultBranch: func(ctx context.Context, repo string) (string, error) { return "", errors.New("502") }}
+	if err := broken.Covers(t.Context(), Claims{Repository: "org/bench", Ref: "refs/heads/main"}, gate.Request{Repo: "org/bench", Event: "push"}); err == nil || errors.Is(err, ErrNotCovered) {
+		t.Errorf("default branch unreadable: %v, want an error that is not ErrNotCovered", err)
+	}
+}
+
+// The issuer is discovered on the first token; while it is down tokens are
+// refused with ErrUnavailable (answered from memory for a few seconds), and
+// once it answers they verify.
+func TestVerifierDiscoversLazily(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var up atomic.Bool
+	var discoveries atomic.Int32
+	var url string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		discoveries.Add(1)
+		if !up.Load() {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"issuer": url, "jwks_uri": url + "/jwks", "id_token_signing_alg_values_supported": []string{"RS256"}})
+	})
+	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
+		b64 := base64.RawURLEncoding.EncodeToString
+		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{"kty": "RSA", "alg": "RS256", "kid": "k", "use": "sig",
+			"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes())}}})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	url = srv.URL
+	clock := time.Now()
+	v := &Verifier{Issuer: url, Audience: "opsbot", Now: func() time.Time { return clock }}
+	if discoveries.Load() != 0 {
+		t.Fatal("discovered before any token")
+	}
+	tok := sign(t, key, map[string]any{"iss": url, "aud": "opsbot", "exp": clock.Add(time.Minute).Unix(), "iat": clock.Unix(),
+		"repository": "org/bench", "ref": "refs/pull/7/merge"})
+	for range 3 {
+		if _, err := v.Verify(t.Context(), tok); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("issuer down: %v, want ErrUnavailable", err)
+		}
+	}
+	if n := discoveries.Load(); n != 1 {
+		t.Fatalf("%d discoveries in the back-off, want 1", n)
+	}
+	up.Store(true)
+	clock = clock.Add(retryAfter)
+	c, err := v.Verify(t.Context(), tok)
+	if err != nil || c.Repository != "org/bench" || c.Ref != "refs/pull/7/merge" {
+		t.Fatalf("issuer up: %+v %v", c, err)
+	}
+	noRef := sign(t, key, map[string]any{"iss": url, "aud": "opsbot", "exp": clock.Add(time.Minute).Unix(), "repository": "org/bench"})
+	if _, err := v.Verify(t.Context(), noRef); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a token without ref: %v, want ErrInvalid", err)
+	}
+	if LooksLikeJWT("test-api-token") || LooksLikeJWT("a.b.c") || !LooksLikeJWT(tok) {
+		t.Fatal("LooksLikeJWT")
+	}
+}
+
+func sign(t *testing.T, key *rsa.PrivateKey, claims map[string]any) string {
+	t.Helper()
+	enc := func(v any) string {
+		raw, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(raw)
+	}
+	in := enc(map[string]string{"alg": "RS256", "kid": "k", "typ": "JWT"}) + "." + enc(claims)
+	sum := sha256.Sum256([]byte(in))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, sum[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
