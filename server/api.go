@@ -88,19 +88,22 @@ const (
 
 const noToken = "missing or wrong bearer token (set OPSBOT_API_TOKEN to one of the server's api tokens)"
 
-// class says what a bearer is: a static token of a class, a JWT (an ID
-// token, not yet verified), or "" (no token, or a wrong one).
+// class says what a bearer is: a static token of a class (one listed both
+// as a gate and as an admin token is legacy, both), a JWT (an ID token, not
+// yet verified), or "" (no token, or a wrong one).
 func (a *API) class(r *http.Request) (class, raw string) {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	tok = strings.TrimSpace(tok)
-	switch {
-	case !ok || tok == "":
+	if !ok || tok == "" {
 		return "", ""
-	case auth.TokenMatches(tok, a.Tokens):
-		return classLegacy, tok
-	case auth.TokenMatches(tok, a.GateTokens):
+	}
+	isGate, isAdmin := auth.TokenMatches(tok, a.GateTokens), auth.TokenMatches(tok, a.AdminTokens)
+	switch {
+	case auth.TokenMatches(tok, a.Tokens) || (isGate && isAdmin):
+		return classLegacy, tok // listed as both
+	case isGate:
 		return classGate, tok
-	case auth.TokenMatches(tok, a.AdminTokens):
+	case isAdmin:
 		return classAdmin, tok
 	case idtoken.LooksLikeJWT(tok):
 		return classOIDC, tok
