@@ -140,7 +140,8 @@ type gateResult struct {
 	outcome string // a bounded label
 	class   string
 	req     gate.Request
-	err     error // logged, when the fault is opsbot's
+	claims  idtoken.Claims // of a verified ID token
+	err     error          // logged, when the fault is opsbot's
 }
 
 func (a *API) gate(w http.ResponseWriter, r *http.Request) {
@@ -211,7 +212,7 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 		res.class = class
 		return res
 	}
-	res := gateResult{class: class, req: req}
+	res := gateResult{class: class, req: req, claims: claims}
 	if class == classOIDC {
 		if req.Event == "" {
 			req.Event = "pull_request"
@@ -260,6 +261,10 @@ var AskOutcomes = []string{"skip", "sweep", "not_head", "reuse", "no_reuse", "ba
 func (a *API) logAsk(res gateResult) {
 	attrs := []any{"repo", res.req.Repo, "pr", res.req.PR, "sha", res.req.SHA, "event", res.req.Event, "action", res.req.Action,
 		"auth", res.class, "outcome", res.outcome, "status", res.code}
+	if c := res.claims; c.Repository != "" {
+		attrs = append(attrs, "token_repository", c.Repository, "token_ref", c.Ref, "token_workflow", c.WorkflowRef,
+			"token_run_id", c.RunID, "token_actor", c.Actor)
+	}
 	switch {
 	case res.err != nil:
 		a.Log.Error("gate ask failed", append(attrs, "err", res.err)...)

@@ -211,7 +211,7 @@ func TestGateWithGitHubActionsIDToken(t *testing.T) {
 	}
 	logs := w.srv.stderr.String()
 	mustContain(t, "the server's log", logs, `"msg":"gate ask","repo":"SemiAnalysisAI/InferenceX","pr":2512,"sha":"`+sha("c2")+`"`,
-		`"auth":"oidc","outcome":"skip"`, `"msg":"gate ask refused"`, `"outcome":"forbidden"`)
+		`"auth":"oidc","outcome":"skip"`, `"token_repository":"SemiAnalysisAI/InferenceX","token_ref":"refs/pull/2512/merge"`, `"token_run_id":"31200000001","token_actor":"author"`, `"msg":"gate ask refused"`, `"outcome":"forbidden"`)
 }
 
 // With repos[].oidc_require_workflow, only the sweep workflow's token may ask.
