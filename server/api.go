@@ -86,7 +86,7 @@ const (
 	classOIDC   = "oidc"
 )
 
-const noToken = "missing or wrong bearer token (set OPSBOT_API_TOKEN to one of the server's api tokens)"
+const noToken = "missing or wrong bearer token (set OPSBOT_API_TOKEN to one of the server's tokens: a gate token (api.gate_tokens_env) to ask the gate, an admin token (api.admin_tokens_env) for the rest)"
 
 // class says what a bearer is: a static token of a class (one listed both
 // as a gate and as an admin token is legacy, both), a JWT (an ID token, not
