@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -280,12 +281,13 @@ func (a *API) logAsk(res gateResult) {
 // Unknown fields are errors.
 func readAsk(w http.ResponseWriter, r *http.Request) (gate.Request, error) {
 	var req gate.Request
-	body := http.MaxBytesReader(w, r.Body, 1<<16)
-	if ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.TrimSpace(strings.ToLower(ct)) == "application/x-www-form-urlencoded" {
-		raw, err := io.ReadAll(body)
-		if err != nil {
-			return req, fmt.Errorf("reading the form: %w", err)
-		}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<16))
+	if err != nil {
+		return req, fmt.Errorf("reading the ask: %w", err)
+	}
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	isForm := strings.TrimSpace(strings.ToLower(ct)) == "application/x-www-form-urlencoded"
+	if isForm && !strings.HasPrefix(strings.TrimSpace(string(raw)), "{") { // curl -d sends JSON as a form too
 		form, err := url.ParseQuery(string(raw))
 		if err != nil {
 			return req, fmt.Errorf("the form does not parse: %w", err)
@@ -307,7 +309,7 @@ func readAsk(w http.ResponseWriter, r *http.Request) (gate.Request, error) {
 		}
 		return req, nil
 	}
-	dec := json.NewDecoder(body)
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return req, errors.New("body must be JSON {\"repo\",\"pr\",\"sha\",\"event\",\"action\"} or a form with those fields: " + err.Error())

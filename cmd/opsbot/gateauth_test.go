@@ -341,6 +341,17 @@ func TestGateAnswersStepOutputs(t *testing.T) {
 		fmt.Sprintf(`{"repo":%q,"pr":%d,"sha":%q}`, theRepo, thePR, sha("c2"))); r.code != 200 || !strings.Contains(r.body, `"skip_pr_sweep":true`) {
 		t.Fatalf("JSON answer: %d %s", r.code, r.body)
 	}
+	// JSON sent the way `curl -d` sends it, as a form, is read as JSON.
+	req, err := http.NewRequest(http.MethodPost, w.srv.URL+"/api/v1/gate",
+		strings.NewReader(fmt.Sprintf(`{"repo":%q,"pr":%d,"sha":%q}`, theRepo, thePR, sha("c2"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if code, body := post(t, req); code != 200 || body["skip_pr_sweep"] != true {
+		t.Fatalf("JSON with a form content type: %d %v", code, body)
+	}
 	for _, tc := range []struct {
 		name, token, body string
 		code              int
