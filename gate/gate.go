@@ -138,9 +138,13 @@ func Rules(rc *config.Repo, pinned bool) runs.Rules {
 	return r
 }
 
-func (g *Gate) commit(a Ask, p plan) (*state.Decision, error) {
+// commit writes the decision planned from reads made outside the
+// transaction. The write may run more than once (Store.Update), so it
+// works on its own copy of the plan and decides from what it reads.
+func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 	var out *state.Decision
 	err := g.Store.Update(func(tx *state.Tx) error {
+		p := planned
 		if d, err := tx.Decision(a.Repo, a.PR, a.SHA); err != nil || d != nil {
 			out = d
 			return err
@@ -149,12 +153,12 @@ func (g *Gate) commit(a Ask, p plan) (*state.Decision, error) {
 		if err != nil {
 			return err
 		}
-		if p.pin != nil && (cur == nil || cur.ID != p.pin.ID) {
+		switch {
+		case p.pin != nil && (cur == nil || cur.ID != p.pin.ID):
 			// The pin changed while the run was checked (revoked, superseded):
 			// this head sweeps and a newer pin waits for the next push.
-			p = plan{decision: Sweep, reason: "the reuse authorization changed while this push was decided"}
-		}
-		if p.pin == nil && cur != nil {
+			p = plan{decision: Sweep, reason: "the reuse authorization changed while this push was decided", merge: p.merge}
+		case p.pin == nil && cur != nil:
 			// A pin recorded after this decision began covers the next push.
 			p.reason = "no reuse authorization when this push was decided"
 		}

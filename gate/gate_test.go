@@ -2,10 +2,13 @@ package gate_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,11 +44,16 @@ func (n *notes) PinClosed(tx *state.Tx, p *state.Pin, inst int64, why string) er
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigWith(t, state.Options{})
+}
+
+func newRigWith(t *testing.T, opt state.Options) *rig {
+	t.Helper()
 	cfg, err := config.Parse([]byte("repos: [{name: " + repo + ", sweep_workflow: .github/workflows/run-sweep.yml}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := state.Open(filepath.Join(t.TempDir(), "g.db"), state.Options{})
+	st, err := state.Open(filepath.Join(t.TempDir(), "g.db"), opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,5 +189,85 @@ func TestMergedConsumesThePin(t *testing.T) {
 	}
 	if d, _ := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1"}); d != nil {
 		t.Fatalf("a merge without a pin decided %+v", d)
+	}
+}
+
+// A pin superseded while the run was checked: the head sweeps with that
+// reason, and the newer pin waits for the next push.
+func TestPinChangedWhileDecidingKeepsItsReason(t *testing.T) {
+	r := newRig(t)
+	r.pin(t, 10, "c1")
+	r.gh.Push(repo, 1, []string{"c2"})
+	validators := r.g.Validators
+	r.g.Validators = func(inst int64) (*runs.Validator, error) {
+		r.pin(t, 10, "c1") // a newer pin lands while the run is checked
+		return validators(inst)
+	}
+	d, err := r.g.Decide(context.Background(), ask("c2", "synchronize"))
+	if err != nil || d.Decision != gate.Sweep {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if want := "the reuse authorization changed while this push was decided"; d.Reason != want {
+		t.Fatalf("reason = %q, want %q", d.Reason, want)
+	}
+}
+
+// retryingStore runs each write the way the group committer does when the
+// shared commit fails: first in a transaction with another write queued
+// ahead of it (here one that revokes the pin), which the disk then refuses
+// (FailWrites), and again alone. The write must decide from what it reads
+// in the transaction that commits, not from what an earlier run saw.
+type retryingStore struct {
+	*state.Store
+	fail *atomic.Bool
+	runs int
+}
+
+func (s *retryingStore) Update(w state.Write) error {
+	s.fail.Store(true)
+	err := s.Store.Update(func(tx *state.Tx) error {
+		p, err := tx.ActivePin(repo, 1)
+		if err != nil || p == nil {
+			return err
+		}
+		if err := tx.ClosePin(p, state.PinRevoked, "revoked by a write that is rolled back"); err != nil {
+			return err
+		}
+		s.runs++
+		return w(tx)
+	})
+	if !errors.Is(err, errDiskFull) {
+		return fmt.Errorf("the first commit should have failed: %v", err)
+	}
+	s.runs++
+	return s.Store.Update(w)
+}
+
+var errDiskFull = errors.New("injected: disk full")
+
+func TestDecisionRetriedAfterAFailedCommitDecidesAfresh(t *testing.T) {
+	fail := &atomic.Bool{}
+	r := newRigWith(t, state.Options{FailWrites: func() error {
+		if fail.Swap(false) {
+			return errDiskFull
+		}
+		return nil
+	}})
+	rs := &retryingStore{Store: r.store, fail: fail}
+	r.g.Store = rs
+	p := r.pin(t, 10, "c1")
+	r.gh.Push(repo, 1, []string{"c2"})
+	d, err := r.g.Decide(context.Background(), ask("c2", "synchronize"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.runs != 2 {
+		t.Fatalf("the decision's write ran %d times, want 2 (once rolled back, once committed)", rs.runs)
+	}
+	if d.Decision != gate.Skip || d.PinID != p.ID || d.RunID != 10 {
+		t.Fatalf("decision = %+v, want skip with pin %d: the revocation was rolled back", d, p.ID)
+	}
+	if cur, _ := r.store.ActivePin(repo, 1); cur != nil {
+		t.Fatalf("pin %d is still active after the push it covered", cur.ID)
 	}
 }

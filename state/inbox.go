@@ -180,17 +180,16 @@ func (s *Store) committer() {
 
 func (s *Store) run(group []*writeReq) error {
 	return s.db.Update(func(btx *bolt.Tx) error {
-		if s.failWrites != nil {
-			if err := s.failWrites(); err != nil {
-				return err
-			}
-		}
 		for _, r := range group {
 			t := &Tx{tx: btx, now: s.now, delivery: r.delivery}
 			if err := r.fn(t); err != nil {
 				return err
 			}
 			r.enqueued, r.dIn, r.dOut, r.dDead = t.enqueued, t.dIn, t.dOut, t.dDead
+		}
+		if s.failWrites != nil {
+			// At commit, after the writes ran, as a full disk fails.
+			return s.failWrites()
 		}
 		return nil
 	})

@@ -81,8 +81,9 @@ type Options struct {
 	Now func() time.Time
 	// NoSync skips fsync. Only benchmarks that measure something else use it.
 	NoSync bool
-	// FailWrites, when set, is asked before each commit; an error it returns
-	// fails the commit as a full disk would. Fault tests inject it.
+	// FailWrites, when set, is asked before each commit, after the writes
+	// ran; an error it returns fails the commit as a full disk would and
+	// rolls the writes back. Fault tests inject it.
 	FailWrites func() error
 	// OnCommit, when set, is told the size and duration of each group commit (metrics).
 	OnCommit func(writes int, took time.Duration)
