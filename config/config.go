@@ -108,6 +108,13 @@ func (c *Config) Warnings() []string {
 		w = append(w, "api.tokens_env is deprecated: its tokens may both ask the gate and read the audit, back up and reconcile; "+
 			"give the workflow a gate token (api.gate_tokens_env) and operators an admin token (api.admin_tokens_env)")
 	}
+	for i, r := range c.Repos {
+		if len(r.ProtectedPaths) == 0 {
+			w = append(w, fmt.Sprintf("repos[%d].protected_paths: empty, so a run made by a workflow that the PR itself changed "+
+				"(a pull_request run executes the PR's own .github/workflows files) can be pinned, used and staged; "+
+				"remove the key to protect %s", i, strings.Join(DefaultProtectedPaths, ", ")))
+		}
+	}
 	return w
 }
 
@@ -152,7 +159,16 @@ type Repo struct {
 	// OIDCRequireWorkflow makes a gate ask's ID token name sweep_workflow
 	// in its workflow_ref.
 	OIDCRequireWorkflow bool `yaml:"oidc_require_workflow"`
+	// ProtectedPaths are globs the PR must not have changed up to a run's
+	// commit for the run to be pinned, used or staged (a pull_request run
+	// executes the PR's own workflow files). Absent: DefaultProtectedPaths;
+	// an empty list opts out, and Warnings says so.
+	ProtectedPaths []string `yaml:"protected_paths"`
 }
+
+// DefaultProtectedPaths are the paths a run's PR may not have changed when
+// the configuration does not say.
+var DefaultProtectedPaths = []string{".github/**"}
 
 // Access is who may run a command: a minimum role, or a listed user or team.
 type Access struct {
@@ -318,6 +334,9 @@ func (c *Config) applyDefaults() {
 		if len(r.GateActions) == 0 {
 			r.GateActions = []string{"synchronize"}
 		}
+		if r.ProtectedPaths == nil { // absent; `protected_paths: []` opts out
+			r.ProtectedPaths = append([]string(nil), DefaultProtectedPaths...)
+		}
 		for _, a := range []*Access{&r.Reuse.Access, &r.Stage.Access, &r.Help} {
 			if a.MinRole == "" {
 				a.MinRole = DefaultMinRole
@@ -458,6 +477,11 @@ func (c *Config) validate() Problems {
 		}
 		if strings.ContainsAny(r.DefaultBranch, " \t") || strings.HasPrefix(r.DefaultBranch, "refs/") {
 			add(rp+".default_branch", "%q is not a branch name (write main, not refs/heads/main)", r.DefaultBranch)
+		}
+		for j, g := range r.ProtectedPaths {
+			if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil || g == "" {
+				add(fmt.Sprintf("%s.protected_paths[%d]", rp, j), "bad glob %q (for example \".github/**\")", g)
+			}
 		}
 		st := r.Stage
 		if st.Slot != "shared" && st.Slot != "accumulate" {

@@ -240,3 +240,31 @@ func TestSecretFileTwins(t *testing.T) {
 		t.Fatalf("both set and an unreadable file: %v", err)
 	}
 }
+
+func TestProtectedPaths(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want string
+		warn bool
+	}{
+		{"", ".github/**", false},
+		{"    protected_paths: []\n", "", true},
+		{"    protected_paths: [\".github/**\", \"scripts/ci/**\"]\n", ".github/**,scripts/ci/**", false},
+	} {
+		cfg, err := Parse([]byte("repos:\n  - name: o/r\n    sweep_workflow: .github/workflows/run-sweep.yml\n" + tc.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := strings.Join(cfg.Repos[0].ProtectedPaths, ","); got != tc.want {
+			t.Errorf("%q: protected_paths = %q, want %q", tc.yaml, got, tc.want)
+		}
+		w := cfg.Warnings()
+		if got := len(w) == 1 && strings.HasPrefix(w[0], "repos[0].protected_paths: empty"); got != tc.warn {
+			t.Errorf("%q: warnings %q, want a warning: %v", tc.yaml, w, tc.warn)
+		}
+	}
+	_, err := Parse([]byte("repos:\n  - name: o/r\n    sweep_workflow: .github/workflows/run-sweep.yml\n    protected_paths: [\"[\"]\n"))
+	if err == nil || !strings.Contains(err.Error(), "repos[0].protected_paths[0]: bad glob") {
+		t.Fatalf("a bad glob: %v", err)
+	}
+}

@@ -39,6 +39,8 @@ const (
 	RuleCommit     = "commit-not-in-pr"
 	RuleArtifacts  = "no-artifacts"
 	RulePaths      = "paths"
+	RuleProtected  = "protected-paths"
+	RuleAttempt    = "attempt"
 	RuleNoRun      = "no-run"
 	RulePRClosed   = "pr-closed"
 )
@@ -72,6 +74,13 @@ type Rules struct {
 	// ListedPR lets a run whose pull_requests list names the PR qualify even
 	// when its commit is no longer one of the PR's (staging).
 	ListedPR bool
+	// ProtectedPaths, when set, are paths the PR must not have changed up to
+	// the run's commit: a pull_request run executes the PR's own workflow
+	// files, so a PR that edits them can fabricate a "successful sweep".
+	ProtectedPaths []string
+	// Attempt, when set, is the attempt the run must still be at: a re-run
+	// after it replaced what the maintainer saw.
+	Attempt int
 }
 
 // Run is a validated run.
@@ -206,6 +215,15 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 				id, short(sha), p.GetNumber())}
 		}
 	}
+	if rules.Attempt != 0 && run.GetRunAttempt() != rules.Attempt {
+		return Run{}, &Rejection{RuleAttempt, fmt.Sprintf("run %d has been re-run: its latest attempt is %d, not attempt %d "+
+			"(a run is used at its latest attempt only; pin it again to use attempt %d)", id, run.GetRunAttempt(), rules.Attempt, run.GetRunAttempt())}
+	}
+	if len(rules.ProtectedPaths) > 0 {
+		if err := v.checkProtected(ctx, rules, p, id, sha); err != nil {
+			return Run{}, err
+		}
+	}
 	arts, err := v.GH.Artifacts(ctx, rules.Repo, id)
 	if err != nil {
 		return Run{}, err
@@ -247,6 +265,45 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 	return Run{ID: id, Attempt: run.GetRunAttempt(), HeadSHA: sha, HeadBranch: run.GetHeadBranch(), Conclusion: run.GetConclusion(),
 		URL: run.GetHTMLURL(), CreatedAt: run.GetCreatedAt().Time, Artifacts: names,
 		PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}, nil
+}
+
+// checkProtected rejects a run whose commit carries changes of the PR to a
+// protected path: the PR's changes up to the run's commit are the
+// three-dot compare of the default branch and that commit.
+func (v *Validator) checkProtected(ctx context.Context, rules Rules, p *github.PullRequest, id int64, sha string) error {
+	base := p.GetBase().GetRepo().GetDefaultBranch()
+	if base == "" {
+		base = p.GetBase().GetRef()
+	}
+	if base == "" {
+		return fmt.Errorf("runs: PR #%d names no base branch to compare run %d with", p.GetNumber(), id)
+	}
+	cmp, err := v.GH.Compare(ctx, rules.Repo, base, sha)
+	if err != nil {
+		return err
+	}
+	if !cmp.FilesComplete {
+		return &Rejection{RuleProtected, fmt.Sprintf("the PR's changes up to run %d are too large to check against the protected paths (%s)",
+			id, codeList(rules.ProtectedPaths))}
+	}
+	var hit []string
+	for _, f := range cmp.Files {
+		if MatchAny(rules.ProtectedPaths, f) {
+			hit = append(hit, f)
+		}
+	}
+	if len(hit) == 0 {
+		return nil
+	}
+	slices.Sort(hit)
+	hit = slices.Compact(hit)
+	more := ""
+	if len(hit) > 3 {
+		more = fmt.Sprintf(" and %d more", len(hit)-3)
+		hit = hit[:3]
+	}
+	return &Rejection{RuleProtected, fmt.Sprintf("run %d ran workflow files this PR changes: its commits up to %s touch %s%s (protected paths %s), "+
+		"and a run of a workflow the PR changed is never used", id, short(sha), codeList(hit), more, codeList(rules.ProtectedPaths))}
 }
 
 // inPR reports whether sha is a commit of the PR now: its commit list (all
@@ -364,7 +421,7 @@ func matchSegs(ps, ns []string) bool {
 func orList(xs []string) string {
 	q := make([]string, len(xs))
 	for i, x := range xs {
-		q[i] = "`" + x + "`"
+		q[i] = Code(x)
 	}
 	if len(q) == 1 {
 		return q[0]
@@ -375,9 +432,42 @@ func orList(xs []string) string {
 func codeList(xs []string) string {
 	q := make([]string, len(xs))
 	for i, x := range xs {
-		q[i] = "`" + x + "`"
+		q[i] = Code(x)
 	}
 	return strings.Join(q, ", ")
+}
+
+// Code renders text that someone else controls (a file name in a PR, a
+// conclusion GitHub reports) as one Markdown inline code span that nothing
+// inside it can end early: the fence is one backtick longer than the
+// longest run of backticks in the text, line breaks and other control
+// characters become spaces, and a text that starts or ends with a backtick
+// is padded so the fence stays whole. Every name a rejection quotes passes
+// through here; it is the one place to point at a shared Markdown escaper.
+func Code(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, s)
+	longest, run := 0, 0
+	for _, r := range s {
+		if r == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", longest+1)
+	// CommonMark strips one space from each end of a span that starts and
+	// ends with one, so such a text and one touching a fence get one more.
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") ||
+		(strings.HasPrefix(s, " ") && strings.HasSuffix(s, " ") && strings.Trim(s, " ") != "") {
+		s = " " + s + " "
+	}
+	return fence + s + fence
 }
 
 func short(sha string) string {

@@ -57,6 +57,12 @@ func newWorld(t *testing.T) *world {
 	add(githubtest.Run{ID: 106, Conclusion: "success", HeadSHA: "c2", CreatedAt: base.Add(time.Hour)})
 	add(githubtest.Run{ID: 107, Conclusion: "success", HeadSHA: "c1", Artifacts: []githubtest.Artifact{{Name: "results_bmk", Expired: true}}, CreatedAt: base})
 	add(githubtest.Run{ID: 108, Conclusion: "success", HeadSHA: "c1", Artifacts: []githubtest.Artifact{{Name: "bmk_agentic_kimi"}}, CreatedAt: base})
+	// PR 2600: w1 edits the sweep workflow, w2 follows; a run on each. PR 2601: the workflow edit comes after the run.
+	f.AddPR(repo, 2600, "author", "wf", "b0", []string{"w1", "w2"}, []string{".github/workflows/run-sweep.yml"}, []string{"README.md"})
+	f.AddPR(repo, 2601, "author", "wf2", "b0", []string{"v1", "v2"}, []string{"README.md"}, []string{".github/actions/x/action.yml"})
+	add(githubtest.Run{ID: 110, Conclusion: "success", HeadSHA: "w2", HeadBranch: "wf", Artifacts: results, CreatedAt: base})
+	add(githubtest.Run{ID: 111, Conclusion: "success", HeadSHA: "v1", HeadBranch: "wf2", Artifacts: results, CreatedAt: base})
+	add(githubtest.Run{ID: 112, Conclusion: "success", HeadSHA: "c1", Artifacts: results, CreatedAt: base, Attempt: 3})
 	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: f.URL, Token: "t", Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +90,10 @@ func TestEveryRule(t *testing.T) {
 	guard.AllowedPaths = []string{"perf-changelog.yaml", "docs/**"}
 	tight := rules()
 	tight.AllowedPaths = []string{"perf-changelog.yaml"}
+	protected := rules()
+	protected.ProtectedPaths = []string{".github/**"}
+	attempt1 := rules()
+	attempt1.Attempt = 1
 	cases := []struct {
 		name  string
 		rules runs.Rules
@@ -103,10 +113,20 @@ func TestEveryRule(t *testing.T) {
 		{"artifacts expired", rules(), 107, runs.RuleArtifacts},
 		{"path guard passes", guard, 100, ""},
 		{"path guard fails", tight, 100, runs.RulePaths},
+		{"protected paths untouched", protected, 100, ""},
+		{"protected paths touched before the run", protected, 110, runs.RuleProtected},
+		{"protected paths touched after the run only", protected, 111, ""},
+		{"the named attempt is the latest", attempt1, 100, ""},
+		{"re-run after the named attempt", attempt1, 112, runs.RuleAttempt},
 	}
 	var reasons strings.Builder
+	prOf := map[int64]int{110: 2600, 111: 2601}
 	for _, tc := range cases {
-		got, err := w.v.Validate(t.Context(), tc.rules, 2512, tc.run)
+		pr := 2512
+		if n, ok := prOf[tc.run]; ok {
+			pr = n
+		}
+		got, err := w.v.Validate(t.Context(), tc.rules, pr, tc.run)
 		if tc.rule == "" {
 			if err != nil {
 				t.Errorf("%s: %v", tc.name, err)
@@ -149,7 +169,8 @@ func TestAPIErrorIsNotARejection(t *testing.T) {
 	}
 }
 
-// A pin with a run id, cold, costs at most 5 reads.
+// A pin with a run id, cold, costs at most 5 reads, and one more (a
+// compare) to check the protected paths.
 func TestReadBudget(t *testing.T) {
 	w := newWorld(t)
 	if _, err := w.v.Validate(t.Context(), rules(), 2512, 100); err != nil {
@@ -157,6 +178,50 @@ func TestReadBudget(t *testing.T) {
 	}
 	if n := w.f.Reads(); n > 5 {
 		t.Fatalf("%d reads, want at most 5: %+v", n, w.f.Requests())
+	}
+	w2 := newWorld(t)
+	protected := rules()
+	protected.ProtectedPaths = []string{".github/**"}
+	if _, err := w2.v.Validate(t.Context(), protected, 2512, 100); err != nil {
+		t.Fatal(err)
+	}
+	if n := w2.f.Reads(); n > 6 {
+		t.Fatalf("%d reads with protected paths, want at most 6: %+v", n, w2.f.Requests())
+	}
+}
+
+// The bare command passes over a newer run that a workflow edit made.
+func TestNewestSkipsARunOfAChangedWorkflow(t *testing.T) {
+	w := newWorld(t)
+	w.f.AddPR(repo, 2700, "author", "wf3", "b0", []string{"u1", "u2"}, []string{"src/a.cu"}, []string{".github/workflows/run-sweep.yml"})
+	base := time.Now().Add(-time.Hour)
+	w.f.AddRun(repo, githubtest.Run{ID: 120, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: "u1", HeadBranch: "wf3", Artifacts: results, CreatedAt: base})
+	w.f.AddRun(repo, githubtest.Run{ID: 121, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: "u2", HeadBranch: "wf3", Artifacts: results, CreatedAt: base.Add(time.Minute)})
+	r := rules()
+	r.ProtectedPaths = []string{".github/**"}
+	got, err := w.v.Newest(t.Context(), r, 2700)
+	if err != nil || got.ID != 120 {
+		t.Fatalf("newest = %+v, %v; want run 120", got, err)
+	}
+}
+
+// Names that others control come out as one inline code span that nothing
+// in them can close early.
+func TestCodeSpan(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{".github/workflows/run-sweep.yml", "`.github/workflows/run-sweep.yml`"},
+		{"a`b", "``a`b``"},
+		{"`x", "`` `x ``"},
+		{"x``", "``` x`` ```"},
+		{"two\nlines", "`two lines`"},
+		{" padded ", "`  padded  `"},
+		{"@channel <!-- x -->", "`@channel <!-- x -->`"},
+	} {
+		if got := runs.Code(tc.in); got != tc.want {
+			t.Errorf("Code(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
 
@@ -188,8 +253,8 @@ func TestNewestForBareCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 106 is newer but was a reused, sweep-less run; 100 and 108 qualify.
-	if got.ID != 100 && got.ID != 108 {
+	// 106 is newer but was a reused, sweep-less run; 100, 108 and 112 qualify.
+	if got.ID != 100 && got.ID != 108 && got.ID != 112 {
 		t.Fatalf("newest = %d", got.ID)
 	}
 	w.f.AddPR(repo, 9, "author", "empty", "b0", []string{"e1"})

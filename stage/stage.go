@@ -48,10 +48,12 @@ func (h *Handler) Enabled(repo string) bool {
 
 // Rules are the stage rules: a sweep run of the repository on a commit of
 // the PR (or listing it), completed with success, failure or cancelled,
-// with unexpired required artifacts and at least one result artifact.
+// made by no workflow the PR changed (protected paths), with unexpired
+// required artifacts and at least one result artifact.
 func Rules(rc *config.Repo) runs.Rules {
 	return runs.Rules{Repo: rc.Name, SweepWorkflow: rc.SweepWorkflow, ResultArtifacts: rc.ResultArtifacts,
-		RequiredArtifacts: rc.Stage.RequiredArtifacts, Conclusions: []string{"success", "failure", "cancelled"}, ListedPR: true}
+		RequiredArtifacts: rc.Stage.RequiredArtifacts, Conclusions: []string{"success", "failure", "cancelled"}, ListedPR: true,
+		ProtectedPaths: rc.ProtectedPaths}
 }
 
 // Prepare validates a request; the write records it, acknowledges it and

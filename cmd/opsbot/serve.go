@@ -85,6 +85,9 @@ func runServe(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration weakens a guard", "warning", w)
+	}
 
 	var m *metrics.Metrics // set below; the store reports commits to it
 	store, err := state.Open(cfg.StatePath, state.Options{OnCommit: func(n int, d time.Duration) {

@@ -715,7 +715,8 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 		User:    f.users[strings.ToLower(p.Author)],
 		HTMLURL: github.String(fmt.Sprintf("https://github.com/%s/pull/%d", full, p.Number)),
 		Head:    &github.PullRequestBranch{SHA: github.String(p.Head()), Ref: github.String(p.Branch)},
-		Base:    &github.PullRequestBranch{SHA: github.String(p.BaseSHA), Ref: github.String(repo.DefaultBranch)},
+		Base: &github.PullRequestBranch{SHA: github.String(p.BaseSHA), Ref: github.String(repo.DefaultBranch),
+			Repo: &github.Repository{FullName: github.String(full), DefaultBranch: github.String(repo.DefaultBranch)}},
 	}
 	if p.MergeSHA != "" {
 		out.MergeCommitSHA = github.String(p.MergeSHA)
@@ -775,29 +776,49 @@ func (f *Fake) compare(w http.ResponseWriter, r *http.Request, repo *Repo) (int,
 		return http.StatusNotFound, notFound()
 	}
 	known := func(c string) bool { _, ok := repo.parents[c]; return ok || isBase(repo, c) }
-	if !known(base) || !known(head) {
+	onBase := map[string]bool{} // the commits of base: a commit's ancestors, or the default branch's
+	if base == repo.DefaultBranch {
+		// The default branch holds every PR's base and merge commit.
+		for _, p := range repo.PRs {
+			for _, c := range append(repo.ancestors(p.BaseSHA), repo.ancestors(p.MergeSHA)...) {
+				onBase[c] = true
+			}
+		}
+	} else if known(base) {
+		for _, c := range repo.ancestors(base) {
+			onBase[c] = true
+		}
+	}
+	if len(onBase) == 0 || !known(head) {
 		return http.StatusNotFound, notFound()
 	}
-	status, ahead, behind := "diverged", 0, 0
+	// Three dots: the changes on head since its merge base with base.
+	status, ahead, behind := "", 0, 0
 	var between []string
 	hc := repo.ancestors(head)
 	for i, c := range hc {
-		if c == base {
+		if onBase[c] {
 			ahead, between = i, hc[:i]
-			status = "ahead"
-			if i == 0 {
+			switch {
+			case c == base && i == 0:
 				status = "identical"
+			case c == base || base == repo.DefaultBranch:
+				status = "ahead"
+			case i == 0:
+				status = "behind"
+				for j, b := range repo.ancestors(base) {
+					if b == head {
+						behind = j
+					}
+				}
+			default:
+				status = "diverged"
 			}
 			break
 		}
 	}
-	if status == "diverged" {
-		for i, c := range repo.ancestors(base) {
-			if c == head {
-				status, behind = "behind", i
-				break
-			}
-		}
+	if status == "" {
+		return http.StatusNotFound, map[string]string{"message": "No common ancestor between " + base + " and " + head + "."}
 	}
 	files := map[string]bool{}
 	for _, c := range between {

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/internal/githubtest"
+)
+
+// The rules of issue 12 about which runs may stand in for a push: a run
+// made by a workflow the PR changed, a run re-run after its pin, a merge
+// after a lost push, and allow_users matched by account id.
+
+const workflowFile = ".github/workflows/run-sweep.yml"
+
+// runR2 is a "successful sweep" on c2, a commit that edits the sweep workflow.
+const runR2 = int64(31200000002)
+
+// workflowEdit pushes c2, which edits the sweep workflow, onto the PR (no
+// webhook: what matters is the run it made) and adds run R2 on it, newer
+// than R1, with every result artifact a real sweep has.
+func (w *world) workflowEdit() {
+	w.t.Helper()
+	w.gh.Push(theRepo, thePR, []string{sha("c2")}, []string{workflowFile, "benchmarks/kimi.sh"})
+	w.gh.AddRun(theRepo, githubtest.Run{ID: runR2, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
+}
+
+// restart stops opsbot and starts it again on the same database, with the
+// configuration edited by edit.
+func (w *world) restart(edit func(cfg string) string) {
+	w.t.Helper()
+	w.srv.Stop(w.t)
+	path := filepath.Join(w.dir, "opsbot.yaml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(edit(string(raw))), 0o600); err != nil {
+		w.t.Fatal(err)
+	}
+	w.srv = startServer(w.t, path, testEnv(map[string]string{"TEST_GITHUB_TOKEN": "ghs_test", "TEST_API_TOKENS": apiToken}))
+}
+
+func TestRunOfAWorkflowThePRChangedIsNeverEligible(t *testing.T) {
+	t.Run("pin refused, naming the file", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.workflowEdit()
+		c := w.comment(maintainer, "/reuse-sweep-run 31200000002")
+		if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+			t.Fatalf("reactions = %v, want [-1]", r)
+		}
+		mustContain(t, "refusal", w.lastReply(), "@maintainer I did not pin run 31200000002", "ran workflow files this PR changes",
+			"touch `"+workflowFile+"`", "protected paths `.github/**`")
+		if tr := w.trail(); !slices.Equal(tr, []string{"command reuse-sweep-run rejected"}) {
+			t.Fatalf("audit = %v", tr)
+		}
+		w.push("c3")
+		if st := w.statuses("c3"); len(st) != 1 || st[0].Description != "sweep: no reuse authorization" {
+			t.Fatalf("status on c3 = %+v", st)
+		}
+	})
+	t.Run("bare command skips it", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.workflowEdit()
+		w.comment(maintainer, "/reuse-sweep-run")
+		mustContain(t, "bare pin", w.lastReply(), "pinned run [31147925932]", "the newest real sweep run of this PR")
+		w.push("c3")
+		if st := w.statuses("c3"); len(st) != 1 || st[0].Description != "skip: reusing run 31147925932, authorized by @maintainer" {
+			t.Fatalf("status on c3 = %+v", st)
+		}
+	})
+	t.Run("gate refuses a pin taken while the repository opted out", func(t *testing.T) {
+		w := newWorld(t, "    protected_paths: []\n")
+		w.workflowEdit()
+		w.comment(maintainer, "/reuse-sweep-run 31200000002")
+		mustContain(t, "pin while opted out", w.lastReply(), "pinned run [31200000002]")
+		w.restart(func(cfg string) string { return strings.Replace(cfg, "    protected_paths: []\n", "", 1) })
+		w.push("c3")
+		st := w.statuses("c3")
+		if len(st) != 1 || !strings.HasPrefix(st[0].Description, "sweep: pinned run 31200000002 no longer qualifies") {
+			t.Fatalf("status on c3 = %+v", st)
+		}
+		mustContain(t, "invalid pin", w.lastReply(), "is invalid", "touch `"+workflowFile+"`")
+		out, _ := w.gate("--pr", "2512", "--sha", sha("c3"))
+		if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "ran workflow files this PR changes") {
+			t.Fatalf("gate for c3 = %v", out)
+		}
+		if tr := w.trail(); !slices.Equal(tr[len(tr)-2:], []string{"decision sweep", "pin invalid"}) {
+			t.Fatalf("audit = %v", tr)
+		}
+	})
+	t.Run("staging refuses it, bare staging skips it", func(t *testing.T) {
+		w := stageWorld(t, "")
+		w.workflowEdit()
+		w.comment(maintainer, "/stage-results 31200000002")
+		mustContain(t, "stage refusal", w.lastReply(), "I did not stage run 31200000002", "touch `"+workflowFile+"`")
+		if n := len(w.gh.Dispatches()); n != 0 {
+			t.Fatalf("%d dispatches for a run of a changed workflow", n)
+		}
+		w.comment(maintainer, "/stage-results")
+		mustContain(t, "bare stage", w.lastReply(), "@maintainer staging run [31147925932]")
+		if ds := w.gh.Dispatches(); len(ds) != 1 || ds[0].ClientPayload["run-id"] != "31147925932" {
+			t.Fatalf("dispatches = %+v", ds)
+		}
+	})
+}
+
+func TestConfigCheckWarnsWhenProtectedPathsAreOff(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		extra string
+		warn  bool
+	}{{"", false}, {"    protected_paths: []\n", true}, {"    protected_paths: [\".github/**\", \"scripts/sweep/**\"]\n", false}} {
+		path := writeConfig(t, dir, "")
+		raw, _ := os.ReadFile(path)
+		cfg := strings.Replace(string(raw), "  - name: \"octo-org/octo-repo\"\n    sweep_workflow: \".github/workflows/run-sweep.yml\"\n",
+			"  - name: \"octo-org/octo-repo\"\n    sweep_workflow: \".github/workflows/run-sweep.yml\"\n"+tc.extra, 1)
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		if err := run(t.Context(), []string{"config", "check", "--config", path}, testEnv(nil), strings.NewReader(""), &stdout, &stderr); err != nil {
+			t.Fatalf("config check %q: %v\n%s%s", tc.extra, err, stdout.String(), stderr.String())
+		}
+		got := strings.Contains(stdout.String(), "warning: repos[1].protected_paths: empty")
+		if got != tc.warn {
+			t.Errorf("protected_paths %q: warning %v, want %v\n%s", tc.extra, got, tc.warn, stdout.String())
+		}
+	}
+}
