@@ -142,6 +142,7 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 
 func prepareReuse(ctx context.Context, d Deps, c Comment, s *step) {
 	rules := gate.Rules(d.Repo, s.cmd.RunID != 0)
+	rules.Attempt = s.cmd.Attempt // a named attempt must still be the run's latest
 	var run runs.Run
 	var err error
 	if s.cmd.RunID != 0 {
@@ -287,10 +288,14 @@ func PinnedReply(p *state.Pin) string {
 	if p.Bare {
 		how = " (the newest real sweep run of this PR)"
 	}
-	return fmt.Sprintf("📌 @%s pinned run [%d](%s)%s: `%s`, on commit `%s`. The next push of this PR skips the sweep and reuses "+
+	attempt := ""
+	if p.RunAttempt > 0 {
+		attempt = fmt.Sprintf(" (attempt %d; a re-run makes this pin invalid)", p.RunAttempt)
+	}
+	return fmt.Sprintf("📌 @%s pinned run [%d](%s)%s: `%s`, on commit `%s`%s. The next push of this PR skips the sweep and reuses "+
 		"this run's results; it covers that one push only, and the push after it sweeps again. The head when the pin was taken was "+
 		"`%s`: a push that reached opsbot before this comment sweeps, and the pin waits for the one after it.",
-		p.ActorLogin, p.RunID, p.RunURL, how, p.RunConclusion, notices.Short(p.RunSHA), notices.Short(p.PRHeadAtGrant))
+		p.ActorLogin, p.RunID, p.RunURL, how, p.RunConclusion, notices.Short(p.RunSHA), attempt, notices.Short(p.PRHeadAtGrant))
 }
 
 func cancelPin(tx *state.Tx, d Deps, c Comment) (string, error) {

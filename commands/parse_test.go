@@ -303,7 +303,7 @@ func TestSkippedLinesDoNotAllocate(t *testing.T) {
 
 func TestPinnedReplyGolden(t *testing.T) {
 	p := &state.Pin{RunID: 31147925932, RunURL: "https://github.com/SemiAnalysisAI/InferenceX/actions/runs/31147925932",
-		RunConclusion: "success", RunSHA: "11b75f153aaaa", PRHeadAtGrant: "8d034aa96d34", ActorLogin: "Ankur-singh"}
+		RunConclusion: "success", RunSHA: "11b75f153aaaa", RunAttempt: 1, PRHeadAtGrant: "8d034aa96d34", ActorLogin: "Ankur-singh"}
 	golden.Assert(t, "pinned.md", PinnedReply(p))
 	p.Bare = true
 	golden.Assert(t, "pinned-bare.md", PinnedReply(p))

@@ -114,6 +114,7 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 	}
 	rules := Rules(rc, true)
 	rules.NewHead = a.SHA
+	rules.Attempt = pin.RunAttempt // a re-run since the pin replaced what the maintainer saw
 	run, err := v.Validate(ctx, rules, a.PR, pin.RunID)
 	if rej, ok := runs.IsRejection(err); ok {
 		return plan{decision: Sweep, pin: pin, pinState: state.PinInvalid,

@@ -71,7 +71,9 @@ func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.
 	val := &runs.Validator{GH: gh, Reused: h.Reused}
 	var run runs.Run
 	if cmd.RunID != 0 {
-		run, err = val.Validate(ctx, Rules(rc), c.PR, cmd.RunID)
+		rules := Rules(rc)
+		rules.Attempt = cmd.Attempt // a named attempt must still be the run's latest, the one staged
+		run, err = val.Validate(ctx, rules, c.PR, cmd.RunID)
 	} else {
 		run, err = val.Newest(ctx, Rules(rc), c.PR)
 	}

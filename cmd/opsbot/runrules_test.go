@@ -134,3 +134,50 @@ func TestConfigCheckWarnsWhenProtectedPathsAreOff(t *testing.T) {
 		}
 	}
 }
+
+func TestPinHoldsTheAttemptThatWasPinned(t *testing.T) {
+	url := "https://github.com/" + theRepo + "/actions/runs/31147925932"
+	t.Run("a re-run after the pin invalidates it", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.comment(maintainer, "/reuse-sweep-run "+url+"/attempts/1")
+		mustContain(t, "pin", w.lastReply(), "pinned run [31147925932]", "(attempt 1; a re-run makes this pin invalid)")
+		w.gh.Rerun(theRepo, runR1, "success") // attempt 2 replaces what the maintainer saw
+		w.push("c2")
+		st := w.statuses("c2")
+		if len(st) != 1 || !strings.HasPrefix(st[0].Description, "sweep: pinned run 31147925932 no longer qualifies") {
+			t.Fatalf("status on c2 = %+v", st)
+		}
+		mustContain(t, "invalid pin", w.lastReply(), "is invalid", "has been re-run: its latest attempt is 2, not attempt 1")
+		out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
+		if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "re-run") {
+			t.Fatalf("gate for c2 = %v", out)
+		}
+		if tr := w.trail(); !slices.Equal(tr[len(tr)-2:], []string{"decision sweep", "pin invalid"}) {
+			t.Fatalf("audit = %v", tr)
+		}
+	})
+	t.Run("no attempt named pins the latest", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.gh.Rerun(theRepo, runR1, "success")
+		w.comment(maintainer, "/reuse-sweep-run 31147925932")
+		mustContain(t, "pin", w.lastReply(), "pinned run [31147925932]", "(attempt 2;")
+		w.push("c2")
+		out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
+		if out["skip-pr-sweep"] != "true" || out["reuse-source-run-attempt"] != "2" {
+			t.Fatalf("gate for c2 = %v", out)
+		}
+	})
+	t.Run("an attempt that is not the latest is refused", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.gh.Rerun(theRepo, runR1, "success")
+		c := w.comment(maintainer, "/reuse-sweep-run "+url+"/attempts/1")
+		if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+			t.Fatalf("reactions = %v, want [-1]", r)
+		}
+		mustContain(t, "refusal", w.lastReply(), "I did not pin run 31147925932", "its latest attempt is 2, not attempt 1")
+		w.push("c2")
+		if st := w.statuses("c2"); len(st) != 1 || st[0].Description != "sweep: no reuse authorization" {
+			t.Fatalf("status on c2 = %+v", st)
+		}
+	})
+}

@@ -303,6 +303,16 @@ func (f *Fake) AddRun(repo string, run Run) *Run {
 	return r
 }
 
+// Rerun re-runs a run: its attempt goes up by one and it completes again
+// with conclusion.
+func (f *Fake) Rerun(repo string, runID int64, conclusion string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	run := f.repos[strings.ToLower(repo)].Runs[runID]
+	run.Attempt++
+	run.Status, run.Conclusion = "completed", conclusion
+}
+
 // ExpireArtifacts marks every artifact of a run expired.
 func (f *Fake) ExpireArtifacts(repo string, runID int64) {
 	f.mu.Lock()
