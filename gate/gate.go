@@ -211,11 +211,16 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 	return out, nil
 }
 
-// Merged consumes a PR's active pin at merge: the merge commit is the head it
-// covers, recorded as a decision, so a push gate on the default branch can
-// name the run that stood in for the PR. A pin whose run no longer qualifies
-// becomes invalid instead. It returns nil when the PR had no active pin.
-func (g *Gate) Merged(ctx context.Context, a Ask) (*state.Decision, error) {
+// Merged consumes a PR's active pin at merge: the merge commit (a.SHA) is
+// the head it covers, recorded as a decision, so a push gate on the default
+// branch can name the run that stood in for the PR. The run must still
+// qualify, with the path guard applied from its commit to the PR's final
+// head (finalHead; "" means the PR's head as GitHub tells it now), or the
+// pin becomes invalid instead. A final head that the pin would have covered
+// and that was never decided (its synchronize was lost, or arrives after the
+// merge) is decided now, with the same rules, and the merge then consumes
+// nothing. It returns nil when the PR had no active pin.
+func (g *Gate) Merged(ctx context.Context, a Ask, finalHead string) (*state.Decision, error) {
 	rc, ok := g.Cfg.Repo(a.Repo)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownRepo, a.Repo)
@@ -228,12 +233,24 @@ func (g *Gate) Merged(ctx context.Context, a Ask) (*state.Decision, error) {
 	if d, err := g.Store.Decision(a.Repo, a.PR, a.SHA); err != nil || d != nil {
 		return d, err
 	}
+	if finalHead != "" && finalHead != pin.PRHeadAtGrant {
+		d, err := g.Store.Decision(a.Repo, a.PR, finalHead)
+		if err != nil {
+			return nil, err
+		}
+		if d == nil {
+			head := a
+			head.SHA = finalHead
+			return g.commit(head, g.plan(ctx, rc, head, pin))
+		}
+	}
 	p := plan{decision: Skip, pin: pin, pinState: state.PinConsumed, merge: true,
 		reason: fmt.Sprintf("merged reusing run %d, authorized by @%s", pin.RunID, pin.ActorLogin)}
 	v, err := g.Validators(a.Installation)
 	if err == nil {
 		rules := Rules(rc, true)
-		rules.AllowedPaths = nil // the merge brings in the default branch
+		rules.NewHead = finalHead // the path guard runs to the PR's final head, not into the default branch
+		rules.Attempt = pin.RunAttempt
 		var run runs.Run
 		run, err = v.Validate(ctx, rules, a.PR, pin.RunID)
 		p.run = run

@@ -180,14 +180,14 @@ func TestDecisions(t *testing.T) {
 func TestMergedConsumesThePin(t *testing.T) {
 	r := newRig(t)
 	r.pin(t, 10, "c1")
-	d, err := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1", Action: "closed", Source: "webhook"})
+	d, err := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1", Action: "closed", Source: "webhook"}, "c1")
 	if err != nil || d == nil || d.Decision != gate.Skip || !d.MergeOf || d.RunID != 10 {
 		t.Fatalf("%+v %v", d, err)
 	}
 	if p, _ := r.store.ActivePin(repo, 1); p != nil {
 		t.Fatal("the pin is still active after the merge")
 	}
-	if d, _ := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1"}); d != nil {
+	if d, _ := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1"}, "c1"); d != nil {
 		t.Fatalf("a merge without a pin decided %+v", d)
 	}
 }

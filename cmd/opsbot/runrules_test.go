@@ -181,3 +181,54 @@ func TestPinHoldsTheAttemptThatWasPinned(t *testing.T) {
 		}
 	})
 }
+
+// With reuse.allowed_paths set, a merge carries a pin over to the default
+// branch only if the commits after the pinned run stay inside them, checked
+// at merge up to the PR's final head, even when that head's synchronize
+// never reached opsbot.
+func TestMergeAppliesThePathGuardToTheFinalHead(t *testing.T) {
+	guard := "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\", \"docs/**\"]\n"
+	t.Run("lost synchronize of a push outside the allowed paths", func(t *testing.T) {
+		w := newWorld(t, guard)
+		w.comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.gh.Push(theRepo, thePR, []string{sha("c2")}, []string{"benchmarks/kimi.sh"}) // its synchronize is lost
+		w.close(true, "a1")
+		out, _ := w.gate("--event", "push", "--sha", sha("a1"))
+		if out["reuse-enabled"] != "false" || out["reuse-source-run-id"] != "" {
+			t.Fatalf("push gate after a merge whose final head left the allowed paths = %v", out)
+		}
+		mustContain(t, "push gate reason", out["reuse-reason"], "final head c2c2c2c", "touch `benchmarks/kimi.sh`", "outside the allowed paths")
+		if tr := w.trail(); !slices.Equal(tr[len(tr)-2:], []string{"decision sweep", "pin invalid"}) {
+			t.Fatalf("audit = %v", tr)
+		}
+		// The synchronize arriving after the merge finds the head decided.
+		w.sendSync(sha("c2"), "")
+		if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "sweep: pinned run 31147925932 no longer qualifies") {
+			t.Fatalf("statuses on c2 = %+v", st)
+		}
+	})
+	t.Run("lost synchronize of a push inside the allowed paths", func(t *testing.T) {
+		w := newWorld(t, guard)
+		w.comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.gh.Push(theRepo, thePR, []string{sha("c2")}, []string{"docs/kimi.md"})
+		w.close(true, "a1")
+		out, _ := w.gate("--event", "push", "--sha", sha("a1"))
+		if out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" || !strings.Contains(out["reuse-reason"], "final head c2c2c2c") {
+			t.Fatalf("push gate = %v", out)
+		}
+		if tr := w.trail(); !slices.Equal(tr[len(tr)-2:], []string{"decision skip", "pin consumed"}) {
+			t.Fatalf("audit = %v", tr)
+		}
+	})
+	t.Run("pin taken at the final head, merged", func(t *testing.T) {
+		w := newWorld(t, guard)
+		w.gh.Push(theRepo, thePR, []string{sha("c2")}, []string{"docs/kimi.md"})
+		w.sendSync(sha("c2"), "")
+		w.comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.close(true, "a1")
+		out, _ := w.gate("--event", "push", "--sha", sha("a1"))
+		if out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" {
+			t.Fatalf("push gate = %v", out)
+		}
+	})
+}

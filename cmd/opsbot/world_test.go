@@ -259,6 +259,7 @@ func (w *world) close(merged bool, merge string) {
 	setPath(p, "pull_request.merged", merged)
 	setPath(p, "pull_request.merge_commit_sha", mergeSHA)
 	setPath(p, "pull_request.head.ref", "kimi-tune")
+	setPath(p, "pull_request.head.sha", w.gh.PRHead(theRepo, thePR))
 	w.send("pull_request", p)
 }
 

@@ -269,6 +269,13 @@ func (f *Fake) ForcePush(repo string, number int, commits []string, files ...[]s
 	p.Commits = append([]string(nil), commits...)
 }
 
+// PRHead is a PR's head commit now.
+func (f *Fake) PRHead(repo string, number int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.repos[strings.ToLower(repo)].PRs[number].Head()
+}
+
 // ClosePR closes a PR, merged or not.
 func (f *Fake) ClosePR(repo string, number int, merged bool, mergeSHA string) {
 	f.mu.Lock()
