@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,7 +96,7 @@ func TestPermissionResponseRole(t *testing.T) {
 func TestDecideIsPure(t *testing.T) {
 	user := Actor{ID: 1, Login: "alice", Type: "User"}
 	bot := Actor{ID: 2, Login: "renovate[bot]", Type: "Bot"}
-	p := Policy{MinRole: RoleWrite, Users: []string{"Carol"}, AllowBots: []string{"release[bot]"}}
+	p := Policy{MinRole: RoleWrite, Users: []string{"Carol"}, UserIDs: []int64{3}, AllowBots: []string{"release[bot]"}}
 	cases := []struct {
 		name   string
 		a      Actor
@@ -108,7 +109,9 @@ func TestDecideIsPure(t *testing.T) {
 		{"self", user, true, RoleAdmin, false, false, false},
 		{"bot not listed", bot, false, RoleAdmin, false, false, false},
 		{"listed bot by role", Actor{Login: "release[bot]", Type: "Bot"}, false, RoleWrite, false, true, false},
-		{"listed user", Actor{Login: "carol"}, false, RoleUnknown, false, true, false},
+		{"listed user", Actor{ID: 3, Login: "carol"}, false, RoleUnknown, false, true, false},
+		{"listed login, another account", Actor{ID: 9, Login: "Carol"}, false, RoleUnknown, false, false, true},
+		{"listed login, another account, read", Actor{ID: 9, Login: "Carol"}, false, RoleRead, false, false, false},
 		{"role unknown", user, false, RoleUnknown, false, false, true},
 		{"read", user, false, RoleRead, false, false, false},
 		{"write", user, false, RoleWrite, false, true, false},
@@ -120,5 +123,46 @@ func TestDecideIsPure(t *testing.T) {
 		if v.Allowed != c.allow || (v.Reason == "" && !v.Allowed) != c.lookup {
 			t.Errorf("%s: %+v", c.name, v)
 		}
+	}
+}
+
+type fakeUsers struct {
+	ids   map[string]int64
+	reads int
+}
+
+func (f *fakeUsers) UserID(_ context.Context, login string) (int64, error) {
+	f.reads++
+	if id, ok := f.ids[login]; ok {
+		return id, nil
+	}
+	return 0, errors.New("not found")
+}
+
+// Each login is read once; one that does not resolve allows nobody, and
+// is not looked up again.
+func TestDirectoryResolvesOnceAndFailsClosed(t *testing.T) {
+	l := &fakeUsers{ids: map[string]int64{"carol": 3}}
+	var failed []string
+	d := &Directory{Record: func(login string, id int64, err error) {
+		if err != nil {
+			failed = append(failed, login)
+		}
+	}}
+	d.Resolve(context.Background(), l, []string{"carol", "ghost"})
+	d.Resolve(context.Background(), l, []string{"Carol", "ghost"})
+	if l.reads != 2 {
+		t.Fatalf("%d reads, want 2 (one each)", l.reads)
+	}
+	if got := d.IDs([]string{"CAROL", "ghost", "never"}); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("IDs = %v, want [3]", got)
+	}
+	if len(failed) != 1 || failed[0] != "ghost" {
+		t.Fatalf("failures recorded = %v", failed)
+	}
+	l.ids["ghost"] = 9
+	d.Resolve(context.Background(), l, []string{"ghost"})
+	if got := d.IDs([]string{"ghost"}); len(got) != 0 {
+		t.Fatalf("a login that did not resolve at start allows %v", got)
 	}
 }

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -10,8 +11,14 @@ import (
 
 // Policy is who may run one command on one repository.
 type Policy struct {
-	MinRole   Role
-	Users     []string // logins allowed whatever their role
+	MinRole Role
+	Users   []string // allow_users logins as configured, for display
+	// UserIDs are the accounts allowed whatever their role: the ids the
+	// Users logins resolved to (Directory). A login is not an identity
+	// (renamed and deleted accounts' logins are taken by others), so a
+	// commenter is listed only by id; a login that did not resolve allows
+	// nobody.
+	UserIDs   []int64
 	Teams     []string // ORG/SLUG whose members are allowed
 	AllowBots []string // bot logins whose commands are read at all
 }
@@ -69,7 +76,7 @@ func Decide(p Policy, a Actor, self bool, role Role, inTeam bool) Verdict {
 		return Verdict{Reason: "opsbot does not take commands from itself", Role: RoleUnknown}
 	case strings.EqualFold(a.Type, "Bot") && !containsFold(p.AllowBots, a.Login):
 		return Verdict{Reason: "commands from bot accounts are not run unless the bot is listed in `allow_bots`; " + Needed(p), Role: RoleUnknown}
-	case containsFold(p.Users, a.Login):
+	case a.ID != 0 && slices.Contains(p.UserIDs, a.ID):
 		return Verdict{Allowed: true, Via: "user", Role: RoleUnknown}
 	case role == RoleUnknown:
 		return Verdict{Role: RoleUnknown} // look the role up

@@ -73,7 +73,7 @@ func TestTeamsUsersBotsAndSelf(t *testing.T) {
 	f.SetRole(repo, "teammate", "read")
 	f.SetRole(repo, "renovate[bot]", "write")
 	f.AddTeamMember("SemiAnalysisAI/reviewers", "teammate")
-	p := auth.Policy{MinRole: auth.RoleWrite, Users: []string{"Listed"}, Teams: []string{"SemiAnalysisAI/reviewers"}}
+	p := auth.Policy{MinRole: auth.RoleWrite, Users: []string{"Listed"}, UserIDs: []int64{3}, Teams: []string{"SemiAnalysisAI/reviewers"}}
 	c := &auth.Checker{TTL: time.Minute, SelfID: githubtest.BotID, SelfLogin: githubtest.BotLogin}
 	cases := []struct {
 		actor auth.Actor
@@ -84,6 +84,7 @@ func TestTeamsUsersBotsAndSelf(t *testing.T) {
 		{auth.Actor{ID: 1, Login: "reader", Type: "User"}, p, false, ""},
 		{auth.Actor{ID: 2, Login: "teammate", Type: "User"}, p, true, "team"},
 		{auth.Actor{ID: 3, Login: "listed", Type: "User"}, p, true, "user"},
+		{auth.Actor{ID: 99, Login: "Listed", Type: "User"}, p, false, ""}, // the login, another account
 		{auth.Actor{ID: 4, Login: "renovate[bot]", Type: "Bot"}, p, false, ""},
 		{auth.Actor{ID: 4, Login: "renovate[bot]", Type: "Bot"}, auth.Policy{MinRole: auth.RoleWrite, AllowBots: []string{"renovate[bot]"}}, true, "role"},
 		{auth.Actor{ID: githubtest.BotID, Login: githubtest.BotLogin, Type: "Bot"}, auth.Policy{MinRole: auth.RoleNone, AllowBots: []string{githubtest.BotLogin}}, false, ""},

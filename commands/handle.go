@@ -36,6 +36,16 @@ type Deps struct {
 	Stage     StageHandler // nil when staging is not configured
 	Log       *slog.Logger
 	WebHost   string // host of run URLs in commands; default github.com
+	// Users holds the account ids allow_users logins resolved to; a listed
+	// login that did not resolve allows nobody.
+	Users *auth.Directory
+}
+
+// policy is the access rule of a command, its allow_users matched by account id.
+func (d Deps) policy(name string) auth.Policy {
+	p := Policy(d.Repo, name)
+	p.UserIDs = d.Users.IDs(p.Users)
+	return p
 }
 
 // StageHandler handles /stage-results; it lives with the staging queue.
@@ -45,7 +55,8 @@ type StageHandler interface {
 	Prepare(ctx context.Context, c Comment, cmd Command, v auth.Verdict) (reply string, ok bool, w func(tx *state.Tx, replyTo string) error)
 }
 
-// Policy is the access rule of a command on a repository.
+// Policy is the access rule of a command on a repository, without the
+// account ids its allow_users resolved to (Deps adds them).
 func Policy(rc *config.Repo, name string) auth.Policy {
 	a := rc.Reuse.Access
 	switch name {
@@ -90,7 +101,7 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 		s := &steps[i]
 		s.cmd = cmd
 		policyName := cmd.Name
-		s.verdict = d.Checker.Check(ctx, d.Lookup, d.Repo.Name, c.Actor, Policy(d.Repo, policyName))
+		s.verdict = d.Checker.Check(ctx, d.Lookup, d.Repo.Name, c.Actor, d.policy(policyName))
 		switch {
 		case cmd.Error != "":
 			s.outcome, s.reason = "usage_error", cmd.Reason
@@ -341,7 +352,7 @@ func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, sta
 	}
 	var verdict auth.Verdict
 	if len(added) > 0 {
-		verdict = d.Checker.Check(ctx, d.Lookup, d.Repo.Name, c.Actor, Policy(d.Repo, Reuse))
+		verdict = d.Checker.Check(ctx, d.Lookup, d.Repo.Name, c.Actor, d.policy(Reuse))
 	}
 	return "edited", func(tx *state.Tx) error {
 		p, err := tx.ActivePin(c.Repo, c.PR)

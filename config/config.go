@@ -545,6 +545,21 @@ func (c *Config) SlackChannelFor(r *Repo) string {
 	return c.Slack.Channel
 }
 
+// AllowUsers is every login the repository's allow_users lists name, once each.
+func (r *Repo) AllowUsers() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range []Access{r.Reuse.Access, r.Stage.Access, r.Help} {
+		for _, u := range a.AllowUsers {
+			if k := strings.ToLower(u); !seen[k] {
+				seen[k] = true
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
 // IsGateAction reports whether a pull_request action decides the sweep for the repository.
 func (r *Repo) IsGateAction(action string) bool {
 	for _, a := range r.GateActions {

@@ -36,6 +36,10 @@ type Handler struct {
 	Stage    StageHandler // nil until staging is wired
 	SelfID   int64
 	SelfName string
+	// Users holds the account ids of allow_users logins; logins of a
+	// repository whose client was unknown at start are resolved at its
+	// first comment.
+	Users *auth.Directory
 	// Installations remembers each repository's App installation from its
 	// webhooks, for asks that come without one.
 	Installations *Installations
@@ -140,18 +144,21 @@ func decode(d *state.Delivery, v any) error {
 	return nil
 }
 
-func (h *Handler) deps(rc *config.Repo, inst int64) (commands.Deps, error) {
+func (h *Handler) deps(ctx context.Context, rc *config.Repo, inst int64) (commands.Deps, error) {
 	h.Installations.Set(rc.Name, inst)
 	client, err := h.Clients.For(inst)
 	if err != nil {
 		return commands.Deps{}, worker.Permanent(err)
+	}
+	if h.Users != nil {
+		h.Users.Resolve(ctx, client, rc.AllowUsers()) // only logins never looked up: none after start
 	}
 	var stage commands.StageHandler
 	if h.Stage != nil && h.Stage.Enabled(rc.Name) {
 		stage = h.Stage
 	}
 	return commands.Deps{Repo: rc, Checker: h.Checker, Lookup: client, Validator: &runs.Validator{GH: client, Reused: h.Reused},
-		Notices: h.Notices, Stage: stage, Log: h.Log, WebHost: h.Cfg.WebHost()}, nil
+		Notices: h.Notices, Stage: stage, Log: h.Log, WebHost: h.Cfg.WebHost(), Users: h.Users}, nil
 }
 
 func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPayload) (string, state.Write, error) {
@@ -174,7 +181,7 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPaylo
 	if ev.Action == "created" && !strings.Contains(c.Body, "/") {
 		return "no-commands", nil, nil // no command can hide in a comment without a slash
 	}
-	d, err := h.deps(rc, c.Installation)
+	d, err := h.deps(ctx, rc, c.Installation)
 	if err != nil {
 		return "", nil, err
 	}

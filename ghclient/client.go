@@ -230,6 +230,16 @@ func (c *Client) Permission(ctx context.Context, repo, login string) (auth.Permi
 	return out, wrap("reading the permission of "+login, resp, err)
 }
 
+// UserID reads the id of the account that holds login now; ErrNotFound
+// when no account does.
+func (c *Client) UserID(ctx context.Context, login string) (int64, error) {
+	u, resp, err := c.gh.Users.Get(ctx, login)
+	if err := wrap("reading the account "+login, resp, err); err != nil {
+		return 0, err
+	}
+	return u.GetID(), nil
+}
+
 // TeamMember reports whether login is an active member of team ORG/SLUG
 // (GitHub counts child teams' members).
 func (c *Client) TeamMember(ctx context.Context, team, login string) (bool, error) {

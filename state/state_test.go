@@ -441,3 +441,22 @@ func TestMigrateOutboxByChannel(t *testing.T) {
 		t.Fatalf("a new notice got id %d, want 4 (ids continue)", added)
 	}
 }
+
+func TestAllowedUserKeptByLogin(t *testing.T) {
+	s := openTest(t, nil)
+	if u, err := s.AllowedUser("Carol"); err != nil || u != nil {
+		t.Fatalf("never resolved: %+v %v", u, err)
+	}
+	if err := s.PutAllowedUser(AllowedUser{Login: "Carol", ID: 7001}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutAllowedUser(AllowedUser{Login: "ghost", Error: "not found"}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := s.AllowedUser("carol"); err != nil || u == nil || u.ID != 7001 || u.ResolvedAt.IsZero() {
+		t.Fatalf("carol = %+v %v", u, err)
+	}
+	if u, _ := s.AllowedUser("ghost"); u == nil || u.ID != 0 || u.Error != "not found" {
+		t.Fatalf("ghost = %+v", u)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"sort"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -215,4 +216,39 @@ func (s *Store) SetRepoInstallation(repo string, id int64) error {
 	return s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bRepos).Put([]byte("installation\x00"+string(repoKey(repo))), u64(uint64(id)))
 	})
+}
+
+// AllowedUser is an allow_users login as resolved to an account when the
+// configuration loaded.
+type AllowedUser struct {
+	Login      string    `json:"login"`
+	ID         int64     `json:"id,omitempty"`    // 0: it did not resolve, and allows nobody
+	Error      string    `json:"error,omitempty"` // why it did not resolve
+	ResolvedAt time.Time `json:"resolved_at"`
+}
+
+func allowedUserKey(login string) []byte { return []byte("user\x00" + strings.ToLower(login)) }
+
+// PutAllowedUser records the latest resolution of an allow_users login.
+func (s *Store) PutAllowedUser(u AllowedUser) error {
+	if u.ResolvedAt.IsZero() {
+		u.ResolvedAt = s.now()
+	}
+	return s.update(func(tx *bolt.Tx) error { return putJSON(tx.Bucket(bRepos), allowedUserKey(u.Login), u) })
+}
+
+// AllowedUser returns the latest resolution of an allow_users login, nil
+// when it was never resolved.
+func (s *Store) AllowedUser(login string) (*AllowedUser, error) {
+	var u AllowedUser
+	var ok bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		ok, err = getJSON(tx.Bucket(bRepos), allowedUserKey(login), &u)
+		return err
+	})
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &u, nil
 }

@@ -232,3 +232,38 @@ func TestMergeAppliesThePathGuardToTheFinalHead(t *testing.T) {
 		}
 	})
 }
+
+// allow_users names logins; opsbot resolves each to its account id at
+// start and lets only that account in. Whoever holds the login later (a
+// renamed or deleted account's login, taken) is unlisted, and a login that
+// did not resolve allows nobody.
+func TestAllowUsersMatchesAccountIDs(t *testing.T) {
+	w := newWorld(t, "    reuse:\n      allow_users: [\"trusted\", \"ghost\"]\n")
+	w.gh.AddUser("trusted", 7001, "User")
+	w.gh.SetRole(theRepo, "trusted", "read")
+	w.restart(func(cfg string) string { return cfg }) // logins are resolved at start
+	mustContain(t, "log", w.srv.stderr.String(), `"msg":"allow_users login resolved","login":"trusted","account_id":7001`,
+		`"login":"ghost"`, "could not be resolved to an account: it allows nobody")
+
+	w.comment(user{"trusted", 7001, "User"}, "/reuse-sweep-run 31147925932")
+	mustContain(t, "the listed account", w.lastReply(), "@trusted pinned run [31147925932]")
+
+	// The account is renamed and someone else takes its login.
+	w.gh.AddUser("trusted-elsewhere", 7001, "User")
+	w.gh.AddUser("trusted", 7666, "User")
+	c := w.comment(user{"trusted", 7666, "User"}, "/reuse-sweep-run cancel")
+	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+		t.Fatalf("reactions to the login's new holder = %v, want [-1]", r)
+	}
+	mustContain(t, "the login's new holder", w.lastReply(), "@trusted I did not run `/reuse-sweep-run cancel`", "needs the `write` role")
+
+	// A login that did not resolve at start allows nobody, even once an account takes it.
+	w.gh.AddUser("ghost", 7777, "User")
+	w.comment(user{"ghost", 7777, "User"}, "/reuse-sweep-run cancel")
+	mustContain(t, "unresolved login", w.lastReply(), "@ghost I did not run", "needs the `write` role")
+
+	w.push("c2")
+	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932, authorized by @trusted") {
+		t.Fatalf("the listed account's pin was not kept: %+v", st)
+	}
+}

@@ -126,6 +126,7 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 	installs := &events.Installations{Store: store, Log: log}
+	users := allowedUsers(ctx, cfg, store, log, func(repo string) (auth.UserLookup, error) { return clients.For(installs.Get(repo)) })
 	web := notices.Web(cfg.GitHub.WebURL)
 	builder := &notices.Builder{Web: web, Mirror: &notify.Mirror{Cfg: cfg, Web: web}}
 	slackSender := &notify.Sender{Log: log, PRInfo: store.PRInfo}
@@ -153,7 +154,7 @@ func runServe(e *env, args []string) error {
 		Clients: func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
 	handler := &events.Handler{Stage: stager, Cfg: cfg, Log: log, Clients: clients, Gate: g, Notices: builder, Reused: store.ReusedRun,
 		Checker: &auth.Checker{SelfID: cfg.GitHub.BotUserID, SelfLogin: cfg.GitHub.BotLogin, TTL: cfg.GitHub.RoleCacheTTL},
-		SelfID:  cfg.GitHub.BotUserID, SelfName: cfg.GitHub.BotLogin, Installations: installs}
+		SelfID:  cfg.GitHub.BotUserID, SelfName: cfg.GitHub.BotLogin, Installations: installs, Users: users}
 	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})
 	if err := pool.Start(ctx); err != nil {
 		return err
@@ -293,6 +294,44 @@ func runServe(e *env, args []string) error {
 	bg.Wait()
 	log.Info("stopped")
 	return nil
+}
+
+// allowedUsers resolves every allow_users login to its account id, one
+// read each, and keeps each answer in the database. A login that does not
+// resolve allows nobody, and the log says so. A repository whose GitHub
+// client is not known yet (an App installation learnt from webhooks) has
+// its logins resolved at its first comment.
+func allowedUsers(ctx context.Context, cfg *config.Config, store *state.Store, log *slog.Logger,
+	client func(repo string) (auth.UserLookup, error)) *auth.Directory {
+	d := &auth.Directory{Record: func(login string, id int64, err error) {
+		u := state.AllowedUser{Login: login, ID: id}
+		if err != nil {
+			u.Error = err.Error()
+			log.Warn("an allow_users login could not be resolved to an account: it allows nobody until opsbot restarts",
+				"login", login, "err", err)
+		} else {
+			log.Info("allow_users login resolved", "login", login, "account_id", id)
+		}
+		if err := store.PutAllowedUser(u); err != nil {
+			log.Error("recording an allow_users login's account", "login", login, "err", err)
+		}
+	}}
+	for i := range cfg.Repos {
+		rc := &cfg.Repos[i]
+		logins := rc.AllowUsers()
+		if len(logins) == 0 {
+			continue
+		}
+		c, err := client(rc.Name)
+		if err != nil {
+			log.Info("allow_users logins are resolved at the repository's first comment", "repo", rc.Name, "reason", err)
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		d.Resolve(rctx, c, logins)
+		cancel()
+	}
+	return d
 }
 
 func dryReason(cfg *config.Config, s config.Secrets) string {

@@ -190,7 +190,9 @@ func (f *Fake) SetNow(now func() time.Time) {
 	f.now = now
 }
 
-// AddUser registers an account. kind is "User" or "Bot".
+// AddUser registers an account. kind is "User" or "Bot". Adding a login
+// that exists hands it to the new account (a renamed or deleted account's
+// login taken by someone else).
 func (f *Fake) AddUser(login string, id int64, kind string) *github.User {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -460,6 +462,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	}
 	add("GET /repos/{owner}/{repo}/collaborators/{user}/permission", f.permission)
 	add("GET /orgs/{org}/teams/{slug}/memberships/{user}", f.teamMembership)
+	add("GET /users/{user}", f.user)
 	add("GET /repos/{owner}/{repo}/actions/workflows/{file}", f.workflow)
 	add("GET /repos/{owner}/{repo}/actions/workflows/{id}/runs", f.workflowRuns)
 	add("GET /repos/{owner}/{repo}/actions/runs/{id}", f.run)
@@ -633,6 +636,15 @@ func (f *Fake) permission(w http.ResponseWriter, r *http.Request, repo *Repo) (i
 	perms := map[string]bool{"pull": rank >= 1, "triage": rank >= 2, "push": rank >= 3, "maintain": rank >= 4, "admin": rank >= 5}
 	user := map[string]any{"login": u.GetLogin(), "id": u.GetID(), "type": u.GetType(), "permissions": perms}
 	return http.StatusOK, map[string]any{"permission": legacy, "role_name": role, "user": user}
+}
+
+// user answers an account by login, as whoever holds the login now.
+func (f *Fake) user(w http.ResponseWriter, r *http.Request, _ *Repo) (int, any) {
+	u := f.users[strings.ToLower(r.PathValue("user"))]
+	if u == nil {
+		return http.StatusNotFound, notFound()
+	}
+	return http.StatusOK, u
 }
 
 func (f *Fake) teamMembership(w http.ResponseWriter, r *http.Request, _ *Repo) (int, any) {
