@@ -411,6 +411,6 @@ func helpInfo(rc *config.Repo, staging bool) HelpInfo {
 	return HelpInfo{Repo: rc.Name, SweepWorkflow: rc.SweepWorkflow, ResultArtifacts: rc.ResultArtifacts,
 		ReuseRole: rc.Reuse.MinRole, StageRole: rc.Stage.MinRole, HelpRole: rc.Help.MinRole,
 		ReuseUsers: rc.Reuse.AllowUsers, ReuseTeams: rc.Reuse.AllowTeams, StageUsers: rc.Stage.AllowUsers, StageTeams: rc.Stage.AllowTeams,
-		AllowPartialPinned: rc.Reuse.AllowPartialPinned, AllowedPaths: rc.Reuse.AllowedPaths, GateActions: rc.GateActions,
+		AllowPartialPinned: rc.Reuse.AllowPartialPinned, AllowedPaths: rc.Reuse.AllowedPaths, ProtectedPaths: rc.ProtectedPaths, GateActions: rc.GateActions,
 		StageConfigured: staging}
 }

@@ -224,9 +224,10 @@ func TestTextsGolden(t *testing.T) {
 	info := HelpInfo{Repo: repo, SweepWorkflow: ".github/workflows/run-sweep.yml",
 		ResultArtifacts: []string{"results_bmk", "eval_results_all", "bmk_agentic_*"},
 		ReuseRole:       "write", StageRole: "maintain", HelpRole: "write", ReuseTeams: []string{"SemiAnalysisAI/reviewers"},
-		AllowedPaths: []string{"perf-changelog.yaml", "docs/**"}, GateActions: []string{"synchronize"}, StageConfigured: true}
+		AllowedPaths: []string{"perf-changelog.yaml", "docs/**"}, ProtectedPaths: []string{".github/**"}, GateActions: []string{"synchronize"},
+		StageConfigured: true}
 	golden.Assert(t, "help.md", HelpReply("octocat", info))
-	info.AllowedPaths, info.AllowPartialPinned, info.StageConfigured, info.ReuseTeams = nil, true, false, nil
+	info.AllowedPaths, info.AllowPartialPinned, info.StageConfigured, info.ReuseTeams, info.ProtectedPaths = nil, true, false, nil, nil
 	golden.Assert(t, "help-minimal.md", HelpReply("octocat", info))
 }
 

@@ -20,6 +20,7 @@ type HelpInfo struct {
 	StageTeams         []string
 	AllowPartialPinned bool
 	AllowedPaths       []string
+	ProtectedPaths     []string
 	GateActions        []string
 	StageConfigured    bool
 }
@@ -78,7 +79,8 @@ func HelpReply(login string, h HelpInfo) string {
 		"the pin sweeps, and the pin waits for the next push.\n\n")
 	b.WriteString("**What a run must be.** A completed sweep run of this repository (event `pull_request`) on a commit of " +
 		"this PR, with unexpired result artifacts (" + codeList(h.ResultArtifacts) + "). A run whose own sweep was skipped " +
-		"has none and cannot be reused. The run is checked when pinned and again when the push comes.\n\n")
+		"has none and cannot be reused. A re-run after the pin makes the pin invalid. The run is checked when pinned and " +
+		"again when the push comes.\n\n")
 	b.WriteString("**Settings here.**\n")
 	if h.AllowPartialPinned {
 		b.WriteString("- a pinned run may have concluded `success`, `failure` or `cancelled`\n")
@@ -89,6 +91,11 @@ func HelpReply(login string, h HelpInfo) string {
 		b.WriteString("- the pushes after the run may touch only " + codeList(h.AllowedPaths) + "\n")
 	} else {
 		b.WriteString("- no path guard: the pushes after the run may touch any file\n")
+	}
+	if len(h.ProtectedPaths) > 0 {
+		b.WriteString("- a run is never used when this PR changed " + codeList(h.ProtectedPaths) + " up to its commit (its workflow ran the PR's files)\n")
+	} else {
+		b.WriteString("- no protected paths: a run made by a workflow this PR changed may be used\n")
 	}
 	if len(h.GateActions) > 0 {
 		b.WriteString("- the sweep is decided on `pull_request` " + codeList(h.GateActions) + "\n")
