@@ -279,6 +279,10 @@ func (v *Validator) checkProtected(ctx context.Context, rules Rules, p *github.P
 		return fmt.Errorf("runs: PR #%d names no base branch to compare run %d with", p.GetNumber(), id)
 	}
 	cmp, err := v.GH.Compare(ctx, rules.Repo, base, sha)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return &Rejection{RuleProtected, fmt.Sprintf("run %d's commit %s cannot be compared with %s (force-pushed away?), so whether this PR "+
+			"changed its workflow (protected paths %s) cannot be checked", id, short(sha), Code(base), codeList(rules.ProtectedPaths))}
+	}
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,7 @@ func newWorld(t *testing.T) *world {
 	add(githubtest.Run{ID: 110, Conclusion: "success", HeadSHA: "w2", HeadBranch: "wf", Artifacts: results, CreatedAt: base})
 	add(githubtest.Run{ID: 111, Conclusion: "success", HeadSHA: "v1", HeadBranch: "wf2", Artifacts: results, CreatedAt: base})
 	add(githubtest.Run{ID: 112, Conclusion: "success", HeadSHA: "c1", Artifacts: results, CreatedAt: base, Attempt: 3})
+	add(githubtest.Run{ID: 113, Conclusion: "success", HeadSHA: "gone1", Artifacts: results, CreatedAt: base, PRs: []int{2512}})
 	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: f.URL, Token: "t", Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +95,8 @@ func TestEveryRule(t *testing.T) {
 	protected.ProtectedPaths = []string{".github/**"}
 	attempt1 := rules()
 	attempt1.Attempt = 1
+	protectedListed := protected
+	protectedListed.ListedPR = true
 	cases := []struct {
 		name  string
 		rules runs.Rules
@@ -118,6 +121,7 @@ func TestEveryRule(t *testing.T) {
 		{"protected paths touched after the run only", protected, 111, ""},
 		{"the named attempt is the latest", attempt1, 100, ""},
 		{"re-run after the named attempt", attempt1, 112, runs.RuleAttempt},
+		{"protected paths, commit unknown to the compare API", protectedListed, 113, runs.RuleProtected},
 	}
 	var reasons strings.Builder
 	prOf := map[int64]int{110: 2600, 111: 2601}
