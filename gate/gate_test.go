@@ -271,3 +271,22 @@ func TestDecisionRetriedAfterAFailedCommitDecidesAfresh(t *testing.T) {
 		t.Fatalf("pin %d is still active after the push it covered", cur.ID)
 	}
 }
+
+// A final head whose push never reached opsbot is decided at the merge, and
+// the merge then consumes nothing.
+func TestMergedDecidesAFinalHeadNeverDecided(t *testing.T) {
+	r := newRig(t)
+	p := r.pin(t, 10, "c1")
+	r.gh.Push(repo, 1, []string{"c2"}) // its synchronize is lost
+	d, err := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1", Action: "closed", Source: "webhook"}, "c2")
+	if err != nil || d == nil || d.HeadSHA != "c2" || d.Decision != gate.Skip || d.MergeOf || d.PinID != p.ID {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if m, _ := r.store.Decision(repo, 1, "m1"); m != nil {
+		t.Fatalf("the merge commit was decided too: %+v", m)
+	}
+	pins, _ := r.store.Pins(repo, 1)
+	if len(pins) != 1 || pins[0].State != state.PinConsumed || pins[0].ConsumedBy != "c2" {
+		t.Fatalf("pins = %+v", pins)
+	}
+}
