@@ -132,7 +132,7 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 // Rules are a repository's reuse rules; pinned runs may be partial where allowed.
 func Rules(rc *config.Repo, pinned bool) runs.Rules {
 	r := runs.Rules{Repo: rc.Name, SweepWorkflow: rc.SweepWorkflow, ResultArtifacts: rc.ResultArtifacts,
-		AllowedPaths: rc.Reuse.AllowedPaths, ProtectedPaths: rc.ProtectedPaths}
+		AllowedPaths: rc.Reuse.AllowedPaths, ProtectedPaths: rc.ProtectedPaths, DefaultBranch: rc.DefaultBranch}
 	if pinned && rc.Reuse.AllowPartialPinned {
 		r.Conclusions = []string{"success", "failure", "cancelled"}
 	}

@@ -78,6 +78,9 @@ type Rules struct {
 	// the run's commit: a pull_request run executes the PR's own workflow
 	// files, so a PR that edits them can fabricate a "successful sweep".
 	ProtectedPaths []string
+	// DefaultBranch is the branch the protected paths rule compares with;
+	// "" means the one GitHub names on the PR's base repository.
+	DefaultBranch string
 	// Attempt, when set, is the attempt the run must still be at: a re-run
 	// after it replaced what the maintainer saw.
 	Attempt int
@@ -271,7 +274,10 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 // protected path: the PR's changes up to the run's commit are the
 // three-dot compare of the default branch and that commit.
 func (v *Validator) checkProtected(ctx context.Context, rules Rules, p *github.PullRequest, id int64, sha string) error {
-	base := p.GetBase().GetRepo().GetDefaultBranch()
+	base := rules.DefaultBranch
+	if base == "" {
+		base = p.GetBase().GetRepo().GetDefaultBranch()
+	}
 	if base == "" {
 		base = p.GetBase().GetRef()
 	}

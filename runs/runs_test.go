@@ -97,6 +97,8 @@ func TestEveryRule(t *testing.T) {
 	attempt1.Attempt = 1
 	protectedListed := protected
 	protectedListed.ListedPR = true
+	protectedRelease := protected
+	protectedRelease.DefaultBranch = "release" // configured; the fake repository has no such branch
 	cases := []struct {
 		name  string
 		rules runs.Rules
@@ -122,6 +124,7 @@ func TestEveryRule(t *testing.T) {
 		{"the named attempt is the latest", attempt1, 100, ""},
 		{"re-run after the named attempt", attempt1, 112, runs.RuleAttempt},
 		{"protected paths, commit unknown to the compare API", protectedListed, 113, runs.RuleProtected},
+		{"protected paths, compared with the configured default branch", protectedRelease, 100, runs.RuleProtected},
 	}
 	var reasons strings.Builder
 	prOf := map[int64]int{110: 2600, 111: 2601}

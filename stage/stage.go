@@ -53,7 +53,7 @@ func (h *Handler) Enabled(repo string) bool {
 func Rules(rc *config.Repo) runs.Rules {
 	return runs.Rules{Repo: rc.Name, SweepWorkflow: rc.SweepWorkflow, ResultArtifacts: rc.ResultArtifacts,
 		RequiredArtifacts: rc.Stage.RequiredArtifacts, Conclusions: []string{"success", "failure", "cancelled"}, ListedPR: true,
-		ProtectedPaths: rc.ProtectedPaths}
+		ProtectedPaths: rc.ProtectedPaths, DefaultBranch: rc.DefaultBranch}
 }
 
 // Prepare validates a request; the write records it, acknowledges it and
