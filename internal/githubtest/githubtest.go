@@ -1,10 +1,11 @@
-// Package githubtest is a fake GitHub REST API for opsbot's tests: an
-// httptest server with in-memory repositories, pull requests and their
+// Package githubtest is a fake GitHub REST API for opsbot's tests and for
+// `opsbot demo`: a plain net/http handler with in-memory repositories, pull requests and their
 // commits, workflow runs and artifacts, collaborators, teams, comments,
 // reactions, statuses and dispatches. Answers have GitHub's documented JSON
 // shapes (go-github's types marshal them), lists paginate with Link headers,
 // GETs carry ETags and answer 304 to If-None-Match, every request is
-// recorded, and faults can be injected per route.
+// recorded, and faults can be injected per route. It imports neither
+// testing nor net/http/httptest, so the demo can link it into the binary.
 package githubtest
 
 import (
@@ -13,8 +14,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,8 +33,10 @@ const (
 
 // Fake is the fake GitHub.
 type Fake struct {
-	Server *httptest.Server
-	URL    string // base URL with a trailing slash, for github.api_url
+	URL string // base URL with a trailing slash, for github.api_url
+
+	mux    *http.ServeMux
+	server *http.Server
 
 	mu         sync.Mutex
 	now        func() time.Time
@@ -169,18 +172,51 @@ type Fault struct {
 // the server at the end.
 type Cleaner interface{ Cleanup(func()) }
 
-// New starts a fake GitHub; it is closed when the test (or the caller's
-// cleanup) ends.
+// New starts a fake GitHub on a loopback port; it is closed when the test
+// (or the caller's cleanup) ends. It panics if no port can be had, as a
+// test server would.
 func New(t Cleaner) *Fake {
-	f := &Fake{now: time.Now, repos: map[string]*Repo{}, users: map[string]*github.User{},
-		teams: map[string]map[string]bool{}, faults: map[string][]*Fault{}, nextID: 5000000}
-	f.AddUser(BotLogin, BotID, "Bot")
-	mux := http.NewServeMux()
-	f.routes(mux)
-	f.Server = httptest.NewServer(mux)
-	f.URL = f.Server.URL + "/"
-	t.Cleanup(f.Server.Close)
+	f, err := Listen()
+	if err != nil {
+		panic(fmt.Sprintf("githubtest: %v", err))
+	}
+	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// NewHandler returns a fake GitHub that serves nothing by itself: mount it
+// (it is an http.Handler) and set URL to where it is served.
+func NewHandler() *Fake {
+	f := &Fake{now: time.Now, repos: map[string]*Repo{}, users: map[string]*github.User{},
+		teams: map[string]map[string]bool{}, faults: map[string][]*Fault{}, nextID: 5000000, mux: http.NewServeMux()}
+	f.AddUser(BotLogin, BotID, "Bot")
+	f.routes(f.mux)
+	return f
+}
+
+// Listen starts a fake GitHub on a free loopback port (127.0.0.1 only: it
+// never listens on the network). Close stops it.
+func Listen() (*Fake, error) {
+	f := NewHandler()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listening on a loopback port for the fake GitHub: %w", err)
+	}
+	f.server = &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
+	f.URL = "http://" + ln.Addr().String() + "/"
+	go f.server.Serve(ln)
+	return f, nil
+}
+
+// ServeHTTP answers a request as GitHub's REST API would.
+func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.mux.ServeHTTP(w, r) }
+
+// Close stops a fake started by Listen (or New) and closes its connections.
+func (f *Fake) Close() error {
+	if f.server == nil {
+		return nil
+	}
+	return f.server.Close()
 }
 
 // SetNow sets the fake's clock (artifact expiry, timestamps).
