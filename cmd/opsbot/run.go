@@ -40,7 +40,6 @@ func subcommands() map[string]subcommand {
 		"audit":       {"list the audit: commands, pins, decisions (table, JSON, CSV)", runAudit},
 		"backup":      {"copy the database, hot through a server or from a file", runBackup},
 		"send":        {"sign and send a webhook payload, to test a deployment", runSend},
-		"bench":       {"load-test a server on this machine and measure it (see docs/BENCHMARKS.md)", runBench},
 		"reconcile":   {"recover lost webhooks: unseen command comments, pins of closed PRs", runReconcile},
 		"config":      {"check a configuration file (config check --config FILE)", runConfig},
 		"healthcheck": {"ask a running server's /healthz (for container health checks)", runHealthcheck},
