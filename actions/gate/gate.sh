@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# opsbot's sweep gate as a workflow step (actions/gate/action.yml runs it).
+#
+# It asks the opsbot server (POST /api/v1/gate, Accept: text/plain) whether
+# this push may skip its benchmark sweep, and writes the eight step outputs
+# to $GITHUB_OUTPUT. It fails closed: whatever goes wrong, it answers
+# skip-pr-sweep=false with a ::warning:: that names the cause, and the sweep
+# runs.
+#
+# Inputs, all through the environment (never interpolated into the script):
+#   OPSBOT_SERVER    the server's base URL (required)
+#   OPSBOT_TOKEN     a gate token; empty: a GitHub Actions OIDC ID token
+#   OPSBOT_TIMEOUT   seconds for the whole ask, retries included (default 60)
+#   OPSBOT_AUDIENCE  the OIDC audience (default opsbot)
+# and GitHub's: GITHUB_EVENT_NAME, GITHUB_EVENT_PATH, GITHUB_REPOSITORY,
+# GITHUB_OUTPUT, ACTIONS_ID_TOKEN_REQUEST_URL, ACTIONS_ID_TOKEN_REQUEST_TOKEN.
+#
+# It needs bash, curl and jq (all on GitHub's hosted runners).
+set -uo pipefail
+
+OUTPUTS=(skip-pr-sweep reuse-enabled reuse-source-run-id reuse-source-run-attempt
+  reuse-source-run-url reuse-source-pr-number reuse-source-head-sha reuse-reason)
+declare -A value=()
+
+work=$(mktemp -d) || { echo "::error::opsbot gate: cannot make a temporary directory"; exit 1; }
+trap 'rm -rf "$work"' EXIT
+
+# now_ms is the time in milliseconds (whole seconds where bash < 5).
+now_ms() {
+  if [ -n "${EPOCHREALTIME:-}" ]; then
+    local t=${EPOCHREALTIME/[.,]/}
+    echo $((10#$t / 1000))
+  else
+    echo $(($(date +%s) * 1000))
+  fi
+}
+
+# escape_data escapes a workflow command's message (%, CR, LF).
+escape_data() {
+  local s=${1//'%'/'%25'}
+  s=${s//$'\r'/'%0D'}
+  printf '%s' "${s//$'\n'/'%0A'}"
+}
+
+# one_line keeps a value on one output line.
+one_line() {
+  local s=${1//$'\r'/ }
+  printf '%s' "${s//$'\n'/ }"
+}
+
+# emit writes the eight outputs, in order, to stdout and $GITHUB_OUTPUT.
+emit() {
+  local k lines=""
+  for k in "${OUTPUTS[@]}"; do
+    lines+="$k=$(one_line "${value[$k]:-}")"$'\n'
+  done
+  printf '%s' "$lines"
+  if [ -n "${GITHUB_OUTPUT:-}" ]; then
+    if ! printf '%s' "$lines" >>"$GITHUB_OUTPUT"; then
+      echo "::error::opsbot gate could not write the step outputs to $(escape_data "$GITHUB_OUTPUT")"
+      exit 1
+    fi
+  fi
+}
+
+# fail_closed answers "sweep" with the cause, and ends the step successfully:
+# the sweep runs, and the warning says why opsbot was not heard.
+fail_closed() {
+  local cause
+  cause=$(one_line "$1")
+  echo "::warning::opsbot gate could not get a decision, so the sweep runs: $(escape_data "$cause")"
+  value=([skip-pr-sweep]=false [reuse-enabled]=false [reuse-reason]="opsbot gate failed: $cause")
+  emit
+  exit 0
+}
+
+for tool in curl jq; do
+  command -v "$tool" >/dev/null 2>&1 || fail_closed "$tool is not installed on this runner (the action needs bash, curl and jq)"
+done
+
+server=${OPSBOT_SERVER:-}
+server=${server%/}
+[ -n "$server" ] || fail_closed "the server input is empty (set it to the opsbot URL, e.g. \${{ vars.OPSBOT_URL }})"
+timeout=${OPSBOT_TIMEOUT:-60}
+[[ $timeout =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || fail_closed "the timeout input \"$timeout\" is not a positive number of seconds"
+audience=${OPSBOT_AUDIENCE:-opsbot}
+deadline=$(($(now_ms) + timeout * 1000))
+
+# --- what is asked, from the event that started the workflow ----------------
+event=${GITHUB_EVENT_NAME:-}
+[ -n "${GITHUB_EVENT_PATH:-}" ] && [ -r "$GITHUB_EVENT_PATH" ] ||
+  fail_closed "no event payload to read (GITHUB_EVENT_PATH is \"${GITHUB_EVENT_PATH:-}\")"
+case "$event" in
+pull_request)
+  filter='[.repository.full_name // "", (.pull_request.number // 0 | tostring), .pull_request.head.sha // "", .action // ""]'
+  ;;
+push)
+  filter='[.repository.full_name // "", "0", .after // "", ""]'
+  ;;
+*)
+  fail_closed "the workflow ran on \"$event\": the gate answers pull_request and push events"
+  ;;
+esac
+if ! fields=$(jq -r "$filter | @tsv" "$GITHUB_EVENT_PATH" 2>"$work/jq.err"); then
+  fail_closed "cannot read the event payload $GITHUB_EVENT_PATH: $(head -c 300 "$work/jq.err")"
+fi
+IFS=$'\t' read -r repo pr sha action <<<"$fields"
+repo=${repo:-${GITHUB_REPOSITORY:-}}
+[ -n "$repo" ] || fail_closed "the event names no repository"
+[[ $sha =~ ^0*$ ]] && fail_closed "the $event event names no commit"
+if [ "$event" = pull_request ] && [ "$pr" -le 0 ] 2>/dev/null; then
+  fail_closed "the pull_request event names no pull request number"
+fi
+jq -n --arg repo "$repo" --argjson pr "$pr" --arg sha "$sha" --arg event "$event" --arg action "$action" \
+  '{repo: $repo, pr: $pr, sha: $sha, event: $event, action: $action}' >"$work/ask.json" ||
+  fail_closed "cannot build the request from the event"
+
+# --- retries ---------------------------------------------------------------
+# attempt runs curl once into $work/body (headers into $work/headers) and
+# sets status (000 when no HTTP answer came) and cause.
+attempt() {
+  local left=$(((deadline - $(now_ms) + 999) / 1000))
+  [ "$left" -ge 1 ] || left=1
+  rm -f "$work/body" "$work/headers"
+  status=$(curl -sS --max-time "$((left < 30 ? left : 30))" -o "$work/body" -D "$work/headers" -w '%{http_code}' "$@" 2>"$work/curl.err")
+  local rc=$?
+  if [ "$rc" -ne 0 ]; then
+    status=000
+    cause="no answer from the server: $(head -c 300 "$work/curl.err" | tr '\n' ' ')"
+  else
+    cause="the server answered HTTP $status: $(head -c 300 "$work/body" | tr '\r\n' '  ')"
+  fi
+}
+
+# with_retries calls attempt until an answer that is not a connection error,
+# a 5xx or a 429, backing off (1, 2, 4, 8, 10, 10 ... s, or Retry-After)
+# while the budget lasts. what names the request in the log.
+with_retries() {
+  local what=$1 wait=1 n=1 after
+  shift
+  while :; do
+    attempt "$@"
+    case "$status" in
+    000 | 429 | 5??) ;;
+    *) return 0 ;;
+    esac
+    after=$(tr -d '\r' <"$work/headers" 2>/dev/null | sed -n 's/^[Rr]etry-[Aa]fter: *\([0-9][0-9]*\)$/\1/p' | tail -n 1)
+    local pause=$((${after:-$wait} * 1000))
+    local left=$((deadline - $(now_ms)))
+    if [ "$left" -le 0 ]; then
+      fail_closed "$what: gave up after $n attempts in ${timeout}s; last: $cause"
+    fi
+    [ "$pause" -le "$left" ] || pause=$left
+    pause=$(printf '%d.%03d' $((pause / 1000)) $((pause % 1000)))
+    echo "opsbot gate: $what, attempt $n: $(one_line "$cause"); retrying in ${pause}s"
+    sleep "$pause"
+    n=$((n + 1))
+    wait=$((wait * 2 > 10 ? 10 : wait * 2))
+  done
+}
+
+# --- the bearer: the token input, or an OIDC ID token ---------------------
+umask 077
+if [ -n "${OPSBOT_TOKEN:-}" ]; then
+  bearer=$OPSBOT_TOKEN
+elif [ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ] && [ -n "${ACTIONS_ID_TOKEN_REQUEST_TOKEN:-}" ]; then
+  sep='?'
+  case "$ACTIONS_ID_TOKEN_REQUEST_URL" in *'?'*) sep='&' ;; esac
+  aud=$(jq -rn --arg a "$audience" '$a | @uri')
+  printf 'Authorization: bearer %s\n' "$ACTIONS_ID_TOKEN_REQUEST_TOKEN" >"$work/oidc-headers"
+  with_retries "requesting an OIDC ID token" -H "@$work/oidc-headers" "$ACTIONS_ID_TOKEN_REQUEST_URL$sep""audience=$aud"
+  [ "$status" = 200 ] || fail_closed "GitHub refused an OIDC ID token: $cause"
+  bearer=$(jq -r '.value // empty' "$work/body" 2>/dev/null)
+  [ -n "$bearer" ] || fail_closed "GitHub's OIDC answer held no token"
+else
+  fail_closed "no token: set the action's token input, or give the job permissions: id-token: write"
+fi
+echo "::add-mask::$bearer"
+
+# --- the ask ---------------------------------------------------------------
+printf 'Authorization: Bearer %s\nAccept: text/plain\nContent-Type: application/json\n' "$bearer" >"$work/ask-headers"
+with_retries "asking $server" -X POST -H "@$work/ask-headers" --data-binary "@$work/ask.json" "$server/api/v1/gate"
+[ "$status" = 200 ] || fail_closed "$cause"
+
+declare -A known=()
+for k in "${OUTPUTS[@]}"; do known[$k]=1; done
+while IFS= read -r line || [ -n "$line" ]; do
+  line=${line%$'\r'}
+  case "$line" in *=*) ;; *) continue ;; esac
+  k=${line%%=*}
+  [ -n "${known[$k]:-}" ] && value[$k]=${line#*=}
+done <"$work/body"
+case "${value[skip-pr-sweep]:-}" in
+true | false) ;;
+*) fail_closed "the server's answer has no skip-pr-sweep=true|false line (is $server an opsbot with the text/plain gate?)" ;;
+esac
+emit

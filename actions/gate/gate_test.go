@@ -1,0 +1,364 @@
+// Package gateaction tests the composite action's script (gate.sh) as a
+// runner would run it: bash, curl and jq, a real event payload, a fake
+// $GITHUB_OUTPUT, and a test server that speaks the gate's text/plain
+// contract.
+package gateaction
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The synchronize fixture: PR 2 of Codertocat/Hello-World at this head.
+const (
+	fixtureRepo = "Codertocat/Hello-World"
+	fixturePR   = 2
+	fixtureSHA  = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+	gateToken   = "gate-token-1"
+)
+
+var outputNames = []string{"skip-pr-sweep", "reuse-enabled", "reuse-source-run-id", "reuse-source-run-attempt",
+	"reuse-source-run-url", "reuse-source-pr-number", "reuse-source-head-sha", "reuse-reason"}
+
+const skipAnswer = "skip-pr-sweep=true\nreuse-enabled=true\nreuse-source-run-id=31147925932\n" +
+	"reuse-source-run-attempt=1\nreuse-source-run-url=https://github.com/Codertocat/Hello-World/actions/runs/31147925932\n" +
+	"reuse-source-pr-number=2\nreuse-source-head-sha=aaaa\nreuse-reason=skip: reusing run 31147925932, authorized by @maintainer\n"
+
+const sweepAnswer = "skip-pr-sweep=false\nreuse-enabled=false\nreuse-source-run-id=\nreuse-source-run-attempt=\n" +
+	"reuse-source-run-url=\nreuse-source-pr-number=\nreuse-source-head-sha=\nreuse-reason=sweep: no reuse authorization\n"
+
+// ask is what the fake gate server saw.
+type ask struct {
+	Auth, Accept, ContentType string
+	Body                      map[string]any
+}
+
+// gateServer answers POST /api/v1/gate with the replies in turn (the last
+// one repeats), and records every ask.
+type gateServer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	asks    []ask
+	replies []reply
+}
+
+type reply struct {
+	status int
+	body   string
+}
+
+func newGateServer(t *testing.T, replies ...reply) *gateServer {
+	t.Helper()
+	g := &gateServer{replies: replies}
+	g.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/api/v1/gate" {
+			http.Error(w, "not the gate", http.StatusNotFound)
+			return
+		}
+		raw, _ := io.ReadAll(r.Body)
+		a := ask{Auth: r.Header.Get("Authorization"), Accept: r.Header.Get("Accept"), ContentType: r.Header.Get("Content-Type")}
+		if err := json.Unmarshal(raw, &a.Body); err != nil {
+			http.Error(w, "body is not JSON: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		g.mu.Lock()
+		g.asks = append(g.asks, a)
+		rep := g.replies[min(len(g.asks), len(g.replies))-1]
+		g.mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(rep.status)
+		io.WriteString(w, rep.body)
+	}))
+	t.Cleanup(g.Close)
+	return g
+}
+
+func (g *gateServer) Asks() []ask {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]ask(nil), g.asks...)
+}
+
+// step is one run of gate.sh.
+type step struct {
+	stdout  string
+	outputs map[string]string
+	lines   []string // $GITHUB_OUTPUT's lines, in order
+	took    time.Duration
+}
+
+// runStep runs gate.sh with the event fixture and these variables (added to
+// a runner's minimal environment), and reads $GITHUB_OUTPUT.
+func runStep(t *testing.T, event, payload string, vars map[string]string) step {
+	t.Helper()
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed to run the action's script (.ci/run installs it): %v", tool, err)
+		}
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "github_output")
+	if err := os.WriteFile(out, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GITHUB_EVENT_NAME=" + event,
+		"GITHUB_EVENT_PATH=" + filepath.Join("..", "..", "testdata", "fixtures", "github-webhooks", payload),
+		"GITHUB_REPOSITORY=" + fixtureRepo, "GITHUB_OUTPUT=" + out}
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	cmd := exec.Command("bash", "gate.sh")
+	cmd.Env = env
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("gate.sh: %v (it must end the step successfully, failing closed)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	s := step{stdout: stdout.String(), outputs: map[string]string{}, took: time.Since(began)}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf("$GITHUB_OUTPUT line %q is not key=value\n%s", line, raw)
+		}
+		s.lines = append(s.lines, k)
+		s.outputs[k] = v
+	}
+	if strings.Join(s.lines, ",") != strings.Join(outputNames, ",") {
+		t.Fatalf("$GITHUB_OUTPUT keys = %v, want the eight outputs in order %v", s.lines, outputNames)
+	}
+	if stderr.Len() > 0 {
+		t.Logf("stderr:\n%s", stderr.String())
+	}
+	return s
+}
+
+func prVars(server string) map[string]string {
+	return map[string]string{"OPSBOT_SERVER": server, "OPSBOT_TOKEN": gateToken, "OPSBOT_TIMEOUT": "10"}
+}
+
+func wantAsk(t *testing.T, got ask, bearer string, body map[string]any) {
+	t.Helper()
+	if got.Auth != "Bearer "+bearer {
+		t.Errorf("Authorization = %q, want Bearer %s", got.Auth, bearer)
+	}
+	if got.Accept != "text/plain" || got.ContentType != "application/json" {
+		t.Errorf("Accept, Content-Type = %q, %q; want text/plain, application/json", got.Accept, got.ContentType)
+	}
+	if fmt.Sprint(got.Body) != fmt.Sprint(body) {
+		t.Errorf("ask = %v, want %v", got.Body, body)
+	}
+}
+
+var prAsk = map[string]any{"repo": fixtureRepo, "pr": float64(fixturePR), "sha": fixtureSHA, "event": "pull_request", "action": "synchronize"}
+
+func TestSkip(t *testing.T) {
+	t.Parallel()
+	g := newGateServer(t, reply{200, skipAnswer})
+	s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", prVars(g.URL))
+	asks := g.Asks()
+	if len(asks) != 1 {
+		t.Fatalf("asks = %d, want 1", len(asks))
+	}
+	wantAsk(t, asks[0], gateToken, prAsk)
+	for k, want := range map[string]string{"skip-pr-sweep": "true", "reuse-enabled": "true", "reuse-source-run-id": "31147925932",
+		"reuse-source-run-attempt": "1", "reuse-source-pr-number": "2", "reuse-source-head-sha": "aaaa",
+		"reuse-reason": "skip: reusing run 31147925932, authorized by @maintainer"} {
+		if got := s.outputs[k]; got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if strings.Contains(s.stdout, "::warning::") {
+		t.Errorf("a decision gave a warning:\n%s", s.stdout)
+	}
+}
+
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	g := newGateServer(t, reply{200, sweepAnswer})
+	s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", prVars(g.URL))
+	if got := s.outputs["skip-pr-sweep"]; got != "false" {
+		t.Errorf("skip-pr-sweep = %q, want false", got)
+	}
+	if got := s.outputs["reuse-reason"]; got != "sweep: no reuse authorization" {
+		t.Errorf("reuse-reason = %q", got)
+	}
+	if strings.Contains(s.stdout, "::warning::") {
+		t.Errorf("a decision gave a warning:\n%s", s.stdout)
+	}
+}
+
+// On a push to the default branch the ask names the pushed commit and no PR.
+func TestPush(t *testing.T) {
+	t.Parallel()
+	g := newGateServer(t, reply{200, sweepAnswer})
+	runStep(t, "push", "push/with-new-branch.payload.json", prVars(g.URL))
+	asks := g.Asks()
+	if len(asks) != 1 {
+		t.Fatalf("asks = %d, want 1", len(asks))
+	}
+	wantAsk(t, asks[0], gateToken, map[string]any{"repo": fixtureRepo, "pr": float64(0),
+		"sha": "6113728f27ae82c7b1a177c8d03f9e96e0adf246", "event": "push", "action": ""})
+}
+
+// A server that cannot be reached is retried until the budget is spent,
+// then the sweep runs.
+func TestServerDownFailsClosedAfterItsBudget(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: every connection is refused
+	vars := prVars("http://" + addr)
+	vars["OPSBOT_TIMEOUT"] = "3"
+	s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", vars)
+	if got := s.outputs["skip-pr-sweep"]; got != "false" {
+		t.Errorf("skip-pr-sweep = %q, want false", got)
+	}
+	if !strings.Contains(s.stdout, "::warning::opsbot gate could not get a decision, so the sweep runs:") ||
+		!strings.Contains(s.stdout, "gave up after") || !strings.Contains(s.stdout, "no answer from the server") {
+		t.Errorf("stdout names no cause:\n%s", s.stdout)
+	}
+	if strings.Count(s.stdout, "retrying in") < 2 {
+		t.Errorf("retried fewer than twice in a 3 s budget:\n%s", s.stdout)
+	}
+	if s.took < 2*time.Second || s.took > 8*time.Second {
+		t.Errorf("took %v, want about the 3 s budget", s.took)
+	}
+	if !strings.HasPrefix(s.outputs["reuse-reason"], "opsbot gate failed: ") {
+		t.Errorf("reuse-reason = %q", s.outputs["reuse-reason"])
+	}
+}
+
+// A 503 (a deploy blip) is retried; the next answer decides.
+func TestUnavailableThenAnswerIsRetried(t *testing.T) {
+	t.Parallel()
+	g := newGateServer(t, reply{503, "restarting"}, reply{200, skipAnswer})
+	s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", prVars(g.URL))
+	if n := len(g.Asks()); n != 2 {
+		t.Fatalf("asks = %d, want 2 (a 503, then the answer)", n)
+	}
+	if got := s.outputs["skip-pr-sweep"]; got != "true" {
+		t.Errorf("skip-pr-sweep = %q, want true after the retry\n%s", got, s.stdout)
+	}
+	if !strings.Contains(s.stdout, "HTTP 503") || strings.Contains(s.stdout, "::warning::") {
+		t.Errorf("stdout should log the retried 503 and warn of nothing:\n%s", s.stdout)
+	}
+}
+
+// Anything but a connection error, a 5xx or a 429 is not retried: it fails
+// closed at once, naming the answer.
+func TestRefusalFailsClosedAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, rep := range []reply{{401, "bad token"}, {200, "<html>a proxy page</html>"}, {404, "no such route"}} {
+		t.Run(fmt.Sprint(rep.status), func(t *testing.T) {
+			g := newGateServer(t, rep)
+			s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", prVars(g.URL))
+			if n := len(g.Asks()); n != 1 {
+				t.Errorf("asks = %d, want 1", n)
+			}
+			if s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "::warning::") {
+				t.Errorf("outputs %v, stdout:\n%s", s.outputs, s.stdout)
+			}
+		})
+	}
+}
+
+// Without a token input and with id-token: write, the action asks GitHub
+// for an ID token for the audience and sends it as the bearer.
+func TestOIDC(t *testing.T) {
+	t.Parallel()
+	for _, audience := range []string{"", "opsbot-staging"} {
+		t.Run("audience="+audience, func(t *testing.T) {
+			want := audience
+			if want == "" {
+				want = "opsbot"
+			}
+			var mu sync.Mutex
+			var tokenAsks []string
+			issuer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				tokenAsks = append(tokenAsks, r.URL.RawQuery)
+				mu.Unlock()
+				switch {
+				case r.Header.Get("Authorization") != "bearer request-token":
+					http.Error(w, "bad request token", http.StatusUnauthorized)
+				case r.URL.Query().Get("api-version") != "2.0":
+					http.Error(w, "api-version lost", http.StatusBadRequest)
+				case r.URL.Query().Get("audience") != want:
+					http.Error(w, "wrong audience "+r.URL.Query().Get("audience"), http.StatusBadRequest)
+				default:
+					json.NewEncoder(w).Encode(map[string]any{"count": 1, "value": "id-token-for-" + want})
+				}
+			}))
+			t.Cleanup(issuer.Close)
+			g := newGateServer(t, reply{200, skipAnswer})
+			vars := prVars(g.URL)
+			delete(vars, "OPSBOT_TOKEN")
+			vars["OPSBOT_AUDIENCE"] = audience
+			vars["ACTIONS_ID_TOKEN_REQUEST_URL"] = issuer.URL + "/token?api-version=2.0"
+			vars["ACTIONS_ID_TOKEN_REQUEST_TOKEN"] = "request-token"
+			s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", vars)
+			asks := g.Asks()
+			if len(asks) != 1 {
+				t.Fatalf("asks = %d, want 1; token asks %v\n%s", len(asks), tokenAsks, s.stdout)
+			}
+			wantAsk(t, asks[0], "id-token-for-"+want, prAsk)
+			if s.outputs["skip-pr-sweep"] != "true" {
+				t.Errorf("skip-pr-sweep = %q\n%s", s.outputs["skip-pr-sweep"], s.stdout)
+			}
+			if !strings.Contains(s.stdout, "::add-mask::id-token-for-"+want) {
+				t.Errorf("the ID token is not masked in the log:\n%s", s.stdout)
+			}
+		})
+	}
+}
+
+// With neither a token nor id-token: write there is nothing to ask with.
+func TestNoCredentialFailsClosed(t *testing.T) {
+	t.Parallel()
+	g := newGateServer(t, reply{200, skipAnswer})
+	vars := prVars(g.URL)
+	delete(vars, "OPSBOT_TOKEN")
+	s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", vars)
+	if len(g.Asks()) != 0 || s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "id-token: write") {
+		t.Errorf("asks %d, outputs %v, stdout:\n%s", len(g.Asks()), s.outputs, s.stdout)
+	}
+}
+
+// A push that deleted the branch names no commit to ask about.
+func TestDeletedBranchFailsClosed(t *testing.T) {
+	t.Parallel()
+	g := newGateServer(t, reply{200, skipAnswer})
+	s := runStep(t, "push", "push/payload.json", prVars(g.URL))
+	if len(g.Asks()) != 0 || s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "names no commit") {
+		t.Errorf("asks %d, outputs %v, stdout:\n%s", len(g.Asks()), s.outputs, s.stdout)
+	}
+}
+
+// An event the gate does not answer sweeps, and says so.
+func TestOtherEventFailsClosed(t *testing.T) {
+	t.Parallel()
+	g := newGateServer(t, reply{200, skipAnswer})
+	s := runStep(t, "issue_comment", "issue_comment/created.payload.json", prVars(g.URL))
+	if len(g.Asks()) != 0 || s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, `"issue_comment"`) {
+		t.Errorf("asks %d, outputs %v, stdout:\n%s", len(g.Asks()), s.outputs, s.stdout)
+	}
+}
