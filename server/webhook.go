@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -49,6 +50,10 @@ func decodeEnvelope(body []byte, env *envelope) error {
 		jsonv2.MatchCaseInsensitiveNames(true))
 }
 
+// formContentType is GitHub's default webhook content type: the JSON payload
+// in a form field named payload.
+const formContentType = "application/x-www-form-urlencoded"
+
 // usedEvents are the events opsbot acts on; every other event is answered
 // 202 and dropped once its signature is checked.
 var usedEvents = map[string]bool{"issue_comment": true, "pull_request": true, "repository_dispatch": true}
@@ -77,9 +82,12 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 			Error: "X-GitHub-Event and X-GitHub-Delivery headers are required"})
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	// GitHub sends JSON, or (its default) a form whose payload field holds
+	// the JSON; the signature is over the raw body either way.
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (mt != "application/json" && mt != formContentType) {
 		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",
-			Error: "content type must be application/json (set it in the webhook's settings on GitHub)"})
+			Error: "content type must be application/json or application/x-www-form-urlencoded (set it in the webhook's settings on GitHub)"})
 		return
 	}
 	body, err := readBody(w, r, s.maxBody)
@@ -97,6 +105,15 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		answer(http.StatusUnauthorized, "bad_signature", webhookReply{Status: "rejected",
 			Error: "missing or wrong X-Hub-Signature-256"})
 		return
+	}
+	if mt == formContentType {
+		form, err := url.ParseQuery(string(body))
+		if err != nil || form.Get("payload") == "" {
+			answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",
+				Error: "a form-encoded delivery needs a payload field holding the JSON"})
+			return
+		}
+		body = []byte(form.Get("payload"))
 	}
 	var env envelope
 	if err := decodeEnvelope(body, &env); err != nil {

@@ -109,7 +109,7 @@ func TestWebhookRejectsBadRequestsAndStoresNothing(t *testing.T) {
 		{"not hex", func(r *http.Request) { r.Header.Set("X-Hub-Signature-256", "sha256=zz") }, small, "", 401},
 		{"no event header", func(r *http.Request) { r.Header.Del("X-GitHub-Event") }, small, "", 400},
 		{"no delivery header", func(r *http.Request) { r.Header.Del("X-GitHub-Delivery") }, small, "", 400},
-		{"form encoded", func(r *http.Request) { r.Header.Set("Content-Type", "application/x-www-form-urlencoded") }, small, "", 400},
+		{"form encoded without a payload field", func(r *http.Request) { r.Header.Set("Content-Type", "application/x-www-form-urlencoded") }, small, "", 400},
 		{"no content type", func(r *http.Request) { r.Header.Del("Content-Type") }, small, "", 400},
 		{"not JSON", nil, []byte("payload=%7B%7D"), "", 400},
 		{"truncated JSON", nil, good[:len(good)/2], "", 413},
