@@ -3,6 +3,8 @@
 package metrics
 
 import (
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,14 +19,14 @@ type Metrics struct {
 	Processed  *prometheus.CounterVec   // event, outcome
 	Processing *prometheus.HistogramVec // event
 	APIReqs    *prometheus.CounterVec   // service, route, status
-	RateLeft   prometheus.Gauge
-	Notices    *prometheus.CounterVec // channel, outcome (sent, retried, failed)
-	Decisions  *prometheus.CounterVec // decision
-	Commands   *prometheus.CounterVec // command, outcome
-	GateAsks   *prometheus.CounterVec // outcome
-	SlackUp    prometheus.Gauge
-	Commit     prometheus.Histogram // seconds per group commit
-	GroupSize  prometheus.Histogram // writes per group commit
+	RateLeft   *KnownGauge              // absent until GitHub's first answer
+	Notices    *prometheus.CounterVec   // channel, outcome (sent, retried, failed)
+	Decisions  *prometheus.CounterVec   // decision
+	Commands   *prometheus.CounterVec   // command, outcome
+	GateAsks   *prometheus.CounterVec   // outcome
+	SlackUp    *KnownGauge              // absent until auth.test or the first Slack call
+	Commit     prometheus.Histogram     // seconds per group commit
+	GroupSize  prometheus.Histogram     // writes per group commit
 }
 
 // InboxReader reports the inbox for the gauges read at scrape time.
@@ -52,9 +54,8 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 		APIReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opsbot_api_requests_total", Help: "Requests to GitHub and Slack, by route template and status.",
 		}, []string{"service", "route", "status"}),
-		RateLeft: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "opsbot_github_rate_limit_remaining", Help: "GitHub's x-ratelimit-remaining on the last answer.",
-		}),
+		RateLeft: NewKnownGauge("opsbot_github_rate_limit_remaining",
+			"GitHub's x-ratelimit-remaining on the last answer (absent before the first answer)."),
 		Notices: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opsbot_notices_total", Help: "Notices from the outbox, by channel and outcome (sent, retried, failed).",
 		}, []string{"channel", "outcome"}),
@@ -67,9 +68,8 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 		GateAsks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opsbot_gate_asks_total", Help: "Asks of POST /api/v1/gate, by outcome (skip, sweep, not_head, reuse, no_reuse, or the refusal).",
 		}, []string{"outcome"}),
-		SlackUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "opsbot_slack_healthy", Help: "1 when the last Slack call worked, 0 when Slack is degraded.",
-		}),
+		SlackUp: NewKnownGauge("opsbot_slack_healthy",
+			"1 when the last Slack call worked, 0 when Slack is degraded (absent before the first call)."),
 	}
 	m.Commit = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "opsbot_commit_seconds",
 		Help: "Time of one group commit (all the writes queued together, one fsync).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)})
@@ -77,7 +77,6 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 		Help: "Writes sharing one group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
 	r.MustRegister(m.Commit, m.GroupSize)
 	r.MustRegister(m.Webhooks, m.Processed, m.Processing, m.APIReqs, m.RateLeft, m.Notices, m.Decisions, m.Commands, m.GateAsks, m.SlackUp)
-	m.SlackUp.Set(1)
 	if inbox != nil {
 		r.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_inbox_depth", Help: "Deliveries stored and not yet processed."},
@@ -111,6 +110,15 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 	return m
 }
 
+// BuildInfo registers opsbot_build_info: 1, labelled with opsbot's version
+// and the Go version it was built with. Call it once.
+func (m *Metrics) BuildInfo(version string) {
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsbot_build_info",
+		Help: "1, labelled with the version of opsbot and of Go it was built with."}, []string{"version", "goversion"})
+	build.WithLabelValues(version, runtime.Version()).Set(1)
+	m.Registry.MustRegister(build)
+}
+
 // Processed implements worker.Observer.
 func (m *Metrics) ObserveProcessed(event, outcome string, took time.Duration) {
 	m.Processed.WithLabelValues(EventLabel(event), outcome).Inc()
@@ -131,4 +139,39 @@ func EventLabel(e string) string {
 		return e
 	}
 	return "other"
+}
+
+// KnownGauge is a gauge that is absent from scrapes until it is first set:
+// a value nobody has seen yet is unknown, not 0 (an alert on "== 0" must
+// not fire before the first answer).
+type KnownGauge struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	v    float64
+	set  bool
+}
+
+// NewKnownGauge makes an unset gauge; register it like any collector.
+func NewKnownGauge(name, help string) *KnownGauge {
+	return &KnownGauge{desc: prometheus.NewDesc(name, help, nil, nil)}
+}
+
+// Set records a value; from then on scrapes report it.
+func (g *KnownGauge) Set(v float64) {
+	g.mu.Lock()
+	g.v, g.set = v, true
+	g.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (g *KnownGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+// Collect implements prometheus.Collector: nothing until Set.
+func (g *KnownGauge) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	v, set := g.v, g.set
+	g.mu.Unlock()
+	if set {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v)
+	}
 }

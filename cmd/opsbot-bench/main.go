@@ -21,6 +21,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"opsbot/internal/flagdoc"
 	"opsbot/loadgen"
 )
 
@@ -59,11 +60,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("opsbot-bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	usage := func(w io.Writer) {
-		fs.SetOutput(w)
 		fmt.Fprintf(w, "%s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		flagdoc.PrintDefaults(w, fs)
 		fmt.Fprintf(w, "\nExamples:\n  %s\n", strings.Join(examples, "\n  "))
-		fs.SetOutput(io.Discard)
 	}
 	opsbot := fs.String("opsbot", "", "the opsbot binary to start as the server (default: opsbot beside this program, else on $PATH)")
 	scenario := fs.String("scenario", "ingest", "ingest, commands, gate, mixed, scale or fsync")

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 
 	"opsbot/auth"
+	"opsbot/internal/slacktest"
 )
 
 // GitHub's default webhook content type is a form whose payload field holds
@@ -51,4 +53,86 @@ func TestFormEncodedWebhookIsAccepted(t *testing.T) {
 	}
 	w.settle()
 	mustContain(t, "pin reply", w.lastReply(), "@maintainer pinned run [31147925932]")
+}
+
+// The conventions a Go operator expects of a CLI.
+func TestCLIConventions(t *testing.T) {
+	wantVersion := "opsbot " + fullVersion() + " (" + runtime.Version() + ")\n"
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, errOut, err := runCLI(t, nil, args...)
+		if err != nil || out != wantVersion || errOut != "" {
+			t.Errorf("opsbot %v = %q, %q, %v; want %q on stdout", args, out, errOut, err, wantVersion)
+		}
+	}
+	for _, args := range [][]string{{"bogus"}, {"help", "bogus"}} {
+		out, errOut, err := runCLI(t, nil, args...)
+		if code, ok := err.(exitCode); !ok || code != 2 || out != "" || !strings.Contains(errOut, `unknown command "bogus"`) {
+			t.Errorf("opsbot %v: %v, stdout %q, stderr %q; want exit 2 and the usage on stderr", args, err, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"help", "serve"}, {"serve", "--help"}, {"serve", "-h"},
+		{"config", "--help"}, {"config", "check", "--help"}} {
+		out, errOut, err := runCLI(t, nil, args...)
+		if err != nil || out == "" || errOut != "" {
+			t.Errorf("opsbot %v: %v, stdout %q, stderr %q; want the help on stdout and exit 0", args, err, out, errOut)
+		}
+	}
+	out, _, _ := runCLI(t, nil, "serve", "--help")
+	if !strings.Contains(out, "\n  --config string\n") || strings.Contains(out, "\n  -config") {
+		t.Errorf("serve --help does not spell --config:\n%s", out)
+	}
+	out, errOut, err := runCLI(t, nil, "serve", "--bogus")
+	if code, ok := err.(exitCode); !ok || code != 2 || out != "" || !strings.Contains(errOut, "flag provided but not defined: -bogus") ||
+		!strings.Contains(errOut, "Usage: opsbot serve") {
+		t.Errorf("serve --bogus: %v, stdout %q, stderr %q; want exit 2, the error and the usage on stderr", err, out, errOut)
+	}
+}
+
+// `config check` names each environment variable the file refers to and
+// says which are unset here and what opsbot does without them.
+func TestConfigCheckReportsUnsetVariables(t *testing.T) {
+	path := writeConfig(t, t.TempDir(), "slack:\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#ops\"\n")
+	out, errOut, err := runCLI(t, map[string]string{"TEST_WEBHOOK_SECRET": "s"}, "config", "check", "--config", path)
+	if err != nil {
+		t.Fatalf("config check: %v %s", err, errOut)
+	}
+	mustContain(t, "config check", out,
+		"$TEST_WEBHOOK_SECRET (github.webhook_secret_env): set",
+		"$TEST_GITHUB_TOKEN (github.token_env): UNSET here: GitHub dry-run",
+		"$TEST_API_TOKENS (api.tokens_env): UNSET here",
+		"$TEST_SLACK_TOKEN (slack.token_env): UNSET here: Slack dry-run",
+		"3 named variable(s) unset")
+	if strings.Contains(out, ": s\n") {
+		t.Errorf("config check printed a secret's value:\n%s", out)
+	}
+}
+
+// A value nobody has seen is absent from /metrics, not 0: GitHub's rate
+// limit before its first answer, Slack's health before auth.test. The
+// build is always there.
+func TestMetricsReportUnknownAsAbsent(t *testing.T) {
+	w := newWorld(t, "")
+	m := w.metrics()
+	for _, name := range []string{"opsbot_github_rate_limit_remaining", "opsbot_slack_healthy"} {
+		if v, ok := m[name]; ok {
+			t.Errorf("%s = %s before anything was known, want it absent", name, v)
+		}
+	}
+	build := `opsbot_build_info{goversion="` + runtime.Version() + `",version="` + fullVersion() + `"}`
+	if m[build] != "1" {
+		t.Errorf("%s = %q, want 1 (metrics: %v)", build, m[build], m)
+	}
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	if v := w.metrics()["opsbot_github_rate_limit_remaining"]; v != "4999" {
+		t.Errorf("opsbot_github_rate_limit_remaining = %q after GitHub answered, want 4999", v)
+	}
+}
+
+// Slack's health is known once auth.test answers.
+func TestSlackHealthKnownAfterAuthTest(t *testing.T) {
+	sl := slacktest.New(t)
+	w := slackWorld(t, sl)
+	if v := w.metrics()["opsbot_slack_healthy"]; v != "1" {
+		t.Errorf("opsbot_slack_healthy = %q after auth.test passed, want 1", v)
+	}
 }

@@ -3,14 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"opsbot/config"
 )
 
 func runConfig(e *env, args []string) error {
 	if len(args) == 0 || args[0] != "check" {
-		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
-			fmt.Fprintln(e.stderr, "Usage: opsbot config check --config FILE\n\nExample:\n  opsbot config check --config opsbot.example.yaml")
+		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "-help") {
+			fmt.Fprintln(e.stdout, "Usage: opsbot config check --config FILE\n\nExample:\n  opsbot config check --config opsbot.example.yaml")
 			return nil
 		}
 		fmt.Fprintln(e.stderr, "Usage: opsbot config check --config FILE")
@@ -56,5 +57,42 @@ func runConfig(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  repo %s: sweep %s, reuse needs %s, stage needs %s, help needs %s\n",
 			r.Name, r.SweepWorkflow, r.Reuse.MinRole, r.Stage.MinRole, r.Help.MinRole)
 	}
+	reportEnvironment(e, cfg)
 	return nil
+}
+
+// reportEnvironment says, for each environment variable the configuration
+// names, whether it is set here and what opsbot does without it. Values
+// are never printed.
+func reportEnvironment(e *env, cfg *config.Config) {
+	type named struct{ key, variable, without string }
+	vars := []named{
+		{"github.webhook_secret_env", cfg.GitHub.WebhookSecretEnv, "opsbot serve refuses to start"},
+	}
+	if cfg.GitHub.TokenEnv != "" {
+		vars = append(vars, named{"github.token_env", cfg.GitHub.TokenEnv, "GitHub dry-run: notices are logged, not posted"})
+	}
+	if cfg.API.TokensEnv != "" {
+		vars = append(vars, named{"api.tokens_env", cfg.API.TokensEnv, "token asks of /api/v1 are refused"})
+	}
+	if cfg.Slack.TokenEnv != "" {
+		vars = append(vars, named{"slack.token_env", cfg.Slack.TokenEnv, "Slack dry-run: messages are logged, not posted"})
+	}
+	if cfg.AuditWeb.Enabled {
+		vars = append(vars, named{"audit_web.user_env", cfg.AuditWeb.UserEnv, "opsbot serve refuses to start"},
+			named{"audit_web.password_env", cfg.AuditWeb.PasswordEnv, "opsbot serve refuses to start"})
+	}
+	fmt.Fprintln(e.stdout, "  environment:")
+	unset := 0
+	for _, v := range vars {
+		if strings.TrimSpace(e.getenv(v.variable)) != "" {
+			fmt.Fprintf(e.stdout, "    $%s (%s): set\n", v.variable, v.key)
+			continue
+		}
+		unset++
+		fmt.Fprintf(e.stdout, "    $%s (%s): UNSET here: %s\n", v.variable, v.key, v.without)
+	}
+	if unset > 0 {
+		fmt.Fprintf(e.stdout, "  %d named variable(s) unset in this environment: set them where opsbot serve runs\n", unset)
+	}
 }

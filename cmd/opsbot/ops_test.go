@@ -159,9 +159,12 @@ func TestEveryCommandHasHelpWithExamples(t *testing.T) {
 		if name == "version" || name == "config" {
 			continue
 		}
-		_, errOut, err := runCLI(t, nil, name, "--help")
-		if err != nil || !strings.Contains(errOut, "Usage: opsbot "+name) || !strings.Contains(errOut, "Examples:") {
-			t.Errorf("%s --help: %v\n%s", name, err, errOut)
+		out, errOut, err := runCLI(t, nil, name, "--help")
+		if err != nil || !strings.Contains(out, "Usage: opsbot "+name) || !strings.Contains(out, "Examples:") || errOut != "" {
+			t.Errorf("%s --help: %v\nstdout:\n%s\nstderr:\n%s", name, err, out, errOut)
+		}
+		if viaHelp, _, err := runCLI(t, nil, "help", name); err != nil || viaHelp != out {
+			t.Errorf("opsbot help %s: %v, and it differs from %s --help:\n%s", name, err, name, viaHelp)
 		}
 	}
 	_, errOut, err := runCLI(t, nil, "gate", "--bogus")
@@ -188,8 +191,8 @@ func TestHelpTextsGolden(t *testing.T) {
 		if name == "version" {
 			continue
 		}
-		_, errOut, _ := runCLI(t, nil, name, "--help")
-		b.WriteString("\n$ opsbot " + name + " --help\n" + errOut)
+		out, _, _ := runCLI(t, nil, name, "--help")
+		b.WriteString("\n$ opsbot " + name + " --help\n" + out)
 	}
 	golden.Assert(t, "help.txt", b.String())
 }

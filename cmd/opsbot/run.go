@@ -8,6 +8,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"opsbot/internal/flagdoc"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -43,7 +45,7 @@ func subcommands() map[string]subcommand {
 		"reconcile":   {"recover lost webhooks: unseen command comments, pins of closed PRs", runReconcile},
 		"config":      {"check a configuration file (config check --config FILE)", runConfig},
 		"healthcheck": {"ask a running server's /healthz (for container health checks)", runHealthcheck},
-		"version":     {"print the version", func(e *env, args []string) error { fmt.Fprintln(e.stdout, "opsbot", version); return nil }},
+		"version":     {"print the version (also: opsbot --version)", func(e *env, args []string) error { fmt.Fprintln(e.stdout, versionLine()); return nil }},
 	}
 }
 
@@ -55,11 +57,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return exitCode(2)
 	}
 	name := args[0]
-	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+	switch name {
+	case "--version", "-version", "-v":
+		fmt.Fprintln(e.stdout, versionLine())
+		return nil
+	case "help", "-h", "--help", "-help":
 		if len(args) > 1 {
-			if sc, ok := subcommands()[args[1]]; ok {
-				return sc.run(e, []string{"--help"})
+			sc, ok := subcommands()[args[1]]
+			if !ok {
+				fmt.Fprintf(e.stderr, "opsbot help: unknown command %q\n\n", args[1])
+				usage(e.stderr)
+				return exitCode(2)
 			}
+			if err := sc.run(e, []string{"--help"}); err != nil && !errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return nil
 		}
 		usage(e.stdout)
 		return nil
@@ -93,30 +106,69 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'opsbot COMMAND --help' for a command's flags and examples.")
+	fmt.Fprintln(w, "Run 'opsbot help COMMAND' (or 'opsbot COMMAND --help') for a command's flags and examples;")
+	fmt.Fprintln(w, "'opsbot --version' for the version.")
 }
 
-// newFlags makes a FlagSet that prints its usage, with examples, to stderr
-// and returns errors instead of exiting.
+// newFlags makes a FlagSet whose usage, with examples, goes to stdout when
+// asked for (--help) and to stderr after a mistake, and which returns errors
+// instead of exiting.
 func newFlags(e *env, name, synopsis string, examples ...string) *flag.FlagSet {
 	fs := flag.NewFlagSet("opsbot "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	out := &usageOutput{stdout: e.stdout, stderr: e.stderr}
+	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: opsbot %s %s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: opsbot %s %s\n\nFlags:\n", name, synopsis)
+		flagdoc.PrintDefaults(w, fs)
 		if len(examples) > 0 {
-			fmt.Fprintf(e.stderr, "\nExamples:\n  %s\n", strings.Join(examples, "\n  "))
+			fmt.Fprintf(w, "\nExamples:\n  %s\n", strings.Join(examples, "\n  "))
 		}
 	}
 	return fs
 }
 
-// parseFlags parses and turns a flag error into exit status 2 (the FlagSet
-// already printed what was wrong and the usage).
+// usageOutput is a FlagSet's output: stderr, or stdout while help that was
+// asked for is printed, or nothing while the flag package would print.
+type usageOutput struct {
+	stdout, stderr io.Writer
+	mode           int // 0 stderr, 1 stdout, 2 discard
+}
+
+func (o *usageOutput) Write(p []byte) (int, error) {
+	switch o.mode {
+	case 1:
+		return o.stdout.Write(p)
+	case 2:
+		return len(p), nil
+	}
+	return o.stderr.Write(p)
+}
+
+// parseFlags parses. --help prints the usage on stdout and returns
+// flag.ErrHelp (exit 0); a flag error prints it and the usage on stderr and
+// returns exit status 2.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	out, _ := fs.Output().(*usageOutput)
+	if out != nil {
+		out.mode = 2 // the flag package's own printing is replaced below
+	}
+	err := fs.Parse(args)
+	if out != nil {
+		out.mode = 0
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		if out != nil {
+			out.mode = 1
+			fs.Usage()
+			out.mode = 0
+		}
+		return err
+	}
+	if err != nil {
+		if out != nil {
+			fmt.Fprintf(out, "%s: %v\n", fs.Name(), err)
+			fs.Usage()
 		}
 		return exitCode(2)
 	}

@@ -111,12 +111,13 @@ func runServe(e *env, args []string) error {
 		st, err := store.InboxStats()
 		return st.Depth, st.Oldest, st.DeadLetter, err
 	}, store.OutboxStats, time.Now)
+	m.BuildInfo(fullVersion())
 
 	dry := cfg.DryRun || (secrets.GitHubToken == "" && cfg.GitHub.App == nil)
 	if dry {
 		log.Warn("GitHub dry-run: notices are logged, not posted", "reason", dryReason(cfg, secrets))
 	}
-	opt := ghclient.Options{APIURL: cfg.GitHub.APIURL, Token: secrets.GitHubToken, UserAgent: "opsbot/" + version,
+	opt := ghclient.Options{APIURL: cfg.GitHub.APIURL, Token: secrets.GitHubToken, UserAgent: "opsbot/" + fullVersion(),
 		RequestTimeout: cfg.GitHub.RequestTimeout, Metrics: m, Log: log, DryRun: dry}
 	if a := cfg.GitHub.App; a != nil {
 		opt.AppID, opt.InstallationID, opt.AppKey = a.ID, a.InstallationID, secrets.AppPrivateKey
@@ -136,6 +137,8 @@ func runServe(e *env, args []string) error {
 		if err := slackSender.Check(checkCtx); err != nil {
 			m.SlackUp.Set(0)
 			log.Error("Slack does not accept the token; messages wait in the outbox until it does", "err", err)
+		} else {
+			m.SlackUp.Set(1)
 		}
 		checkCancel()
 	} else {
@@ -272,7 +275,7 @@ func runServe(e *env, args []string) error {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	log.Info("opsbot serving", "addr", ln.Addr().String(), "state", cfg.StatePath, "github_dry_run", dry, "version", version)
+	log.Info("opsbot serving", "addr", ln.Addr().String(), "state", cfg.StatePath, "github_dry_run", dry, "version", fullVersion())
 	fmt.Fprintf(e.stdout, "opsbot serving on http://%s\n", ln.Addr())
 
 	errc := make(chan error, 1)
