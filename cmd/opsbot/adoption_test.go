@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
 	"opsbot/auth"
+	"opsbot/config"
 	"opsbot/internal/slacktest"
 )
 
@@ -135,4 +137,23 @@ func TestSlackHealthKnownAfterAuthTest(t *testing.T) {
 	if v := w.metrics()["opsbot_slack_healthy"]; v != "1" {
 		t.Errorf("opsbot_slack_healthy = %q after auth.test passed, want 1", v)
 	}
+}
+
+// A first run on the example configuration, with the README's command,
+// cannot hurt: it serves, in dry-run, with reconcile off.
+func TestExampleConfigFirstRunIsDry(t *testing.T) {
+	cfg, err := config.Load(filepath.Join("..", "..", "opsbot.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.DryRun || cfg.Reconcile.Period != 0 {
+		t.Fatalf("example: dry_run %v, reconcile.period %v; want true and off", cfg.DryRun, cfg.Reconcile.Period)
+	}
+	dir := t.TempDir()
+	ts := startServer(t, filepath.Join("..", "..", "opsbot.example.yaml"),
+		func(k string) string { return map[string]string{"OPSBOT_WEBHOOK_SECRET": "change-me"}[k] },
+		"--listen", "127.0.0.1:0", "--state", filepath.Join(dir, "opsbot.db"))
+	eventually(t, "the log says GitHub is in dry-run", func() bool {
+		return strings.Contains(ts.stderr.String(), "GitHub dry-run") && strings.Contains(ts.stderr.String(), "dry_run is set")
+	})
 }
