@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"opsbot/auth"
 	"opsbot/config"
@@ -156,4 +157,29 @@ func TestExampleConfigFirstRunIsDry(t *testing.T) {
 	eventually(t, "the log says GitHub is in dry-run", func() bool {
 		return strings.Contains(ts.stderr.String(), "GitHub dry-run") && strings.Contains(ts.stderr.String(), "dry_run is set")
 	})
+}
+
+// `opsbot demo` plays the everyday story against the in-repository fake
+// GitHub on loopback ports and prints each step and the audit.
+func TestDemo(t *testing.T) {
+	began := time.Now()
+	out, errOut, err := runCLI(t, nil, "demo")
+	if err != nil {
+		t.Fatalf("demo: %v\n%s\n%s", err, out, errOut)
+	}
+	t.Logf("the demo took %v", time.Since(began))
+	mustContain(t, "demo", out,
+		"against a fake GitHub on http://127.0.0.1:",
+		"1. @maintainer", "opsbot reacts [+1]", "> 📌 @maintainer pinned run [31147925932]",
+		"2. The author pushes c2c2c2c", `success, "skip: reusing run 31147925932, authorized by @maintainer"`,
+		"gets: skip-pr-sweep=true reuse-source-run-id=31147925932", "Sweep skipped for",
+		"3. The author pushes c3c3c3c", `"sweep: no reuse authorization"`, "gets: skip-pr-sweep=false",
+		"4. @reader", "needs the `write` role",
+		"5. The audit", "decision                 skip", "pin                      consumed", "denied")
+	if strings.Contains(out, "<!--") {
+		t.Errorf("the demo shows the hidden marker:\n%s", out)
+	}
+	if d := time.Since(began); d > 20*time.Second {
+		t.Errorf("the demo took %v, want a few seconds", d)
+	}
 }

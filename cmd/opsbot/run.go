@@ -37,6 +37,7 @@ type subcommand struct {
 func subcommands() map[string]subcommand {
 	return map[string]subcommand{
 		"serve":       {"run the server: webhooks in, decisions and notices out", runServe},
+		"demo":        {"see opsbot work: the everyday story against a fake GitHub on this machine", runDemo},
 		"parse":       {"print the commands a comment on stdin holds, as JSON", runParse},
 		"gate":        {"ask the server whether this push may skip the sweep (a workflow step)", runGate},
 		"audit":       {"list the audit: commands, pins, decisions (table, JSON, CSV)", runAudit},
