@@ -305,7 +305,7 @@ func (d *demo) sendComment(c githubtest.Comment, login string, id int64) error {
 	return d.webhook("issue_comment", map[string]any{
 		"action": "created",
 		"issue": map[string]any{"number": demoPR, "state": "open", "title": "Tune Kimi K2 on MI355X",
-			"user": map[string]any{"login": "author", "id": 5000, "type": "User"},
+			"user":         map[string]any{"login": "author", "id": 5000, "type": "User"},
 			"pull_request": map[string]any{"url": fmt.Sprintf("https://api.github.com/repos/%s/pulls/%d", demoRepo, demoPR)}},
 		"comment": map[string]any{"id": c.ID, "body": c.Body, "user": user,
 			"html_url": fmt.Sprintf("https://github.com/%s/pull/%d#issuecomment-%d", demoRepo, demoPR, c.ID)},
