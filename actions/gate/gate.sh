@@ -15,12 +15,23 @@
 # and GitHub's: GITHUB_EVENT_NAME, GITHUB_EVENT_PATH, GITHUB_REPOSITORY,
 # GITHUB_OUTPUT, ACTIONS_ID_TOKEN_REQUEST_URL, ACTIONS_ID_TOKEN_REQUEST_TOKEN.
 #
-# It needs bash, curl and jq (all on GitHub's hosted runners).
+# It needs bash (3.2 or later), curl and jq. jq is on every GitHub-hosted
+# runner image (Ubuntu, Windows, macOS); it reads the event payload and
+# builds the request body, which bash alone cannot do safely. A runner
+# without it fails closed, with a warning that says so.
 set -uo pipefail
 
 OUTPUTS=(skip-pr-sweep reuse-enabled reuse-source-run-id reuse-source-run-attempt
   reuse-source-run-url reuse-source-pr-number reuse-source-head-sha reuse-reason)
-declare -A value=()
+VALUES=("" "" "" "" "" "" "" "") # VALUES[i] is OUTPUTS[i]'s value
+
+# set_value sets the output named $1 to $2; other names are ignored.
+set_value() {
+  local i
+  for i in "${!OUTPUTS[@]}"; do
+    if [ "${OUTPUTS[$i]}" = "$1" ]; then VALUES[i]=$2; fi
+  done
+}
 
 work=$(mktemp -d) || { echo "::error::opsbot gate: cannot make a temporary directory"; exit 1; }
 trap 'rm -rf "$work"' EXIT
@@ -50,9 +61,9 @@ one_line() {
 
 # emit writes the eight outputs, in order, to stdout and $GITHUB_OUTPUT.
 emit() {
-  local k lines=""
-  for k in "${OUTPUTS[@]}"; do
-    lines+="$k=$(one_line "${value[$k]:-}")"$'\n'
+  local i lines=""
+  for i in "${!OUTPUTS[@]}"; do
+    lines+="${OUTPUTS[$i]}=$(one_line "${VALUES[$i]}")"$'\n'
   done
   printf '%s' "$lines"
   if [ -n "${GITHUB_OUTPUT:-}" ]; then
@@ -69,7 +80,10 @@ fail_closed() {
   local cause
   cause=$(one_line "$1")
   echo "::warning::opsbot gate could not get a decision, so the sweep runs: $(escape_data "$cause")"
-  value=([skip-pr-sweep]=false [reuse-enabled]=false [reuse-reason]="opsbot gate failed: $cause")
+  VALUES=("" "" "" "" "" "" "" "")
+  set_value skip-pr-sweep false
+  set_value reuse-enabled false
+  set_value reuse-reason "opsbot gate failed: $cause"
   emit
   exit 0
 }
@@ -101,10 +115,12 @@ push)
   fail_closed "the workflow ran on \"$event\": the gate answers pull_request and push events"
   ;;
 esac
-if ! fields=$(jq -r "$filter | @tsv" "$GITHUB_EVENT_PATH" 2>"$work/jq.err"); then
+# Fields are joined with the unit separator, not a tab: read collapses runs
+# of whitespace separators, which would shift a field after an empty one.
+if ! fields=$(jq -r "$filter | map(gsub(\"[\\u001f\\n\\r]\"; \" \")) | join(\"\\u001f\")" "$GITHUB_EVENT_PATH" 2>"$work/jq.err"); then
   fail_closed "cannot read the event payload $GITHUB_EVENT_PATH: $(head -c 300 "$work/jq.err")"
 fi
-IFS=$'\t' read -r repo pr sha action <<<"$fields"
+IFS=$'\x1f' read -r repo pr sha action <<<"$fields"
 repo=${repo:-${GITHUB_REPOSITORY:-}}
 [ -n "$repo" ] || fail_closed "the event names no repository"
 [[ $sha =~ ^0*$ ]] && fail_closed "the $event event names no commit"
@@ -182,15 +198,13 @@ printf 'Authorization: Bearer %s\nAccept: text/plain\nContent-Type: application/
 with_retries "asking $server" -X POST -H "@$work/ask-headers" --data-binary "@$work/ask.json" "$server/api/v1/gate"
 [ "$status" = 200 ] || fail_closed "$cause"
 
-declare -A known=()
-for k in "${OUTPUTS[@]}"; do known[$k]=1; done
 while IFS= read -r line || [ -n "$line" ]; do
   line=${line%$'\r'}
   case "$line" in *=*) ;; *) continue ;; esac
   k=${line%%=*}
-  [ -n "${known[$k]:-}" ] && value[$k]=${line#*=}
+  set_value "$k" "${line#*=}"
 done <"$work/body"
-case "${value[skip-pr-sweep]:-}" in
+case "${VALUES[0]}" in
 true | false) ;;
 *) fail_closed "the server's answer has no skip-pr-sweep=true|false line (is $server an opsbot with the text/plain gate?)" ;;
 esac
