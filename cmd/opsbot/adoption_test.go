@@ -3,7 +3,10 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -95,7 +98,8 @@ func TestCLIConventions(t *testing.T) {
 // says which are unset here and what opsbot does without them.
 func TestConfigCheckReportsUnsetVariables(t *testing.T) {
 	path := writeConfig(t, t.TempDir(), "slack:\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#ops\"\n")
-	out, errOut, err := runCLI(t, map[string]string{"TEST_WEBHOOK_SECRET": "s"}, "config", "check", "--config", path)
+	out, errOut, err := runCLI(t, map[string]string{"TEST_WEBHOOK_SECRET": "s", "TEST_SLACK_TOKEN_FILE": "/run/secrets/slack"},
+		"config", "check", "--config", path)
 	if err != nil {
 		t.Fatalf("config check: %v %s", err, errOut)
 	}
@@ -103,8 +107,8 @@ func TestConfigCheckReportsUnsetVariables(t *testing.T) {
 		"$TEST_WEBHOOK_SECRET (github.webhook_secret_env): set",
 		"$TEST_GITHUB_TOKEN (github.token_env): UNSET here: GitHub dry-run",
 		"$TEST_API_TOKENS (api.tokens_env): UNSET here",
-		"$TEST_SLACK_TOKEN (slack.token_env): UNSET here: Slack dry-run",
-		"3 named variable(s) unset")
+		"$TEST_SLACK_TOKEN (slack.token_env): set, from the file $TEST_SLACK_TOKEN_FILE names",
+		"2 named variable(s) unset")
 	if strings.Contains(out, ": s\n") {
 		t.Errorf("config check printed a secret's value:\n%s", out)
 	}
@@ -181,5 +185,81 @@ func TestDemo(t *testing.T) {
 	}
 	if d := time.Since(began); d > 20*time.Second {
 		t.Errorf("the demo took %v, want a few seconds", d)
+	}
+}
+
+// runGateAction runs the composite action's script (actions/gate/gate.sh)
+// as a runner would for a pull_request synchronize of PR 2512 at head, and
+// returns its outputs and stdout.
+func runGateAction(t *testing.T, w *world, head string, vars map[string]string) (map[string]string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	event, err := json.Marshal(w.syncPayload(head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventPath, outPath := filepath.Join(dir, "event.json"), filepath.Join(dir, "github_output")
+	if err := os.WriteFile(eventPath, event, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GITHUB_EVENT_NAME=pull_request", "GITHUB_EVENT_PATH=" + eventPath,
+		"GITHUB_REPOSITORY=" + theRepo, "GITHUB_OUTPUT=" + outPath, "OPSBOT_SERVER=" + w.srv.URL, "OPSBOT_TIMEOUT=20"}
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	cmd := exec.Command("bash", filepath.Join("..", "..", "actions", "gate", "gate.sh"))
+	cmd.Env = env
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("gate.sh: %v\n%s", err, stdout)
+	}
+	raw, err := os.ReadFile(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		out[k] = v
+	}
+	return out, string(stdout)
+}
+
+// The gate action against the real server: with the job's ID token (no
+// secret) the pinned push skips; with a gate token the next push sweeps;
+// another PR's ID token is refused and the step fails closed.
+func TestGateActionAgainstTheServer(t *testing.T) {
+	is := newIssuer(t)
+	w := newWorldWith(t, oidcConfig(is.URL), "", nil)
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.gh.Push(theRepo, thePR, []string{sha("c2")}, []string{"perf-changelog.yaml"})
+
+	idTokens := func(claims map[string]any) map[string]string {
+		endpoint := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "bearer request-token" || r.URL.Query().Get("audience") != "opsbot" {
+				http.Error(rw, "wrong request token or audience", http.StatusBadRequest)
+				return
+			}
+			json.NewEncoder(rw).Encode(map[string]string{"value": is.token(t, claims)})
+		}))
+		t.Cleanup(endpoint.Close)
+		return map[string]string{"ACTIONS_ID_TOKEN_REQUEST_URL": endpoint.URL + "/?api-version=2.0",
+			"ACTIONS_ID_TOKEN_REQUEST_TOKEN": "request-token"}
+	}
+
+	out, stdout := runGateAction(t, w, sha("c2"), idTokens(nil))
+	if out["skip-pr-sweep"] != "true" || out["reuse-source-run-id"] != "31147925932" || out["reuse-source-head-sha"] != sha("c1") {
+		t.Fatalf("ID token ask for the pinned push: %v\n%s", out, stdout)
+	}
+
+	w.gh.Push(theRepo, thePR, []string{sha("c3")}, []string{"perf-changelog.yaml"})
+	out, stdout = runGateAction(t, w, sha("c3"), map[string]string{"OPSBOT_TOKEN": apiToken})
+	if out["skip-pr-sweep"] != "false" || strings.Contains(stdout, "::warning::") {
+		t.Fatalf("gate token ask for the next push: %v\n%s", out, stdout)
+	}
+
+	out, stdout = runGateAction(t, w, sha("c3"), idTokens(map[string]any{"ref": "refs/pull/9/merge"}))
+	if out["skip-pr-sweep"] != "false" || !strings.Contains(stdout, "::warning::") || !strings.Contains(stdout, "HTTP 403") {
+		t.Fatalf("another PR's ID token: %v\n%s", out, stdout)
 	}
 }

@@ -62,8 +62,8 @@ func runConfig(e *env, args []string) error {
 }
 
 // reportEnvironment says, for each environment variable the configuration
-// names, whether it is set here and what opsbot does without it. Values
-// are never printed.
+// names, whether it (or its VAR_FILE twin) is set here and what opsbot does
+// without it. Values are never printed, nor files read.
 func reportEnvironment(e *env, cfg *config.Config) {
 	type named struct{ key, variable, without string }
 	vars := []named{
@@ -72,8 +72,14 @@ func reportEnvironment(e *env, cfg *config.Config) {
 	if cfg.GitHub.TokenEnv != "" {
 		vars = append(vars, named{"github.token_env", cfg.GitHub.TokenEnv, "GitHub dry-run: notices are logged, not posted"})
 	}
+	if cfg.API.GateTokensEnv != "" {
+		vars = append(vars, named{"api.gate_tokens_env", cfg.API.GateTokensEnv, "only GitHub Actions ID tokens may ask the gate"})
+	}
+	if cfg.API.AdminTokensEnv != "" {
+		vars = append(vars, named{"api.admin_tokens_env", cfg.API.AdminTokensEnv, "the audit, backup and reconcile APIs are refused"})
+	}
 	if cfg.API.TokensEnv != "" {
-		vars = append(vars, named{"api.tokens_env", cfg.API.TokensEnv, "token asks of /api/v1 are refused"})
+		vars = append(vars, named{"api.tokens_env", cfg.API.TokensEnv, "no legacy token is accepted"})
 	}
 	if cfg.Slack.TokenEnv != "" {
 		vars = append(vars, named{"slack.token_env", cfg.Slack.TokenEnv, "Slack dry-run: messages are logged, not posted"})
@@ -85,8 +91,12 @@ func reportEnvironment(e *env, cfg *config.Config) {
 	fmt.Fprintln(e.stdout, "  environment:")
 	unset := 0
 	for _, v := range vars {
-		if strings.TrimSpace(e.getenv(v.variable)) != "" {
+		switch {
+		case strings.TrimSpace(e.getenv(v.variable)) != "":
 			fmt.Fprintf(e.stdout, "    $%s (%s): set\n", v.variable, v.key)
+			continue
+		case e.getenv(v.variable+"_FILE") != "":
+			fmt.Fprintf(e.stdout, "    $%s (%s): set, from the file $%s_FILE names\n", v.variable, v.key, v.variable)
 			continue
 		}
 		unset++

@@ -22,13 +22,14 @@ import (
 // The demo's world: one benchmark repository on the in-repository fake
 // GitHub, served on a loopback port.
 const (
-	demoRepo    = "SemiAnalysisAI/InferenceX"
-	demoPR      = 2512
-	demoRun     = int64(31147925932)
-	demoSecret  = "demo-webhook-secret"
-	demoToken   = "demo-api-token"
-	demoMaintID = int64(5001)
-	demoReadID  = int64(5002)
+	demoRepo       = "SemiAnalysisAI/InferenceX"
+	demoPR         = 2512
+	demoRun        = int64(31147925932)
+	demoSecret     = "demo-webhook-secret"
+	demoGateToken  = "demo-gate-token"
+	demoAdminToken = "demo-admin-token"
+	demoMaintID    = int64(5001)
+	demoReadID     = int64(5002)
 )
 
 func demoSHA(name string) string { return strings.Repeat(name, 40/len(name)+1)[:40] }
@@ -82,7 +83,10 @@ github:
   bot_login: %q
   bot_user_id: %d
 api:
-  tokens_env: "DEMO_API_TOKENS"
+  gate_tokens_env: "DEMO_GATE_TOKENS"
+  admin_tokens_env: "DEMO_ADMIN_TOKENS"
+  github_oidc:
+    enabled: false
 slack:
   token_env: "DEMO_SLACK_TOKEN"
 repos:
@@ -92,8 +96,8 @@ repos:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("writing the demo's configuration: %w", err)
 	}
-	vars := map[string]string{"DEMO_GITHUB_TOKEN": "ghs_demo", "DEMO_WEBHOOK_SECRET": demoSecret, "DEMO_API_TOKENS": demoToken,
-		"OPSBOT_API_TOKEN": demoToken, "GOGC": e.getenv("GOGC")}
+	vars := map[string]string{"DEMO_GITHUB_TOKEN": "ghs_demo", "DEMO_WEBHOOK_SECRET": demoSecret,
+		"DEMO_GATE_TOKENS": demoGateToken, "DEMO_ADMIN_TOKENS": demoAdminToken, "GOGC": e.getenv("GOGC")}
 	getenv := func(k string) string { return vars[k] }
 
 	// opsbot serves in this process; its JSON log is kept, and shown only
@@ -249,7 +253,7 @@ func (d *demo) play() error {
 	var table bytes.Buffer
 	sub := &env{ctx: d.e.ctx, getenv: func(k string) string {
 		if k == "OPSBOT_API_TOKEN" {
-			return demoToken
+			return demoAdminToken
 		}
 		return ""
 	}, stdin: strings.NewReader(""), stdout: &table, stderr: d.e.stderr}
@@ -329,7 +333,7 @@ func (d *demo) push(name string) error {
 
 // ask is the workflow's gate step for head name.
 func (d *demo) ask(name string) error {
-	ans, err := askGate(d.e.ctx, d.url, demoToken, gate.Request{Repo: demoRepo, PR: demoPR, SHA: demoSHA(name),
+	ans, err := askGate(d.e.ctx, d.url, demoGateToken, gate.Request{Repo: demoRepo, PR: demoPR, SHA: demoSHA(name),
 		Event: "pull_request", Action: "synchronize"}, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("asking the gate for %s: %w", name, err)
