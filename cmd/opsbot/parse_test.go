@@ -60,10 +60,11 @@ func TestUnknownCommandAndHelp(t *testing.T) {
 		}
 	}
 	errb.Reset()
+	out.Reset()
 	if err := run(t.Context(), []string{"parse", "--help"}, func(string) string { return "" }, strings.NewReader(""), &out, &errb); err != nil {
 		t.Fatalf("parse --help: %v", err)
 	}
-	if !strings.Contains(errb.String(), "Examples:") {
-		t.Errorf("parse --help has no examples: %s", errb.String())
+	if !strings.Contains(out.String(), "Examples:") || errb.Len() != 0 {
+		t.Errorf("parse --help has no examples on stdout: %q (stderr %q)", out.String(), errb.String())
 	}
 }
