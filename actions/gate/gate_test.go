@@ -236,10 +236,13 @@ func TestServerDownFailsClosedAfterItsBudget(t *testing.T) {
 		!strings.Contains(s.stdout, "gave up after") || !strings.Contains(s.stdout, "no answer from the server") {
 		t.Errorf("stdout names no cause:\n%s", s.stdout)
 	}
-	if strings.Count(s.stdout, "retrying in") < 2 {
-		t.Errorf("retried fewer than twice in a 3 s budget:\n%s", s.stdout)
+	// Retried until the budget was spent, and no longer: the first retry
+	// waits 1 s and the next 2 s, so a 3 s budget holds at least two
+	// attempts however slowly the runner starts the script.
+	if strings.Count(s.stdout, "retrying in") < 1 || strings.Contains(s.stdout, "gave up after 1 attempts") {
+		t.Errorf("not retried within a 3 s budget:\n%s", s.stdout)
 	}
-	if s.took < 2*time.Second || s.took > 8*time.Second {
+	if s.took < 2500*time.Millisecond || s.took > 10*time.Second {
 		t.Errorf("took %v, want about the 3 s budget", s.took)
 	}
 	if !strings.HasPrefix(s.outputs["reuse-reason"], "opsbot gate failed: ") {
