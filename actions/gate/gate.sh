@@ -144,7 +144,12 @@ attempt() {
     status=000
     cause="no answer from the server: $(head -c 300 "$work/curl.err" | tr '\n' ' ')"
   else
-    cause="the server answered HTTP $status: $(head -c 300 "$work/body" | tr '\r\n' '  ')"
+    # An opsbot error body is the eight outputs with the reason in
+    # reuse-reason; anything else is shown as it came.
+    local said
+    said=$(sed -n 's/^reuse-reason=//p' "$work/body" 2>/dev/null | head -n 1)
+    [ -n "$said" ] || said=$(head -c 300 "$work/body" | tr '\r\n' '  ')
+    cause="the server answered HTTP $status: $said"
   fi
 }
 

@@ -270,7 +270,8 @@ func TestUnavailableThenAnswerIsRetried(t *testing.T) {
 // closed at once, naming the answer.
 func TestRefusalFailsClosedAtOnce(t *testing.T) {
 	t.Parallel()
-	for _, rep := range []reply{{401, "bad token"}, {200, "<html>a proxy page</html>"}, {404, "no such route"}} {
+	for _, rep := range []reply{{401, "bad token"}, {200, "<html>a proxy page</html>"}, {404, "no such route"},
+		{403, "skip-pr-sweep=false\nreuse-enabled=false\nreuse-reason=opsbot could not decide (HTTP 403): the ID token's ref is not refs/pull/2/merge\n"}} {
 		t.Run(fmt.Sprint(rep.status), func(t *testing.T) {
 			g := newGateServer(t, rep)
 			s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", prVars(g.URL))
@@ -279,6 +280,9 @@ func TestRefusalFailsClosedAtOnce(t *testing.T) {
 			}
 			if s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "::warning::") {
 				t.Errorf("outputs %v, stdout:\n%s", s.outputs, s.stdout)
+			}
+			if rep.status == 403 && !strings.Contains(s.stdout, "HTTP 403: opsbot could not decide (HTTP 403): the ID token's ref") {
+				t.Errorf("the warning does not give the server's reason:\n%s", s.stdout)
 			}
 		})
 	}
