@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"opsbot/ghclient"
+	"opsbot/mdtext"
 )
 
 // Reader is what validation reads from GitHub.
@@ -188,18 +189,18 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 		return Run{}, err
 	}
 	if run.GetWorkflowID() != wf {
-		return Run{}, &Rejection{RuleWorkflow, fmt.Sprintf("run %d is not a run of the sweep workflow `%s`", id, rules.SweepWorkflow)}
+		return Run{}, &Rejection{RuleWorkflow, fmt.Sprintf("run %d is not a run of the sweep workflow %s", id, Code(rules.SweepWorkflow))}
 	}
 	if run.GetEvent() != "pull_request" {
-		return Run{}, &Rejection{RuleEvent, fmt.Sprintf("run %d was triggered by `%s`, not by a pull request", id, run.GetEvent())}
+		return Run{}, &Rejection{RuleEvent, fmt.Sprintf("run %d was triggered by %s, not by a pull request", id, Code(run.GetEvent()))}
 	}
 	if run.GetStatus() != "completed" {
-		return Run{}, &Rejection{RuleIncomplete, fmt.Sprintf("run %d has not finished yet (status `%s`)", id, run.GetStatus())}
+		return Run{}, &Rejection{RuleIncomplete, fmt.Sprintf("run %d has not finished yet (status %s)", id, Code(run.GetStatus()))}
 	}
 	ok := allowed(rules.Conclusions)
 	if !slices.Contains(ok, run.GetConclusion()) {
-		return Run{}, &Rejection{RuleConclusion, fmt.Sprintf("run %d concluded `%s`; only %s may be used here",
-			id, run.GetConclusion(), orList(ok))}
+		return Run{}, &Rejection{RuleConclusion, fmt.Sprintf("run %d concluded %s; only %s may be used here",
+			id, Code(run.GetConclusion()), orList(ok))}
 	}
 	sha := run.GetHeadSHA()
 	listed := false
@@ -215,7 +216,7 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 		}
 		if !in {
 			return Run{}, &Rejection{RuleCommit, fmt.Sprintf("run %d ran on %s, which is not a commit of PR #%d (rebased or force-pushed away?)",
-				id, short(sha), p.GetNumber())}
+				id, Code(short(sha)), p.GetNumber())}
 		}
 	}
 	if rules.Attempt != 0 && run.GetRunAttempt() != rules.Attempt {
@@ -287,7 +288,7 @@ func (v *Validator) checkProtected(ctx context.Context, rules Rules, p *github.P
 	cmp, err := v.GH.Compare(ctx, rules.Repo, base, sha)
 	if errors.Is(err, ghclient.ErrNotFound) {
 		return &Rejection{RuleProtected, fmt.Sprintf("run %d's commit %s cannot be compared with %s (force-pushed away?), so whether this PR "+
-			"changed its workflow (protected paths %s) cannot be checked", id, short(sha), Code(base), codeList(rules.ProtectedPaths))}
+			"changed its workflow (protected paths %s) cannot be checked", id, Code(short(sha)), Code(base), codeList(rules.ProtectedPaths))}
 	}
 	if err != nil {
 		return err
@@ -313,7 +314,7 @@ func (v *Validator) checkProtected(ctx context.Context, rules Rules, p *github.P
 		hit = hit[:3]
 	}
 	return &Rejection{RuleProtected, fmt.Sprintf("run %d ran workflow files this PR changes: its commits up to %s touch %s%s (protected paths %s), "+
-		"and a run of a workflow the PR changed is never used", id, short(sha), codeList(hit), more, codeList(rules.ProtectedPaths))}
+		"and a run of a workflow the PR changed is never used", id, Code(short(sha)), codeList(hit), more, codeList(rules.ProtectedPaths))}
 }
 
 // inPR reports whether sha is a commit of the PR now: its commit list (all
@@ -384,7 +385,7 @@ func (v *Validator) checkArtifacts(rules Rules, id int64, sha string, arts []*gi
 			found = found || MatchAny([]string{req}, n)
 		}
 		if !found {
-			return nil, &Rejection{RuleArtifacts, fmt.Sprintf("run %d has no unexpired `%s` artifact", id, req)}
+			return nil, &Rejection{RuleArtifacts, fmt.Sprintf("run %d has no unexpired %s artifact", id, Code(req))}
 		}
 	}
 	slices.Sort(names)
@@ -439,46 +440,15 @@ func orList(xs []string) string {
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
-func codeList(xs []string) string {
-	q := make([]string, len(xs))
-	for i, x := range xs {
-		q[i] = Code(x)
-	}
-	return strings.Join(q, ", ")
-}
+// codeList shows names (file names from the compare API, configured
+// patterns) as code spans, whatever characters they hold.
+func codeList(xs []string) string { return mdtext.CodeList(xs) }
 
 // Code renders text that someone else controls (a file name in a PR, a
 // conclusion GitHub reports) as one Markdown inline code span that nothing
-// inside it can end early: the fence is one backtick longer than the
-// longest run of backticks in the text, line breaks and other control
-// characters become spaces, and a text that starts or ends with a backtick
-// is padded so the fence stays whole. Every name a rejection quotes passes
-// through here; it is the one place to point at a shared Markdown escaper.
-func Code(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == '\u2028' || r == '\u2029' {
-			return ' '
-		}
-		return r
-	}, s)
-	longest, run := 0, 0
-	for _, r := range s {
-		if r == '`' {
-			run++
-			longest = max(longest, run)
-		} else {
-			run = 0
-		}
-	}
-	fence := strings.Repeat("`", longest+1)
-	// CommonMark strips one space from each end of a span that starts and
-	// ends with one, so such a text and one touching a fence get one more.
-	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") ||
-		(strings.HasPrefix(s, " ") && strings.HasSuffix(s, " ") && strings.Trim(s, " ") != "") {
-		s = " " + s + " "
-	}
-	return fence + s + fence
-}
+// inside it can end early or turn into a line of its own: it is
+// mdtext.Code, the escaper every notice uses.
+func Code(s string) string { return mdtext.Code(s) }
 
 func short(sha string) string {
 	if len(sha) > 7 {

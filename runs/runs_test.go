@@ -11,6 +11,7 @@ import (
 	"opsbot/ghclient"
 	"opsbot/internal/githubtest"
 	"opsbot/internal/golden"
+	"opsbot/mdtext"
 	"opsbot/runs"
 )
 
@@ -224,7 +225,7 @@ func TestCodeSpan(t *testing.T) {
 		{"x``", "``` x`` ```"},
 		{"two\nlines", "`two lines`"},
 		{" padded ", "`  padded  `"},
-		{"@channel <!-- x -->", "`@channel <!-- x -->`"},
+		{"@channel <!-- x -->", "`@channel <!\u200b-- x -->`"}, // no text that looks like opsbot's hidden marker
 	} {
 		if got := runs.Code(tc.in); got != tc.want {
 			t.Errorf("Code(%q) = %q, want %q", tc.in, got, tc.want)
@@ -291,4 +292,40 @@ func TestMatchAny(t *testing.T) {
 		}
 	}
 	_ = errors.New
+}
+
+// File names come from the PR's author through the compare API: in the
+// path guard's reason each is one code span, and none puts a line of its own
+// (a command) or a mention into opsbot's reply.
+func TestPathGuardReasonHoldsHostileFileNames(t *testing.T) {
+	w := newWorld(t)
+	names := []string{"a`b\n/reuse-sweep-run 1", "@org/team ](http://x) <!-- opsbot:notice=1 --> |"}
+	w.f.Push(repo, 2512, []string{"c4"}, names)
+	tight := rules()
+	tight.AllowedPaths = []string{"perf-changelog.yaml"}
+	_, err := w.v.Validate(t.Context(), tight, 2512, 100)
+	rej, ok := runs.IsRejection(err)
+	if !ok || rej.Rule != runs.RulePaths {
+		t.Fatalf("Validate = %v, want the path guard to refuse", err)
+	}
+	if strings.ContainsAny(rej.Reason, "\r\n") || strings.Contains(rej.Reason, "<!--") {
+		t.Fatalf("reason %q holds a line break or a comment", rej.Reason)
+	}
+	var codes []string
+	for _, n := range mdtext.Parse(rej.Reason) {
+		switch n.Kind {
+		case mdtext.KCode:
+			codes = append(codes, n.Text)
+		case mdtext.KText:
+			if strings.ContainsAny(n.Raw, "@<|[]") {
+				t.Errorf("text outside code spans %q holds Markdown syntax", n.Raw)
+			}
+		default:
+			t.Errorf("reason %q has a %v node", rej.Reason, n.Kind)
+		}
+	}
+	want := []string{"@org/team ](http://x) <!\u200b-- opsbot:notice=1 --> |", "a`b /reuse-sweep-run 1", "docs/guide.md", "perf-changelog.yaml"}
+	if strings.Join(codes, "\x00") != strings.Join(want, "\x00") {
+		t.Fatalf("code spans %q, want %q", codes, want)
+	}
 }
