@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"opsbot/mdtext"
 )
 
 // Policy is who may run one command on one repository.
@@ -119,19 +121,11 @@ func (c *Checker) Check(ctx context.Context, l Lookup, repo string, a Actor, p P
 
 // Needed says what a policy asks for, in words for a reply.
 func Needed(p Policy) string {
-	s := fmt.Sprintf("this command needs the `%s` role on the repository or above", p.MinRole)
+	s := fmt.Sprintf("this command needs the %s role on the repository or above", mdtext.Code(p.MinRole.String()))
 	if len(p.Teams) > 0 {
-		s += ", or membership of " + strings.Join(quoteAll(p.Teams), ", ")
+		s += ", or membership of " + mdtext.CodeList(p.Teams)
 	}
 	return s
-}
-
-func quoteAll(xs []string) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = "`" + x + "`"
-	}
-	return out
 }
 
 func (c *Checker) isSelf(a Actor) bool {

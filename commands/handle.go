@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"opsbot/auth"
 	"opsbot/config"
 	"opsbot/gate"
+	"opsbot/mdtext"
 	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
@@ -114,16 +116,16 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 				s.outcome = "error"
 				d.Log.Warn("permission check failed", "login", c.Actor.Login, "err", s.verdict.Err)
 			}
-			s.reply = fmt.Sprintf("@%s I did not run `%s`: %s.", c.Actor.Login, oneLine(cmd.Text), s.verdict.Reason)
+			s.reply = fmt.Sprintf("%s I did not run %s: %s.", mdtext.Mention(c.Actor.Login), code(cmd.Text), s.verdict.Reason)
 		case cmd.Name == Reuse && i != lastReuse:
 			s.outcome, s.reason = "ignored", "a later /reuse-sweep-run in this comment wins"
-			s.reply = fmt.Sprintf("`%s` (line %d) was not run: the last `/reuse-sweep-run` in a comment wins.", oneLine(cmd.Text), cmd.Line)
+			s.reply = fmt.Sprintf("%s (line %d) was not run: the last `/reuse-sweep-run` in a comment wins.", code(cmd.Text), cmd.Line)
 		case cmd.Name == Help:
 			s.outcome = "accepted"
 			s.reply = HelpReply(c.Actor.Login, helpInfo(d.Repo, d.Stage != nil))
 		case cmd.Name == Reuse && c.PRState == "closed":
 			s.outcome, s.reason = "rejected", "the PR is closed"
-			s.reply = fmt.Sprintf("@%s this PR is closed: a pin applies to the next push of an open PR.", c.Actor.Login)
+			s.reply = fmt.Sprintf("%s this PR is closed: a pin applies to the next push of an open PR.", mdtext.Mention(c.Actor.Login))
 		case cmd.Name == Reuse && cmd.Cancel:
 			s.outcome = "accepted" // what it revokes is found in the write
 		case cmd.Name == Reuse:
@@ -131,7 +133,7 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 		case cmd.Name == Stage:
 			if d.Stage == nil {
 				s.outcome, s.reason = "rejected", "staging is not configured"
-				s.reply = fmt.Sprintf("@%s staging is not configured for %s (no `stage.dispatch.repo`).", c.Actor.Login, d.Repo.Name)
+				s.reply = fmt.Sprintf("%s staging is not configured for %s (no `stage.dispatch.repo`).", mdtext.Mention(c.Actor.Login), mdtext.Text(d.Repo.Name))
 				break
 			}
 			reply, ok, w := d.Stage.Prepare(ctx, c, cmd, s.verdict)
@@ -168,18 +170,18 @@ func prepareReuse(ctx context.Context, d Deps, c Comment, s *step) {
 	}
 	if rej, ok := runs.IsRejection(err); ok {
 		s.outcome, s.reason = "rejected", rej.Reason
-		s.reply = fmt.Sprintf("@%s I did not pin %s: %s.", c.Actor.Login, what, rej.Reason)
+		s.reply = fmt.Sprintf("%s I did not pin %s: %s.", mdtext.Mention(c.Actor.Login), what, rej.Reason)
 		return
 	}
 	if err != nil {
 		d.Log.Warn("validating a run failed", "run", s.cmd.RunID, "err", err)
 		s.outcome, s.reason = "error", err.Error()
-		s.reply = fmt.Sprintf("@%s I did not pin %s: GitHub did not answer while I checked it. Please try again in a minute.", c.Actor.Login, what)
+		s.reply = fmt.Sprintf("%s I did not pin %s: GitHub did not answer while I checked it. Please try again in a minute.", mdtext.Mention(c.Actor.Login), what)
 		return
 	}
 	if run.PRState == "closed" {
 		s.outcome, s.reason = "rejected", "the PR is closed"
-		s.reply = fmt.Sprintf("@%s this PR is closed: a pin applies to the next push of an open PR.", c.Actor.Login)
+		s.reply = fmt.Sprintf("%s this PR is closed: a pin applies to the next push of an open PR.", mdtext.Mention(c.Actor.Login))
 		return
 	}
 	s.outcome, s.run = "accepted", run
@@ -274,7 +276,8 @@ func grantPin(tx *state.Tx, d Deps, c Comment, s *step) (string, error) {
 	}
 	superseded := ""
 	if old != nil {
-		superseded = fmt.Sprintf("\n\nIt replaces the pin of run [%d](%s) by @%s, which is now superseded.", old.RunID, old.RunURL, old.ActorLogin)
+		superseded = fmt.Sprintf("\n\nIt replaces the pin of run %s by %s, which is now superseded.", runLink(old.RunID, old.RunURL),
+			mdtext.Mention(old.ActorLogin))
 		old.SupersededBy = p.ID
 		if err := tx.ClosePin(old, state.PinSuperseded, fmt.Sprintf("superseded by pin %d (run %d)", p.ID, p.RunID)); err != nil {
 			return "", err
@@ -303,10 +306,16 @@ func PinnedReply(p *state.Pin) string {
 	if p.RunAttempt > 0 {
 		attempt = fmt.Sprintf(" (attempt %d; a re-run makes this pin invalid)", p.RunAttempt)
 	}
-	return fmt.Sprintf("📌 @%s pinned run [%d](%s)%s: `%s`, on commit `%s`%s. The next push of this PR skips the sweep and reuses "+
+	return fmt.Sprintf("📌 %s pinned run %s%s: %s, on commit %s%s. The next push of this PR skips the sweep and reuses "+
 		"this run's results; it covers that one push only, and the push after it sweeps again. The head when the pin was taken was "+
-		"`%s`: a push that reached opsbot before this comment sweeps, and the pin waits for the one after it.",
-		p.ActorLogin, p.RunID, p.RunURL, how, p.RunConclusion, notices.Short(p.RunSHA), attempt, notices.Short(p.PRHeadAtGrant))
+		"%s: a push that reached opsbot before this comment sweeps, and the pin waits for the one after it.",
+		mdtext.Mention(p.ActorLogin), runLink(p.RunID, p.RunURL), how, mdtext.Code(p.RunConclusion), mdtext.Code(notices.Short(p.RunSHA)),
+		attempt, mdtext.Code(notices.Short(p.PRHeadAtGrant)))
+}
+
+// runLink links a run's id to its page.
+func runLink(id int64, url string) string {
+	return mdtext.Link(strconv.FormatInt(id, 10), url)
 }
 
 func cancelPin(tx *state.Tx, d Deps, c Comment) (string, error) {
@@ -315,12 +324,13 @@ func cancelPin(tx *state.Tx, d Deps, c Comment) (string, error) {
 		return "", err
 	}
 	if p == nil {
-		return fmt.Sprintf("@%s there is no active pin on this PR to cancel.", c.Actor.Login), nil
+		return fmt.Sprintf("%s there is no active pin on this PR to cancel.", mdtext.Mention(c.Actor.Login)), nil
 	}
 	if err := revoke(tx, c, p, fmt.Sprintf("cancelled by @%s", c.Actor.Login)); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("@%s revoked the pin of run [%d](%s) by @%s; the next push sweeps.", c.Actor.Login, p.RunID, p.RunURL, p.ActorLogin), nil
+	return fmt.Sprintf("%s revoked the pin of run %s by %s; the next push sweeps.", mdtext.Mention(c.Actor.Login), runLink(p.RunID, p.RunURL),
+		mdtext.Mention(p.ActorLogin)), nil
 }
 
 func revoke(tx *state.Tx, c Comment, p *state.Pin, why string) error {
@@ -363,7 +373,8 @@ func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, sta
 			if err := revoke(tx, c, p, fmt.Sprintf("its command was edited away by @%s", c.Actor.Login)); err != nil {
 				return err
 			}
-			if err := d.Notices.PinClosed(tx, p, c.Installation, fmt.Sprintf("the command that created it was edited away by @%s", c.Actor.Login)); err != nil {
+			if err := d.Notices.PinClosed(tx, p, c.Installation, fmt.Sprintf("the command that created it was edited away by %s",
+				mdtext.Mention(c.Actor.Login))); err != nil {
 				return err
 			}
 		}

@@ -357,6 +357,3 @@ func unicodeSpaced(n int, text string) (Command, bool) {
 	return Command{}, false
 }
 
-// code shows user-typed text inside inline code, where GitHub renders no
-// mention or link: no backticks, bounded length.
-func code(s string) string { return "`" + oneLine(s) + "`" }

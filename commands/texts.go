@@ -3,7 +3,8 @@ package commands
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"opsbot/mdtext"
 )
 
 // HelpInfo is what the /opsbot help reply tells about one repository.
@@ -28,7 +29,7 @@ type HelpInfo struct {
 // UsageReply is the reply to a command line with bad arguments.
 func UsageReply(login string, c Command) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "@%s I did not run `%s`", login, oneLine(c.Text))
+	fmt.Fprintf(&b, "%s I did not run %s", mdtext.Mention(login), code(c.Text))
 	if c.Reason != "" {
 		fmt.Fprintf(&b, ": %s", c.Reason)
 	}
@@ -43,9 +44,9 @@ func UsageReply(login string, c Command) string {
 // EditedReply answers an edit that added commands: they are not run.
 func EditedReply(login string, added []Command) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "@%s commands in edited comments are not run; post a new comment to run them:\n\n", login)
+	fmt.Fprintf(&b, "%s commands in edited comments are not run; post a new comment to run them:\n\n", mdtext.Mention(login))
 	for _, c := range added {
-		fmt.Fprintf(&b, "- line %d: `%s`\n", c.Line, oneLine(c.Text))
+		fmt.Fprintf(&b, "- line %d: %s\n", c.Line, code(c.Text))
 	}
 	return b.String()
 }
@@ -53,7 +54,7 @@ func EditedReply(login string, added []Command) string {
 // HelpReply is the answer to /opsbot help.
 func HelpReply(login string, h HelpInfo) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "@%s here is what opsbot does on **%s**.\n\n", login, h.Repo)
+	fmt.Fprintf(&b, "%s here is what opsbot does on **%s**.\n\n", mdtext.Mention(login), mdtext.Text(h.Repo))
 	b.WriteString("| command | what it does | who may run it |\n|---|---|---|\n")
 	reuse := who(h.ReuseRole, h.ReuseUsers, h.ReuseTeams)
 	stage := who(h.StageRole, h.StageUsers, h.StageTeams)
@@ -67,13 +68,13 @@ func HelpReply(login string, h HelpInfo) string {
 		{"`/opsbot help`", "this reply", who(h.HelpRole, nil, nil)},
 	}
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", r[0], r[1], r[2])
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", mdtext.Cell(r[0]), mdtext.Cell(r[1]), mdtext.Cell(r[2]))
 	}
 	b.WriteString("\n`<run>` is a run id (digits) or the run's URL on this repository. A command is a line of its own; " +
 		"nothing in code blocks, quotes or HTML comments is read, and commands added by editing a comment are not run.\n\n")
 
-	b.WriteString("**What a pin does.** The next push of this PR skips the sweep (`" + h.SweepWorkflow +
-		"`) and reuses the pinned run's results. A pin covers that one push only: the push after it sweeps again unless " +
+	b.WriteString("**What a pin does.** The next push of this PR skips the sweep (" + mdtext.Code(h.SweepWorkflow) +
+		") and reuses the pinned run's results. A pin covers that one push only: the push after it sweeps again unless " +
 		"someone pins again. A pin lasts until that push, `/reuse-sweep-run cancel`, a newer pin, deleting or editing " +
 		"away its comment, or the PR being closed; merging consumes it. A push that arrives before opsbot has recorded " +
 		"the pin sweeps, and the pin waits for the next push.\n\n")
@@ -107,16 +108,16 @@ func HelpReply(login string, h HelpInfo) string {
 }
 
 func who(role string, users, teams []string) string {
-	s := "`" + role + "` or above"
+	s := mdtext.Code(role) + " or above"
 	if role == "none" {
 		s = "anyone"
 	}
 	var extra []string
 	for _, u := range users {
-		extra = append(extra, "`"+u+"`")
+		extra = append(extra, mdtext.Code(u))
 	}
 	for _, t := range teams {
-		extra = append(extra, "team `"+t+"`")
+		extra = append(extra, "team "+mdtext.Code(t))
 	}
 	if len(extra) > 0 {
 		s += ", and " + strings.Join(extra, ", ")
@@ -124,24 +125,9 @@ func who(role string, users, teams []string) string {
 	return s
 }
 
-func codeList(xs []string) string {
-	q := make([]string, len(xs))
-	for i, x := range xs {
-		q[i] = "`" + x + "`"
-	}
-	return strings.Join(q, ", ")
-}
+func codeList(xs []string) string { return mdtext.CodeList(xs) }
 
-// oneLine keeps a user's command text safe inside inline code: no backticks
-// (which would end the span) and bounded length.
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "`", "'")
-	if len(s) > 200 {
-		n := 200
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = s[:n] + "…"
-	}
-	return s
-}
+// code shows text a user typed (a command line, an argument) as one code
+// span, where GitHub renders no mention, link or formatting, whatever
+// backticks or line breaks it holds; at most 200 bytes of it.
+func code(s string) string { return mdtext.Code(mdtext.Clip(s, 200)) }

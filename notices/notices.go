@@ -6,9 +6,12 @@ package notices
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"opsbot/gate"
+	"opsbot/mdtext"
 	"opsbot/state"
 )
 
@@ -137,32 +140,36 @@ func (b *Builder) pinInvalidComment(tx *state.Tx, d *state.Decision, pin *state.
 }
 
 // PinClosed tells that a pin was revoked or expired (not by a decision).
+// why is Markdown: escape what it quotes with mdtext.
 func (b *Builder) PinClosed(tx *state.Tx, p *state.Pin, inst int64, why string) error {
-	_, err := b.Comment(tx, p.Repo, p.PR, inst, p.State, fmt.Sprintf("The pin of run [%d](%s) by @%s is **%s**: %s.",
-		p.RunID, b.Web.Run(p.Repo, p.RunID), p.ActorLogin, p.State, why), Links{PR: b.Web.PR(p.Repo, p.PR), Comment: p.CommentURL,
+	_, err := b.Comment(tx, p.Repo, p.PR, inst, p.State, fmt.Sprintf("The pin of run %s by %s is **%s**: %s.",
+		runLink(p.RunID, b.Web.Run(p.Repo, p.RunID)), mdtext.Mention(p.ActorLogin), mdtext.Text(p.State), why), Links{PR: b.Web.PR(p.Repo, p.PR), Comment: p.CommentURL,
 		Run: b.Web.Run(p.Repo, p.RunID)})
 	return err
 }
 
-// StatusText is the commit status description of a decision.
+// StatusText is the commit status description of a decision: plain text
+// on one line (GitHub renders no Markdown there).
 func StatusText(d *state.Decision) string {
 	if d.Decision == gate.Skip {
-		return fmt.Sprintf("skip: reusing run %d, authorized by @%s", d.RunID, d.ActorLogin)
+		return mdtext.Line(fmt.Sprintf("skip: reusing run %d, authorized by @%s", d.RunID, d.ActorLogin))
 	}
 	if d.Reason == "no reuse authorization" || strings.HasPrefix(d.Reason, "no reuse authorization") {
 		return "sweep: no reuse authorization"
 	}
-	return "sweep: " + d.Reason
+	return mdtext.Line("sweep: " + d.Reason)
 }
 
 // SkipText is the PR comment of a skip decision.
 func SkipText(web Web, d *state.Decision) string {
-	return fmt.Sprintf("⏭️ **Sweep skipped for %s**: reusing run [%d](%s) (commit `%s`), authorized by @%s in [this comment](%s).\n\n"+
+	return fmt.Sprintf("⏭️ **Sweep skipped for %s**: reusing run %s (commit %s), authorized by %s in %s.\n\n"+
 		"The pin is used up: the next push sweeps unless someone pins a run again.",
-		commitLink(web, d.Repo, d.HeadSHA), d.RunID, d.RunURL, Short(d.RunSHA), d.ActorLogin, d.CommentURL)
+		commitLink(web, d.Repo, d.HeadSHA), runLink(d.RunID, d.RunURL), mdtext.Code(Short(d.RunSHA)), mdtext.Mention(d.ActorLogin),
+		mdtext.Link("this comment", d.CommentURL))
 }
 
-// InvalidText is the PR comment when a pinned run no longer qualifies.
+// InvalidText is the PR comment when a pinned run no longer qualifies. The
+// decision's reason is Markdown (runs writes names as code spans).
 func InvalidText(web Web, d *state.Decision, p *state.Pin) string {
 	what := fmt.Sprintf("%s sweeps", commitLink(web, d.Repo, d.HeadSHA))
 	if d.MergeOf {
@@ -175,19 +182,25 @@ func InvalidText(web Web, d *state.Decision, p *state.Pin) string {
 			break
 		}
 	}
-	return fmt.Sprintf("🔁 **The pin of run [%d](%s) is invalid**: %s. It was authorized by @%s; %s.\n\n"+
+	return fmt.Sprintf("🔁 **The pin of run %s is invalid**: %s. It was authorized by %s; %s.\n\n"+
 		"Pin a run again with `/reuse-sweep-run <run>` if a later push should reuse one.",
-		p.RunID, web.Run(d.Repo, p.RunID), why, p.ActorLogin, what)
+		runLink(p.RunID, web.Run(d.Repo, p.RunID)), why, mdtext.Mention(p.ActorLogin), what)
 }
 
 func commitLink(web Web, repo, sha string) string {
-	return fmt.Sprintf("[`%s`](%s)", Short(sha), web.Commit(repo, sha))
+	return mdtext.Link(mdtext.Code(Short(sha)), web.Commit(repo, sha))
 }
 
-// Short is a commit's short form.
+func runLink(id int64, url string) string { return mdtext.Link(strconv.FormatInt(id, 10), url) }
+
+// Short is a commit's short form (at most 7 bytes, on a rune boundary).
 func Short(sha string) string {
 	if len(sha) > 7 {
-		return sha[:7]
+		n := 7
+		for n > 0 && !utf8.RuneStart(sha[n]) {
+			n--
+		}
+		return sha[:n]
 	}
 	return sha
 }

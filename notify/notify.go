@@ -6,10 +6,10 @@ package notify
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"opsbot/config"
+	"opsbot/mdtext"
 	"opsbot/notices"
 	"opsbot/state"
 )
@@ -53,8 +53,8 @@ func (m *Mirror) Mirror(tx *state.Tx, repo string, pr int, kind, text string, li
 
 // ParentText is the first message of a PR's thread.
 func ParentText(web notices.Web, info *state.PRInfo) string {
-	url := web.PR(info.Repo, info.PR)
-	s := fmt.Sprintf("*<%s|%s#%d>*", Escape(url), Escape(info.Repo), info.PR)
+	url := mdtext.URL(web.PR(info.Repo, info.PR))
+	s := fmt.Sprintf("*<%s|%s#%d>*", escapeEntities(url), strings.ReplaceAll(Escape(info.Repo), "|", "¦"), info.PR)
 	if info.Title != "" {
 		s += " " + Escape(info.Title)
 	}
@@ -68,8 +68,8 @@ func ParentText(web notices.Web, info *state.PRInfo) string {
 func ContextLine(l notices.Links) string {
 	var parts []string
 	add := func(url, label string) {
-		if url != "" {
-			parts = append(parts, fmt.Sprintf("<%s|%s>", Escape(url), label))
+		if u := mdtext.URL(url); u != "" {
+			parts = append(parts, fmt.Sprintf("<%s|%s>", escapeEntities(u), label))
 		}
 	}
 	add(l.PR, "PR")
@@ -79,47 +79,62 @@ func ContextLine(l notices.Links) string {
 	return strings.Join(parts, " · ")
 }
 
-var (
-	mdLink    = regexp.MustCompile(`\[([^\]\n]*)\]\((https?://[^)\s]+)\)`)
-	mdBold    = regexp.MustCompile(`\*\*([^*\n]+)\*\*`)
-	mdMarker  = regexp.MustCompile(`(?s)<!--.*?-->`)
-	mdHRule   = regexp.MustCompile(`(?m)^---$`)
-	zeroWidth = "\u200b"
-)
+var zeroWidth = "\u200b"
 
-// FromMarkdown turns the GitHub Markdown opsbot writes into Slack mrkdwn.
-// Everything is escaped first, so text a user typed (carried inside the
-// reply) cannot become a mention, a link or formatting; then opsbot's own
-// links and bold become Slack's.
+// FromMarkdown turns the GitHub Markdown opsbot writes into Slack mrkdwn. It
+// reads it with mdtext.Parse, the reader of the escaper every notice uses,
+// so text a user typed (inside a code span or escaped as text) stays text:
+// it cannot become a Slack mention, link or formatting. Only opsbot's own
+// links, bold and code come out as Slack's.
 func FromMarkdown(md string) string {
-	md = mdMarker.ReplaceAllString(md, "")
-	md = mdHRule.ReplaceAllString(md, "")
 	var b strings.Builder
-	last := 0
-	for _, m := range mdLink.FindAllStringSubmatchIndex(md, -1) {
-		b.WriteString(convertPlain(md[last:m[0]]))
-		text, url := md[m[2]:m[3]], md[m[4]:m[5]]
-		fmt.Fprintf(&b, "<%s|%s>", Escape(url), strings.ReplaceAll(Escape(text), "|", "¦"))
-		last = m[1]
-	}
-	b.WriteString(convertPlain(md[last:]))
+	writeNodes(&b, mdtext.Parse(md))
 	return strings.TrimSpace(b.String())
 }
 
-func convertPlain(s string) string {
-	s = escapeEntities(s)
-	// Bold first: **x** is opsbot's own emphasis.
-	s = mdBold.ReplaceAllString(s, "\x00$1\x00")
-	// Code spans keep their backticks; other formatting characters are neutralized.
-	s = neutralize(s, "*_~")
-	return strings.ReplaceAll(s, "\x00", "*")
+func writeNodes(b *strings.Builder, nodes []mdtext.Node) {
+	for _, n := range nodes {
+		switch n.Kind {
+		case mdtext.KText:
+			b.WriteString(Escape(n.Text))
+		case mdtext.KCode:
+			b.WriteString(code(n.Text))
+		case mdtext.KStrong:
+			b.WriteByte('*')
+		case mdtext.KLink:
+			label := strings.ReplaceAll(Escape(mdtext.Plain(n.Children)), "|", "¦")
+			if u := mdtext.URL(n.URL); u != "" {
+				fmt.Fprintf(b, "<%s|%s>", escapeEntities(u), label)
+			} else {
+				b.WriteString(label)
+			}
+		case mdtext.KFence:
+			b.WriteString("```\n" + escapeEntities(strings.ReplaceAll(n.Text, "`", "ˋ")) + "\n```")
+		case mdtext.KBreak:
+			b.WriteByte('\n')
+		case mdtext.KComment, mdtext.KRule: // opsbot's marker; its separator between replies
+		}
+	}
+}
+
+// code is a Slack code span: Slack's spans cannot hold a backtick, so each
+// becomes a look-alike; entities are escaped, so no mention comes out.
+func code(s string) string {
+	s = strings.TrimSpace(oneLine(s))
+	if s == "" {
+		return ""
+	}
+	return "`" + escapeEntities(strings.ReplaceAll(s, "`", "ˋ")) + "`"
 }
 
 // Escape makes any text safe inside Slack mrkdwn: no entity, mention,
-// link or formatting can come out of it.
+// link or formatting can come out of it, and it stays on one line.
 func Escape(s string) string {
-	return neutralize(escapeEntities(s), "*_~`")
+	return neutralize(escapeEntities(oneLine(s)), "*_~`")
 }
+
+// oneLine turns line breaks and other control characters into spaces.
+func oneLine(s string) string { return mdtext.Line(s) }
 
 func escapeEntities(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)

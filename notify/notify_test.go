@@ -12,6 +12,7 @@ import (
 	"opsbot/config"
 	"opsbot/internal/golden"
 	"opsbot/internal/slacktest"
+	"opsbot/mdtext"
 	"opsbot/notices"
 	"opsbot/notify"
 	"opsbot/outbox"
@@ -252,4 +253,34 @@ func pretty(t *testing.T, raw string) string {
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
 	return b.String()
+}
+
+// A name that looks like a Markdown link, inside a code span or escaped as
+// text, stays text in Slack: the mirror reads Markdown with the escaper's
+// own reader instead of matching link shapes anywhere.
+func TestEscapedValuesStayTextInSlack(t *testing.T) {
+	for _, v := range []string{"[click](https://evil.example)", "x` [click](https://evil.example) `y", "a\n<!channel>\n*b*", "pipe | in <url|label>"} {
+		for name, md := range map[string]string{
+			"code": "I did not pin run 1: the commits touch " + mdtext.Code(v) + ".",
+			"text": "I cannot stage: " + mdtext.Text(v) + ".",
+			"link": mdtext.Link("run "+mdtext.Code(v), "https://github.com/o/r/actions/runs/1"),
+		} {
+			got := notify.FromMarkdown(md)
+			for _, bad := range []string{"<https://evil", "<!channel>", "\n", "*b*"} {
+				if strings.Contains(got, bad) && (bad != "*b*" || name == "text") { // Slack formats nothing inside code
+					t.Errorf("%s %q: Slack text %q holds %q", name, v, got, bad)
+				}
+			}
+			if strings.Count(got, "<") > strings.Count(md, "](") {
+				t.Errorf("%s %q: Slack text %q has more links than opsbot wrote", name, v, got)
+			}
+		}
+	}
+	if got := notify.ContextLine(notices.Links{PR: "https://github.com/o/r/pull/1|fake label>"}); strings.Count(got, "|") != 1 {
+		t.Errorf("context line %q: a URL can add a label", got)
+	}
+	if got := notify.ParentText(web, &state.PRInfo{Repo: repo, PR: 1, Title: "fix\n*@channel* <!here>"}); strings.ContainsAny(got, "\n") ||
+		strings.Contains(got, "<!here>") {
+		t.Errorf("parent %q: the title broke out", got)
+	}
 }

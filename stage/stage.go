@@ -19,6 +19,7 @@ import (
 	"opsbot/commands"
 	"opsbot/config"
 	"opsbot/ghclient"
+	"opsbot/mdtext"
 	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
@@ -66,7 +67,7 @@ func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.
 	}
 	gh, err := h.Clients(c.Installation)
 	if err != nil {
-		return fmt.Sprintf("@%s I cannot stage %s: %v.", c.Actor.Login, what, err), false, nil
+		return fmt.Sprintf("%s I cannot stage %s: %s.", mdtext.Mention(c.Actor.Login), what, mdtext.Text(err.Error())), false, nil
 	}
 	val := &runs.Validator{GH: gh, Reused: h.Reused}
 	var run runs.Run
@@ -83,17 +84,17 @@ func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.
 	if rej, ok := runs.IsRejection(err); ok {
 		reason := rej.Reason
 		if cmd.RunID == 0 && rej.Rule == runs.RuleNoRun {
-			reason = fmt.Sprintf("no run of PR #%d can be staged (a completed sweep run with `%s` and result artifacts); name one with `/stage-results <run-id>`",
-				c.PR, rc.Stage.RequiredArtifacts[0])
+			reason = fmt.Sprintf("no run of PR #%d can be staged (a completed sweep run with %s and result artifacts); name one with `/stage-results <run-id>`",
+				c.PR, mdtext.Code(rc.Stage.RequiredArtifacts[0]))
 		}
-		return fmt.Sprintf("@%s I did not stage %s: %s.", c.Actor.Login, what, reason), false, nil
+		return fmt.Sprintf("%s I did not stage %s: %s.", mdtext.Mention(c.Actor.Login), what, reason), false, nil
 	}
 	if err != nil {
 		h.Log.Warn("checking a run to stage failed", "run", cmd.RunID, "err", err)
-		return fmt.Sprintf("@%s I did not stage %s: GitHub did not answer while I checked it. Please try again in a minute.", c.Actor.Login, what), false, nil
+		return fmt.Sprintf("%s I did not stage %s: GitHub did not answer while I checked it. Please try again in a minute.", mdtext.Mention(c.Actor.Login), what), false, nil
 	}
 	if staged, err := h.Staged(rc.Name, run.ID); err == nil && staged != nil {
-		return fmt.Sprintf("@%s run %d is already staged: %s", c.Actor.Login, run.ID, staged.URL), true, nil
+		return fmt.Sprintf("%s run %d is already staged: %s", mdtext.Mention(c.Actor.Login), run.ID, stagedURL(staged.URL)), true, nil
 	}
 	req := &state.StageRequest{Repo: rc.Name, PR: c.PR, RunID: run.ID, RunAttempt: max(run.Attempt, 1),
 		RunDate: run.CreatedAt.UTC().Format("2006-01-02"), RunSHA: run.HeadSHA, Conclusion: run.Conclusion,
@@ -128,8 +129,8 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 				return err
 			}
 			if err := h.Notices.Edit(tx, old.Repo, old.PR, old.Installation, old.AckNotice, "stage",
-				fmt.Sprintf("@%s staging run %d was replaced by a newer request (run %d of PR #%d) for the shared staging slot.",
-					old.Requester, old.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(old.Repo, old.PR), Comment: old.CommentURL}); err != nil {
+				fmt.Sprintf("%s staging run %d was replaced by a newer request (run %d of PR #%d) for the shared staging slot.",
+					mdtext.Mention(old.Requester), old.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(old.Repo, old.PR), Comment: old.CommentURL}); err != nil {
 				return err
 			}
 			if err := tx.Audit(state.AuditRecord{Kind: "stage", Outcome: state.StageReplaced, Repo: old.Repo, PR: old.PR, RunID: old.RunID,
@@ -157,8 +158,19 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 
 // AckText is the immediate reply to a stage request.
 func AckText(r *state.StageRequest, runURL string) string {
-	return fmt.Sprintf("@%s staging run [%d](%s) (`%s`, commit `%s`, %s) … I will edit this comment when the staging site has it.",
-		r.Requester, r.RunID, runURL, r.Conclusion, notices.Short(r.RunSHA), r.RunDate)
+	return fmt.Sprintf("%s staging run %s (%s, commit %s, %s) … I will edit this comment when the staging site has it.",
+		mdtext.Mention(r.Requester), runLink(r.RunID, runURL), mdtext.Code(r.Conclusion), mdtext.Code(notices.Short(r.RunSHA)),
+		mdtext.Text(r.RunDate))
+}
+
+func runLink(id int64, url string) string { return mdtext.Link(strconv.FormatInt(id, 10), url) }
+
+// stagedURL shows a staging URL as a bare link when it is one, else as text.
+func stagedURL(u string) string {
+	if safe := mdtext.URL(u); safe != "" {
+		return safe
+	}
+	return mdtext.Text(u)
 }
 
 // checkLabels requires one of the configured labels to have been on the PR
@@ -180,7 +192,8 @@ func (h *Handler) checkLabels(ctx context.Context, gh Reader, rc *config.Repo, p
 			return nil
 		}
 	}
-	return &runs.Rejection{Rule: "labels", Reason: fmt.Sprintf("run %d was created when the PR had none of the labels %v", run.ID, rc.Stage.RequiredLabels)}
+	return &runs.Rejection{Rule: "labels", Reason: fmt.Sprintf("run %d was created when the PR had none of the labels %s", run.ID,
+		mdtext.CodeList(rc.Stage.RequiredLabels))}
 }
 
 // Callback handles the staging side's report (a repository_dispatch on the
@@ -214,15 +227,16 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 		switch {
 		case action == "stage-results-started":
 			req.State = state.StageStarted
-			text = fmt.Sprintf("@%s staging run [%d](%s) … staging in progress%s.", req.Requester, req.RunID,
-				h.Notices.Web.Run(req.Repo, req.RunID), h.appRunLink(rc, appRun))
+			text = fmt.Sprintf("%s staging run %s … staging in progress%s.", mdtext.Mention(req.Requester),
+				runLink(req.RunID, h.Notices.Web.Run(req.Repo, req.RunID)), h.appRunLink(rc, appRun))
 		case succeeded:
 			url, err := StageURL(rc, req)
 			if err != nil {
 				return err
 			}
 			req.State, req.URL = state.StageStaged, url
-			text = fmt.Sprintf("@%s staged run [%d](%s): %s", req.Requester, req.RunID, h.Notices.Web.Run(req.Repo, req.RunID), url)
+			text = fmt.Sprintf("%s staged run %s: %s", mdtext.Mention(req.Requester), runLink(req.RunID, h.Notices.Web.Run(req.Repo, req.RunID)),
+				stagedURL(url))
 			if rc.Stage.Slot == "shared" {
 				text += "\n\nThis shared staging slot stays with this run until the next `/stage-results` request."
 				if err := h.unstagePrevious(tx, rc, req); err != nil {
@@ -234,7 +248,7 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 			}
 		default:
 			req.State = state.StageFailed
-			text = fmt.Sprintf("@%s staging run [%d](%s) failed%s.", req.Requester, req.RunID, h.Notices.Web.Run(req.Repo, req.RunID),
+			text = fmt.Sprintf("%s staging run %s failed%s.", mdtext.Mention(req.Requester), runLink(req.RunID, h.Notices.Web.Run(req.Repo, req.RunID)),
 				h.appRunLink(rc, appRun))
 		}
 		if err := tx.PutStageRequest(req); err != nil {
@@ -286,7 +300,7 @@ func (h *Handler) appRunLink(rc *config.Repo, id int64) string {
 	if id == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" ([staging run](%s))", h.Notices.Web.Run(rc.Stage.Dispatch.Repo, id))
+	return " (" + mdtext.Link("staging run", h.Notices.Web.Run(rc.Stage.Dispatch.Repo, id)) + ")"
 }
 
 // payloadOf reads client_payload values as strings (they may come as numbers or booleans).
