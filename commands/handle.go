@@ -41,6 +41,10 @@ type Deps struct {
 	// Users holds the account ids allow_users logins resolved to; a listed
 	// login that did not resolve allows nobody.
 	Users *auth.Directory
+	// MaxReplies is how many reply comments one user gets per repository in
+	// a rolling hour (notices.max_replies_per_user_per_hour); past it opsbot
+	// only reacts. Zero means the default.
+	MaxReplies int
 }
 
 // policy is the access rule of a command, its allow_users matched by account id.
@@ -116,6 +120,11 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 				s.outcome = "error"
 				d.Log.Warn("permission check failed", "login", c.Actor.Login, "err", s.verdict.Err)
 			}
+			if !answersDenial(s.verdict) {
+				// Outsiders cannot make opsbot talk: a 👎 reaction, no reply, no Slack.
+				s.reason += "; not answered: " + quietDenial
+				break
+			}
 			s.reply = fmt.Sprintf("%s I did not run %s: %s.", mdtext.Mention(c.Actor.Login), code(cmd.Text), s.verdict.Reason)
 		case cmd.Name == Reuse && i != lastReuse:
 			s.outcome, s.reason = "ignored", "a later /reuse-sweep-run in this comment wins"
@@ -151,6 +160,34 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 		}
 		return commitSteps(tx, d, c, steps)
 	}
+}
+
+// quietDenial is why a denial got a reaction only, as audited.
+const quietDenial = "the commenter's role is below triage (or the account is a bot that is not allow-listed)"
+
+// answersDenial reports whether a denied commenter is told why in a reply:
+// only those with triage or above (who take part in the repository's work),
+// and anyone whose role GitHub could not tell (they are asked to try again).
+// Everyone else gets a 👎 reaction only.
+func answersDenial(v auth.Verdict) bool {
+	return v.CheckFailed || v.Role >= auth.RoleTriage
+}
+
+// takeReply decides whether one more reply comment to the commenter may be
+// posted (notices.max_replies_per_user_per_hour); past the limit the
+// refusal is audited and opsbot only reacts.
+func takeReply(tx *state.Tx, d Deps, c Comment) (bool, error) {
+	limit := d.MaxReplies
+	if limit <= 0 {
+		limit = config.DefaultMaxRepliesPerUserPerHour
+	}
+	ok, err := tx.TakeReply(c.Repo, c.Actor.ID, limit)
+	if err != nil || ok {
+		return ok, err
+	}
+	return false, tx.Audit(state.AuditRecord{Kind: "reply", Outcome: "suppressed", Repo: c.Repo, PR: c.PR, ActorID: c.Actor.ID,
+		ActorLogin: c.Actor.Login, CommentID: c.CommentID, CommentURL: c.URL,
+		Reason: fmt.Sprintf("%s already got %d replies on %s in the last hour; reacting only", c.Actor.Login, limit, c.Repo)})
 }
 
 func prepareReuse(ctx context.Context, d Deps, c Comment, s *step) {
@@ -231,6 +268,16 @@ func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
 		}
 		if s.reply != "" {
 			replies = append(replies, s.reply)
+		}
+	}
+	if len(replies) > 0 {
+		ok, err := takeReply(tx, d, c)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			replies = nil
+			minus = minus || !plus // a reply held back still gets a reaction
 		}
 	}
 	if plus {
@@ -388,6 +435,9 @@ func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, sta
 		}
 		if !verdict.Allowed {
 			return nil // no one can make opsbot talk by typing
+		}
+		if ok, err := takeReply(tx, d, c); err != nil || !ok {
+			return err
 		}
 		_, err = d.Notices.Comment(tx, c.Repo, c.PR, c.Installation, "edited", EditedReply(c.Actor.Login, added),
 			notices.Links{PR: d.Notices.Web.PR(c.Repo, c.PR), Comment: c.URL})

@@ -356,4 +356,3 @@ func unicodeSpaced(n int, text string) (Command, bool) {
 	}
 	return Command{}, false
 }
-

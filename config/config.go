@@ -41,7 +41,18 @@ type Config struct {
 	Webhook   WebhookCfg `yaml:"webhook"`
 	Reconcile Reconcile  `yaml:"reconcile"`
 	HTTP      HTTP       `yaml:"http"`
+	Notices   Notices    `yaml:"notices"`
 }
+
+// Notices bounds what commenters can make opsbot say.
+type Notices struct {
+	// MaxRepliesPerUserPerHour is how many reply comments one user may get
+	// on one repository in a rolling hour; past it opsbot only reacts.
+	MaxRepliesPerUserPerHour int `yaml:"max_replies_per_user_per_hour"`
+}
+
+// DefaultMaxRepliesPerUserPerHour is notices.max_replies_per_user_per_hour when unset.
+const DefaultMaxRepliesPerUserPerHour = 20
 
 // HTTP bounds what clients may hold of the server.
 type HTTP struct {
@@ -326,6 +337,9 @@ func (c *Config) applyDefaults() {
 	if c.HTTP.MaxConnections == 0 {
 		c.HTTP.MaxConnections = 2000
 	}
+	if c.Notices.MaxRepliesPerUserPerHour == 0 {
+		c.Notices.MaxRepliesPerUserPerHour = DefaultMaxRepliesPerUserPerHour
+	}
 	for i := range c.Repos {
 		r := &c.Repos[i]
 		if len(r.ResultArtifacts) == 0 {
@@ -417,6 +431,9 @@ func (c *Config) validate() Problems {
 	}
 	if c.HTTP.MaxConnections < 1 {
 		add("http.max_connections", "must be at least 1, got %d", c.HTTP.MaxConnections)
+	}
+	if c.Notices.MaxRepliesPerUserPerHour < 1 {
+		add("notices.max_replies_per_user_per_hour", "must be at least 1, got %d", c.Notices.MaxRepliesPerUserPerHour)
 	}
 	if c.Webhook.MaxBodyBytes < 1024 {
 		add("webhook.max_body_bytes", "must be at least 1024")

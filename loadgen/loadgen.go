@@ -198,6 +198,8 @@ github:
   bot_login: %q
 api:
   tokens_env: "BENCH_API_TOKENS"
+notices:
+  max_replies_per_user_per_hour: 1000000   # one maintainer sends every command: measure replies, not the limit
 repos:
   - name: %q
     sweep_workflow: ".github/workflows/run-sweep.yml"

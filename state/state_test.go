@@ -460,3 +460,44 @@ func TestAllowedUserKeptByLogin(t *testing.T) {
 		t.Fatalf("ghost = %+v", u)
 	}
 }
+
+// Replies to one user on one repository are counted in a rolling hour.
+func TestTakeReplyRollingHour(t *testing.T) {
+	now := time.Unix(1800000000, 0)
+	s := openTest(t, func() time.Time { return now })
+	take := func(repo string, user int64) bool {
+		t.Helper()
+		var ok bool
+		if err := s.Update(func(tx *Tx) error {
+			var err error
+			ok, err = tx.TakeReply(repo, user, 3)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	for i := 0; i < 3; i++ {
+		if !take("o/r", 7) {
+			t.Fatalf("reply %d refused under the limit", i+1)
+		}
+		now = now.Add(10 * time.Minute)
+	}
+	if take("o/r", 7) {
+		t.Fatal("a fourth reply within the hour was allowed")
+	}
+	if !take("o/r", 8) || !take("o/r2", 7) {
+		t.Fatal("another user or another repository shares the count")
+	}
+	now = now.Add(31 * time.Minute) // the first reply is now more than an hour old
+	if !take("o/r", 7) {
+		t.Fatal("the rolling hour did not let a reply through once the oldest aged out")
+	}
+	if take("o/r", 7) {
+		t.Fatal("a reply past the limit was allowed")
+	}
+	now = now.Add(2 * time.Hour)
+	if n, err := s.PruneReplies(now.Add(-ReplyWindow), 100); err != nil || n != 3 {
+		t.Fatalf("PruneReplies = %d, %v; want the 3 idle counts gone", n, err)
+	}
+}

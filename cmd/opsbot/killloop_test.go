@@ -58,6 +58,7 @@ func TestKillLoop(t *testing.T) {
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`listen: %q
 state_path: %q
 github: {api_url: %q, token_env: T_TOKEN, webhook_secret_env: T_SECRET, bot_login: %q}
+notices: {max_replies_per_user_per_hour: 1000000}
 repos: [{name: %q, sweep_workflow: .github/workflows/run-sweep.yml}]
 `, addr, filepath.Join(dir, "opsbot.db"), gh.URL, githubtest.BotLogin, theRepo)), 0o600)
 	bin := buildBinary(t)

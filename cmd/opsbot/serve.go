@@ -378,6 +378,9 @@ func retain(ctx context.Context, store *state.Store, keep time.Duration, log *sl
 		} else if n > 0 {
 			log.Info("pruned sent notice records", "count", n)
 		}
+		if _, err := store.PruneReplies(time.Now().Add(-state.ReplyWindow), 5000); err != nil {
+			log.Error("pruning reply counts", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return

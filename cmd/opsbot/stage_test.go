@@ -96,6 +96,7 @@ func TestStageBareAndRefusals(t *testing.T) {
 	mustContain(t, "bare", w.ack(), "staging run [55]", "`failure`") // the newest stageable run; failure is allowed
 	w.comment(maintainer, "/stage-results 56")
 	mustContain(t, "no changelog", w.lastReply(), "I did not stage run 56", "no unexpired `changelog-metadata` artifact")
+	w.gh.SetRole(theRepo, readerLog, "triage") // below triage gets a reaction only
 	w.comment(reader, "/stage-results 55")
 	mustContain(t, "denied", w.lastReply(), "needs the `write` role")
 	w.comment(maintainer, "/stage-results 999")

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"opsbot/internal/slacktest"
+)
+
+const triageLog, triageID = "triager", int64(5003)
+
+var triager = user{triageLog, triageID, "User"}
+
+// quietWorld is a world with Slack and a commenter with the triage role.
+func quietWorld(t *testing.T, topExtra string) (*world, *slacktest.Fake) {
+	t.Helper()
+	sl := slacktest.New(t)
+	w := newWorldWith(t, "slack:\n  api_url: \""+sl.URL+"\"\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#sweep-ops\"\n"+topExtra, "",
+		map[string]string{"TEST_SLACK_TOKEN": "xoxb-test"})
+	w.gh.AddUser(triageLog, triageID, "User")
+	w.gh.SetRole(theRepo, triageLog, "triage")
+	return w, sl
+}
+
+// An outsider (role below triage) who types a command gets a 👎 and nothing
+// else: no reply on the PR, no Slack message. The audit still has the
+// denial. A triage user's denial is still answered, on GitHub and in Slack.
+func TestOutsiderDenialIsAReactionOnly(t *testing.T) {
+	w, sl := quietWorld(t, "")
+	c := w.comment(reader, "/reuse-sweep-run 31147925932")
+	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+		t.Fatalf("reactions to an outsider's command = %v, want a 👎", r)
+	}
+	if r := w.replies(); len(r) != 0 {
+		t.Fatalf("opsbot replied to an outsider: %q", r)
+	}
+	if n := len(sl.Posts()); n != 0 {
+		t.Fatalf("%d Slack messages about an outsider's command, want none: %+v", n, sl.Posts())
+	}
+	recs := w.audit()
+	last := recs[len(recs)-1]
+	if last["outcome"] != "denied" || last["actor_login"] != readerLog || !strings.Contains(last["reason"].(string), "not answered") {
+		t.Fatalf("audit of the outsider's denial = %v", last)
+	}
+
+	c = w.comment(triager, "/reuse-sweep-run 31147925932")
+	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+		t.Fatalf("reactions to a triage user's command = %v", r)
+	}
+	mustContain(t, "triage denial", w.lastReply(), "@triager I did not run `/reuse-sweep-run 31147925932`", "needs the `write` role")
+	posts := sl.Posts()
+	if len(posts) != 2 || !strings.Contains(posts[1].Blocks, "I did not run") {
+		t.Fatalf("Slack posts = %+v, want the thread parent and the denial", posts)
+	}
+}
+
+// One user gets at most notices.max_replies_per_user_per_hour replies (20 by
+// default) in an hour on a repository; past it opsbot only reacts, says so
+// in the audit, and still answers other users.
+func TestRepliesToOneUserAreLimited(t *testing.T) {
+	w, sl := quietWorld(t, "")
+	for i := 1; i <= 20; i++ {
+		w.comment(triager, "/reuse-sweep-run 31147925932")
+		if n := len(w.replies()); n != i {
+			t.Fatalf("after %d denials, %d replies", i, n)
+		}
+	}
+	slackBefore := len(sl.Posts())
+	c := w.comment(triager, "/reuse-sweep-run 31147925932")
+	if n := len(w.replies()); n != 20 {
+		t.Fatalf("the 21st denial in an hour got a reply (%d replies)", n)
+	}
+	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+		t.Fatalf("reactions to the 21st = %v, want a 👎", r)
+	}
+	if n := len(sl.Posts()); n != slackBefore {
+		t.Fatalf("the 21st denial went to Slack (%d posts, was %d)", n, slackBefore)
+	}
+	if tr := w.trail(); !slices.Equal(tr[len(tr)-2:], []string{"command reuse-sweep-run denied", "reply suppressed"}) {
+		t.Fatalf("audit ends %v, want the denial and the suppressed reply", tr[len(tr)-2:])
+	}
+	// Other users are answered.
+	w.comment(maintainer, "/opsbot help")
+	mustContain(t, "another user's reply", w.lastReply(), "@maintainer here is what opsbot does")
+}
+
+// The limit is configurable, and a command past it still works: a pin is
+// taken, with a 👍 and no reply.
+func TestReplyLimitIsConfigurable(t *testing.T) {
+	w, _ := quietWorld(t, "notices:\n  max_replies_per_user_per_hour: 2\n")
+	w.comment(maintainer, "/opsbot help")
+	w.comment(maintainer, "/opsbot help")
+	c := w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	if n := len(w.replies()); n != 2 {
+		t.Fatalf("%d replies with a limit of 2", n)
+	}
+	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"+1"}) {
+		t.Fatalf("reactions to a pin past the limit = %v, want a 👍", r)
+	}
+	if tr := w.trail(); !slices.Equal(tr[len(tr)-3:], []string{"command reuse-sweep-run accepted", "pin active", "reply suppressed"}) {
+		t.Fatalf("audit ends %v, want the pin taken and its reply suppressed", tr[len(tr)-3:])
+	}
+}

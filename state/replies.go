@@ -1,0 +1,83 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ReplyWindow is the rolling window TakeReply counts replies in.
+const ReplyWindow = time.Hour
+
+// replyLog is the times of the replies one user got on one repository in
+// the last ReplyWindow, oldest first. Stored in bRepos under
+// "replies\x00" repo "\x00" user id(8).
+type replyLog struct {
+	V  int     `json:"v"`
+	At []int64 `json:"at"` // unix nanoseconds
+}
+
+func replyKey(repo string, userID int64) []byte {
+	k := append([]byte("replies\x00"), repoKey(repo)...)
+	k = append(k, 0)
+	return append(k, u64(uint64(userID))...)
+}
+
+// TakeReply decides whether opsbot may post one more reply comment to user
+// userID on repo: true while the user got fewer than limit replies there in
+// the last ReplyWindow (the reply is then counted), false past it (nothing
+// is counted). A limit below 1 allows nothing.
+func (t *Tx) TakeReply(repo string, userID int64, limit int) (bool, error) {
+	b := t.tx.Bucket(bRepos)
+	k := replyKey(repo, userID)
+	var log replyLog
+	if _, err := getJSON(b, k, &log); err != nil {
+		return false, err
+	}
+	now := t.now()
+	cutoff := now.Add(-ReplyWindow).UnixNano()
+	kept := log.At[:0]
+	for _, at := range log.At {
+		if at > cutoff {
+			kept = append(kept, at)
+		}
+	}
+	log.At = kept
+	if len(log.At) >= limit {
+		return false, nil
+	}
+	log.V, log.At = 1, append(log.At, now.UnixNano())
+	return true, putJSON(b, k, &log)
+}
+
+// PruneReplies forgets the reply counts of users who got no reply since
+// cutoff (at most limit of them), returning how many went.
+func (s *Store) PruneReplies(cutoff time.Time, limit int) (int, error) {
+	n := 0
+	err := s.update(func(tx *bolt.Tx) error {
+		n = 0
+		b := tx.Bucket(bRepos)
+		c := b.Cursor()
+		prefix := []byte("replies\x00")
+		var doomed [][]byte
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(doomed) < limit; k, v = c.Next() {
+			var log replyLog
+			if err := json.Unmarshal(v, &log); err != nil {
+				return err
+			}
+			if len(log.At) == 0 || log.At[len(log.At)-1] < cutoff.UnixNano() {
+				doomed = append(doomed, bytes.Clone(k))
+			}
+		}
+		for _, k := range doomed {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(doomed)
+		return nil
+	})
+	return n, err
+}
