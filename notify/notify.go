@@ -128,9 +128,13 @@ func code(s string) string {
 }
 
 // Escape makes any text safe inside Slack mrkdwn: no entity, mention,
-// link or formatting can come out of it, and it stays on one line.
+// link (Slack links bare URLs: "://" and "www." get a zero-width space),
+// code (a backtick becomes a look-alike) or formatting can come out of it,
+// and it stays on one line.
 func Escape(s string) string {
-	return neutralize(escapeEntities(oneLine(s)), "*_~`")
+	s = strings.NewReplacer("://", ":"+zeroWidth+"//", "www.", "www"+zeroWidth+".", "WWW.", "WWW"+zeroWidth+".",
+		"`", "ˋ").Replace(oneLine(s))
+	return neutralize(escapeEntities(s), "*_~")
 }
 
 // oneLine turns line breaks and other control characters into spaces.

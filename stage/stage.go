@@ -165,13 +165,9 @@ func AckText(r *state.StageRequest, runURL string) string {
 
 func runLink(id int64, url string) string { return mdtext.Link(strconv.FormatInt(id, 10), url) }
 
-// stagedURL shows a staging URL as a bare link when it is one, else as text.
-func stagedURL(u string) string {
-	if safe := mdtext.URL(u); safe != "" {
-		return safe
-	}
-	return mdtext.Text(u)
-}
+// stagedURL links a staging URL (made from the configured template), or
+// shows it as text when it is not an http(s) URL.
+func stagedURL(u string) string { return mdtext.Link(mdtext.Text(u), u) }
 
 // checkLabels requires one of the configured labels to have been on the PR
 // when the run was created, from the PR's label timeline.
