@@ -11,6 +11,7 @@ import (
 	"log/slog"
 
 	"opsbot/config"
+	"opsbot/mdtext"
 	"opsbot/runs"
 	"opsbot/state"
 )
@@ -110,7 +111,7 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 	v, err := g.Validators(a.Installation)
 	if err != nil {
 		return plan{decision: Sweep, pin: pin, pinState: state.PinInvalid,
-			reason: fmt.Sprintf("pinned run %d could not be checked: %v", pin.RunID, err)}
+			reason: fmt.Sprintf("pinned run %d could not be checked: %s", pin.RunID, why(err))}
 	}
 	rules := Rules(rc, true)
 	rules.NewHead = a.SHA
@@ -123,7 +124,7 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 	if err != nil {
 		g.Log.Warn("validating a pinned run failed; deciding sweep", "repo", a.Repo, "pr", a.PR, "run", pin.RunID, "err", err)
 		return plan{decision: Sweep, pin: pin, pinState: state.PinInvalid,
-			reason: fmt.Sprintf("pinned run %d could not be checked (GitHub: %v)", pin.RunID, err)}
+			reason: fmt.Sprintf("pinned run %d could not be checked (GitHub: %s)", pin.RunID, why(err))}
 	}
 	return plan{decision: Skip, pin: pin, run: run, pinState: state.PinConsumed,
 		reason: fmt.Sprintf("reusing run %d, authorized by @%s", pin.RunID, pin.ActorLogin)}
@@ -257,7 +258,17 @@ func (g *Gate) Merged(ctx context.Context, a Ask, finalHead string) (*state.Deci
 	}
 	if err != nil {
 		p = plan{decision: Sweep, pin: pin, pinState: state.PinInvalid, merge: true,
-			reason: fmt.Sprintf("pinned run %d no longer qualified at merge: %v", pin.RunID, err)}
+			reason: fmt.Sprintf("pinned run %d no longer qualified at merge: %s", pin.RunID, why(err))}
 	}
 	return g.commit(a, p)
+}
+
+// why is an error in a reason that opsbot's comments quote as Markdown: a
+// rule's refusal as written (runs quotes its names), any other error (its
+// text comes from GitHub) as one code span.
+func why(err error) string {
+	if rej, ok := runs.IsRejection(err); ok {
+		return rej.Reason
+	}
+	return mdtext.Code(err.Error())
 }
