@@ -167,7 +167,7 @@ func runLink(id int64, url string) string { return mdtext.Link(strconv.FormatInt
 
 // stagedURL links a staging URL (made from the configured template), or
 // shows it as text when it is not an http(s) URL.
-func stagedURL(u string) string { return mdtext.Link(mdtext.Text(u), u) }
+func stagedURL(u string) string { return mdtext.Link(mdtext.Code(u), u) }
 
 // checkLabels requires one of the configured labels to have been on the PR
 // when the run was created, from the PR's label timeline.

@@ -79,7 +79,7 @@ func TestStageResultsEndToEnd(t *testing.T) {
 	}
 	// Asking again for a staged run answers at once, with the URL.
 	w.comment(maintainer, "/stage-results 31147925932")
-	mustContain(t, "repeat", w.lastReply(), "run 31147925932 is already staged: "+url)
+	mustContain(t, "repeat", w.lastReply(), "run 31147925932 is already staged: [`"+url+"`]("+url+")")
 	if len(w.gh.Dispatches()) != 1 {
 		t.Fatal("a staged run was dispatched again")
 	}
