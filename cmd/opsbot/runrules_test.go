@@ -251,6 +251,7 @@ func TestAllowUsersMatchesAccountIDs(t *testing.T) {
 	// The account is renamed and someone else takes its login.
 	w.gh.AddUser("trusted-elsewhere", 7001, "User")
 	w.gh.AddUser("trusted", 7666, "User")
+	w.gh.SetRole(theRepo, "trusted", "triage") // below triage a denial gets a 👎 only (quiet_test.go); triage is answered
 	c := w.comment(user{"trusted", 7666, "User"}, "/reuse-sweep-run cancel")
 	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
 		t.Fatalf("reactions to the login's new holder = %v, want [-1]", r)
@@ -259,6 +260,7 @@ func TestAllowUsersMatchesAccountIDs(t *testing.T) {
 
 	// A login that did not resolve at start allows nobody, even once an account takes it.
 	w.gh.AddUser("ghost", 7777, "User")
+	w.gh.SetRole(theRepo, "ghost", "triage")
 	w.comment(user{"ghost", 7777, "User"}, "/reuse-sweep-run cancel")
 	mustContain(t, "unresolved login", w.lastReply(), "@ghost I did not run", "needs the `write` role")
 
