@@ -178,7 +178,7 @@ func TestDemo(t *testing.T) {
 		"2. The author pushes c2c2c2c", `success, "skip: reusing run 31147925932, authorized by @maintainer"`,
 		"gets: skip-pr-sweep=true reuse-source-run-id=31147925932", "Sweep skipped for",
 		"3. The author pushes c3c3c3c", `"sweep: no reuse authorization"`, "gets: skip-pr-sweep=false",
-		"4. @reader", "needs the `write` role",
+		"4. @triager", "needs the `write` role", "@reader (read access", "it reacts [-1] only: no reply",
 		"5. The audit", "decision                 skip", "pin                      consumed", "denied")
 	if strings.Contains(out, "<!--") {
 		t.Errorf("the demo shows the hidden marker:\n%s", out)

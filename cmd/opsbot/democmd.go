@@ -30,6 +30,7 @@ const (
 	demoAdminToken = "demo-admin-token"
 	demoMaintID    = int64(5001)
 	demoReadID     = int64(5002)
+	demoTriageID   = int64(5003)
 )
 
 func demoSHA(name string) string { return strings.Repeat(name, 40/len(name)+1)[:40] }
@@ -68,6 +69,8 @@ func runDemo(e *env, args []string) error {
 	gh.AddUser("reader", demoReadID, "User")
 	gh.SetRole(demoRepo, "maintainer", "write")
 	gh.SetRole(demoRepo, "reader", "read")
+	gh.AddUser("triager", demoTriageID, "User")
+	gh.SetRole(demoRepo, "triager", "triage")
 	gh.AddPR(demoRepo, demoPR, "author", "kimi-tune", demoSHA("b0"), []string{demoSHA("c1")}, []string{"benchmarks/kimi.sh"})
 	gh.AddRun(demoRepo, githubtest.Run{ID: demoRun, WorkflowID: 77, Event: "pull_request", Status: "completed",
 		Conclusion: "success", HeadSHA: demoSHA("c1"), HeadBranch: "kimi-tune", CreatedAt: time.Now().Add(-2 * time.Hour),
@@ -238,9 +241,9 @@ func (d *demo) play() error {
 	}
 	d.say("")
 
-	d.say("4. @reader (read access) tries the same:  /reuse-sweep-run %d", demoRun)
-	c = d.gh.AddComment(demoRepo, demoPR, "reader", fmt.Sprintf("/reuse-sweep-run %d", demoRun))
-	if err := d.sendComment(c, "reader", demoReadID); err != nil {
+	d.say("4. @triager (triage access) tries the same:  /reuse-sweep-run %d", demoRun)
+	c = d.gh.AddComment(demoRepo, demoPR, "triager", fmt.Sprintf("/reuse-sweep-run %d", demoRun))
+	if err := d.sendComment(c, "triager", demoTriageID); err != nil {
 		return err
 	}
 	if reply, err = d.waitReply(3); err != nil {
@@ -248,6 +251,15 @@ func (d *demo) play() error {
 	}
 	d.say("   opsbot refuses:")
 	d.quote(reply)
+	d.say("   @reader (read access: anyone, on a public repository) tries too; opsbot does not talk to outsiders:")
+	c = d.gh.AddComment(demoRepo, demoPR, "reader", fmt.Sprintf("/reuse-sweep-run %d", demoRun))
+	if err := d.sendComment(c, "reader", demoReadID); err != nil {
+		return err
+	}
+	if err := until("opsbot's reaction to @reader", func() bool { return len(d.gh.Reactions(c.ID)) > 0 }); err != nil {
+		return err
+	}
+	d.say("   it reacts %v only: no reply, no Slack message (the audit has the denial)\n", d.gh.Reactions(c.ID))
 
 	d.say("5. The audit (opsbot audit --server %s --repo %s --pr %d):\n", d.url, demoRepo, demoPR)
 	var table bytes.Buffer
