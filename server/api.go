@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -31,7 +32,7 @@ type AuditReader interface {
 	Audit(q state.AuditQuery) ([]state.AuditRecord, uint64, error)
 	DeadLetters() ([]state.DeadLetter, error)
 	FailedNotices() ([]state.Notice, error)
-	Backup(w io.Writer) (int64, error)
+	BackupFile() (*os.File, int64, error)
 }
 
 // Reconciler recovers lost webhooks for a repository.
@@ -411,11 +412,28 @@ func (a *API) deadLetters(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, dl)
 }
 
+// backup writes the copy to a temporary file beside the database, then
+// streams that file: the database's read transaction ends before the first
+// byte is sent, so a slow client holds only its copy. The copy is removed
+// when the response ends, however it ends.
 func (a *API) backup(w http.ResponseWriter, r *http.Request) {
+	f, n, err := a.Audit.BackupFile()
+	if err != nil {
+		a.Log.Error("backup failed", "err", err)
+		writeJSON(w, http.StatusInternalServerError, apiError{"could not copy the database: " + err.Error()})
+		return
+	}
+	defer func() {
+		f.Close()
+		if err := os.Remove(f.Name()); err != nil {
+			a.Log.Error("removing the backup's temporary copy", "file", f.Name(), "err", err)
+		}
+	}()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", `attachment; filename="opsbot.db"`)
-	if _, err := a.Audit.Backup(w); err != nil {
-		a.Log.Error("backup failed", "err", err)
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	if _, err := io.Copy(w, f); err != nil {
+		a.Log.Warn("backup not sent whole: the client went away or was too slow", "err", err)
 	}
 }
 

@@ -285,6 +285,43 @@ func TestBackupIsConsistent(t *testing.T) {
 	}
 }
 
+// BackupFile's copy sits beside the database and checks; a copy a crash
+// left behind is removed when the store is opened again.
+func TestBackupFileBesideTheDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "opsbot.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Append(context.Background(), delivery("b", 1))
+	f, n, err := s.BackupFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := filepath.Dir(f.Name()), filepath.Dir(path); got != want {
+		t.Fatalf("copy in %s, want beside the database in %s", got, want)
+	}
+	if st, err := f.Stat(); err != nil || st.Size() != n {
+		t.Fatalf("copy size = %v (%v), want %d", st, err, n)
+	}
+	if err := CheckFile(f.Name()); err != nil {
+		t.Fatalf("copy does not check: %v", err)
+	}
+	f.Close() // left behind, as a crash would leave it
+	s.Close()
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := os.Stat(f.Name()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a stale backup copy survived reopening: %v", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the database itself: %v", err)
+	}
+}
+
 func TestAppendAfterCloseFails(t *testing.T) {
 	s, err := Open(filepath.Join(t.TempDir(), "x.db"), Options{})
 	if err != nil {

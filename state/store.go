@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,6 +108,7 @@ func Open(path string, opt Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("opening state %q: %w", path, err)
 	}
+	removeStaleBackups(path)
 	s := &Store{db: db, path: path, now: opt.Now, failWrites: opt.FailWrites, onCommit: opt.OnCommit, appends: make(chan *writeReq, 4096),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.migrate(); err != nil {
@@ -227,6 +230,59 @@ func (s *Store) Backup(w io.Writer) (int64, error) {
 		return err
 	})
 	return n, err
+}
+
+// BackupFile writes a consistent copy of the database to a new temporary
+// file beside it, checks the copy, and returns it open at its start with its
+// size. The read transaction lasts only as long as the local write, so a
+// slow reader of the copy never holds back commits that must grow the file.
+// The caller closes the file and removes it (by f.Name()); copies a crash
+// left behind are removed the next time the store is opened.
+func (s *Store) BackupFile() (f *os.File, n int64, err error) {
+	f, err = os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+backupSuffix+"*")
+	if err != nil {
+		return nil, 0, fmt.Errorf("creating the backup's temporary file: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			f = nil
+		}
+	}()
+	if n, err = s.Backup(f); err != nil {
+		return nil, 0, fmt.Errorf("writing the backup copy: %w", err)
+	}
+	if err = CheckFile(f.Name()); err != nil {
+		return nil, 0, fmt.Errorf("the backup copy does not pass bbolt's check: %w", err)
+	}
+	if _, err = f.Seek(0, io.SeekStart); err != nil {
+		return nil, 0, fmt.Errorf("rewinding the backup copy: %w", err)
+	}
+	return f, n, nil
+}
+
+// backupSuffix marks BackupFile's temporary copies: "opsbot.db.backup-123".
+const backupSuffix = ".backup-"
+
+// removeStaleBackups removes the temporary copies a crash left beside the
+// database at path.
+func removeStaleBackups(path string) {
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(path), globEscape(filepath.Base(path))+backupSuffix+"*"))
+	for _, p := range stale {
+		os.Remove(p) // best effort: a copy that stays is only disk space
+	}
+}
+
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Check runs bbolt's consistency check and returns every problem found.
