@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path"
@@ -62,6 +63,30 @@ type HTTP struct {
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
 	// MaxConnections open at once; past it a new connection is answered 503 and closed.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerIP open at once from one client address; behind a
+	// trusted proxy, requests in flight per forwarded client address.
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
+	// TrustedProxies (CIDRs or addresses) may name the client in
+	// X-Forwarded-For; their own connections are not limited per address.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+}
+
+// TrustedProxyPrefixes parses TrustedProxies (validated by Parse); a bare
+// address is a prefix of its full length.
+func (h HTTP) TrustedProxyPrefixes() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range h.TrustedProxies {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a CIDR (10.0.0.0/8) nor an address", s)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }
 
 // Reconcile recovers lost webhooks on a period.
@@ -340,6 +365,9 @@ func (c *Config) applyDefaults() {
 	if c.Notices.MaxRepliesPerUserPerHour == 0 {
 		c.Notices.MaxRepliesPerUserPerHour = DefaultMaxRepliesPerUserPerHour
 	}
+	if c.HTTP.MaxConnectionsPerIP == 0 {
+		c.HTTP.MaxConnectionsPerIP = 64
+	}
 	for i := range c.Repos {
 		r := &c.Repos[i]
 		if len(r.ResultArtifacts) == 0 {
@@ -434,6 +462,12 @@ func (c *Config) validate() Problems {
 	}
 	if c.Notices.MaxRepliesPerUserPerHour < 1 {
 		add("notices.max_replies_per_user_per_hour", "must be at least 1, got %d", c.Notices.MaxRepliesPerUserPerHour)
+	}
+	if c.HTTP.MaxConnectionsPerIP < 1 {
+		add("http.max_connections_per_ip", "must be at least 1, got %d", c.HTTP.MaxConnectionsPerIP)
+	}
+	if _, err := c.HTTP.TrustedProxyPrefixes(); err != nil {
+		add("http.trusted_proxies", "%v", err)
 	}
 	if c.Webhook.MaxBodyBytes < 1024 {
 		add("webhook.max_body_bytes", "must be at least 1024")

@@ -1,29 +1,85 @@
 package server
 
 import (
+	"container/list"
+	"fmt"
 	"net"
+	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// LimitListener lets at most n connections be open at once. A connection
-// past the limit is answered "503 Service Unavailable" (with Retry-After)
-// and closed at once, so a flood of connections degrades into quick refusals
-// instead of exhausted file descriptors. refused is called for each.
-func LimitListener(l net.Listener, n int, refused func()) net.Listener {
-	return &limitListener{Listener: l, max: int64(n), refused: refused}
+// ConnLimits bounds the connections clients may hold.
+type ConnLimits struct {
+	// Max connections open at once.
+	Max int
+	// PerAddr connections open at once from one client address. Behind a
+	// trusted proxy it bounds requests in flight per forwarded client
+	// address instead (see Handler).
+	PerAddr int
+	// Trusted proxies: only a connection from one of these may name its
+	// client in X-Forwarded-For, and its own connections are not counted
+	// per address (every client behind it shares them).
+	Trusted []netip.Prefix
+	// Refused is called for each connection or request refused, with the
+	// reason: "too_many_connections" or "too_many_from_address".
+	Refused func(reason string)
+}
+
+// ConnLimiter enforces ConnLimits. Wrap the listener with Listener, set
+// http.Server.ConnState to ConnState (it learns which connections are idle
+// from it) and wrap the handler with Handler.
+//
+// When a new connection would pass a limit, the oldest idle keep-alive
+// connection (of the same address, for the per-address limit) is closed to
+// make room; only when none is idle is the new connection answered "503
+// Service Unavailable" (with Retry-After) and closed. So thousands of idle
+// clients cannot keep GitHub's deliveries out, and a flood degrades into
+// quick refusals instead of exhausted file descriptors. A connection that
+// has not finished its first request is never closed for another: the
+// header and read timeouts cut those.
+type ConnLimiter struct {
+	lim    ConnLimits
+	mu     sync.Mutex
+	open   int
+	byAddr map[netip.Addr]int
+	idle   *list.List // of *limitConn, oldest idle first
+	// requests in flight per forwarded client address, behind a trusted proxy
+	inFlight map[netip.Addr]int
+}
+
+// NewConnLimiter makes a limiter; a PerAddr below 1 turns the per-address
+// limit off.
+func NewConnLimiter(l ConnLimits) *ConnLimiter {
+	return &ConnLimiter{lim: l, byAddr: map[netip.Addr]int{}, idle: list.New(), inFlight: map[netip.Addr]int{}}
+}
+
+// Listener wraps l so that every connection it accepts is counted.
+func (cl *ConnLimiter) Listener(l net.Listener) net.Listener {
+	return &limitListener{Listener: l, cl: cl}
 }
 
 type limitListener struct {
 	net.Listener
-	max     int64
-	open    atomic.Int64
-	refused func()
+	cl *ConnLimiter
 }
 
-const refusal = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Type: text/plain\r\n" +
-	"Content-Length: 33\r\n\r\ntoo many connections; retry soon\n"
+const (
+	reasonTotal = "too_many_connections"
+	reasonAddr  = "too_many_from_address"
+)
+
+func refusal(msg string) []byte {
+	return []byte(fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Type: text/plain\r\n"+
+		"Content-Length: %d\r\n\r\n%s", len(msg), msg))
+}
+
+var refusals = map[string][]byte{
+	reasonTotal: refusal("too many connections; retry soon\n"),
+	reasonAddr:  refusal("too many connections from your address; close idle ones or retry soon\n"),
+}
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
@@ -31,30 +87,194 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) > l.max {
-			l.open.Add(-1)
-			if l.refused != nil {
-				l.refused()
-			}
-			go func() {
-				c.SetWriteDeadline(time.Now().Add(time.Second))
-				c.Write([]byte(refusal))
-				c.Close()
-			}()
-			continue
+		lc, reason := l.cl.admit(c)
+		if lc != nil {
+			return lc, nil
 		}
-		return &limitConn{Conn: c, l: l}, nil
+		if l.cl.lim.Refused != nil {
+			l.cl.lim.Refused(reason)
+		}
+		go func() {
+			c.SetWriteDeadline(time.Now().Add(time.Second))
+			c.Write(refusals[reason])
+			c.Close()
+		}()
 	}
+}
+
+// admit counts c in, closing idle connections to make room if it must. It
+// returns nil and the reason when c is refused.
+func (cl *ConnLimiter) admit(c net.Conn) (*limitConn, string) {
+	addr := addrOf(c.RemoteAddr().String())
+	perAddr := cl.lim.PerAddr > 0 && !cl.trusted(addr)
+	for {
+		cl.mu.Lock()
+		overAddr := perAddr && cl.byAddr[addr] >= cl.lim.PerAddr
+		overAll := cl.open >= cl.lim.Max
+		if !overAddr && !overAll {
+			cl.open++
+			cl.byAddr[addr]++
+			cl.mu.Unlock()
+			return &limitConn{Conn: c, cl: cl, addr: addr}, ""
+		}
+		reason := reasonTotal
+		var victim *limitConn
+		for e := cl.idle.Front(); e != nil; e = e.Next() {
+			if lc := e.Value.(*limitConn); !overAddr || lc.addr == addr {
+				victim = lc
+				break
+			}
+		}
+		if overAddr {
+			reason = reasonAddr
+		}
+		if victim == nil {
+			cl.mu.Unlock()
+			return nil, reason
+		}
+		cl.idle.Remove(victim.elem)
+		victim.elem, victim.evicted = nil, true
+		cl.mu.Unlock()
+		victim.Close() // releases its count; then try again
+	}
+}
+
+// ConnState is the http.Server's ConnState hook: it keeps the list of idle
+// connections, oldest first.
+func (cl *ConnLimiter) ConnState(c net.Conn, st http.ConnState) {
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if st == http.StateIdle {
+		if lc.elem == nil && !lc.evicted && !lc.closed {
+			lc.elem = cl.idle.PushBack(lc)
+		}
+		return
+	}
+	if lc.elem != nil {
+		cl.idle.Remove(lc.elem)
+		lc.elem = nil
+	}
+}
+
+func (cl *ConnLimiter) trusted(a netip.Addr) bool {
+	for _, p := range cl.lim.Trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// addrOf is the address of "host:port", unmapped from IPv6 so that one
+// IPv4 client is one address; the zero Addr when it cannot be parsed.
+func addrOf(hostport string) netip.Addr {
+	ap, err := netip.ParseAddrPort(hostport)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// ClientAddr is the address a request comes from: the connection's peer,
+// or, when the peer is a trusted proxy, the nearest address in
+// X-Forwarded-For that is not itself a trusted proxy (read right to left, as
+// each proxy appends the address it saw). An entry that does not parse
+// stops the walk at the last address known good, so a client cannot hide
+// behind garbage.
+func (cl *ConnLimiter) ClientAddr(r *http.Request) netip.Addr {
+	addr := addrOf(r.RemoteAddr)
+	if !cl.trusted(addr) {
+		return addr
+	}
+	xff := r.Header.Values("X-Forwarded-For")
+	for i := len(xff) - 1; i >= 0; i-- {
+		parts := strings.Split(xff[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+			if err != nil {
+				return addr
+			}
+			addr = a.Unmap()
+			if !cl.trusted(addr) {
+				return addr
+			}
+		}
+	}
+	return addr
+}
+
+// Handler wraps h with the per-address limit for requests that arrive
+// through a trusted proxy: their connections all come from the proxy, so
+// the limit applies to requests in flight per forwarded client address
+// (ClientAddr) instead. Past it a request is answered 503 with Retry-After.
+// Requests from other peers pass straight through: their connections are
+// already limited per address.
+func (cl *ConnLimiter) Handler(h http.Handler) http.Handler {
+	if len(cl.lim.Trusted) == 0 || cl.lim.PerAddr < 1 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !cl.trusted(addrOf(r.RemoteAddr)) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		client := cl.ClientAddr(r)
+		cl.mu.Lock()
+		ok := cl.inFlight[client] < cl.lim.PerAddr
+		if ok {
+			cl.inFlight[client]++
+		}
+		cl.mu.Unlock()
+		if !ok {
+			if cl.lim.Refused != nil {
+				cl.lim.Refused(reasonAddr)
+			}
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Connection", "close")
+			http.Error(w, "too many requests at once from your address; retry soon", http.StatusServiceUnavailable)
+			return
+		}
+		defer func() {
+			cl.mu.Lock()
+			if cl.inFlight[client]--; cl.inFlight[client] <= 0 {
+				delete(cl.inFlight, client)
+			}
+			cl.mu.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	})
 }
 
 type limitConn struct {
 	net.Conn
-	l    *limitListener
+	cl   *ConnLimiter
+	addr netip.Addr
 	once sync.Once
+	// under cl.mu
+	elem    *list.Element // in cl.idle while idle
+	evicted bool          // closed to make room; never idle again
+	closed  bool
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		cl := c.cl
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		c.closed = true
+		if c.elem != nil {
+			cl.idle.Remove(c.elem)
+			c.elem = nil
+		}
+		cl.open--
+		if cl.byAddr[c.addr]--; cl.byAddr[c.addr] <= 0 {
+			delete(cl.byAddr, c.addr)
+		}
+	})
 	return err
 }

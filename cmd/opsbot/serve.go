@@ -265,9 +265,13 @@ func runServe(e *env, args []string) error {
 		pool.Stop()
 		return fmt.Errorf("listening on %s: %w (is another server using the port?)", cfg.Listen, err)
 	}
-	ln = server.LimitListener(ln, cfg.HTTP.MaxConnections, func() { m.Webhooks.WithLabelValues("other", "too_many_connections").Inc() })
+	proxies, _ := cfg.HTTP.TrustedProxyPrefixes() // validated when the config was read
+	conns := server.NewConnLimiter(server.ConnLimits{Max: cfg.HTTP.MaxConnections, PerAddr: cfg.HTTP.MaxConnectionsPerIP,
+		Trusted: proxies, Refused: func(reason string) { m.Webhooks.WithLabelValues("other", reason).Inc() }})
+	ln = conns.Listener(ln)
 	hs := &http.Server{
-		Handler:           srv,
+		Handler:           conns.Handler(srv),
+		ConnState:         conns.ConnState,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,

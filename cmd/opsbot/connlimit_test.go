@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/internal/fixtures"
+)
+
+// dialFrom opens a connection to the server from a loopback address (all
+// of 127.0.0.0/8 is local on Linux).
+func dialFrom(t *testing.T, from, serverURL string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", strings.TrimPrefix(serverURL, "http://"))
+	if err != nil {
+		t.Fatalf("dialing from %s: %v", from, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// keepAlive is a client connection that has had one request answered and
+// now sits idle, as a keep-alive client between requests.
+type keepAlive struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+// get sends GET path on the connection and returns the response's status.
+func (k *keepAlive) get(t *testing.T, path string, header ...string) (int, error) {
+	t.Helper()
+	fmt.Fprintf(k, "GET %s HTTP/1.1\r\nHost: opsbot\r\n%s\r\n", path, strings.Join(header, ""))
+	k.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(k.r, nil)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func openIdle(t *testing.T, from, serverURL string) *keepAlive {
+	t.Helper()
+	c := dialFrom(t, from, serverURL)
+	k := &keepAlive{Conn: c, r: bufio.NewReader(c)}
+	if code, err := k.get(t, "/healthz"); err != nil || code != http.StatusOK {
+		t.Fatalf("/healthz on a new connection from %s: %d %v", from, code, err)
+	}
+	return k
+}
+
+// signedDelivery posts a signed synchronize on a connection of its own.
+func signedDelivery(t *testing.T, w *world, from string) (int, string) {
+	t.Helper()
+	body, err := json.Marshal(w.syncPayload(sha("c1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{DisableKeepAlives: true, DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}).DialContext}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(
+		fixtures.SignedRequest(t, w.srv.URL+"/webhook", "pull_request", w.id(), body, testSecret))
+	if err != nil {
+		t.Fatalf("signed delivery from %s: %v", from, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Idle keep-alive clients filling http.max_connections do not keep GitHub
+// out: a new connection closes the oldest idle one and a signed delivery is
+// stored; the newest idle client is still served.
+func TestIdleConnectionsGiveWayToDeliveries(t *testing.T) {
+	w := newWorldWith(t, "http:\n  max_connections: 20\n", "", nil)
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	var idle []*keepAlive
+	for range 20 {
+		idle = append(idle, openIdle(t, "127.0.0.1", w.srv.URL))
+	}
+	if code, body := signedDelivery(t, w, "127.0.0.1"); code != http.StatusAccepted {
+		t.Fatalf("a signed delivery with the connection limit filled by idle clients: %d %s, want 202", code, body)
+	}
+	oldest := idle[0]
+	oldest.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := oldest.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("the oldest idle connection is still open (read %d bytes)", n)
+	}
+	if code, err := idle[19].get(t, "/healthz"); err != nil || code != http.StatusOK {
+		t.Fatalf("the newest idle client was not served again: %d %v", code, err)
+	}
+	w.settle()
+}
+
+// One address over http.max_connections_per_ip is refused while another
+// address is served; an address at its limit with idle connections closes
+// its own oldest idle one instead of being refused.
+func TestPerAddressConnectionLimit(t *testing.T) {
+	w := newWorldWith(t, "http:\n  read_header_timeout: 10s\n  max_connections_per_ip: 4\n", "", nil)
+	// 127.0.0.2 holds four connections that have not finished a request.
+	for range 4 {
+		c := dialFrom(t, "127.0.0.2", w.srv.URL)
+		fmt.Fprint(c, "POST /webhook HTTP/1.1\r\nHost: opsbot\r\n") // and not the rest yet
+	}
+	over := &keepAlive{Conn: dialFrom(t, "127.0.0.2", w.srv.URL)}
+	over.r = bufio.NewReader(over.Conn)
+	code, err := over.get(t, "/healthz")
+	if err != nil || code != http.StatusServiceUnavailable {
+		t.Fatalf("a fifth connection from 127.0.0.2: %d %v, want 503", code, err)
+	}
+	if code, body := signedDelivery(t, w, "127.0.0.1"); code != http.StatusAccepted {
+		t.Fatalf("a signed delivery from 127.0.0.1 while 127.0.0.2 is at its limit: %d %s, want 202", code, body)
+	}
+
+	// 127.0.0.3 at its limit with idle connections: its oldest gives way.
+	var idle []*keepAlive
+	for range 4 {
+		idle = append(idle, openIdle(t, "127.0.0.3", w.srv.URL))
+	}
+	fifth := openIdle(t, "127.0.0.3", w.srv.URL)
+	idle[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := idle[0].Read(make([]byte, 1)); err == nil {
+		t.Fatal("127.0.0.3's oldest idle connection is still open")
+	}
+	if code, err := fifth.get(t, "/healthz"); err != nil || code != http.StatusOK {
+		t.Fatalf("127.0.0.3's newest connection: %d %v", code, err)
+	}
+	if m := w.metrics(); m[`opsbot_webhook_deliveries_total{event="other",outcome="too_many_from_address"}`] != "1" {
+		t.Errorf("refusals per address counted %q, want 1", m[`opsbot_webhook_deliveries_total{event="other",outcome="too_many_from_address"}`])
+	}
+	w.settle()
+}
+
+// Behind a trusted proxy every client shares the proxy's connections: the
+// proxy is not limited per address, and requests in flight are limited per
+// client address it forwards. X-Forwarded-For from anyone else is ignored.
+func TestTrustedProxyForwardedClients(t *testing.T) {
+	w := newWorldWith(t, "http:\n  read_header_timeout: 10s\n  max_connections_per_ip: 2\n  trusted_proxies: [\"127.0.0.2/32\"]\n", "", nil)
+	// The proxy holds more connections than one address may.
+	for range 3 {
+		openIdle(t, "127.0.0.2", w.srv.URL)
+	}
+	// Two requests of client 203.0.113.7 in flight (bodies not yet sent).
+	for range 2 {
+		c := dialFrom(t, "127.0.0.2", w.srv.URL)
+		fmt.Fprint(c, "POST /webhook HTTP/1.1\r\nHost: opsbot\r\nX-Forwarded-For: 203.0.113.7\r\nX-GitHub-Event: ping\r\n"+
+			"X-GitHub-Delivery: d\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	}
+	// Once both have reached the server, a third is refused. The proxy
+	// appends the peer it saw; a client may prepend anything.
+	eventually(t, "a third request in flight for 203.0.113.7 through the proxy is refused", func() bool {
+		third := openIdleWithHeader(t, "127.0.0.2", w.srv.URL)
+		code, err := third.get(t, "/healthz", "X-Forwarded-For: 10.9.9.9, 203.0.113.7\r\n")
+		third.Close()
+		return err == nil && code == http.StatusServiceUnavailable
+	})
+	other := openIdleWithHeader(t, "127.0.0.2", w.srv.URL)
+	if code, err := other.get(t, "/healthz", "X-Forwarded-For: 203.0.113.8\r\n"); err != nil || code != http.StatusOK {
+		t.Fatalf("another client through the proxy: %d %v, want 200", code, err)
+	}
+	// From an untrusted peer the header means nothing: its connections are
+	// counted as its own.
+	direct := openIdleWithHeader(t, "127.0.0.1", w.srv.URL)
+	if code, err := direct.get(t, "/healthz", "X-Forwarded-For: 203.0.113.7\r\n"); err != nil || code != http.StatusOK {
+		t.Fatalf("a direct client naming 203.0.113.7: %d %v, want 200", code, err)
+	}
+}
+
+func openIdleWithHeader(t *testing.T, from, serverURL string) *keepAlive {
+	t.Helper()
+	c := dialFrom(t, from, serverURL)
+	return &keepAlive{Conn: c, r: bufio.NewReader(c)}
+}
