@@ -35,6 +35,12 @@ var (
 // "sha256=<hex>") against the HMAC-SHA256 of body under each secret, in
 // constant time. It never accepts an unsigned body, an empty secret or SHA-1.
 func VerifySignature(body []byte, header string, secrets []Secret) error {
+	return VerifySignatureParts([][]byte{body}, header, secrets)
+}
+
+// VerifySignatureParts is VerifySignature over the concatenation of parts,
+// for a body read in pieces that must not be joined before it is trusted.
+func VerifySignatureParts(parts [][]byte, header string, secrets []Secret) error {
 	if len(secrets) == 0 {
 		return ErrNoSecrets
 	}
@@ -55,7 +61,9 @@ func VerifySignature(body []byte, header string, secrets []Secret) error {
 			continue
 		}
 		m := hmac.New(sha256.New, []byte(s))
-		m.Write(body)
+		for _, p := range parts {
+			m.Write(p)
+		}
 		match |= boolInt(hmac.Equal(m.Sum(nil), got))
 	}
 	if match == 0 {

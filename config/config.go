@@ -176,6 +176,13 @@ type AuditWeb struct {
 // WebhookCfg tunes ingest.
 type WebhookCfg struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxInflightBytes of bodies being read at once, before their
+	// signatures are checked; past it a request is answered 503.
+	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`
+	// MinBodyRate in bytes per second a body must keep arriving at once
+	// MinBodyRateGrace has passed; slower clients are cut (408). -1 turns it off.
+	MinBodyRate      int64         `yaml:"min_body_rate"`
+	MinBodyRateGrace time.Duration `yaml:"min_body_rate_grace"`
 }
 
 // Repo is one repository opsbot serves.
@@ -350,6 +357,15 @@ func (c *Config) applyDefaults() {
 	if c.API.GitHubOIDC.Audience == "" {
 		c.API.GitHubOIDC.Audience = DefaultOIDCAudience
 	}
+	if c.Webhook.MaxInflightBytes == 0 {
+		c.Webhook.MaxInflightBytes = 64 << 20
+	}
+	if c.Webhook.MinBodyRate == 0 {
+		c.Webhook.MinBodyRate = 16 << 10
+	}
+	if c.Webhook.MinBodyRateGrace == 0 {
+		c.Webhook.MinBodyRateGrace = 10 * time.Second // GitHub gives up on a delivery after 10 s
+	}
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
@@ -471,6 +487,16 @@ func (c *Config) validate() Problems {
 	}
 	if c.Webhook.MaxBodyBytes < 1024 {
 		add("webhook.max_body_bytes", "must be at least 1024")
+	}
+	if c.Webhook.MaxInflightBytes < c.Webhook.MaxBodyBytes+64<<10 {
+		add("webhook.max_inflight_bytes", "must be at least webhook.max_body_bytes + 65536 (%d) so the largest delivery fits, got %d",
+			c.Webhook.MaxBodyBytes+64<<10, c.Webhook.MaxInflightBytes)
+	}
+	if c.Webhook.MinBodyRate < -1 {
+		add("webhook.min_body_rate", "must be bytes per second, or -1 for no floor, got %d", c.Webhook.MinBodyRate)
+	}
+	if c.Webhook.MinBodyRateGrace < time.Second {
+		add("webhook.min_body_rate_grace", "must be at least 1s, got %s", c.Webhook.MinBodyRateGrace)
 	}
 	if c.AuditWeb.Enabled && (c.AuditWeb.UserEnv == "" || c.AuditWeb.PasswordEnv == "") {
 		add("audit_web", "user_env and password_env are required when enabled")

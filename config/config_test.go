@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestExampleConfigIsValid(t *testing.T) {
@@ -266,5 +267,32 @@ func TestProtectedPaths(t *testing.T) {
 	_, err := Parse([]byte("repos:\n  - name: o/r\n    sweep_workflow: .github/workflows/run-sweep.yml\n    protected_paths: [\"[\"]\n"))
 	if err == nil || !strings.Contains(err.Error(), "repos[0].protected_paths[0]: bad glob") {
 		t.Fatalf("a bad glob: %v", err)
+	}
+}
+
+// The ingress limits: defaults, and each bad value named with what to do.
+func TestIngressLimits(t *testing.T) {
+	const repos = "repos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n"
+	cfg, err := Parse([]byte("http: {trusted_proxies: ['10.0.0.0/8', '192.0.2.7', 'fd00::/8']}\n" + repos))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTP.MaxConnectionsPerIP != 64 || cfg.Webhook.MaxInflightBytes != 64<<20 || cfg.Webhook.MinBodyRate != 16<<10 ||
+		cfg.Webhook.MinBodyRateGrace != 10*time.Second {
+		t.Fatalf("defaults: %+v %+v", cfg.HTTP, cfg.Webhook)
+	}
+	if p, err := cfg.HTTP.TrustedProxyPrefixes(); err != nil || len(p) != 3 || p[1].String() != "192.0.2.7/32" {
+		t.Fatalf("trusted proxies = %v, %v", p, err)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"http: {max_connections_per_ip: -1}", "http.max_connections_per_ip"},
+		{"http: {trusted_proxies: ['lb.internal']}", "http.trusted_proxies"},
+		{"webhook: {max_inflight_bytes: 1048576}", "webhook.max_inflight_bytes: must be at least webhook.max_body_bytes"},
+		{"webhook: {min_body_rate: -2}", "webhook.min_body_rate"},
+		{"webhook: {min_body_rate_grace: 100ms}", "webhook.min_body_rate_grace"},
+	} {
+		if _, err := Parse([]byte(tc.yaml + "\n" + repos)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a problem naming %s", tc.yaml, err, tc.want)
+		}
 	}
 }

@@ -32,10 +32,12 @@ type ReadyCheck func() (unready string, degraded []string)
 
 // Config is everything a Server needs.
 type Config struct {
-	Store    Appender
-	Queue    Queue
-	Secrets  []auth.Secret
-	MaxBody  int64
+	Store   Appender
+	Queue   Queue
+	Secrets []auth.Secret
+	MaxBody int64
+	// Body bounds reading bodies before their signatures are checked.
+	Body     BodyLimits
 	RepoName func(fullName string) (canonical string, served bool)
 	Metrics  *metrics.Metrics
 	Log      *slog.Logger
@@ -54,6 +56,8 @@ type Server struct {
 	queue    Queue
 	secrets  []auth.Secret
 	maxBody  int64
+	limits   BodyLimits
+	bodies   *bodyBudget
 	repoName func(string) (string, bool)
 	m        *metrics.Metrics
 	log      *slog.Logger
@@ -65,7 +69,7 @@ type Server struct {
 
 // New builds a Server and registers every route.
 func New(c Config) *Server {
-	s := &Server{store: c.Store, queue: c.Queue, secrets: c.Secrets, maxBody: c.MaxBody, repoName: c.RepoName,
+	s := &Server{store: c.Store, queue: c.Queue, secrets: c.Secrets, maxBody: c.MaxBody, limits: c.Body, bodies: newBodyBudget(c.Body.MaxInflight), repoName: c.RepoName,
 		m: c.Metrics, log: c.Log, ready: c.Ready, now: c.Now, ctx: c.Ctx, mux: http.NewServeMux()}
 	if s.now == nil {
 		s.now = time.Now

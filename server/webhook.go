@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -90,22 +89,34 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 			Error: "content type must be application/json or application/x-www-form-urlencoded (set it in the webhook's settings on GitHub)"})
 		return
 	}
-	body, err := readBody(w, r, s.maxBody)
+	parts, release, err := s.readBody(w, r, s.maxBody)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.Is(err, errTooLarge):
 			answer(http.StatusRequestEntityTooLarge, "too_large", webhookReply{Status: "rejected", Error: "body larger than the limit"})
-			return
+		case errors.Is(err, errBusy), errors.Is(err, errGiveWay):
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Connection", "close")
+			answer(http.StatusServiceUnavailable, "busy", webhookReply{Status: "rejected",
+				Error: "too many request bodies being read at once; retry"})
+		case errors.Is(err, errTooSlow):
+			w.Header().Set("Connection", "close")
+			answer(http.StatusRequestTimeout, "too_slow", webhookReply{Status: "rejected", Error: "body arrived too slowly"})
+		default:
+			answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected", Error: "reading the body failed"})
 		}
-		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected", Error: "reading the body failed"})
 		return
 	}
-	if err := auth.VerifySignature(body, r.Header.Get("X-Hub-Signature-256"), s.secrets); err != nil {
+	if err := auth.VerifySignatureParts(parts, r.Header.Get("X-Hub-Signature-256"), s.secrets); err != nil {
+		release()
 		s.log.Warn("webhook signature rejected", "delivery", id, "event", label, "err", err)
 		answer(http.StatusUnauthorized, "bad_signature", webhookReply{Status: "rejected",
 			Error: "missing or wrong X-Hub-Signature-256"})
 		return
 	}
+	// Signed by GitHub: only now does the body get memory of its own.
+	body := join(parts)
+	release()
 	if mt == formContentType {
 		form, err := url.ParseQuery(string(body))
 		if err != nil || form.Get("payload") == "" {
@@ -188,22 +199,4 @@ func (s *Server) classify(event, id string, env *envelope) (*state.Delivery, boo
 		}
 	}
 	return d, true
-}
-
-// readBody reads the whole body under the cap, in one allocation when the
-// length is known.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	if n := r.ContentLength; n > 0 && n <= limit {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return nil, err
-		}
-		// Anything past the declared length is an error, as a short body is.
-		if extra, _ := rd.Read(make([]byte, 1)); extra > 0 {
-			return nil, errors.New("body longer than its Content-Length")
-		}
-		return buf, nil
-	}
-	return io.ReadAll(rd)
 }

@@ -228,6 +228,8 @@ func runServe(e *env, args []string) error {
 
 	srv := server.New(server.Config{
 		Store: store, Queue: pool, Secrets: secrets.WebhookSecrets, MaxBody: cfg.Webhook.MaxBodyBytes,
+		Body: server.BodyLimits{MaxInflight: cfg.Webhook.MaxInflightBytes, MinRate: max(0, cfg.Webhook.MinBodyRate),
+			Grace: cfg.Webhook.MinBodyRateGrace, ReadTimeout: cfg.HTTP.ReadTimeout},
 		RepoName: func(name string) (string, bool) {
 			r, ok := cfg.Repo(name)
 			if !ok {

@@ -1,0 +1,290 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// BodyLimits bound what reading webhook bodies may cost before their
+// signatures are checked.
+type BodyLimits struct {
+	// MaxInflight is the bytes of bodies being read at once, over all
+	// requests. Past it the largest body being read is cut (answered 503)
+	// to make room for a smaller one; a body that is itself the largest is
+	// answered 503 with Retry-After.
+	MaxInflight int64
+	// MinRate is the bytes per second a body must keep arriving at once
+	// Grace has passed: each Grace-long window must bring MinRate×Grace
+	// bytes, or the request is answered 408 and its connection closed. 0
+	// turns the floor off.
+	MinRate int64
+	Grace   time.Duration
+	// ReadTimeout is the server's http.read_timeout: the deadlines the
+	// rate floor sets never reach past it.
+	ReadTimeout time.Duration
+}
+
+// DefaultMaxInflight is the body budget when BodyLimits leaves it 0.
+const DefaultMaxInflight = 64 << 20
+
+// chunkSize is the unit bodies are read and budgeted in. A client that has
+// sent one byte holds one chunk: small enough that the connection limits
+// bound what idle senders hold (2,000 × 16 KiB = 32 MiB), large enough that a
+// typical delivery is one or two chunks.
+const chunkSize = 16 << 10
+
+// Errors of reading a body under the budget.
+var (
+	errBusy     = errors.New("server: body budget spent")
+	errGiveWay  = errors.New("server: body cut to make room for a smaller one")
+	errTooLarge = errors.New("server: body larger than the limit")
+	errTooSlow  = errors.New("server: body arrived slower than the floor rate")
+)
+
+// bodyBudget is the global budget of body bytes being read. Chunks are
+// recycled, so the memory bodies take before their signatures are checked
+// never exceeds max, and no garbage is made while reading them.
+type bodyBudget struct {
+	max     int64
+	mu      sync.Mutex
+	used    int64
+	free    [][]byte
+	readers map[*bodyRead]struct{}
+	// released is closed (and replaced) whenever chunks are returned.
+	released chan struct{}
+}
+
+func newBodyBudget(max int64) *bodyBudget {
+	if max <= 0 {
+		max = DefaultMaxInflight
+	}
+	return &bodyBudget{max: max, readers: map[*bodyRead]struct{}{}, released: make(chan struct{})}
+}
+
+// keepFree is how many bytes of free chunks are kept once nothing is being
+// read; the rest go back to the collector after a burst.
+const keepFree = 2 << 20
+
+// bodyRead is one request's body being read.
+type bodyRead struct {
+	b      *bodyBudget
+	chunks [][]byte
+	n      int64
+	// set under b.mu; cutMu orders giving way against deadline changes
+	held  int64
+	cutMu sync.Mutex
+	cut   bool
+	setRD func(time.Time) error // the connection's read deadline; nil when unsupported
+}
+
+// waitForRoom is how long a body waits for a larger one, cut to make room,
+// to give its chunks back.
+const waitForRoom = 2 * time.Second
+
+// grow takes one more chunk for r from the budget. When the budget is
+// spent it cuts the largest body being read, if that holds more than r
+// would, and waits for its chunks; otherwise r gets errBusy.
+func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
+	b := r.b
+	var timeout <-chan time.Time
+	for {
+		b.mu.Lock()
+		if r.isCut() {
+			b.mu.Unlock()
+			return nil, errGiveWay
+		}
+		if b.used+chunkSize <= b.max {
+			b.used += chunkSize
+			r.held += chunkSize
+			b.readers[r] = struct{}{}
+			var c []byte
+			if n := len(b.free); n > 0 {
+				c, b.free = b.free[n-1], b.free[:n-1]
+			}
+			b.mu.Unlock()
+			if c == nil {
+				c = make([]byte, chunkSize)
+			}
+			r.chunks = append(r.chunks, c)
+			return c, nil
+		}
+		var victim *bodyRead
+		for o := range b.readers {
+			if o != r && o.held > r.held+chunkSize && (victim == nil || o.held > victim.held) {
+				victim = o
+			}
+		}
+		wait := b.released
+		b.mu.Unlock()
+		if victim == nil {
+			return nil, errBusy
+		}
+		victim.giveWay()
+		if timeout == nil {
+			t := time.NewTimer(waitForRoom)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-wait:
+		case <-timeout:
+			return nil, errBusy
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (r *bodyRead) isCut() bool {
+	r.cutMu.Lock()
+	defer r.cutMu.Unlock()
+	return r.cut
+}
+
+// giveWay cuts r: its read in progress returns at once.
+func (r *bodyRead) giveWay() {
+	r.cutMu.Lock()
+	defer r.cutMu.Unlock()
+	if r.cut {
+		return
+	}
+	r.cut = true
+	if r.setRD != nil {
+		r.setRD(time.Unix(1, 0))
+	}
+}
+
+// deadline sets the connection's read deadline unless r was cut.
+func (r *bodyRead) deadline(t time.Time) {
+	r.cutMu.Lock()
+	defer r.cutMu.Unlock()
+	if !r.cut && r.setRD != nil {
+		r.setRD(t)
+	}
+}
+
+// release gives every chunk of r back to the budget.
+func (r *bodyRead) release() {
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.readers, r)
+	if r.held == 0 {
+		return
+	}
+	b.used -= r.held
+	r.held = 0
+	b.free = append(b.free, r.chunks...)
+	r.chunks = nil
+	if b.used == 0 && len(b.free)*chunkSize > keepFree {
+		clear(b.free[keepFree/chunkSize:])
+		b.free = b.free[:keepFree/chunkSize]
+	}
+	close(b.released)
+	b.released = make(chan struct{})
+}
+
+// readBody reads the body of r, at most limit bytes, in budgeted chunks
+// that grow as bytes arrive (never by the declared length), under the rate
+// floor. It returns the chunks' contents (parts) and a release func that
+// gives them back; the caller must call it. Errors: errTooLarge, errBusy
+// and errGiveWay (503), errTooSlow (408), or the read's own.
+func (s *Server) readBody(w http.ResponseWriter, req *http.Request, limit int64) (parts [][]byte, release func(), err error) {
+	r := &bodyRead{b: s.bodies}
+	rc := http.NewResponseController(w)
+	start := time.Now() // deadlines are the connection's: real time, not the injected clock
+	var hard time.Time  // the server's own read deadline
+	if s.limits.ReadTimeout > 0 {
+		hard = start.Add(s.limits.ReadTimeout)
+	}
+	at := func(t time.Time) time.Time {
+		if !hard.IsZero() && t.After(hard) {
+			return hard
+		}
+		return t
+	}
+	floor := s.limits.MinRate > 0 && s.limits.Grace > 0
+	if err := rc.SetReadDeadline(time.Time{}); err == nil {
+		r.setRD = rc.SetReadDeadline
+		if floor {
+			r.deadline(at(start.Add(s.limits.Grace)))
+		}
+	}
+	defer func() {
+		if err != nil {
+			r.release()
+			parts = nil
+			return
+		}
+		r.deadline(hard) // the rest of the request is under the server's own timeout
+	}()
+	quota := max(1, int64(float64(s.limits.MinRate)*s.limits.Grace.Seconds()))
+	var mark int64
+	var cur []byte
+	for {
+		if len(cur) == 0 {
+			if r.n >= limit+1 {
+				return nil, nil, errTooLarge
+			}
+			if r.n == req.ContentLength {
+				break // all of it: no chunk for the EOF
+			}
+			if cur, err = r.grow(req.Context()); err != nil {
+				return nil, nil, err
+			}
+		}
+		room := cur
+		if rest := limit + 1 - r.n; int64(len(room)) > rest {
+			room = room[:rest]
+		}
+		n, rerr := req.Body.Read(room)
+		cur = cur[n:]
+		r.n += int64(n)
+		if r.n > limit {
+			return nil, nil, errTooLarge
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			var ne net.Error
+			switch {
+			case r.isCut():
+				return nil, nil, errGiveWay
+			case errors.As(rerr, &ne) && ne.Timeout():
+				return nil, nil, errTooSlow
+			}
+			return nil, nil, rerr
+		}
+		if floor && r.n-mark >= quota {
+			mark = r.n
+			r.deadline(at(time.Now().Add(s.limits.Grace)))
+		}
+	}
+	parts = make([][]byte, len(r.chunks))
+	left := r.n
+	for i, c := range r.chunks {
+		k := min(int64(len(c)), left)
+		parts[i] = c[:k]
+		left -= k
+	}
+	return parts, r.release, nil
+}
+
+// join copies parts into one slice of exactly their length.
+func join(parts [][]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}

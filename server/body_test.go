@@ -1,0 +1,155 @@
+package server
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/auth"
+	"opsbot/internal/fixtures"
+	"opsbot/metrics"
+	"opsbot/state"
+)
+
+// budgetServer serves webhooks on a real listener (read deadlines need a
+// connection) with the given body limits.
+func budgetServer(t *testing.T, lim BodyLimits) (*Server, *httptest.Server) {
+	t.Helper()
+	st, err := state.Open(filepath.Join(t.TempDir(), "s.db"), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s := New(Config{Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret}, MaxBody: 1 << 20, Body: lim,
+		RepoName: func(n string) (string, bool) { return "Codertocat/Hello-World", true },
+		Metrics:  metrics.New(nil, nil, time.Now), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	return s, hs
+}
+
+// upload starts an unsigned POST declaring 1 MiB and sends n bytes of it.
+func upload(t *testing.T, url string, n int) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-GitHub-Event: ping\r\n"+
+		"X-GitHub-Delivery: u\r\nContent-Length: %d\r\n\r\n%s", 1<<20, strings.Repeat("x", n))
+	return c
+}
+
+func answerOf(t *testing.T, c net.Conn) (int, http.Header) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+func (b *bodyBudget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// With the body budget spent by stalled uploads, a signed delivery cuts the
+// largest of them (answered 503 with Retry-After) and is stored; a body that
+// is itself the largest is refused with 503 instead of cutting a smaller one.
+func TestBodyBudgetFavoursSmallBodies(t *testing.T) {
+	s, hs := budgetServer(t, BodyLimits{MaxInflight: 256 << 10})
+	// Each has sent 120 KiB and holds 8 chunks, the last part filled.
+	a := upload(t, hs.URL, 120<<10)
+	b := upload(t, hs.URL, 120<<10)
+	waitFor(t, "the two uploads fill the budget", func() bool { return s.bodies.inUse() == 256<<10 })
+
+	body := fixtures.Webhook(t, "pull_request", "synchronize")
+	resp, err := http.DefaultClient.Do(fixtures.SignedRequest(t, hs.URL+"/webhook", "pull_request", "small-1", body, secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a signed small delivery with the budget spent: %d, want 202", resp.StatusCode)
+	}
+	// One of the two uploads gave way: it is answered, the other is not.
+	type answer struct {
+		c    net.Conn
+		code int
+		h    http.Header
+	}
+	answers := make(chan answer, 2)
+	for _, c := range []net.Conn{a, b} {
+		go func() {
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return
+			}
+			resp.Body.Close()
+			answers <- answer{c, resp.StatusCode, resp.Header}
+		}()
+	}
+	var cut answer
+	select {
+	case cut = <-answers:
+	case <-time.After(10 * time.Second):
+		t.Fatal("neither upload gave way to the signed delivery")
+	}
+	if cut.code != http.StatusServiceUnavailable || cut.h.Get("Retry-After") == "" {
+		t.Fatalf("the upload cut: %d (Retry-After %q), want 503 with Retry-After", cut.code, cut.h.Get("Retry-After"))
+	}
+	held := a
+	if cut.c == a {
+		held = b
+	}
+
+	// A third upload grows as large as the one held; past that it would
+	// be the largest, so it is refused.
+	c := upload(t, hs.URL, 200<<10)
+	code, h := answerOf(t, c)
+	if code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Fatalf("an upload larger than every other with the budget spent: %d (Retry-After %q), want 503", code, h.Get("Retry-After"))
+	}
+	held.Close()
+	waitFor(t, "the budget is given back", func() bool { return s.bodies.inUse() == 0 })
+}
+
+// A body that stalls past the grace period is cut with 408; the budget it
+// held is given back.
+func TestBodyRateFloor(t *testing.T) {
+	s, hs := budgetServer(t, BodyLimits{MinRate: 64 << 10, Grace: time.Second})
+	c := upload(t, hs.URL, 10)
+	start := time.Now()
+	if code, _ := answerOf(t, c); code != http.StatusRequestTimeout {
+		t.Fatalf("a stalled body: %d, want 408", code)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("a stalled body was cut after %s, want about the 1 s grace", took)
+	}
+	waitFor(t, "the budget is given back", func() bool { return s.bodies.inUse() == 0 })
+}
