@@ -209,11 +209,12 @@ func (s *Server) readBody(w http.ResponseWriter, req *http.Request, limit int64)
 		return t
 	}
 	floor := s.limits.MinRate > 0 && s.limits.Grace > 0
-	if err := rc.SetReadDeadline(time.Time{}); err == nil {
+	first := hard
+	if floor {
+		first = at(start.Add(s.limits.Grace))
+	}
+	if err := rc.SetReadDeadline(first); err == nil {
 		r.setRD = rc.SetReadDeadline
-		if floor {
-			r.deadline(at(start.Add(s.limits.Grace)))
-		}
 	}
 	defer func() {
 		if err != nil {

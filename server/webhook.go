@@ -93,6 +93,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		switch {
 		case errors.Is(err, errTooLarge):
+			w.Header().Set("Connection", "close")
 			answer(http.StatusRequestEntityTooLarge, "too_large", webhookReply{Status: "rejected", Error: "body larger than the limit"})
 		case errors.Is(err, errBusy), errors.Is(err, errGiveWay):
 			w.Header().Set("Retry-After", "1")
