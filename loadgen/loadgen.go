@@ -200,6 +200,8 @@ api:
   tokens_env: "BENCH_API_TOKENS"
 notices:
   max_replies_per_user_per_hour: 1000000   # one maintainer sends every command: measure replies, not the limit
+http:
+  max_connections_per_ip: 4096             # every simulated client is this one address
 repos:
   - name: %q
     sweep_workflow: ".github/workflows/run-sweep.yml"
