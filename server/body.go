@@ -79,6 +79,7 @@ type bodyRead struct {
 	held  int64
 	cutMu sync.Mutex
 	cut   bool
+	cutc  chan struct{} // closed when cut, to wake r if it waits for room itself
 	setRD func(time.Time) error // the connection's read deadline; nil when unsupported
 }
 
@@ -132,6 +133,7 @@ func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
 		}
 		select {
 		case <-wait:
+		case <-r.cutc:
 		case <-timeout:
 			return nil, errBusy
 		case <-ctx.Done():
@@ -154,6 +156,7 @@ func (r *bodyRead) giveWay() {
 		return
 	}
 	r.cut = true
+	close(r.cutc)
 	if r.setRD != nil {
 		r.setRD(time.Unix(1, 0))
 	}
@@ -195,7 +198,7 @@ func (r *bodyRead) release() {
 // gives them back; the caller must call it. Errors: errTooLarge, errBusy
 // and errGiveWay (503), errTooSlow (408), or the read's own.
 func (s *Server) readBody(w http.ResponseWriter, req *http.Request, limit int64) (parts [][]byte, release func(), err error) {
-	r := &bodyRead{b: s.bodies}
+	r := &bodyRead{b: s.bodies, cutc: make(chan struct{})}
 	rc := http.NewResponseController(w)
 	start := time.Now() // deadlines are the connection's: real time, not the injected clock
 	var hard time.Time  // the server's own read deadline

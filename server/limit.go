@@ -39,7 +39,9 @@ type ConnLimits struct {
 // clients cannot keep GitHub's deliveries out, and a flood degrades into
 // quick refusals instead of exhausted file descriptors. A connection that
 // has not finished its first request is never closed for another: the
-// header and read timeouts cut those.
+// header and read timeouts cut those. A request that reaches an idle
+// connection just as it is closed is lost as it would be at the idle
+// timeout, and the client retries it on a new connection.
 type ConnLimiter struct {
 	lim    ConnLimits
 	mu     sync.Mutex
