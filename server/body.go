@@ -79,7 +79,7 @@ type bodyRead struct {
 	held  int64
 	cutMu sync.Mutex
 	cut   bool
-	cutc  chan struct{} // closed when cut, to wake r if it waits for room itself
+	cutc  chan struct{}         // closed when cut, to wake r if it waits for room itself
 	setRD func(time.Time) error // the connection's read deadline; nil when unsupported
 }
 

@@ -41,7 +41,7 @@ type ConnLimits struct {
 // has not finished its first request is never closed for another: the
 // header and read timeouts cut those. A request that reaches an idle
 // connection just as it is closed is lost as it would be at the idle
-// timeout, and the client retries it on a new connection.
+// timeout.
 type ConnLimiter struct {
 	lim    ConnLimits
 	mu     sync.Mutex
