@@ -212,12 +212,13 @@ func (s *Server) readBody(w http.ResponseWriter, req *http.Request, limit int64)
 		return t
 	}
 	floor := s.limits.MinRate > 0 && s.limits.Grace > 0
-	first := hard
+	// Without the floor the server's own read deadline stays as it is;
+	// giveWay still moves it to cut the read.
+	r.setRD = rc.SetReadDeadline
 	if floor {
-		first = at(start.Add(s.limits.Grace))
-	}
-	if err := rc.SetReadDeadline(first); err == nil {
-		r.setRD = rc.SetReadDeadline
+		if err := rc.SetReadDeadline(at(start.Add(s.limits.Grace))); err != nil {
+			r.setRD = nil // a ResponseWriter without a connection (a recorder in tests)
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -225,7 +226,9 @@ func (s *Server) readBody(w http.ResponseWriter, req *http.Request, limit int64)
 			parts = nil
 			return
 		}
-		r.deadline(hard) // the rest of the request is under the server's own timeout
+		if floor {
+			r.deadline(hard) // the rest of the request is under the server's own timeout
+		}
 	}()
 	quota := max(1, int64(float64(s.limits.MinRate)*s.limits.Grace.Seconds()))
 	var mark int64
