@@ -162,7 +162,8 @@ func (r *bodyRead) giveWay() {
 	}
 }
 
-// deadline sets the connection's read deadline unless r was cut.
+// deadline sets the connection's read deadline unless r was cut (while
+// the body is being read).
 func (r *bodyRead) deadline(t time.Time) {
 	r.cutMu.Lock()
 	defer r.cutMu.Unlock()
@@ -226,9 +227,13 @@ func (s *Server) readBody(w http.ResponseWriter, req *http.Request, limit int64)
 			parts = nil
 			return
 		}
-		if floor {
-			r.deadline(hard) // the rest of the request is under the server's own timeout
+		// The whole body is in: the rest of the request is under the
+		// server's own timeout again, also if r was cut as it finished.
+		r.cutMu.Lock()
+		if r.setRD != nil && (floor || r.cut) {
+			r.setRD(hard)
 		}
+		r.cutMu.Unlock()
 	}()
 	quota := max(1, int64(float64(s.limits.MinRate)*s.limits.Grace.Seconds()))
 	var mark int64
