@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -23,8 +24,11 @@ type Delivery struct {
 	PR         int       `json:"pr,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 	// NoCommands marks a new comment with no command line in it: nothing to run.
-	NoCommands bool   `json:"no_commands,omitempty"`
-	Body       []byte `json:"-"`
+	NoCommands bool `json:"no_commands,omitempty"`
+	// CommentID is the comment of an issue_comment delivery, so one with no
+	// commands is recorded as seen without decoding the payload again.
+	CommentID int64  `json:"comment_id,omitempty"`
+	Body      []byte `json:"-"`
 }
 
 // Key is the ordering key: deliveries with the same key are processed in
@@ -41,7 +45,7 @@ type AppendResult int
 
 const (
 	Stored    AppendResult = iota // new delivery, durably stored
-	Duplicate                     // delivery id seen before; nothing stored
+	Duplicate                     // delivery id, or the same event and body, seen before; nothing stored
 )
 
 // writeReq is one write waiting for the committer.
@@ -55,8 +59,11 @@ type writeReq struct {
 	done      chan struct{}
 }
 
-// Append stores a delivery durably (committed and fsync'd) unless its id was
-// seen before. Concurrent calls share one commit. On success d.Seq is set.
+// Append stores a delivery durably (committed and fsync'd) unless its id, or
+// a delivery of the same event with the same body, was seen before (while
+// delivery ids are kept): GitHub's signature does not cover the delivery id,
+// so a captured delivery resent under a new id is a duplicate too.
+// Concurrent calls share one commit. On success d.Seq is set.
 func (s *Store) Append(ctx context.Context, d *Delivery) (AppendResult, error) {
 	// The record is built here, in the caller's goroutine, so the one
 	// committer only stores it.
@@ -213,11 +220,26 @@ type deliveryMark struct {
 	ProcessedAt time.Time `json:"processed_at,omitzero"`
 	Outcome     string    `json:"outcome,omitempty"`
 	Processed   int       `json:"processed,omitempty"` // times completed; exactly one when done
+	Digest      []byte    `json:"digest,omitempty"`    // of the event and body, indexed in bDigests
+}
+
+// digest identifies a delivery by what it says, not by its id.
+func digest(d *Delivery) []byte {
+	h := sha256.New()
+	h.Write([]byte(d.Event))
+	h.Write([]byte{0})
+	h.Write(d.Body)
+	return h.Sum(nil)
 }
 
 func appendTx(tx *bolt.Tx, d *Delivery, val []byte) (AppendResult, error) {
 	marks := tx.Bucket(bDeliveries)
 	if marks.Get([]byte(d.ID)) != nil {
+		return Duplicate, nil
+	}
+	sum := digest(d)
+	digests := tx.Bucket(bDigests)
+	if digests.Get(sum) != nil {
 		return Duplicate, nil
 	}
 	inbox := tx.Bucket(bInbox)
@@ -229,7 +251,10 @@ func appendTx(tx *bolt.Tx, d *Delivery, val []byte) (AppendResult, error) {
 	if err := inbox.Put(u64(seq), val); err != nil {
 		return 0, err
 	}
-	if err := putJSON(marks, []byte(d.ID), deliveryMark{Seq: seq, ReceivedAt: d.ReceivedAt}); err != nil {
+	if err := putJSON(marks, []byte(d.ID), deliveryMark{Seq: seq, ReceivedAt: d.ReceivedAt, Digest: sum}); err != nil {
+		return 0, err
+	}
+	if err := digests.Put(sum, []byte(d.ID)); err != nil {
 		return 0, err
 	}
 	return Stored, tx.Bucket(bByTime).Put(timeKey(d.ReceivedAt, seq), []byte(d.ID))
@@ -428,7 +453,8 @@ func (s *Store) DeliveryStatus(id string) (DeliveryStatus, error) {
 		}
 		return err
 	})
-	return DeliveryStatus(m), err
+	return DeliveryStatus{Seq: m.Seq, ReceivedAt: m.ReceivedAt, ProcessedAt: m.ProcessedAt, Outcome: m.Outcome,
+		Processed: m.Processed}, err
 }
 
 // InboxStats is the inbox's depth and the age of its oldest entry.
@@ -457,15 +483,16 @@ func (s *Store) InboxStats() (InboxStats, error) {
 	return st, err
 }
 
-// PruneDeliveries forgets processed delivery ids received before cutoff, at
-// most limit of them, and returns how many went. Pending deliveries and the
-// audit are never pruned.
+// PruneDeliveries forgets processed delivery ids (and the digests of their
+// bodies) received before cutoff, at most limit of them, and returns how many
+// went. Pending deliveries and the audit are never pruned.
 func (s *Store) PruneDeliveries(cutoff time.Time, limit int) (int, error) {
 	n := 0
 	err := s.update(func(tx *bolt.Tx) error {
 		n = 0
 		byTime := tx.Bucket(bByTime)
 		marks := tx.Bucket(bDeliveries)
+		digests := tx.Bucket(bDigests)
 		inbox := tx.Bucket(bInbox)
 		c := byTime.Cursor()
 		end := timeKey(cutoff, 0)
@@ -476,6 +503,15 @@ func (s *Store) PruneDeliveries(cutoff time.Time, limit int) (int, error) {
 				continue
 			}
 			kk := bytes.Clone(k)
+			var m deliveryMark
+			if _, err := getJSON(marks, v, &m); err != nil {
+				return err
+			}
+			if len(m.Digest) > 0 && bytes.Equal(digests.Get(m.Digest), v) {
+				if err := digests.Delete(m.Digest); err != nil {
+					return err
+				}
+			}
 			if err := marks.Delete(v); err != nil {
 				return err
 			}

@@ -57,6 +57,41 @@ func TestAppendDeduplicatesAndKeepsBody(t *testing.T) {
 	}
 }
 
+// A delivery resent under a new id (the signature does not cover the id) is
+// a duplicate while delivery ids are kept, and new again once they are pruned.
+func TestAppendDeduplicatesTheSameBodyUnderANewID(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	s := openTest(t, func() time.Time { return now })
+	ctx := context.Background()
+	d := delivery("a", 1)
+	if res, err := s.Append(ctx, d); err != nil || res != Stored {
+		t.Fatalf("Append = %v, %v", res, err)
+	}
+	replay := delivery("b", 1)
+	replay.Body = d.Body
+	if res, err := s.Append(ctx, replay); err != nil || res != Duplicate {
+		t.Fatalf("the same body under id b = %v, %v; want Duplicate", res, err)
+	}
+	other := delivery("c", 1)
+	other.Event, other.Body = "issue_comment", d.Body
+	if res, err := s.Append(ctx, other); err != nil || res != Stored {
+		t.Fatalf("the same body of another event = %v, %v; want Stored", res, err)
+	}
+	for _, x := range []*Delivery{d, other} {
+		if err := s.Complete(x.Seq, "ok", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.PruneDeliveries(now.Add(time.Hour), 100); err != nil || n != 2 {
+		t.Fatalf("PruneDeliveries = %d, %v", n, err)
+	}
+	again := delivery("d", 1)
+	again.Body = d.Body
+	if res, err := s.Append(ctx, again); err != nil || res != Stored {
+		t.Fatalf("after pruning = %v, %v; want Stored", res, err)
+	}
+}
+
 // Appends that arrive while a commit is in flight share the next commit.
 func TestAppendGroupCommit(t *testing.T) {
 	s := openTest(t, nil)
@@ -354,7 +389,10 @@ func TestSizeBoundedUnderRetention(t *testing.T) {
 	var sizes []int64
 	for day := 0; day < 10; day++ {
 		for i := 0; i < 400; i++ {
-			d := &Delivery{ID: fmt.Sprintf("d%d-%d", day, i), Event: "pull_request", Repo: "o/r", PR: i % 50, ReceivedAt: now, Body: body}
+			id := fmt.Sprintf("d%d-%d", day, i)
+			// Each delivery says something new: the same body is a duplicate.
+			d := &Delivery{ID: id, Event: "pull_request", Repo: "o/r", PR: i % 50, ReceivedAt: now,
+				Body: append([]byte(id), body...)}
 			if _, err := s.Append(context.Background(), d); err != nil {
 				t.Fatal(err)
 			}

@@ -38,17 +38,18 @@ var (
 	bInbox      = []byte("inbox")      // seq -> delivery (pending)
 	bDeliveries = []byte("deliveries") // delivery id -> deliveryMark (dedupe, retention)
 	bByTime     = []byte("delivtime")  // received unix nanos(8)+seq(8) -> delivery id (retention index)
+	bDigests    = []byte("delivsum")   // sha256(event \0 body) -> delivery id (dedupe of replays under new ids)
 	bDead       = []byte("deadletter") // seq -> dead letter
 	bAudit      = []byte("audit")      // seq -> AuditRecord
 	bAuditPR    = []byte("audit_pr")   // repo \0 pr(8) seq(8) -> nil
 	bAuditSHA   = []byte("audit_sha")  // sha \0 seq(8) -> nil
 	bAuditRun   = []byte("audit_run")  // run(8) seq(8) -> nil
 	bPRs        = []byte("prs")        // repo -> pr(8) -> per-PR keys
-	bComments   = []byte("comments")   // repo -> comment id(8) -> commentRecord
+	bComments   = []byte("comments")   // repo -> comment id(8) -> seen mark (see CommentSeen)
 	bOutbox     = []byte("outbox")     // seq -> Notice
 	bStage      = []byte("stage")      // repo -> seq -> StageRequest
 	bRepos      = []byte("repos")      // repo -> per-repo keys
-	allBuckets  = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
+	allBuckets  = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bDigests, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
 		bPRs, bComments, bOutbox, bStage, bRepos}
 	keySchema = []byte("schema")
 )

@@ -322,6 +322,13 @@ func (f *Fake) ClosePR(repo string, number int, merged bool, mergeSHA string) {
 	p.State, p.Merged, p.MergeSHA = "closed", merged, mergeSHA
 }
 
+// ReopenPR reopens a closed, unmerged PR.
+func (f *Fake) ReopenPR(repo string, number int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(repo)].PRs[number].State = "open"
+}
+
 func (r *Repo) chain(parent string, commits []string, files [][]string) {
 	for i, c := range commits {
 		r.parents[c] = parent
