@@ -60,6 +60,7 @@ type Client struct {
 
 	mu          sync.Mutex
 	workflowIDs map[string]int64
+	self        *selfRef // opsbot's own account, once learned
 }
 
 // Factory hands out clients: one for a token, one per installation for a
@@ -68,6 +69,7 @@ type Factory struct {
 	opt     Options
 	mu      sync.Mutex
 	clients map[int64]*Client
+	self    selfRef
 }
 
 // NewFactory checks the options and prepares clients.
@@ -115,6 +117,7 @@ func (f *Factory) For(installationID int64) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.self = &f.self
 	f.clients[installationID] = c
 	return c, nil
 }
@@ -466,27 +469,41 @@ func (c *Client) EditComment(ctx context.Context, repo string, id int64, body st
 }
 
 // FindComment looks for a comment of opsbot's on a PR whose body holds
-// marker, newest pages last; found is false when there is none.
+// marker, newest pages last; found is false when there is none. Only
+// comments opsbot wrote count (Identity.Authored): a marker anyone else
+// planted is ignored. Before opsbot knows its account it finds nothing.
 func (c *Client) FindComment(ctx context.Context, repo string, pr int, marker string) (CommentRef, bool, error) {
 	if c.dryRun {
 		return CommentRef{}, false, nil
 	}
+	var self Identity
+	if c.self != nil {
+		if p := c.self.Load(); p != nil {
+			self = *p
+		}
+	}
+	if self.ID == 0 {
+		return CommentRef{}, false, errors.New("ghclient: opsbot's own account is not known, so its earlier comment cannot be told from others'")
+	}
 	o, r := split(repo)
-	opt := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	for page := 0; page < 50; page++ {
-		cs, resp, err := c.gh.Issues.ListComments(ctx, o, r, pr, opt)
+	next := 1
+	for page := 0; page < 50 && next != 0; page++ {
+		req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("repos/%s/%s/issues/%d/comments?per_page=100&page=%d",
+			url.PathEscape(o), url.PathEscape(r), pr, next), nil)
+		if err != nil {
+			return CommentRef{}, false, err
+		}
+		var cs []listedComment
+		resp, err := c.gh.Do(ctx, req, &cs)
 		if err := wrap(fmt.Sprintf("listing the comments of PR #%d", pr), resp, err); err != nil {
 			return CommentRef{}, false, err
 		}
 		for _, cm := range cs {
-			if strings.Contains(cm.GetBody(), marker) {
-				return CommentRef{ID: cm.GetID(), URL: cm.GetHTMLURL()}, true, nil
+			if self.Wrote(cm.User.ID, cm.viaApp()) && strings.Contains(cm.Body, marker) {
+				return CommentRef{ID: cm.ID, URL: cm.HTMLURL}, true, nil
 			}
 		}
-		if resp.NextPage == 0 {
-			break
-		}
-		opt.Page = resp.NextPage
+		next = resp.NextPage
 	}
 	return CommentRef{}, false, nil
 }

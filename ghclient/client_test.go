@@ -63,6 +63,7 @@ func setup(t *testing.T, mod func(*Options)) (*githubtest.Fake, *Client, *sleeps
 	if err != nil {
 		t.Fatal(err)
 	}
+	fac.SetSelf(Identity{Login: githubtest.BotLogin, ID: githubtest.BotID})
 	return f, c, s, m
 }
 
@@ -247,6 +248,8 @@ func TestWritesAndMarkerLookup(t *testing.T) {
 	f, c, _, _ := setup(t, nil)
 	f.AddPR(repo, 2512, "octocat", "b", "base", []string{"c1"})
 	f.AddComment(repo, 2512, "octocat", "/reuse-sweep-run 31147925932")
+	// Someone else's comment holding the marker first is not opsbot's.
+	f.AddComment(repo, 2512, "octocat", "<!-- opsbot:notice=7 -->")
 	ref, err := c.CreateComment(t.Context(), repo, 2512, "pinned\n<!-- opsbot:notice=7 -->")
 	if err != nil || ref.ID == 0 || !strings.Contains(ref.URL, "issuecomment-") {
 		t.Fatalf("CreateComment = %+v, %v", ref, err)
@@ -275,7 +278,7 @@ func TestWritesAndMarkerLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := f.Comments(repo, 2512)
-	if len(cs) != 2 || cs[1].Body != "edited" {
+	if len(cs) != 3 || cs[2].Body != "edited" {
 		t.Fatalf("comments = %+v", cs)
 	}
 	if r := f.Reactions(ref.ID); len(r) != 1 || r[0] != "+1" {
@@ -342,6 +345,45 @@ func TestGitHubAppInstallation(t *testing.T) {
 		t.Fatal("a bad App key was accepted")
 	}
 	_ = fmt.Sprint()
+
+	// The App learns its bot user; a comment it posts is its own, and one
+	// by the same account performed through another App is not.
+	self, err := fac.LearnSelf(t.Context())
+	if err != nil || self != (Identity{Login: githubtest.BotLogin, ID: githubtest.BotID, AppID: githubtest.AppID}) {
+		t.Fatalf("LearnSelf = %+v, %v", self, err)
+	}
+	f.AddPR(repo, 7, "octocat", "b", "base", []string{"c1"})
+	ref, err := c.CreateComment(t.Context(), repo, 7, "hello <!-- m -->")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found, ok, err := c.FindComment(t.Context(), repo, 7, "<!-- m -->"); err != nil || !ok || found.ID != ref.ID {
+		t.Fatalf("FindComment = %+v %v %v", found, ok, err)
+	}
+	if self.Wrote(githubtest.BotID, 99) || !self.Wrote(githubtest.BotID, githubtest.AppID) || !self.Wrote(githubtest.BotID, 0) ||
+		self.Wrote(1, githubtest.AppID) {
+		t.Fatal("Wrote does not hold to the author's id and the performing App")
+	}
+}
+
+// With a token opsbot learns the token's account; without an answer it
+// does not know who it is.
+func TestLearnSelfWithAToken(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.AddUser("machine", 77, "User")
+	f.SetAuthenticatedUser("machine")
+	fac, err := NewFactory(Options{APIURL: f.URL, Token: "ghs_test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self, err := fac.LearnSelf(t.Context()); err != nil || self != (Identity{Login: "machine", ID: 77}) {
+		t.Fatalf("LearnSelf = %+v, %v", self, err)
+	}
+	f.Inject("GET /user", githubtest.Fault{Status: 401, Times: 1})
+	if _, err := fac.LearnSelf(t.Context()); !errors.Is(err, ErrUnknownSelf) {
+		t.Fatalf("LearnSelf after a 401 = %v, want ErrUnknownSelf", err)
+	}
+	_ = c
 }
 
 // A retried status finds the one an earlier attempt set and does not set it again.

@@ -57,7 +57,7 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 	defer cancel()
 	switch n.Kind {
 	case state.NoticeComment:
-		marker := state.Marker(n.ID)
+		marker := n.Marker()
 		if attempt > 1 {
 			if found, ok, err := c.FindComment(ctx, n.Repo, n.PR, marker); err != nil {
 				return state.SentRef{}, err
@@ -77,7 +77,10 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 			if !ok {
 				return state.SentRef{}, outbox.ErrWaiting
 			}
-			target, marker = ref.CommentID, "\n\n"+state.Marker(n.EditOf)
+			target, marker = ref.CommentID, "\n\n"+ref.Marker
+			if ref.Marker == "" { // sent before markers had nonces
+				marker = "\n\n" + state.Marker(n.EditOf, "")
+			}
 		}
 		if target == 0 {
 			return state.SentRef{}, nil // the comment was only logged (dry run)

@@ -41,13 +41,14 @@ type Queue interface{ Enqueue(d *state.Delivery) }
 
 // Reconciler reconciles repositories.
 type Reconciler struct {
-	Cfg       *config.Config
-	Store     Store
-	Queue     Queue
-	Clients   func(repo string) (Reader, error)
-	Log       *slog.Logger
-	Now       func() time.Time
-	SelfLogin string
+	Cfg     *config.Config
+	Store   Store
+	Queue   Queue
+	Clients func(repo string) (Reader, error)
+	Log     *slog.Logger
+	Now     func() time.Time
+	// SelfID is opsbot's own account: its comments are never commands.
+	SelfID int64
 	// FirstLookBack is how far back the first reconcile of a repository looks (default 7 days).
 	FirstLookBack time.Duration
 }
@@ -100,7 +101,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string) (Report, error) {
 		rep.CommentsChecked++
 		pr, isPR := prNumber(c)
 		u := c.GetUser()
-		if !isPR || strings.EqualFold(u.GetLogin(), r.SelfLogin) {
+		if !isPR || (r.SelfID != 0 && u.GetID() == r.SelfID) {
 			continue
 		}
 		if len(commands.Parse(c.GetBody(), commands.Options{Repo: rc.Name, Host: r.Cfg.WebHost()})) == 0 {

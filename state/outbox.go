@@ -2,7 +2,9 @@ package state
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -38,6 +40,7 @@ type Notice struct {
 	Installation  int64          `json:"installation,omitempty"`
 	Body          string         `json:"body,omitempty"`
 	TargetComment int64          `json:"target_comment,omitempty"`
+	Nonce         string         `json:"nonce,omitempty"` // a comment's unguessable marker part (Marker)
 	EditOf        uint64         `json:"edit_of,omitempty"`
 	Reaction      string         `json:"reaction,omitempty"`
 	SHA           string         `json:"sha,omitempty"`
@@ -69,8 +72,26 @@ type SlackMessage struct {
 func (n *Notice) Key() string { return fmt.Sprintf("%s#%d", n.Repo, n.PR) }
 
 // Marker is the hidden text a comment notice carries, so a retry after a
-// crash finds the comment it already posted.
-func Marker(id uint64) string { return fmt.Sprintf("<!-- opsbot:notice=%d -->", id) }
+// crash finds the comment it already posted: the notice id and a random
+// nonce kept with the notice, so no one can plant the marker of a notice
+// before opsbot posts it. A notice written before nonces has none.
+func Marker(id uint64, nonce string) string {
+	if nonce == "" {
+		return fmt.Sprintf("<!-- opsbot:notice=%d -->", id)
+	}
+	return fmt.Sprintf("<!-- opsbot:notice=%d.%s -->", id, nonce)
+}
+
+// Marker is the hidden text of this comment notice.
+func (n *Notice) Marker() string { return Marker(n.ID, n.Nonce) }
+
+func newNonce() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("state: making a marker nonce: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
 
 // channels are the outbox's sub-buckets: each sender reads only its own,
 // so a backlog on one (Slack down) costs the other nothing.
@@ -120,6 +141,11 @@ func (t *Tx) Enqueue(n *Notice) error {
 		return err
 	}
 	n.V, n.ID = 1, id
+	if n.Kind == NoticeComment && n.Nonce == "" {
+		if n.Nonce, err = newNonce(); err != nil {
+			return err
+		}
+	}
 	if n.CreatedAt.IsZero() {
 		n.CreatedAt = t.now()
 	}
@@ -193,6 +219,7 @@ type SentRef struct {
 	CommentID  int64     `json:"comment_id,omitempty"`
 	CommentURL string    `json:"comment_url,omitempty"`
 	SlackTS    string    `json:"slack_ts,omitempty"`
+	Marker     string    `json:"marker,omitempty"` // the hidden marker of a comment notice, kept by its edits
 	SentAt     time.Time `json:"sent_at"`
 }
 
@@ -202,6 +229,9 @@ func (s *Store) NoticeSent(n *Notice, ref SentRef) error {
 	return s.write(context.Background(), nil, func(t *Tx) error {
 		tx := t.tx
 		ref.SentAt = s.now()
+		if n.Kind == NoticeComment {
+			ref.Marker = n.Marker()
+		}
 		if err := putJSON(tx.Bucket(bRepos), sentKey(n.ID), ref); err != nil {
 			return err
 		}

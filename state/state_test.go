@@ -9,6 +9,7 @@ import (
 	_ "opsbot/internal/golden" // defines -update for go test ./... -update
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -574,5 +575,37 @@ func TestTakeReplyRollingHour(t *testing.T) {
 	now = now.Add(2 * time.Hour)
 	if n, err := s.PruneReplies(now.Add(-ReplyWindow), 100); err != nil || n != 3 {
 		t.Fatalf("PruneReplies = %d, %v; want the 3 idle counts gone", n, err)
+	}
+}
+
+// Each comment notice's marker holds its own random nonce, and the marker is
+// kept with what the notice produced, for the edits of that comment.
+func TestCommentMarkersAreUnguessableAndKept(t *testing.T) {
+	s := openTest(t, nil)
+	err := s.Update(func(tx *Tx) error {
+		for i := 0; i < 2; i++ {
+			if err := tx.Enqueue(&Notice{Channel: ChannelGitHub, Kind: NoticeComment, Repo: "o/r", PR: 1, Body: "x"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := s.Outbox(ChannelGitHub)
+	if err != nil || len(ns) != 2 {
+		t.Fatalf("outbox = %v, %v", ns, err)
+	}
+	a, b := ns[0].Marker(), ns[1].Marker()
+	if len(ns[0].Nonce) != 32 || ns[0].Nonce == ns[1].Nonce || a == Marker(ns[0].ID, "") ||
+		!strings.HasPrefix(a, fmt.Sprintf("<!-- opsbot:notice=%d.", ns[0].ID)) {
+		t.Fatalf("markers %q and %q", a, b)
+	}
+	if err := s.NoticeSent(&ns[0], SentRef{CommentID: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if ref, ok, err := s.SentRef(ns[0].ID); err != nil || !ok || ref.Marker != a || ref.CommentID != 9 {
+		t.Fatalf("SentRef = %+v %v %v, want marker %q", ref, ok, err, a)
 	}
 }

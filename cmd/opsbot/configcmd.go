@@ -47,6 +47,10 @@ func runConfig(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, " (token from $%s)\n", cfg.GitHub.TokenEnv)
 	}
 	fmt.Fprintf(e.stdout, "  webhook secret from $%s\n", cfg.GitHub.WebhookSecretEnv)
+	if cfg.GitHub.BotLogin != "" || cfg.GitHub.BotUserID != 0 {
+		fmt.Fprintln(e.stdout, "  note: github.bot_login and bot_user_id are no longer needed: opsbot learns its own account from GitHub at start"+
+			" (they are used only in a dry run without credentials)")
+	}
 	if cfg.Slack.Channel != "" {
 		fmt.Fprintf(e.stdout, "  slack:       %s (token from $%s)\n", cfg.Slack.Channel, cfg.Slack.TokenEnv)
 	}

@@ -121,7 +121,8 @@ func TestCrashKill9LosesNoAcceptedDelivery(t *testing.T) {
 			defer wg.Done()
 			for i := range ids {
 				// Vary the PR so deliveries spread across workers.
-				body := []byte(strings.Replace(string(base), `"number": 2,`, fmt.Sprintf(`"number": %d,`, 1+i%50), 1))
+				// Each body is its own: the same body under another id is a duplicate.
+				body := []byte(strings.Replace(string(base), `"number": 2,`, fmt.Sprintf(`"number": %d, "crash_seq": %d,`, 1+i%50, i), 1))
 				id := fmt.Sprintf("crash-%05d", i)
 				resp, err := client.Do(fixtures.SignedRequest(t, p.url+"/webhook", "pull_request", id, body, testSecret))
 				if err != nil {

@@ -191,7 +191,7 @@ repos: [{name: %q, sweep_workflow: .github/workflows/run-sweep.yml}]
 	}
 	pmu.Unlock()
 
-	marker := regexp.MustCompile(`<!-- opsbot:notice=(\d+) -->`)
+	marker := regexp.MustCompile(`<!-- opsbot:notice=(\d+)\.[0-9a-f]+ -->`)
 	seen := map[string]int{}
 	for pr := 1; pr <= prs; pr++ {
 		if n := replies(pr, "pinned run"); n != 1 {

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"opsbot/internal/fixtures"
+	"opsbot/internal/githubtest"
 )
 
 // The end-to-end tests of docs/security.md's threat model that concern
@@ -64,5 +71,94 @@ func TestReplayedClosedDeliveryUnderANewIDDoesNotActAgain(t *testing.T) {
 	w.push("c2")
 	if got := w.statuses("c2"); len(got) != 1 || got[0].Description != "skip: reusing run 31147925932, authorized by @maintainer" {
 		t.Fatalf("the push after the replay: %+v", got)
+	}
+}
+
+// opsbot learns its own account from GitHub at start (no github.bot_login in
+// the configuration): a command in a comment written by that account (a
+// machine user's token) is never run.
+func TestNeverRunsACommandItWrote(t *testing.T) {
+	w := newWorld(t, "")
+	machine := user{"ci-machine", 7777, "User"}
+	w.gh.AddUser(machine.login, machine.id, "User")
+	w.gh.SetRole(theRepo, machine.login, "write")
+	w.gh.SetAuthenticatedUser(machine.login)
+	w.restart(func(cfg string) string { return cfg })
+	w.comment(machine, "/reuse-sweep-run 31147925932")
+	if tr := w.trail(); len(tr) != 0 {
+		t.Fatalf("opsbot ran a command it wrote: %v", tr)
+	}
+	w.push("c2")
+	if got := w.statuses("c2"); len(got) != 1 || got[0].Description != "sweep: no reuse authorization" {
+		t.Fatalf("the push after opsbot's own comment: %+v", got)
+	}
+	if n := w.gh.Count("GET /user"); n < 1 {
+		t.Fatalf("GET /user asked %d times", n)
+	}
+}
+
+// Without knowing its own account opsbot does not start, and says why; in a
+// dry run without credentials it starts.
+func TestDoesNotStartWithoutKnowingItself(t *testing.T) {
+	w := newWorld(t, "")
+	w.srv.Stop(t)
+	w.gh.Inject("GET /user", githubtest.Fault{Status: 401, Body: `{"message":"Bad credentials"}`})
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second) // a server that starts anyway returns nil at this deadline
+	defer cancel()
+	err := run(ctx, []string{"serve", "--config", filepath.Join(w.dir, "opsbot.yaml")}, w.env, strings.NewReader(""), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "cannot learn opsbot's own GitHub account") ||
+		!strings.Contains(err.Error(), "check the token in $TEST_GITHUB_TOKEN (GET /user)") {
+		t.Fatalf("serve without knowing itself = %v\n%s", err, stderr.String())
+	}
+	noToken := func(k string) string {
+		if k == "TEST_GITHUB_TOKEN" {
+			return ""
+		}
+		return w.env(k)
+	}
+	startServer(t, filepath.Join(w.dir, "opsbot.yaml"), noToken, "--dry-run")
+}
+
+// github.bot_login and bot_user_id stay accepted; config check says they are learned now.
+func TestConfigCheckSaysTheBotAccountIsLearned(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "opsbot.yaml")
+	cfg := "state_path: " + filepath.Join(dir, "o.db") + "\ngithub:\n  token_env: T\n  bot_login: \"opsbot[bot]\"\n  bot_user_id: 12\n" +
+		"repos:\n  - name: o/r\n    sweep_workflow: .github/workflows/run-sweep.yml\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runCLI(t, nil, "config", "check", "--config", path)
+	if err != nil {
+		t.Fatalf("config check: %v %s", err, errOut)
+	}
+	mustContain(t, "config check", out, "ok", "bot_login and bot_user_id are no longer needed")
+}
+
+// An outsider who plants opsbot's hidden markers for the next notice numbers
+// neither silences opsbot (a reply whose first post failed looks for an
+// earlier post by its marker before posting again) nor becomes the comment
+// that the staging reply's edit targets.
+func TestPlantedMarkersNeitherSilenceNorRedirectOpsbot(t *testing.T) {
+	w := stageWorld(t, "")
+	outsider := user{"outsider", 6666, "User"}
+	w.gh.AddUser(outsider.login, outsider.id, "User")
+	var planted strings.Builder
+	planted.WriteString("Nice PR!\n")
+	for i := 1; i <= 300; i++ {
+		fmt.Fprintf(&planted, "<!-- opsbot:notice=%d -->\n", i)
+	}
+	plant := w.comment(outsider, planted.String())
+	w.gh.Inject("POST /repos/{owner}/{repo}/issues/{n}/comments", githubtest.Fault{Status: 502, Times: 1})
+	c := w.comment(maintainer, "/stage-results 31147925932")
+	mustContain(t, "acknowledgement", w.ack(), "@maintainer staging run [31147925932]")
+	w.callback("stage-results-completed", c.ID, runR1, true)
+	mustContain(t, "staged", w.ack(), "@maintainer staged run [31147925932]")
+	if got := w.commentBody(plant.ID); got != planted.String() {
+		t.Fatalf("opsbot edited the outsider's comment into:\n%s", got)
+	}
+	if n := len(w.replies()); n != 1 {
+		t.Fatalf("%d replies, want the one acknowledgement edited in place", n)
 	}
 }

@@ -126,6 +126,10 @@ func runServe(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	self, err := learnSelf(ctx, clients, cfg, secrets, log)
+	if err != nil {
+		return err
+	}
 	installs := &events.Installations{Store: store, Log: log}
 	users := allowedUsers(ctx, cfg, store, log, func(repo string) (auth.UserLookup, error) { return clients.For(installs.Get(repo)) })
 	web := notices.Web(cfg.GitHub.WebURL)
@@ -156,8 +160,8 @@ func runServe(e *env, args []string) error {
 	stager := &stage.Handler{Cfg: cfg, Notices: builder, Staged: store.StagedRun, Reused: store.ReusedRun, Log: log,
 		Clients: func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
 	handler := &events.Handler{Stage: stager, Cfg: cfg, Log: log, Clients: clients, Gate: g, Notices: builder, Reused: store.ReusedRun,
-		Checker: &auth.Checker{SelfID: cfg.GitHub.BotUserID, SelfLogin: cfg.GitHub.BotLogin, TTL: cfg.GitHub.RoleCacheTTL},
-		SelfID:  cfg.GitHub.BotUserID, SelfName: cfg.GitHub.BotLogin, Installations: installs, Users: users}
+		Checker: &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL},
+		SelfID:  self.ID, SelfName: self.Login, Installations: installs, Users: users}
 	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})
 	if err := pool.Start(ctx); err != nil {
 		return err
@@ -184,7 +188,7 @@ func runServe(e *env, args []string) error {
 	bg.Add(1)
 	go func() { defer bg.Done(); retain(ctx, store, cfg.Retention.Processed, log) }()
 
-	rec := &reconcile.Reconciler{Cfg: cfg, Store: store, Queue: pool, Log: log, SelfLogin: cfg.GitHub.BotLogin,
+	rec := &reconcile.Reconciler{Cfg: cfg, Store: store, Queue: pool, Log: log, SelfID: self.ID,
 		Clients: func(repo string) (reconcile.Reader, error) { return clients.For(installs.Get(repo)) }}
 	if cfg.Reconcile.Period > 0 {
 		bg.Add(1)

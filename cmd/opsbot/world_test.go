@@ -36,6 +36,7 @@ type world struct {
 	gh     *githubtest.Fake
 	srv    *testServer
 	dir    string
+	env    func(string) string
 	nextID atomic.Int64
 }
 
@@ -69,15 +70,13 @@ github:
   api_url: %q
   token_env: "TEST_GITHUB_TOKEN"
   webhook_secret_env: "TEST_WEBHOOK_SECRET"
-  bot_login: %q
-  bot_user_id: %d
 api:
   tokens_env: "TEST_API_TOKENS"
 %s
 repos:
   - name: %q
     sweep_workflow: ".github/workflows/run-sweep.yml"
-%s`, filepath.Join(dir, "opsbot.db"), gh.URL, githubtest.BotLogin, githubtest.BotID, topExtra, theRepo, repoExtra)
+%s`, filepath.Join(dir, "opsbot.db"), gh.URL, topExtra, theRepo, repoExtra)
 	path := filepath.Join(dir, "opsbot.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -88,7 +87,8 @@ repos:
 	for k, v := range env {
 		vars[k] = v
 	}
-	w.srv = startServer(t, path, testEnv(vars))
+	w.env = testEnv(vars)
+	w.srv = startServer(t, path, w.env)
 	return w
 }
 

@@ -25,10 +25,14 @@ import (
 	"github.com/google/go-github/v62/github"
 )
 
-// BotLogin and BotID are the account comments posted through the API belong to.
+// BotLogin and BotID are the account comments posted through the API belong
+// to (unless SetAuthenticatedUser names another); AppID and AppSlug are the
+// GitHub App whose bot user it is.
 const (
 	BotLogin = "opsbot[bot]"
 	BotID    = 900001
+	AppID    = 4242
+	AppSlug  = "opsbot"
 )
 
 // Fake is the fake GitHub.
@@ -51,6 +55,8 @@ type Fake struct {
 	reactions  []Reaction
 	dispatches []Dispatch
 	tokens     int
+	appTokens  map[string]bool // installation tokens the fake issued
+	self       string          // the login GET /user answers and API comments are written by
 	known      map[string]bool
 	watch      func(Request)
 }
@@ -125,6 +131,7 @@ type Comment struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	Edits     int
+	ViaApp    int64 // performed_via_github_app: posted with an installation token
 }
 
 // Status is a commit status set through the API.
@@ -188,7 +195,8 @@ func New(t Cleaner) *Fake {
 // (it is an http.Handler) and set URL to where it is served.
 func NewHandler() *Fake {
 	f := &Fake{now: time.Now, repos: map[string]*Repo{}, users: map[string]*github.User{},
-		teams: map[string]map[string]bool{}, faults: map[string][]*Fault{}, nextID: 5000000, mux: http.NewServeMux()}
+		teams: map[string]map[string]bool{}, faults: map[string][]*Fault{}, nextID: 5000000, mux: http.NewServeMux(),
+		appTokens: map[string]bool{}, self: BotLogin}
 	f.AddUser(BotLogin, BotID, "Bot")
 	f.routes(f.mux)
 	return f
@@ -217,6 +225,15 @@ func (f *Fake) Close() error {
 		return nil
 	}
 	return f.server.Close()
+}
+
+// SetAuthenticatedUser makes login (registered with AddUser) the account
+// of the token: GET /user answers it, and comments posted through the API
+// are written by it.
+func (f *Fake) SetAuthenticatedUser(login string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.self = login
 }
 
 // SetNow sets the fake's clock (artifact expiry, timestamps).
@@ -455,7 +472,8 @@ func (f *Fake) addComment(repo string, pr int, login, body string) *Comment {
 	if u != nil {
 		uid = u.GetID()
 	}
-	c := &Comment{ID: f.nextID, Repo: repo, PR: pr, Body: body, Login: login, UserID: uid, CreatedAt: f.now(), UpdatedAt: f.now()}
+	now := f.now()
+	c := &Comment{ID: f.nextID, Repo: repo, PR: pr, Body: body, Login: login, UserID: uid, CreatedAt: now, UpdatedAt: now}
 	f.comments = append(f.comments, c)
 	return c
 }
@@ -552,6 +570,8 @@ func (f *Fake) routes(mux *http.ServeMux) {
 		f.serve(w, r, route, issueGets[route])
 	})
 	add("POST /app/installations/{id}/access_tokens", f.accessToken)
+	add("GET /user", f.authenticatedUser)
+	add("GET /app", f.getApp)
 }
 
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h handler) {
@@ -944,11 +964,25 @@ func (f *Fake) commitPulls(w http.ResponseWriter, r *http.Request, repo *Repo) (
 	return http.StatusOK, out
 }
 
-func (f *Fake) commentJSON(c *Comment) *github.IssueComment {
-	return &github.IssueComment{ID: github.Int64(c.ID), Body: github.String(c.Body),
-		User:      &github.User{Login: github.String(c.Login), ID: github.Int64(c.UserID)},
+// issueComment is an issue comment as GitHub answers it, with the App that
+// performed it (go-github's IssueComment has no such field).
+type issueComment struct {
+	*github.IssueComment
+	PerformedViaGithubApp *github.App `json:"performed_via_github_app"`
+}
+
+func (f *Fake) commentJSON(c *Comment) issueComment {
+	user := &github.User{Login: github.String(c.Login), ID: github.Int64(c.UserID), Type: github.String("User")}
+	if u := f.users[strings.ToLower(c.Login)]; u != nil {
+		user.Type = u.Type
+	}
+	out := issueComment{IssueComment: &github.IssueComment{ID: github.Int64(c.ID), Body: github.String(c.Body), User: user,
 		HTMLURL:   github.String(fmt.Sprintf("https://github.com/%s/pull/%d#issuecomment-%d", c.Repo, c.PR, c.ID)),
-		CreatedAt: &github.Timestamp{Time: c.CreatedAt}, UpdatedAt: &github.Timestamp{Time: c.UpdatedAt}}
+		CreatedAt: &github.Timestamp{Time: c.CreatedAt}, UpdatedAt: &github.Timestamp{Time: c.UpdatedAt}}}
+	if c.ViaApp != 0 {
+		out.PerformedViaGithubApp = &github.App{ID: github.Int64(c.ViaApp), Slug: github.String(AppSlug)}
+	}
+	return out
 }
 
 func (f *Fake) listComments(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
@@ -961,7 +995,7 @@ func (f *Fake) listComments(w http.ResponseWriter, r *http.Request, repo *Repo) 
 		}
 	}
 	page := paginate(w, r, len(cs))
-	out := []*github.IssueComment{}
+	out := []issueComment{}
 	for _, c := range cs[page.from:page.to] {
 		out = append(out, f.commentJSON(c))
 	}
@@ -974,7 +1008,12 @@ func (f *Fake) createComment(w http.ResponseWriter, r *http.Request, repo *Repo)
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.GetBody() == "" {
 		return http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"}
 	}
-	c := f.addComment(repo.Owner+"/"+repo.Name, n, BotLogin, in.GetBody())
+	c := f.addComment(repo.Owner+"/"+repo.Name, n, f.self, in.GetBody())
+	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "token "); ok && f.appTokens[tok] {
+		c.ViaApp = AppID
+	} else if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && f.appTokens[tok] {
+		c.ViaApp = AppID
+	}
 	return http.StatusCreated, f.commentJSON(c)
 }
 
@@ -1084,8 +1123,26 @@ func (f *Fake) accessToken(w http.ResponseWriter, r *http.Request, _ *Repo) (int
 		return http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"}
 	}
 	f.tokens++
+	f.appTokens[fmt.Sprintf("ghs_fake%d", f.tokens)] = true
 	return http.StatusCreated, map[string]any{"token": fmt.Sprintf("ghs_fake%d", f.tokens),
 		"expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
+}
+
+// authenticatedUser answers GET /user: the token's account.
+func (f *Fake) authenticatedUser(w http.ResponseWriter, r *http.Request, _ *Repo) (int, any) {
+	u := f.users[strings.ToLower(f.self)]
+	if u == nil {
+		return http.StatusNotFound, notFound()
+	}
+	return http.StatusOK, u
+}
+
+// getApp answers GET /app for a request signed as the App (a JWT).
+func (f *Fake) getApp(w http.ResponseWriter, r *http.Request, _ *Repo) (int, any) {
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ey") {
+		return http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"}
+	}
+	return http.StatusOK, &github.App{ID: github.Int64(AppID), Slug: github.String(AppSlug), Name: github.String("opsbot")}
 }
 
 // TokensIssued is the number of installation tokens the fake issued.
@@ -1137,7 +1194,7 @@ func (f *Fake) repoComments(w http.ResponseWriter, r *http.Request, repo *Repo) 
 		}
 	}
 	page := paginate(w, r, len(cs))
-	out := []*github.IssueComment{}
+	out := []issueComment{}
 	for _, c := range cs[page.from:page.to] {
 		ic := f.commentJSON(c)
 		ic.IssueURL = github.String(fmt.Sprintf("https://api.github.com/repos/%s/issues/%d", full, c.PR))
@@ -1164,6 +1221,19 @@ func (f *Fake) listPulls(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 		out = append(out, f.prJSON(repo, repo.PRs[n]))
 	}
 	return http.StatusOK, out
+}
+
+// EditComment replaces a comment's body as a person would on GitHub's page
+// (its updated_at moves to now; created_at stays).
+func (f *Fake) EditComment(id int64, body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.comments {
+		if c.ID == id {
+			c.Body, c.UpdatedAt = body, f.now()
+			c.Edits++
+		}
+	}
 }
 
 // SetCommentTime backdates a comment (a webhook opsbot never got).
