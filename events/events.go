@@ -111,7 +111,9 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 	switch d.Event {
 	case "issue_comment":
 		if d.NoCommands {
-			return "no-commands", nil, nil
+			// Seen, with nothing to run: recovery must not run it later
+			// (say, after an edit added a command).
+			return "no-commands", processed(rc.Name, d.CommentID), nil
 		}
 		var ev commentPayload
 		if err := decode(d, &ev); err != nil {
@@ -169,7 +171,10 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPaylo
 	u := ev.Comment.User
 	actor := auth.Actor{ID: u.ID, Login: u.Login, Type: u.Type}
 	if (h.SelfID != 0 && actor.ID == h.SelfID) || (h.SelfName != "" && strings.EqualFold(actor.Login, h.SelfName)) {
-		return "ignored-self", nil, nil
+		if ev.Action == "created" {
+			return "ignored-self", processed(rc.Name, ev.Comment.ID), nil
+		}
+		return "ignored-self", noted(rc.Name, ev.Comment.ID), nil
 	}
 	c := commands.Comment{Repo: rc.Name, PR: ev.Issue.Number, PRState: ev.Issue.State,
 		CommentID: ev.Comment.ID, URL: ev.Comment.HTMLURL, Body: ev.Comment.Body,
@@ -180,7 +185,7 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPaylo
 		c.Actor = auth.Actor{ID: s.ID, Login: s.Login, Type: s.Type}
 	}
 	if ev.Action == "created" && !strings.Contains(c.Body, "/") {
-		return "no-commands", nil, nil // no command can hide in a comment without a slash
+		return "no-commands", processed(rc.Name, c.CommentID), nil // no command can hide in a comment without a slash
 	}
 	d, err := h.deps(ctx, rc, c.Installation)
 	if err != nil {
@@ -203,7 +208,7 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPaylo
 	case "created":
 		out, w := commands.Created(ctx, d, c)
 		if w == nil {
-			return out, nil, nil // no commands: nothing to remember
+			return out, processed(rc.Name, c.CommentID), nil // no commands: only that it was seen
 		}
 		return withInfo(out, w)
 	case "edited":
@@ -211,9 +216,11 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPaylo
 		if ev.Changes != nil && ev.Changes.Body != nil {
 			old = ev.Changes.Body.From
 		}
-		return withInfo(commands.Edited(ctx, d, c, old))
+		out, w := commands.Edited(ctx, d, c, old)
+		return withInfo(out, then(noted(rc.Name, c.CommentID), w))
 	case "deleted":
-		return withInfo(commands.Deleted(d, c))
+		out, w := commands.Deleted(d, c)
+		return withInfo(out, then(noted(rc.Name, c.CommentID), w))
 	}
 	return "ignored-action", nil, nil
 }
@@ -275,6 +282,39 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 		}, nil
 	}
 	return "pr-" + action, recordInfo, nil
+}
+
+// processed records that a comment's `created` delivery was handled with
+// nothing to run, so neither a redelivery nor recovery runs it later.
+func processed(repo string, commentID int64) state.Write {
+	if commentID == 0 {
+		return nil // stored before deliveries carried the comment id
+	}
+	return func(tx *state.Tx) error {
+		_, err := tx.CommentSeen(repo, commentID)
+		return err
+	}
+}
+
+// noted records that opsbot saw a comment other than by its `created`
+// delivery (an edit, a deletion): recovery never runs it.
+func noted(repo string, commentID int64) state.Write {
+	return func(tx *state.Tx) error { return tx.NoteComment(repo, commentID) }
+}
+
+// then runs a, then b (either may be nil).
+func then(a, b state.Write) state.Write {
+	return func(tx *state.Tx) error {
+		for _, w := range []state.Write{a, b} {
+			if w == nil {
+				continue
+			}
+			if err := w(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 func contains(xs []string, s string) bool {

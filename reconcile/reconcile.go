@@ -1,13 +1,17 @@
-// Package reconcile recovers what webhooks lost: command comments opsbot
-// never saw are processed now, once (by comment id), and pins of PRs that
-// were closed while opsbot was not listening are expired (or consumed, if
-// merged). It does so by putting the missing events into the inbox, so they
-// take the same path as any delivery.
+// Package reconcile recovers what webhooks lost: a command comment is run now
+// only if its `created` webhook would have run it (never seen before, never
+// edited, created inside the recovery window), once (by comment id); and pins
+// of PRs that were closed while opsbot was not listening are expired (or
+// consumed, if merged). It does so by putting the missing events into the
+// inbox, so they take the same path as any delivery. The first reconcile of a
+// repository (a fresh or restored database) runs nothing unless asked to
+// replay from a given time: it records what it finds as seen.
 package reconcile
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -29,6 +33,7 @@ type Reader interface {
 // Store is the state reconciling reads and writes.
 type Store interface {
 	CommentKnown(repo string, commentID int64) (bool, error)
+	NoteComments(repo string, commentIDs []int64, audit []state.AuditRecord) error
 	PRsWithActivePin(repo string) ([]int, error)
 	ReconciledAt(repo string) (time.Time, error)
 	SetReconciledAt(repo string, t time.Time) error
@@ -55,12 +60,25 @@ type Reconciler struct {
 
 // Report is what a reconcile found.
 type Report struct {
-	Repo              string    `json:"repo"`
-	Since             time.Time `json:"since"`
-	CommentsChecked   int       `json:"comments_checked"`
-	CommandsRecovered []int64   `json:"commands_recovered"` // comment ids queued for processing
-	PinsOfClosedPRs   []int     `json:"pins_of_closed_prs"` // PRs whose pin is being expired or consumed
+	Repo  string    `json:"repo"`
+	Since time.Time `json:"since"` // the recovery window's start
+	// First is a repository's first reconcile on this database: it runs
+	// nothing (unless ReplaySince was given) and records what it finds.
+	First             bool       `json:"first"`
+	ReplaySince       *time.Time `json:"replay_since,omitempty"`
+	CommentsChecked   int        `json:"comments_checked"`
+	CommandsRecovered []int64    `json:"commands_recovered"` // comment ids queued for processing
+	// CommandsRecorded are command comments the first reconcile recorded as seen without running them.
+	CommandsRecorded []int64 `json:"commands_recorded"`
+	// CommandsNotRun are unseen command comments that their `created` webhook
+	// would not have run now: edited since posted, or posted before the window.
+	CommandsNotRun  []int64 `json:"commands_not_run"`
+	PinsOfClosedPRs []int   `json:"pins_of_closed_prs"` // PRs whose pin is being expired or consumed
 }
+
+// Overlap is how far before the last reconcile the next one's window starts:
+// a webhook that arrives late is deduplicated by comment id.
+const Overlap = time.Hour
 
 func (r *Reconciler) now() time.Time {
 	if r.Now == nil {
@@ -69,14 +87,23 @@ func (r *Reconciler) now() time.Time {
 	return r.Now()
 }
 
-// Run reconciles one repository.
-func (r *Reconciler) Run(ctx context.Context, repo string) (Report, error) {
+// ErrReplayInFuture is what a replay from a time still to come answers.
+var ErrReplayInFuture = errors.New("reconcile: --replay-since is in the future")
+
+// Run reconciles one repository. The recovery window starts an Overlap
+// before the last reconcile; replaySince, when not zero, starts it there
+// instead and makes even a first reconcile run what it finds in it.
+func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time) (Report, error) {
 	rc, ok := r.Cfg.Repo(repo)
 	if !ok {
 		return Report{}, fmt.Errorf("%s is not served by this opsbot", repo)
 	}
 	start := r.now()
-	rep := Report{Repo: rc.Name, CommandsRecovered: []int64{}, PinsOfClosedPRs: []int{}}
+	rep := Report{Repo: rc.Name, CommandsRecovered: []int64{}, CommandsRecorded: []int64{}, CommandsNotRun: []int64{},
+		PinsOfClosedPRs: []int{}}
+	if replaySince.After(start) {
+		return rep, fmt.Errorf("%w: %s", ErrReplayInFuture, replaySince.UTC().Format(time.RFC3339))
+	}
 	last, err := r.Store.ReconciledAt(rc.Name)
 	if err != nil {
 		return rep, err
@@ -85,9 +112,15 @@ func (r *Reconciler) Run(ctx context.Context, repo string) (Report, error) {
 	if look == 0 {
 		look = 7 * 24 * time.Hour
 	}
-	rep.Since = start.Add(-look)
-	if !last.IsZero() {
-		rep.Since = last.Add(-time.Hour) // overlap: a late webhook is deduplicated by comment id
+	switch {
+	case !replaySince.IsZero():
+		rep.Since = replaySince
+		rep.ReplaySince = &replaySince
+	case last.IsZero():
+		rep.First = true
+		rep.Since = start.Add(-look)
+	default:
+		rep.Since = last.Add(-Overlap)
 	}
 	gh, err := r.Clients(rc.Name)
 	if err != nil {
@@ -97,14 +130,18 @@ func (r *Reconciler) Run(ctx context.Context, repo string) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	var seen []int64 // comments found and not run: recovery never runs them later
+	var audit []state.AuditRecord
+	notRun := func(c *github.IssueComment, pr int, outcome, reason string) {
+		seen = append(seen, c.GetID())
+		u := c.GetUser()
+		audit = append(audit, state.AuditRecord{Kind: "recovery", Outcome: outcome, Repo: rc.Name, PR: pr,
+			ActorID: u.GetID(), ActorLogin: u.GetLogin(), CommentID: c.GetID(), CommentURL: c.GetHTMLURL(), Reason: reason})
+	}
 	for _, c := range comments {
 		rep.CommentsChecked++
 		pr, isPR := prNumber(c)
-		u := c.GetUser()
-		if !isPR || (r.SelfID != 0 && u.GetID() == r.SelfID) {
-			continue
-		}
-		if len(commands.Parse(c.GetBody(), commands.Options{Repo: rc.Name, Host: r.Cfg.WebHost()})) == 0 {
+		if !isPR {
 			continue
 		}
 		known, err := r.Store.CommentKnown(rc.Name, c.GetID())
@@ -112,6 +149,30 @@ func (r *Reconciler) Run(ctx context.Context, repo string) (Report, error) {
 			return rep, err
 		}
 		if known {
+			continue
+		}
+		u := c.GetUser()
+		if (r.SelfID != 0 && u.GetID() == r.SelfID) ||
+			len(commands.Parse(c.GetBody(), commands.Options{Repo: rc.Name, Host: r.Cfg.WebHost()})) == 0 {
+			seen = append(seen, c.GetID()) // opsbot's own, or no command: seen, nothing to run
+			continue
+		}
+		created, updated := c.GetCreatedAt().Time, c.GetUpdatedAt().Time
+		switch {
+		case rep.First:
+			rep.CommandsRecorded = append(rep.CommandsRecorded, c.GetID())
+			notRun(c, pr, "recorded", "the first reconcile of this repository records the command comments it finds as seen "+
+				"and runs none (opsbot reconcile --replay-since T runs those posted since T)")
+			continue
+		case !created.Equal(updated):
+			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
+			notRun(c, pr, "not_run", fmt.Sprintf("the comment was edited after it was posted (created %s, updated %s): "+
+				"commands in edited comments are not run; post a new comment", stamp(created), stamp(updated)))
+			continue
+		case created.Before(rep.Since):
+			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
+			notRun(c, pr, "not_run", fmt.Sprintf("the comment was posted at %s, before the recovery window (since %s)",
+				stamp(created), stamp(rep.Since)))
 			continue
 		}
 		title := ""
@@ -134,6 +195,9 @@ func (r *Reconciler) Run(ctx context.Context, repo string) (Report, error) {
 		if added {
 			rep.CommandsRecovered = append(rep.CommandsRecovered, c.GetID())
 		}
+	}
+	if err := r.Store.NoteComments(rc.Name, seen, audit); err != nil {
+		return rep, err
 	}
 	prs, err := r.Store.PRsWithActivePin(rc.Name)
 	if err != nil {
@@ -167,8 +231,9 @@ func (r *Reconciler) Run(ctx context.Context, repo string) (Report, error) {
 	if err := r.Store.SetReconciledAt(rc.Name, start); err != nil {
 		return rep, err
 	}
-	r.Log.Info("reconciled", "repo", rc.Name, "since", rep.Since, "comments", rep.CommentsChecked,
-		"recovered", len(rep.CommandsRecovered), "closed", len(rep.PinsOfClosedPRs))
+	r.Log.Info("reconciled", "repo", rc.Name, "since", rep.Since, "first", rep.First, "comments", rep.CommentsChecked,
+		"recovered", len(rep.CommandsRecovered), "recorded", len(rep.CommandsRecorded), "not_run", len(rep.CommandsNotRun),
+		"closed", len(rep.PinsOfClosedPRs))
 	return rep, nil
 }
 
@@ -185,6 +250,8 @@ func (r *Reconciler) add(ctx context.Context, id, event, action, repo string, pr
 	r.Queue.Enqueue(d)
 	return true, nil
 }
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // prNumber reads the PR a comment belongs to from its page URL (…/pull/N#issuecomment-…).
 func prNumber(c *github.IssueComment) (int, bool) {

@@ -35,9 +35,10 @@ type AuditReader interface {
 	BackupFile() (*os.File, int64, error)
 }
 
-// Reconciler recovers lost webhooks for a repository.
+// Reconciler recovers lost webhooks for a repository (replaying from
+// replaySince when it is not zero).
 type Reconciler interface {
-	Run(ctx context.Context, repo string) (reconcile.Report, error)
+	Run(ctx context.Context, repo string, replaySince time.Time) (reconcile.Report, error)
 }
 
 // IDTokens verifies GitHub Actions ID tokens and says which gate asks they cover.
@@ -440,14 +441,26 @@ func (a *API) backup(w http.ResponseWriter, r *http.Request) {
 func (a *API) reconcile(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Repo string `json:"repo"`
+		// ReplaySince (RFC 3339) runs the unseen, unedited command comments
+		// posted since then, even on a repository's first reconcile.
+		ReplaySince *time.Time `json:"replay_since"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || req.Repo == "" {
-		writeJSON(w, http.StatusBadRequest, apiError{"body must be JSON {\"repo\": \"OWNER/REPO\"}"})
+		writeJSON(w, http.StatusBadRequest, apiError{"body must be JSON {\"repo\": \"OWNER/REPO\"}, " +
+			"optionally with \"replay_since\": \"RFC 3339 time\""})
 		return
+	}
+	var since time.Time
+	if req.ReplaySince != nil {
+		since = *req.ReplaySince
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx()), 5*time.Minute)
 	defer cancel()
-	rep, err := a.Reconcile.Run(ctx, req.Repo)
+	rep, err := a.Reconcile.Run(ctx, req.Repo, since)
+	if errors.Is(err, reconcile.ErrReplayInFuture) {
+		writeJSON(w, http.StatusBadRequest, apiError{err.Error() + ": give a time in the past"})
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusBadGateway, apiError{"reconcile failed: " + err.Error()})
 		return

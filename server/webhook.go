@@ -34,6 +34,7 @@ type envelope struct {
 		Number int `json:"number"`
 	} `json:"pull_request"`
 	Comment *struct {
+		ID   int64  `json:"id"`
 		Body string `json:"body"`
 	} `json:"comment"`
 	ClientPayload map[string]any `json:"client_payload"`
@@ -176,6 +177,9 @@ func (s *Server) classify(event, id string, env *envelope) (*state.Delivery, boo
 		// completed by the worker without decoding the payload again. Any
 		// line that could be a command, even a malformed one, goes through.
 		d.NoCommands = env.Action == "created" && env.Comment != nil && len(commands.Parse(env.Comment.Body, commands.Options{})) == 0
+		if env.Comment != nil {
+			d.CommentID = env.Comment.ID
+		}
 	case "pull_request":
 		d.PR = env.Number
 		if d.PR == 0 && env.PullRequest != nil {

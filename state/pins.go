@@ -338,17 +338,68 @@ func (s *Store) PRInfo(repo string, pr int) (*PRInfo, error) {
 	return p, err
 }
 
-// CommentSeen reports whether the commands of a comment were run, and
-// marks them run: the idempotency key for commands is (repo, comment id).
+// A comment's seen mark (bComments) is 8 bytes (unix time) once a `created`
+// delivery of it was processed (its commands run, or it had none), or those 8
+// bytes and markNoted once opsbot saw it otherwise (recovery listed it, or an
+// `edited` or `deleted` webhook named it) without running it. Recovery runs
+// only comments with no mark; a `created` delivery runs a comment unless it
+// was processed before.
+const markNoted = 'n'
+
+func commentBucket(tx *bolt.Tx, repo string) (*bolt.Bucket, error) {
+	return tx.Bucket(bComments).CreateBucketIfNotExists(repoKey(repo))
+}
+
+// CommentSeen reports whether a `created` delivery of a comment was processed
+// before, and marks it processed: the idempotency key for commands is (repo,
+// comment id). A comment only noted (NoteComment) is not processed yet.
 func (t *Tx) CommentSeen(repo string, commentID int64) (bool, error) {
-	root := t.tx.Bucket(bComments)
-	rb, err := root.CreateBucketIfNotExists(repoKey(repo))
+	rb, err := commentBucket(t.tx, repo)
 	if err != nil {
 		return false, err
 	}
 	k := u64(uint64(commentID))
-	if rb.Get(k) != nil {
+	if v := rb.Get(k); len(v) == 8 {
 		return true, nil
 	}
 	return false, rb.Put(k, u64(uint64(t.now().Unix())))
+}
+
+// NoteComment records that opsbot saw a comment without running it, so
+// recovery never runs it later; a processed mark stays as it is.
+func (t *Tx) NoteComment(repo string, commentID int64) error {
+	return noteComment(t.tx, repo, commentID, t.now())
+}
+
+func noteComment(tx *bolt.Tx, repo string, commentID int64, now time.Time) error {
+	rb, err := commentBucket(tx, repo)
+	if err != nil {
+		return err
+	}
+	k := u64(uint64(commentID))
+	if rb.Get(k) != nil {
+		return nil
+	}
+	return rb.Put(k, append(u64(uint64(now.Unix())), markNoted))
+}
+
+// NoteComments notes, in one write, comments recovery saw and does not run,
+// with the audit records that say why.
+func (s *Store) NoteComments(repo string, commentIDs []int64, audit []AuditRecord) error {
+	if len(commentIDs) == 0 && len(audit) == 0 {
+		return nil
+	}
+	return s.Update(func(t *Tx) error {
+		for _, id := range commentIDs {
+			if err := t.NoteComment(repo, id); err != nil {
+				return err
+			}
+		}
+		for _, r := range audit {
+			if err := t.Audit(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

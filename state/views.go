@@ -1,8 +1,11 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -146,7 +149,8 @@ func (s *Store) PRTimeline(repo string, pr int) (Timeline, error) {
 	return tl, err
 }
 
-// CommentKnown reports whether the commands of a comment were run.
+// CommentKnown reports whether opsbot has seen a comment at all: processed
+// its `created` delivery (with commands or without), or noted it otherwise.
 func (s *Store) CommentKnown(repo string, commentID int64) (bool, error) {
 	known := false
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -197,6 +201,39 @@ func (s *Store) SetReconciledAt(repo string, t time.Time) error {
 		}
 		return tx.Bucket(bRepos).Put([]byte("reconciled\x00"+string(repoKey(repo))), v)
 	})
+}
+
+// ForgetReconciled makes a database copy (a backup) forget when each
+// repository was reconciled, so the first reconcile of a database restored
+// from it records the comments it finds as seen instead of replaying what
+// the lost database may have run already. No server may hold the file.
+func ForgetReconciled(path string) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("opening %q: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bRepos)
+		if b == nil {
+			return errors.New("no repos bucket: not an opsbot database")
+		}
+		prefix := []byte("reconciled\x00")
+		var doomed [][]byte
+		c := b.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			doomed = append(doomed, bytes.Clone(k))
+		}
+		for _, k := range doomed {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // RepoInstallation is the GitHub App installation last seen for a repository (0: none).

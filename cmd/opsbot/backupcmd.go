@@ -44,6 +44,13 @@ func runBackup(e *env, args []string) error {
 			err = fmt.Errorf("the copy does not pass bbolt's check: %w", err)
 		}
 	}
+	if err == nil {
+		// A database restored from the copy must not replay comments the
+		// lost one may have run: its first reconcile only records them.
+		if err = state.ForgetReconciled(tmp); err != nil {
+			err = fmt.Errorf("preparing the copy: %w", err)
+		}
+	}
 	if err != nil {
 		os.Remove(tmp)
 		return err

@@ -107,6 +107,10 @@ func TestAuditCommandFormats(t *testing.T) {
 
 func TestReconcileRecoversLostWebhooks(t *testing.T) {
 	w := newWorld(t, "")
+	// The first reconcile of the repository sets where recovery starts.
+	if _, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo); err != nil {
+		t.Fatalf("first reconcile: %v %s", err, errOut)
+	}
 	// A command comment whose webhook never came.
 	c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
 	w.gh.SetCommentTime(c.ID, time.Now().Add(-10*time.Minute))

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +161,144 @@ func TestPlantedMarkersNeitherSilenceNorRedirectOpsbot(t *testing.T) {
 	}
 	if n := len(w.replies()); n != 1 {
 		t.Fatalf("%d replies, want the one acknowledgement edited in place", n)
+	}
+}
+
+// reconcile runs `opsbot reconcile --json` with extra flags and returns its report.
+func (w *world) reconcile(args ...string) map[string]any {
+	w.t.Helper()
+	out, errOut, err := runCLI(w.t, tokenEnv, append([]string{"reconcile", "--server", w.srv.URL, "--repo", theRepo, "--json"}, args...)...)
+	if err != nil {
+		w.t.Fatalf("reconcile: %v %s", err, errOut)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		w.t.Fatalf("reconcile report: %v\n%s", err, out)
+	}
+	w.settle()
+	return rep
+}
+
+// ids reads a list of comment ids from a reconcile report.
+func ids(rep map[string]any, key string) []int64 {
+	var out []int64
+	for _, v := range rep[key].([]any) {
+		out = append(out, int64(v.(float64)))
+	}
+	return out
+}
+
+// recoveryTrail is the audit's recovery records as "outcome comment-id".
+func (w *world) recoveryTrail() []string {
+	var out []string
+	for _, r := range w.audit() {
+		if r["kind"] == "recovery" {
+			out = append(out, fmt.Sprintf("%v %d", r["outcome"], int64(r["comment_id"].(float64))))
+		}
+	}
+	return out
+}
+
+// Recovery runs a comment only if its `created` webhook would have run it. A
+// comment that held no command when posted (seen by its webhook) and one
+// whose webhook was lost, both later edited to add a command, are not run by
+// recovery: the `edited` webhook refuses them, and so does reconcile.
+func TestRecoveryDoesNotRunEditedComments(t *testing.T) {
+	w := newWorld(t, "")
+	if rep := w.reconcile(); rep["first"] != true {
+		t.Fatalf("first reconcile report: %v", rep)
+	}
+	seen := w.comment(maintainer, "Looks good to me.")
+	lost := w.gh.AddComment(theRepo, thePR, maintLog, "Looking at the numbers now.")
+	w.gh.SetCommentTime(lost.ID, time.Now().Add(-20*time.Minute))
+	for _, c := range []githubtest.Comment{seen, lost} {
+		w.gh.EditComment(c.ID, c.Body+"\n/reuse-sweep-run 31147925932")
+	}
+	rep := w.reconcile()
+	if got := ids(rep, "commands_recovered"); len(got) != 0 {
+		t.Fatalf("recovery ran edited comments %v: %v", got, rep)
+	}
+	if got := ids(rep, "commands_not_run"); len(got) != 1 || got[0] != lost.ID {
+		t.Fatalf("commands_not_run = %v, want the lost, edited comment %d", got, lost.ID)
+	}
+	if tr := w.trail(); strings.Contains(strings.Join(tr, ","), "pin active") {
+		t.Fatalf("an edited comment pinned a run: %v", tr)
+	}
+	if got, want := w.recoveryTrail(), []string{fmt.Sprintf("not_run %d", lost.ID)}; !slices.Equal(got, want) {
+		t.Fatalf("recovery audit = %v, want %v", got, want)
+	}
+	w.push("c2")
+	if got := w.statuses("c2"); len(got) != 1 || got[0].Description != "sweep: no reuse authorization" {
+		t.Fatalf("the push after recovery: %+v", got)
+	}
+	// Again: the same comments are known now and stay unrun.
+	if rep := w.reconcile(); len(ids(rep, "commands_recovered"))+len(ids(rep, "commands_not_run")) != 0 {
+		t.Fatalf("second reconcile: %v", rep)
+	}
+}
+
+// A fresh database never replays old commands: the first reconcile of a
+// repository records the command comments it finds as seen (the audit says
+// so) and runs none, now or later; --replay-since asks for a replay
+// explicitly, and then runs only what was posted since then.
+func TestFirstReconcileRecordsAndDoesNotReplay(t *testing.T) {
+	w := newWorld(t, "")
+	old := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	w.gh.SetCommentTime(old.ID, time.Now().Add(-48*time.Hour))
+	recent := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	w.gh.SetCommentTime(recent.ID, time.Now().Add(-10*time.Minute))
+	rep := w.reconcile()
+	if rep["first"] != true || len(ids(rep, "commands_recovered")) != 0 ||
+		!slices.Equal(ids(rep, "commands_recorded"), []int64{old.ID, recent.ID}) {
+		t.Fatalf("first reconcile report: %v", rep)
+	}
+	if got, want := w.recoveryTrail(), []string{fmt.Sprintf("recorded %d", old.ID), fmt.Sprintf("recorded %d", recent.ID)}; !slices.Equal(got, want) {
+		t.Fatalf("recovery audit = %v, want %v", got, want)
+	}
+	if rep := w.reconcile(); rep["first"] != false || len(ids(rep, "commands_recovered")) != 0 {
+		t.Fatalf("second reconcile: %v", rep)
+	}
+	if tr := w.trail(); strings.Contains(strings.Join(tr, ","), "pin active") || len(w.replies()) != 0 {
+		t.Fatalf("old commands were replayed: %v %v", tr, w.replies())
+	}
+
+	// Another fresh database, asked to replay the last half hour.
+	w2 := newWorld(t, "")
+	old2 := w2.gh.AddComment(theRepo, thePR, maintLog, "/opsbot help")
+	w2.gh.SetCommentTime(old2.ID, time.Now().Add(-48*time.Hour))
+	recent2 := w2.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	w2.gh.SetCommentTime(recent2.ID, time.Now().Add(-10*time.Minute))
+	rep = w2.reconcile("--replay-since", "30m")
+	if !slices.Equal(ids(rep, "commands_recovered"), []int64{recent2.ID}) || len(ids(rep, "commands_recorded")) != 0 {
+		t.Fatalf("replay report: %v", rep)
+	}
+	mustContain(t, "replayed pin", w2.lastReply(), "pinned run [31147925932]")
+	if n := len(w2.replies()); n != 1 {
+		t.Fatalf("%d replies: the old /opsbot help was replayed too", n)
+	}
+	if _, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w2.srv.URL, "--repo", theRepo, "--replay-since",
+		time.Now().Add(time.Hour).UTC().Format(time.RFC3339)); err == nil || !strings.Contains(err.Error()+errOut, "in the future") {
+		t.Fatalf("a replay from the future: %v %s", err, errOut)
+	}
+}
+
+// A database restored from a backup does not replay what the lost one may
+// have run: the copy forgets when it was reconciled, so its first reconcile
+// records instead of replaying.
+func TestRestoredDatabaseDoesNotReplay(t *testing.T) {
+	w := newWorld(t, "")
+	w.reconcile()
+	copyPath := filepath.Join(t.TempDir(), "restored.db")
+	if _, errOut, err := runCLI(t, tokenEnv, "backup", "--server", w.srv.URL, "--out", copyPath); err != nil {
+		t.Fatalf("backup: %v %s", err, errOut)
+	}
+	// After the backup the lost database ran a command; its webhook is not
+	// redelivered to the restored one.
+	ran := w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.srv.Stop(t)
+	w.srv = startServer(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, "--state", copyPath)
+	rep := w.reconcile()
+	if rep["first"] != true || len(ids(rep, "commands_recovered")) != 0 || !slices.Equal(ids(rep, "commands_recorded"), []int64{ran.ID}) {
+		t.Fatalf("reconcile of the restored database: %v", rep)
 	}
 }

@@ -411,7 +411,7 @@ func reconcileEvery(ctx context.Context, rec *reconcile.Reconciler, cfg *config.
 		}
 		for _, r := range cfg.Repos {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-			if _, err := rec.Run(rctx, r.Name); err != nil {
+			if _, err := rec.Run(rctx, r.Name, time.Time{}); err != nil {
 				log.Warn("reconcile failed; it runs again next period", "repo", r.Name, "err", err)
 			}
 			cancel()
