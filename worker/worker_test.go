@@ -33,7 +33,8 @@ func newStore(t *testing.T) *state.Store {
 
 func add(t *testing.T, s *state.Store, p *Pool, id string, pr int) *state.Delivery {
 	t.Helper()
-	d := &state.Delivery{ID: id, Event: "issue_comment", Repo: "o/r", PR: pr, ReceivedAt: time.Now(), Body: []byte("{}")}
+	// Each body is its own: the store answers the same event and body under another id as a duplicate.
+	d := &state.Delivery{ID: id, Event: "issue_comment", Repo: "o/r", PR: pr, ReceivedAt: time.Now(), Body: []byte(`{"id":"` + id + `"}`)}
 	if _, err := s.Append(context.Background(), d); err != nil {
 		t.Fatal(err)
 	}
