@@ -118,8 +118,9 @@ func TestConfigCheckReportsUnsetVariables(t *testing.T) {
 // limit before its first answer, Slack's health before auth.test. The
 // build is always there.
 func TestMetricsReportUnknownAsAbsent(t *testing.T) {
-	w := newWorld(t, "")
-	m := w.metrics()
+	// A server without GitHub credentials (a dry run) asks GitHub nothing.
+	dry := startServer(t, writeConfig(t, t.TempDir(), ""), testEnv(nil))
+	m := (&world{t: t, srv: dry}).metrics()
 	for _, name := range []string{"opsbot_github_rate_limit_remaining", "opsbot_slack_healthy"} {
 		if v, ok := m[name]; ok {
 			t.Errorf("%s = %s before anything was known, want it absent", name, v)
@@ -129,9 +130,13 @@ func TestMetricsReportUnknownAsAbsent(t *testing.T) {
 	if m[build] != "1" {
 		t.Errorf("%s = %q, want 1 (metrics: %v)", build, m[build], m)
 	}
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	// With a token, GitHub's first answer comes at start: opsbot asks who it is.
+	w := newWorld(t, "")
 	if v := w.metrics()["opsbot_github_rate_limit_remaining"]; v != "4999" {
 		t.Errorf("opsbot_github_rate_limit_remaining = %q after GitHub answered, want 4999", v)
+	}
+	if v, ok := w.metrics()["opsbot_slack_healthy"]; ok {
+		t.Errorf("opsbot_slack_healthy = %s without a Slack token, want it absent", v)
 	}
 }
 
