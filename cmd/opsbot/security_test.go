@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"os"
@@ -300,5 +304,38 @@ func TestRestoredDatabaseDoesNotReplay(t *testing.T) {
 	rep := w.reconcile()
 	if rep["first"] != true || len(ids(rep, "commands_recovered")) != 0 || !slices.Equal(ids(rep, "commands_recorded"), []int64{ran.ID}) {
 		t.Fatalf("reconcile of the restored database: %v", rep)
+	}
+}
+
+// As a GitHub App, opsbot learns its bot user at start (GET /app for the
+// slug, then GET /users/<slug>[bot]) and never runs a command that user
+// wrote, even where the repository lets bots give commands.
+func TestAppLearnsItsBotUserAndNeverRunsItsCommands(t *testing.T) {
+	w := newWorld(t, `    allow_bots: ["`+githubtest.BotLogin+`"]`)
+	w.gh.SetRole(theRepo, githubtest.BotLogin, "write")
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(w.dir, "app.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.gh.ResetRequests()
+	w.restart(func(cfg string) string {
+		return strings.Replace(cfg, `  token_env: "TEST_GITHUB_TOKEN"`, fmt.Sprintf("  app:\n    id: %d\n    installation_id: 1\n    private_key_file: %q",
+			githubtest.AppID, keyFile), 1)
+	})
+	if w.gh.Count("GET /app") != 1 || w.gh.Count("GET /users/{user}") != 1 {
+		t.Fatalf("at start: GET /app %d times, GET /users/{user} %d times; want once each", w.gh.Count("GET /app"), w.gh.Count("GET /users/{user}"))
+	}
+	bot := user{githubtest.BotLogin, githubtest.BotID, "Bot"}
+	w.comment(bot, "/reuse-sweep-run 31147925932")
+	if tr := w.trail(); len(tr) != 0 {
+		t.Fatalf("opsbot ran a command its App's bot user wrote: %v", tr)
+	}
+	w.push("c2")
+	if got := w.statuses("c2"); len(got) != 1 || got[0].Description != "sweep: no reuse authorization" {
+		t.Fatalf("the push after the bot user's comment: %+v", got)
 	}
 }
