@@ -105,7 +105,8 @@ func TestHostileValuesStayInert(t *testing.T) {
 		t.Fatalf("opsbot posted %d comments; the scenario should give every kind of notice", count)
 	}
 	date := regexp.MustCompile(`\d{4}-\d{2}-\d{2}`)
-	golden.Assert(t, "hostile-comments.md", date.ReplaceAllString(all.String(), "DATE"))
+	nonce := regexp.MustCompile(`(<!-- opsbot:notice=\d+)\.[0-9a-f]+ -->`) // random per notice
+	golden.Assert(t, "hostile-comments.md", nonce.ReplaceAllString(date.ReplaceAllString(all.String(), "DATE"), "$1.NONCE -->"))
 
 	var slack strings.Builder
 	for i, p := range sl.Posts() {
@@ -141,7 +142,7 @@ func hostileCommentEvent(w *world, action string, u user, id int64, body, oldBod
 }
 
 var (
-	ownMarker = regexp.MustCompile(`\n\n<!-- opsbot:notice=\d+ -->$`)
+	ownMarker = regexp.MustCompile(`\n\n<!-- opsbot:notice=\d+\.[0-9a-f]+ -->$`)
 	mention   = regexp.MustCompile(`@[A-Za-z0-9]`)
 )
 
