@@ -196,6 +196,11 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			rep.CommandsRecovered = append(rep.CommandsRecovered, c.GetID())
 		}
 	}
+	if rep.First {
+		audit = append(audit, state.AuditRecord{Kind: "recovery", Outcome: "recorded", Repo: rc.Name,
+			Reason: fmt.Sprintf("the first reconcile of this repository on this database recorded the %d comments posted or edited "+
+				"since %s as seen and ran none of them", rep.CommentsChecked, stamp(rep.Since))})
+	}
 	if err := r.Store.NoteComments(rc.Name, seen, audit); err != nil {
 		return rep, err
 	}

@@ -262,6 +262,10 @@ func TestFirstReconcileRecordsAndDoesNotReplay(t *testing.T) {
 	if rep := w.reconcile(); rep["first"] != false || len(ids(rep, "commands_recovered")) != 0 {
 		t.Fatalf("second reconcile: %v", rep)
 	}
+	out, _, err := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--repo", theRepo, "--kind", "recovery", "--format", "json")
+	if err != nil || strings.Count(out, `"outcome": "recorded"`) != 3 || !strings.Contains(out, "the first reconcile of this repository on this database recorded the 2 comments") {
+		t.Fatalf("the repository's recovery audit: %v\n%s", err, out)
+	}
 	if tr := w.trail(); strings.Contains(strings.Join(tr, ","), "pin active") || len(w.replies()) != 0 {
 		t.Fatalf("old commands were replayed: %v %v", tr, w.replies())
 	}
