@@ -227,6 +227,8 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPaylo
 
 func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Delivery, ev *pullPayload) (string, state.Write, error) {
 	pr := &ev.PullRequest
+	// GitHub sends lower-case SHAs; opsbot keys decisions by that spelling.
+	pr.Head.SHA, pr.MergeCommitSHA = strings.ToLower(pr.Head.SHA), strings.ToLower(pr.MergeCommitSHA)
 	n := ev.Number
 	if n == 0 {
 		n = pr.Number

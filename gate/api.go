@@ -67,16 +67,31 @@ type API struct {
 	Finder func(repo string) (PRFinder, error)
 }
 
-var shaRE = regexp.MustCompile(`^[0-9a-fA-F]{7,64}$`)
+var shaRE = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
+
+// CanonicalSHA is a commit id as opsbot keys decisions, pins and statuses:
+// lower-case, full length (40 hex digits, or 64 in a SHA-256 repository).
+// ok is false for anything else, a short SHA included: a prefix may name
+// more than one commit and never equals the head GitHub names.
+func CanonicalSHA(s string) (sha string, ok bool) {
+	sha = strings.ToLower(strings.TrimSpace(s))
+	return sha, shaRE.MatchString(sha)
+}
 
 // Answer decides (or reads) for a pull_request ask, or resolves a push.
 func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 	if r.Event == "" {
 		r.Event = "pull_request"
 	}
-	if r.Repo == "" || !shaRE.MatchString(r.SHA) {
+	if r.Repo == "" || r.SHA == "" {
 		return Answer{}, fmt.Errorf("%w: repo and a commit sha are required", ErrBadAsk)
 	}
+	sha, ok := CanonicalSHA(r.SHA)
+	if !ok {
+		return Answer{}, fmt.Errorf("%w: sha %q is not a full commit SHA: send all 40 hex digits "+
+			"(github.event.pull_request.head.sha, or github.sha for a push); a short SHA is refused", ErrBadAsk, clip(r.SHA, 80))
+	}
+	r.SHA = sha
 	rc, ok := a.Gate.Cfg.Repo(r.Repo)
 	if !ok {
 		return Answer{}, fmt.Errorf("%w: %s", ErrUnknownRepo, r.Repo)
@@ -183,7 +198,7 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 	}
 	var merged *github.PullRequest
 	for _, p := range prs {
-		if p.GetMergeCommitSHA() == r.SHA || (merged == nil && p.GetMerged()) {
+		if strings.EqualFold(p.GetMergeCommitSHA(), r.SHA) || (merged == nil && p.GetMerged()) {
 			merged = p
 		}
 	}
@@ -211,6 +226,13 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 	}
 	ans.Reason = fmt.Sprintf("opsbot made no decision for PR #%d's final head %s", ans.PR, shortSHA(merged.GetHead().GetSHA()))
 	return ans, nil
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 func shortSHA(s string) string {

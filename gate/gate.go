@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"opsbot/config"
 	"opsbot/mdtext"
@@ -105,7 +106,7 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 	if pin == nil {
 		return plan{decision: Sweep, reason: "no reuse authorization"}
 	}
-	if pin.PRHeadAtGrant == a.SHA {
+	if strings.EqualFold(pin.PRHeadAtGrant, a.SHA) {
 		return plan{decision: Sweep, pin: pin, reason: fmt.Sprintf("run %d was pinned when this commit was already the head; the pin covers the next push", pin.RunID)}
 	}
 	v, err := g.Validators(a.Installation)

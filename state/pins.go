@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -223,7 +224,7 @@ func getDecision(tx *bolt.Tx, repo string, pr int, sha string) (*Decision, error
 		return nil, err
 	}
 	var d Decision
-	ok, err := getJSON(b, []byte(pDec+sha), &d)
+	ok, err := getJSON(b, decKey(sha), &d)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -248,7 +249,8 @@ func (t *Tx) PutDecision(d *Decision) error {
 	if err != nil {
 		return err
 	}
-	k := []byte(pDec + d.HeadSHA)
+	d.HeadSHA = strings.ToLower(d.HeadSHA)
+	k := decKey(d.HeadSHA)
 	if b.Get(k) != nil {
 		return fmt.Errorf("state: decision for %s#%d@%s exists", d.Repo, d.PR, d.HeadSHA)
 	}
@@ -261,9 +263,17 @@ func (t *Tx) PutDecision(d *Decision) error {
 	}
 	// Index skips by head SHA, so a run on a skipped head can be traced to the run it reused.
 	if d.Decision == "skip" {
-		return t.tx.Bucket(bRepos).Put([]byte("reused\x00"+string(repoKey(d.Repo))+"\x00"+d.HeadSHA), u64(uint64(d.RunID)))
+		return t.tx.Bucket(bRepos).Put(reusedKey(d.Repo, d.HeadSHA), u64(uint64(d.RunID)))
 	}
 	return nil
+}
+
+// decKey is a decision's key in its PR's bucket. A commit is one commit
+// however its SHA is spelled: the key is lower-case.
+func decKey(sha string) []byte { return []byte(pDec + strings.ToLower(sha)) }
+
+func reusedKey(repo, sha string) []byte {
+	return []byte("reused\x00" + string(repoKey(repo)) + "\x00" + strings.ToLower(sha))
 }
 
 // ReusedRun returns the run a skipped head reused, if opsbot skipped it.
@@ -274,7 +284,7 @@ func (t *Tx) PutDecision(d *Decision) error {
 func (s *Store) ReusedRun(repo, sha string) (int64, bool) {
 	var id int64
 	_ = s.db.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bRepos).Get([]byte("reused\x00" + string(repoKey(repo)) + "\x00" + sha)); v != nil {
+		if v := tx.Bucket(bRepos).Get(reusedKey(repo, sha)); v != nil {
 			id = int64(binary.BigEndian.Uint64(v))
 		}
 		return nil

@@ -609,3 +609,29 @@ func TestCommentMarkersAreUnguessableAndKept(t *testing.T) {
 		t.Fatalf("SentRef = %+v %v %v, want marker %q", ref, ok, err, a)
 	}
 }
+
+// A decision is keyed by its commit however the SHA is spelled: a lookup in
+// another case finds it, and a second spelling cannot store a second one.
+func TestDecisionKeyIgnoresCase(t *testing.T) {
+	s := openTest(t, nil)
+	lower := "c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1"
+	upper := "C1C1C1C1C1C1C1C1C1C1C1C1C1C1C1C1C1C1C1C1"
+	if err := s.Update(func(tx *Tx) error {
+		return tx.PutDecision(&Decision{Repo: "o/r", PR: 1, HeadSHA: upper, Decision: "skip", RunID: 9})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Decision("o/r", 1, lower)
+	if err != nil || d == nil || d.HeadSHA != lower {
+		t.Fatalf("Decision(lower) = %+v, %v; want the decision, spelled lower-case", d, err)
+	}
+	if id, ok := s.ReusedRun("o/r", lower); !ok || id != 9 {
+		t.Fatalf("ReusedRun(lower) = %d, %v", id, ok)
+	}
+	err = s.Update(func(tx *Tx) error {
+		return tx.PutDecision(&Decision{Repo: "o/r", PR: 1, HeadSHA: "c1C1" + lower[4:], Decision: "sweep"})
+	})
+	if err == nil {
+		t.Fatal("a second decision for the same commit in another case was stored")
+	}
+}

@@ -194,9 +194,10 @@ func TestGateAPI(t *testing.T) {
 		{"not JSON", apiToken, "repo=x", 400, "body must be JSON"},
 		{"unknown field", apiToken, `{"repo":"x","sha":"abcdef0","extra":1}`, 400, "unknown field"},
 		{"no sha", apiToken, fmt.Sprintf(`{"repo":%q,"pr":1}`, theRepo), 400, "commit sha"},
-		{"no pr", apiToken, fmt.Sprintf(`{"repo":%q,"sha":"abcdef0"}`, theRepo), 400, "PR number"},
-		{"bad event", apiToken, fmt.Sprintf(`{"repo":%q,"pr":1,"sha":"abcdef0","event":"release"}`, theRepo), 400, "event"},
-		{"unknown repo", apiToken, `{"repo":"someone/else","pr":1,"sha":"abcdef0"}`, 404, "not served"},
+		{"short sha", apiToken, fmt.Sprintf(`{"repo":%q,"pr":1,"sha":"abcdef0"}`, theRepo), 400, "not a full commit SHA"},
+		{"no pr", apiToken, fmt.Sprintf(`{"repo":%q,"sha":%q}`, theRepo, sha("ab")), 400, "PR number"},
+		{"bad event", apiToken, fmt.Sprintf(`{"repo":%q,"pr":1,"sha":%q,"event":"release"}`, theRepo, sha("ab")), 400, "event"},
+		{"unknown repo", apiToken, fmt.Sprintf(`{"repo":"someone/else","pr":1,"sha":%q}`, sha("ab")), 404, "not served"},
 		{"decides", apiToken, good, 200, `"decision":"sweep"`},
 	} {
 		code, body := ask(tc.token, tc.body)
