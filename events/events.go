@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/go-github/v62/github"
 
@@ -234,11 +235,11 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 		n = pr.Number
 	}
 	info := &state.PRInfo{Repo: rc.Name, PR: n, Title: pr.Title, Author: pr.User.Login,
-		Branch: pr.Head.Ref, HeadSHA: pr.Head.SHA, State: pr.State}
+		Branch: pr.Head.Ref, HeadSHA: pr.Head.SHA, HeadAt: pr.UpdatedAt, State: pr.State}
 	if a := ev.Action; a != "opened" && a != "reopened" && a != "synchronize" {
 		// The head opsbot knows (which the gate API decides for) moves only
 		// with a push; a late label or edit event may carry an older one.
-		info.HeadSHA = ""
+		info.HeadSHA, info.HeadAt = "", time.Time{}
 	}
 	inst := ev.Installation.ID
 	info.Installation = inst
@@ -346,7 +347,12 @@ func mergeInfo(tx *state.Tx, info *state.PRInfo) error {
 	set(&old.Title, info.Title)
 	set(&old.Author, info.Author)
 	set(&old.Branch, info.Branch)
-	set(&old.HeadSHA, info.HeadSHA)
+	if info.HeadSHA != "" && !info.HeadAt.Before(old.HeadAt) {
+		// A delivery stamped before the one that set the head is late: the
+		// head never moves back. Equal stamps (one second) take the newer
+		// delivery; the gate checks GitHub's head before using a pin anyway.
+		old.HeadSHA, old.HeadAt = info.HeadSHA, info.HeadAt
+	}
 	set(&old.State, info.State)
 	if info.Installation != 0 {
 		old.Installation = info.Installation

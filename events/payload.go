@@ -1,6 +1,9 @@
 package events
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // The payload types read only what opsbot uses: decoding GitHub's full
 // event types costs far more (deliveries are up to 25 MiB), and a field
@@ -48,13 +51,15 @@ type pullPayload struct {
 	Action      string `json:"action"`
 	Number      int    `json:"number"`
 	PullRequest struct {
-		Number         int     `json:"number"`
-		Title          string  `json:"title"`
-		State          string  `json:"state"`
-		Merged         bool    `json:"merged"`
-		MergeCommitSHA string  `json:"merge_commit_sha"`
-		User           account `json:"user"`
-		Head           struct {
+		Number         int    `json:"number"`
+		Title          string `json:"title"`
+		State          string `json:"state"`
+		Merged         bool   `json:"merged"`
+		MergeCommitSHA string `json:"merge_commit_sha"`
+		// UpdatedAt orders deliveries, which GitHub does not send in order.
+		UpdatedAt time.Time `json:"updated_at"`
+		User      account   `json:"user"`
+		Head      struct {
 			SHA string `json:"sha"`
 			Ref string `json:"ref"`
 		} `json:"head"`

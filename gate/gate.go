@@ -127,6 +127,11 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 		return plan{decision: Sweep, pin: pin, pinState: state.PinInvalid,
 			reason: fmt.Sprintf("pinned run %d could not be checked (GitHub: %s)", pin.RunID, why(err))}
 	}
+	if !strings.EqualFold(run.PRHead, a.SHA) {
+		// A late or out-of-order webhook: the pin waits for the head.
+		return plan{decision: Sweep, pin: pin, reason: fmt.Sprintf("commit %s is no longer the head of PR #%d (GitHub says %.7s is); "+
+			"the pin of run %d is left for the head", shortSHA(a.SHA), a.PR, run.PRHead, pin.RunID)}
+	}
 	return plan{decision: Skip, pin: pin, run: run, pinState: state.PinConsumed,
 		reason: fmt.Sprintf("reusing run %d, authorized by @%s", pin.RunID, pin.ActorLogin)}
 }

@@ -120,7 +120,7 @@ func TestDecisions(t *testing.T) {
 	t.Run("pin consumed by the next push only", func(t *testing.T) {
 		r := newRig(t)
 		r.pin(t, 10, "c1")
-		r.gh.Push(repo, 1, []string{"c2", "c3"})
+		r.gh.Push(repo, 1, []string{"c2"})
 		d, err := r.g.Decide(ctx, ask("c2", "synchronize"))
 		if err != nil || d.Decision != gate.Skip || d.RunID != 10 || d.ActorLogin != "maintainer" {
 			t.Fatalf("%+v %v", d, err)
@@ -128,9 +128,25 @@ func TestDecisions(t *testing.T) {
 		if p, _ := r.store.ActivePin(repo, 1); p != nil {
 			t.Fatal("the pin is still active after its push")
 		}
+		r.gh.Push(repo, 1, []string{"c3"})
 		d3, _ := r.g.Decide(ctx, ask("c3", "synchronize"))
 		if d3.Decision != gate.Sweep {
 			t.Fatalf("the push after it: %+v", d3)
+		}
+	})
+	t.Run("a commit that is no longer GitHub's head sweeps and leaves the pin", func(t *testing.T) {
+		r := newRig(t)
+		r.pin(t, 10, "c1")
+		r.gh.Push(repo, 1, []string{"c2", "c3"})
+		d, err := r.g.Decide(ctx, ask("C2", "synchronize"))
+		if err != nil || d.Decision != gate.Sweep || !strings.Contains(d.Reason, "no longer the head of PR #1 (GitHub says c3 is)") {
+			t.Fatalf("%+v %v", d, err)
+		}
+		if p, _ := r.store.ActivePin(repo, 1); p == nil {
+			t.Fatal("a commit that is not the head used up the pin")
+		}
+		if d3, _ := r.g.Decide(ctx, ask("c3", "synchronize")); d3.Decision != gate.Skip {
+			t.Fatalf("the head: %+v", d3)
 		}
 	})
 	t.Run("head when pinned waits for the next push", func(t *testing.T) {
