@@ -26,7 +26,7 @@ func TestLateSynchronizeUsesUpNothing(t *testing.T) {
 	w.gh.Push(theRepo, thePR, []string{sha("c2")}, []string{"perf-changelog.yaml"}) // c2's webhook is delayed
 	w.gh.Push(theRepo, thePR, []string{sha("c3")}, []string{"perf-changelog.yaml"})
 	w.sendPRAt("synchronize", sha("c3"), t0.Add(2*time.Minute)) // c3's arrives: sweep, no pin yet
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")        // granted at head c3, for the next push
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")       // granted at head c3, for the next push
 	w.sendPRAt("synchronize", sha("c2"), t0.Add(time.Minute))   // the late delivery for c2
 	st := w.statuses("c2")
 	if len(st) != 1 || !strings.HasPrefix(st[0].Description, "sweep") ||
