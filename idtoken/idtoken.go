@@ -6,12 +6,15 @@
 package idtoken
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +74,10 @@ type Verifier struct {
 	Client *http.Client
 	// Now is the clock for expiry; nil is time.Now.
 	Now func() time.Time
+	// Served reports whether opsbot serves a repository; a token whose
+	// (unverified) repository claim it does not serve is refused before the
+	// issuer is asked for anything. nil skips that check.
+	Served func(repo string) bool
 
 	mu      sync.Mutex
 	v       *oidc.IDTokenVerifier
@@ -81,6 +88,14 @@ type Verifier struct {
 // retryAfter is how long a failed discovery is answered from memory, so a
 // burst of asks while the issuer is down does not queue up behind it.
 const retryAfter = 5 * time.Second
+
+// MinKeyRefetch is the least time between two fetches of the issuer's keys.
+// go-oidc fetches them again for every token whose key id it does not know,
+// and anyone can make such a token; within this interval the last answer
+// stands in for a new fetch, so a flood of forged tokens costs the issuer
+// (and opsbot) one request per interval. A real key rotation is picked up
+// at most this late.
+const MinKeyRefetch = 10 * time.Second
 
 func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
 	v.mu.Lock()
@@ -95,24 +110,36 @@ func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, error) 
 	if v.lastErr != nil && now().Sub(v.failed) < retryAfter {
 		return nil, v.lastErr
 	}
-	client := v.Client
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second}
+	if v.Client != nil {
+		c := *v.Client
+		client = &c
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	client.Transport = &keyFetchLimiter{next: client.Transport, every: MinKeyRefetch, now: now,
+		skip: strings.TrimSuffix(v.Issuer, "/") + "/.well-known/openid-configuration"}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	p, err := oidc.NewProvider(oidc.ClientContext(ctx, client), v.Issuer)
+	p, err := oidc.NewProvider(oidc.ClientContext(dctx, client), v.Issuer)
 	if err != nil {
-		v.lastErr, v.failed = fmt.Errorf("%w: discovering %s: %v", ErrUnavailable, v.Issuer, err), now()
-		return nil, v.lastErr
+		err = fmt.Errorf("%w: discovering %s: %v", ErrUnavailable, v.Issuer, err)
+		if ctx.Err() == nil {
+			// The asker hanging up says nothing of the issuer: only a
+			// failure of the issuer's own is answered from memory.
+			v.lastErr, v.failed = err, now()
+		}
+		return nil, err
 	}
 	v.v = p.Verifier(&oidc.Config{ClientID: v.Audience, Now: now, SupportedSigningAlgs: []string{oidc.RS256}})
 	return v.v, nil
 }
 
 // Verify checks raw's signature, issuer, audience and expiry, and returns
-// its claims.
+// its claims. It runs on ctx (the asker's, with a deadline): a token whose
+// unverified claims could not pass is refused before the issuer is asked.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Claims, error) {
+	if err := v.precheck(raw); err != nil {
+		return Claims{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	ver, err := v.verifier(ctx)
 	if err != nil {
 		return Claims{}, err
@@ -129,6 +156,122 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Claims, error) {
 		return Claims{}, fmt.Errorf("%w: it has no repository or ref claim", ErrInvalid)
 	}
 	return c, nil
+}
+
+// precheck reads raw's claims without verifying them and refuses a token
+// that could not pass anyway: another issuer or audience, expired, or for a
+// repository opsbot does not serve. It spares the issuer (and opsbot) the
+// key fetch such a token would cause; the signature is still checked after.
+func (v *Verifier) precheck(raw string) error {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return errors.New("not a JWT")
+	}
+	body, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return errors.New("its claims are not base64url")
+	}
+	var c struct {
+		Iss        string          `json:"iss"`
+		Aud        json.RawMessage `json:"aud"`
+		Exp        json.Number     `json:"exp"`
+		Repository string          `json:"repository"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil {
+		return errors.New("its claims are not JSON")
+	}
+	if c.Iss != v.Issuer {
+		return fmt.Errorf("its issuer is %q, not the configured issuer %s", clip(c.Iss), v.Issuer)
+	}
+	var auds []string
+	if json.Unmarshal(c.Aud, &auds) != nil {
+		var one string
+		if json.Unmarshal(c.Aud, &one) == nil {
+			auds = []string{one}
+		}
+	}
+	if !slices.Contains(auds, v.Audience) {
+		return fmt.Errorf("its audience is not %q (mint it with audience=%s)", v.Audience, v.Audience)
+	}
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
+	}
+	exp, err := c.Exp.Float64()
+	if err != nil || !time.Unix(int64(exp), 0).After(now()) {
+		return errors.New("it has expired (or has no exp claim)")
+	}
+	if v.Served != nil && !v.Served(c.Repository) {
+		return fmt.Errorf("its repository %q is not served by this opsbot", clip(c.Repository))
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
+}
+
+// keyFetchLimiter is the issuer client's transport: a GET of a URL other
+// than skip (the discovery document, which has its own back-off) made less
+// than every after the last one is answered with the last one's answer (or
+// error) instead of going out.
+type keyFetchLimiter struct {
+	next  http.RoundTripper
+	every time.Duration
+	now   func() time.Time
+	skip  string
+
+	mu   sync.Mutex
+	last map[string]*fetched
+}
+
+type fetched struct {
+	at     time.Time
+	status int
+	header http.Header
+	body   []byte
+	err    error
+}
+
+func (l *keyFetchLimiter) RoundTrip(r *http.Request) (*http.Response, error) {
+	next := l.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	u := r.URL.String()
+	if r.Method != http.MethodGet || u == l.skip {
+		return next.RoundTrip(r)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock() // one fetch at a time: go-oidc already makes them one at a time
+	if f := l.last[u]; f != nil && l.now().Sub(f.at) < l.every {
+		return f.response(r)
+	}
+	f := &fetched{at: l.now()}
+	resp, err := next.RoundTrip(r)
+	if err == nil {
+		f.status, f.header = resp.StatusCode, resp.Header.Clone()
+		f.body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+	}
+	f.err = err
+	if l.last == nil {
+		l.last = map[string]*fetched{}
+	}
+	l.last[u] = f
+	return f.response(r)
+}
+
+func (f *fetched) response(r *http.Request) (*http.Response, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &http.Response{StatusCode: f.status, Status: http.StatusText(f.status), Header: f.header.Clone(),
+		Body: io.NopCloser(bytes.NewReader(f.body)), ContentLength: int64(len(f.body)), Request: r,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
 }
 
 // Scope decides which asks a token's claims cover.

@@ -9,9 +9,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,4 +151,125 @@ func sign(t *testing.T, key *rsa.PrivateKey, claims map[string]any) string {
 		t.Fatal(err)
 	}
 	return in + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// fakeIssuer serves a discovery document and a JWKS with key kid "k", and
+// counts the requests for each.
+type fakeIssuer struct {
+	URL               string
+	key               *rsa.PrivateKey
+	discoveries, jwks atomic.Int32
+}
+
+func newFakeIssuer(t *testing.T) *fakeIssuer {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is := &fakeIssuer{key: key}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		is.discoveries.Add(1)
+		json.NewEncoder(w).Encode(map[string]any{"issuer": is.URL, "jwks_uri": is.URL + "/jwks", "id_token_signing_alg_values_supported": []string{"RS256"}})
+	})
+	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
+		is.jwks.Add(1)
+		b64 := base64.RawURLEncoding.EncodeToString
+		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{"kty": "RSA", "alg": "RS256", "kid": "k", "use": "sig",
+			"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes())}}})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	is.URL = srv.URL
+	return is
+}
+
+// forge makes a token with header kid and claims, signed with no real key.
+func forge(kid string, claims map[string]any) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	h, _ := json.Marshal(map[string]string{"alg": "RS256", "kid": kid})
+	c, _ := json.Marshal(claims)
+	return enc(h) + "." + enc(c) + "." + enc(make([]byte, 256))
+}
+
+// A bearer that merely looks like a JWT drives no request to the issuer
+// unless its unverified claims name the issuer, the audience, a future
+// expiry and a served repository; and forged tokens that do, whatever key id
+// they name, refetch the issuer's keys at most once per refetch interval.
+func TestForgedIDTokensDoNotDriveKeyFetches(t *testing.T) {
+	is := newFakeIssuer(t)
+	clock := time.Now()
+	v := &Verifier{Issuer: is.URL, Audience: "opsbot", Now: func() time.Time { return clock },
+		Served: func(repo string) bool { return repo == "org/bench" }}
+	good := map[string]any{"iss": is.URL, "aud": []string{"other", "opsbot"}, "exp": clock.Add(time.Minute).Unix(), "repository": "org/bench", "ref": "refs/pull/7/merge"}
+	with := func(k string, val any) map[string]any {
+		c := maps.Clone(good)
+		if val == nil {
+			delete(c, k)
+		} else {
+			c[k] = val
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		claims map[string]any
+		want   string
+	}{
+		{"another issuer", with("iss", "https://evil.example"), "issuer"},
+		{"another audience", with("aud", "sigstore"), "audience"},
+		{"no audience", with("aud", nil), "audience"},
+		{"expired", with("exp", clock.Add(-time.Second).Unix()), "expired"},
+		{"no expiry", with("exp", nil), "expired"},
+		{"unserved repository", with("repository", "org/bench2"), "not served"},
+	} {
+		for range 20 {
+			_, err := v.Verify(t.Context(), forge("x", tc.claims))
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%s: %v, want ErrInvalid naming %q", tc.name, err, tc.want)
+			}
+		}
+	}
+	if d, k := is.discoveries.Load(), is.jwks.Load(); d+k != 0 {
+		t.Fatalf("tokens refused by their claims made %d discoveries and %d key fetches, want none", d, k)
+	}
+	for i := range 50 {
+		if _, err := v.Verify(t.Context(), forge(fmt.Sprintf("kid-%d", i), good)); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("forged token: %v, want ErrInvalid", err)
+		}
+	}
+	if n := is.jwks.Load(); n != 1 {
+		t.Fatalf("50 forged tokens in one refetch interval fetched the keys %d times, want 1", n)
+	}
+	real := sign(t, is.key, good)
+	if _, err := v.Verify(t.Context(), real); err != nil {
+		t.Fatalf("a real token with a known key: %v", err)
+	}
+	clock = clock.Add(MinKeyRefetch)
+	good["exp"] = clock.Add(time.Minute).Unix()
+	for i := range 10 {
+		v.Verify(t.Context(), forge(fmt.Sprintf("later-%d", i), good))
+	}
+	if n := is.jwks.Load(); n != 2 {
+		t.Fatalf("after the interval the keys were fetched %d times in all, want 2", n)
+	}
+}
+
+// A verification runs on the asker's context: an asker that hangs up during
+// discovery is not taken for the issuer being down, so the next asker is
+// not refused from memory.
+func TestAskerHangingUpIsNotAnIssuerOutage(t *testing.T) {
+	is := newFakeIssuer(t)
+	v := &Verifier{Issuer: is.URL, Audience: "opsbot"}
+	tok := sign(t, is.key, map[string]any{"iss": is.URL, "aud": "opsbot", "exp": time.Now().Add(time.Minute).Unix(),
+		"repository": "org/bench", "ref": "refs/pull/7/merge"})
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := v.Verify(gone, tok); err == nil {
+		t.Fatal("verified on a cancelled context")
+	}
+	if _, err := v.Verify(t.Context(), tok); err != nil {
+		t.Fatalf("the next asker: %v, want the token verified", err)
+	}
 }

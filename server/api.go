@@ -194,8 +194,12 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 			return fail(http.StatusUnauthorized, "unauthorized", "GitHub Actions ID tokens are not accepted here "+
 				"(api.github_oidc.enabled is false): send a gate token")
 		}
+		// On the asker's context, bounded: an asker that hangs up stops
+		// waiting for the issuer, and no asker holds opsbot for long.
+		vctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 		var err error
-		claims, err = a.IDTokens.Verify(a.ctx(), raw)
+		claims, err = a.IDTokens.Verify(vctx, raw)
+		cancel()
 		switch {
 		case errors.Is(err, idtoken.ErrUnavailable):
 			res := fail(http.StatusServiceUnavailable, "unavailable", "cannot verify the GitHub Actions ID token now: "+err.Error())

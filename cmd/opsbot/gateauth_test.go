@@ -163,7 +163,7 @@ func TestGateWithGitHubActionsIDToken(t *testing.T) {
 			"nbf": time.Now().Add(-time.Hour).Unix()}), askForm(thePR, sha("c2")), 401, "expired"},
 		{"another issuer's key", signJWT(t, other, is.claims(nil)), askForm(thePR, sha("c2")), 401, "signature"},
 		{"another repository's token", is.token(t, map[string]any{"repository": "octo-org/octo-repo"}), askForm(thePR, sha("c2")),
-			403, "the token is for octo-org/octo-repo, which this opsbot does not serve"},
+			401, `its repository \"octo-org/octo-repo\" is not served by this opsbot`},
 		{"an ask for another repository", is.token(t, nil),
 			url.Values{"repo": {"octo-org/octo-repo"}, "pr": {"2512"}, "sha": {sha("c2")}}.Encode(), 403, "the ask is for octo-org/octo-repo"},
 		{"another PR's token", is.token(t, map[string]any{"ref": "refs/pull/7/merge"}), askForm(thePR, sha("c2")),
@@ -204,7 +204,7 @@ func TestGateWithGitHubActionsIDToken(t *testing.T) {
 		t.Errorf("the default branch was read %d times, want 1", n)
 	}
 	m := w.metrics()
-	for outcome, want := range map[string]string{"unauthorized": "3", "forbidden": "5", "skip": "1", "no_reuse": "1", "error": "0"} {
+	for outcome, want := range map[string]string{"unauthorized": "4", "forbidden": "4", "skip": "1", "no_reuse": "1", "error": "0"} {
 		if got := m[`opsbot_gate_asks_total{outcome="`+outcome+`"}`]; got != want {
 			t.Errorf("opsbot_gate_asks_total{outcome=%q} = %q, want %s", outcome, got, want)
 		}
@@ -233,7 +233,7 @@ func TestIDTokenMustComeFromTheSweepWorkflow(t *testing.T) {
 func TestUnreachableIssuerFailsClosedWithoutBlockingStart(t *testing.T) {
 	is := newIssuer(t)
 	w := newWorldWith(t, oidcConfig("http://127.0.0.1:1"), "", nil)
-	r := w.call(http.MethodPost, "/api/v1/gate", is.token(t, nil), "text/plain", askForm(thePR, sha("c1")))
+	r := w.call(http.MethodPost, "/api/v1/gate", is.token(t, map[string]any{"iss": "http://127.0.0.1:1"}), "text/plain", askForm(thePR, sha("c1")))
 	if r.code != 503 || !strings.Contains(r.body, "skip-pr-sweep=false\n") ||
 		!strings.Contains(r.body, "cannot verify the GitHub Actions ID token now: idtoken: the ID token issuer cannot be reached: discovering http://127.0.0.1:1") {
 		t.Fatalf("ID token with the issuer down: %d %s", r.code, r.body)

@@ -210,7 +210,7 @@ func runServe(e *env, args []string) error {
 		api.IDTokens = struct {
 			*idtoken.Verifier
 			*idtoken.Scope
-		}{&idtoken.Verifier{Issuer: o.Issuer, Audience: o.Audience},
+		}{&idtoken.Verifier{Issuer: o.Issuer, Audience: o.Audience, Served: func(repo string) bool { _, ok := cfg.Repo(repo); return ok }},
 			&idtoken.Scope{Cfg: cfg, DefaultBranch: func(ctx context.Context, repo string) (string, error) {
 				c, err := clients.For(installs.Get(repo))
 				if err != nil {
