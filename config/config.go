@@ -140,6 +140,10 @@ func (o GitHubOIDC) On() bool { return o.Enabled == nil || *o.Enabled }
 // Warnings are what `config check` reports that does not stop opsbot.
 func (c *Config) Warnings() []string {
 	var w []string
+	if o := c.API.GitHubOIDC; o.On() && o.Audience == DefaultOIDCAudience {
+		w = append(w, fmt.Sprintf("api.github_oidc.audience is the default %q, which every opsbot shares: an ID token minted for another "+
+			"deployment would be taken here too; set a value unique to this deployment (its URL) and request it in the workflow", DefaultOIDCAudience))
+	}
 	if c.API.TokensEnv != "" {
 		w = append(w, "api.tokens_env is deprecated: its tokens may both ask the gate and read the audit, back up and reconcile; "+
 			"give the workflow a gate token (api.gate_tokens_env) and operators an admin token (api.admin_tokens_env)")
@@ -207,6 +211,9 @@ type Repo struct {
 	// executes the PR's own workflow files). Absent: DefaultProtectedPaths;
 	// an empty list opts out, and Warnings says so.
 	ProtectedPaths []string `yaml:"protected_paths"`
+	// RepositoryID, when set, is the GitHub id an ID token's repository_id
+	// claim must carry; otherwise a repository is matched by name only.
+	RepositoryID int64 `yaml:"repository_id"`
 }
 
 // DefaultProtectedPaths are the paths a run's PR may not have changed when
@@ -551,6 +558,9 @@ func (c *Config) validate() Problems {
 			if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil {
 				add(fmt.Sprintf("%s.reuse.allowed_paths[%d]", rp, j), "bad glob %q: %v", g, err)
 			}
+		}
+		if r.RepositoryID < 0 {
+			add(rp+".repository_id", "%d is not a repository id (GitHub's numeric id: gh api repos/%s --jq .id)", r.RepositoryID, r.Name)
 		}
 		if strings.ContainsAny(r.DefaultBranch, " \t") || strings.HasPrefix(r.DefaultBranch, "refs/") {
 			add(rp+".default_branch", "%q is not a branch name (write main, not refs/heads/main)", r.DefaultBranch)

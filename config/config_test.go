@@ -260,7 +260,7 @@ func TestProtectedPaths(t *testing.T) {
 			t.Errorf("%q: protected_paths = %q, want %q", tc.yaml, got, tc.want)
 		}
 		w := cfg.Warnings()
-		if got := len(w) == 1 && strings.HasPrefix(w[0], "repos[0].protected_paths: empty"); got != tc.warn {
+		if got := strings.Contains("\n"+strings.Join(w, "\n"), "\nrepos[0].protected_paths: empty"); got != tc.warn {
 			t.Errorf("%q: warnings %q, want a warning: %v", tc.yaml, w, tc.warn)
 		}
 	}
@@ -294,5 +294,31 @@ func TestIngressLimits(t *testing.T) {
 		if _, err := Parse([]byte(tc.yaml + "\n" + repos)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want a problem naming %s", tc.yaml, err, tc.want)
 		}
+	}
+}
+
+// An ID token audience left at the shared default is warned about; one set
+// for the deployment is not. repository_id must be a GitHub id.
+func TestOIDCAudienceWarningAndRepositoryID(t *testing.T) {
+	base := "repos:\n  - name: o/r\n    sweep_workflow: .github/workflows/run-sweep.yml\n"
+	for _, tc := range []struct {
+		name, yaml string
+		warns      bool
+	}{
+		{"default audience", base, true},
+		{"own audience", "api:\n  github_oidc:\n    audience: https://opsbot.example.com\n" + base, false},
+		{"ID tokens off", "api:\n  github_oidc:\n    enabled: false\n" + base, false},
+	} {
+		cfg, err := Parse([]byte(tc.yaml))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := strings.Contains(strings.Join(cfg.Warnings(), "\n"), "api.github_oidc.audience is the default"); got != tc.warns {
+			t.Errorf("%s: audience warning = %v, want %v (%q)", tc.name, got, tc.warns, cfg.Warnings())
+		}
+	}
+	_, err := Parse([]byte(base + "    repository_id: -1\n"))
+	if err == nil || !strings.Contains(err.Error(), "repos[0].repository_id") {
+		t.Fatalf("repository_id -1: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,12 +39,13 @@ var (
 
 // Claims are the GitHub Actions claims opsbot reads.
 type Claims struct {
-	Repository  string `json:"repository"`
-	Ref         string `json:"ref"`
-	WorkflowRef string `json:"workflow_ref"`
-	EventName   string `json:"event_name"`
-	RunID       string `json:"run_id"`
-	Actor       string `json:"actor"`
+	Repository   string `json:"repository"`
+	RepositoryID string `json:"repository_id"`
+	Ref          string `json:"ref"`
+	WorkflowRef  string `json:"workflow_ref"`
+	EventName    string `json:"event_name"`
+	RunID        string `json:"run_id"`
+	Actor        string `json:"actor"`
 }
 
 // LooksLikeJWT reports whether a bearer has a JWT's shape (three base64url
@@ -296,13 +298,24 @@ func (s *Scope) Covers(ctx context.Context, c Claims, r gate.Request) error {
 	if !strings.EqualFold(c.Repository, r.Repo) {
 		return fmt.Errorf("%w: the token is for %s, the ask is for %s", ErrNotCovered, c.Repository, r.Repo)
 	}
+	if rc.RepositoryID != 0 && c.RepositoryID != strconv.FormatInt(rc.RepositoryID, 10) {
+		return fmt.Errorf("%w: the token's repository_id is %s, repos[].repository_id of %s is %d (was the repository deleted and re-created?)",
+			ErrNotCovered, orNone(c.RepositoryID), rc.Name, rc.RepositoryID)
+	}
 	switch r.Event {
 	case "", "pull_request", "pull_request_target":
+		if c.EventName != "pull_request" {
+			return fmt.Errorf("%w: the token's event_name is %s, an ask for PR #%d needs pull_request (a pull_request workflow's token)",
+				ErrNotCovered, orNone(c.EventName), r.PR)
+		}
 		if want := fmt.Sprintf("refs/pull/%d/merge", r.PR); c.Ref != want {
 			return fmt.Errorf("%w: the token's ref is %s, an ask for PR #%d needs %s (a pull_request workflow's token)",
 				ErrNotCovered, c.Ref, r.PR, want)
 		}
 	case "push":
+		if c.EventName != "push" {
+			return fmt.Errorf("%w: the token's event_name is %s, a push ask needs push (a push workflow's token)", ErrNotCovered, orNone(c.EventName))
+		}
 		branch, err := s.defaultBranch(ctx, rc)
 		if err != nil {
 			return err
@@ -320,6 +333,13 @@ func (s *Scope) Covers(ctx context.Context, c Claims, r gate.Request) error {
 		}
 	}
 	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return clip(s)
 }
 
 func (s *Scope) defaultBranch(ctx context.Context, rc *config.Repo) (string, error) {

@@ -41,7 +41,7 @@ func TestCovers(t *testing.T) {
 		return "main", nil
 	}}
 	wf := "org/bench/.github/workflows/run-sweep.yml@refs/pull/7/merge"
-	pr := Claims{Repository: "org/bench", Ref: "refs/pull/7/merge", WorkflowRef: wf}
+	pr := Claims{Repository: "org/bench", Ref: "refs/pull/7/merge", WorkflowRef: wf, EventName: "pull_request"}
 	for _, tc := range []struct {
 		name string
 		c    Claims
@@ -53,15 +53,19 @@ func TestCovers(t *testing.T) {
 		{"another PR", pr, gate.Request{Repo: "org/bench", PR: 8}, false},
 		{"pull_request_target names the base branch", Claims{Repository: "org/bench", Ref: "refs/heads/main", WorkflowRef: wf},
 			gate.Request{Repo: "org/bench", PR: 7, Event: "pull_request_target"}, false},
-		{"push from the default branch", Claims{Repository: "org/bench", Ref: "refs/heads/main", WorkflowRef: "org/bench/.github/workflows/run-sweep.yml@refs/heads/main"},
+		{"push from the default branch", Claims{Repository: "org/bench", Ref: "refs/heads/main", EventName: "push", WorkflowRef: "org/bench/.github/workflows/run-sweep.yml@refs/heads/main"},
 			gate.Request{Repo: "org/bench", Event: "push"}, true},
-		{"push from the configured default branch", Claims{Repository: "org/other", Ref: "refs/heads/trunk"}, gate.Request{Repo: "org/other", Event: "push"}, true},
-		{"push from main where trunk is the default", Claims{Repository: "org/other", Ref: "refs/heads/main"}, gate.Request{Repo: "org/other", Event: "push"}, false},
-		{"a tag", Claims{Repository: "org/bench", Ref: "refs/tags/main", WorkflowRef: wf}, gate.Request{Repo: "org/bench", Event: "push"}, false},
-		{"another workflow", Claims{Repository: "org/bench", Ref: "refs/pull/7/merge", WorkflowRef: "org/bench/.github/workflows/run-sweep.yml.evil@x"},
+		{"push from the configured default branch", Claims{Repository: "org/other", Ref: "refs/heads/trunk", EventName: "push"}, gate.Request{Repo: "org/other", Event: "push"}, true},
+		{"push from main where trunk is the default", Claims{Repository: "org/other", Ref: "refs/heads/main", EventName: "push"}, gate.Request{Repo: "org/other", Event: "push"}, false},
+		{"a tag", Claims{Repository: "org/bench", Ref: "refs/tags/main", EventName: "push", WorkflowRef: wf}, gate.Request{Repo: "org/bench", Event: "push"}, false},
+		{"another workflow", Claims{Repository: "org/bench", Ref: "refs/pull/7/merge", EventName: "pull_request", WorkflowRef: "org/bench/.github/workflows/run-sweep.yml.evil@x"},
 			gate.Request{Repo: "org/bench", PR: 7}, false},
-		{"unserved repository", Claims{Repository: "org/bench2", Ref: "refs/pull/7/merge"}, gate.Request{Repo: "org/bench2", PR: 7}, false},
+		{"unserved repository", Claims{Repository: "org/bench2", Ref: "refs/pull/7/merge", EventName: "pull_request"}, gate.Request{Repo: "org/bench2", PR: 7}, false},
 		{"another event", pr, gate.Request{Repo: "org/bench", PR: 7, Event: "release"}, false},
+		{"a default-branch job of another event for a push", Claims{Repository: "org/bench", Ref: "refs/heads/main", EventName: "issue_comment"},
+			gate.Request{Repo: "org/bench", Event: "push"}, false},
+		{"a pull_request_target job for a PR", Claims{Repository: "org/bench", Ref: "refs/pull/7/merge", EventName: "pull_request_target", WorkflowRef: wf},
+			gate.Request{Repo: "org/bench", PR: 7}, false},
 	} {
 		err := s.Covers(t.Context(), tc.c, tc.r)
 		if tc.ok && err != nil {
@@ -75,7 +79,7 @@ func TestCovers(t *testing.T) {
 		t.Errorf("the default branch was read %d times, want once", reads)
 	}
 	broken := &Scope{Cfg: cfg, DefaultBranch: func(ctx context.Context, repo string) (string, error) { return "", errors.New("502") }}
-	if err := broken.Covers(t.Context(), Claims{Repository: "org/bench", Ref: "refs/heads/main"}, gate.Request{Repo: "org/bench", Event: "push"}); err == nil || errors.Is(err, ErrNotCovered) {
+	if err := broken.Covers(t.Context(), Claims{Repository: "org/bench", Ref: "refs/heads/main", EventName: "push"}, gate.Request{Repo: "org/bench", Event: "push"}); err == nil || errors.Is(err, ErrNotCovered) {
 		t.Errorf("default branch unreadable: %v, want an error that is not ErrNotCovered", err)
 	}
 }
