@@ -123,6 +123,9 @@ type API struct {
 	GateTokensEnv  string     `yaml:"gate_tokens_env"`
 	AdminTokensEnv string     `yaml:"admin_tokens_env"`
 	GitHubOIDC     GitHubOIDC `yaml:"github_oidc"`
+	// GateWait bounds how long a gate ask waits for the PR's webhooks
+	// already received; past it the ask is answered 503 (retry).
+	GateWait time.Duration `yaml:"gate_wait"`
 }
 
 // GitHubOIDC lets a GitHub Actions job ask the gate with its ID token instead
@@ -377,7 +380,7 @@ func (c *Config) applyDefaults() {
 		v   *time.Duration
 		def time.Duration
 	}{{&c.HTTP.ReadHeaderTimeout, 10 * time.Second}, {&c.HTTP.ReadTimeout, time.Minute}, {&c.HTTP.WriteTimeout, 2 * time.Minute},
-		{&c.HTTP.IdleTimeout, 2 * time.Minute}} {
+		{&c.HTTP.IdleTimeout, 2 * time.Minute}, {&c.API.GateWait, 10 * time.Second}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}

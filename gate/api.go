@@ -17,6 +17,11 @@ import (
 // ErrBadAsk is an ask that lacks what a decision needs.
 var ErrBadAsk = errors.New("gate: bad request")
 
+// ErrBusy is an ask made while the PR's webhooks received before it are
+// still being processed (past API.QuietWait): deciding now could overtake a
+// queued push, pin or cancel, so nothing is decided and the asker retries.
+var ErrBusy = errors.New("gate: the PR's webhooks are still being processed")
+
 // Request is what the workflow asks (POST /api/v1/gate, `opsbot gate`).
 type Request struct {
 	Repo   string `json:"repo"`
@@ -63,6 +68,8 @@ type API struct {
 	// processed, so an ask does not overtake a push or a comment already in
 	// the inbox.
 	Quiet func(ctx context.Context, repo string, pr int) error
+	// QuietWait bounds Quiet; 0 is 10 s.
+	QuietWait time.Duration
 	// Finder gives a PR finder for a repository (its installation's client).
 	Finder func(repo string) (PRFinder, error)
 }
@@ -118,9 +125,16 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 		return FromDecision(r, d), nil
 	}
 	if a.Quiet != nil {
-		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_ = a.Quiet(qctx, r.Repo, r.PR) // after the wait, decide anyway
+		wait := a.QuietWait
+		if wait <= 0 {
+			wait = 10 * time.Second
+		}
+		qctx, cancel := context.WithTimeout(ctx, wait)
+		err := a.Quiet(qctx, r.Repo, r.PR)
 		cancel()
+		if err != nil {
+			return Answer{}, fmt.Errorf("%w after %v: nothing was decided; ask again", ErrBusy, wait)
+		}
 	}
 	info, err := a.Gate.Store.PRInfo(r.Repo, r.PR)
 	if err != nil {

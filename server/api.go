@@ -156,6 +156,9 @@ func (a *API) gate(w http.ResponseWriter, r *http.Request) {
 	if res.code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="opsbot"`)
 	}
+	if res.code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "5")
+	}
 	if wantsText(r.Header.Get("Accept")) {
 		// Lines ready for $GITHUB_OUTPUT. An error keeps its status, so a
 		// client fails closed on it; its lines, if a client uses them
@@ -239,6 +242,8 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 	switch {
 	case errors.Is(err, gate.ErrBadAsk):
 		res.code, res.outcome, res.msg = http.StatusBadRequest, "bad_request", err.Error()
+	case errors.Is(err, gate.ErrBusy):
+		res.code, res.outcome, res.msg = http.StatusServiceUnavailable, "unavailable", err.Error()
 	case errors.Is(err, gate.ErrUnknownRepo):
 		res.code, res.outcome, res.msg = http.StatusNotFound, "unknown_repo", err.Error()
 	case err != nil:

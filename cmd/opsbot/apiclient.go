@@ -64,10 +64,18 @@ func callAPI(ctx context.Context, serverURL, token, method, path string, body an
 		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
 			msg = e.Error
 		}
-		return nil, fmt.Errorf("server answered %s: %s", resp.Status, msg)
+		return nil, &serverError{code: resp.StatusCode, status: resp.Status, msg: msg}
 	}
 	return resp, nil
 }
+
+// serverError is a non-200 answer of the API.
+type serverError struct {
+	code        int
+	status, msg string
+}
+
+func (e *serverError) Error() string { return fmt.Sprintf("server answered %s: %s", e.status, e.msg) }
 
 // getJSON calls the API and decodes its JSON answer into v.
 func getJSON(ctx context.Context, serverURL, token, method, path string, body, v any) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -81,6 +82,19 @@ func askGate(ctx context.Context, serverURL, token string, req gate.Request, tim
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := getJSON(ctx, serverURL, token, http.MethodPost, "/api/v1/gate", req, &ans)
-	return ans, err
+	for {
+		err := getJSON(ctx, serverURL, token, http.MethodPost, "/api/v1/gate", req, &ans)
+		// 503: the server decided nothing (the PR's webhooks are still being
+		// processed, or an ID token could not be checked yet): ask again
+		// while the timeout allows.
+		var se *serverError
+		if !errors.As(err, &se) || se.code != http.StatusServiceUnavailable {
+			return ans, err
+		}
+		select {
+		case <-ctx.Done():
+			return ans, err
+		case <-time.After(2 * time.Second):
+		}
+	}
 }

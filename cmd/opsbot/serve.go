@@ -197,7 +197,7 @@ func runServe(e *env, args []string) error {
 	api := &server.API{Tokens: secrets.APITokens, GateTokens: secrets.GateTokens, AdminTokens: secrets.AdminTokens,
 		Audit: store, Log: log, Ctx: ctx, Reconcile: rec,
 		AskOutcome: func(o string) { m.GateAsks.WithLabelValues(o).Inc() },
-		Gate: &gate.API{Gate: g,
+		Gate: &gate.API{Gate: g, QuietWait: cfg.API.GateWait,
 			Quiet: func(ctx context.Context, repo string, pr int) error {
 				return pool.WaitQuiet(ctx, (&state.Delivery{Repo: repo, PR: pr}).Key())
 			},
