@@ -133,16 +133,25 @@ func TestResolveSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"OPSBOT_WEBHOOK_SECRET": " new , old ", "GH": "ghp_x", "API": "a,b"}
+	env := map[string]string{"OPSBOT_WEBHOOK_SECRET": " new-secret-0123456 , old-secret-0123456 ", "GH": "ghp_x", "API": "api-token-a-01234,api-token-b-01234"}
 	s, err := cfg.ResolveSecrets(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.WebhookSecrets) != 2 || s.WebhookSecrets[0].Reveal() != "new" || s.WebhookSecrets[1].Reveal() != "old" {
+	if len(s.WebhookSecrets) != 2 || s.WebhookSecrets[0].Reveal() != "new-secret-0123456" || s.WebhookSecrets[1].Reveal() != "old-secret-0123456" {
 		t.Errorf("webhook secrets = %v", s.WebhookSecrets)
 	}
 	if len(s.APITokens) != 2 || s.GitHubToken.Reveal() != "ghp_x" {
 		t.Errorf("tokens = %v %v", s.APITokens, s.GitHubToken)
+	}
+	env["API"] = "ab,api-token-b-01234" // a comma in a token splits it
+	_, err = cfg.ResolveSecrets(func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "api.tokens_env: value 1 of 2 in API is 2 characters long; use at least 16") ||
+		strings.Contains(err.Error(), "ab,") {
+		t.Fatalf("a short token: %v", err)
+	}
+	if weak := cfg.WeakSecrets(func(k string) string { return env[k] }); len(weak) != 1 {
+		t.Fatalf("WeakSecrets = %q, want the one short token", weak)
 	}
 	delete(env, "OPSBOT_WEBHOOK_SECRET")
 	_, err = cfg.ResolveSecrets(func(k string) string { return env[k] })
@@ -217,16 +226,16 @@ func TestSecretFileTwins(t *testing.T) {
 		}
 		return p
 	}
-	env := map[string]string{"OPSBOT_WEBHOOK_SECRET_FILE": file("hook", "s3cret\n"), "GH_FILE": file("gh", "ghp_f\r\n"),
-		"GATE_FILE": file("gate", "g1,g2\n"), "ADMIN_FILE": file("admin", "a1"), "SLACK_FILE": file("slack", "xoxb-f\n"),
+	env := map[string]string{"OPSBOT_WEBHOOK_SECRET_FILE": file("hook", "s3cret-0123456789\n"), "GH_FILE": file("gh", "ghp_f\r\n"),
+		"GATE_FILE": file("gate", "gate-token-1-0123,gate-token-2-0123\n"), "ADMIN_FILE": file("admin", "admin-token-01234"), "SLACK_FILE": file("slack", "xoxb-f\n"),
 		"AU_FILE": file("au", "ops\n"), "AP_FILE": file("ap", "pw\n")}
 	s, err := cfg.ResolveSecrets(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ name, got, want string }{
-		{"webhook", s.WebhookSecrets[0].Reveal(), "s3cret"}, {"github", s.GitHubToken.Reveal(), "ghp_f"},
-		{"gate", s.GateTokens[1].Reveal(), "g2"}, {"admin", s.AdminTokens[0].Reveal(), "a1"},
+		{"webhook", s.WebhookSecrets[0].Reveal(), "s3cret-0123456789"}, {"github", s.GitHubToken.Reveal(), "ghp_f"},
+		{"gate", s.GateTokens[1].Reveal(), "gate-token-2-0123"}, {"admin", s.AdminTokens[0].Reveal(), "admin-token-01234"},
 		{"slack", s.SlackToken.Reveal(), "xoxb-f"}, {"audit user", s.AuditUser.Reveal(), "ops"}, {"audit password", s.AuditPassword.Reveal(), "pw"},
 	} {
 		if c.got != c.want {

@@ -28,7 +28,49 @@ type Secrets struct {
 // never starts unable to verify what it is sent. Other missing credentials
 // are allowed and mean dry-run (GitHub, Slack) or a closed door (API tokens,
 // audit page).
+//
+// Webhook secrets and API tokens shorter than MinSecretLen are errors too
+// (see WeakSecrets).
 func (c *Config) ResolveSecrets(getenv func(string) string) (Secrets, error) {
+	s, probs := c.resolveSecrets(getenv)
+	probs = append(probs, s.weak(c)...)
+	if len(probs) > 0 {
+		return s, probs
+	}
+	return s, nil
+}
+
+// MinSecretLen is the shortest webhook secret or API token opsbot accepts.
+const MinSecretLen = 16
+
+// WeakSecrets reads the webhook secrets and API tokens that are set and
+// reports each one shorter than MinSecretLen (by position, never by value).
+// A secret that is not set is no problem here: `config check` checks what
+// it can, and the server refuses to start without a webhook secret.
+func (c *Config) WeakSecrets(getenv func(string) string) Problems {
+	s, _ := c.resolveSecrets(getenv) // unreadable ones are the server's to report
+	return s.weak(c)
+}
+
+func (s Secrets) weak(c *Config) Problems {
+	var probs Problems
+	for _, l := range []struct {
+		key, env string
+		vals     []auth.Secret
+	}{{"github.webhook_secret_env", c.GitHub.WebhookSecretEnv, s.WebhookSecrets}, {"api.tokens_env", c.API.TokensEnv, s.APITokens},
+		{"api.gate_tokens_env", c.API.GateTokensEnv, s.GateTokens}, {"api.admin_tokens_env", c.API.AdminTokensEnv, s.AdminTokens}} {
+		for i, v := range l.vals {
+			if n := len(v.Reveal()); n < MinSecretLen {
+				probs = append(probs, fmt.Sprintf("%s: value %d of %d in %s is %d characters long; use at least %d "+
+					"(a comma separates values, so a secret with a comma in it is read as several; openssl rand -hex 32 makes a good one)",
+					l.key, i+1, len(l.vals), l.env, n, MinSecretLen))
+			}
+		}
+	}
+	return probs
+}
+
+func (c *Config) resolveSecrets(getenv func(string) string) (Secrets, Problems) {
 	var s Secrets
 	var probs Problems
 	read := func(key, name string) string {
@@ -74,10 +116,7 @@ func (c *Config) ResolveSecrets(getenv func(string) string) (Secrets, error) {
 				c.AuditWeb.UserEnv, c.AuditWeb.PasswordEnv))
 		}
 	}
-	if len(probs) > 0 {
-		return s, probs
-	}
-	return s, nil
+	return s, probs
 }
 
 // SecretValue reads the secret named name: the variable itself, or the file

@@ -63,7 +63,7 @@ type Result struct {
 const (
 	repo     = "SemiAnalysisAI/InferenceX"
 	secret   = "bench-webhook-secret"
-	apiToken = "bench-api-token"
+	apiToken = "bench-api-token-0123"
 	baseRun  = int64(31000000000)
 )
 

@@ -39,6 +39,13 @@ func runConfig(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "opsbot config check: %v\n", err)
 		return exitCode(1)
 	}
+	if weak := cfg.WeakSecrets(e.getenv); len(weak) > 0 {
+		fmt.Fprintf(e.stdout, "%s: %d problem(s):\n", *file, len(weak))
+		for _, p := range weak {
+			fmt.Fprintln(e.stdout, "  "+p)
+		}
+		return exitCode(1)
+	}
 	fmt.Fprintf(e.stdout, "%s: ok\n", *file)
 	fmt.Fprintf(e.stdout, "  listen:      %s\n  state_path:  %s\n  github:      %s", cfg.Listen, cfg.StatePath, cfg.GitHub.APIURL)
 	if cfg.GitHub.App != nil {

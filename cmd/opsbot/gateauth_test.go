@@ -248,14 +248,14 @@ func TestUnreachableIssuerFailsClosedWithoutBlockingStart(t *testing.T) {
 func TestTokenClasses(t *testing.T) {
 	dir := t.TempDir()
 	gateFile, hookFile := filepath.Join(dir, "gate-tokens"), filepath.Join(dir, "webhook-secret")
-	if err := os.WriteFile(gateFile, []byte("gate-token-1,gate-token-2\n"), 0o600); err != nil {
+	if err := os.WriteFile(gateFile, []byte("gate-token-1-0123,gate-token-2-0123\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(hookFile, []byte(testSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	w := newWorldWith(t, "  gate_tokens_env: TEST_GATE_TOKENS\n  admin_tokens_env: TEST_ADMIN_TOKENS\n", "",
-		map[string]string{"TEST_GATE_TOKENS_FILE": gateFile, "TEST_ADMIN_TOKENS": "admin-token",
+		map[string]string{"TEST_GATE_TOKENS_FILE": gateFile, "TEST_ADMIN_TOKENS": "admin-token-01234",
 			"TEST_WEBHOOK_SECRET": "", "TEST_WEBHOOK_SECRET_FILE": hookFile})
 	w.comment(maintainer, "/reuse-sweep-run 31147925932") // signed with the secret read from its file
 	admin := []struct{ method, path, body string }{
@@ -264,22 +264,22 @@ func TestTokenClasses(t *testing.T) {
 		{http.MethodPost, "/api/v1/reconcile", `{"repo":"nobody/served"}`},
 	}
 	for _, a := range admin {
-		if r := w.call(a.method, a.path, "gate-token-2", "", a.body); r.code != 403 ||
+		if r := w.call(a.method, a.path, "gate-token-2-0123", "", a.body); r.code != 403 ||
 			!strings.Contains(r.body, "this is a gate token (api.gate_tokens_env): it may only ask the gate; use an admin token (api.admin_tokens_env)") {
 			t.Errorf("%s %s with a gate token: %d %s", a.method, a.path, r.code, r.body)
 		}
-		if r := w.call(a.method, a.path, "admin-token", "", a.body); r.code == 401 || r.code == 403 {
+		if r := w.call(a.method, a.path, "admin-token-01234", "", a.body); r.code == 401 || r.code == 403 {
 			t.Errorf("%s %s with an admin token: %d %s", a.method, a.path, r.code, r.body)
 		}
 		if r := w.call(a.method, a.path, "nope", "", a.body); r.code != 401 {
 			t.Errorf("%s %s with a wrong token: %d %s", a.method, a.path, r.code, r.body)
 		}
 	}
-	if r := w.call(http.MethodPost, "/api/v1/gate", "admin-token", "", askForm(thePR, sha("c1"))); r.code != 403 ||
+	if r := w.call(http.MethodPost, "/api/v1/gate", "admin-token-01234", "", askForm(thePR, sha("c1"))); r.code != 403 ||
 		!strings.Contains(r.body, "this is an admin token (api.admin_tokens_env): it may not ask the gate") {
 		t.Fatalf("gate ask with an admin token: %d %s", r.code, r.body)
 	}
-	if r := w.call(http.MethodPost, "/api/v1/gate", "gate-token-1", "", askForm(thePR, sha("c1"))); r.code != 200 {
+	if r := w.call(http.MethodPost, "/api/v1/gate", "gate-token-1-0123", "", askForm(thePR, sha("c1"))); r.code != 200 {
 		t.Fatalf("gate ask with a gate token: %d %s", r.code, r.body)
 	}
 	// The legacy tokens still do both.
@@ -293,7 +293,7 @@ func TestTokenClasses(t *testing.T) {
 
 	// The CLI reads its token from OPSBOT_API_TOKEN_FILE too.
 	tokFile := filepath.Join(dir, "client-token")
-	if err := os.WriteFile(tokFile, []byte("gate-token-1\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokFile, []byte("gate-token-1-0123\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fromFile := func(k string) string {

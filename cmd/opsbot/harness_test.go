@@ -78,7 +78,7 @@ func testEnv(extra map[string]string) func(string) string {
 		case "TEST_WEBHOOK_SECRET":
 			return testSecret
 		case "TEST_API_TOKENS":
-			return "test-api-token"
+			return apiToken
 		}
 		return ""
 	}

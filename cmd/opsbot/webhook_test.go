@@ -144,11 +144,11 @@ func TestWebhookRejectsBadRequestsAndStoresNothing(t *testing.T) {
 
 func TestWebhookDuplicateDeliveryAndSecretRotation(t *testing.T) {
 	dir := t.TempDir()
-	env := testEnv(map[string]string{"TEST_WEBHOOK_SECRET": "new-secret, " + testSecret})
+	env := testEnv(map[string]string{"TEST_WEBHOOK_SECRET": "new-secret-0123456, " + testSecret})
 	ts := startServer(t, writeConfig(t, dir, ""), env)
 	body := fixtures.Webhook(t, "pull_request", "synchronize")
 
-	code, _ := post(t, fixtures.SignedRequest(t, ts.URL+"/webhook", "pull_request", "dup-1", body, "new-secret"))
+	code, _ := post(t, fixtures.SignedRequest(t, ts.URL+"/webhook", "pull_request", "dup-1", body, "new-secret-0123456"))
 	if code != http.StatusAccepted {
 		t.Fatalf("first delivery: %d, want 202", code)
 	}

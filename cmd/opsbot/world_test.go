@@ -24,7 +24,7 @@ const (
 	theRepo   = "SemiAnalysisAI/InferenceX"
 	thePR     = 2512
 	runR1     = int64(31147925932)
-	apiToken  = "test-api-token"
+	apiToken  = "test-api-token-0123456789"
 	maintLog  = "maintainer"
 	maintID   = int64(5001)
 	readerLog = "reader"
