@@ -98,7 +98,7 @@ func TestCLIConventions(t *testing.T) {
 // says which are unset here and what opsbot does without them.
 func TestConfigCheckReportsUnsetVariables(t *testing.T) {
 	path := writeConfig(t, t.TempDir(), "slack:\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#ops\"\n")
-	out, errOut, err := runCLI(t, map[string]string{"TEST_WEBHOOK_SECRET": "s", "TEST_SLACK_TOKEN_FILE": "/run/secrets/slack"},
+	out, errOut, err := runCLI(t, map[string]string{"TEST_WEBHOOK_SECRET": testSecret, "TEST_SLACK_TOKEN_FILE": "/run/secrets/slack"},
 		"config", "check", "--config", path)
 	if err != nil {
 		t.Fatalf("config check: %v %s", err, errOut)
@@ -161,7 +161,9 @@ func TestExampleConfigFirstRunIsDry(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ts := startServer(t, filepath.Join("..", "..", "opsbot.example.yaml"),
-		func(k string) string { return map[string]string{"OPSBOT_WEBHOOK_SECRET": "change-me"}[k] },
+		func(k string) string {
+			return map[string]string{"OPSBOT_WEBHOOK_SECRET": "change-me-to-a-long-secret"}[k]
+		},
 		"--listen", "127.0.0.1:0", "--state", filepath.Join(dir, "opsbot.db"))
 	eventually(t, "the log says GitHub is in dry-run", func() bool {
 		return strings.Contains(ts.stderr.String(), "GitHub dry-run") && strings.Contains(ts.stderr.String(), "dry_run is set")

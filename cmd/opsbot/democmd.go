@@ -26,7 +26,7 @@ const (
 	demoPR         = 2512
 	demoRun        = int64(31147925932)
 	demoSecret     = "demo-webhook-secret"
-	demoGateToken  = "demo-gate-token"
+	demoGateToken  = "demo-gate-token-0"
 	demoAdminToken = "demo-admin-token"
 	demoMaintID    = int64(5001)
 	demoReadID     = int64(5002)

@@ -17,7 +17,7 @@ import (
 
 func runSend(e *env, args []string) error {
 	fs := newFlags(e, "send", "--url URL --event EVENT --file PAYLOAD.json [--delivery ID]",
-		"OPSBOT_WEBHOOK_SECRET=change-me opsbot send --url http://127.0.0.1:8080/webhook --event ping --file testdata/fixtures/github-webhooks/ping/payload.json")
+		"OPSBOT_WEBHOOK_SECRET=change-me-to-a-long-secret opsbot send --url http://127.0.0.1:8080/webhook --event ping --file testdata/fixtures/github-webhooks/ping/payload.json")
 	url := fs.String("url", "http://127.0.0.1:8080/webhook", "the webhook endpoint")
 	event := fs.String("event", "", "the X-GitHub-Event (issue_comment, pull_request, ...)")
 	file := fs.String("file", "", "the JSON payload to send")

@@ -33,7 +33,7 @@ import (
 
 func runServe(e *env, args []string) error {
 	fs := newFlags(e, "serve", "--config FILE [--listen ADDR] [--dry-run]",
-		"OPSBOT_WEBHOOK_SECRET=change-me opsbot serve --config opsbot.example.yaml",
+		"OPSBOT_WEBHOOK_SECRET=change-me-to-a-long-secret opsbot serve --config opsbot.example.yaml",
 		"opsbot serve --config /etc/opsbot/opsbot.yaml --listen 0.0.0.0:8080")
 	file := fs.String("config", "opsbot.yaml", "the YAML configuration file")
 	listen := fs.String("listen", "", "address to listen on (overrides the config's listen)")
