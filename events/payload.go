@@ -51,18 +51,18 @@ type pullPayload struct {
 	Action      string `json:"action"`
 	Number      int    `json:"number"`
 	PullRequest struct {
-		Number         int    `json:"number"`
-		Title          string `json:"title"`
-		State          string `json:"state"`
-		Merged         bool   `json:"merged"`
-		MergeCommitSHA string `json:"merge_commit_sha"`
-		// UpdatedAt orders deliveries, which GitHub does not send in order.
-		UpdatedAt time.Time `json:"updated_at"`
-		User      account   `json:"user"`
-		Head      struct {
+		Number         int     `json:"number"`
+		Title          string  `json:"title"`
+		State          string  `json:"state"`
+		Merged         bool    `json:"merged"`
+		MergeCommitSHA string  `json:"merge_commit_sha"`
+		User           account `json:"user"`
+		Head           struct {
 			SHA string `json:"sha"`
 			Ref string `json:"ref"`
 		} `json:"head"`
+		// UpdatedAt orders deliveries, which GitHub does not send in order.
+		UpdatedAt time.Time `json:"updated_at"`
 	} `json:"pull_request"`
 	Sender       account      `json:"sender"`
 	Installation installation `json:"installation"`
