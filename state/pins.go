@@ -78,17 +78,17 @@ type PRInfo struct {
 	Author  string `json:"author,omitempty"`
 	Branch  string `json:"branch,omitempty"`
 	HeadSHA string `json:"head_sha,omitempty"`
-	// HeadAt is the PR's updated_at in the event that set HeadSHA: an event
-	// stamped earlier (a late delivery) does not move the head back.
-	HeadAt  time.Time `json:"head_at,omitzero"`
-	State   string    `json:"state,omitempty"`
-	SlackTS string    `json:"slack_ts,omitempty"`
-	SlackCh string    `json:"slack_channel,omitempty"`
+	State   string `json:"state,omitempty"`
+	SlackTS string `json:"slack_ts,omitempty"`
+	SlackCh string `json:"slack_channel,omitempty"`
 	// SlackParentQueued is set once the thread's parent message is in the outbox.
 	SlackParentQueued bool `json:"slack_parent_queued,omitempty"`
 	// Installation is the GitHub App installation its webhooks came from.
 	Installation int64     `json:"installation,omitempty"`
 	Updated      time.Time `json:"updated,omitzero"`
+	// HeadAt is the PR's updated_at in the event that set HeadSHA: an event
+	// stamped earlier (a late delivery) does not move the head back.
+	HeadAt time.Time `json:"head_at,omitzero"`
 }
 
 var (
