@@ -44,6 +44,9 @@ const (
 	RuleAttempt    = "attempt"
 	RuleNoRun      = "no-run"
 	RulePRClosed   = "pr-closed"
+	RuleBase       = "base-branch"
+	RuleAncestor   = "not-in-head"
+	RuleSkipped    = "sweep-skipped"
 )
 
 // Rejection is a run failing a rule. Reason is written for the PR.
@@ -71,7 +74,10 @@ type Rules struct {
 	// RequiredArtifacts must each be present and unexpired (staging's changelog-metadata).
 	RequiredArtifacts []string
 	AllowedPaths      []string // when set, the diff from the run's commit to NewHead may touch only these
-	NewHead           string   // head the path guard compares to; "" means the PR's head now
+	// NewHead is the head being decided (a use, a merge): when set, the
+	// run's commit must be an ancestor of it, and the path guard compares
+	// with it; "" means the PR's head now.
+	NewHead string
 	// ListedPR lets a run whose pull_requests list names the PR qualify even
 	// when its commit is no longer one of the PR's (staging).
 	ListedPR bool
@@ -79,8 +85,11 @@ type Rules struct {
 	// the run's commit: a pull_request run executes the PR's own workflow
 	// files, so a PR that edits them can fabricate a "successful sweep".
 	ProtectedPaths []string
-	// DefaultBranch is the branch the protected paths rule compares with;
-	// "" means the one GitHub names on the PR's base repository.
+	// DefaultBranch is the branch the protected paths rule compares with,
+	// and the only base branch a PR may have for its runs to be used (a
+	// pull_request run executes the workflow files of the PR's base branch
+	// merged with the PR); "" means the one GitHub names on the PR's base
+	// repository.
 	DefaultBranch string
 	// Attempt, when set, is the attempt the run must still be at: a re-run
 	// after it replaced what the maintainer saw.
@@ -203,10 +212,17 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 			id, Code(run.GetConclusion()), orList(ok))}
 	}
 	sha := run.GetHeadSHA()
+	base, err := defaultBranch(rules, p, id)
+	if err != nil {
+		return Run{}, err
+	}
+	if rej := checkBase(p, run, base); rej != nil {
+		return Run{}, rej
+	}
 	listed := false
 	if rules.ListedPR {
 		for _, x := range run.PullRequests {
-			listed = listed || x.GetNumber() == p.GetNumber()
+			listed = listed || (x.GetNumber() == p.GetNumber() && x.GetBase().GetRef() == base)
 		}
 	}
 	if !listed {
@@ -224,8 +240,16 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 			"(a run is used at its latest attempt only; pin it again to use attempt %d)", id, run.GetRunAttempt(), rules.Attempt, run.GetRunAttempt())}
 	}
 	if len(rules.ProtectedPaths) > 0 {
-		if err := v.checkProtected(ctx, rules, p, id, sha); err != nil {
+		if err := v.checkProtected(ctx, rules, base, id, sha); err != nil {
 			return Run{}, err
+		}
+	}
+	if v.Reused != nil {
+		// A run on a head whose sweep opsbot skipped measured nothing, whatever
+		// artifacts its other jobs uploaded (an aggregate of the reused results).
+		if other, ok := v.Reused(rules.Repo, sha); ok && other != id {
+			return Run{}, &Rejection{RuleSkipped, fmt.Sprintf("run %d is not a sweep: opsbot skipped the sweep of its commit %s, reusing run %d, "+
+				"so its artifacts are not results measured on that commit; pin run %d instead", id, Code(short(sha)), other, other)}
 		}
 	}
 	arts, err := v.GH.Artifacts(ctx, rules.Repo, id)
@@ -236,34 +260,13 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 	if rej != nil {
 		return Run{}, rej
 	}
-	if len(rules.AllowedPaths) > 0 {
-		head := rules.NewHead
-		if head == "" {
-			head = p.GetHead().GetSHA()
-		}
-		if head != sha {
-			cmp, err := v.GH.Compare(ctx, rules.Repo, sha, head)
-			if err != nil {
-				return Run{}, err
-			}
-			if !cmp.FilesComplete {
-				return Run{}, &Rejection{RulePaths, fmt.Sprintf("the changes after run %d are too large to check against the allowed paths", id)}
-			}
-			var outside []string
-			for _, f := range cmp.Files {
-				if !MatchAny(rules.AllowedPaths, f) {
-					outside = append(outside, f)
-				}
-			}
-			if len(outside) > 0 {
-				more := ""
-				if len(outside) > 3 {
-					more = fmt.Sprintf(" and %d more", len(outside)-3)
-					outside = outside[:3]
-				}
-				return Run{}, &Rejection{RulePaths, fmt.Sprintf("the commits after run %d touch %s%s, outside the allowed paths (%s)",
-					id, codeList(outside), more, codeList(rules.AllowedPaths))}
-			}
+	head := rules.NewHead
+	if head == "" {
+		head = p.GetHead().GetSHA()
+	}
+	if head != sha && (rules.NewHead != "" || len(rules.AllowedPaths) > 0) {
+		if err := v.checkHead(ctx, rules, id, sha, head); err != nil {
+			return Run{}, err
 		}
 	}
 	return Run{ID: id, Attempt: run.GetRunAttempt(), HeadSHA: sha, HeadBranch: run.GetHeadBranch(), Conclusion: run.GetConclusion(),
@@ -271,20 +274,97 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 		PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}, nil
 }
 
-// checkProtected rejects a run whose commit carries changes of the PR to a
-// protected path: the PR's changes up to the run's commit are the
-// three-dot compare of the default branch and that commit.
-func (v *Validator) checkProtected(ctx context.Context, rules Rules, p *github.PullRequest, id int64, sha string) error {
+// checkHead requires the run's commit to be an ancestor of the head being
+// decided (a three-dot compare of a diverged pair shows only the head's
+// side, so a head without the measured change would pass the path guard),
+// then applies the path guard to the commits in between.
+func (v *Validator) checkHead(ctx context.Context, rules Rules, id int64, sha, head string) error {
+	cmp, err := v.GH.Compare(ctx, rules.Repo, sha, head)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return &Rejection{RuleAncestor, fmt.Sprintf("run %d's commit %s cannot be compared with head %s (force-pushed away?), so whether that head "+
+			"contains the measured code cannot be checked", id, Code(short(sha)), Code(short(head)))}
+	}
+	if err != nil {
+		return err
+	}
+	if cmp.Status != "ahead" && cmp.Status != "identical" {
+		return &Rejection{RuleAncestor, fmt.Sprintf("head %s does not contain run %d's commit %s (the compare says %s): the code the run measured "+
+			"is not in that head (force-pushed away?)", Code(short(head)), id, Code(short(sha)), Code(cmp.Status))}
+	}
+	if len(rules.AllowedPaths) == 0 {
+		return nil
+	}
+	if !cmp.FilesComplete {
+		return &Rejection{RulePaths, fmt.Sprintf("the changes after run %d are too large to check against the allowed paths", id)}
+	}
+	var outside []string
+	for _, f := range cmp.Files {
+		if !MatchAny(rules.AllowedPaths, f) {
+			outside = append(outside, f)
+		}
+	}
+	if len(outside) > 0 {
+		more := ""
+		if len(outside) > 3 {
+			more = fmt.Sprintf(" and %d more", len(outside)-3)
+			outside = outside[:3]
+		}
+		return &Rejection{RulePaths, fmt.Sprintf("the commits after run %d touch %s%s, outside the allowed paths (%s)",
+			id, codeList(outside), more, codeList(rules.AllowedPaths))}
+	}
+	return nil
+}
+
+// defaultBranch is the branch a PR must be based on: the configured
+// default branch, else the one GitHub names on the PR's base repository.
+func defaultBranch(rules Rules, p *github.PullRequest, id int64) (string, error) {
 	base := rules.DefaultBranch
 	if base == "" {
 		base = p.GetBase().GetRepo().GetDefaultBranch()
 	}
 	if base == "" {
-		base = p.GetBase().GetRef()
+		return "", fmt.Errorf("runs: GitHub names no default branch for PR #%d, so run %d's base cannot be checked", p.GetNumber(), id)
 	}
-	if base == "" {
-		return fmt.Errorf("runs: PR #%d names no base branch to compare run %d with", p.GetNumber(), id)
+	return base, nil
+}
+
+// checkBase rejects a run of a PR not based on the default branch: a
+// pull_request run executes the workflow files of the PR's merge with its
+// base branch, and a base other than the default branch may carry a
+// workflow that fabricates results (the protected paths rule compares with
+// the default branch only). A run that lists PRs must list this one, made
+// with that base (a PR retargeted since the run ran another workflow); a
+// run from a fork lists none, and the PR's base and its commits decide.
+func checkBase(p *github.PullRequest, run *github.WorkflowRun, base string) *Rejection {
+	n, id := p.GetNumber(), run.GetID()
+	if ref := p.GetBase().GetRef(); ref != base {
+		return &Rejection{RuleBase, fmt.Sprintf("PR #%d merges into %s, not the default branch %s: its runs execute that branch's workflow files, "+
+			"so no run of it is used (retarget the PR to %s and run the sweep again)", n, Code(ref), Code(base), Code(base))}
 	}
+	if len(run.PullRequests) == 0 {
+		return nil
+	}
+	var other []string
+	for _, x := range run.PullRequests {
+		if x.GetNumber() != n {
+			continue
+		}
+		if x.GetBase().GetRef() == base {
+			return nil
+		}
+		other = append(other, x.GetBase().GetRef())
+	}
+	if len(other) > 0 {
+		return &Rejection{RuleBase, fmt.Sprintf("run %d was made for PR #%d when it merged into %s, not the default branch %s: it ran that branch's "+
+			"workflow files (run the sweep again)", id, n, Code(other[0]), Code(base))}
+	}
+	return &Rejection{RuleBase, fmt.Sprintf("run %d was not made for PR #%d (the pull requests it lists do not include it)", id, n)}
+}
+
+// checkProtected rejects a run whose commit carries changes of the PR to a
+// protected path: the PR's changes up to the run's commit are the
+// three-dot compare of the default branch and that commit.
+func (v *Validator) checkProtected(ctx context.Context, rules Rules, base string, id int64, sha string) error {
 	cmp, err := v.GH.Compare(ctx, rules.Repo, base, sha)
 	if errors.Is(err, ghclient.ErrNotFound) {
 		return &Rejection{RuleProtected, fmt.Sprintf("run %d's commit %s cannot be compared with %s (force-pushed away?), so whether this PR "+
@@ -367,12 +447,6 @@ func (v *Validator) checkArtifacts(rules Rules, id int64, sha string, arts []*gi
 		hasResult = hasResult || MatchAny(rules.ResultArtifacts, n)
 	}
 	if !hasResult {
-		if v.Reused != nil {
-			if other, ok := v.Reused(rules.Repo, sha); ok && other != id {
-				return nil, &Rejection{RuleArtifacts, fmt.Sprintf("run %d has no result artifacts: its sweep was skipped because it reused run %d; pin run %d instead",
-					id, other, other)}
-			}
-		}
 		if expired {
 			return nil, &Rejection{RuleArtifacts, fmt.Sprintf("the result artifacts of run %d have expired", id)}
 		}

@@ -65,6 +65,16 @@ func newWorld(t *testing.T) *world {
 	add(githubtest.Run{ID: 111, Conclusion: "success", HeadSHA: "v1", HeadBranch: "wf2", Artifacts: results, CreatedAt: base})
 	add(githubtest.Run{ID: 112, Conclusion: "success", HeadSHA: "c1", Artifacts: results, CreatedAt: base, Attempt: 3})
 	add(githubtest.Run{ID: 113, Conclusion: "success", HeadSHA: "gone1", Artifacts: results, CreatedAt: base, PRs: []int{2512}})
+	// PR 2602 merges into release, PR 2603 into bench-tmp (a branch that may carry its own run-sweep.yml);
+	// PR 2604's head e1 does not contain c1 (diverged from PR 2512's commits).
+	f.AddPR(repo, 2602, "author", "rel", "b0", []string{"r1"}, []string{"src/a.cu"}).BaseRef = "release"
+	f.AddPR(repo, 2603, "author", "tmp", "b0", []string{"t1"}, []string{"src/kernel.cu"}).BaseRef = "bench-tmp"
+	f.AddPR(repo, 2604, "author", "other", "b0", []string{"e1"}, []string{"perf-changelog.yaml"})
+	add(githubtest.Run{ID: 114, Conclusion: "success", HeadSHA: "r1", HeadBranch: "rel", Artifacts: results, CreatedAt: base, PRs: []int{2602}})
+	add(githubtest.Run{ID: 115, Conclusion: "success", HeadSHA: "t1", HeadBranch: "tmp", Artifacts: results, CreatedAt: base, PRs: []int{2603}})
+	add(githubtest.Run{ID: 116, Conclusion: "success", HeadSHA: "c1", HeadBranch: "retargeted", Artifacts: results, CreatedAt: base,
+		PRs: []int{2512}, PRBase: "bench-tmp"})
+	add(githubtest.Run{ID: 117, Conclusion: "success", HeadSHA: "c1", HeadBranch: "elsewhere", Artifacts: results, CreatedAt: base, PRs: []int{2604}})
 	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: f.URL, Token: "t", Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +110,12 @@ func TestEveryRule(t *testing.T) {
 	protectedListed.ListedPR = true
 	protectedRelease := protected
 	protectedRelease.DefaultBranch = "release" // configured; the fake repository has no such branch
+	divergedHead := guard
+	divergedHead.NewHead = "e1"
+	decidedHead := rules()
+	decidedHead.NewHead = "c3"
+	stage := rules()
+	stage.ListedPR = true
 	cases := []struct {
 		name  string
 		rules runs.Rules
@@ -115,7 +131,7 @@ func TestEveryRule(t *testing.T) {
 		{"failure", rules(), 104, runs.RuleConclusion},
 		{"failure allowed when partial", partial, 104, ""},
 		{"commit not in PR", rules(), 105, runs.RuleCommit},
-		{"sweep skipped, reused another run", rules(), 106, runs.RuleArtifacts},
+		{"sweep skipped, reused another run", rules(), 106, runs.RuleSkipped},
 		{"artifacts expired", rules(), 107, runs.RuleArtifacts},
 		{"path guard passes", guard, 100, ""},
 		{"path guard fails", tight, 100, runs.RulePaths},
@@ -125,10 +141,17 @@ func TestEveryRule(t *testing.T) {
 		{"the named attempt is the latest", attempt1, 100, ""},
 		{"re-run after the named attempt", attempt1, 112, runs.RuleAttempt},
 		{"protected paths, commit unknown to the compare API", protectedListed, 113, runs.RuleProtected},
-		{"protected paths, compared with the configured default branch", protectedRelease, 100, runs.RuleProtected},
+		{"protected paths, compared with the configured default branch", protectedRelease, 114, runs.RuleProtected},
+		{"PR based on another branch than the default", protected, 115, runs.RuleBase},
+		{"PR based on the default branch, configured as another", protectedRelease, 100, runs.RuleBase},
+		{"run made when the PR merged into another branch", rules(), 116, runs.RuleBase},
+		{"run made when the PR merged into another branch, staging", stage, 116, runs.RuleBase},
+		{"run made for another PR only", rules(), 117, runs.RuleBase},
+		{"decided head contains the run's commit", decidedHead, 100, ""},
+		{"decided head diverged from the run's commit", divergedHead, 100, runs.RuleAncestor},
 	}
 	var reasons strings.Builder
-	prOf := map[int64]int{110: 2600, 111: 2601}
+	prOf := map[int64]int{110: 2600, 111: 2601, 114: 2602, 115: 2603}
 	for _, tc := range cases {
 		pr := 2512
 		if n, ok := prOf[tc.run]; ok {
@@ -327,5 +350,49 @@ func TestPathGuardReasonHoldsHostileFileNames(t *testing.T) {
 	want := []string{"@org/team ](http://x) <!\u200b-- opsbot:notice=1 --> |", "a`b /reuse-sweep-run 1", "docs/guide.md", "perf-changelog.yaml"}
 	if strings.Join(codes, "\x00") != strings.Join(want, "\x00") {
 		t.Fatalf("code spans %q, want %q", codes, want)
+	}
+}
+
+// A run on a head whose sweep opsbot skipped is no sweep even when one of
+// its jobs uploaded a result-named artifact (an aggregate of the reused
+// run's results): an explicit pin refuses it naming the reused run, and a
+// bare command passes it over.
+func TestSkippedRunWithAggregateArtifactIsNoSweep(t *testing.T) {
+	w := newWorld(t)
+	w.f.AddRun(repo, githubtest.Run{ID: 120, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: "c2", HeadBranch: "kimi-tune", Artifacts: []githubtest.Artifact{{Name: "eval_results_all"}},
+		CreatedAt: time.Now().Add(-time.Hour)})
+	r := rules()
+	r.ProtectedPaths = []string{".github/**"}
+	_, err := w.v.Validate(t.Context(), r, 2512, 120)
+	if rej, ok := runs.IsRejection(err); !ok || rej.Rule != runs.RuleSkipped || !strings.Contains(rej.Reason, "reusing run 100") {
+		t.Fatalf("explicit pin of run 120, whose sweep opsbot skipped: %v", err)
+	}
+	got, err := w.v.Newest(t.Context(), r, 2512)
+	if err != nil || got.ID == 120 {
+		t.Fatalf("bare selection picked run %d (%v), want a real sweep", got.ID, err)
+	}
+}
+
+// The head being decided must contain the run's commit: after a force-push
+// that drops the measured change and a second one that brings it back, the
+// head in between (decided while the PR already shows the run's commit
+// again) is refused, though its own changes are in the allowed paths.
+func TestDivergedDecidedHeadIsRefused(t *testing.T) {
+	w := newWorld(t)
+	w.f.ForcePush(repo, 2512, []string{"h1"}, []string{"perf-changelog.yaml"})
+	w.f.ForcePush(repo, 2512, []string{"c1", "h2"}, []string{"benchmarks/kimi.sh"}, []string{"docs/x.md"})
+	r := rules()
+	r.AllowedPaths = []string{"perf-changelog.yaml", "docs/**"}
+	r.ProtectedPaths = []string{".github/**"}
+	r.Attempt = 1
+	r.NewHead = "h1"
+	_, err := w.v.Validate(t.Context(), r, 2512, 100)
+	if rej, ok := runs.IsRejection(err); !ok || rej.Rule != runs.RuleAncestor || !strings.Contains(rej.Reason, "does not contain run 100's commit `c1`") {
+		t.Fatalf("head h1 without c1: %v", err)
+	}
+	r.NewHead = "h2"
+	if _, err := w.v.Validate(t.Context(), r, 2512, 100); err != nil {
+		t.Fatalf("head h2 contains c1 and only docs after it: %v", err)
 	}
 }

@@ -84,11 +84,13 @@ type Repo struct {
 
 // PR is one pull request.
 type PR struct {
-	Number   int
-	Title    string
-	Author   string
-	Branch   string
-	BaseSHA  string
+	Number  int
+	Title   string
+	Author  string
+	Branch  string
+	BaseSHA string
+	// BaseRef is the branch the PR merges into; "" means the default branch.
+	BaseRef  string
 	Commits  []string // oldest first; the last is the head
 	State    string   // open, closed
 	Merged   bool
@@ -112,6 +114,9 @@ type Run struct {
 	CreatedAt  time.Time
 	Artifacts  []Artifact
 	PRs        []int
+	// PRBase is the base branch the run's pull_requests entries name; ""
+	// means each PR's base branch now (its BaseRef, or the default branch).
+	PRBase string
 }
 
 // Artifact is one run artifact.
@@ -322,6 +327,13 @@ func (f *Fake) ForcePush(repo string, number int, commits []string, files ...[]s
 	p := r.PRs[number]
 	r.chain(p.BaseSHA, commits, files)
 	p.Commits = append([]string(nil), commits...)
+}
+
+// Retarget changes the branch a PR merges into ("" is the default branch).
+func (f *Fake) Retarget(repo string, number int, baseRef string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(repo)].PRs[number].BaseRef = baseRef
 }
 
 // PRHead is a PR's head commit now.
@@ -740,7 +752,15 @@ func (f *Fake) runJSON(repo *Repo, run *Run) *github.WorkflowRun {
 		wr.Conclusion = github.String(run.Conclusion)
 	}
 	for _, n := range run.PRs {
-		wr.PullRequests = append(wr.PullRequests, &github.PullRequest{Number: github.Int(n)})
+		base := run.PRBase
+		if base == "" {
+			base = repo.DefaultBranch
+			if p := repo.PRs[n]; p != nil && p.BaseRef != "" {
+				base = p.BaseRef
+			}
+		}
+		wr.PullRequests = append(wr.PullRequests, &github.PullRequest{Number: github.Int(n),
+			Base: &github.PullRequestBranch{Ref: github.String(base)}})
 	}
 	return wr
 }
@@ -801,13 +821,17 @@ func (f *Fake) artifacts(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 
 func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 	full := repo.Owner + "/" + repo.Name
+	baseRef := p.BaseRef
+	if baseRef == "" {
+		baseRef = repo.DefaultBranch
+	}
 	out := &github.PullRequest{
 		Number: github.Int(p.Number), Title: github.String(p.Title), State: github.String(p.State),
 		Merged: github.Bool(p.Merged), Commits: github.Int(len(p.Commits)),
 		User:    f.users[strings.ToLower(p.Author)],
 		HTMLURL: github.String(fmt.Sprintf("https://github.com/%s/pull/%d", full, p.Number)),
 		Head:    &github.PullRequestBranch{SHA: github.String(p.Head()), Ref: github.String(p.Branch)},
-		Base: &github.PullRequestBranch{SHA: github.String(p.BaseSHA), Ref: github.String(repo.DefaultBranch),
+		Base: &github.PullRequestBranch{SHA: github.String(p.BaseSHA), Ref: github.String(baseRef),
 			Repo: &github.Repository{FullName: github.String(full), DefaultBranch: github.String(repo.DefaultBranch)}},
 	}
 	if p.MergeSHA != "" {
