@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"opsbot/internal/fixtures"
 	"opsbot/internal/githubtest"
@@ -76,8 +77,36 @@ func TestReusedRunCannotBePinned(t *testing.T) {
 	w.gh.AddRun(theRepo, githubtest.Run{ID: 31204430170, WorkflowID: 77, Event: "pull_request", Status: "completed",
 		Conclusion: "success", HeadSHA: sha("c2"), HeadBranch: "kimi-tune"})
 	w.comment(maintainer, "/reuse-sweep-run 31204430170")
-	mustContain(t, "reply", w.lastReply(), "I did not pin run 31204430170", "its sweep was skipped because it reused run 31147925932",
+	mustContain(t, "reply", w.lastReply(), "I did not pin run 31204430170", "opsbot skipped the sweep of its commit", "reusing run 31147925932",
 		"pin run 31147925932 instead")
+}
+
+// A run on a head whose sweep opsbot skipped is no sweep even when a job of
+// it (collect-results) uploaded a result-named aggregate of the reused run's
+// results: an explicit pin and a stage request refuse it naming the reused
+// run, and a bare /reuse-sweep-run passes it over for the real sweep.
+func TestSkippedRunWithAggregateArtifactIsNoSweep(t *testing.T) {
+	w := stageWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.push("c2")
+	if st := w.statuses("c2"); len(st) == 0 || !strings.Contains(st[len(st)-1].Description, "reus") {
+		t.Fatalf("c2 was not skipped: %+v", st)
+	}
+	w.gh.AddRun(theRepo, githubtest.Run{ID: 31204430170, WorkflowID: 77, Event: "pull_request", Status: "completed",
+		Conclusion: "success", HeadSHA: sha("c2"), HeadBranch: "kimi-tune", CreatedAt: time.Now().Add(-time.Minute),
+		Artifacts: []githubtest.Artifact{{Name: "eval_results_all"}, {Name: "changelog-metadata"}}})
+	w.comment(maintainer, "/reuse-sweep-run 31204430170")
+	mustContain(t, "explicit pin", w.lastReply(), "I did not pin run 31204430170", "opsbot skipped the sweep of its commit c2c2c2c",
+		"reusing run 31147925932", "pin run 31147925932 instead")
+	w.comment(maintainer, "/stage-results 31204430170")
+	mustContain(t, "stage", w.lastReply(), "I did not stage run 31204430170", "reusing run 31147925932")
+	if ds := w.gh.Dispatches(); len(ds) != 0 {
+		t.Fatalf("a skipped run was dispatched for staging: %+v", ds)
+	}
+	w.comment(maintainer, "/reuse-sweep-run")
+	if r := w.lastReply(); strings.Contains(r, "31204430170") || !strings.Contains(r, "31147925932") {
+		t.Fatalf("bare pin: want the real sweep 31147925932, not the skipped run 31204430170: %s", r)
+	}
 }
 
 func TestGitHubDownDecidesSweep(t *testing.T) {
