@@ -11,16 +11,24 @@ type UserLookup interface {
 	UserID(ctx context.Context, login string) (int64, error)
 }
 
-// Directory holds the account ids that allow_users logins resolved to. Each
-// login is looked up once (at start, or for a repository whose GitHub
-// client is only known from its first webhook, then), and the answer is
-// kept for the process's life: a later owner of the login is not the
-// account the configuration meant. A login that could not be resolved
-// allows nobody (fail closed) until the next start.
+// Directory holds the account ids that allow_users logins are bound to. A
+// login is bound to an account once, the first time it resolves, and the
+// binding is kept (in the database, across restarts): a later owner of the
+// login (after a rename) is not the account the configuration meant. Each
+// login is looked up once per process (at start, or for a repository whose
+// GitHub client is only known from its first webhook, then). A login that
+// could not be resolved allows nobody (fail closed) until the next start.
 type Directory struct {
-	// Record, when set, is told every resolution (ok is false when the
+	// Record, when set, is told every new resolution (err is set when the
 	// login did not resolve): the caller keeps it in the database and logs it.
 	Record func(login string, id int64, err error)
+	// Stored, when set, gives the account a login was bound to before; ok
+	// is false when it never resolved. A stored binding is kept whatever
+	// GitHub answers now.
+	Stored func(login string) (id int64, ok bool)
+	// Disagree, when set, is told that GitHub's answer now for a bound
+	// login (now, or err when it did not resolve) is not the stored account.
+	Disagree func(login string, stored, now int64, err error)
 
 	mu  sync.Mutex
 	ids map[string]resolved // by lower-case login
@@ -47,6 +55,22 @@ func (d *Directory) Resolve(ctx context.Context, l UserLookup, logins []string) 
 		}
 		if err != nil {
 			id = 0
+		}
+		if d.Stored != nil {
+			if stored, ok := d.Stored(login); ok && stored > 0 {
+				if (err != nil || id != stored) && d.Disagree != nil {
+					d.Disagree(login, stored, id, err)
+				}
+				d.mu.Lock()
+				if d.ids == nil {
+					d.ids = map[string]resolved{}
+				}
+				if _, raced := d.ids[k]; !raced {
+					d.ids[k] = resolved{id: stored}
+				}
+				d.mu.Unlock()
+				continue
+			}
 		}
 		d.mu.Lock()
 		if d.ids == nil {

@@ -535,6 +535,16 @@ func TestAllowedUserKeptByLogin(t *testing.T) {
 	if u, _ := s.AllowedUser("ghost"); u == nil || u.ID != 0 || u.Error != "not found" {
 		t.Fatalf("ghost = %+v", u)
 	}
+	all, err := s.AllowedUsers()
+	if err != nil || len(all) != 2 || all[0].Login != "Carol" || all[1].Login != "ghost" {
+		t.Fatalf("all = %+v %v", all, err)
+	}
+	if err := s.DeleteAllowedUser("CAROL"); err != nil {
+		t.Fatal(err)
+	}
+	if all, _ := s.AllowedUsers(); len(all) != 1 || all[0].Login != "ghost" {
+		t.Fatalf("after forgetting carol: %+v", all)
+	}
 }
 
 // Replies to one user on one repository are counted in a rolling hour.

@@ -289,3 +289,26 @@ func (s *Store) AllowedUser(login string) (*AllowedUser, error) {
 	}
 	return &u, nil
 }
+
+// AllowedUsers returns every recorded allow_users login, by login.
+func (s *Store) AllowedUsers() ([]AllowedUser, error) {
+	var out []AllowedUser
+	prefix := []byte("user\x00")
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bRepos).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			var u AllowedUser
+			if err := json.Unmarshal(v, &u); err != nil {
+				return fmt.Errorf("state: allowed user %q: %w", k[len(prefix):], err)
+			}
+			out = append(out, u)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeleteAllowedUser forgets a login's recorded account.
+func (s *Store) DeleteAllowedUser(login string) error {
+	return s.update(func(tx *bolt.Tx) error { return tx.Bucket(bRepos).Delete(allowedUserKey(login)) })
+}

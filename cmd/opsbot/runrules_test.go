@@ -269,3 +269,41 @@ func TestAllowUsersMatchesAccountIDs(t *testing.T) {
 		t.Fatalf("the listed account's pin was not kept: %+v", st)
 	}
 }
+
+// An allow_users login stays bound to the account it first resolved to,
+// across restarts: after a rename, the login's new holder is not let in by
+// a restart, the log says loudly that GitHub names another account, and the
+// original account (under its new login) stays allowed. Removing the login
+// from allow_users and restarting forgets the binding, so adding it back
+// binds the login's holder then.
+func TestAllowUsersBindingSurvivesRestart(t *testing.T) {
+	w := newWorld(t, "    reuse:\n      allow_users: [\"trusted\"]\n")
+	w.gh.AddUser("trusted", 7001, "User")
+	w.gh.SetRole(theRepo, "trusted", "read")
+	w.restart(func(cfg string) string { return cfg }) // bound: trusted -> 7001
+
+	// The account is renamed and an attacker (no role) takes the login; opsbot restarts.
+	w.gh.AddUser("trusted-elsewhere", 7001, "User")
+	w.gh.AddUser("trusted", 7666, "User")
+	w.gh.SetRole(theRepo, "trusted", "none")
+	w.restart(func(cfg string) string { return cfg })
+	mustContain(t, "log", w.srv.stderr.String(), "SECURITY: GitHub no longer names the stored account for an allow_users login",
+		`"login":"trusted","stored_account_id":7001,"github_account_id":7666`)
+	c := w.comment(user{"trusted", 7666, "User"}, "/reuse-sweep-run 31147925932")
+	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+		t.Fatalf("reactions to the login's new holder after a restart = %v, want [-1] (reply %s)", r, w.lastReply())
+	}
+	w.comment(user{"trusted-elsewhere", 7001, "User"}, "/reuse-sweep-run 31147925932")
+	mustContain(t, "the bound account", w.lastReply(), "@trusted-elsewhere pinned run [31147925932]")
+
+	// Re-binding: remove the login, restart (forgotten), add it back, restart (bound to its holder now).
+	w.restart(func(cfg string) string { return strings.Replace(cfg, `allow_users: ["trusted"]`, `allow_users: []`, 1) })
+	mustContain(t, "log", w.srv.stderr.String(), "an allow_users login no longer configured: its account is forgotten")
+	w.restart(func(cfg string) string { return strings.Replace(cfg, `allow_users: []`, `allow_users: ["trusted"]`, 1) })
+	mustContain(t, "log", w.srv.stderr.String(), `"msg":"allow_users login resolved","login":"trusted","account_id":7666`)
+	w.comment(user{"trusted", 7666, "User"}, "/reuse-sweep-run cancel")
+	mustContain(t, "the re-bound login", w.lastReply(), "@trusted")
+	if r := w.lastReply(); strings.Contains(r, "I did not run") {
+		t.Fatalf("the re-bound login's holder was refused: %s", r)
+	}
+}

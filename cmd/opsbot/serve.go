@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,7 +132,10 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 	installs := &events.Installations{Store: store, Log: log}
-	users := allowedUsers(ctx, cfg, store, log, func(repo string) (auth.UserLookup, error) { return clients.For(installs.Get(repo)) })
+	users, err := allowedUsers(ctx, cfg, store, log, func(repo string) (auth.UserLookup, error) { return clients.For(installs.Get(repo)) })
+	if err != nil {
+		return err
+	}
 	web := notices.Web(cfg.GitHub.WebURL)
 	builder := &notices.Builder{Web: web, Mirror: &notify.Mirror{Cfg: cfg, Web: web}}
 	slackSender := &notify.Sender{Log: log, PRInfo: store.PRInfo}
@@ -309,13 +313,43 @@ func runServe(e *env, args []string) error {
 	return nil
 }
 
-// allowedUsers resolves every allow_users login to its account id, one
-// read each, and keeps each answer in the database. A login that does not
-// resolve allows nobody, and the log says so. A repository whose GitHub
-// client is not known yet (an App installation learnt from webhooks) has
-// its logins resolved at its first comment.
+// allowedUsers binds every allow_users login to an account id and keeps
+// each binding in the database. A login bound before (at an earlier start)
+// keeps its stored account: when GitHub now names another account for it
+// (renamed, and the login taken), the log says so loudly and the stored
+// account stays the one allowed. Logins never bound are resolved, one read
+// each; one that does not resolve allows nobody, and the log says so.
+// Bindings of logins no allow_users list names any more are forgotten (how
+// an operator re-binds a login: remove it, restart, add it back). A
+// repository whose GitHub client is not known yet (an App installation
+// learnt from webhooks) has its logins resolved at its first comment.
 func allowedUsers(ctx context.Context, cfg *config.Config, store *state.Store, log *slog.Logger,
-	client func(repo string) (auth.UserLookup, error)) *auth.Directory {
+	client func(repo string) (auth.UserLookup, error)) (*auth.Directory, error) {
+	stored, err := store.AllowedUsers()
+	if err != nil {
+		return nil, fmt.Errorf("reading the stored allow_users accounts: %w", err)
+	}
+	listed := map[string]bool{}
+	for i := range cfg.Repos {
+		for _, login := range cfg.Repos[i].AllowUsers() {
+			listed[strings.ToLower(login)] = true
+		}
+	}
+	bound := map[string]int64{}
+	for _, u := range stored {
+		switch {
+		case !listed[strings.ToLower(u.Login)]:
+			if err := store.DeleteAllowedUser(u.Login); err != nil {
+				return nil, fmt.Errorf("forgetting allow_users login %s: %w", u.Login, err)
+			}
+			if u.ID > 0 {
+				log.Warn("an allow_users login no longer configured: its account is forgotten", "login", u.Login, "account_id", u.ID)
+			}
+		case u.ID > 0:
+			bound[strings.ToLower(u.Login)] = u.ID
+			log.Info("allow_users login bound to its stored account", "login", u.Login, "account_id", u.ID, "since", u.ResolvedAt)
+		}
+	}
 	d := &auth.Directory{Record: func(login string, id int64, err error) {
 		u := state.AllowedUser{Login: login, ID: id}
 		if err != nil {
@@ -328,6 +362,18 @@ func allowedUsers(ctx context.Context, cfg *config.Config, store *state.Store, l
 		if err := store.PutAllowedUser(u); err != nil {
 			log.Error("recording an allow_users login's account", "login", login, "err", err)
 		}
+	}, Stored: func(login string) (int64, bool) {
+		id, ok := bound[strings.ToLower(login)]
+		return id, ok
+	}, Disagree: func(login string, stored, now int64, err error) {
+		if err != nil {
+			log.Warn("an allow_users login bound to a stored account could not be checked on GitHub; the stored account stays allowed",
+				"login", login, "stored_account_id", stored, "err", err)
+			return
+		}
+		log.Error("SECURITY: GitHub no longer names the stored account for an allow_users login (renamed, and the login taken?); "+
+			"the stored account stays allowed and the login's holder now is not. To allow the new holder, remove the login from "+
+			"allow_users, restart, add it back and restart", "login", login, "stored_account_id", stored, "github_account_id", now)
 	}}
 	for i := range cfg.Repos {
 		rc := &cfg.Repos[i]
@@ -344,7 +390,7 @@ func allowedUsers(ctx context.Context, cfg *config.Config, store *state.Store, l
 		d.Resolve(rctx, c, logins)
 		cancel()
 	}
-	return d
+	return d, nil
 }
 
 func dryReason(cfg *config.Config, s config.Secrets) string {
