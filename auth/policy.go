@@ -48,6 +48,7 @@ type Verdict struct {
 type Lookup interface {
 	Permission(ctx context.Context, repo, login string) (PermissionResponse, error)
 	TeamMember(ctx context.Context, team, login string) (bool, error)
+	UserID(ctx context.Context, login string) (int64, error)
 }
 
 // Checker decides verdicts, remembering roles and team memberships for a
@@ -166,10 +167,21 @@ func (c *Checker) member(ctx context.Context, l Lookup, team string, a Actor) (b
 	key := fmt.Sprintf("team\x00%s\x00%d", strings.ToLower(team), a.ID)
 	v, err := c.cached(key, func() (int, error) {
 		m, err := l.TeamMember(ctx, team, a.Login)
-		if m {
-			return 1, err
+		if err != nil || !m {
+			return 0, err
 		}
-		return 0, err
+		// GitHub answers membership by login, and a login is not an
+		// identity (a renamed account's login is taken by another): the
+		// member is the commenter only if the login names the commenter's
+		// account now.
+		id, err := l.UserID(ctx, a.Login)
+		if err != nil {
+			return 0, err
+		}
+		if a.ID == 0 || id != a.ID {
+			return 0, nil
+		}
+		return 1, nil
 	})
 	return v == 1, err
 }

@@ -119,6 +119,26 @@ func TestRoleCacheByUserID(t *testing.T) {
 	}
 }
 
+// Team membership is answered by login: a member's login held now by
+// another account (renamed) lets in neither, even when the permission
+// answer names no account to compare with.
+func TestTeamMembershipMatchesTheAccountID(t *testing.T) {
+	f, gh := setup(t)
+	f.AddUser("teammate", 2, "User")
+	f.SetRole(repo, "teammate", "read")
+	f.AddTeamMember("SemiAnalysisAI/reviewers", "teammate")
+	p := auth.Policy{MinRole: auth.RoleWrite, Teams: []string{"SemiAnalysisAI/reviewers"}}
+	c := &auth.Checker{TTL: time.Minute}
+	f.Inject(permRoute, githubtest.Fault{Status: 200, Body: `{"permission":"read","role_name":"read"}`})
+	v := c.Check(t.Context(), gh, repo, auth.Actor{ID: 98, Login: "teammate", Type: "User"}, p)
+	if v.Allowed {
+		t.Fatalf("account 98 holding member 2's login was let in: %+v", v)
+	}
+	if v := c.Check(t.Context(), gh, repo, auth.Actor{ID: 2, Login: "teammate", Type: "User"}, p); !v.Allowed || v.Via != "team" {
+		t.Fatalf("the member's own account: %+v", v)
+	}
+}
+
 // Any failure to learn the role denies, saying the check failed.
 func TestLookupErrorsDeny(t *testing.T) {
 	cases := map[string]githubtest.Fault{

@@ -307,3 +307,21 @@ func TestAllowUsersBindingSurvivesRestart(t *testing.T) {
 		t.Fatalf("the re-bound login's holder was refused: %s", r)
 	}
 }
+
+// allow_teams: GitHub answers team membership by login, so a team member's
+// login held now by another account lets that account in nowhere, even
+// when the permission answer names no account to compare with.
+func TestAllowTeamsMatchesAccountIDs(t *testing.T) {
+	w := newWorld(t, "    reuse:\n      allow_teams: [\"SemiAnalysisAI/reviewers\"]\n")
+	w.gh.AddUser("teammate", 7002, "User")
+	w.gh.SetRole(theRepo, "teammate", "read")
+	w.gh.AddTeamMember("SemiAnalysisAI/reviewers", "teammate")
+	w.gh.Inject("GET /repos/{owner}/{repo}/collaborators/{user}/permission",
+		githubtest.Fault{Status: 200, Body: `{"permission":"read","role_name":"read"}`})
+	c := w.comment(user{"teammate", 7667, "User"}, "/reuse-sweep-run 31147925932")
+	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+		t.Fatalf("account 7667 holding a team member's login: reactions %v, reply %s", r, w.lastReply())
+	}
+	w.comment(user{"teammate", 7002, "User"}, "/reuse-sweep-run 31147925932")
+	mustContain(t, "the member's own account", w.lastReply(), "@teammate pinned run [31147925932]")
+}
