@@ -25,6 +25,10 @@ func TestExampleConfigIsValid(t *testing.T) {
 	if got, want := strings.Join(r.ResultArtifacts, ","), "results_bmk,eval_results_all,bmk_agentic_*"; got != want {
 		t.Errorf("result_artifacts = %q, want %q", got, want)
 	}
+	// The example protects the harness the sweep runs from the PR's checkout, not only .github/**.
+	if got, want := strings.Join(r.ProtectedPaths, ","), ".github/**,ci/**,scripts/**"; got != want {
+		t.Errorf("protected_paths = %q, want %q", got, want)
+	}
 }
 
 func TestDefaults(t *testing.T) {
