@@ -170,3 +170,24 @@ func TestDirectoryResolvesOnceAndFailsClosed(t *testing.T) {
 		t.Fatalf("a login that did not resolve at start allows %v", got)
 	}
 }
+
+// A login bound before keeps its stored account whatever GitHub answers
+// now; a disagreeing answer is reported, and nothing new is recorded.
+func TestDirectoryKeepsStoredBindings(t *testing.T) {
+	l := &fakeUsers{ids: map[string]int64{"carol": 666, "dave": 4}}
+	var recorded, disagreed []string
+	d := &Directory{
+		Record: func(login string, id int64, err error) { recorded = append(recorded, login) },
+		Stored: func(login string) (int64, bool) { return map[string]int64{"carol": 3}[login], login == "carol" },
+		Disagree: func(login string, stored, now int64, err error) {
+			disagreed = append(disagreed, fmt.Sprintf("%s %d %d", login, stored, now))
+		},
+	}
+	d.Resolve(context.Background(), l, []string{"carol", "dave"})
+	if got := d.IDs([]string{"carol", "dave"}); len(got) != 2 || got[0] != 3 || got[1] != 4 {
+		t.Fatalf("IDs = %v, want [3 4] (carol's stored account, dave resolved)", got)
+	}
+	if len(recorded) != 1 || recorded[0] != "dave" || len(disagreed) != 1 || disagreed[0] != "carol 3 666" {
+		t.Fatalf("recorded %v, disagreed %v", recorded, disagreed)
+	}
+}
