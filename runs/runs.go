@@ -216,8 +216,8 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 	if err != nil {
 		return Run{}, err
 	}
-	if rej := checkBase(p, run, base); rej != nil {
-		return Run{}, rej
+	if err := checkBase(p, run, base); err != nil {
+		return Run{}, err
 	}
 	listed := false
 	if rules.ListedPR {
@@ -256,7 +256,7 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 	if err != nil {
 		return Run{}, err
 	}
-	names, rej := v.checkArtifacts(rules, id, sha, arts)
+	names, rej := v.checkArtifacts(rules, id, arts)
 	if rej != nil {
 		return Run{}, rej
 	}
@@ -335,9 +335,13 @@ func defaultBranch(rules Rules, p *github.PullRequest, id int64) (string, error)
 // the default branch only). A run that lists PRs must list this one, made
 // with that base (a PR retargeted since the run ran another workflow); a
 // run from a fork lists none, and the PR's base and its commits decide.
-func checkBase(p *github.PullRequest, run *github.WorkflowRun, base string) *Rejection {
+func checkBase(p *github.PullRequest, run *github.WorkflowRun, base string) error {
 	n, id := p.GetNumber(), run.GetID()
-	if ref := p.GetBase().GetRef(); ref != base {
+	ref := p.GetBase().GetRef()
+	if ref == "" {
+		return fmt.Errorf("runs: GitHub names no base branch for PR #%d, so run %d's base cannot be checked", n, id)
+	}
+	if ref != base {
 		return &Rejection{RuleBase, fmt.Sprintf("PR #%d merges into %s, not the default branch %s: its runs execute that branch's workflow files, "+
 			"so no run of it is used (retarget the PR to %s and run the sweep again)", n, Code(ref), Code(base), Code(base))}
 	}
@@ -425,7 +429,7 @@ func (v *Validator) inPR(ctx context.Context, repo string, p *github.PullRequest
 	return fromBase.Status == "ahead", nil
 }
 
-func (v *Validator) checkArtifacts(rules Rules, id int64, sha string, arts []*github.Artifact) ([]string, *Rejection) {
+func (v *Validator) checkArtifacts(rules Rules, id int64, arts []*github.Artifact) ([]string, *Rejection) {
 	now := time.Now()
 	if v.Now != nil {
 		now = v.Now()
