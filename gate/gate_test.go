@@ -306,3 +306,20 @@ func TestMergedDecidesAFinalHeadNeverDecided(t *testing.T) {
 		t.Fatalf("pins = %+v", pins)
 	}
 }
+
+// At merge, a final head that does not contain the pinned run's commit
+// (force-pushed without it) is refused even though GitHub's PR shows the
+// run's commit again: that head sweeps and the pin becomes invalid.
+func TestMergedRefusesAFinalHeadWithoutTheRunsCommit(t *testing.T) {
+	r := newRig(t)
+	r.pin(t, 10, "c0")
+	r.gh.ForcePush(repo, 1, []string{"d1"}, []string{"perf-changelog.yaml"})
+	r.gh.ForcePush(repo, 1, []string{"c1", "d2"})
+	d, err := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1", Action: "closed", Source: "webhook"}, "d1")
+	if err != nil || d == nil || d.HeadSHA != "d1" || d.Decision != gate.Sweep || !strings.Contains(d.Reason, "does not contain run 10's commit c1") {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if p, _ := r.store.ActivePin(repo, 1); p != nil {
+		t.Fatalf("pin %d is still active", p.ID)
+	}
+}
