@@ -119,6 +119,12 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 	rules.Attempt = pin.RunAttempt // a re-run since the pin replaced what the maintainer saw
 	run, err := v.Validate(ctx, rules, a.PR, pin.RunID)
 	if rej, ok := runs.IsRejection(err); ok {
+		if run.PRHead != "" && !strings.EqualFold(run.PRHead, a.SHA) {
+			// A rule failing for a commit that is not the head (a diverged
+			// one, say) leaves the pin for the head, as a pass does below.
+			return plan{decision: Sweep, pin: pin, reason: fmt.Sprintf("commit %s is no longer the head of PR #%d (GitHub says %.7s is), "+
+				"and pinned run %d does not qualify for it: %s; the pin of run %d is left for the head", shortSHA(a.SHA), a.PR, run.PRHead, pin.RunID, rej.Reason, pin.RunID)}
+		}
 		return plan{decision: Sweep, pin: pin, pinState: state.PinInvalid,
 			reason: fmt.Sprintf("pinned run %d no longer qualifies: %s", pin.RunID, rej.Reason)}
 	}

@@ -308,18 +308,40 @@ func TestMergedDecidesAFinalHeadNeverDecided(t *testing.T) {
 }
 
 // At merge, a final head that does not contain the pinned run's commit
-// (force-pushed without it) is refused even though GitHub's PR shows the
-// run's commit again: that head sweeps and the pin becomes invalid.
+// (force-pushed without it) is not skipped even though GitHub's PR shows the
+// run's commit again, and the reason says the head lacks it.
 func TestMergedRefusesAFinalHeadWithoutTheRunsCommit(t *testing.T) {
 	r := newRig(t)
 	r.pin(t, 10, "c0")
 	r.gh.ForcePush(repo, 1, []string{"d1"}, []string{"perf-changelog.yaml"})
 	r.gh.ForcePush(repo, 1, []string{"c1", "d2"})
 	d, err := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1", Action: "closed", Source: "webhook"}, "d1")
-	if err != nil || d == nil || d.HeadSHA != "d1" || d.Decision != gate.Sweep || !strings.Contains(d.Reason, "does not contain run 10's commit c1") {
+	if err != nil || d == nil || d.HeadSHA != "d1" || d.Decision != gate.Sweep || !strings.Contains(d.Reason, "does not contain run 10's commit `c1`") {
 		t.Fatalf("%+v %v", d, err)
 	}
-	if p, _ := r.store.ActivePin(repo, 1); p != nil {
-		t.Fatalf("pin %d is still active", p.ID)
+}
+
+// A rule failing for the PR's head makes the pin invalid; one failing for
+// a commit that is no longer the head (it lacks the run's commit) leaves the
+// pin for the head, which then skips.
+func TestDivergedStaleCommitLeavesThePinForTheHead(t *testing.T) {
+	r := newRig(t)
+	r.pin(t, 10, "c0")
+	r.gh.ForcePush(repo, 1, []string{"d1"}, []string{"perf-changelog.yaml"})
+	r.gh.ForcePush(repo, 1, []string{"c1", "d2"})
+	d, err := r.g.Decide(context.Background(), ask("d1", "synchronize"))
+	if err != nil || d.Decision != gate.Sweep || !strings.Contains(d.Reason, "does not contain run 10's commit `c1`") ||
+		!strings.Contains(d.Reason, "left for the head") {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if d2, _ := r.g.Decide(context.Background(), ask("d2", "synchronize")); d2 == nil || d2.Decision != gate.Skip {
+		t.Fatalf("the head: %+v", d2)
+	}
+	r.gh.ForcePush(repo, 1, []string{"e1"})
+	r.pin(t, 10, "d2")
+	if d, _ := r.g.Decide(context.Background(), ask("e1", "synchronize")); d == nil || d.Decision != gate.Sweep {
+		t.Fatalf("a head without the run's commit: %+v", d)
+	} else if p, _ := r.store.ActivePin(repo, 1); p != nil {
+		t.Fatalf("a rule failing for the head left pin %d active", p.ID)
 	}
 }

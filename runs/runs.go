@@ -123,7 +123,8 @@ type Validator struct {
 
 // Validate checks run id against rules for PR pr. The error is a
 // *Rejection when a rule fails, or another error when GitHub could not be
-// read (the caller must then fail closed).
+// read (the caller must then fail closed). When a rule fails after the PR
+// was read, the Run returned holds only the PR's head and state.
 func (v *Validator) Validate(ctx context.Context, rules Rules, pr int, id int64) (Run, error) {
 	run, err := v.GH.Run(ctx, rules.Repo, id)
 	if errors.Is(err, ghclient.ErrNotFound) {
@@ -136,7 +137,13 @@ func (v *Validator) Validate(ctx context.Context, rules Rules, pr int, id int64)
 	if err != nil {
 		return Run{}, err
 	}
-	return v.check(ctx, rules, p, run)
+	got, err := v.check(ctx, rules, p, run)
+	if err != nil {
+		// The PR as read, for a caller that decides for a head: a rule
+		// failing for a commit that is not the PR's head may be left for the head.
+		return Run{PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}, err
+	}
+	return got, nil
 }
 
 // Newest resolves a bare command: the newest completed sweep run of the

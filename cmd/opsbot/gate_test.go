@@ -96,7 +96,7 @@ func TestSkippedRunWithAggregateArtifactIsNoSweep(t *testing.T) {
 		Conclusion: "success", HeadSHA: sha("c2"), HeadBranch: "kimi-tune", CreatedAt: time.Now().Add(-time.Minute),
 		Artifacts: []githubtest.Artifact{{Name: "eval_results_all"}, {Name: "changelog-metadata"}}})
 	w.comment(maintainer, "/reuse-sweep-run 31204430170")
-	mustContain(t, "explicit pin", w.lastReply(), "I did not pin run 31204430170", "opsbot skipped the sweep of its commit c2c2c2c",
+	mustContain(t, "explicit pin", w.lastReply(), "I did not pin run 31204430170", "opsbot skipped the sweep of its commit `c2c2c2c`",
 		"reusing run 31147925932", "pin run 31147925932 instead")
 	w.comment(maintainer, "/stage-results 31204430170")
 	mustContain(t, "stage", w.lastReply(), "I did not stage run 31204430170", "reusing run 31147925932")
