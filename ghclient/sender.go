@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/google/go-github/v62/github"
 
 	"opsbot/outbox"
@@ -21,30 +21,88 @@ type Sender struct {
 	Clients *Factory
 	// SentRef resolves the comment an earlier comment notice posted.
 	SentRef func(id uint64) (state.SentRef, bool, error)
+	// Status says where an edit's target is when it has no sent record:
+	// still waiting to be sent, refused for good, or gone.
+	Status func(id uint64) (state.NoticeState, error)
 	// MaxAttempts for a notice GitHub refuses (4xx other than 400 and 422,
 	// which are given up at once); network errors, 5xx and rate limits retry
 	// without end. Default 5.
 	MaxAttempts int
 }
 
-var _ outbox.Sender = (*Sender)(nil)
+var (
+	_ outbox.Sender   = (*Sender)(nil)
+	_ outbox.Preparer = (*Sender)(nil)
+)
 
-// Retry backs off exponentially (capped at 5 minutes), waits for a rate
-// limit's reset, and gives up on what GitHub refuses for good.
+// Retry backs off (outbox.RetryDelay), waits for a rate limit's reset (the
+// primary limit's, or a secondary limit's retry-after or x-ratelimit-reset,
+// with the whole channel), and gives up on what GitHub refuses for good.
 func (s *Sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
-	max := s.MaxAttempts
-	if max == 0 {
-		max = 5
+	tries := s.MaxAttempts
+	if tries == 0 {
+		tries = 5
 	}
-	if invalid(err) || refused(err) && attempt >= max {
+	if wait, ok := secondaryLimit(err, now); ok {
+		return outbox.Retry{At: now.Add(max(wait, time.Second)), Global: true}
+	}
+	if invalid(err) || refused(err) && attempt >= tries {
 		return outbox.Retry{GiveUp: true}
 	}
-	at := now.Add(retryDelay(attempt))
+	at := now.Add(outbox.RetryDelay(attempt))
 	var rl *RateLimitError
 	if errors.As(err, &rl) && rl.Reset.After(at) {
 		return outbox.Retry{At: rl.Reset.Add(time.Second), Global: true}
 	}
 	return outbox.Retry{At: at}
+}
+
+// secondaryLimit reports whether GitHub refused a request under a secondary
+// rate limit (a 403 naming it, or a 429), and how long it asked to wait:
+// retry-after, else until x-ratelimit-reset, else a minute (GitHub's advice).
+func secondaryLimit(err error, now time.Time) (time.Duration, bool) {
+	var abuse *github.AbuseRateLimitError
+	if errors.As(err, &abuse) {
+		if abuse.RetryAfter != nil {
+			return *abuse.RetryAfter, true
+		}
+		return waitFrom(abuse.Response, now), true
+	}
+	var er *github.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusTooManyRequests {
+		return waitFrom(er.Response, now), true
+	}
+	return 0, false
+}
+
+func waitFrom(resp *http.Response, now time.Time) time.Duration {
+	if resp != nil {
+		if v, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && v >= 0 {
+			return time.Duration(v) * time.Second
+		}
+		if v, err := strconv.ParseInt(resp.Header.Get("X-Ratelimit-Reset"), 10, 64); err == nil {
+			if d := time.Unix(v, 0).Sub(now); d > 0 {
+				return d
+			}
+		}
+	}
+	return time.Minute
+}
+
+// Ready makes an edit wait, without an attempt, while the comment it edits
+// is still in the outbox.
+func (s *Sender) Ready(n *state.Notice) error {
+	if n.Kind != state.NoticeEdit || n.EditOf == 0 || s.Status == nil {
+		return nil
+	}
+	st, err := s.Status(n.EditOf)
+	if err != nil {
+		return err
+	}
+	if st == state.NoticePending {
+		return outbox.ErrWaiting
+	}
+	return nil
 }
 
 // Send delivers one notice.
@@ -75,7 +133,7 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 				return state.SentRef{}, err
 			}
 			if !ok {
-				return state.SentRef{}, outbox.ErrWaiting
+				return s.editFallback(ctx, c, n, attempt)
 			}
 			target, marker = ref.CommentID, "\n\n"+ref.Marker
 			if ref.Marker == "" { // sent before markers had nonces
@@ -101,6 +159,33 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 	return state.SentRef{}, fmt.Errorf("unknown notice kind %q", n.Kind)
 }
 
+// editFallback handles an edit whose comment has no sent record: while
+// that comment is still to be sent the edit waits; when it was refused for
+// good (it never appeared) or its record is gone, the edit's text is posted
+// as a new comment, so the news (a staged URL) still reaches the PR. The new
+// comment carries the edit's own marker, so a retry finds it.
+func (s *Sender) editFallback(ctx context.Context, c *Client, n *state.Notice, attempt int) (state.SentRef, error) {
+	if s.Status != nil {
+		st, err := s.Status(n.EditOf)
+		if err != nil {
+			return state.SentRef{}, err
+		}
+		if st == state.NoticePending {
+			return state.SentRef{}, outbox.ErrWaiting
+		}
+	}
+	marker := state.Marker(n.ID)
+	if attempt > 1 {
+		if found, ok, err := c.FindComment(ctx, n.Repo, n.PR, marker); err != nil {
+			return state.SentRef{}, err
+		} else if ok {
+			return state.SentRef{CommentID: found.ID, CommentURL: found.URL}, nil
+		}
+	}
+	ref, err := c.CreateComment(ctx, n.Repo, n.PR, n.Body+"\n\n"+marker)
+	return state.SentRef{CommentID: ref.ID, CommentURL: ref.URL}, err
+}
+
 // refused reports whether GitHub answered with a client error that retrying
 // will not change (a deleted comment, a validation failure).
 func refused(err error) bool {
@@ -124,16 +209,4 @@ func invalid(err error) bool {
 		return code == http.StatusBadRequest || code == http.StatusUnprocessableEntity
 	}
 	return false
-}
-
-// retryDelay is the wait before retry n: exponential from 1 s, capped at 5 minutes, with jitter.
-func retryDelay(n int) time.Duration {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = time.Second
-	b.MaxInterval = 5 * time.Minute
-	d := b.NextBackOff()
-	for i := 1; i < n && i < 30; i++ {
-		d = b.NextBackOff()
-	}
-	return d
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/slack-go/slack"
 
 	"opsbot/auth"
@@ -42,7 +41,26 @@ type Sender struct {
 	observed bool
 }
 
-var _ outbox.Sender = (*Sender)(nil)
+var (
+	_ outbox.Sender   = (*Sender)(nil)
+	_ outbox.Preparer = (*Sender)(nil)
+)
+
+// Ready makes a thread reply wait, without an attempt, while the thread's
+// parent message is still to be posted.
+func (s *Sender) Ready(n *state.Notice) error {
+	if n.Slack == nil || n.Slack.Parent {
+		return nil
+	}
+	info, err := s.PRInfo(n.Repo, n.PR)
+	if err != nil {
+		return err
+	}
+	if info != nil && info.SlackTS == "" && info.SlackParentQueued {
+		return outbox.ErrWaiting
+	}
+	return nil
+}
 
 // Check calls auth.test: a bad token is logged and shown on /readyz, and
 // GitHub-side work goes on.
@@ -153,13 +171,7 @@ func (s *Sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
 		return outbox.Retry{At: now.Add(5 * time.Minute), Global: true}
 	}
 	s.setHealth(false, "slack unreachable: "+err.Error())
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval = time.Second, 5*time.Minute
-	d := b.NextBackOff()
-	for i := 1; i < attempt && i < 30; i++ {
-		d = b.NextBackOff()
-	}
-	return outbox.Retry{At: now.Add(d)}
+	return outbox.Retry{At: now.Add(outbox.RetryDelay(attempt))}
 }
 
 func isConfigError(err error) bool {

@@ -8,6 +8,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +38,13 @@ type Retry struct {
 	Global bool      // the whole channel waits until At (a workspace-wide rate limit)
 }
 
+// Preparer is a Sender that can tell, before an attempt is recorded,
+// that a notice must wait for an earlier one (Ready returns ErrWaiting).
+// Such waits write nothing and back off.
+type Preparer interface {
+	Ready(n *state.Notice) error
+}
+
 // Sender sends one channel's notices.
 type Sender interface {
 	// Send delivers n; attempt counts from 1. An attempt after the first
@@ -56,9 +66,20 @@ type Loop struct {
 	// Parallel is how many PRs' notices are sent at once (default 16).
 	Parallel int
 
+	// Pace, when set, keeps sends within rate limits per budget, shared
+	// fairly among PRs (GitHub's secondary rate limits).
+	Pace *Pace
+
 	mu          sync.Mutex
 	pausedUntil time.Time
 	wake        <-chan struct{}
+	waits       map[uint64]waiting // notices waiting for an earlier one
+	cursor      string             // the lane served first in the last paced pass
+}
+
+type waiting struct {
+	n     int
+	until time.Time
 }
 
 // Run drains until ctx ends, waking when notices are added or a retry is due.
@@ -97,10 +118,30 @@ func (l *Loop) count(outcome string) {
 	}
 }
 
+// lane is the notices sent one after another, in order: a PR's commit
+// statuses go in a lane of their own, so a comment that must wait never
+// holds back the gate's status (statuses stay in order among themselves).
+type lane struct {
+	key     string
+	budget  int64 // the Pace budget its notices count against
+	notices []*state.Notice
+	quota   int // how many it may send this pass (Pace); -1: no bound
+}
+
+func laneKey(n *state.Notice) string {
+	if n.Kind == state.NoticeStatus {
+		return n.Key() + "\x00status"
+	}
+	return n.Key()
+}
+
 // Drain makes one pass over the channel's notices and returns when the
-// earliest held-back notice is due (zero when none waits). Notices of
-// different PRs are sent in parallel (Parallel at once, default 16); those
-// of one PR one after another, in order, stopping at the first that waits.
+// earliest held-back notice is due (zero when none waits). Lanes (see lane)
+// are sent in parallel (Parallel at once, default 16), each in order,
+// stopping at the first notice that waits. With a Pace, each pass shares
+// the sends the budget allows now among the lanes that have a notice due,
+// one at a time in turn (round robin, starting after the lane served last),
+// so one busy PR cannot starve another's status.
 func (l *Loop) Drain(ctx context.Context) time.Time {
 	if at := l.paused(); !at.IsZero() {
 		return at
@@ -110,14 +151,21 @@ func (l *Loop) Drain(ctx context.Context) time.Time {
 		l.Log.Error("reading the outbox", "channel", l.Channel, "err", err)
 		return l.now().Add(5 * time.Second)
 	}
-	var keys []string
-	byKey := map[string][]*state.Notice{}
+	var lanes []*lane
+	byKey := map[string]*lane{}
 	for i := range notices {
-		k := notices[i].Key()
-		if byKey[k] == nil {
-			keys = append(keys, k)
+		n := &notices[i]
+		k := laneKey(n)
+		ln := byKey[k]
+		if ln == nil {
+			ln = &lane{key: k, quota: -1}
+			if l.Pace != nil {
+				ln.budget = l.Pace.key(n.Installation)
+			}
+			byKey[k] = ln
+			lanes = append(lanes, ln)
 		}
-		byKey[k] = append(byKey[k], &notices[i])
+		ln.notices = append(ln.notices, n)
 	}
 	var mu sync.Mutex
 	var next time.Time
@@ -128,29 +176,35 @@ func (l *Loop) Drain(ctx context.Context) time.Time {
 			next = at
 		}
 	}
+	if l.Pace != nil {
+		lanes = l.share(lanes, later)
+	}
 	par := l.Parallel
 	if par <= 0 {
 		par = 16
 	}
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
-	for _, k := range keys {
+	for _, ln := range lanes {
 		if ctx.Err() != nil || !l.paused().IsZero() {
 			break
 		}
 		sem <- struct{}{}
 		wg.Add(1)
-		go func(list []*state.Notice) {
+		go func(ln *lane) {
 			defer func() { <-sem; wg.Done() }()
-			for _, n := range list {
+			for i, n := range ln.notices {
 				if ctx.Err() != nil || !l.paused().IsZero() {
 					return
 				}
-				if n.NextAt.After(l.now()) {
-					later(n.NextAt)
+				if at := l.dueAt(n); at.After(l.now()) {
+					later(at)
 					return
 				}
-				r, ok := l.sendOne(ctx, n)
+				if ln.quota >= 0 && i >= ln.quota {
+					return // the pass that shared the budget scheduled the next one
+				}
+				r, ok := l.sendOne(ctx, n, ln.budget)
 				if ok {
 					continue
 				}
@@ -160,13 +214,80 @@ func (l *Loop) Drain(ctx context.Context) time.Time {
 				}
 				return
 			}
-		}(byKey[k])
+		}(ln)
 	}
 	wg.Wait()
 	if at := l.paused(); !at.IsZero() {
 		return at
 	}
 	return next
+}
+
+// share gives each lane its quota of the Pace budget for this pass, one
+// send at a time to each lane with a notice due, in turn, starting after
+// the lane served first last time. It returns the lanes that send.
+func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
+	now := l.now()
+	slices.SortFunc(lanes, func(a, b *lane) int { return strings.Compare(a.key, b.key) })
+	l.mu.Lock()
+	cursor := l.cursor
+	l.mu.Unlock()
+	start := sort.Search(len(lanes), func(i int) bool { return lanes[i].key > cursor })
+	lanes = append(lanes[start:len(lanes):len(lanes)], lanes[:start]...)
+	avail := map[int64]int{}
+	freeAt := map[int64]time.Time{}
+	var ready []*lane
+	for _, ln := range lanes {
+		ln.quota = 0
+		if at := l.dueAt(ln.notices[0]); at.After(now) {
+			later(at)
+			continue
+		}
+		if _, ok := avail[ln.budget]; !ok {
+			avail[ln.budget], freeAt[ln.budget] = l.Pace.available(ln.budget, now)
+		}
+		ready = append(ready, ln)
+	}
+	var first *lane
+	for gave := true; gave; {
+		gave = false
+		for _, ln := range ready {
+			if avail[ln.budget] > 0 && ln.quota < len(ln.notices) {
+				avail[ln.budget]--
+				ln.quota++
+				gave = true
+				if first == nil {
+					first = ln
+				}
+			}
+		}
+	}
+	var out []*lane
+	for _, ln := range ready {
+		if ln.quota > 0 {
+			out = append(out, ln)
+		}
+		if ln.quota < len(ln.notices) && avail[ln.budget] == 0 {
+			later(freeAt[ln.budget])
+		}
+	}
+	if first != nil {
+		l.mu.Lock()
+		l.cursor = first.key
+		l.mu.Unlock()
+	}
+	return out
+}
+
+// dueAt is when a notice may next be tried: its recorded retry time, or the
+// end of its current wait for an earlier notice.
+func (l *Loop) dueAt(n *state.Notice) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w, ok := l.waits[n.ID]; ok && w.until.After(n.NextAt) {
+		return w.until
+	}
+	return n.NextAt
 }
 
 // paused is when a channel-wide pause (a rate limit) ends, or zero.
@@ -187,12 +308,24 @@ func (l *Loop) pause(until time.Time) {
 	}
 }
 
-func (l *Loop) sendOne(ctx context.Context, n *state.Notice) (Retry, bool) {
+func (l *Loop) sendOne(ctx context.Context, n *state.Notice, budget int64) (Retry, bool) {
 	log := l.Log.With("channel", l.Channel, "notice", n.ID, "kind", n.Kind, "repo", n.Repo, "pr", n.PR)
+	if p, ok := l.Sender.(Preparer); ok {
+		// Asked before the attempt is recorded: waiting writes nothing.
+		if err := p.Ready(n); errors.Is(err, ErrWaiting) {
+			return Retry{At: l.wait(n.ID)}, false
+		} else if err != nil {
+			log.Error("checking whether a notice may be sent", "err", err)
+			return Retry{At: l.now().Add(time.Second)}, false
+		}
+	}
 	attempt, err := l.Store.BeginAttempt(n.ID)
 	if err != nil {
 		log.Error("recording a send attempt", "err", err)
 		return Retry{At: l.now().Add(time.Second)}, false
+	}
+	if l.Pace != nil {
+		l.Pace.record(budget, l.now())
 	}
 	ref, err := l.Sender.Send(ctx, n, attempt)
 	if err == nil {
@@ -200,11 +333,12 @@ func (l *Loop) sendOne(ctx context.Context, n *state.Notice) (Retry, bool) {
 			log.Error("recording a sent notice", "err", err)
 			return Retry{At: l.now().Add(time.Second)}, false
 		}
+		l.done(n.ID)
 		l.count("sent")
 		return Retry{}, true
 	}
 	if errors.Is(err, ErrWaiting) {
-		return Retry{At: l.now().Add(100 * time.Millisecond)}, false
+		return Retry{At: l.wait(n.ID)}, false
 	}
 	r := l.Sender.Retry(err, attempt, l.now())
 	if r.GiveUp {
@@ -213,6 +347,7 @@ func (l *Loop) sendOne(ctx context.Context, n *state.Notice) (Retry, bool) {
 		if ferr := l.Store.NoticeFailed(n.ID, err.Error()); ferr != nil {
 			log.Error("recording a failed notice", "err", ferr)
 		}
+		l.done(n.ID)
 		return Retry{}, true
 	}
 	log.Warn("sending a notice failed; will retry", "err", err, "attempt", attempt, "at", r.At)
@@ -221,4 +356,26 @@ func (l *Loop) sendOne(ctx context.Context, n *state.Notice) (Retry, bool) {
 		log.Error("recording a retry", "err", rerr)
 	}
 	return r, false
+}
+
+// wait notes one more wait of notice id for an earlier notice and returns
+// when to look again: backing off from 100 ms to a minute, kept in memory
+// (a wait records nothing).
+func (l *Loop) wait(id uint64) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.waits == nil {
+		l.waits = map[uint64]waiting{}
+	}
+	w := l.waits[id]
+	w.n++
+	w.until = l.now().Add(Backoff(w.n, 100*time.Millisecond, time.Minute))
+	l.waits[id] = w
+	return w.until
+}
+
+func (l *Loop) done(id uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.waits, id)
 }

@@ -271,6 +271,36 @@ func (s *Store) SentRef(id uint64) (SentRef, bool, error) {
 	return ref, ok, err
 }
 
+// NoticeState is where a notice is in its life.
+type NoticeState int
+
+// Notice states.
+const (
+	NoticeGone    NoticeState = iota // unknown: never written, or its sent record was pruned
+	NoticePending                    // in the outbox, not sent yet
+	NoticeDone                       // sent; SentRef has what it produced
+	NoticeGaveUp                     // refused for good: among the failed notices
+)
+
+// NoticeStatus says where notice id is: pending, sent, failed or gone.
+func (s *Store) NoticeStatus(id uint64) (NoticeState, error) {
+	st := NoticeGone
+	err := s.db.View(func(tx *bolt.Tx) error {
+		switch {
+		case findNotice(tx, id) != nil:
+			st = NoticePending
+		case tx.Bucket(bRepos).Get(sentKey(id)) != nil:
+			st = NoticeDone
+		case tx.Bucket(bRepos).Get(failedKey(id)) != nil:
+			st = NoticeGaveUp
+		}
+		return nil
+	})
+	return st, err
+}
+
+func failedKey(id uint64) []byte { return append([]byte("failed\x00"), u64(id)...) }
+
 // NoticeRetry keeps a notice for another attempt at next.
 func (s *Store) NoticeRetry(id uint64, next time.Time, lastErr string) error {
 	return s.update(func(tx *bolt.Tx) error {
@@ -293,7 +323,7 @@ func (s *Store) NoticeFailed(id uint64, reason string) error {
 			return err
 		}
 		n.LastError = reason
-		if err := putJSON(tx.Bucket(bRepos), append([]byte("failed\x00"), u64(id)...), n); err != nil {
+		if err := putJSON(tx.Bucket(bRepos), failedKey(id), n); err != nil {
 			return err
 		}
 		t.dOut--
@@ -341,10 +371,16 @@ func (s *Store) wake() {
 }
 
 // PruneSent forgets what notices sent before cutoff produced (at most limit
-// of them), returning how many went.
+// of them), returning how many went. The records an edit may still need are
+// kept: the target of an edit waiting in the outbox, and the acknowledgement
+// of a stage request the staging side has not finished (its callback edits it).
 func (s *Store) PruneSent(cutoff time.Time, limit int) (int, error) {
 	n := 0
 	err := s.update(func(tx *bolt.Tx) error {
+		keep, err := editTargets(tx)
+		if err != nil {
+			return err
+		}
 		c := tx.Bucket(bRepos).Cursor()
 		prefix := []byte("sent\x00")
 		var doomed [][]byte
@@ -353,7 +389,7 @@ func (s *Store) PruneSent(cutoff time.Time, limit int) (int, error) {
 			if err := json.Unmarshal(v, &ref); err != nil {
 				return err
 			}
-			if ref.SentAt.Before(cutoff) {
+			if ref.SentAt.Before(cutoff) && !keep[binary.BigEndian.Uint64(k[len(prefix):])] {
 				doomed = append(doomed, append([]byte(nil), k...))
 			}
 		}
@@ -366,4 +402,38 @@ func (s *Store) PruneSent(cutoff time.Time, limit int) (int, error) {
 		return nil
 	})
 	return n, err
+}
+
+// editTargets are the notices whose sent records an edit may still need.
+func editTargets(tx *bolt.Tx) (map[uint64]bool, error) {
+	keep := map[uint64]bool{}
+	err := tx.Bucket(bOutbox).Bucket([]byte(ChannelGitHub)).ForEach(func(_, v []byte) error {
+		var n Notice
+		if err := json.Unmarshal(v, &n); err != nil {
+			return err
+		}
+		if n.EditOf != 0 {
+			keep[n.EditOf] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = tx.Bucket(bStage).ForEach(func(repo, v []byte) error {
+		if v != nil {
+			return nil
+		}
+		reqs, err := stageRequests(tx, string(repo))
+		if err != nil {
+			return err
+		}
+		for _, r := range reqs {
+			if r.Pending() && r.AckNotice != 0 {
+				keep[r.AckNotice] = true
+			}
+		}
+		return nil
+	})
+	return keep, err
 }

@@ -173,7 +173,7 @@ func runServe(e *env, args []string) error {
 	var bg sync.WaitGroup
 	loops := []*outbox.Loop{
 		{Store: store, Channel: state.ChannelGitHub, Log: log,
-			Sender: &ghclient.Sender{Clients: clients, SentRef: store.SentRef},
+			Sender: &ghclient.Sender{Clients: clients, SentRef: store.SentRef, Status: store.NoticeStatus},
 			Count:  func(o string) { m.Notices.WithLabelValues("github", o).Inc() }},
 		{Store: store, Channel: state.ChannelSlack, Log: log, Sender: slackSender,
 			Count: func(o string) {
