@@ -202,7 +202,14 @@ func (l *Loop) Drain(ctx context.Context) time.Time {
 					return
 				}
 				if ln.quota >= 0 && i >= ln.quota {
-					return // the pass that shared the budget scheduled the next one
+					// The budget's share for this pass is spent: look
+					// again when its window frees a send.
+					if _, at := l.Pace.available(ln.budget, l.now()); !at.IsZero() {
+						later(at)
+					} else {
+						later(l.now())
+					}
+					return
 				}
 				r, ok := l.sendOne(ctx, n, ln.budget)
 				if ok {
@@ -266,8 +273,7 @@ func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
 	for _, ln := range ready {
 		if ln.quota > 0 {
 			out = append(out, ln)
-		}
-		if ln.quota < len(ln.notices) && avail[ln.budget] == 0 {
+		} else if freeAt[ln.budget].After(now) {
 			later(freeAt[ln.budget])
 		}
 	}

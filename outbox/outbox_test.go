@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -202,5 +203,98 @@ func TestRunWakesOnEnqueue(t *testing.T) {
 			t.Fatal("the loop did not wake for a new notice")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waiter is a sender whose notices with body "wait" must wait for an
+// earlier one, as an edit waits for its comment.
+type waiter struct {
+	sender
+	asked int
+}
+
+func (w *waiter) Ready(n *state.Notice) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n.Body == "wait" {
+		w.asked++
+		return outbox.ErrWaiting
+	}
+	return nil
+}
+
+func enqueueStatus(t *testing.T, st *state.Store, pr int, sha string) {
+	t.Helper()
+	if err := st.Update(func(tx *state.Tx) error {
+		return tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeStatus, Repo: "o/r", PR: pr,
+			SHA: sha, Body: "status " + sha})
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A notice that waits records no attempt (no write) and is looked at again
+// later and later; the PR's commit statuses, in their own lane, go out at
+// once and in order.
+func TestWaitingBacksOffAndBlocksNoStatus(t *testing.T) {
+	s := &waiter{}
+	st, l, c := setup(t, &s.sender)
+	l.Sender = s
+	enqueue(t, st, 1, "wait", "after")
+	enqueueStatus(t, st, 1, "s1")
+	enqueueStatus(t, st, 1, "s2")
+	var gaps []time.Duration
+	for range 8 {
+		next := l.Drain(t.Context())
+		if next.IsZero() {
+			t.Fatal("the waiting notice was given no time to look again")
+		}
+		gaps = append(gaps, next.Sub(c.Now()))
+		c.Add(next.Sub(c.Now()))
+	}
+	if got := s.Sent(); !slices.Equal(got, []string{"status s1", "status s2"}) {
+		t.Fatalf("sent %v, want the two statuses in order, past the waiting comment", got)
+	}
+	if s.asked != 8 {
+		t.Fatalf("the waiting notice was asked %d times in 8 passes", s.asked)
+	}
+	if gaps[len(gaps)-1] < 4*gaps[0] {
+		t.Fatalf("waits did not back off: %v", gaps)
+	}
+	pending, err := st.Outbox(state.ChannelGitHub)
+	if err != nil || len(pending) != 2 || pending[0].Attempts != 0 {
+		t.Fatalf("outbox = %+v, %v: a wait must record no attempt", pending, err)
+	}
+}
+
+// With a pace, the sends a window allows are shared among PRs in turn: a
+// PR with a long backlog gets no more than another PR with one notice.
+func TestPaceSharesFairly(t *testing.T) {
+	s := &sender{}
+	st, l, c := setup(t, s)
+	l.Pace = &outbox.Pace{Limits: []outbox.Limit{{N: 4, Per: time.Minute}, {N: 100, Per: time.Hour}}}
+	var noisy []string
+	for i := range 20 {
+		noisy = append(noisy, fmt.Sprintf("a%02d", i))
+	}
+	enqueue(t, st, 1, noisy...)
+	next := l.Drain(t.Context())
+	if got := s.Sent(); len(got) != 4 {
+		t.Fatalf("sent %v in the first window, want 4", got)
+	}
+	if want := c.Now().Add(time.Minute); !next.Equal(want) {
+		t.Fatalf("next pass at %v, want when the window frees a send, %v", next, want)
+	}
+	enqueueStatus(t, st, 2, "quiet")
+	c.Add(time.Minute)
+	l.Drain(t.Context())
+	got := s.Sent()
+	if len(got) != 8 || !slices.Contains(got[4:], "status quiet") {
+		t.Fatalf("second window sent %v, want 4 more including PR 2's status", got[4:])
+	}
+	c.Add(30 * time.Second)
+	l.Drain(t.Context())
+	if n := len(s.Sent()); n != 8 {
+		t.Fatalf("%d sent inside the window's limit of 4 a minute", n)
 	}
 }

@@ -645,3 +645,51 @@ func TestDecisionKeyIgnoresCase(t *testing.T) {
 		t.Fatal("a second decision for the same commit in another case was stored")
 	}
 }
+
+// Pruning sent records keeps those an edit may still need: the target of an
+// edit waiting in the outbox, and the acknowledgement of a stage request
+// the staging side has not finished.
+func TestPruneSentKeepsEditTargets(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	s := openTest(t, func() time.Time { return now })
+	var ackPending, ackDone, editTarget, plain uint64
+	err := s.Update(func(tx *Tx) error {
+		for _, id := range []*uint64{&ackPending, &ackDone, &editTarget, &plain} {
+			n := &Notice{Channel: ChannelGitHub, Kind: NoticeComment, Repo: "o/r", PR: 1, Body: "x"}
+			if err := tx.Enqueue(n); err != nil {
+				return err
+			}
+			*id = n.ID
+		}
+		if err := tx.AddStageRequest(&StageRequest{Repo: "o/r", PR: 1, CommentID: 10, AckNotice: ackPending, State: StageRequested}); err != nil {
+			return err
+		}
+		return tx.AddStageRequest(&StageRequest{Repo: "o/r", PR: 1, CommentID: 11, AckNotice: ackDone, State: StageStaged})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{ackPending, ackDone, editTarget, plain} {
+		if err := s.NoticeSent(&Notice{ID: id, Kind: NoticeComment}, SentRef{CommentID: int64(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Update(func(tx *Tx) error {
+		return tx.Enqueue(&Notice{Channel: ChannelGitHub, Kind: NoticeEdit, Repo: "o/r", PR: 1, EditOf: editTarget, Body: "y"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(48 * time.Hour)
+	n, err := s.PruneSent(now.Add(-time.Hour), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("pruned %d records, want 2 (the finished request's and the plain comment's)", n)
+	}
+	for id, want := range map[uint64]NoticeState{ackPending: NoticeDone, editTarget: NoticeDone, ackDone: NoticeGone, plain: NoticeGone} {
+		if got, err := s.NoticeStatus(id); err != nil || got != want {
+			t.Errorf("notice %d: status %v (%v), want %v", id, got, err, want)
+		}
+	}
+}
