@@ -106,6 +106,20 @@ type GitHub struct {
 	BotUserID        int64         `yaml:"bot_user_id"`
 	RequestTimeout   time.Duration `yaml:"request_timeout"`
 	RoleCacheTTL     time.Duration `yaml:"role_cache_ttl"`
+	ContentRate      ContentRate   `yaml:"content_rate"`
+}
+
+// ContentRate paces the requests that create content on GitHub (comments,
+// edits, reactions, commit statuses, dispatches) per installation, within
+// GitHub's secondary rate limits: at most PerMinute in any minute and
+// PerHour in any hour, bursts allowed inside those.
+type ContentRate struct {
+	PerMinute int `yaml:"per_minute"`
+	PerHour   int `yaml:"per_hour"`
+	// Minute and Hour are the windows' lengths (1m and 1h). Shorter ones
+	// scale the limits down in time: for tests and benchmarks only.
+	Minute time.Duration `yaml:"minute"`
+	Hour   time.Duration `yaml:"hour"`
 }
 
 // App authenticates opsbot as a GitHub App installation.
@@ -267,6 +281,9 @@ const (
 	DefaultMinRole        = "write"
 	DefaultOIDCIssuer     = "https://token.actions.githubusercontent.com"
 	DefaultOIDCAudience   = "opsbot"
+	// GitHub's documented secondary limits on content-creating requests.
+	DefaultContentPerMinute = 80
+	DefaultContentPerHour   = 500
 )
 
 // Problems is every problem found in a configuration, each with its path.
@@ -348,6 +365,19 @@ func (c *Config) applyDefaults() {
 	}
 	if c.GitHub.RequestTimeout == 0 {
 		c.GitHub.RequestTimeout = DefaultRequestTimeout
+	}
+	cr := &c.GitHub.ContentRate
+	if cr.PerMinute == 0 {
+		cr.PerMinute = DefaultContentPerMinute
+	}
+	if cr.PerHour == 0 {
+		cr.PerHour = DefaultContentPerHour
+	}
+	if cr.Minute == 0 {
+		cr.Minute = time.Minute
+	}
+	if cr.Hour == 0 {
+		cr.Hour = time.Hour
 	}
 	if c.Slack.APIURL == "" {
 		c.Slack.APIURL = DefaultSlackAPI
@@ -473,6 +503,12 @@ func (c *Config) validate() Problems {
 	}
 	if c.GitHub.RoleCacheTTL < 0 {
 		add("github.role_cache_ttl", "must be positive")
+	}
+	if cr := c.GitHub.ContentRate; cr.PerMinute < 1 || cr.PerHour < 1 {
+		add("github.content_rate", "per_minute and per_hour must be at least 1 (GitHub allows 80 and 500), got %d and %d", cr.PerMinute, cr.PerHour)
+	}
+	if cr := c.GitHub.ContentRate; cr.Minute < 0 || cr.Hour < cr.Minute {
+		add("github.content_rate", "minute must be positive and hour at least as long (1m and 1h), got %s and %s", cr.Minute, cr.Hour)
 	}
 	if c.Retention.Processed < time.Hour {
 		add("retention.processed", "must be at least 1h (deliveries are deduplicated for that long), got %s", c.Retention.Processed)

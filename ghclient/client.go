@@ -99,6 +99,16 @@ func NewFactory(opt Options) (*Factory, error) {
 // DryRun reports whether writes are only logged.
 func (f *Factory) DryRun() bool { return f.opt.DryRun }
 
+// Identity is the account a notice of installation id is sent as: 0 for a
+// token or an App with a configured installation, else the installation.
+// GitHub's secondary rate limits count per identity.
+func (f *Factory) Identity(installationID int64) int64 {
+	if f.opt.AppID == 0 || f.opt.InstallationID != 0 {
+		return 0
+	}
+	return installationID
+}
+
 // For returns the client for an installation id (from a webhook's
 // installation.id); with a token, or an App with a configured installation,
 // the id is ignored.

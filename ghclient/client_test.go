@@ -443,3 +443,37 @@ func TestSenderRetryPolicy(t *testing.T) {
 		}
 	}
 }
+
+// A secondary rate limit the transport did not wait out (a 403 naming it,
+// or a 429) holds the whole channel for as long as GitHub asked:
+// retry-after, else until x-ratelimit-reset.
+func TestSenderRetryHonoursSecondaryLimit(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	resp := func(code int, h map[string]string) *http.Response {
+		r := &http.Response{StatusCode: code, Header: http.Header{}, Request: &http.Request{Method: "POST", URL: &url.URL{}}}
+		for k, v := range h {
+			r.Header.Set(k, v)
+		}
+		return r
+	}
+	after := 90 * time.Second
+	s := &Sender{}
+	for _, c := range []struct {
+		name string
+		err  error
+		want time.Duration
+	}{
+		{"403 with retry-after", &github.AbuseRateLimitError{Response: resp(403, nil), RetryAfter: &after}, 90 * time.Second},
+		{"403 with x-ratelimit-reset", &github.AbuseRateLimitError{Response: resp(403, map[string]string{
+			"X-Ratelimit-Reset": strconv.FormatInt(now.Add(2*time.Minute).Unix(), 10)})}, 2 * time.Minute},
+		{"429 with retry-after", &github.ErrorResponse{Response: resp(429, map[string]string{"Retry-After": "30"})}, 30 * time.Second},
+		{"429 with x-ratelimit-reset", &github.ErrorResponse{Response: resp(429, map[string]string{
+			"X-Ratelimit-Reset": strconv.FormatInt(now.Add(45*time.Second).Unix(), 10)})}, 45 * time.Second},
+		{"429 naming no time", &github.ErrorResponse{Response: resp(429, nil)}, time.Minute},
+	} {
+		r := s.Retry(fmt.Errorf("posting a comment: %w", c.err), 1, now)
+		if r.GiveUp || !r.Global || !r.At.Equal(now.Add(c.want)) {
+			t.Errorf("%s: retry = %+v, want the channel held until %v", c.name, r, now.Add(c.want))
+		}
+	}
+}

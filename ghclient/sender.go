@@ -174,7 +174,7 @@ func (s *Sender) editFallback(ctx context.Context, c *Client, n *state.Notice, a
 			return state.SentRef{}, outbox.ErrWaiting
 		}
 	}
-	marker := state.Marker(n.ID)
+	marker := n.Marker()
 	if attempt > 1 {
 		if found, ok, err := c.FindComment(ctx, n.Repo, n.PR, marker); err != nil {
 			return state.SentRef{}, err

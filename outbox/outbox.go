@@ -330,10 +330,11 @@ func (l *Loop) sendOne(ctx context.Context, n *state.Notice, budget int64) (Retr
 		log.Error("recording a send attempt", "err", err)
 		return Retry{At: l.now().Add(time.Second)}, false
 	}
+	ref, err := l.Sender.Send(ctx, n, attempt)
 	if l.Pace != nil {
+		// Counted when the answer is in, so never earlier than GitHub counts it.
 		l.Pace.record(budget, l.now())
 	}
-	ref, err := l.Sender.Send(ctx, n, attempt)
 	if err == nil {
 		if err := l.Store.NoticeSent(n, ref); err != nil {
 			log.Error("recording a sent notice", "err", err)

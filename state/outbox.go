@@ -141,7 +141,9 @@ func (t *Tx) Enqueue(n *Notice) error {
 		return err
 	}
 	n.V, n.ID = 1, id
-	if n.Kind == NoticeComment && n.Nonce == "" {
+	// An edit has a nonce too: when its comment was refused or is gone, it
+	// is posted as a comment of its own (ghclient's Sender).
+	if (n.Kind == NoticeComment || n.Kind == NoticeEdit) && n.Nonce == "" {
 		if n.Nonce, err = newNonce(); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -52,5 +53,61 @@ func TestStuckNoticeWedgesNothing(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if got := w.metrics()["opsbot_commit_seconds_count"]; got != commits {
 		t.Fatalf("an idle server committed: %s commits, then %s half a second later", commits, got)
+	}
+}
+
+// A burst of commands on one PR stays within GitHub's secondary rate limits
+// (scaled down in time here: 10 content requests in any 500 ms, 100 in any
+// 5 s, enforced by the fake GitHub as GitHub does), and a push to another
+// PR during the burst gets its commit status within its fair share of the
+// budget, long before the burst is answered. GitHub refuses nothing.
+func TestCommandBurstStaysWithinSecondaryLimits(t *testing.T) {
+	w := newWorldOpts(t, worldOpts{github: "  content_rate: {per_minute: 10, per_hour: 100, minute: 500ms, hour: 5s}"})
+	w.gh.LimitContent(githubtest.ContentLimits{PerMinute: 10, PerHour: 100, Minute: 500 * time.Millisecond, Hour: 5 * time.Second})
+	const other = 3000
+	w.gh.AddPR(theRepo, other, "author", "other-branch", sha("b0"), []string{sha("e1")})
+
+	const burst = 40 // each answered with a reaction and a reply: 80 content requests
+	for i := range burst {
+		u := user{login: fmt.Sprintf("member%d", i), id: int64(7000 + i)}
+		w.gh.AddUser(u.login, u.id, "User")
+		w.gh.SetRole(theRepo, u.login, "write")
+		c := w.gh.AddComment(theRepo, thePR, u.login, "/opsbot help")
+		p := payload(t, "issue_comment", "created")
+		setPath(p, "repository.full_name", theRepo)
+		setPath(p, "issue.number", thePR)
+		setPath(p, "issue.pull_request", map[string]any{"url": "x"})
+		setPath(p, "comment.id", c.ID)
+		setPath(p, "comment.body", c.Body)
+		setPath(p, "comment.user", u.json())
+		p["sender"] = u.json()
+		postNoSettle(t, w, "issue_comment", p)
+	}
+	eventually(t, "the burst's first replies are out", func() bool { return len(w.replies()) >= 3 })
+
+	w.gh.Push(theRepo, other, []string{sha("e2")}, nil)
+	p := w.syncPayload(sha("e2"))
+	p["number"] = other
+	setPath(p, "pull_request.number", other)
+	setPath(p, "pull_request.head.ref", "other-branch")
+	pushed := time.Now()
+	postNoSettle(t, w, "pull_request", p)
+	// Its fair share: the next send the window frees (every 50 ms on
+	// average here) alternates between the two PRs.
+	for len(w.statuses("e2")) == 0 {
+		if time.Since(pushed) > 1500*time.Millisecond {
+			t.Fatalf("no status for the other PR's push in 1.5 s (%d of %d commands answered): it waited behind the burst",
+				len(w.replies()), burst)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(w.replies()); n >= burst {
+		t.Fatalf("the status came only after the whole burst (%d replies): no fair share", n)
+	}
+	t.Logf("the other PR's status came %v after its push", time.Since(pushed).Round(time.Millisecond))
+
+	eventually(t, "every command of the burst is answered", func() bool { return len(w.replies()) == burst })
+	if n := w.gh.SecondaryRefusals(); n != 0 {
+		t.Fatalf("GitHub refused %d requests under its secondary rate limit", n)
 	}
 }

@@ -174,6 +174,9 @@ func runServe(e *env, args []string) error {
 	loops := []*outbox.Loop{
 		{Store: store, Channel: state.ChannelGitHub, Log: log,
 			Sender: &ghclient.Sender{Clients: clients, SentRef: store.SentRef, Status: store.NoticeStatus},
+			Pace: &outbox.Pace{Key: clients.Identity, Limits: []outbox.Limit{
+				{N: cfg.GitHub.ContentRate.PerMinute, Per: cfg.GitHub.ContentRate.Minute},
+				{N: cfg.GitHub.ContentRate.PerHour, Per: cfg.GitHub.ContentRate.Hour}}},
 			Count:  func(o string) { m.Notices.WithLabelValues("github", o).Inc() }},
 		{Store: store, Channel: state.ChannelSlack, Log: log, Sender: slackSender,
 			Count: func(o string) {

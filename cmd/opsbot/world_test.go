@@ -53,6 +53,19 @@ func newWorld(t *testing.T, repoExtra string) *world {
 // newWorldWith adds top-level configuration and environment variables.
 func newWorldWith(t *testing.T, topExtra, repoExtra string, env map[string]string) *world {
 	t.Helper()
+	return newWorldOpts(t, worldOpts{top: topExtra, repo: repoExtra, env: env})
+}
+
+// worldOpts are additions to the world's configuration: top level, inside
+// github:, and inside the repository; and environment variables.
+type worldOpts struct {
+	top, github, repo string
+	env               map[string]string
+}
+
+func newWorldOpts(t *testing.T, o worldOpts) *world {
+	t.Helper()
+	topExtra, repoExtra, env := o.top, o.repo, o.env
 	gh := githubtest.New(t)
 	gh.AddRepo(theRepo, "run-sweep.yml", 77)
 	gh.AddUser("author", 5000, "User")
@@ -70,13 +83,14 @@ github:
   api_url: %q
   token_env: "TEST_GITHUB_TOKEN"
   webhook_secret_env: "TEST_WEBHOOK_SECRET"
+%s
 api:
   tokens_env: "TEST_API_TOKENS"
 %s
 repos:
   - name: %q
     sweep_workflow: ".github/workflows/run-sweep.yml"
-%s`, filepath.Join(dir, "opsbot.db"), gh.URL, topExtra, theRepo, repoExtra)
+%s`, filepath.Join(dir, "opsbot.db"), gh.URL, o.github, topExtra, theRepo, repoExtra)
 	path := filepath.Join(dir, "opsbot.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -59,6 +59,7 @@ type Fake struct {
 	self       string          // the login GET /user answers and API comments are written by
 	known      map[string]bool
 	watch      func(Request)
+	limits     limiter
 }
 
 // Watch calls fn (outside the fake's lock) with every request answered,
@@ -623,6 +624,9 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h han
 		}
 	}
 
+	if f.refuseOverLimit(w, route, rec) {
+		return
+	}
 	f.mu.Lock()
 	var repo *Repo
 	if o, n := r.PathValue("owner"), r.PathValue("repo"); o != "" {
