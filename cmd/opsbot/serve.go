@@ -177,7 +177,7 @@ func runServe(e *env, args []string) error {
 			Pace: &outbox.Pace{Key: clients.Identity, Limits: []outbox.Limit{
 				{N: cfg.GitHub.ContentRate.PerMinute, Per: cfg.GitHub.ContentRate.Minute},
 				{N: cfg.GitHub.ContentRate.PerHour, Per: cfg.GitHub.ContentRate.Hour}}},
-			Count:  func(o string) { m.Notices.WithLabelValues("github", o).Inc() }},
+			Count: func(o string) { m.Notices.WithLabelValues("github", o).Inc() }},
 		{Store: store, Channel: state.ChannelSlack, Log: log, Sender: slackSender,
 			Count: func(o string) {
 				m.Notices.WithLabelValues("slack", o).Inc()
