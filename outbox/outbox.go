@@ -124,6 +124,7 @@ func (l *Loop) count(outcome string) {
 type lane struct {
 	key     string
 	budget  int64 // the Pace budget its notices count against
+	status  bool  // commit statuses: may use the budget's reserve
 	notices []*state.Notice
 	quota   int // how many it may send this pass (Pace); -1: no bound
 }
@@ -158,7 +159,7 @@ func (l *Loop) Drain(ctx context.Context) time.Time {
 		k := laneKey(n)
 		ln := byKey[k]
 		if ln == nil {
-			ln = &lane{key: k, quota: -1}
+			ln = &lane{key: k, quota: -1, status: n.Kind == state.NoticeStatus}
 			if l.Pace != nil {
 				ln.budget = l.Pace.key(n.Installation)
 			}
@@ -204,7 +205,7 @@ func (l *Loop) Drain(ctx context.Context) time.Time {
 				if ln.quota >= 0 && i >= ln.quota {
 					// The budget's share for this pass is spent: look
 					// again when its window frees a send.
-					if _, at := l.Pace.available(ln.budget, l.now()); !at.IsZero() {
+					if _, at := l.Pace.available(ln.budget, l.now(), ln.status); !at.IsZero() {
 						later(at)
 					} else {
 						later(l.now())
@@ -241,8 +242,13 @@ func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
 	l.mu.Unlock()
 	start := sort.Search(len(lanes), func(i int) bool { return lanes[i].key > cursor })
 	lanes = append(lanes[start:len(lanes):len(lanes)], lanes[:start]...)
-	avail := map[int64]int{}
-	freeAt := map[int64]time.Time{}
+	// Per budget: what statuses may use, and what the other notices may
+	// (the same less the statuses' reserve).
+	type pool struct {
+		all, other         int
+		freeAll, freeOther time.Time
+	}
+	pools := map[int64]*pool{}
 	var ready []*lane
 	for _, ln := range lanes {
 		ln.quota = 0
@@ -250,8 +256,11 @@ func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
 			later(at)
 			continue
 		}
-		if _, ok := avail[ln.budget]; !ok {
-			avail[ln.budget], freeAt[ln.budget] = l.Pace.available(ln.budget, now)
+		if pools[ln.budget] == nil {
+			p := &pool{}
+			p.all, p.freeAll = l.Pace.available(ln.budget, now, true)
+			p.other, p.freeOther = l.Pace.available(ln.budget, now, false)
+			pools[ln.budget] = p
 		}
 		ready = append(ready, ln)
 	}
@@ -259,22 +268,31 @@ func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
 	for gave := true; gave; {
 		gave = false
 		for _, ln := range ready {
-			if avail[ln.budget] > 0 && ln.quota < len(ln.notices) {
-				avail[ln.budget]--
-				ln.quota++
-				gave = true
-				if first == nil {
-					first = ln
-				}
+			p := pools[ln.budget]
+			if ln.quota >= len(ln.notices) || ln.status && p.all <= 0 || !ln.status && p.other <= 0 {
+				continue
+			}
+			// Every send counts in the windows, whoever makes it.
+			p.all--
+			p.other--
+			ln.quota++
+			gave = true
+			if first == nil {
+				first = ln
 			}
 		}
 	}
 	var out []*lane
 	for _, ln := range ready {
+		p := pools[ln.budget]
+		free := p.freeOther
+		if ln.status {
+			free = p.freeAll
+		}
 		if ln.quota > 0 {
 			out = append(out, ln)
-		} else if freeAt[ln.budget].After(now) {
-			later(freeAt[ln.budget])
+		} else if free.After(now) {
+			later(free)
 		}
 	}
 	if first != nil {

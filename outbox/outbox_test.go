@@ -298,3 +298,28 @@ func TestPaceSharesFairly(t *testing.T) {
 		t.Fatalf("%d sent inside the window's limit of 4 a minute", n)
 	}
 }
+
+// A fifth of each window is kept for commit statuses: a flood of comments
+// stops at four fifths, and a status still goes out at once.
+func TestPaceKeepsRoomForStatuses(t *testing.T) {
+	s := &sender{}
+	st, l, c := setup(t, s)
+	l.Pace = &outbox.Pace{Limits: []outbox.Limit{{N: 10, Per: time.Minute}, {N: 50, Per: time.Hour}}}
+	var noisy []string
+	for i := range 60 {
+		noisy = append(noisy, fmt.Sprintf("a%02d", i))
+	}
+	enqueue(t, st, 1, noisy...)
+	for range 6 {
+		l.Drain(t.Context())
+		c.Add(time.Minute)
+	}
+	if n := len(s.Sent()); n != 40 {
+		t.Fatalf("comments sent in the hour: %d, want 40 (four fifths of 50)", n)
+	}
+	enqueueStatus(t, st, 2, "quiet")
+	l.Drain(t.Context())
+	if got := s.Sent(); got[len(got)-1] != "status quiet" {
+		t.Fatalf("the status did not go out in the statuses' reserve: %v", got[40:])
+	}
+}

@@ -14,8 +14,11 @@ type Limit struct {
 // Pace keeps a channel's sends within limits per budget key (GitHub's
 // secondary rate limits count content-creating requests per installation):
 // a send may go when, for every limit, fewer than N were made in the last
-// Per. Bursts up to the limits go at once. The count lives in memory: after
-// a restart the windows start empty.
+// Per. Bursts up to the limits go at once. A fifth of each limit is kept for
+// commit statuses: comments, reactions and the rest stop at four fifths, so
+// a flood of them leaves room for the gate's statuses even when it spends
+// an hour's budget. The count lives in memory: after a restart the windows
+// start empty.
 type Pace struct {
 	Limits []Limit
 	// Key is the budget a notice counts against (default: its installation).
@@ -40,9 +43,13 @@ func (p *Pace) longest() time.Duration {
 	return d
 }
 
+// reserve is the part of a limit of n kept for commit statuses.
+func reserve(n int) int { return n / 5 }
+
 // available is how many sends budget k may make now, and when none may,
-// when the next one can.
-func (p *Pace) available(k int64, now time.Time) (int, time.Time) {
+// when the next one can. Without status, the statuses' reserve is not
+// available.
+func (p *Pace) available(k int64, now time.Time, status bool) (int, time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ts := p.trim(k, now)
@@ -51,17 +58,21 @@ func (p *Pace) available(k int64, now time.Time) (int, time.Time) {
 		if l.N <= 0 {
 			continue // not a limit
 		}
+		n := l.N
+		if !status {
+			n -= reserve(n)
+		}
 		c := 0
 		for i := len(ts) - 1; i >= 0 && ts[i].After(now.Add(-l.Per)); i-- {
 			c++
 		}
-		a := max(l.N-c, 0)
+		a := max(n-c, 0)
 		if avail < 0 || a < avail {
 			avail = a
 		}
 		if a == 0 {
-			// The window frees a send when its N-th newest send ages out.
-			if at := ts[len(ts)-l.N].Add(l.Per); at.After(next) {
+			// The window frees a send when its n-th newest send ages out.
+			if at := ts[len(ts)-n].Add(l.Per); at.After(next) {
 				next = at
 			}
 		}
