@@ -44,6 +44,39 @@ type Options struct {
 	ScalePRs    int           // scale: PRs in the prebuilt state
 	ScaleAudit  int           // scale: audit records in the prebuilt state
 	CPUProfile  string        // the server writes a CPU profile here
+	// Content-creating requests per installation the server may make (and
+	// the fake GitHub accepts) in any minute and any hour; TimeScale
+	// shortens both windows by that factor (60: a minute lasts a second).
+	// Zero values take the scenario's defaults: GitHub's limits (80 and
+	// 500) for commands and burst (burst at TimeScale 60), none for gate
+	// and mixed, whose 100 pushes a second measure opsbot's own latency.
+	ContentPerMinute int
+	ContentPerHour   int
+	TimeScale        float64
+	Burst            int // burst: commands on one PR (default 500)
+}
+
+// contentRate fills in the scenario's defaults for the content limits; a
+// negative per-minute value means none.
+func (o *Options) contentRate() {
+	if o.TimeScale <= 0 {
+		o.TimeScale = 1
+		if o.Scenario == "burst" {
+			o.TimeScale = 60
+		}
+	}
+	if o.ContentPerMinute == 0 && o.ContentPerHour == 0 {
+		switch o.Scenario {
+		case "commands", "burst":
+			o.ContentPerMinute, o.ContentPerHour = 80, 500
+		default:
+			o.ContentPerMinute, o.ContentPerHour = -1, -1
+		}
+	}
+}
+
+func (o *Options) windows() (time.Duration, time.Duration) {
+	return time.Duration(float64(time.Minute) / o.TimeScale), time.Duration(float64(time.Hour) / o.TimeScale)
 }
 
 // Result is one measured scenario.
@@ -93,6 +126,10 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
+	if opt.Burst <= 0 {
+		opt.Burst = 500
+	}
+	opt.contentRate()
 	if opt.Scenario == "fsync" {
 		r, err := FsyncRate(opt.Dir, opt.BodySize, min(opt.Duration, 10*time.Second))
 		return []Result{r}, err
@@ -128,8 +165,10 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 	case "scale":
 		r, err := env.scale(ctx, opt)
 		return []Result{r}, err
+	case "burst":
+		return env.burst(ctx, opt)
 	}
-	return nil, fmt.Errorf("unknown scenario %q (ingest, commands, gate, mixed, scale, fsync)", opt.Scenario)
+	return nil, fmt.Errorf("unknown scenario %q (ingest, commands, gate, mixed, scale, burst, fsync)", opt.Scenario)
 }
 
 // FsyncRate measures this machine's limit: appends of a delivery-sized
@@ -158,13 +197,14 @@ func FsyncRate(dir string, size int, d time.Duration) (Result, error) {
 }
 
 type server struct {
-	url   string
-	pid   int
-	reads atomic.Int64 // GitHub reads that count against the rate limit
-	gh    *githubtest.Fake
-	cl    *http.Client
-	dir   string
-	next  atomic.Int64
+	url     string
+	pid     int
+	reads   atomic.Int64 // GitHub reads that count against the rate limit
+	content atomic.Int64 // content-creating requests GitHub accepted
+	gh      *githubtest.Fake
+	cl      *http.Client
+	dir     string
+	next    atomic.Int64
 
 	mu      sync.Mutex
 	waiters map[string]chan time.Time // "comment:PR" or "status:SHA" -> when GitHub got it
@@ -188,6 +228,13 @@ func start(ctx context.Context, opt Options, cl *cleanup) (*server, error) {
 		cl: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}, Timeout: 30 * time.Second}}
 	s.next.Store(int64(rand.Uint32()))
 	gh.Watch(s.watch)
+	rate := "  content_rate: {per_minute: 1000000000, per_hour: 1000000000}"
+	if opt.ContentPerMinute > 0 {
+		minute, hour := opt.windows()
+		rate = fmt.Sprintf("  content_rate: {per_minute: %d, per_hour: %d, minute: %s, hour: %s}",
+			opt.ContentPerMinute, opt.ContentPerHour, minute, hour)
+		gh.LimitContent(githubtest.ContentLimits{PerMinute: opt.ContentPerMinute, PerHour: opt.ContentPerHour, Minute: minute, Hour: hour})
+	}
 	cfg := fmt.Sprintf(`listen: "127.0.0.1:0"
 state_path: %q
 workers: 64
@@ -196,6 +243,7 @@ github:
   token_env: "BENCH_GITHUB_TOKEN"
   webhook_secret_env: "BENCH_WEBHOOK_SECRET"
   bot_login: %q
+%s
 api:
   tokens_env: "BENCH_API_TOKENS"
 notices:
@@ -205,7 +253,7 @@ http:
 repos:
   - name: %q
     sweep_workflow: ".github/workflows/run-sweep.yml"
-`, filepath.Join(opt.Dir, "bench.db"), gh.URL, githubtest.BotLogin, repo)
+`, filepath.Join(opt.Dir, "bench.db"), gh.URL, githubtest.BotLogin, rate, repo)
 	path := filepath.Join(opt.Dir, "bench.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -259,6 +307,9 @@ repos:
 func (s *server) watch(r githubtest.Request) {
 	if r.Method == http.MethodGet && r.Status != http.StatusNotModified {
 		s.reads.Add(1)
+	}
+	if (r.Method == http.MethodPost || r.Method == http.MethodPatch) && r.Status < 400 && !strings.HasPrefix(r.Route, "POST /app/") {
+		s.content.Add(1)
 	}
 	var key string
 	switch r.Route {
@@ -544,6 +595,69 @@ func (s *server) commands(ctx context.Context, opt Options) (Result, error) {
 	r.Extra["github_reads"] = float64(s.reads.Load() - before)
 	r.Extra["reads_per_command"] = r.Extra["github_reads"] / max(float64(r.Requests), 1)
 	return r, nil
+}
+
+// burst posts opt.Burst command comments on PR 1 at once, as a spammer with
+// write access would, and pushes to other PRs every two seconds while the
+// burst is answered. It reports the time until every command is answered
+// (the inbox and outbox empty), that time at GitHub's real windows, the
+// other PRs' commit status latency, and the secondary-limit refusals at the
+// fake GitHub, which enforces the same limits.
+func (s *server) burst(ctx context.Context, opt Options) ([]Result, error) {
+	run := strconv.FormatInt(baseRun+1, 10)
+	before := s.content.Load()
+	start := time.Now()
+	for i := 0; i < opt.Burst; i++ {
+		c := s.gh.AddComment(repo, 1, "maintainer", "/reuse-sweep-run "+run)
+		if code, err := s.post(ctx, "issue_comment", s.commentBody(1, c.ID, c.Body)); err != nil || code != http.StatusAccepted {
+			return nil, fmt.Errorf("posting command %d: %d %v", i, code, err)
+		}
+	}
+	posted := time.Since(start)
+	fmt.Fprintf(opt.Log, "burst: %d commands posted in %s\n", opt.Burst, posted.Round(time.Millisecond))
+	done := make(chan float64, 1)
+	_, hour := opt.windows()
+	go func() { done <- s.drain(3 * hour) }()
+	var lat []time.Duration
+	errs := 0
+	pushes := 0
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	var took float64
+wait:
+	for {
+		select {
+		case took = <-done:
+			break wait
+		case <-tick.C:
+			pushes++
+			pr := 2 + pushes%max(opt.PRs-1, 1)
+			head := sha(pr, pushes+1)
+			d, err := s.timed(ctx, "status:"+head, "pull_request", s.syncBody(pr, head))
+			if err != nil {
+				errs++
+				fmt.Fprintf(opt.Log, "burst: push %d: %v\n", pushes, err)
+				continue
+			}
+			lat = append(lat, d)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if took < 0 {
+		return nil, fmt.Errorf("the burst was not answered within %s", 3*hour)
+	}
+	answered := time.Since(start)
+	r := summarize("burst/other-pr-status", lat, errs, answered)
+	r.Extra["commands"] = float64(opt.Burst)
+	r.Extra["answered_s"] = answered.Seconds()
+	r.Extra["answered_at_real_windows_s"] = answered.Seconds() * opt.TimeScale
+	r.Extra["time_scale"] = opt.TimeScale
+	r.Extra["content_requests"] = float64(s.content.Load() - before)
+	r.Extra["secondary_refusals"] = float64(s.gh.SecondaryRefusals())
+	fmt.Fprintf(opt.Log, "burst: answered in %s (%d content requests); %d pushes meanwhile\n",
+		answered.Round(time.Millisecond), s.content.Load()-before, len(lat))
+	return []Result{r}, nil
 }
 
 // timed sends a delivery and measures until the fake GitHub receives what

@@ -45,13 +45,14 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-const synopsis = "Usage: opsbot-bench --opsbot PATH --scenario ingest|commands|gate|mixed|scale|fsync [flags]"
+const synopsis = "Usage: opsbot-bench --opsbot PATH --scenario ingest|commands|gate|mixed|scale|burst|fsync [flags]"
 
 var examples = []string{
 	"go build -o opsbot ./cmd/opsbot && go build -o opsbot-bench ./cmd/opsbot-bench",
 	"./opsbot-bench --opsbot ./opsbot --scenario ingest --concurrency 64 --duration 30s",
-	"./opsbot-bench --opsbot ./opsbot --scenario commands --rate 100 --duration 30s --json",
+	"./opsbot-bench --opsbot ./opsbot --scenario commands --rate 0.5 --duration 60s --json",
 	"./opsbot-bench --opsbot ./opsbot --scenario scale --scale-prs 100000 --scale-audit 1000000",
+	"./opsbot-bench --opsbot ./opsbot --scenario burst --burst 500 --time-scale 60",
 }
 
 // run is the whole program. --help prints the usage on stdout and
@@ -65,7 +66,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(w, "\nExamples:\n  %s\n", strings.Join(examples, "\n  "))
 	}
 	opsbot := fs.String("opsbot", "", "the opsbot binary to start as the server (default: opsbot beside this program, else on $PATH)")
-	scenario := fs.String("scenario", "ingest", "ingest, commands, gate, mixed, scale or fsync")
+	scenario := fs.String("scenario", "ingest", "ingest, commands, gate, mixed, scale, burst or fsync")
+	perMinute := fs.Int("content-per-minute", 0, "content-creating requests allowed per minute (default: GitHub's 80 for commands and burst, unlimited otherwise)")
+	perHour := fs.Int("content-per-hour", 0, "content-creating requests allowed per hour (default: GitHub's 500 for commands and burst)")
+	timeScale := fs.Float64("time-scale", 0, "shorten the rate windows by this factor (default 60 for burst, 1 otherwise)")
+	burst := fs.Int("burst", 500, "burst: command comments posted at once on one PR")
 	conc := fs.Int("concurrency", 64, "connections sending at once (closed loop)")
 	rate := fs.Float64("rate", 100, "requests per second for commands and synchronize (open loop)")
 	dur := fs.Duration("duration", 30*time.Second, "how long to send")
@@ -103,7 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		*dir = d
 	}
 	results, err := loadgen.Run(ctx, loadgen.Options{Scenario: *scenario, Concurrency: *conc, Rate: *rate, Duration: *dur,
-		BodySize: *size, PRs: *prs, Exe: exe, Dir: *dir, Log: stderr, ScalePRs: *scalePRs, ScaleAudit: *scaleAudit, CPUProfile: *profile})
+		BodySize: *size, PRs: *prs, Exe: exe, Dir: *dir, Log: stderr, ScalePRs: *scalePRs, ScaleAudit: *scaleAudit, CPUProfile: *profile,
+		ContentPerMinute: *perMinute, ContentPerHour: *perHour, TimeScale: *timeScale, Burst: *burst})
 	if err != nil {
 		return err
 	}
