@@ -22,6 +22,7 @@ import (
 	"opsbot/internal/githubtest"
 	_ "opsbot/internal/golden"
 	"opsbot/metrics"
+	"opsbot/outbox"
 	"opsbot/state"
 )
 
@@ -475,5 +476,37 @@ func TestSenderRetryHonoursSecondaryLimit(t *testing.T) {
 		if r.GiveUp || !r.Global || !r.At.Equal(now.Add(c.want)) {
 			t.Errorf("%s: retry = %+v, want the channel held until %v", c.name, r, now.Add(c.want))
 		}
+	}
+}
+
+// An edit whose comment is still to be sent waits (without an attempt);
+// one whose comment was refused for good or whose record is gone is posted
+// as a new comment, found again by its own marker on a retry.
+func TestEditOfAMissingCommentPostsANewOne(t *testing.T) {
+	f, _, _, _ := setup(t, nil)
+	f.AddPR(repo, 7, "author", "b", "base", []string{"c1"})
+	fac, _ := NewFactory(Options{APIURL: f.URL, Token: "t"})
+	st := state.NoticePending
+	s := &Sender{Clients: fac,
+		SentRef: func(uint64) (state.SentRef, bool, error) { return state.SentRef{}, false, nil },
+		Status:  func(uint64) (state.NoticeState, error) { return st, nil }}
+	n := &state.Notice{ID: 9, Kind: state.NoticeEdit, Repo: repo, PR: 7, EditOf: 3, Body: "@m staged run 1: https://x"}
+	if err := s.Ready(n); !errors.Is(err, outbox.ErrWaiting) {
+		t.Fatalf("Ready with the comment pending = %v, want ErrWaiting", err)
+	}
+	for _, st = range []state.NoticeState{state.NoticeGaveUp, state.NoticeGone} {
+		if err := s.Ready(n); err != nil {
+			t.Fatalf("Ready with the comment in state %v = %v", st, err)
+		}
+	}
+	for attempt := 1; attempt <= 2; attempt++ { // the second as after a crash before the send was recorded
+		ref, err := s.Send(t.Context(), n, attempt)
+		if err != nil || ref.CommentID == 0 {
+			t.Fatalf("attempt %d: %+v, %v", attempt, ref, err)
+		}
+	}
+	cs := f.Comments(repo, 7)
+	if len(cs) != 1 || !strings.Contains(cs[0].Body, "staged run 1") || !strings.Contains(cs[0].Body, "<!-- opsbot:notice=9") {
+		t.Fatalf("comments = %+v, want one new comment with the edit's text and marker", cs)
 	}
 }
