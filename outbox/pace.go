@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"sort"
 	"sync"
 	"time"
 )
@@ -62,10 +63,8 @@ func (p *Pace) available(k int64, now time.Time, status bool) (int, time.Time) {
 		if !status {
 			n -= reserve(n)
 		}
-		c := 0
-		for i := len(ts) - 1; i >= 0 && ts[i].After(now.Add(-l.Per)); i-- {
-			c++
-		}
+		from := now.Add(-l.Per)
+		c := len(ts) - sort.Search(len(ts), func(i int) bool { return ts[i].After(from) })
 		a := max(n-c, 0)
 		if avail < 0 || a < avail {
 			avail = a
@@ -83,15 +82,20 @@ func (p *Pace) available(k int64, now time.Time, status bool) (int, time.Time) {
 	return avail, next
 }
 
+// trim forgets the sends no window counts any more: those older than the
+// longest window, and those before the newest N of the largest limit (a
+// window holding N is full whatever came before).
 func (p *Pace) trim(k int64, now time.Time) []time.Time {
 	ts := p.sent[k]
 	cut := now.Add(-p.longest())
-	i := 0
-	for i < len(ts) && !ts[i].After(cut) {
-		i++
+	i := sort.Search(len(ts), func(i int) bool { return ts[i].After(cut) })
+	most := 0
+	for _, l := range p.Limits {
+		most = max(most, l.N)
 	}
+	i = max(i, len(ts)-most)
 	if i > 0 {
-		ts = append(ts[:0:0], ts[i:]...)
+		ts = ts[i:]
 		p.sent[k] = ts
 	}
 	return ts
