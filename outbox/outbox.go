@@ -231,9 +231,16 @@ func (l *Loop) Drain(ctx context.Context) time.Time {
 	return next
 }
 
-// share gives each lane its quota of the Pace budget for this pass, one
-// send at a time to each lane with a notice due, in turn, starting after
-// the lane served first last time. It returns the lanes that send.
+// perPass bounds a lane's sends in one paced pass: a pass ends when its
+// slowest lane is done, and a PR whose first notice arrives meanwhile waits
+// for the next, so a backlog is sent a few at a time (at GitHub's latency,
+// a pass is a few seconds at most).
+const perPass = 4
+
+// share gives each lane its quota of the Pace budget for this pass (at most
+// perPass), one send at a time to each lane with a notice due, in turn,
+// starting after the lane served first last time. It returns the lanes that
+// send.
 func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
 	now := l.now()
 	slices.SortFunc(lanes, func(a, b *lane) int { return strings.Compare(a.key, b.key) })
@@ -269,7 +276,7 @@ func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
 		gave = false
 		for _, ln := range ready {
 			p := pools[ln.budget]
-			if ln.quota >= len(ln.notices) || ln.status && p.all <= 0 || !ln.status && p.other <= 0 {
+			if ln.quota >= min(len(ln.notices), perPass) || ln.status && p.all <= 0 || !ln.status && p.other <= 0 {
 				continue
 			}
 			// Every send counts in the windows, whoever makes it.
