@@ -486,11 +486,12 @@ func TestEditOfAMissingCommentPostsANewOne(t *testing.T) {
 	f, _, _, _ := setup(t, nil)
 	f.AddPR(repo, 7, "author", "b", "base", []string{"c1"})
 	fac, _ := NewFactory(Options{APIURL: f.URL, Token: "t"})
+	fac.SetSelf(Identity{Login: githubtest.BotLogin, ID: githubtest.BotID})
 	st := state.NoticePending
 	s := &Sender{Clients: fac,
 		SentRef: func(uint64) (state.SentRef, bool, error) { return state.SentRef{}, false, nil },
 		Status:  func(uint64) (state.NoticeState, error) { return st, nil }}
-	n := &state.Notice{ID: 9, Kind: state.NoticeEdit, Repo: repo, PR: 7, EditOf: 3, Body: "@m staged run 1: https://x"}
+	n := &state.Notice{ID: 9, Kind: state.NoticeEdit, Repo: repo, PR: 7, EditOf: 3, Body: "@m staged run 1: https://x", Nonce: "0123abcd"}
 	if err := s.Ready(n); !errors.Is(err, outbox.ErrWaiting) {
 		t.Fatalf("Ready with the comment pending = %v, want ErrWaiting", err)
 	}
@@ -506,7 +507,7 @@ func TestEditOfAMissingCommentPostsANewOne(t *testing.T) {
 		}
 	}
 	cs := f.Comments(repo, 7)
-	if len(cs) != 1 || !strings.Contains(cs[0].Body, "staged run 1") || !strings.Contains(cs[0].Body, "<!-- opsbot:notice=9") {
+	if len(cs) != 1 || !strings.Contains(cs[0].Body, "staged run 1") || !strings.Contains(cs[0].Body, n.Marker()) {
 		t.Fatalf("comments = %+v, want one new comment with the edit's text and marker", cs)
 	}
 }
