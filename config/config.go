@@ -69,6 +69,9 @@ type HTTP struct {
 	// TrustedProxies (CIDRs or addresses) may name the client in
 	// X-Forwarded-For; their own connections are not limited per address.
 	TrustedProxies []string `yaml:"trusted_proxies"`
+	// IPv6PrefixLen is how many leading bits of an IPv6 client address
+	// count as one client for MaxConnectionsPerIP (default 64).
+	IPv6PrefixLen int `yaml:"ipv6_prefix_len"`
 }
 
 // TrustedProxyPrefixes parses TrustedProxies (validated by Parse); a bare
@@ -424,6 +427,9 @@ func (c *Config) applyDefaults() {
 	if c.HTTP.MaxConnectionsPerIP == 0 {
 		c.HTTP.MaxConnectionsPerIP = 64
 	}
+	if c.HTTP.IPv6PrefixLen == 0 {
+		c.HTTP.IPv6PrefixLen = 64
+	}
 	for i := range c.Repos {
 		r := &c.Repos[i]
 		if len(r.ResultArtifacts) == 0 {
@@ -527,6 +533,9 @@ func (c *Config) validate() Problems {
 	}
 	if c.HTTP.MaxConnectionsPerIP < 1 {
 		add("http.max_connections_per_ip", "must be at least 1, got %d", c.HTTP.MaxConnectionsPerIP)
+	}
+	if c.HTTP.IPv6PrefixLen < 1 || c.HTTP.IPv6PrefixLen > 128 {
+		add("http.ipv6_prefix_len", "must be between 1 and 128 (64 counts each /64 as one client), got %d", c.HTTP.IPv6PrefixLen)
 	}
 	if _, err := c.HTTP.TrustedProxyPrefixes(); err != nil {
 		add("http.trusted_proxies", "%v", err)

@@ -14,8 +14,10 @@ import (
 // signatures are checked.
 type BodyLimits struct {
 	// MaxInflight is the bytes of bodies being read at once, over all
-	// requests. Past it the largest body being read is cut (answered 503)
-	// to make room for a smaller one; a body that is itself the largest is
+	// requests. Past it the slowest body being read (bytes per second since
+	// it began) is cut (answered 503) to make room for one arriving faster,
+	// or else the largest, when it holds more than 1 MiB and more than the
+	// one that needs room; with neither, the body that needs room is
 	// answered 503 with Retry-After.
 	MaxInflight int64
 	// MinRate is the bytes per second a body must keep arriving at once
@@ -24,6 +26,12 @@ type BodyLimits struct {
 	// turns the floor off.
 	MinRate int64
 	Grace   time.Duration
+	// HealthyRate is the bytes per second (since its read began) at or
+	// above which a body is never cut to make room for another, unless it
+	// holds more than 1 MiB and the other is smaller: GitHub sends its
+	// deliveries far faster. 0 means DefaultHealthyRate or 4 × MinRate,
+	// whichever is higher.
+	HealthyRate int64
 	// ReadTimeout is the server's http.read_timeout: the deadlines the
 	// rate floor sets never reach past it.
 	ReadTimeout time.Duration
@@ -51,6 +59,7 @@ var (
 // never exceeds max, and no garbage is made while reading them.
 type bodyBudget struct {
 	max     int64
+	healthy float64 // bytes per second below which a body may be cut
 	mu      sync.Mutex
 	used    int64
 	free    [][]byte
@@ -59,11 +68,19 @@ type bodyBudget struct {
 	released chan struct{}
 }
 
-func newBodyBudget(max int64) *bodyBudget {
-	if max <= 0 {
-		max = DefaultMaxInflight
+func newBodyBudget(l BodyLimits) *bodyBudget {
+	limit := l.MaxInflight
+	if limit <= 0 {
+		limit = DefaultMaxInflight
 	}
-	return &bodyBudget{max: max, readers: map[*bodyRead]struct{}{}, released: make(chan struct{})}
+	healthy := l.HealthyRate
+	if healthy <= 0 {
+		healthy = DefaultHealthyRate
+		if l.MinRate > 0 {
+			healthy = max(healthy, 4*l.MinRate)
+		}
+	}
+	return &bodyBudget{max: limit, healthy: float64(healthy), readers: map[*bodyRead]struct{}{}, released: make(chan struct{})}
 }
 
 // keepFree is how many bytes of free chunks are kept once nothing is being
@@ -75,6 +92,8 @@ type bodyRead struct {
 	b      *bodyBudget
 	chunks [][]byte
 	n      int64
+	start  time.Time
+	got    int64 // n as of the last chunk asked for, under b.mu
 	// set under b.mu; cutMu orders giving way against deadline changes
 	held  int64
 	cutMu sync.Mutex
@@ -83,13 +102,37 @@ type bodyRead struct {
 	setRD func(time.Time) error // the connection's read deadline; nil when unsupported
 }
 
-// waitForRoom is how long a body waits for a larger one, cut to make room,
-// to give its chunks back.
+// waitForRoom is how long a body waits for another, cut to make room, to
+// give its chunks back.
 const waitForRoom = 2 * time.Second
 
+// protectedSize is the size up to which a body is never cut for being
+// larger than the one that needs room, only for arriving slower: GitHub's
+// deliveries are almost all below it, and an attacker's body, however
+// small, cannot cut one that arrives faster.
+const protectedSize = 1 << 20
+
+// rateWindowMin is the least time a rate is measured over, so that a body
+// that has just begun is not counted as infinitely fast.
+const rateWindowMin = 100 * time.Millisecond
+
+// DefaultHealthyRate is BodyLimits.HealthyRate when 0 (and 4 × MinRate is
+// lower).
+const DefaultHealthyRate = 64 << 10
+
+// rate is the bytes per second r has brought since its read began, as
+// of its last chunk (under b.mu).
+func (r *bodyRead) rate(now time.Time) float64 {
+	return float64(r.got) / max(now.Sub(r.start), rateWindowMin).Seconds()
+}
+
 // grow takes one more chunk for r from the budget. When the budget is
-// spent it cuts the largest body being read, if that holds more than r
-// would, and waits for its chunks; otherwise r gets errBusy.
+// spent it cuts, to make room, the slowest body being read that arrives
+// slower than the healthy rate (so a crowd of small, slow bodies cannot keep
+// a larger, healthy delivery out, and no body can cut one arriving at a
+// healthy rate for being larger), or failing that the largest body holding more than
+// protectedSize and more than r would; and waits for its chunks. With no
+// such body r gets errBusy.
 func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
 	b := r.b
 	var timeout <-chan time.Time
@@ -99,6 +142,7 @@ func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
 			b.mu.Unlock()
 			return nil, errGiveWay
 		}
+		r.got = r.n
 		if b.used+chunkSize <= b.max {
 			b.used += chunkSize
 			r.held += chunkSize
@@ -114,11 +158,23 @@ func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
 			r.chunks = append(r.chunks, c)
 			return c, nil
 		}
-		var victim *bodyRead
+		now := time.Now()
+		var slow, large *bodyRead
+		var slowRate float64
 		for o := range b.readers {
-			if o != r && o.held > r.held+chunkSize && (victim == nil || o.held > victim.held) {
-				victim = o
+			if o == r || o.held == 0 {
+				continue
 			}
+			if or := o.rate(now); or < b.healthy && (slow == nil || or < slowRate) {
+				slow, slowRate = o, or
+			}
+			if o.held > protectedSize && o.held > r.held+chunkSize && (large == nil || o.held > large.held) {
+				large = o
+			}
+		}
+		victim := slow
+		if victim == nil {
+			victim = large
 		}
 		wait := b.released
 		b.mu.Unlock()
@@ -199,7 +255,11 @@ func (r *bodyRead) release() {
 // gives them back; the caller must call it. Errors: errTooLarge, errBusy
 // and errGiveWay (503), errTooSlow (408), or the read's own.
 func (s *Server) readBody(w http.ResponseWriter, req *http.Request, limit int64) (parts [][]byte, release func(), err error) {
-	r := &bodyRead{b: s.bodies, cutc: make(chan struct{})}
+	r := &bodyRead{b: s.bodies, cutc: make(chan struct{}), start: time.Now()}
+	var body io.Reader = req.Body
+	if fb, ok := req.Body.(*floorBody); ok {
+		body = fb.take() // the floor below replaces ServeHTTP's
+	}
 	rc := http.NewResponseController(w)
 	start := time.Now() // deadlines are the connection's: real time, not the injected clock
 	var hard time.Time  // the server's own read deadline
@@ -212,7 +272,7 @@ func (s *Server) readBody(w http.ResponseWriter, req *http.Request, limit int64)
 		}
 		return t
 	}
-	floor := s.limits.MinRate > 0 && s.limits.Grace > 0
+	floor := s.floor()
 	// Without the floor the server's own read deadline stays as it is;
 	// giveWay still moves it to cut the read.
 	r.setRD = rc.SetReadDeadline
@@ -235,7 +295,7 @@ func (s *Server) readBody(w http.ResponseWriter, req *http.Request, limit int64)
 		}
 		r.cutMu.Unlock()
 	}()
-	quota := max(1, int64(float64(s.limits.MinRate)*s.limits.Grace.Seconds()))
+	quota := s.quota()
 	var mark int64
 	var cur []byte
 	for {
@@ -254,7 +314,7 @@ func (s *Server) readBody(w http.ResponseWriter, req *http.Request, limit int64)
 		if rest := limit + 1 - r.n; int64(len(room)) > rest {
 			room = room[:rest]
 		}
-		n, rerr := req.Body.Read(room)
+		n, rerr := body.Read(room)
 		cur = cur[n:]
 		r.n += int64(n)
 		if r.n > limit {

@@ -66,6 +66,20 @@ func (b *bodyBudget) inUse() int64 {
 	return b.used
 }
 
+// slowerThanHealthy is how many bodies being read arrive slower than the
+// healthy rate, so that another may cut them.
+func (b *bodyBudget) slowerThanHealthy() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, now := 0, time.Now()
+	for r := range b.readers {
+		if r.held > 0 && r.rate(now) < b.healthy {
+			n++
+		}
+	}
+	return n
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -81,11 +95,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // largest of them (answered 503 with Retry-After) and is stored; a body that
 // is itself the largest is refused with 503 instead of cutting a smaller one.
 func TestBodyBudgetFavoursSmallBodies(t *testing.T) {
-	s, hs := budgetServer(t, BodyLimits{MaxInflight: 256 << 10})
+	s, hs := budgetServer(t, BodyLimits{MaxInflight: 256 << 10, HealthyRate: 1 << 20})
 	// Each has sent 120 KiB and holds 8 chunks, the last part filled.
 	a := upload(t, hs.URL, 120<<10)
 	b := upload(t, hs.URL, 120<<10)
 	waitFor(t, "the two uploads fill the budget", func() bool { return s.bodies.inUse() == 256<<10 })
+	waitFor(t, "the two uploads have stalled below the healthy rate", func() bool { return s.bodies.slowerThanHealthy() == 2 })
 
 	body := fixtures.Webhook(t, "pull_request", "synchronize")
 	resp, err := http.DefaultClient.Do(fixtures.SignedRequest(t, hs.URL+"/webhook", "pull_request", "small-1", body, secret))
@@ -123,19 +138,18 @@ func TestBodyBudgetFavoursSmallBodies(t *testing.T) {
 	if cut.code != http.StatusServiceUnavailable || cut.h.Get("Retry-After") == "" {
 		t.Fatalf("the upload cut: %d (Retry-After %q), want 503 with Retry-After", cut.code, cut.h.Get("Retry-After"))
 	}
-	held := a
-	if cut.c == a {
-		held = b
-	}
-
-	// A third upload grows as large as the one held; past that it would
-	// be the largest, so it is refused.
+	// A third upload, arriving faster than the stalled one held, takes
+	// its place even though it grows larger.
 	c := upload(t, hs.URL, 200<<10)
-	code, h := answerOf(t, c)
-	if code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
-		t.Fatalf("an upload larger than every other with the budget spent: %d (Retry-After %q), want 503", code, h.Get("Retry-After"))
+	select {
+	case held := <-answers:
+		if held.code != http.StatusServiceUnavailable || held.h.Get("Retry-After") == "" {
+			t.Fatalf("a stalled upload with a faster one needing room: %d (Retry-After %q), want 503", held.code, held.h.Get("Retry-After"))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stalled upload did not give way to a faster one")
 	}
-	held.Close()
+	c.Close()
 	waitFor(t, "the budget is given back", func() bool { return s.bodies.inUse() == 0 })
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"container/list"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -23,6 +24,11 @@ type ConnLimits struct {
 	// client in X-Forwarded-For, and its own connections are not counted
 	// per address (every client behind it shares them).
 	Trusted []netip.Prefix
+	// IPv6PrefixLen is how many leading bits of an IPv6 address make one
+	// client for PerAddr: a /64 is the smallest allocation any host gets, so
+	// one host can use every address in it. 0 means DefaultIPv6PrefixLen;
+	// 128 counts each address alone. IPv4 addresses count one each.
+	IPv6PrefixLen int
 	// Refused is called for each connection or request refused, with the
 	// reason: "too_many_connections" or "too_many_from_address".
 	Refused func(reason string)
@@ -50,6 +56,26 @@ type ConnLimiter struct {
 	idle   *list.List // of *limitConn, oldest idle first
 	// requests in flight per forwarded client address, behind a trusted proxy
 	inFlight map[netip.Addr]int
+}
+
+// DefaultIPv6PrefixLen is ConnLimits.IPv6PrefixLen when 0.
+const DefaultIPv6PrefixLen = 64
+
+// clientKey is what PerAddr counts a (connection or forwarded) client
+// address as: itself for IPv4, its IPv6PrefixLen prefix for IPv6.
+func (cl *ConnLimiter) clientKey(a netip.Addr) netip.Addr {
+	if !a.Is6() {
+		return a
+	}
+	bits := cl.lim.IPv6PrefixLen
+	if bits <= 0 || bits > 128 {
+		bits = DefaultIPv6PrefixLen
+	}
+	p, err := a.WithZone("").Prefix(bits)
+	if err != nil {
+		return a
+	}
+	return p.Addr()
 }
 
 // NewConnLimiter makes a limiter; a PerAddr below 1 turns the per-address
@@ -96,19 +122,39 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.cl.lim.Refused != nil {
 			l.cl.lim.Refused(reason)
 		}
-		go func() {
-			c.SetWriteDeadline(time.Now().Add(time.Second))
-			c.Write(refusals[reason])
-			c.Close()
-		}()
+		go refuse(c, refusals[reason])
 	}
+}
+
+// refuseDrain bounds how long a refused connection is read from after its
+// 503 is written, and how much: closing a socket with unread bytes in it
+// sends a reset, which makes the client drop the 503 before reading it.
+const (
+	refuseDrain      = time.Second
+	refuseDrainBytes = 64 << 10
+)
+
+// refuse writes answer to c, half-closes its write side so the client sees
+// the end of the answer, reads what the client sent (at most
+// refuseDrainBytes, for at most refuseDrain) and closes it.
+func refuse(c net.Conn, answer []byte) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(refuseDrain))
+	if _, err := c.Write(answer); err != nil {
+		return
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	io.CopyN(io.Discard, c, refuseDrainBytes)
 }
 
 // admit counts c in, closing idle connections to make room if it must. It
 // returns nil and the reason when c is refused.
 func (cl *ConnLimiter) admit(c net.Conn) (*limitConn, string) {
-	addr := addrOf(c.RemoteAddr().String())
-	perAddr := cl.lim.PerAddr > 0 && !cl.trusted(addr)
+	peer := addrOf(c.RemoteAddr().String())
+	perAddr := cl.lim.PerAddr > 0 && !cl.trusted(peer)
+	addr := cl.clientKey(peer)
 	for {
 		cl.mu.Lock()
 		overAddr := perAddr && cl.byAddr[addr] >= cl.lim.PerAddr
@@ -224,7 +270,7 @@ func (cl *ConnLimiter) Handler(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		client := cl.ClientAddr(r)
+		client := cl.clientKey(cl.ClientAddr(r))
 		cl.mu.Lock()
 		ok := cl.inFlight[client] < cl.lim.PerAddr
 		if ok {

@@ -69,7 +69,7 @@ type Server struct {
 
 // New builds a Server and registers every route.
 func New(c Config) *Server {
-	s := &Server{store: c.Store, queue: c.Queue, secrets: c.Secrets, maxBody: c.MaxBody, limits: c.Body, bodies: newBodyBudget(c.Body.MaxInflight), repoName: c.RepoName,
+	s := &Server{store: c.Store, queue: c.Queue, secrets: c.Secrets, maxBody: c.MaxBody, limits: c.Body, bodies: newBodyBudget(c.Body), repoName: c.RepoName,
 		m: c.Metrics, log: c.Log, ready: c.Ready, now: c.Now, ctx: c.Ctx, mux: http.NewServeMux()}
 	if s.now == nil {
 		s.now = time.Now
@@ -92,9 +92,6 @@ func (s *Server) routes(extra func(*http.ServeMux)) {
 		extra(s.mux)
 	}
 }
-
-// ServeHTTP makes Server an http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	unready, degraded := "", []string(nil)

@@ -280,7 +280,7 @@ func runServe(e *env, args []string) error {
 	}
 	proxies, _ := cfg.HTTP.TrustedProxyPrefixes() // validated when the config was read
 	conns := server.NewConnLimiter(server.ConnLimits{Max: cfg.HTTP.MaxConnections, PerAddr: cfg.HTTP.MaxConnectionsPerIP,
-		Trusted: proxies, Refused: func(reason string) { m.Webhooks.WithLabelValues("other", reason).Inc() }})
+		IPv6PrefixLen: cfg.HTTP.IPv6PrefixLen, Trusted: proxies, Refused: func(reason string) { m.Webhooks.WithLabelValues("other", reason).Inc() }})
 	ln = conns.Listener(ln)
 	hs := &http.Server{
 		Handler:           conns.Handler(srv),
