@@ -241,7 +241,7 @@ func TestSmallSlowBodiesCannotStarveALargerDelivery(t *testing.T) {
 
 // A connection refused at the limit gets its 503 even when it has sent a
 // request the server never reads: the server half-closes and drains
-// briefly instead of resetting the connection.
+// briefly (up to refuseDrainBytes) instead of resetting the connection.
 func TestRefusedConnectionReadsThe503(t *testing.T) {
 	_, addr := limitedServer(t, 1, BodyLimits{}, time.Second, 8*time.Second)
 	hold, err := net.Dial("tcp", addr) // in its first request: never closed for another
@@ -252,7 +252,7 @@ func TestRefusedConnectionReadsThe503(t *testing.T) {
 	io.WriteString(hold, "POST /webhook HTTP/1.1\r\nHost: x\r\n")
 	cli := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for i := 0; i < 5; i++ {
-		resp, err := cli.Post("http://"+addr+"/webhook", "application/json", bytes.NewReader(make([]byte, 4<<20)))
+		resp, err := cli.Post("http://"+addr+"/webhook", "application/json", bytes.NewReader(make([]byte, 32<<10)))
 		if err != nil {
 			t.Fatalf("refused connection %d: %v, want to read a 503", i, err)
 		}

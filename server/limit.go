@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"container/list"
 	"fmt"
 	"io"
@@ -126,20 +127,32 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
-// refuseDrain bounds how long a refused connection is read from after its
-// 503 is written, and how much: closing a socket with unread bytes in it
-// sends a reset, which makes the client drop the 503 before reading it.
+// refuseDrain bounds how long a refused connection is held, and
+// refuseDrainBytes how much is read from it: its request's header is read
+// before the 503 is written (an answer that arrives before the request
+// looks unsolicited to clients), then what else it sent, because closing a
+// socket with unread bytes in it sends a reset, which makes the client lose
+// the 503 before reading it.
 const (
-	refuseDrain      = time.Second
+	refuseDrain      = 250 * time.Millisecond
 	refuseDrainBytes = 64 << 10
 )
 
-// refuse writes answer to c, half-closes its write side so the client sees
-// the end of the answer, reads what the client sent (at most
-// refuseDrainBytes, for at most refuseDrain) and closes it.
+// refuse reads c's request header (or what arrives within the bound),
+// writes answer, half-closes the write side so the client sees the end of
+// the answer, reads the rest the client sent (bounded) and closes c.
 func refuse(c net.Conn, answer []byte) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(refuseDrain))
+	buf := make([]byte, 4<<10)
+	var n, end int
+	for n < len(buf) {
+		k, err := c.Read(buf[n:])
+		n += k
+		if end = bytes.Index(buf[:n], []byte("\r\n\r\n")); end >= 0 || err != nil {
+			break
+		}
+	}
 	if _, err := c.Write(answer); err != nil {
 		return
 	}
