@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,7 +42,11 @@ type Verdict struct {
 	Reason string
 	// CheckFailed is set when GitHub could not answer; the verdict then denies.
 	CheckFailed bool
-	Err         error // the lookup error, for logs
+	// Known is, when CheckFailed, the role the checker last learned for
+	// the actor on the repository (RoleUnknown when it never did): who may
+	// be told that the check failed.
+	Known Role
+	Err   error // the lookup error, for logs
 }
 
 // Lookup is what the checker asks GitHub.
@@ -59,13 +64,33 @@ type Checker struct {
 	TTL       time.Duration
 	Now       func() time.Time
 
+	// ErrorTTL is how long a failed lookup is remembered (and answered
+	// again without asking GitHub); 0 means DefaultErrorTTL. So commenters
+	// cannot drive one permission read per comment while GitHub fails.
+	ErrorTTL time.Duration
+
 	mu    sync.Mutex
 	cache map[string]cachedValue // roles and team memberships, by user id
 }
 
+// DefaultErrorTTL is Checker.ErrorTTL when 0.
+const DefaultErrorTTL = time.Minute
+
+// ErrNoSuchUser is what a Lookup's Permission answers (wrapped) when
+// GitHub has no account of that login (404): a deleted or renamed account,
+// which holds no role.
+var ErrNoSuchUser = errors.New("auth: no such user")
+
 type cachedValue struct {
 	v  int
 	at time.Time
+	ok bool // v is an answer; the last error otherwise
+	// lastV is the last answer (hasLast), kept past the TTL and through
+	// errors: what is known of the user when GitHub cannot tell
+	hasLast bool
+	lastV   int
+	err     error
+	errAt   time.Time
 }
 
 // Decide is the policy itself, a pure function: whether a may run a
@@ -101,7 +126,7 @@ func (c *Checker) Check(ctx context.Context, l Lookup, repo string, a Actor, p P
 	}
 	role, err := c.role(ctx, l, repo, a)
 	if err != nil {
-		return Verdict{Role: RoleUnknown, CheckFailed: true, Err: err,
+		return Verdict{Role: RoleUnknown, CheckFailed: true, Err: err, Known: c.known(repo, a),
 			Reason: fmt.Sprintf("could not check your permission on %s (GitHub did not answer); please try again in a minute", repo)}
 	}
 	if v := Decide(p, a, false, role, false); v.Allowed || len(p.Teams) == 0 {
@@ -110,7 +135,7 @@ func (c *Checker) Check(ctx context.Context, l Lookup, repo string, a Actor, p P
 	for _, team := range p.Teams {
 		member, err := c.member(ctx, l, team, a)
 		if err != nil {
-			return Verdict{Role: role, CheckFailed: true, Err: err,
+			return Verdict{Role: role, CheckFailed: true, Err: err, Known: role,
 				Reason: fmt.Sprintf("could not check your team membership on %s (GitHub did not answer); please try again in a minute", repo)}
 		}
 		if member {
@@ -144,6 +169,9 @@ func (c *Checker) role(ctx context.Context, l Lookup, repo string, a Actor) (Rol
 	key := fmt.Sprintf("role\x00%s\x00%d", strings.ToLower(repo), a.ID)
 	v, err := c.cached(key, func() (int, error) {
 		resp, err := l.Permission(ctx, repo, a.Login)
+		if errors.Is(err, ErrNoSuchUser) {
+			return int(RoleNone), nil // no account holds the login now: no role
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -187,25 +215,56 @@ func (c *Checker) member(ctx context.Context, l Lookup, team string, a Actor) (b
 }
 
 // cached answers key from the cache while it is fresh, else asks lookup and
-// remembers a successful answer for the TTL. Errors are never cached.
+// remembers a successful answer for the TTL. An error is remembered for the
+// ErrorTTL and answered again until then; the last answer is kept through
+// it (known).
 func (c *Checker) cached(key string, lookup func() (int, error)) (int, error) {
+	now := c.now()
 	c.mu.Lock()
-	if e, ok := c.cache[key]; ok && c.now().Sub(e.at) < c.TTL {
-		c.mu.Unlock()
-		return e.v, nil
+	if e, ok := c.cache[key]; ok {
+		if e.ok && now.Sub(e.at) < c.TTL {
+			c.mu.Unlock()
+			return e.v, nil
+		}
+		if e.err != nil && now.Sub(e.errAt) < c.errorTTL() {
+			c.mu.Unlock()
+			return 0, e.err
+		}
 	}
 	c.mu.Unlock()
 	v, err := lookup()
-	if err != nil {
-		return 0, err
-	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.cache == nil {
 		c.cache = map[string]cachedValue{}
 	}
-	c.cache[key] = cachedValue{v: v, at: c.now()}
-	c.mu.Unlock()
+	e := c.cache[key]
+	if err != nil {
+		e.ok, e.err, e.errAt = false, err, c.now()
+		c.cache[key] = e
+		return 0, err
+	}
+	c.cache[key] = cachedValue{v: v, at: c.now(), ok: true, hasLast: true, lastV: v}
 	return v, nil
+}
+
+func (c *Checker) errorTTL() time.Duration {
+	if c.ErrorTTL > 0 {
+		return c.ErrorTTL
+	}
+	return DefaultErrorTTL
+}
+
+// known is the role last learned for a on repo, however long ago;
+// RoleUnknown when none was.
+func (c *Checker) known(repo string, a Actor) Role {
+	key := fmt.Sprintf("role\x00%s\x00%d", strings.ToLower(repo), a.ID)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.cache[key]; ok && e.hasLast {
+		return Role(e.lastV)
+	}
+	return RoleUnknown
 }
 
 func containsFold(xs []string, s string) bool {

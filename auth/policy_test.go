@@ -166,3 +166,51 @@ func TestLookupErrorsDeny(t *testing.T) {
 		})
 	}
 }
+
+// A 404 for the login (a deleted or renamed account) is no role, not a
+// failed check. A failed lookup is remembered for the ErrorTTL (one read per
+// user per minute while GitHub fails), and the role last learned is kept
+// through it (Known), so a triage user can still be told to retry.
+func TestMissingLoginHasNoRoleAndLookupErrorsAreRemembered(t *testing.T) {
+	f, gh := setup(t)
+	now := time.Unix(1800000000, 0)
+	c := &auth.Checker{TTL: time.Minute, Now: func() time.Time { return now }}
+	p := auth.Policy{MinRole: auth.RoleWrite}
+	ghost := auth.Actor{ID: 11, Login: "ghost", Type: "User"} // no such account on GitHub: 404
+	if v := c.Check(t.Context(), gh, repo, ghost, p); v.Allowed || v.CheckFailed || v.Role != auth.RoleNone {
+		t.Fatalf("a login GitHub answers 404 for: %+v, want denied with role none (not a failed check)", v)
+	}
+
+	f.AddUser("tri", 12, "User")
+	f.SetRole(repo, "tri", "triage")
+	tri := auth.Actor{ID: 12, Login: "tri", Type: "User"}
+	if v := c.Check(t.Context(), gh, repo, tri, p); v.Role != auth.RoleTriage {
+		t.Fatalf("%+v", v)
+	}
+	now = now.Add(2 * time.Minute) // the role is stale
+	f.Inject(permRoute, githubtest.Fault{Status: 502, Times: 2}) // one lookup and its retry
+	var first int
+	for i := 0; i < 5; i++ {
+		v := c.Check(t.Context(), gh, repo, tri, p)
+		if !v.CheckFailed || v.Known != auth.RoleTriage {
+			t.Fatalf("check %d while GitHub fails: %+v, want CheckFailed with the triage role known", i, v)
+		}
+		if i == 0 {
+			first = f.Count(permRoute)
+		}
+	}
+	if n := f.Count(permRoute) - first; n != 0 {
+		t.Fatalf("%d more permission reads for 4 more checks within a minute of a failure, want none", n)
+	}
+	f.AddUser("stranger", 13, "User")
+	f.Inject(permRoute, githubtest.Fault{Status: 502, Times: 2})
+	stranger := auth.Actor{ID: 13, Login: "stranger", Type: "User"}
+	if v := c.Check(t.Context(), gh, repo, stranger, p); !v.CheckFailed || v.Known != auth.RoleUnknown {
+		t.Fatalf("a never-seen user while GitHub fails: %+v, want CheckFailed with nothing known", v)
+	}
+	now = now.Add(61 * time.Second)
+	f.SetRole(repo, "tri", "write")
+	if v := c.Check(t.Context(), gh, repo, tri, p); !v.Allowed {
+		t.Fatalf("after the error TTL the role is read again: %+v", v)
+	}
+}

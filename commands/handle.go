@@ -45,6 +45,13 @@ type Deps struct {
 	// a rolling hour (notices.max_replies_per_user_per_hour); past it opsbot
 	// only reacts. Zero means the default.
 	MaxReplies int
+	// MaxOutsiderReactions and MaxOutsiderReactionsRepo are how many
+	// reactions commenters below triage get per repository in a rolling
+	// hour, each and all together
+	// (notices.max_outsider_reactions_per_user_per_hour, _per_repo_);
+	// past either only the audit records. Zero means the default.
+	MaxOutsiderReactions     int
+	MaxOutsiderReactionsRepo int
 }
 
 // policy is the access rule of a command, its allow_users matched by account id.
@@ -82,6 +89,7 @@ type step struct {
 	outcome string // accepted, denied, usage_error, rejected, error, ignored
 	reply   string // the part of the reply about this line ("" for none)
 	reason  string
+	quiet   bool // a denial to someone below triage: a reaction at most
 	run     runs.Run
 	bare    bool
 	stageW  func(tx *state.Tx, replyTo string) error
@@ -121,7 +129,12 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 				d.Log.Warn("permission check failed", "login", c.Actor.Login, "err", s.verdict.Err)
 			}
 			if !answersDenial(s.verdict) {
-				// Outsiders cannot make opsbot talk: a 👎 reaction, no reply, no Slack.
+				// Outsiders cannot make opsbot talk: a reaction, no reply, no Slack.
+				s.quiet = true
+				if s.verdict.CheckFailed {
+					s.reason = "permission could not be checked (GitHub did not answer); not answered: " + quietUnknown
+					break
+				}
 				s.reason += "; not answered: " + quietDenial
 				break
 			}
@@ -165,12 +178,40 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 // quietDenial is why a denial got a reaction only, as audited.
 const quietDenial = "the commenter's role is below triage (or the account is a bot that is not allow-listed)"
 
+// quietUnknown is why a commenter whose role could not be checked got a
+// reaction only, as audited.
+const quietUnknown = "the commenter is not known to hold triage or above"
+
 // answersDenial reports whether a denied commenter is told why in a reply:
-// only those with triage or above (who take part in the repository's work),
-// and anyone whose role GitHub could not tell (they are asked to try again).
-// Everyone else gets a 👎 reaction only.
+// only those with triage or above (who take part in the repository's
+// work), and, when GitHub could not tell the role, those last known to
+// hold triage or above (they are asked to try again). Everyone else gets a
+// reaction only: 👎, or 😕 when the role could not be checked.
 func answersDenial(v auth.Verdict) bool {
-	return v.CheckFailed || v.Role >= auth.RoleTriage
+	if v.CheckFailed {
+		return v.Known >= auth.RoleTriage
+	}
+	return v.Role >= auth.RoleTriage
+}
+
+// takeReaction decides whether a reaction to a commenter below triage may
+// be added (notices.max_outsider_reactions_per_user_per_hour and
+// _per_repo_per_hour); past either the audit alone records it.
+func takeReaction(tx *state.Tx, d Deps, c Comment) (bool, error) {
+	perUser, perRepo := d.MaxOutsiderReactions, d.MaxOutsiderReactionsRepo
+	if perUser <= 0 {
+		perUser = config.DefaultMaxOutsiderReactionsPerUserPerHour
+	}
+	if perRepo <= 0 {
+		perRepo = config.DefaultMaxOutsiderReactionsPerRepoPerHour
+	}
+	ok, err := tx.TakeReaction(c.Repo, c.Actor.ID, perUser, perRepo)
+	if err != nil || ok {
+		return ok, err
+	}
+	return false, tx.Audit(state.AuditRecord{Kind: "reaction", Outcome: "suppressed", Repo: c.Repo, PR: c.PR, ActorID: c.Actor.ID,
+		ActorLogin: c.Actor.Login, CommentID: c.CommentID, CommentURL: c.URL,
+		Reason: fmt.Sprintf("reactions to commenters below triage on %s are spent for the hour (%d per user, %d in all); not reacting", c.Repo, perUser, perRepo)})
 }
 
 // takeReply decides whether one more reply comment to the commenter may be
@@ -226,7 +267,7 @@ func prepareReuse(ctx context.Context, d Deps, c Comment, s *step) {
 
 func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
 	var replies []string
-	var plus, minus bool
+	var plus, minus, confused, quiet bool
 	links := notices.Links{PR: d.Notices.Web.PR(c.Repo, c.PR), Comment: c.URL}
 	var stageWrites []func(tx *state.Tx, replyTo string) error
 	for i := range steps {
@@ -260,12 +301,15 @@ func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
 			plus = true
 			continue // the stage handler posts its own acknowledgement, which it edits later
 		}
-		switch s.outcome {
-		case "accepted":
+		switch {
+		case s.outcome == "accepted":
 			plus = true
-		case "denied", "rejected", "error":
+		case s.quiet && s.verdict.CheckFailed:
+			confused = true
+		case s.outcome == "denied", s.outcome == "rejected", s.outcome == "error":
 			minus = true
 		}
+		quiet = quiet || s.quiet
 		if s.reply != "" {
 			replies = append(replies, s.reply)
 		}
@@ -278,6 +322,22 @@ func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
 		if !ok {
 			replies = nil
 			minus = minus || !plus // a reply held back still gets a reaction
+		}
+	}
+	if quiet && !plus && len(replies) == 0 {
+		// Only a reaction to someone below triage: it counts under their
+		// budgets.
+		ok, err := takeReaction(tx, d, c)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+	}
+	if confused && !minus {
+		if err := d.Notices.React(tx, c.Repo, c.PR, c.Installation, c.CommentID, "confused"); err != nil {
+			return err
 		}
 	}
 	if plus {

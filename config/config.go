@@ -50,10 +50,23 @@ type Notices struct {
 	// MaxRepliesPerUserPerHour is how many reply comments one user may get
 	// on one repository in a rolling hour; past it opsbot only reacts.
 	MaxRepliesPerUserPerHour int `yaml:"max_replies_per_user_per_hour"`
+	// MaxOutsiderReactionsPerUserPerHour is how many reactions one
+	// commenter below triage may get on one repository in a rolling hour;
+	// MaxOutsiderReactionsPerRepoPerHour how many all of them together
+	// may. Past either the audit alone records their commands.
+	MaxOutsiderReactionsPerUserPerHour int `yaml:"max_outsider_reactions_per_user_per_hour"`
+	MaxOutsiderReactionsPerRepoPerHour int `yaml:"max_outsider_reactions_per_repo_per_hour"`
 }
 
 // DefaultMaxRepliesPerUserPerHour is notices.max_replies_per_user_per_hour when unset.
 const DefaultMaxRepliesPerUserPerHour = 20
+
+// Defaults of notices.max_outsider_reactions_per_user_per_hour and
+// notices.max_outsider_reactions_per_repo_per_hour.
+const (
+	DefaultMaxOutsiderReactionsPerUserPerHour = 5
+	DefaultMaxOutsiderReactionsPerRepoPerHour = 60
+)
 
 // HTTP bounds what clients may hold of the server.
 type HTTP struct {
@@ -424,6 +437,12 @@ func (c *Config) applyDefaults() {
 	if c.Notices.MaxRepliesPerUserPerHour == 0 {
 		c.Notices.MaxRepliesPerUserPerHour = DefaultMaxRepliesPerUserPerHour
 	}
+	if c.Notices.MaxOutsiderReactionsPerUserPerHour == 0 {
+		c.Notices.MaxOutsiderReactionsPerUserPerHour = DefaultMaxOutsiderReactionsPerUserPerHour
+	}
+	if c.Notices.MaxOutsiderReactionsPerRepoPerHour == 0 {
+		c.Notices.MaxOutsiderReactionsPerRepoPerHour = DefaultMaxOutsiderReactionsPerRepoPerHour
+	}
 	if c.HTTP.MaxConnectionsPerIP == 0 {
 		c.HTTP.MaxConnectionsPerIP = 64
 	}
@@ -530,6 +549,12 @@ func (c *Config) validate() Problems {
 	}
 	if c.Notices.MaxRepliesPerUserPerHour < 1 {
 		add("notices.max_replies_per_user_per_hour", "must be at least 1, got %d", c.Notices.MaxRepliesPerUserPerHour)
+	}
+	if c.Notices.MaxOutsiderReactionsPerUserPerHour < 1 {
+		add("notices.max_outsider_reactions_per_user_per_hour", "must be at least 1, got %d", c.Notices.MaxOutsiderReactionsPerUserPerHour)
+	}
+	if c.Notices.MaxOutsiderReactionsPerRepoPerHour < 1 {
+		add("notices.max_outsider_reactions_per_repo_per_hour", "must be at least 1, got %d", c.Notices.MaxOutsiderReactionsPerRepoPerHour)
 	}
 	if c.HTTP.MaxConnectionsPerIP < 1 {
 		add("http.max_connections_per_ip", "must be at least 1, got %d", c.HTTP.MaxConnectionsPerIP)

@@ -162,7 +162,9 @@ func (h *Handler) deps(ctx context.Context, rc *config.Repo, inst int64) (comman
 	}
 	return commands.Deps{Repo: rc, Checker: h.Checker, Lookup: client, Validator: &runs.Validator{GH: client, Reused: h.Reused},
 		Notices: h.Notices, Stage: stage, Log: h.Log, WebHost: h.Cfg.WebHost(), Users: h.Users,
-		MaxReplies: h.Cfg.Notices.MaxRepliesPerUserPerHour}, nil
+		MaxReplies:               h.Cfg.Notices.MaxRepliesPerUserPerHour,
+		MaxOutsiderReactions:     h.Cfg.Notices.MaxOutsiderReactionsPerUserPerHour,
+		MaxOutsiderReactionsRepo: h.Cfg.Notices.MaxOutsiderReactionsPerRepoPerHour}, nil
 }
 
 func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPayload) (string, state.Write, error) {

@@ -240,7 +240,11 @@ func (c *Client) Permission(ctx context.Context, repo, login string) (auth.Permi
 		return out, err
 	}
 	resp, err := c.gh.Do(ctx, req, &out)
-	return out, wrap("reading the permission of "+login, resp, err)
+	err = wrap("reading the permission of "+login, resp, err)
+	if errors.Is(err, ErrNotFound) {
+		err = fmt.Errorf("%w: %w", auth.ErrNoSuchUser, err)
+	}
+	return out, err
 }
 
 // UserID reads the id of the account that holds login now; ErrNotFound

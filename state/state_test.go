@@ -693,3 +693,45 @@ func TestPruneSentKeepsEditTargets(t *testing.T) {
 		}
 	}
 }
+
+// Reactions to commenters below triage are counted per user and for the
+// whole repository in a rolling hour; past either nothing is counted.
+func TestTakeReactionPerUserAndPerRepository(t *testing.T) {
+	now := time.Unix(1800000000, 0)
+	s := openTest(t, func() time.Time { return now })
+	take := func(repo string, user int64) bool {
+		t.Helper()
+		var ok bool
+		if err := s.Update(func(tx *Tx) error {
+			var err error
+			ok, err = tx.TakeReaction(repo, user, 2, 3)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !take("o/r", 1) || !take("o/r", 1) {
+		t.Fatal("reactions under the per-user limit refused")
+	}
+	if take("o/r", 1) {
+		t.Fatal("a third reaction to one user within the hour was allowed (per-user limit 2)")
+	}
+	if !take("o/r", 2) {
+		t.Fatal("another user refused under both limits")
+	}
+	if take("o/r", 3) {
+		t.Fatal("a fourth reaction on the repository within the hour was allowed (per-repository limit 3)")
+	}
+	if !take("o/r2", 3) {
+		t.Fatal("another repository shares the count")
+	}
+	now = now.Add(61 * time.Minute)
+	if !take("o/r", 3) {
+		t.Fatal("the rolling hour did not let a reaction through once the others aged out")
+	}
+	now = now.Add(2 * time.Hour)
+	if n, err := s.PruneReplies(now.Add(-ReplyWindow), 100); err != nil || n != 6 {
+		t.Fatalf("PruneReplies = %d, %v; want the 6 idle counts gone (3 users, 2 repositories, 1 user on o/r2)", n, err)
+	}
+}

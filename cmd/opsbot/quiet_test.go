@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"opsbot/internal/githubtest"
 	"opsbot/internal/slacktest"
 )
 
@@ -100,5 +102,83 @@ func TestReplyLimitIsConfigurable(t *testing.T) {
 	}
 	if tr := w.trail(); !slices.Equal(tr[len(tr)-3:], []string{"command reuse-sweep-run accepted", "pin active", "reply suppressed"}) {
 		t.Fatalf("audit ends %v, want the pin taken and its reply suppressed", tr[len(tr)-3:])
+	}
+}
+
+// An outsider whose permission cannot be checked does not make opsbot talk:
+// a 404 for the login (a deleted or renamed account) is no role (👎); a
+// 403, 429 or 5xx from GitHub gets a 😕, and the audit says the permission
+// could not be checked. While the lookup fails, one permission read per
+// user per minute is made, whatever the number of comments.
+func TestOutsiderWhosePermissionCannotBeCheckedIsNotAnswered(t *testing.T) {
+	const perm = "GET /repos/{owner}/{repo}/collaborators/{user}/permission"
+	for _, tc := range []struct {
+		status   int
+		reaction string
+		audit    string
+	}{
+		{404, "-1", "not answered: " + "the commenter's role is below triage"},
+		{403, "confused", "permission could not be checked"},
+		{429, "confused", "permission could not be checked"},
+		{502, "confused", "permission could not be checked"},
+	} {
+		w, sl := quietWorld(t, "")
+		w.gh.Inject(perm, githubtest.Fault{Status: tc.status, Header: map[string]string{"Retry-After": "0"}})
+		c := w.comment(reader, "/reuse-sweep-run 31147925932")
+		if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{tc.reaction}) {
+			t.Errorf("status %d: reactions %v, want [%s]", tc.status, r, tc.reaction)
+		}
+		if r := w.replies(); len(r) > 0 {
+			t.Errorf("status %d: an outsider made opsbot post a comment: %q", tc.status, r)
+		}
+		if n := len(sl.Posts()); n != 0 {
+			t.Errorf("status %d: %d Slack messages about an outsider's command", tc.status, n)
+		}
+		recs := w.audit()
+		if last := recs[len(recs)-1]; !strings.Contains(fmt.Sprint(last["reason"]), tc.audit) {
+			t.Errorf("status %d: audit %v, want its reason to say %q", tc.status, last, tc.audit)
+		}
+		if tc.status == 404 {
+			continue
+		}
+		reads := w.gh.Count(perm)
+		for i := 0; i < 3; i++ {
+			w.comment(reader, "/reuse-sweep-run 31147925932")
+		}
+		if n := w.gh.Count(perm) - reads; n != 0 {
+			t.Errorf("status %d: 3 more comments within a minute of the failure made %d permission reads, want none", tc.status, n)
+		}
+	}
+}
+
+// Reactions to commenters below triage are limited per user and per
+// repository in a rolling hour (notices.max_outsider_reactions_per_*);
+// past them the audit alone records the commands.
+func TestReactionsToOutsidersAreLimited(t *testing.T) {
+	const react = "POST /repos/{owner}/{repo}/issues/comments/{id}/reactions"
+	w, _ := quietWorld(t, "notices:\n  max_outsider_reactions_per_user_per_hour: 3\n  max_outsider_reactions_per_repo_per_hour: 4\n")
+	before := w.gh.Count(react)
+	for i := 0; i < 10; i++ {
+		w.comment(reader, "/reuse-sweep-run 31147925932")
+	}
+	if n := w.gh.Count(react) - before; n != 3 {
+		t.Fatalf("10 outsider commands got %d reactions, want 3 (the per-user limit)", n)
+	}
+	recs := w.audit()
+	last := recs[len(recs)-1]
+	if last["kind"] != "reaction" || last["outcome"] != "suppressed" || !strings.Contains(fmt.Sprint(last["reason"]), "not reacting") {
+		t.Fatalf("audit of a held reaction = %v", last)
+	}
+	w.gh.AddUser("drive-by", 6001, "User")
+	w.gh.AddUser("drive-by-2", 6002, "User")
+	w.comment(user{"drive-by", 6001, "User"}, "/reuse-sweep-run 31147925932")
+	w.comment(user{"drive-by-2", 6002, "User"}, "/reuse-sweep-run 31147925932")
+	if n := w.gh.Count(react) - before; n != 4 {
+		t.Fatalf("with the repository's budget of 4: %d reactions in all, want 4", n)
+	}
+	// Those with triage or above are not counted: their denials are replies.
+	w.comment(triager, "/reuse-sweep-run 31147925932")
+	if n := w.gh.Count(react) - before; n != 5 {
+		t.Fatalf("a triage user's denial got no reaction once outsiders spent theirs (%d in all)", n)
 	}
 }
