@@ -187,7 +187,7 @@ func TestMissingLoginHasNoRoleAndLookupErrorsAreRemembered(t *testing.T) {
 	if v := c.Check(t.Context(), gh, repo, tri, p); v.Role != auth.RoleTriage {
 		t.Fatalf("%+v", v)
 	}
-	now = now.Add(2 * time.Minute) // the role is stale
+	now = now.Add(2 * time.Minute)                               // the role is stale
 	f.Inject(permRoute, githubtest.Fault{Status: 502, Times: 2}) // one lookup and its retry
 	var first int
 	for i := 0; i < 5; i++ {
