@@ -79,15 +79,25 @@ func Code(s string) string {
 const escaped = "\\`*_[]()<>#|!~&@:+"
 
 // Text renders s as plain Markdown text on one line: Markdown's punctuation
-// is backslash-escaped, '@' is followed by a zero-width joiner (no mention of
-// a user or a team), "://" and "www." get a zero-width space (no bare
-// autolink), and line breaks become spaces.
+// is backslash-escaped, '@' and '#' are followed by a zero-width joiner (no
+// mention of a user or a team, no "#123" reference), "://" and "www." (in
+// any case) get a zero-width space (no bare autolink), GitHub's other
+// autolinks are broken by a zero-width joiner ("GH-123" inside, a bare
+// commit SHA of 7 to 40 hex digits, alone or in "owner/repo@sha", after its
+// first digit), and line breaks become spaces. A run of digits alone (a run
+// id) is left whole: it holds no letter a SHA's shortest prefixes almost
+// always do.
 func Text(s string) string {
 	s = Line(s)
+	breaks := autolinkBreaks(s)
 	var b strings.Builder
 	b.Grow(len(s) + len(s)/4)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if len(breaks) > 0 && breaks[0] == i {
+			b.WriteString(zwj)
+			breaks = breaks[1:]
+		}
 		switch {
 		case c == ':' && strings.HasPrefix(s[i+1:], "//"):
 			b.WriteString(`\:` + zwsp)
@@ -104,6 +114,47 @@ func Text(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// autolinkBreaks are the byte offsets of s before which Text puts a
+// zero-width joiner, in order: inside "GH-" followed by digits (before the
+// hyphen), and after the first character of a word of 7 to 40 hex digits
+// holding a letter and a digit (GitHub links it to the commit it names).
+func autolinkBreaks(s string) []int {
+	var at []int
+	word := func(c byte) bool {
+		return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_'
+	}
+	for i := 0; i < len(s); {
+		if i > 0 && word(s[i-1]) || !word(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && word(s[j]) {
+			j++
+		}
+		w := s[i:j]
+		if len(w) >= 2 && strings.EqualFold(w, "gh") && j+1 < len(s) && s[j] == '-' && '0' <= s[j+1] && s[j+1] <= '9' {
+			at = append(at, i+1) // "G‍H-123" is no reference; the hyphen is in the next word
+		}
+		if n := len(w); n >= 7 && n <= 40 && isHex(w) && strings.ContainsAny(w, "0123456789") &&
+			strings.ContainsAny(w, "abcdefABCDEF") {
+			at = append(at, i+1)
+		}
+		i = j
+	}
+	return at
+}
+
+func isHex(w string) bool {
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
 }
 
 // Mention is "@login" when login is a GitHub user login (letters, digits

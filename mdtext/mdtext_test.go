@@ -172,3 +172,27 @@ func FuzzCode(f *testing.F) {
 		}
 	})
 }
+
+// GitHub's autolinks do not survive Text: "GH-123", a bare commit SHA, "owner/repo@sha"
+// and "#123" each get a zero-width joiner where GitHub would match them, while
+// a run id (digits alone) and words stay whole; Code spans are left as they are.
+func TestTextBreaksGitHubAutolinks(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"see GH-123 now", "see G\u200dH-123 now"},
+		{"gh-7", "g\u200dh-7"},
+		{"fixed in 1a2b3c4", "fixed in 1\u200da2b3c4"},
+		{"sha da39a3ee5e6b4b0d3255bfef95601890afd80709.", "sha d\u200da39a3ee5e6b4b0d3255bfef95601890afd80709."},
+		{"octo/repo@1a2b3c4d", "octo/repo\\@\u200d1\u200da2b3c4d"},
+		{"check #123", "check \\#\u200d123"},
+		{"run 31147925932 of ghost-town, decade", "run 31147925932 of ghost-town, decade"},
+		{"a 1a2b3c (six) and a 41-digit 1a2b3c4d5e1a2b3c4d5e1a2b3c4d5e1a2b3c4d5e1", "a 1a2b3c \\(six\\) and a 41-digit 1a2b3c4d5e1a2b3c4d5e1a2b3c4d5e1a2b3c4d5e1"},
+		{"WwW.evil.example", "WwW\u200b.evil.example"},
+	} {
+		if got := Text(tc.in); got != tc.want {
+			t.Errorf("Text(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if got := Code("1a2b3c4 GH-1"); got != "`1a2b3c4 GH-1`" {
+		t.Errorf("Code changed its value: %q", got)
+	}
+}

@@ -128,13 +128,28 @@ func code(s string) string {
 }
 
 // Escape makes any text safe inside Slack mrkdwn: no entity, mention,
-// link (Slack links bare URLs: "://" and "www." get a zero-width space),
-// code (a backtick becomes a look-alike) or formatting can come out of it,
-// and it stays on one line.
+// link (Slack links bare URLs and domains: "://" and every dot between a
+// letter or digit and a letter, as in "www.x" in any case or
+// "evil.example", get a zero-width space), code (a backtick becomes a look-alike) or formatting
+// can come out of it, and it stays on one line.
 func Escape(s string) string {
-	s = strings.NewReplacer("://", ":"+zeroWidth+"//", "www.", "www"+zeroWidth+".", "WWW.", "WWW"+zeroWidth+".",
-		"`", "ˋ").Replace(oneLine(s))
-	return neutralize(escapeEntities(s), "*_~")
+	s = strings.NewReplacer("://", ":"+zeroWidth+"//", "`", "ˋ").Replace(oneLine(s))
+	return neutralize(escapeEntities(breakDomains(s)), "*_~")
+}
+
+// breakDomains puts a zero-width space after each dot between an ASCII
+// letter or digit and a letter (a top-level domain starts with one), so
+// Slack sees no domain name to link; "2.5" stays as it is.
+func breakDomains(s string) string {
+	alnum := func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' }
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteByte(s[i])
+		if s[i] == '.' && i > 0 && i+1 < len(s) && alnum(s[i-1]) && alnum(s[i+1]) && (s[i+1] > '9') {
+			b.WriteString(zeroWidth)
+		}
+	}
+	return b.String()
 }
 
 // oneLine turns line breaks and other control characters into spaces.

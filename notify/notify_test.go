@@ -284,3 +284,18 @@ func TestEscapedValuesStayTextInSlack(t *testing.T) {
 		t.Errorf("parent %q: the title broke out", got)
 	}
 }
+
+// Slack links bare domains and "www." in any case: Escape breaks each with
+// a zero-width space, and leaves version numbers alone.
+func TestEscapeBreaksBareDomains(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"WWW.evil.example", "WWW.\u200bevil.\u200bexample"},
+		{"wWw.x", "wWw.\u200bx"},
+		{"see evil.com now", "see evil.\u200bcom now"},
+		{"kimik2.5 at 1.25x.", "kimik2.5 at 1.25x."},
+	} {
+		if got := notify.Escape(tc.in); got != tc.want {
+			t.Errorf("Escape(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
