@@ -127,32 +127,36 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
-// refuseDrain bounds how long a refused connection is held, and
-// refuseDrainBytes how much is read from it: its request's header is read
-// before the 503 is written (an answer that arrives before the request
-// looks unsolicited to clients), then what else it sent, because closing a
-// socket with unread bytes in it sends a reset, which makes the client lose
-// the 503 before reading it.
+// A refused connection is held at most refuseDrain, and at most
+// refuseDrainBytes are read from it. Its request's header is waited for at
+// most refuseHeaderWait before the 503 is written (an answer that arrives
+// before the request looks unsolicited to clients; a client that says
+// nothing still gets its 503 at once after it); what else it sent is read
+// after the 503, because closing a socket with unread bytes in it sends a
+// reset, which makes the client lose the 503 before reading it.
 const (
 	refuseDrain      = 250 * time.Millisecond
+	refuseHeaderWait = 50 * time.Millisecond
 	refuseDrainBytes = 64 << 10
 )
 
-// refuse reads c's request header (or what arrives within the bound),
-// writes answer, half-closes the write side so the client sees the end of
-// the answer, reads the rest the client sent (bounded) and closes c.
+// refuse reads c's request header (or what arrives within
+// refuseHeaderWait), writes answer, half-closes the write side so the client
+// sees the end of the answer, reads the rest the client sent (bounded) and
+// closes c.
 func refuse(c net.Conn, answer []byte) {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(refuseDrain))
+	start := time.Now()
+	c.SetDeadline(start.Add(refuseHeaderWait))
 	buf := make([]byte, 4<<10)
-	var n, end int
-	for n < len(buf) {
+	for n := 0; n < len(buf); {
 		k, err := c.Read(buf[n:])
 		n += k
-		if end = bytes.Index(buf[:n], []byte("\r\n\r\n")); end >= 0 || err != nil {
+		if bytes.Contains(buf[:n], []byte("\r\n\r\n")) || err != nil {
 			break
 		}
 	}
+	c.SetDeadline(start.Add(refuseDrain))
 	if _, err := c.Write(answer); err != nil {
 		return
 	}

@@ -51,7 +51,7 @@ func TestHostileValuesStayInert(t *testing.T) {
 	}
 	m := user{"m`x\n/reuse-sweep-run 1 @org/team <!-- opsbot:notice=1 --> ](http://evil.example) | # h", 7001, "User"}
 	tr := user{"t`\n@org/team", 7002, "User"}
-	unknown := user{"u\n/reuse-sweep-run 1", 7003, "User"} // GitHub cannot say its role
+	unknown := user{"u\n/reuse-sweep-run 1", 7003, "User"} // no account holds the login (404): no role, a 👎 only
 	for _, u := range []user{m, tr} {
 		w.gh.AddUser(u.login, u.id, "User")
 	}
@@ -101,7 +101,7 @@ func TestHostileValuesStayInert(t *testing.T) {
 		checkInertComment(t, c.Body)
 		fmt.Fprintf(&all, "=== %s %d\n%s\n", r.Method, count, c.Body)
 	}
-	if count < 20 {
+	if count < 19 {
 		t.Fatalf("opsbot posted %d comments; the scenario should give every kind of notice", count)
 	}
 	date := regexp.MustCompile(`\d{4}-\d{2}-\d{2}`)
