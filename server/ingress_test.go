@@ -262,3 +262,34 @@ func TestRefusedConnectionReadsThe503(t *testing.T) {
 		}
 	}
 }
+
+// A signed delivery arriving at a healthy rate is not cut for a smaller
+// attacker body that needs room: the attacker body is refused, and the
+// delivery, once all in, is stored.
+func TestHealthyDeliveryIsNotCutForASmallerBody(t *testing.T) {
+	s, hs := budgetServer(t, BodyLimits{MaxInflight: 8 * chunkSize})
+	payload := bytes.Repeat([]byte("a"), 7*chunkSize)
+	body := []byte(`{"action":"synchronize","number":1,"repository":{"full_name":"Codertocat/Hello-World"},"x":"` + string(payload) + `"}`)
+	req := fixtures.SignedRequest(t, hs.URL+"/webhook", "pull_request", "healthy-1", body, secret)
+	half := 6*chunkSize + 100
+	pr, pw := io.Pipe()
+	req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body[:half]), pr))
+	req.ContentLength = int64(len(body))
+	c, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go req.Write(c)
+	waitFor(t, "the delivery holds 7 chunks", func() bool { return s.bodies.inUse() == 7*chunkSize })
+
+	small := upload(t, hs.URL, 2*chunkSize+1) // needs 3 chunks, 1 is free
+	if code, _ := answerOf(t, small); code != http.StatusServiceUnavailable {
+		t.Fatalf("a small body with the budget held by a healthy delivery: %d, want 503", code)
+	}
+	pw.Write(body[half:])
+	pw.Close()
+	if code, _ := answerOf(t, c); code != http.StatusAccepted {
+		t.Fatalf("the healthy delivery: %d, want 202", code)
+	}
+}
