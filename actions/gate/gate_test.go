@@ -242,7 +242,9 @@ func TestServerDownFailsClosedAfterItsBudget(t *testing.T) {
 	if strings.Count(s.stdout, "retrying in") < 1 || strings.Contains(s.stdout, "gave up after 1 attempts") {
 		t.Errorf("not retried within a 3 s budget:\n%s", s.stdout)
 	}
-	if s.took < 2500*time.Millisecond || s.took > 10*time.Second {
+	// The lower bound is the budget being spent; the upper one only catches a
+	// script that ignores its budget (a loaded machine starts bash slowly).
+	if s.took < 2500*time.Millisecond || s.took > 60*time.Second {
 		t.Errorf("took %v, want about the 3 s budget", s.took)
 	}
 	if !strings.HasPrefix(s.outputs["reuse-reason"], "opsbot gate failed: ") {
