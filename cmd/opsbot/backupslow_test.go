@@ -93,7 +93,9 @@ func TestSlowBackupReaderDoesNotStallCommits(t *testing.T) {
 	// A larger delivery than the pages freed so far: its commit must grow
 	// the file past its mapping.
 	bigger := w.bigComment(24 << 20)
-	client := &http.Client{Timeout: 10 * time.Second}
+	// A stalled commit would wait forever; 60 s leaves a loaded machine
+	// (the race detector, two cores) room to store 24 MiB.
+	client := &http.Client{Timeout: 60 * time.Second}
 	start := time.Now()
 	r, err := client.Do(fixtures.SignedRequest(t, w.srv.URL+"/webhook", "issue_comment", w.id(), bigger, testSecret))
 	if err != nil {
