@@ -371,34 +371,17 @@ func roleName(v auth.Verdict) string {
 }
 
 func grantPin(tx *state.Tx, d Deps, c Comment, s *step) (string, error) {
-	old, err := tx.ActivePin(c.Repo, c.PR)
-	if err != nil {
-		return "", err
-	}
 	p := &state.Pin{Repo: c.Repo, PR: c.PR, RunID: s.run.ID, RunAttempt: s.run.Attempt, RunSHA: s.run.HeadSHA, RunURL: s.run.URL,
 		RunConclusion: s.run.Conclusion, Bare: s.bare, PRHeadAtGrant: s.run.PRHead, ActorID: c.Actor.ID, ActorLogin: c.Actor.Login,
 		Role: roleName(s.verdict), CommentID: c.CommentID, CommentURL: c.URL, CommentLine: s.cmd.Text}
-	if err := tx.NewPin(p); err != nil {
+	old, err := tx.Grant(p, state.PinChange{ActorID: c.Actor.ID, ActorLogin: c.Actor.Login, CommentID: c.CommentID, CommentURL: c.URL})
+	if err != nil {
 		return "", err
 	}
 	superseded := ""
 	if old != nil {
 		superseded = fmt.Sprintf("\n\nIt replaces the pin of run %s by %s, which is now superseded.", runLink(old.RunID, old.RunURL),
 			mdtext.Mention(old.ActorLogin))
-		old.SupersededBy = p.ID
-		if err := tx.ClosePin(old, state.PinSuperseded, fmt.Sprintf("superseded by pin %d (run %d)", p.ID, p.RunID)); err != nil {
-			return "", err
-		}
-		if err := tx.Audit(state.AuditRecord{Kind: "pin", Outcome: state.PinSuperseded, Repo: c.Repo, PR: c.PR, RunID: old.RunID,
-			PinID: old.ID, ActorID: c.Actor.ID, ActorLogin: c.Actor.Login, CommentID: c.CommentID, CommentURL: c.URL,
-			Reason: fmt.Sprintf("superseded by pin %d (run %d)", p.ID, p.RunID)}); err != nil {
-			return "", err
-		}
-	}
-	if err := tx.Audit(state.AuditRecord{Kind: "pin", Outcome: state.PinActive, Repo: c.Repo, PR: c.PR, HeadSHA: p.PRHeadAtGrant,
-		RunID: p.RunID, PinID: p.ID, ActorID: c.Actor.ID, ActorLogin: c.Actor.Login, Role: p.Role, CommentID: c.CommentID,
-		CommentURL: c.URL, Reason: "pinned for the next push"}); err != nil {
-		return "", err
 	}
 	return PinnedReply(p) + superseded, nil
 }
@@ -441,11 +424,8 @@ func cancelPin(tx *state.Tx, d Deps, c Comment) (string, error) {
 }
 
 func revoke(tx *state.Tx, c Comment, p *state.Pin, why string) error {
-	if err := tx.ClosePin(p, state.PinRevoked, why); err != nil {
-		return err
-	}
-	return tx.Audit(state.AuditRecord{Kind: "pin", Outcome: state.PinRevoked, Repo: c.Repo, PR: c.PR, RunID: p.RunID, PinID: p.ID,
-		ActorID: c.Actor.ID, ActorLogin: c.Actor.Login, CommentID: c.CommentID, CommentURL: c.URL, Reason: why})
+	return tx.Transition(p, state.PinRevoked, state.PinChange{Reason: why, ActorID: c.Actor.ID, ActorLogin: c.Actor.Login,
+		CommentID: c.CommentID, CommentURL: c.URL})
 }
 
 // Edited handles an edited comment: commands it adds are not run (the

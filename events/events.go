@@ -271,19 +271,8 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 			if err := recordInfo(tx); err != nil {
 				return err
 			}
-			p, err := tx.ActivePin(rc.Name, n)
-			if err != nil || p == nil {
-				return err
-			}
-			if err := tx.ClosePin(p, state.PinExpired, "the PR was closed without merging"); err != nil {
-				return err
-			}
-			s := ev.Sender
-			if err := tx.Audit(state.AuditRecord{Kind: "pin", Outcome: state.PinExpired, Repo: rc.Name, PR: n, RunID: p.RunID,
-				PinID: p.ID, ActorID: s.ID, ActorLogin: s.Login, Reason: "the PR was closed without merging"}); err != nil {
-				return err
-			}
-			return h.Notices.PinClosed(tx, p, inst, "the PR was closed without merging")
+			return h.Gate.Closed(tx, gate.Ask{Repo: rc.Name, PR: n, Action: action, Source: "webhook", DeliveryID: d.ID,
+				Installation: inst}, ev.Sender.ID, ev.Sender.Login)
 		}, nil
 	}
 	return "pr-" + action, recordInfo, nil

@@ -98,8 +98,8 @@ type plan struct {
 	reason   string
 	pin      *state.Pin // the pin looked at, if any
 	run      runs.Run
-	pinState string // what the pin becomes: consumed, invalid, or "" (unchanged)
-	merge    bool   // the head is the PR's merge commit
+	pinState state.PinState // what the pin becomes: consumed, invalid, or "" (unchanged)
+	merge    bool           // the head is the PR's merge commit
 }
 
 func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin) plan {
@@ -197,15 +197,10 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 			closed = cur
 			why := d.Reason
 			if p.pinState == state.PinConsumed {
-				closed.ConsumedBy = a.SHA
 				why = "consumed by " + a.SHA
 			}
-			if err := tx.ClosePin(closed, p.pinState, why); err != nil {
-				return err
-			}
-			if err := tx.Audit(state.AuditRecord{Kind: "pin", Outcome: p.pinState, DeliveryID: a.DeliveryID, Repo: a.Repo, PR: a.PR,
-				HeadSHA: a.SHA, RunID: closed.RunID, PinID: closed.ID, ActorID: closed.ActorID, ActorLogin: closed.ActorLogin,
-				CommentURL: closed.CommentURL, Reason: why}); err != nil {
+			if err := tx.Transition(closed, p.pinState, state.PinChange{Reason: why, HeadSHA: a.SHA, DeliveryID: a.DeliveryID,
+				ActorID: closed.ActorID, ActorLogin: closed.ActorLogin, CommentURL: closed.CommentURL}); err != nil {
 				return err
 			}
 		}
@@ -273,6 +268,25 @@ func (g *Gate) Merged(ctx context.Context, a Ask, finalHead string) (*state.Deci
 			reason: fmt.Sprintf("pinned run %d no longer qualified at merge: %s", pin.RunID, why(err))}
 	}
 	return g.commit(a, p)
+}
+
+// Closed expires the PR's active pin when the PR closes without merging
+// (Merged handles a merge), in the close's transaction, and tells the PR
+// why. The actor is who closed it. A PR without an active pin changes
+// nothing.
+func (g *Gate) Closed(tx *state.Tx, a Ask, actorID int64, actorLogin string) error {
+	p, err := tx.ActivePin(a.Repo, a.PR)
+	if err != nil || p == nil {
+		return err
+	}
+	const why = "the PR was closed without merging"
+	if err := tx.Transition(p, state.PinExpired, state.PinChange{Reason: why, ActorID: actorID, ActorLogin: actorLogin}); err != nil {
+		return err
+	}
+	if g.Notifier == nil {
+		return nil
+	}
+	return g.Notifier.PinClosed(tx, p, a.Installation, why)
 }
 
 // why is an error in a reason that opsbot's comments quote as Markdown: a

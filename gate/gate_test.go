@@ -80,7 +80,10 @@ func newRigWith(t *testing.T, opt state.Options) *rig {
 func (r *rig) pin(t *testing.T, run int64, headAtGrant string) *state.Pin {
 	t.Helper()
 	p := &state.Pin{Repo: repo, PR: 1, RunID: run, RunSHA: "c1", PRHeadAtGrant: headAtGrant, ActorID: 7, ActorLogin: "maintainer"}
-	if err := r.store.Update(func(tx *state.Tx) error { return tx.NewPin(p) }); err != nil {
+	if err := r.store.Update(func(tx *state.Tx) error {
+		_, err := tx.Grant(p, state.PinChange{ActorID: 7, ActorLogin: "maintainer"})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -246,7 +249,7 @@ func (s *retryingStore) Update(w state.Write) error {
 		if err != nil || p == nil {
 			return err
 		}
-		if err := tx.ClosePin(p, state.PinRevoked, "revoked by a write that is rolled back"); err != nil {
+		if err := tx.Transition(p, state.PinRevoked, state.PinChange{Reason: "revoked by a write that is rolled back"}); err != nil {
 			return err
 		}
 		s.runs++

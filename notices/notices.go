@@ -142,8 +142,8 @@ func (b *Builder) pinInvalidComment(tx *state.Tx, d *state.Decision, pin *state.
 // PinClosed tells that a pin was revoked or expired (not by a decision).
 // why is Markdown: escape what it quotes with mdtext.
 func (b *Builder) PinClosed(tx *state.Tx, p *state.Pin, inst int64, why string) error {
-	_, err := b.Comment(tx, p.Repo, p.PR, inst, p.State, fmt.Sprintf("The pin of run %s by %s is **%s**: %s.",
-		runLink(p.RunID, b.Web.Run(p.Repo, p.RunID)), mdtext.Mention(p.ActorLogin), mdtext.Text(p.State), why), Links{PR: b.Web.PR(p.Repo, p.PR), Comment: p.CommentURL,
+	_, err := b.Comment(tx, p.Repo, p.PR, inst, string(p.State), fmt.Sprintf("The pin of run %s by %s is **%s**: %s.",
+		runLink(p.RunID, b.Web.Run(p.Repo, p.RunID)), mdtext.Mention(p.ActorLogin), mdtext.Text(string(p.State)), why), Links{PR: b.Web.PR(p.Repo, p.PR), Comment: p.CommentURL,
 		Run: b.Web.Run(p.Repo, p.RunID)})
 	return err
 }

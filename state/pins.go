@@ -10,23 +10,13 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Pin states.
-const (
-	PinActive     = "active"
-	PinConsumed   = "consumed"
-	PinSuperseded = "superseded"
-	PinRevoked    = "revoked"
-	PinInvalid    = "invalid"
-	PinExpired    = "expired"
-)
-
 // Pin is an authorization to reuse one run for one later head of one PR.
 type Pin struct {
 	V             int       `json:"v"`
 	ID            uint64    `json:"id"`
 	Repo          string    `json:"repo"`
 	PR            int       `json:"pr"`
-	State         string    `json:"state"`
+	State         PinState  `json:"state"`
 	RunID         int64     `json:"run_id"`
 	RunAttempt    int       `json:"run_attempt,omitempty"`
 	RunSHA        string    `json:"run_sha"`
@@ -145,43 +135,6 @@ func activePin(tx *bolt.Tx, repo string, pr int) (*Pin, error) {
 		return nil, nil
 	}
 	return &p, nil
-}
-
-// NewPin stores p as the PR's active pin, giving it an id. The caller has
-// already retired any pin that was active.
-func (t *Tx) NewPin(p *Pin) error {
-	b, err := prBucket(t.tx, p.Repo, p.PR, true)
-	if err != nil {
-		return err
-	}
-	id, err := t.tx.Bucket(bPRs).NextSequence()
-	if err != nil {
-		return err
-	}
-	p.V, p.ID, p.State = 1, id, PinActive
-	if p.CreatedAt.IsZero() {
-		p.CreatedAt = t.now()
-	}
-	if err := putJSON(b, pinKey(id), p); err != nil {
-		return err
-	}
-	return b.Put(kActive, u64(id))
-}
-
-// ClosePin moves a pin out of active with a state and reason.
-func (t *Tx) ClosePin(p *Pin, state, reason string) error {
-	b, err := prBucket(t.tx, p.Repo, p.PR, true)
-	if err != nil {
-		return err
-	}
-	p.State, p.ClosedReason, p.ClosedAt = state, reason, t.now()
-	if err := putJSON(b, pinKey(p.ID), p); err != nil {
-		return err
-	}
-	if cur := b.Get(kActive); cur != nil && binary.BigEndian.Uint64(cur) == p.ID {
-		return b.Delete(kActive)
-	}
-	return nil
 }
 
 // Pins lists every pin of a PR, oldest first.

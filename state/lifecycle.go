@@ -1,0 +1,135 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// PinState is where a pin is in its lifecycle. A pin is created active and
+// leaves active once, for one of the closed states; it never comes back.
+type PinState string
+
+// Pin states, as stored and audited.
+const (
+	PinActive     PinState = "active"
+	PinConsumed   PinState = "consumed"   // a decision skipped the sweep with it
+	PinSuperseded PinState = "superseded" // a newer pin replaced it
+	PinRevoked    PinState = "revoked"    // cancelled, or its comment edited away or deleted
+	PinInvalid    PinState = "invalid"    // its run no longer qualified when a decision checked it
+	PinExpired    PinState = "expired"    // the PR closed without merging
+)
+
+// Closed reports whether s is one of the states a pin leaves active for.
+func (s PinState) Closed() bool {
+	switch s {
+	case PinConsumed, PinSuperseded, PinRevoked, PinInvalid, PinExpired:
+		return true
+	}
+	return false
+}
+
+// ErrPinNotActive is a transition of a pin that is no longer active (or was
+// never stored).
+var ErrPinNotActive = errors.New("state: pin is not active")
+
+// ErrPinTransition is a transition to a state a pin cannot move to.
+var ErrPinTransition = errors.New("state: illegal pin transition")
+
+// PinChange is who and what moved a pin, for its audit record. Reason is
+// also the pin's closed reason.
+type PinChange struct {
+	Reason     string
+	HeadSHA    string // the head the change is about; a consumed pin's ConsumedBy
+	DeliveryID string // "" means the delivery being completed
+	ActorID    int64
+	ActorLogin string
+	Role       string
+	CommentID  int64
+	CommentURL string
+}
+
+// Transition moves the PR's active pin p to a closed state and writes the
+// pin's audit record, in the transaction. The pin must be the one stored
+// as active ([ErrPinNotActive] otherwise: a consumed pin cannot be revoked,
+// an expired one cannot be consumed) and to a closed state
+// ([ErrPinTransition]). On success p holds the stored pin.
+func (t *Tx) Transition(p *Pin, to PinState, c PinChange) error {
+	if !to.Closed() {
+		return fmt.Errorf("%w: pin %d to %q", ErrPinTransition, p.ID, to)
+	}
+	cur, err := activePin(t.tx, p.Repo, p.PR)
+	if err != nil {
+		return err
+	}
+	if cur == nil || cur.ID != p.ID {
+		return fmt.Errorf("%w: pin %d of %s#%d, to %s", ErrPinNotActive, p.ID, p.Repo, p.PR, to)
+	}
+	b, err := prBucket(t.tx, p.Repo, p.PR, true)
+	if err != nil {
+		return err
+	}
+	p.State, p.ClosedReason, p.ClosedAt = to, c.Reason, t.now()
+	if to == PinConsumed {
+		p.ConsumedBy = c.HeadSHA
+	}
+	if err := putJSON(b, pinKey(p.ID), p); err != nil {
+		return err
+	}
+	if cur := b.Get(kActive); cur != nil && binary.BigEndian.Uint64(cur) == p.ID {
+		if err := b.Delete(kActive); err != nil {
+			return err
+		}
+	}
+	return t.auditPin(p, to, c)
+}
+
+// Grant stores p as the PR's active pin, giving it an id, and audits it. A
+// pin that was active is superseded by it (audited first, with the same
+// actor) and returned.
+func (t *Tx) Grant(p *Pin, c PinChange) (superseded *Pin, err error) {
+	old, err := t.ActivePin(p.Repo, p.PR)
+	if err != nil {
+		return nil, err
+	}
+	b, err := prBucket(t.tx, p.Repo, p.PR, true)
+	if err != nil {
+		return nil, err
+	}
+	id, err := t.tx.Bucket(bPRs).NextSequence()
+	if err != nil {
+		return nil, err
+	}
+	p.V, p.ID, p.State = 1, id, PinActive
+	if p.CreatedAt.IsZero() {
+		p.CreatedAt = t.now()
+	}
+	if err := putJSON(b, pinKey(id), p); err != nil {
+		return nil, err
+	}
+	if old != nil {
+		// The old pin is retired before the new one becomes the PR's active
+		// pin: a PR never has two.
+		old.SupersededBy = p.ID
+		oc := c
+		oc.HeadSHA, oc.Role = "", ""
+		oc.Reason = fmt.Sprintf("superseded by pin %d (run %d)", p.ID, p.RunID)
+		if err := t.Transition(old, PinSuperseded, oc); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.Put(kActive, u64(id)); err != nil {
+		return nil, err
+	}
+	c.HeadSHA, c.Role = p.PRHeadAtGrant, p.Role
+	if c.Reason == "" {
+		c.Reason = "pinned for the next push"
+	}
+	return old, t.auditPin(p, PinActive, c)
+}
+
+func (t *Tx) auditPin(p *Pin, s PinState, c PinChange) error {
+	return t.Audit(AuditRecord{Kind: "pin", Outcome: string(s), DeliveryID: c.DeliveryID, Repo: p.Repo, PR: p.PR,
+		HeadSHA: c.HeadSHA, RunID: p.RunID, PinID: p.ID, ActorID: c.ActorID, ActorLogin: c.ActorLogin, Role: c.Role,
+		CommentID: c.CommentID, CommentURL: c.CommentURL, Reason: c.Reason})
+}
