@@ -255,7 +255,7 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 		if err != nil {
 			return "", nil, fmt.Errorf("deciding %s#%d@%s: %w", rc.Name, n, pr.Head.SHA, err)
 		}
-		return "decision-" + dec.Decision, recordInfo, nil
+		return "decision-" + string(dec.Decision), recordInfo, nil
 	case action == "closed" && pr.Merged:
 		dec, err := h.Gate.Merged(ctx, gate.Ask{Repo: rc.Name, PR: n, SHA: pr.MergeCommitSHA, Action: action, Source: "webhook",
 			DeliveryID: d.ID, Installation: inst}, pr.Head.SHA)
@@ -265,7 +265,7 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 		if dec == nil {
 			return "merged", recordInfo, nil
 		}
-		return "merged-" + dec.Decision, recordInfo, nil
+		return "merged-" + string(dec.Decision), recordInfo, nil
 	case action == "closed":
 		return "closed", func(tx *state.Tx) error {
 			if err := recordInfo(tx); err != nil {

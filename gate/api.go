@@ -33,22 +33,22 @@ type Request struct {
 
 // Answer is the decision as the workflow reads it.
 type Answer struct {
-	Repo         string    `json:"repo"`
-	PR           int       `json:"pr,omitempty"`
-	SHA          string    `json:"sha"`
-	Event        string    `json:"event"`
-	Decision     string    `json:"decision,omitempty"` // skip or sweep (pull_request)
-	SkipPRSweep  bool      `json:"skip_pr_sweep"`
-	ReuseEnabled bool      `json:"reuse_enabled"`
-	Reason       string    `json:"reason"`
-	RunID        int64     `json:"run_id,omitempty"`
-	RunAttempt   int       `json:"run_attempt,omitempty"`
-	RunURL       string    `json:"run_url,omitempty"`
-	RunHeadSHA   string    `json:"run_head_sha,omitempty"`
-	SourcePR     int       `json:"source_pr,omitempty"`
-	PinID        uint64    `json:"pin_id,omitempty"`
-	AuthorizedBy string    `json:"authorized_by,omitempty"`
-	DecidedAt    time.Time `json:"decided_at,omitzero"`
+	Repo         string        `json:"repo"`
+	PR           int           `json:"pr,omitempty"`
+	SHA          string        `json:"sha"`
+	Event        string        `json:"event"`
+	Decision     state.Verdict `json:"decision,omitempty"` // pull_request only
+	SkipPRSweep  bool          `json:"skip_pr_sweep"`
+	ReuseEnabled bool          `json:"reuse_enabled"`
+	Reason       string        `json:"reason"`
+	RunID        int64         `json:"run_id,omitempty"`
+	RunAttempt   int           `json:"run_attempt,omitempty"`
+	RunURL       string        `json:"run_url,omitempty"`
+	RunHeadSHA   string        `json:"run_head_sha,omitempty"`
+	SourcePR     int           `json:"source_pr,omitempty"`
+	PinID        uint64        `json:"pin_id,omitempty"`
+	AuthorizedBy string        `json:"authorized_by,omitempty"`
+	DecidedAt    time.Time     `json:"decided_at,omitzero"`
 	// NotHead marks an ask for a commit that is not the PR's head: it
 	// answers sweep and nothing was decided or used up.
 	NotHead bool `json:"not_head,omitempty"`
@@ -150,7 +150,7 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 		if err != nil {
 			return Answer{}, err
 		}
-		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: Sweep, NotHead: true,
+		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true,
 			Reason: fmt.Sprintf("commit %s is not the head of PR #%d (%s is); only the head's sweep can be skipped, and this ask used up nothing",
 				shortSHA(r.SHA), r.PR, shortSHA(head))}, nil
 	}
@@ -187,7 +187,7 @@ func (a *API) head(ctx context.Context, r Request, info *state.PRInfo) (string, 
 func FromDecision(r Request, d *state.Decision) Answer {
 	ans := Answer{Repo: d.Repo, PR: d.PR, SHA: d.HeadSHA, Event: r.Event, Decision: d.Decision, Reason: d.Reason,
 		DecidedAt: d.DecidedAt}
-	if d.Decision == Skip {
+	if d.Decision == state.Skip {
 		ans.SkipPRSweep, ans.ReuseEnabled = true, true
 		ans.RunID, ans.RunAttempt, ans.RunURL, ans.RunHeadSHA = d.RunID, d.RunAttempt, d.RunURL, d.RunSHA
 		ans.SourcePR, ans.PinID, ans.AuthorizedBy = d.PR, d.PinID, d.ActorLogin
@@ -229,7 +229,7 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 		if d == nil {
 			continue
 		}
-		if d.Decision == Skip {
+		if d.Decision == state.Skip {
 			out := FromDecision(r, d)
 			out.SHA, out.Decision, out.SkipPRSweep = r.SHA, "", false
 			out.Reason = fmt.Sprintf("PR #%d's final head %s reused run %d, authorized by @%s", ans.PR, shortSHA(d.HeadSHA), d.RunID, d.ActorLogin)

@@ -13,18 +13,10 @@ import (
 
 	"opsbot/config"
 	"opsbot/mdtext"
+	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
 )
-
-// Decisions.
-const (
-	Skip  = "skip"
-	Sweep = "sweep"
-)
-
-// StatusContext is the commit status opsbot sets on every decided head.
-const StatusContext = "opsbot/sweep-gate"
 
 // ErrUnknownRepo is asked about a repository opsbot does not serve.
 var ErrUnknownRepo = errors.New("gate: repository not served by this opsbot")
@@ -82,8 +74,9 @@ func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
 		return d, err
 	}
 	if !rc.IsGateAction(a.Action) {
-		return &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: Sweep, Action: a.Action, Source: a.Source,
-			Reason: fmt.Sprintf("pull_request action %q does not decide the sweep (only %v do)", a.Action, rc.GateActions)}, nil
+		why := state.Why{Code: state.ReasonNotGateAction, Action: a.Action, GateActions: rc.GateActions}
+		return &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: state.Sweep, Action: a.Action, Source: a.Source,
+			Reason: notices.Reason(why), Why: why}, nil
 	}
 	pin, err := g.Store.ActivePin(a.Repo, a.PR)
 	if err != nil {
@@ -94,8 +87,8 @@ func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
 }
 
 type plan struct {
-	decision string
-	reason   string
+	decision state.Verdict
+	why      state.Why
 	pin      *state.Pin // the pin looked at, if any
 	run      runs.Run
 	pinState state.PinState // what the pin becomes: consumed, invalid, or "" (unchanged)
@@ -104,15 +97,15 @@ type plan struct {
 
 func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin) plan {
 	if pin == nil {
-		return plan{decision: Sweep, reason: "no reuse authorization"}
+		return plan{decision: state.Sweep, why: state.Why{Code: state.ReasonNoPin}}
 	}
 	if strings.EqualFold(pin.PRHeadAtGrant, a.SHA) {
-		return plan{decision: Sweep, pin: pin, reason: fmt.Sprintf("run %d was pinned when this commit was already the head; the pin covers the next push", pin.RunID)}
+		return plan{decision: state.Sweep, pin: pin, why: state.Why{Code: state.ReasonPinnedAtHead, RunID: pin.RunID}}
 	}
 	v, err := g.Validators(a.Installation)
 	if err != nil {
-		return plan{decision: Sweep, pin: pin, pinState: state.PinInvalid,
-			reason: fmt.Sprintf("pinned run %d could not be checked: %s", pin.RunID, why(err))}
+		return plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid,
+			why: state.Why{Code: state.ReasonUncheckable, RunID: pin.RunID, Detail: detail(err)}}
 	}
 	rules := Rules(rc, true)
 	rules.NewHead = a.SHA
@@ -122,24 +115,24 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 		if run.PRHead != "" && !strings.EqualFold(run.PRHead, a.SHA) {
 			// A rule failing for a commit that is not the head (a diverged
 			// one, say) leaves the pin for the head, as a pass does below.
-			return plan{decision: Sweep, pin: pin, reason: fmt.Sprintf("commit %s is no longer the head of PR #%d (GitHub says %.7s is), "+
-				"and pinned run %d does not qualify for it: %s; the pin of run %d is left for the head", shortSHA(a.SHA), a.PR, run.PRHead, pin.RunID, rej.Reason, pin.RunID)}
+			return plan{decision: state.Sweep, pin: pin, why: state.Why{Code: state.ReasonNotHeadRejected, RunID: pin.RunID, SHA: a.SHA,
+				PR: a.PR, GitHubHead: run.PRHead, Detail: rej.Reason}}
 		}
-		return plan{decision: Sweep, pin: pin, pinState: state.PinInvalid,
-			reason: fmt.Sprintf("pinned run %d no longer qualifies: %s", pin.RunID, rej.Reason)}
+		return plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid,
+			why: state.Why{Code: state.ReasonRunRejected, RunID: pin.RunID, Detail: rej.Reason}}
 	}
 	if err != nil {
 		g.Log.Warn("validating a pinned run failed; deciding sweep", "repo", a.Repo, "pr", a.PR, "run", pin.RunID, "err", err)
-		return plan{decision: Sweep, pin: pin, pinState: state.PinInvalid,
-			reason: fmt.Sprintf("pinned run %d could not be checked (GitHub: %s)", pin.RunID, why(err))}
+		return plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid,
+			why: state.Why{Code: state.ReasonGitHubError, RunID: pin.RunID, Detail: detail(err)}}
 	}
 	if !strings.EqualFold(run.PRHead, a.SHA) {
 		// A late or out-of-order webhook: the pin waits for the head.
-		return plan{decision: Sweep, pin: pin, reason: fmt.Sprintf("commit %s is no longer the head of PR #%d (GitHub says %.7s is); "+
-			"the pin of run %d is left for the head", shortSHA(a.SHA), a.PR, run.PRHead, pin.RunID)}
+		return plan{decision: state.Sweep, pin: pin, why: state.Why{Code: state.ReasonNotHead, RunID: pin.RunID, SHA: a.SHA, PR: a.PR,
+			GitHubHead: run.PRHead}}
 	}
-	return plan{decision: Skip, pin: pin, run: run, pinState: state.PinConsumed,
-		reason: fmt.Sprintf("reusing run %d, authorized by @%s", pin.RunID, pin.ActorLogin)}
+	return plan{decision: state.Skip, pin: pin, run: run, pinState: state.PinConsumed,
+		why: state.Why{Code: state.ReasonReuse, RunID: pin.RunID, Actor: pin.ActorLogin}}
 }
 
 // Rules are a repository's reuse rules; pinned runs may be partial where allowed.
@@ -171,14 +164,14 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 		case p.pin != nil && (cur == nil || cur.ID != p.pin.ID):
 			// The pin changed while the run was checked (revoked, superseded):
 			// this head sweeps and a newer pin waits for the next push.
-			p = plan{decision: Sweep, reason: "the reuse authorization changed while this push was decided", merge: p.merge}
+			p = plan{decision: state.Sweep, why: state.Why{Code: state.ReasonPinChanged}, merge: p.merge}
 		case p.pin == nil && cur != nil:
 			// A pin recorded after this decision began covers the next push.
-			p.reason = "no reuse authorization when this push was decided"
+			p.why = state.Why{Code: state.ReasonNoPinWhenDecided}
 		}
-		d := &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: p.decision, Reason: p.reason,
+		d := &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: p.decision, Reason: notices.Reason(p.why), Why: p.why,
 			Action: a.Action, Source: a.Source, DeliveryID: a.DeliveryID, MergeOf: p.merge}
-		if p.decision == Skip {
+		if p.decision == state.Skip {
 			d.PinID, d.RunID, d.RunAttempt, d.RunURL, d.RunSHA = p.pin.ID, p.run.ID, p.run.Attempt, p.run.URL, p.run.HeadSHA
 			d.ActorID, d.ActorLogin, d.CommentURL = p.pin.ActorID, p.pin.ActorLogin, p.pin.CommentURL
 		} else if p.pin != nil {
@@ -187,7 +180,7 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 		if err := tx.PutDecision(d); err != nil {
 			return err
 		}
-		if err := tx.Audit(state.AuditRecord{Kind: "decision", Outcome: d.Decision, DeliveryID: a.DeliveryID, Repo: a.Repo, PR: a.PR,
+		if err := tx.Audit(state.AuditRecord{Kind: "decision", Outcome: string(d.Decision), DeliveryID: a.DeliveryID, Repo: a.Repo, PR: a.PR,
 			HeadSHA: a.SHA, RunID: d.RunID, PinID: d.PinID, ActorID: d.ActorID, ActorLogin: d.ActorLogin,
 			CommentURL: d.CommentURL, Reason: d.Reason}); err != nil {
 			return err
@@ -214,7 +207,7 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 		return nil, err
 	}
 	if g.Observe != nil {
-		g.Observe(out.Decision)
+		g.Observe(string(out.Decision))
 	}
 	return out, nil
 }
@@ -252,8 +245,8 @@ func (g *Gate) Merged(ctx context.Context, a Ask, finalHead string) (*state.Deci
 			return g.commit(head, g.plan(ctx, rc, head, pin))
 		}
 	}
-	p := plan{decision: Skip, pin: pin, pinState: state.PinConsumed, merge: true,
-		reason: fmt.Sprintf("merged reusing run %d, authorized by @%s", pin.RunID, pin.ActorLogin)}
+	p := plan{decision: state.Skip, pin: pin, pinState: state.PinConsumed, merge: true,
+		why: state.Why{Code: state.ReasonMerged, RunID: pin.RunID, Actor: pin.ActorLogin}}
 	v, err := g.Validators(a.Installation)
 	if err == nil {
 		rules := Rules(rc, true)
@@ -264,8 +257,8 @@ func (g *Gate) Merged(ctx context.Context, a Ask, finalHead string) (*state.Deci
 		p.run = run
 	}
 	if err != nil {
-		p = plan{decision: Sweep, pin: pin, pinState: state.PinInvalid, merge: true,
-			reason: fmt.Sprintf("pinned run %d no longer qualified at merge: %s", pin.RunID, why(err))}
+		p = plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid, merge: true,
+			why: state.Why{Code: state.ReasonMergeRejected, RunID: pin.RunID, Detail: detail(err)}}
 	}
 	return g.commit(a, p)
 }
@@ -289,10 +282,10 @@ func (g *Gate) Closed(tx *state.Tx, a Ask, actorID int64, actorLogin string) err
 	return g.Notifier.PinClosed(tx, p, a.Installation, why)
 }
 
-// why is an error in a reason that opsbot's comments quote as Markdown: a
-// rule's refusal as written (runs quotes its names), any other error (its
+// detail is an error in a reason that opsbot's comments quote as Markdown:
+// a rule's refusal as written (runs quotes its names), any other error (its
 // text comes from GitHub) as one code span.
-func why(err error) string {
+func detail(err error) string {
 	if rej, ok := runs.IsRejection(err); ok {
 		return rej.Reason
 	}

@@ -99,7 +99,7 @@ func TestDecisions(t *testing.T) {
 		r := newRig(t)
 		r.pin(t, 10, "c1")
 		d, err := r.g.Decide(ctx, ask("c2", "labeled"))
-		if err != nil || d.Decision != gate.Sweep || !strings.Contains(d.Reason, `"labeled" does not decide`) {
+		if err != nil || d.Decision != state.Sweep || !strings.Contains(d.Reason, `"labeled" does not decide`) {
 			t.Fatalf("%+v %v", d, err)
 		}
 		if stored, _ := r.store.Decision(repo, 1, "c2"); stored != nil {
@@ -112,7 +112,7 @@ func TestDecisions(t *testing.T) {
 	t.Run("no pin sweeps, once", func(t *testing.T) {
 		r := newRig(t)
 		d, err := r.g.Decide(ctx, ask("c2", "synchronize"))
-		if err != nil || d.Decision != gate.Sweep || d.Reason != "no reuse authorization" {
+		if err != nil || d.Decision != state.Sweep || d.Reason != "no reuse authorization" {
 			t.Fatalf("%+v %v", d, err)
 		}
 		again, _ := r.g.Decide(ctx, ask("c2", "synchronize"))
@@ -125,7 +125,7 @@ func TestDecisions(t *testing.T) {
 		r.pin(t, 10, "c1")
 		r.gh.Push(repo, 1, []string{"c2"})
 		d, err := r.g.Decide(ctx, ask("c2", "synchronize"))
-		if err != nil || d.Decision != gate.Skip || d.RunID != 10 || d.ActorLogin != "maintainer" {
+		if err != nil || d.Decision != state.Skip || d.RunID != 10 || d.ActorLogin != "maintainer" {
 			t.Fatalf("%+v %v", d, err)
 		}
 		if p, _ := r.store.ActivePin(repo, 1); p != nil {
@@ -133,7 +133,7 @@ func TestDecisions(t *testing.T) {
 		}
 		r.gh.Push(repo, 1, []string{"c3"})
 		d3, _ := r.g.Decide(ctx, ask("c3", "synchronize"))
-		if d3.Decision != gate.Sweep {
+		if d3.Decision != state.Sweep {
 			t.Fatalf("the push after it: %+v", d3)
 		}
 	})
@@ -142,13 +142,13 @@ func TestDecisions(t *testing.T) {
 		r.pin(t, 10, "c1")
 		r.gh.Push(repo, 1, []string{"c2", "c3"})
 		d, err := r.g.Decide(ctx, ask("C2", "synchronize"))
-		if err != nil || d.Decision != gate.Sweep || !strings.Contains(d.Reason, "no longer the head of PR #1 (GitHub says c3 is)") {
+		if err != nil || d.Decision != state.Sweep || !strings.Contains(d.Reason, "no longer the head of PR #1 (GitHub says c3 is)") {
 			t.Fatalf("%+v %v", d, err)
 		}
 		if p, _ := r.store.ActivePin(repo, 1); p == nil {
 			t.Fatal("a commit that is not the head used up the pin")
 		}
-		if d3, _ := r.g.Decide(ctx, ask("c3", "synchronize")); d3.Decision != gate.Skip {
+		if d3, _ := r.g.Decide(ctx, ask("c3", "synchronize")); d3.Decision != state.Skip {
 			t.Fatalf("the head: %+v", d3)
 		}
 	})
@@ -157,7 +157,7 @@ func TestDecisions(t *testing.T) {
 		r.pin(t, 10, "c2")
 		r.gh.Push(repo, 1, []string{"c2"})
 		d, _ := r.g.Decide(ctx, ask("c2", "synchronize"))
-		if d.Decision != gate.Sweep || !strings.Contains(d.Reason, "covers the next push") {
+		if d.Decision != state.Sweep || !strings.Contains(d.Reason, "covers the next push") {
 			t.Fatalf("%+v", d)
 		}
 		if p, _ := r.store.ActivePin(repo, 1); p == nil {
@@ -170,7 +170,7 @@ func TestDecisions(t *testing.T) {
 		r.gh.ExpireArtifacts(repo, 10)
 		r.gh.Push(repo, 1, []string{"c2"})
 		d, _ := r.g.Decide(ctx, ask("c2", "synchronize"))
-		if d.Decision != gate.Sweep || !strings.Contains(d.Reason, "no longer qualifies") {
+		if d.Decision != state.Sweep || !strings.Contains(d.Reason, "no longer qualifies") {
 			t.Fatalf("%+v", d)
 		}
 		pins, _ := r.store.Pins(repo, 1)
@@ -184,7 +184,7 @@ func TestDecisions(t *testing.T) {
 		r.gh.Push(repo, 1, []string{"c2"})
 		r.gh.Inject("GET /repos/{owner}/{repo}/actions/runs/{id}", githubtest.Fault{Status: 500})
 		d, err := r.g.Decide(ctx, ask("c2", "synchronize"))
-		if err != nil || d.Decision != gate.Sweep || !strings.Contains(d.Reason, "could not be checked") {
+		if err != nil || d.Decision != state.Sweep || !strings.Contains(d.Reason, "could not be checked") {
 			t.Fatalf("%+v %v", d, err)
 		}
 	})
@@ -200,7 +200,7 @@ func TestMergedConsumesThePin(t *testing.T) {
 	r := newRig(t)
 	r.pin(t, 10, "c1")
 	d, err := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1", Action: "closed", Source: "webhook"}, "c1")
-	if err != nil || d == nil || d.Decision != gate.Skip || !d.MergeOf || d.RunID != 10 {
+	if err != nil || d == nil || d.Decision != state.Skip || !d.MergeOf || d.RunID != 10 {
 		t.Fatalf("%+v %v", d, err)
 	}
 	if p, _ := r.store.ActivePin(repo, 1); p != nil {
@@ -223,7 +223,7 @@ func TestPinChangedWhileDecidingKeepsItsReason(t *testing.T) {
 		return validators(inst)
 	}
 	d, err := r.g.Decide(context.Background(), ask("c2", "synchronize"))
-	if err != nil || d.Decision != gate.Sweep {
+	if err != nil || d.Decision != state.Sweep {
 		t.Fatalf("%+v %v", d, err)
 	}
 	if want := "the reuse authorization changed while this push was decided"; d.Reason != want {
@@ -283,7 +283,7 @@ func TestDecisionRetriedAfterAFailedCommitDecidesAfresh(t *testing.T) {
 	if rs.runs != 2 {
 		t.Fatalf("the decision's write ran %d times, want 2 (once rolled back, once committed)", rs.runs)
 	}
-	if d.Decision != gate.Skip || d.PinID != p.ID || d.RunID != 10 {
+	if d.Decision != state.Skip || d.PinID != p.ID || d.RunID != 10 {
 		t.Fatalf("decision = %+v, want skip with pin %d: the revocation was rolled back", d, p.ID)
 	}
 	if cur, _ := r.store.ActivePin(repo, 1); cur != nil {
@@ -298,7 +298,7 @@ func TestMergedDecidesAFinalHeadNeverDecided(t *testing.T) {
 	p := r.pin(t, 10, "c1")
 	r.gh.Push(repo, 1, []string{"c2"}) // its synchronize is lost
 	d, err := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1", Action: "closed", Source: "webhook"}, "c2")
-	if err != nil || d == nil || d.HeadSHA != "c2" || d.Decision != gate.Skip || d.MergeOf || d.PinID != p.ID {
+	if err != nil || d == nil || d.HeadSHA != "c2" || d.Decision != state.Skip || d.MergeOf || d.PinID != p.ID {
 		t.Fatalf("%+v %v", d, err)
 	}
 	if m, _ := r.store.Decision(repo, 1, "m1"); m != nil {
@@ -319,7 +319,7 @@ func TestMergedRefusesAFinalHeadWithoutTheRunsCommit(t *testing.T) {
 	r.gh.ForcePush(repo, 1, []string{"d1"}, []string{"perf-changelog.yaml"})
 	r.gh.ForcePush(repo, 1, []string{"c1", "d2"})
 	d, err := r.g.Merged(context.Background(), gate.Ask{Repo: repo, PR: 1, SHA: "m1", Action: "closed", Source: "webhook"}, "d1")
-	if err != nil || d == nil || d.HeadSHA != "d1" || d.Decision != gate.Sweep || !strings.Contains(d.Reason, "does not contain run 10's commit `c1`") {
+	if err != nil || d == nil || d.HeadSHA != "d1" || d.Decision != state.Sweep || !strings.Contains(d.Reason, "does not contain run 10's commit `c1`") {
 		t.Fatalf("%+v %v", d, err)
 	}
 }
@@ -333,16 +333,16 @@ func TestDivergedStaleCommitLeavesThePinForTheHead(t *testing.T) {
 	r.gh.ForcePush(repo, 1, []string{"d1"}, []string{"perf-changelog.yaml"})
 	r.gh.ForcePush(repo, 1, []string{"c1", "d2"})
 	d, err := r.g.Decide(context.Background(), ask("d1", "synchronize"))
-	if err != nil || d.Decision != gate.Sweep || !strings.Contains(d.Reason, "does not contain run 10's commit `c1`") ||
+	if err != nil || d.Decision != state.Sweep || !strings.Contains(d.Reason, "does not contain run 10's commit `c1`") ||
 		!strings.Contains(d.Reason, "left for the head") {
 		t.Fatalf("%+v %v", d, err)
 	}
-	if d2, _ := r.g.Decide(context.Background(), ask("d2", "synchronize")); d2 == nil || d2.Decision != gate.Skip {
+	if d2, _ := r.g.Decide(context.Background(), ask("d2", "synchronize")); d2 == nil || d2.Decision != state.Skip {
 		t.Fatalf("the head: %+v", d2)
 	}
 	r.gh.ForcePush(repo, 1, []string{"e1"})
 	r.pin(t, 10, "d2")
-	if d, _ := r.g.Decide(context.Background(), ask("e1", "synchronize")); d == nil || d.Decision != gate.Sweep {
+	if d, _ := r.g.Decide(context.Background(), ask("e1", "synchronize")); d == nil || d.Decision != state.Sweep {
 		t.Fatalf("a head without the run's commit: %+v", d)
 	} else if p, _ := r.store.ActivePin(repo, 1); p != nil {
 		t.Fatalf("a rule failing for the head left pin %d active", p.ID)

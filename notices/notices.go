@@ -10,7 +10,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"opsbot/gate"
 	"opsbot/mdtext"
 	"opsbot/state"
 )
@@ -62,7 +61,8 @@ type Links struct {
 	Commit  string
 }
 
-var _ gate.Notifier = (*Builder)(nil)
+// StatusContext is the commit status opsbot sets on every decided head.
+const StatusContext = "opsbot/sweep-gate"
 
 // Comment posts a PR comment (with a hidden marker) and mirrors it.
 func (b *Builder) Comment(tx *state.Tx, repo string, pr int, inst int64, kind, body string, links Links) (uint64, error) {
@@ -100,7 +100,7 @@ func (b *Builder) React(tx *state.Tx, repo string, pr int, inst int64, commentID
 // Status sets the sweep gate's commit status.
 func (b *Builder) Status(tx *state.Tx, repo string, pr int, inst int64, sha, description, targetURL string) error {
 	return tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeStatus, Repo: repo, PR: pr,
-		Installation: inst, SHA: sha, State: "success", Description: description, Context: gate.StatusContext, TargetURL: targetURL})
+		Installation: inst, SHA: sha, State: "success", Description: description, Context: StatusContext, TargetURL: targetURL})
 }
 
 // Dispatch sends a repository_dispatch.
@@ -123,7 +123,7 @@ func (b *Builder) Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, inst 
 		return err
 	}
 	switch {
-	case d.Decision == gate.Skip:
+	case d.Decision == state.Skip:
 		_, err := b.Comment(tx, d.Repo, d.PR, inst, "skip", SkipText(b.Web, d), Links{PR: prURL, Comment: d.CommentURL, Run: d.RunURL,
 			Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
 		return err
@@ -151,13 +151,73 @@ func (b *Builder) PinClosed(tx *state.Tx, p *state.Pin, inst int64, why string) 
 // StatusText is the commit status description of a decision: plain text
 // on one line (GitHub renders no Markdown there).
 func StatusText(d *state.Decision) string {
-	if d.Decision == gate.Skip {
+	if d.Decision == state.Skip {
 		return mdtext.Line(fmt.Sprintf("skip: reusing run %d, authorized by @%s", d.RunID, d.ActorLogin))
 	}
-	if d.Reason == "no reuse authorization" || strings.HasPrefix(d.Reason, "no reuse authorization") {
+	switch d.Why.Code {
+	case state.ReasonNoPin, state.ReasonNoPinWhenDecided:
 		return "sweep: no reuse authorization"
 	}
-	return mdtext.Line("sweep: " + d.Reason)
+	return mdtext.Line("sweep: " + DecisionReason(d))
+}
+
+// DecisionReason is a decision's reason in words: Reason(d.Why), or the
+// stored Reason of a decision made before decisions carried a code.
+func DecisionReason(d *state.Decision) string {
+	if d.Why.Code == "" {
+		return d.Reason
+	}
+	return Reason(d.Why)
+}
+
+// Reason words a decision's reason, as Markdown (a detail is quoted as
+// runs or mdtext wrote it). The gate stores it as the decision's Reason.
+func Reason(w state.Why) string {
+	switch w.Code {
+	case state.ReasonNotGateAction:
+		return fmt.Sprintf("pull_request action %q does not decide the sweep (only %v do)", w.Action, w.GateActions)
+	case state.ReasonNoPin:
+		return "no reuse authorization"
+	case state.ReasonNoPinWhenDecided:
+		return "no reuse authorization when this push was decided"
+	case state.ReasonPinnedAtHead:
+		return fmt.Sprintf("run %d was pinned when this commit was already the head; the pin covers the next push", w.RunID)
+	case state.ReasonUncheckable:
+		return fmt.Sprintf("pinned run %d %s", w.RunID, pinWhy(w))
+	case state.ReasonGitHubError:
+		return fmt.Sprintf("pinned run %d %s", w.RunID, pinWhy(w))
+	case state.ReasonRunRejected:
+		return fmt.Sprintf("pinned run %d no longer qualifies: %s", w.RunID, w.Detail)
+	case state.ReasonNotHead:
+		return fmt.Sprintf("commit %s is no longer the head of PR #%d (GitHub says %s is); the pin of run %d is left for the head",
+			Short(w.SHA), w.PR, Short(w.GitHubHead), w.RunID)
+	case state.ReasonNotHeadRejected:
+		return fmt.Sprintf("commit %s is no longer the head of PR #%d (GitHub says %s is), and pinned run %d does not qualify for it: %s; "+
+			"the pin of run %d is left for the head", Short(w.SHA), w.PR, Short(w.GitHubHead), w.RunID, w.Detail, w.RunID)
+	case state.ReasonReuse:
+		return fmt.Sprintf("reusing run %d, authorized by @%s", w.RunID, w.Actor)
+	case state.ReasonPinChanged:
+		return "the reuse authorization changed while this push was decided"
+	case state.ReasonMerged:
+		return fmt.Sprintf("merged reusing run %d, authorized by @%s", w.RunID, w.Actor)
+	case state.ReasonMergeRejected:
+		return fmt.Sprintf("pinned run %d no longer qualified at merge: %s", w.RunID, w.Detail)
+	}
+	return fmt.Sprintf("reason %q", w.Code)
+}
+
+// pinWhy is why a pinned run is invalid, as the invalid pin's comment
+// says it after the run's link.
+func pinWhy(w state.Why) string {
+	switch w.Code {
+	case state.ReasonUncheckable:
+		return "could not be checked: " + w.Detail
+	case state.ReasonGitHubError:
+		return fmt.Sprintf("could not be checked (GitHub: %s)", w.Detail)
+	case state.ReasonRunRejected, state.ReasonMergeRejected:
+		return w.Detail
+	}
+	return Reason(w)
 }
 
 // SkipText is the PR comment of a skip decision.
@@ -169,18 +229,15 @@ func SkipText(web Web, d *state.Decision) string {
 }
 
 // InvalidText is the PR comment when a pinned run no longer qualifies. The
-// decision's reason is Markdown (runs writes names as code spans).
+// decision's details are Markdown (runs writes names as code spans).
 func InvalidText(web Web, d *state.Decision, p *state.Pin) string {
 	what := fmt.Sprintf("%s sweeps", commitLink(web, d.Repo, d.HeadSHA))
 	if d.MergeOf {
 		what = "the merge reuses no run"
 	}
 	why := d.Reason
-	for _, prefix := range []string{"pinned run %d no longer qualifies: ", "pinned run %d no longer qualified at merge: ", "pinned run %d "} {
-		if r, ok := strings.CutPrefix(why, fmt.Sprintf(prefix, p.RunID)); ok {
-			why = r
-			break
-		}
+	if d.Why.Code != "" {
+		why = pinWhy(d.Why)
 	}
 	return fmt.Sprintf("🔁 **The pin of run %s is invalid**: %s. It was authorized by %s; %s.\n\n"+
 		"Pin a run again with `/reuse-sweep-run <run>` if a later push should reuse one.",

@@ -37,14 +37,24 @@ type Pin struct {
 	SupersededBy  uint64    `json:"superseded_by,omitempty"`
 }
 
+// Verdict is what a decision says of a head's sweep.
+type Verdict string
+
+// Verdicts, as stored and audited.
+const (
+	Skip  Verdict = "skip"  // reuse a pinned run's results
+	Sweep Verdict = "sweep" // run the sweep
+)
+
 // Decision is the gate's answer for one (repo, PR, head SHA), made once.
 type Decision struct {
 	V          int       `json:"v"`
 	Repo       string    `json:"repo"`
 	PR         int       `json:"pr"`
 	HeadSHA    string    `json:"head_sha"`
-	Decision   string    `json:"decision"` // skip or sweep
-	Reason     string    `json:"reason"`
+	Decision   Verdict   `json:"decision"`
+	Reason     string    `json:"reason"` // Why in words, as the audit keeps it
+	Why        Why       `json:"why,omitzero"`
 	PinID      uint64    `json:"pin_id,omitempty"`
 	RunID      int64     `json:"run_id,omitempty"`
 	RunAttempt int       `json:"run_attempt,omitempty"`
@@ -218,7 +228,7 @@ func (t *Tx) PutDecision(d *Decision) error {
 		return err
 	}
 	// Index skips by head SHA, so a run on a skipped head can be traced to the run it reused.
-	if d.Decision == "skip" {
+	if d.Decision == Skip {
 		return t.tx.Bucket(bRepos).Put(reusedKey(d.Repo, d.HeadSHA), u64(uint64(d.RunID)))
 	}
 	return nil
@@ -368,4 +378,40 @@ func (s *Store) NoteComments(repo string, commentIDs []int64, audit []AuditRecor
 		}
 		return nil
 	})
+}
+
+// ReasonCode is why the gate decided as it did. The words are notices'.
+type ReasonCode string
+
+// Reason codes, as stored.
+const (
+	ReasonNotGateAction    ReasonCode = "not_gate_action"     // Action is not one of GateActions
+	ReasonNoPin            ReasonCode = "no_pin"              // no active pin
+	ReasonNoPinWhenDecided ReasonCode = "no_pin_when_decided" // a pin came while the head was decided
+	ReasonPinnedAtHead     ReasonCode = "pinned_at_head"      // the pin was taken on this head: it covers the next
+	ReasonUncheckable      ReasonCode = "uncheckable"         // no validator for the installation (Detail)
+	ReasonGitHubError      ReasonCode = "github_error"        // GitHub failed while the run was checked (Detail)
+	ReasonRunRejected      ReasonCode = "run_rejected"        // the run no longer qualifies (Detail)
+	ReasonNotHead          ReasonCode = "not_head"            // the commit is no longer the head (GitHubHead is)
+	ReasonNotHeadRejected  ReasonCode = "not_head_rejected"   // not the head, and the run does not qualify for it (Detail)
+	ReasonReuse            ReasonCode = "reuse"               // skip: the pinned run is reused
+	ReasonPinChanged       ReasonCode = "pin_changed"         // the pin changed while the head was decided
+	ReasonMerged           ReasonCode = "merged"              // the merge consumed the pin
+	ReasonMergeRejected    ReasonCode = "merge_rejected"      // the run no longer qualified at merge (Detail)
+)
+
+// Why is a decision's reason: a code and the details its words need.
+type Why struct {
+	Code ReasonCode `json:"code"`
+	// RunID and Actor are the pin's run and the login that pinned it.
+	RunID int64  `json:"run_id,omitempty"`
+	Actor string `json:"actor,omitempty"`
+	// Detail is a rule's refusal (runs writes it as Markdown) or GitHub's
+	// error as a code span.
+	Detail      string   `json:"detail,omitempty"`
+	SHA         string   `json:"sha,omitempty"`         // the commit decided
+	PR          int      `json:"pr,omitempty"`          // its PR
+	GitHubHead  string   `json:"github_head,omitempty"` // the head GitHub gave
+	Action      string   `json:"action,omitempty"`
+	GateActions []string `json:"gate_actions,omitempty"`
 }
