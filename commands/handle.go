@@ -86,7 +86,7 @@ func Policy(rc *config.Repo, name string) auth.Policy {
 type step struct {
 	cmd     Command
 	verdict auth.Verdict
-	outcome string // accepted, denied, usage_error, rejected, error, ignored
+	outcome Outcome
 	reply   string // the part of the reply about this line ("" for none)
 	reason  string
 	quiet   bool // a denial to someone below triage: a reaction at most
@@ -118,14 +118,14 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 		s.verdict = d.Checker.Check(ctx, d.Lookup, d.Repo.Name, c.Actor, d.policy(policyName))
 		switch {
 		case cmd.Error != "":
-			s.outcome, s.reason = "usage_error", cmd.Reason
+			s.outcome, s.reason = UsageError, cmd.Reason
 			if s.verdict.Allowed {
 				s.reply = UsageReply(c.Actor.Login, cmd)
 			}
 		case !s.verdict.Allowed:
-			s.outcome, s.reason = "denied", s.verdict.Reason
+			s.outcome, s.reason = Denied, s.verdict.Reason
 			if s.verdict.CheckFailed {
-				s.outcome = "error"
+				s.outcome = Errored
 				d.Log.Warn("permission check failed", "login", c.Actor.Login, "err", s.verdict.Err)
 			}
 			if !answersDenial(s.verdict) {
@@ -140,29 +140,29 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 			}
 			s.reply = fmt.Sprintf("%s I did not run %s: %s.", mdtext.Mention(c.Actor.Login), code(cmd.Text), s.verdict.Reason)
 		case cmd.Name == Reuse && i != lastReuse:
-			s.outcome, s.reason = "ignored", "a later /reuse-sweep-run in this comment wins"
+			s.outcome, s.reason = Ignored, "a later /reuse-sweep-run in this comment wins"
 			s.reply = fmt.Sprintf("%s (line %d) was not run: the last `/reuse-sweep-run` in a comment wins.", code(cmd.Text), cmd.Line)
 		case cmd.Name == Help:
-			s.outcome = "accepted"
+			s.outcome = Accepted
 			s.reply = HelpReply(c.Actor.Login, helpInfo(d.Repo, d.Stage != nil))
 		case cmd.Name == Reuse && c.PRState == "closed":
-			s.outcome, s.reason = "rejected", "the PR is closed"
+			s.outcome, s.reason = Rejected, "the PR is closed"
 			s.reply = fmt.Sprintf("%s this PR is closed: a pin applies to the next push of an open PR.", mdtext.Mention(c.Actor.Login))
 		case cmd.Name == Reuse && cmd.Cancel:
-			s.outcome = "accepted" // what it revokes is found in the write
+			s.outcome = Accepted // what it revokes is found in the write
 		case cmd.Name == Reuse:
 			prepareReuse(ctx, d, c, s)
 		case cmd.Name == Stage:
 			if d.Stage == nil {
-				s.outcome, s.reason = "rejected", "staging is not configured"
+				s.outcome, s.reason = Rejected, "staging is not configured"
 				s.reply = fmt.Sprintf("%s staging is not configured for %s (no `stage.dispatch.repo`).", mdtext.Mention(c.Actor.Login), mdtext.Text(d.Repo.Name))
 				break
 			}
 			reply, ok, w := d.Stage.Prepare(ctx, c, cmd, s.verdict)
 			s.reply, s.stageW = reply, w
-			s.outcome = "accepted"
+			s.outcome = Accepted
 			if !ok {
-				s.outcome, s.reason = "rejected", reply
+				s.outcome, s.reason = Rejected, reply
 			}
 		}
 	}
@@ -174,6 +174,19 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 		return commitSteps(tx, d, c, steps)
 	}
 }
+
+// Outcome is what became of one command, as audited.
+type Outcome string
+
+// Command outcomes.
+const (
+	Accepted   Outcome = "accepted"
+	Denied     Outcome = "denied"      // the commenter may not run it
+	UsageError Outcome = "usage_error" // it was written wrong
+	Rejected   Outcome = "rejected"    // it may not run now (a run that does not qualify, a closed PR)
+	Errored    Outcome = "error"       // GitHub failed while it was checked
+	Ignored    Outcome = "ignored"     // a later command in the comment wins
+)
 
 // quietDenial is why a denial got a reaction only, as audited.
 const quietDenial = "the commenter's role is below triage (or the account is a bot that is not allow-listed)"
@@ -247,22 +260,22 @@ func prepareReuse(ctx context.Context, d Deps, c Comment, s *step) {
 		what = "a run"
 	}
 	if rej, ok := runs.IsRejection(err); ok {
-		s.outcome, s.reason = "rejected", rej.Reason
+		s.outcome, s.reason = Rejected, rej.Reason
 		s.reply = fmt.Sprintf("%s I did not pin %s: %s.", mdtext.Mention(c.Actor.Login), what, rej.Reason)
 		return
 	}
 	if err != nil {
 		d.Log.Warn("validating a run failed", "run", s.cmd.RunID, "err", err)
-		s.outcome, s.reason = "error", err.Error()
+		s.outcome, s.reason = Errored, err.Error()
 		s.reply = fmt.Sprintf("%s I did not pin %s: GitHub did not answer while I checked it. Please try again in a minute.", mdtext.Mention(c.Actor.Login), what)
 		return
 	}
 	if run.PRState == "closed" {
-		s.outcome, s.reason = "rejected", "the PR is closed"
+		s.outcome, s.reason = Rejected, "the PR is closed"
 		s.reply = fmt.Sprintf("%s this PR is closed: a pin applies to the next push of an open PR.", mdtext.Mention(c.Actor.Login))
 		return
 	}
-	s.outcome, s.run = "accepted", run
+	s.outcome, s.run = Accepted, run
 }
 
 func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
@@ -272,41 +285,41 @@ func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
 	var stageWrites []func(tx *state.Tx, replyTo string) error
 	for i := range steps {
 		s := &steps[i]
-		rec := state.AuditRecord{Kind: "command", Command: s.cmd.Name, Outcome: s.outcome, Repo: c.Repo, PR: c.PR,
+		rec := state.AuditRecord{Kind: "command", Command: s.cmd.Name, Outcome: string(s.outcome), Repo: c.Repo, PR: c.PR,
 			RunID: s.cmd.RunID, ActorID: c.Actor.ID, ActorLogin: c.Actor.Login, Role: roleName(s.verdict),
 			CommentID: c.CommentID, CommentURL: c.URL, Reason: s.reason}
-		if s.cmd.Name == Reuse && !s.cmd.Cancel && s.outcome == "accepted" {
+		if s.cmd.Name == Reuse && !s.cmd.Cancel && s.outcome == Accepted {
 			rec.RunID, rec.HeadSHA = s.run.ID, s.run.PRHead
 			links.Run = s.run.URL
 		}
 		if err := tx.Audit(rec); err != nil {
 			return err
 		}
-		if s.cmd.Name == Reuse && s.cmd.Cancel && s.outcome == "accepted" {
+		if s.cmd.Name == Reuse && s.cmd.Cancel && s.outcome == Accepted {
 			reply, err := cancelPin(tx, d, c)
 			if err != nil {
 				return err
 			}
 			s.reply = reply
 		}
-		if s.cmd.Name == Reuse && !s.cmd.Cancel && s.outcome == "accepted" {
+		if s.cmd.Name == Reuse && !s.cmd.Cancel && s.outcome == Accepted {
 			reply, err := grantPin(tx, d, c, s)
 			if err != nil {
 				return err
 			}
 			s.reply = reply
 		}
-		if s.stageW != nil && s.outcome == "accepted" {
+		if s.stageW != nil && s.outcome == Accepted {
 			stageWrites = append(stageWrites, s.stageW)
 			plus = true
 			continue // the stage handler posts its own acknowledgement, which it edits later
 		}
 		switch {
-		case s.outcome == "accepted":
+		case s.outcome == Accepted:
 			plus = true
 		case s.quiet && s.verdict.CheckFailed:
 			confused = true
-		case s.outcome == "denied", s.outcome == "rejected", s.outcome == "error":
+		case s.outcome == Denied, s.outcome == Rejected, s.outcome == Errored:
 			minus = true
 		}
 		quiet = quiet || s.quiet
