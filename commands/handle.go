@@ -364,7 +364,7 @@ func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
 		}
 	}
 	if len(replies) > 0 {
-		if _, err := d.Notices.Comment(tx, c.Repo, c.PR, c.Installation, "reply", strings.Join(replies, "\n\n---\n\n"), links); err != nil {
+		if _, err := d.Notices.Comment(tx, c.Repo, c.PR, c.Installation, notices.KindReply, strings.Join(replies, "\n\n---\n\n"), links); err != nil {
 			return err
 		}
 	}
@@ -492,7 +492,7 @@ func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, sta
 		if ok, err := takeReply(tx, d, c); err != nil || !ok {
 			return err
 		}
-		_, err = d.Notices.Comment(tx, c.Repo, c.PR, c.Installation, "edited", EditedReply(c.Actor.Login, added),
+		_, err = d.Notices.Comment(tx, c.Repo, c.PR, c.Installation, notices.KindEdited, EditedReply(c.Actor.Login, added),
 			notices.Links{PR: d.Notices.Web.PR(c.Repo, c.PR), Comment: c.URL})
 		return err
 	}

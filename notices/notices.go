@@ -48,9 +48,23 @@ type Builder struct {
 	Mirror Mirror
 }
 
+// Kind is what a PR comment is about, for its Slack mirror.
+type Kind string
+
+// Comment kinds.
+const (
+	KindSkip    Kind = "skip"    // a skipped sweep (broadcast in Slack)
+	KindInvalid Kind = "invalid" // a pin whose run no longer qualified
+	KindRevoked Kind = Kind(state.PinRevoked)
+	KindExpired Kind = Kind(state.PinExpired)
+	KindReply   Kind = "reply"  // opsbot's answer to a command
+	KindEdited  Kind = "edited" // commands an edit added were not run
+	KindStage   Kind = "stage"  // a staging request and its progress
+)
+
 // Mirror turns a GitHub notice into its Slack message.
 type Mirror interface {
-	Mirror(tx *state.Tx, repo string, pr int, kind, text string, links Links) error
+	Mirror(tx *state.Tx, repo string, pr int, kind Kind, text string, links Links) error
 }
 
 // Links are the GitHub pages a notice is about.
@@ -65,7 +79,7 @@ type Links struct {
 const StatusContext = "opsbot/sweep-gate"
 
 // Comment posts a PR comment (with a hidden marker) and mirrors it.
-func (b *Builder) Comment(tx *state.Tx, repo string, pr int, inst int64, kind, body string, links Links) (uint64, error) {
+func (b *Builder) Comment(tx *state.Tx, repo string, pr int, inst int64, kind Kind, body string, links Links) (uint64, error) {
 	n := &state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeComment, Repo: repo, PR: pr, Installation: inst, Body: body}
 	if err := tx.Enqueue(n); err != nil {
 		return 0, err
@@ -80,7 +94,7 @@ func (b *Builder) Comment(tx *state.Tx, repo string, pr int, inst int64, kind, b
 
 // Edit replaces the body of the comment notice id posted (keeping its
 // marker), and mirrors the new text.
-func (b *Builder) Edit(tx *state.Tx, repo string, pr int, inst int64, of uint64, kind, body string, links Links) error {
+func (b *Builder) Edit(tx *state.Tx, repo string, pr int, inst int64, of uint64, kind Kind, body string, links Links) error {
 	if err := tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeEdit, Repo: repo, PR: pr,
 		Installation: inst, EditOf: of, Body: body}); err != nil {
 		return err
@@ -124,7 +138,7 @@ func (b *Builder) Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, inst 
 	}
 	switch {
 	case d.Decision == state.Skip:
-		_, err := b.Comment(tx, d.Repo, d.PR, inst, "skip", SkipText(b.Web, d), Links{PR: prURL, Comment: d.CommentURL, Run: d.RunURL,
+		_, err := b.Comment(tx, d.Repo, d.PR, inst, KindSkip, SkipText(b.Web, d), Links{PR: prURL, Comment: d.CommentURL, Run: d.RunURL,
 			Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
 		return err
 	case pin != nil && pin.State == state.PinInvalid:
@@ -134,7 +148,7 @@ func (b *Builder) Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, inst 
 }
 
 func (b *Builder) pinInvalidComment(tx *state.Tx, d *state.Decision, pin *state.Pin, inst int64) error {
-	_, err := b.Comment(tx, d.Repo, d.PR, inst, "invalid", InvalidText(b.Web, d, pin), Links{PR: b.Web.PR(d.Repo, d.PR),
+	_, err := b.Comment(tx, d.Repo, d.PR, inst, KindInvalid, InvalidText(b.Web, d, pin), Links{PR: b.Web.PR(d.Repo, d.PR),
 		Comment: pin.CommentURL, Run: b.Web.Run(d.Repo, pin.RunID), Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
 	return err
 }
@@ -142,7 +156,7 @@ func (b *Builder) pinInvalidComment(tx *state.Tx, d *state.Decision, pin *state.
 // PinClosed tells that a pin was revoked or expired (not by a decision).
 // why is Markdown: escape what it quotes with mdtext.
 func (b *Builder) PinClosed(tx *state.Tx, p *state.Pin, inst int64, why string) error {
-	_, err := b.Comment(tx, p.Repo, p.PR, inst, string(p.State), fmt.Sprintf("The pin of run %s by %s is **%s**: %s.",
+	_, err := b.Comment(tx, p.Repo, p.PR, inst, Kind(p.State), fmt.Sprintf("The pin of run %s by %s is **%s**: %s.",
 		runLink(p.RunID, b.Web.Run(p.Repo, p.RunID)), mdtext.Mention(p.ActorLogin), mdtext.Text(string(p.State)), why), Links{PR: b.Web.PR(p.Repo, p.PR), Comment: p.CommentURL,
 		Run: b.Web.Run(p.Repo, p.RunID)})
 	return err

@@ -24,7 +24,7 @@ var _ notices.Mirror = (*Mirror)(nil)
 
 // Mirror adds the Slack message for a notice, after the PR's thread parent
 // when the PR has none yet.
-func (m *Mirror) Mirror(tx *state.Tx, repo string, pr int, kind, text string, links notices.Links) error {
+func (m *Mirror) Mirror(tx *state.Tx, repo string, pr int, kind notices.Kind, text string, links notices.Links) error {
 	rc, _ := m.Cfg.Repo(repo)
 	ch := m.Cfg.SlackChannelFor(rc)
 	if ch == "" {
@@ -48,7 +48,7 @@ func (m *Mirror) Mirror(tx *state.Tx, repo string, pr int, kind, text string, li
 		}
 	}
 	return tx.Enqueue(&state.Notice{Channel: state.ChannelSlack, Kind: state.NoticeSlack, Repo: repo, PR: pr,
-		Slack: &state.SlackMessage{Channel: ch, Text: FromMarkdown(text), Context: ContextLine(links), Broadcast: kind == "skip"}})
+		Slack: &state.SlackMessage{Channel: ch, Text: FromMarkdown(text), Context: ContextLine(links), Broadcast: kind == notices.KindSkip}})
 }
 
 // ParentText is the first message of a PR's thread.

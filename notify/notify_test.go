@@ -52,7 +52,7 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-func (r *rig) notice(pr int, kind, text string) {
+func (r *rig) notice(pr int, kind notices.Kind, text string) {
 	r.t.Helper()
 	err := r.store.Update(func(tx *state.Tx) error {
 		if info, _ := tx.PRInfo(repo, pr); info == nil {

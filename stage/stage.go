@@ -108,7 +108,7 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 		return err
 	}
 	links := notices.Links{PR: h.Notices.Web.PR(req.Repo, req.PR), Comment: req.CommentURL, Run: run.URL}
-	ack, err := h.Notices.Comment(tx, req.Repo, req.PR, req.Installation, "stage", AckText(req, run.URL), links)
+	ack, err := h.Notices.Comment(tx, req.Repo, req.PR, req.Installation, notices.KindStage, AckText(req, run.URL), links)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 			if err := tx.PutStageRequest(old); err != nil {
 				return err
 			}
-			if err := h.Notices.Edit(tx, old.Repo, old.PR, old.Installation, old.AckNotice, "stage",
+			if err := h.Notices.Edit(tx, old.Repo, old.PR, old.Installation, old.AckNotice, notices.KindStage,
 				fmt.Sprintf("%s staging run %d was replaced by a newer request (run %d of PR #%d) for the shared staging slot.",
 					mdtext.Mention(old.Requester), old.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(old.Repo, old.PR), Comment: old.CommentURL}); err != nil {
 				return err
@@ -250,7 +250,7 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 		if err := tx.PutStageRequest(req); err != nil {
 			return err
 		}
-		if err := h.Notices.Edit(tx, req.Repo, req.PR, req.Installation, req.AckNotice, "stage", text, links); err != nil {
+		if err := h.Notices.Edit(tx, req.Repo, req.PR, req.Installation, req.AckNotice, notices.KindStage, text, links); err != nil {
 			return err
 		}
 		return tx.Audit(state.AuditRecord{Kind: "callback", Outcome: req.State, Repo: req.Repo, PR: req.PR, RunID: req.RunID,
@@ -267,7 +267,7 @@ func (h *Handler) unstagePrevious(tx *state.Tx, rc *config.Repo, req *state.Stag
 	if err := tx.PutStageRequest(prev); err != nil {
 		return err
 	}
-	if _, err := h.Notices.Comment(tx, prev.Repo, prev.PR, prev.Installation, "stage",
+	if _, err := h.Notices.Comment(tx, prev.Repo, prev.PR, prev.Installation, notices.KindStage,
 		fmt.Sprintf("Run %d of this PR is no longer staged: run %d of PR #%d took the shared staging slot. Comment `/stage-results` to stage it again.",
 			prev.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(prev.Repo, prev.PR)}); err != nil {
 		return err

@@ -18,14 +18,17 @@ const (
 	ChannelSlack  = "slack"
 )
 
-// Notice kinds.
+// NoticeKind is what a notice asks a sender to do.
+type NoticeKind string
+
+// Notice kinds, as stored.
 const (
-	NoticeComment  = "comment"  // a PR comment, carrying a hidden marker
-	NoticeEdit     = "edit"     // edit a comment opsbot posted (EditOf) or TargetComment
-	NoticeReaction = "reaction" // react to TargetComment
-	NoticeStatus   = "status"   // commit status on SHA
-	NoticeDispatch = "dispatch" // repository_dispatch to Repo
-	NoticeSlack    = "slack"    // a Slack message in the PR's thread
+	NoticeComment  NoticeKind = "comment"  // a PR comment, carrying a hidden marker
+	NoticeEdit                = "edit"     // edit a comment opsbot posted (EditOf) or TargetComment
+	NoticeReaction            = "reaction" // react to TargetComment
+	NoticeStatus              = "status"   // commit status on SHA
+	NoticeDispatch            = "dispatch" // repository_dispatch to Repo
+	NoticeSlack               = "slack"    // a Slack message in the PR's thread
 )
 
 // Notice is one message opsbot owes GitHub or Slack. It is written in the
@@ -34,7 +37,7 @@ type Notice struct {
 	V             int            `json:"v"`
 	ID            uint64         `json:"id"`
 	Channel       string         `json:"channel"`
-	Kind          string         `json:"kind"`
+	Kind          NoticeKind     `json:"kind"`
 	Repo          string         `json:"repo"`
 	PR            int            `json:"pr,omitempty"`
 	Installation  int64          `json:"installation,omitempty"`
