@@ -348,3 +348,35 @@ func TestDivergedStaleCommitLeavesThePinForTheHead(t *testing.T) {
 		t.Fatalf("a rule failing for the head left pin %d active", p.ID)
 	}
 }
+
+// A PR closed without merging expires its pin once, audits who closed it,
+// and tells the PR; a closed PR without a pin changes nothing.
+func TestClosedExpiresThePin(t *testing.T) {
+	r := newRig(t)
+	p := r.pin(t, 10, "c1")
+	closeIt := func() error {
+		return r.store.Update(func(tx *state.Tx) error {
+			return r.g.Closed(tx, gate.Ask{Repo: repo, PR: 1, Action: "closed", Source: "webhook"}, 99, "author")
+		})
+	}
+	if err := closeIt(); err != nil {
+		t.Fatal(err)
+	}
+	pins, err := r.store.Pins(repo, 1)
+	if err != nil || len(pins) != 1 || pins[0].State != state.PinExpired || pins[0].ClosedReason != "the PR was closed without merging" {
+		t.Fatalf("pins = %+v, %v; want pin %d expired", pins, err, p.ID)
+	}
+	recs, _, err := r.store.Audit(state.AuditQuery{Kind: "pin"})
+	if err != nil || len(recs) != 2 || recs[1].Outcome != "expired" || recs[1].ActorLogin != "author" || recs[1].PinID != p.ID {
+		t.Fatalf("pin audit = %+v, %v; want the expiry by @author last", recs, err)
+	}
+	if r.notes.closed != 1 {
+		t.Fatalf("PinClosed told %d times, want 1", r.notes.closed)
+	}
+	if err := closeIt(); err != nil {
+		t.Fatal(err)
+	}
+	if r.notes.closed != 1 {
+		t.Fatalf("closing a PR without a pin told the PR again (%d)", r.notes.closed)
+	}
+}
