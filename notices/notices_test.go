@@ -60,3 +60,14 @@ func TestInvalidTextReadsTheReasonCode(t *testing.T) {
 		})
 	}
 }
+
+// Every reason code the gate can store has words.
+func TestEveryReasonCodeIsWorded(t *testing.T) {
+	for _, c := range []state.ReasonCode{state.ReasonNotGateAction, state.ReasonNoPin, state.ReasonNoPinWhenDecided,
+		state.ReasonPinnedAtHead, state.ReasonUncheckable, state.ReasonGitHubError, state.ReasonRunRejected, state.ReasonNotHead,
+		state.ReasonNotHeadRejected, state.ReasonReuse, state.ReasonPinChanged, state.ReasonMerged, state.ReasonMergeRejected} {
+		if got := Reason(state.Why{Code: c, RunID: 42, Actor: "maintainer", Detail: "why"}); strings.HasPrefix(got, "reason ") {
+			t.Errorf("Reason(%s) = %q: the code has no words", c, got)
+		}
+	}
+}
