@@ -93,11 +93,13 @@ func TestCommandBurstStaysWithinSecondaryLimits(t *testing.T) {
 	pushed := time.Now()
 	postNoSettle(t, w, "pull_request", p)
 	// Its fair share: the next send the window frees (every 50 ms on
-	// average here) alternates between the two PRs.
+	// average here) alternates between the two PRs, so the status comes
+	// while the burst is still being answered. (How soon, in time, is
+	// measured by the burst benchmark, not asserted here.)
 	for len(w.statuses("e2")) == 0 {
-		if time.Since(pushed) > 1500*time.Millisecond {
-			t.Fatalf("no status for the other PR's push in 1.5 s (%d of %d commands answered): it waited behind the burst",
-				len(w.replies()), burst)
+		if len(w.replies()) >= burst || time.Since(pushed) > 60*time.Second {
+			t.Fatalf("no status for the other PR's push while the burst was answered (%d of %d commands answered, %v): it waited behind the burst",
+				len(w.replies()), burst, time.Since(pushed).Round(time.Millisecond))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -108,9 +110,9 @@ func TestCommandBurstStaysWithinSecondaryLimits(t *testing.T) {
 
 	// One PR's notices go one after another, each with two commits: on a
 	// loaded machine that, not the pace, can set the burst's end.
-	for deadline := time.Now().Add(30 * time.Second); len(w.replies()) < burst; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(120 * time.Second); len(w.replies()) < burst; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d commands answered in 30 s", len(w.replies()), burst)
+			t.Fatalf("%d of %d commands answered in 120 s", len(w.replies()), burst)
 		}
 	}
 	if n := w.gh.SecondaryRefusals(); n != 0 {
