@@ -26,6 +26,12 @@ type Comment struct {
 	Body         string
 	Actor        auth.Actor
 	Installation int64
+	// Parsed says Commands (and, for an edit, OldCommands) hold the
+	// comment's commands as ingest parsed them; without it Body (and the
+	// edit's old body) are parsed here.
+	Parsed      bool
+	Commands    []Command
+	OldCommands []Command
 }
 
 // Deps are what handling a comment reads through.
@@ -99,7 +105,10 @@ type step struct {
 // runs) and returns the write that records everything and adds the
 // notices, to be committed with the delivery.
 func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
-	cmds := Parse(c.Body, Options{Repo: d.Repo.Name, Host: d.WebHost})
+	cmds := c.Commands
+	if !c.Parsed {
+		cmds = Parse(c.Body, Options{Repo: d.Repo.Name, Host: d.WebHost})
+	}
 	if len(cmds) == 0 {
 		return "no-commands", nil
 	}
@@ -446,7 +455,10 @@ func revoke(tx *state.Tx, c Comment, p *state.Pin, why string) error {
 // command line the edit removed is revoked.
 func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, state.Write) {
 	opt := Options{Repo: d.Repo.Name, Host: d.WebHost}
-	before, after := Parse(oldBody, opt), Parse(c.Body, opt)
+	before, after := c.OldCommands, c.Commands
+	if !c.Parsed {
+		before, after = Parse(oldBody, opt), Parse(c.Body, opt)
+	}
 	had := map[string]int{}
 	for _, cmd := range before {
 		had[strings.ToLower(cmd.Text)]++

@@ -116,13 +116,13 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 			// (say, after an edit added a command).
 			return "no-commands", processed(rc.Name, d.CommentID), nil
 		}
-		var ev commentPayload
-		if err := decode(d, &ev); err != nil {
-			return "", nil, err
+		c, err := h.commentOf(rc, d)
+		if err != nil || c == nil {
+			return "ignored-issue", nil, err
 		}
-		return h.comment(ctx, rc, &ev)
+		return h.comment(ctx, rc, c)
 	case "pull_request":
-		var ev pullPayload
+		var ev PullPayload
 		if err := decode(d, &ev); err != nil {
 			return "", nil, err
 		}
@@ -138,6 +138,29 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 		return h.Stage.Callback(ctx, d, &ev)
 	}
 	return "ignored", nil, nil
+}
+
+// commentOf is a comment delivery as ingest recorded it; one stored before
+// ingest recorded comments is decoded and parsed here. Nil: the comment is
+// not on a PR.
+func (h *Handler) commentOf(rc *config.Repo, d *state.Delivery) (*commentRecord, error) {
+	if len(d.Parsed) > 0 {
+		var in ingested
+		if err := json.Unmarshal(d.Parsed, &in); err != nil {
+			return nil, worker.Permanent(fmt.Errorf("decoding what ingest recorded of the %s delivery: %w", d.Event, err))
+		}
+		if in.Comment != nil {
+			return in.Comment, nil
+		}
+	}
+	var ev CommentPayload
+	if err := decode(d, &ev); err != nil {
+		return nil, err
+	}
+	if !ev.OnPR() {
+		return nil, nil
+	}
+	return (&Schema{WebHost: h.Cfg.WebHost()}).fromPayload(rc.Name, &ev), nil
 }
 
 func decode(d *state.Delivery, v any) error {
@@ -167,35 +190,32 @@ func (h *Handler) deps(ctx context.Context, rc *config.Repo, inst int64) (comman
 		MaxOutsiderReactionsRepo: h.Cfg.Notices.MaxOutsiderReactionsPerRepoPerHour}, nil
 }
 
-func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPayload) (string, state.Write, error) {
-	if !ev.onPR() {
-		return "ignored-issue", nil, nil
-	}
-	u := ev.Comment.User
+func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecord) (string, state.Write, error) {
+	u := ev.Author
 	actor := auth.Actor{ID: u.ID, Login: u.Login, Type: u.Type}
 	if (h.SelfID != 0 && actor.ID == h.SelfID) || (h.SelfName != "" && strings.EqualFold(actor.Login, h.SelfName)) {
 		if ev.Action == "created" {
-			return "ignored-self", processed(rc.Name, ev.Comment.ID), nil
+			return "ignored-self", processed(rc.Name, ev.ID), nil
 		}
-		return "ignored-self", noted(rc.Name, ev.Comment.ID), nil
+		return "ignored-self", noted(rc.Name, ev.ID), nil
 	}
-	c := commands.Comment{Repo: rc.Name, PR: ev.Issue.Number, PRState: ev.Issue.State,
-		CommentID: ev.Comment.ID, URL: ev.Comment.HTMLURL, Body: ev.Comment.Body,
-		Actor: actor, Installation: ev.Installation.ID}
+	c := commands.Comment{Repo: rc.Name, PR: ev.PR, PRState: ev.PRState, CommentID: ev.ID, URL: ev.URL,
+		Actor: actor, Installation: ev.Installation,
+		Parsed: true, Commands: loadCommands(ev.Commands), OldCommands: loadCommands(ev.OldCommands)}
 	if ev.Action == "edited" || ev.Action == "deleted" {
 		// The person who edited or deleted, not the comment's author.
 		s := ev.Sender
 		c.Actor = auth.Actor{ID: s.ID, Login: s.Login, Type: s.Type}
 	}
-	if ev.Action == "created" && !strings.Contains(c.Body, "/") {
-		return "no-commands", processed(rc.Name, c.CommentID), nil // no command can hide in a comment without a slash
+	if ev.Action == "created" && len(c.Commands) == 0 {
+		return "no-commands", processed(rc.Name, c.CommentID), nil
 	}
 	d, err := h.deps(ctx, rc, c.Installation)
 	if err != nil {
 		return "", nil, err
 	}
-	info := &state.PRInfo{Repo: rc.Name, PR: c.PR, Title: ev.Issue.Title, Author: ev.Issue.User.Login,
-		State: ev.Issue.State, Installation: c.Installation}
+	info := &state.PRInfo{Repo: rc.Name, PR: c.PR, Title: ev.PRTitle, Author: ev.PRAuthor,
+		State: ev.PRState, Installation: c.Installation}
 	withInfo := func(out string, w state.Write) (string, state.Write, error) {
 		return out, func(tx *state.Tx) error {
 			if err := mergeInfo(tx, info); err != nil {
@@ -215,11 +235,7 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPaylo
 		}
 		return withInfo(out, w)
 	case "edited":
-		old := ""
-		if ev.Changes != nil && ev.Changes.Body != nil {
-			old = ev.Changes.Body.From
-		}
-		out, w := commands.Edited(ctx, d, c, old)
+		out, w := commands.Edited(ctx, d, c, "")
 		return withInfo(out, then(noted(rc.Name, c.CommentID), w))
 	case "deleted":
 		out, w := commands.Deleted(d, c)
@@ -228,14 +244,11 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentPaylo
 	return "ignored-action", nil, nil
 }
 
-func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Delivery, ev *pullPayload) (string, state.Write, error) {
+func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Delivery, ev *PullPayload) (string, state.Write, error) {
 	pr := &ev.PullRequest
 	// GitHub sends lower-case SHAs; opsbot keys decisions by that spelling.
 	pr.Head.SHA, pr.MergeCommitSHA = strings.ToLower(pr.Head.SHA), strings.ToLower(pr.MergeCommitSHA)
-	n := ev.Number
-	if n == 0 {
-		n = pr.Number
-	}
+	n := ev.PRNumber()
 	info := &state.PRInfo{Repo: rc.Name, PR: n, Title: pr.Title, Author: pr.User.Login,
 		Branch: pr.Head.Ref, HeadSHA: pr.Head.SHA, HeadAt: pr.UpdatedAt, State: pr.State}
 	if a := ev.Action; a != "opened" && a != "reopened" && a != "synchronize" {
@@ -309,15 +322,6 @@ func then(a, b state.Write) state.Write {
 		}
 		return nil
 	}
-}
-
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // mergeInfo records what an event tells of a PR, keeping what it does not

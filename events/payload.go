@@ -5,65 +5,123 @@ import (
 	"time"
 )
 
-// The payload types read only what opsbot uses: decoding GitHub's full
-// event types costs far more (deliveries are up to 25 MiB), and a field
-// opsbot does not read cannot break it.
+// The payload types are the webhook schema opsbot reads: only what it uses,
+// since decoding GitHub's full event types costs far more (deliveries are up
+// to 25 MiB) and a field opsbot does not read cannot break it. Ingest
+// (Classify) reads them, the worker reads them, and reconcile writes them for
+// the events it recovers, so the three agree by construction.
 
-type account struct {
+// Account is a GitHub user or bot as a payload names it.
+type Account struct {
 	Login string `json:"login"`
-	ID    int64  `json:"id"`
-	Type  string `json:"type"`
+	ID    int64  `json:"id,omitempty"`
+	Type  string `json:"type,omitempty"`
 }
 
-type installation struct {
-	ID int64 `json:"id"`
+// Installation is the GitHub App installation a delivery came through.
+type Installation struct {
+	ID int64 `json:"id,omitempty"`
 }
 
-type commentPayload struct {
-	Action string `json:"action"`
-	Issue  *struct {
-		Number      int             `json:"number"`
-		State       string          `json:"state"`
-		Title       string          `json:"title"`
-		User        account         `json:"user"`
-		PullRequest json.RawMessage `json:"pull_request"`
-	} `json:"issue"`
-	Comment *struct {
-		ID      int64   `json:"id"`
-		Body    string  `json:"body"`
-		HTMLURL string  `json:"html_url"`
-		User    account `json:"user"`
-	} `json:"comment"`
-	Changes *struct {
-		Body *struct {
-			From string `json:"from"`
-		} `json:"body"`
-	} `json:"changes"`
-	Sender       account      `json:"sender"`
-	Installation installation `json:"installation"`
+// Repository names the repository a delivery is about.
+type Repository struct {
+	FullName string `json:"full_name"`
 }
 
-func (p *commentPayload) onPR() bool {
-	return p.Issue != nil && p.Comment != nil && len(p.Issue.PullRequest) > 0 && string(p.Issue.PullRequest) != "null"
+// Issue is the issue (or PR conversation) of a comment.
+type Issue struct {
+	Number int     `json:"number"`
+	State  string  `json:"state"`
+	Title  string  `json:"title"`
+	User   Account `json:"user"`
+	// PullRequest is present (not null) only when the issue is a pull request.
+	PullRequest json.RawMessage `json:"pull_request,omitempty"`
 }
 
-type pullPayload struct {
-	Action      string `json:"action"`
-	Number      int    `json:"number"`
-	PullRequest struct {
-		Number         int     `json:"number"`
-		Title          string  `json:"title"`
-		State          string  `json:"state"`
-		Merged         bool    `json:"merged"`
-		MergeCommitSHA string  `json:"merge_commit_sha"`
-		User           account `json:"user"`
-		Head           struct {
-			SHA string `json:"sha"`
-			Ref string `json:"ref"`
-		} `json:"head"`
-		// UpdatedAt orders deliveries, which GitHub does not send in order.
-		UpdatedAt time.Time `json:"updated_at"`
+// IssueComment is the comment of an issue_comment delivery.
+type IssueComment struct {
+	ID      int64   `json:"id"`
+	Body    string  `json:"body"`
+	HTMLURL string  `json:"html_url"`
+	User    Account `json:"user"`
+}
+
+// BodyChange is what an edit changed in a comment's body.
+type BodyChange struct {
+	Body *struct {
+		From string `json:"from"`
+	} `json:"body,omitempty"`
+}
+
+// CommentPayload is an issue_comment delivery.
+type CommentPayload struct {
+	Action       string        `json:"action"`
+	Issue        *Issue        `json:"issue,omitempty"`
+	Comment      *IssueComment `json:"comment,omitempty"`
+	Changes      *BodyChange   `json:"changes,omitempty"`
+	Repository   *Repository   `json:"repository,omitempty"`
+	Sender       Account       `json:"sender"`
+	Installation Installation  `json:"installation"`
+}
+
+// OnPR reports whether the comment is on a pull request (not a plain issue).
+func (p *CommentPayload) OnPR() bool {
+	return p.Issue != nil && p.Comment != nil && isPR(p.Issue.PullRequest)
+}
+
+func isPR(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
+// PullHead is a PR's head branch and commit.
+type PullHead struct {
+	SHA string `json:"sha"`
+	Ref string `json:"ref"`
+}
+
+// PullRequest is the PR of a pull_request delivery.
+type PullRequest struct {
+	Number         int      `json:"number"`
+	Title          string   `json:"title"`
+	State          string   `json:"state"`
+	Merged         bool     `json:"merged"`
+	MergeCommitSHA string   `json:"merge_commit_sha,omitempty"`
+	User           Account  `json:"user"`
+	Head           PullHead `json:"head"`
+	// UpdatedAt orders deliveries, which GitHub does not send in order.
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+}
+
+// PullPayload is a pull_request delivery.
+type PullPayload struct {
+	Action       string       `json:"action"`
+	Number       int          `json:"number"`
+	PullRequest  PullRequest  `json:"pull_request"`
+	Repository   *Repository  `json:"repository,omitempty"`
+	Sender       Account      `json:"sender"`
+	Installation Installation `json:"installation"`
+}
+
+// PRNumber is the PR the delivery is about (the top-level number, else the PR's).
+func (p *PullPayload) PRNumber() int {
+	if p.Number != 0 {
+		return p.Number
+	}
+	return p.PullRequest.Number
+}
+
+// envelope is what ingest decodes of any used delivery, in one pass: the
+// fields that say whether opsbot uses it and which PR orders it, and for a
+// comment all the worker reads, so the comment is parsed here once.
+type envelope struct {
+	Action      string      `json:"action"`
+	Repository  *Repository `json:"repository"`
+	Number      int         `json:"number"`
+	Issue       *Issue      `json:"issue"`
+	PullRequest *struct {
+		Number int `json:"number"`
 	} `json:"pull_request"`
-	Sender       account      `json:"sender"`
-	Installation installation `json:"installation"`
+	Comment       *IssueComment  `json:"comment"`
+	Changes       *BodyChange    `json:"changes"`
+	Sender        Account        `json:"sender"`
+	Installation  Installation   `json:"installation"`
+	ClientPayload map[string]any `json:"client_payload"`
 }

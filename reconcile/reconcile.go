@@ -21,6 +21,7 @@ import (
 
 	"opsbot/commands"
 	"opsbot/config"
+	"opsbot/events"
 	"opsbot/state"
 )
 
@@ -122,6 +123,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	default:
 		rep.Since = last.Add(-Overlap)
 	}
+	schema := events.NewSchema(r.Cfg, r.now)
 	gh, err := r.Clients(rc.Name)
 	if err != nil {
 		return rep, err
@@ -179,16 +181,16 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		if info, _ := r.Store.PRInfo(rc.Name, pr); info != nil {
 			title = info.Title
 		}
-		body := map[string]any{
-			"action": "created",
-			"issue": map[string]any{"number": pr, "state": "open", "title": title,
-				"pull_request": map[string]any{"url": fmt.Sprintf("%srepos/%s/pulls/%d", r.Cfg.GitHub.APIURL, rc.Name, pr)}},
-			"comment": map[string]any{"id": c.GetID(), "body": c.GetBody(), "html_url": c.GetHTMLURL(),
-				"user": map[string]any{"login": u.GetLogin(), "id": u.GetID(), "type": u.GetType()}},
-			"repository": map[string]any{"full_name": rc.Name},
-			"sender":     map[string]any{"login": u.GetLogin(), "id": u.GetID(), "type": u.GetType()},
+		prURL, err := json.Marshal(map[string]string{"url": fmt.Sprintf("%srepos/%s/pulls/%d", r.Cfg.GitHub.APIURL, rc.Name, pr)})
+		if err != nil {
+			return rep, err
 		}
-		added, err := r.add(ctx, fmt.Sprintf("reconcile-comment-%d", c.GetID()), "issue_comment", "created", rc.Name, pr, body)
+		author := events.Account{Login: u.GetLogin(), ID: u.GetID(), Type: u.GetType()}
+		body := &events.CommentPayload{Action: "created",
+			Issue:      &events.Issue{Number: pr, State: "open", Title: title, PullRequest: prURL},
+			Comment:    &events.IssueComment{ID: c.GetID(), Body: c.GetBody(), HTMLURL: c.GetHTMLURL(), User: author},
+			Repository: &events.Repository{FullName: rc.Name}, Sender: author}
+		added, err := r.add(ctx, schema, fmt.Sprintf("reconcile-comment-%d", c.GetID()), "issue_comment", body)
 		if err != nil {
 			return rep, err
 		}
@@ -216,16 +218,14 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		if p.GetState() != "closed" {
 			continue
 		}
-		body := map[string]any{
-			"action": "closed", "number": n,
-			"pull_request": map[string]any{"number": n, "state": "closed", "merged": p.GetMerged(),
-				"merge_commit_sha": p.GetMergeCommitSHA(), "title": p.GetTitle(),
-				"head": map[string]any{"sha": p.GetHead().GetSHA(), "ref": p.GetHead().GetRef()},
-				"user": map[string]any{"login": p.GetUser().GetLogin()}},
-			"repository": map[string]any{"full_name": rc.Name},
-			"sender":     map[string]any{"login": "opsbot-reconcile"},
-		}
-		added, err := r.add(ctx, fmt.Sprintf("reconcile-closed-%s-%d", strings.ToLower(rc.Name), n), "pull_request", "closed", rc.Name, n, body)
+		head := p.GetHead()
+		body := &events.PullPayload{Action: "closed", Number: n,
+			PullRequest: events.PullRequest{Number: n, State: "closed", Merged: p.GetMerged(),
+				MergeCommitSHA: p.GetMergeCommitSHA(), Title: p.GetTitle(),
+				Head: events.PullHead{SHA: head.GetSHA(), Ref: head.GetRef()},
+				User: events.Account{Login: p.GetUser().GetLogin()}},
+			Repository: &events.Repository{FullName: rc.Name}, Sender: events.Account{Login: "opsbot-reconcile"}}
+		added, err := r.add(ctx, schema, fmt.Sprintf("reconcile-closed-%s-%d", strings.ToLower(rc.Name), n), "pull_request", body)
 		if err != nil {
 			return rep, err
 		}
@@ -242,12 +242,20 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	return rep, nil
 }
 
-func (r *Reconciler) add(ctx context.Context, id, event, action, repo string, pr int, body map[string]any) (bool, error) {
+// add puts a recovered event into the inbox, classified as ingest
+// classifies a webhook, so it takes the same path.
+func (r *Reconciler) add(ctx context.Context, schema *events.Schema, id, event string, body any) (bool, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return false, err
 	}
-	d := &state.Delivery{ID: id, Event: event, Action: action, Repo: repo, PR: pr, ReceivedAt: r.now(), Body: raw}
+	d, ignored, err := schema.Classify(event, id, raw)
+	if err != nil {
+		return false, err
+	}
+	if d == nil {
+		return false, fmt.Errorf("reconcile: the recovered %s %s was not classified as used: %s", event, id, ignored)
+	}
 	res, err := r.Store.Append(ctx, d)
 	if err != nil || res == state.Duplicate {
 		return false, err

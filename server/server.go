@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"opsbot/auth"
+	"opsbot/events"
 	"opsbot/metrics"
 	"opsbot/state"
 )
@@ -39,10 +40,13 @@ type Config struct {
 	// Body bounds reading bodies before their signatures are checked.
 	Body     BodyLimits
 	RepoName func(fullName string) (canonical string, served bool)
-	Metrics  *metrics.Metrics
-	Log      *slog.Logger
-	Ready    ReadyCheck
-	Now      func() time.Time
+	// WebHost is the host of run URLs in commands (default github.com):
+	// comments are parsed at ingest.
+	WebHost string
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+	Ready   ReadyCheck
+	Now     func() time.Time
 	// Ctx is the server's lifetime context: work a request starts that must
 	// outlive the request (storing a delivery) runs on it.
 	Ctx context.Context
@@ -52,24 +56,24 @@ type Config struct {
 
 // Server answers HTTP.
 type Server struct {
-	store    Appender
-	queue    Queue
-	secrets  []auth.Secret
-	maxBody  int64
-	limits   BodyLimits
-	bodies   *bodyBudget
-	repoName func(string) (string, bool)
-	m        *metrics.Metrics
-	log      *slog.Logger
-	ready    ReadyCheck
-	now      func() time.Time
-	ctx      context.Context
-	mux      *http.ServeMux
+	store   Appender
+	queue   Queue
+	secrets []auth.Secret
+	maxBody int64
+	limits  BodyLimits
+	bodies  *bodyBudget
+	schema  *events.Schema
+	m       *metrics.Metrics
+	log     *slog.Logger
+	ready   ReadyCheck
+	now     func() time.Time
+	ctx     context.Context
+	mux     *http.ServeMux
 }
 
 // New builds a Server and registers every route.
 func New(c Config) *Server {
-	s := &Server{store: c.Store, queue: c.Queue, secrets: c.Secrets, maxBody: c.MaxBody, limits: c.Body, bodies: newBodyBudget(c.Body), repoName: c.RepoName,
+	s := &Server{store: c.Store, queue: c.Queue, secrets: c.Secrets, maxBody: c.MaxBody, limits: c.Body, bodies: newBodyBudget(c.Body),
 		m: c.Metrics, log: c.Log, ready: c.Ready, now: c.Now, ctx: c.Ctx, mux: http.NewServeMux()}
 	if s.now == nil {
 		s.now = time.Now
@@ -77,6 +81,7 @@ func New(c Config) *Server {
 	if s.ctx == nil {
 		s.ctx = context.Background()
 	}
+	s.schema = &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Now: s.now}
 	s.routes(c.Extra)
 	return s
 }

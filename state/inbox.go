@@ -27,8 +27,13 @@ type Delivery struct {
 	NoCommands bool `json:"no_commands,omitempty"`
 	// CommentID is the comment of an issue_comment delivery, so one with no
 	// commands is recorded as seen without decoding the payload again.
-	CommentID int64  `json:"comment_id,omitempty"`
-	Body      []byte `json:"-"`
+	CommentID int64 `json:"comment_id,omitempty"`
+	// Parsed is what ingest read from the body (events.Schema.Classify),
+	// in a form the events package owns: stored with the delivery so the
+	// worker does not read the body again. Empty for deliveries stored
+	// before ingest recorded it.
+	Parsed json.RawMessage `json:"parsed,omitempty"`
+	Body   []byte          `json:"-"`
 }
 
 // Key is the ordering key: deliveries with the same key are processed in

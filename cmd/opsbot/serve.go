@@ -248,6 +248,7 @@ func runServe(e *env, args []string) error {
 			}
 			return r.Name, true
 		},
+		WebHost: cfg.WebHost(),
 		Metrics: m, Log: log, Ctx: context.WithoutCancel(ctx),
 		Ready: func() (string, []string) {
 			if _, err := store.InboxStats(); err != nil {

@@ -1,0 +1,200 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"opsbot/commands"
+	"opsbot/config"
+	"opsbot/state"
+)
+
+// Schema classifies verified webhook deliveries: which ones opsbot uses,
+// the PR that orders each, and for a comment its commands, parsed once here.
+type Schema struct {
+	// Repo gives a served repository's configured name; ok false: not served.
+	Repo func(fullName string) (name string, ok bool)
+	// WebHost is the host of run URLs in commands (default github.com).
+	WebHost string
+	Now     func() time.Time
+}
+
+// NewSchema is the schema of the repositories cfg serves.
+func NewSchema(cfg *config.Config, now func() time.Time) *Schema {
+	return &Schema{WebHost: cfg.WebHost(), Now: now, Repo: func(name string) (string, bool) {
+		r, ok := cfg.Repo(name)
+		if !ok {
+			return "", false
+		}
+		return r.Name, true
+	}}
+}
+
+// Ignored reasons: why Classify did not keep a delivery.
+const (
+	IgnoredEvent    = "event not used"
+	IgnoredRepo     = "repository not served"
+	IgnoredIssue    = "comment on an issue, not a pull request"
+	IgnoredNoPR     = "names no pull request"
+	IgnoredDispatch = "repository dispatch that is not a stage result"
+)
+
+// usedEvents are the events opsbot acts on; every other event is ignored.
+var usedEvents = map[string]bool{"issue_comment": true, "pull_request": true, "repository_dispatch": true}
+
+// Classify reads a verified delivery's body once and returns the record to
+// store (its Body set to body), or nil and why opsbot ignores it. An error
+// means the body is not valid JSON.
+func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, string, error) {
+	var env envelope
+	// The JSON v2 decoder makes one pass over the body where encoding/json
+	// makes two (validate, then decode): it was a third of the server's CPU
+	// under ingest (docs/BENCHMARKS.md). The options keep encoding/json's
+	// leniency: duplicate names, invalid UTF-8 in strings and names in any
+	// case are accepted as GitHub's payloads always were.
+	if err := jsonv2.Unmarshal(body, &env, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true),
+		jsonv2.MatchCaseInsensitiveNames(true)); err != nil {
+		return nil, "", fmt.Errorf("events: decoding the %s delivery: %w", event, err)
+	}
+	if !usedEvents[event] {
+		return nil, IgnoredEvent, nil
+	}
+	if env.Repository == nil {
+		return nil, IgnoredRepo, nil
+	}
+	repo, ok := s.Repo(env.Repository.FullName)
+	if !ok {
+		return nil, IgnoredRepo, nil
+	}
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	d := &state.Delivery{ID: id, Event: event, Action: env.Action, Repo: repo, ReceivedAt: now(), Body: body}
+	switch event {
+	case "issue_comment":
+		// Comments on issues that are not pull requests carry no commands.
+		if env.Issue == nil || !isPR(env.Issue.PullRequest) {
+			return nil, IgnoredIssue, nil
+		}
+		d.PR = env.Issue.Number
+		if env.Comment == nil {
+			break // the worker reads the body and finds nothing to do
+		}
+		d.CommentID = env.Comment.ID
+		c := s.comment(repo, &env)
+		// A new comment that holds no command line (most comments) is
+		// completed by the worker without reading anything more. Any
+		// line that could be a command, even a malformed one, goes through.
+		d.NoCommands = env.Action == "created" && len(c.Commands) == 0
+		raw, err := json.Marshal(ingested{Comment: c})
+		if err != nil {
+			return nil, "", fmt.Errorf("events: recording the parsed comment: %w", err)
+		}
+		d.Parsed = raw
+	case "pull_request":
+		d.PR = env.Number
+		if d.PR == 0 && env.PullRequest != nil {
+			d.PR = env.PullRequest.Number
+		}
+		if d.PR == 0 {
+			return nil, IgnoredNoPR, nil
+		}
+	case "repository_dispatch":
+		if !strings.HasPrefix(env.Action, "stage-results-") {
+			return nil, IgnoredDispatch, nil
+		}
+		// The staging workflow names the PR in its client payload.
+		switch n := env.ClientPayload["pr-number"].(type) {
+		case float64:
+			if n > 0 && n < 1<<31 {
+				d.PR = int(n)
+			}
+		case string:
+			if v, err := strconv.Atoi(n); err == nil && v > 0 {
+				d.PR = v
+			}
+		}
+	}
+	return d, "", nil
+}
+
+// ingested is what Classify read from a delivery's body, stored with it as
+// state.Delivery.Parsed so the worker neither decodes the body nor parses
+// the comment again.
+type ingested struct {
+	Comment *commentRecord `json:"comment,omitempty"`
+}
+
+// commentRecord is a comment delivery as the worker uses it.
+type commentRecord struct {
+	Action       string          `json:"action"`
+	PR           int             `json:"pr"`
+	PRState      string          `json:"pr_state,omitempty"`
+	PRTitle      string          `json:"pr_title,omitempty"`
+	PRAuthor     string          `json:"pr_author,omitempty"`
+	ID           int64           `json:"id"`
+	URL          string          `json:"url,omitempty"`
+	Author       Account         `json:"author"`
+	Sender       Account         `json:"sender"`
+	Installation int64           `json:"installation,omitempty"`
+	Commands     []storedCommand `json:"commands,omitempty"`
+	// OldCommands are, for an edit, the commands of the body before it.
+	OldCommands []storedCommand `json:"old_commands,omitempty"`
+}
+
+// storedCommand is commands.Command with every field kept (its own JSON
+// form, printed by `opsbot parse`, leaves some out). The two convert.
+type storedCommand struct {
+	Line    int    `json:"line"`
+	Name    string `json:"name"`
+	RunID   int64  `json:"run_id,omitempty"`
+	Cancel  bool   `json:"cancel,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Verb    string `json:"verb,omitempty"`
+	Text    string `json:"text,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+}
+
+func storeCommands(cmds []commands.Command) []storedCommand {
+	out := make([]storedCommand, len(cmds))
+	for i, c := range cmds {
+		out[i] = storedCommand(c)
+	}
+	return out
+}
+
+func loadCommands(cmds []storedCommand) []commands.Command {
+	out := make([]commands.Command, len(cmds))
+	for i, c := range cmds {
+		out[i] = commands.Command(c)
+	}
+	return out
+}
+
+func (s *Schema) comment(repo string, env *envelope) *commentRecord {
+	opt := commands.Options{Repo: repo, Host: s.WebHost}
+	c := &commentRecord{Action: env.Action, PR: env.Issue.Number, PRState: env.Issue.State, PRTitle: env.Issue.Title,
+		PRAuthor: env.Issue.User.Login, ID: env.Comment.ID, URL: env.Comment.HTMLURL, Author: env.Comment.User,
+		Sender: env.Sender, Installation: env.Installation.ID,
+		Commands: storeCommands(commands.Parse(env.Comment.Body, opt))}
+	if env.Action == "edited" && env.Changes != nil && env.Changes.Body != nil {
+		c.OldCommands = storeCommands(commands.Parse(env.Changes.Body.From, opt))
+	}
+	return c
+}
+
+// fromPayload is the record of a comment delivery stored before ingest
+// parsed comments: the worker decodes and parses it as ingest now does.
+func (s *Schema) fromPayload(repo string, p *CommentPayload) *commentRecord {
+	env := envelope{Action: p.Action, Issue: p.Issue, Comment: p.Comment, Changes: p.Changes, Sender: p.Sender,
+		Installation: p.Installation}
+	return s.comment(repo, &env)
+}

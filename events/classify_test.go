@@ -1,0 +1,206 @@
+package events
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/commands"
+	"opsbot/internal/fixtures"
+)
+
+var stamp = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func serveAll() *Schema {
+	return &Schema{Repo: func(n string) (string, bool) { return n, true }, Now: func() time.Time { return stamp }}
+}
+
+// TestClassifyEveryFixture: every real payload is classified without
+// error, either stored (with the PR that orders it) or ignored with a reason.
+func TestClassifyEveryFixture(t *testing.T) {
+	s := serveAll()
+	for _, p := range fixtures.Webhooks(t) {
+		t.Run(p.Event+"/"+p.Name, func(t *testing.T) {
+			d, ignored, err := s.Classify(p.Event, "d-1", p.Body)
+			if err != nil {
+				t.Fatalf("Classify: %v", err)
+			}
+			if d == nil {
+				if ignored == "" {
+					t.Fatal("ignored without a reason")
+				}
+				if !usedEvents[p.Event] && ignored != IgnoredEvent {
+					t.Fatalf("ignored = %q, want %q", ignored, IgnoredEvent)
+				}
+				return
+			}
+			if ignored != "" {
+				t.Fatalf("stored and ignored (%q)", ignored)
+			}
+			if !usedEvents[p.Event] {
+				t.Fatalf("event %s is not used but was stored", p.Event)
+			}
+			if d.ID != "d-1" || d.Event != p.Event || d.Repo == "" || !d.ReceivedAt.Equal(stamp) || string(d.Body) != string(p.Body) {
+				t.Fatalf("delivery = %+v", d)
+			}
+			if p.Event == "pull_request" && d.PR <= 0 {
+				t.Fatalf("PR = %d, want the payload's PR", d.PR)
+			}
+		})
+	}
+}
+
+// edit returns the payload with fn applied to its decoded JSON.
+func edit(t *testing.T, body []byte, fn func(m map[string]any)) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	fn(m)
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// onPR makes an issue_comment fixture a comment on PR 7 with the given body.
+func onPR(t *testing.T, action, body string) []byte {
+	t.Helper()
+	return edit(t, fixtures.Webhook(t, "issue_comment", action), func(m map[string]any) {
+		issue := m["issue"].(map[string]any)
+		issue["number"] = 7
+		issue["pull_request"] = map[string]any{"url": "https://api.github.com/repos/Codertocat/Hello-World/pulls/7"}
+		m["comment"].(map[string]any)["body"] = body
+	})
+}
+
+func TestClassify(t *testing.T) {
+	s := serveAll()
+	dispatch := func(pr any) []byte {
+		return edit(t, fixtures.Webhook(t, "repository_dispatch", ""), func(m map[string]any) {
+			m["action"] = "stage-results-done"
+			m["client_payload"] = map[string]any{"pr-number": pr}
+		})
+	}
+	for _, tc := range []struct {
+		name, event string
+		body        []byte
+		ignored     string
+		pr          int
+		noCommands  bool
+		commands    []string // canonical names of the parsed commands
+	}{
+		{name: "comment on an issue", event: "issue_comment", body: fixtures.Webhook(t, "issue_comment", "created"), ignored: IgnoredIssue},
+		{name: "comment without commands", event: "issue_comment", body: onPR(t, "created", "Looks good"), pr: 7, noCommands: true},
+		{name: "comment with a slash but no command", event: "issue_comment", body: onPR(t, "created", "see a/b"), pr: 7, noCommands: true},
+		{name: "command comment", event: "issue_comment", body: onPR(t, "created", "thanks\n/reuse-sweep-run 123\n/opsbot help"), pr: 7,
+			commands: []string{commands.Reuse, commands.Help}},
+		{name: "malformed command goes through", event: "issue_comment", body: onPR(t, "created", "/reuse-sweep-run x y"), pr: 7,
+			commands: []string{commands.Reuse}},
+		{name: "edited comment", event: "issue_comment", body: onPR(t, "edited", "/reuse-sweep-run 5"), pr: 7,
+			commands: []string{commands.Reuse}},
+		{name: "pull request", event: "pull_request", body: fixtures.Webhook(t, "pull_request", "synchronize"), pr: 2},
+		{name: "unused event", event: "issues", body: []byte(`{"action":"opened","repository":{"full_name":"a/b"}}`), ignored: IgnoredEvent},
+		{name: "no repository", event: "pull_request", body: []byte(`{"action":"opened","number":3}`), ignored: IgnoredRepo},
+		{name: "pull request without a number", event: "pull_request",
+			body: []byte(`{"action":"opened","repository":{"full_name":"a/b"}}`), ignored: IgnoredNoPR},
+		{name: "dispatch not from staging", event: "repository_dispatch", body: fixtures.Webhook(t, "repository_dispatch", ""),
+			ignored: IgnoredDispatch},
+		{name: "stage result, PR as a number", event: "repository_dispatch", body: dispatch(12), pr: 12},
+		{name: "stage result, PR as a string", event: "repository_dispatch", body: dispatch("13"), pr: 13},
+		{name: "stage result, PR out of range", event: "repository_dispatch", body: dispatch(float64(1 << 40)), pr: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, ignored, err := s.Classify(tc.event, "d-1", tc.body)
+			if err != nil {
+				t.Fatalf("Classify: %v", err)
+			}
+			if got, want := ignored, tc.ignored; got != want {
+				t.Fatalf("ignored = %q, want %q", got, want)
+			}
+			if tc.ignored != "" {
+				if d != nil {
+					t.Fatalf("ignored delivery returned: %+v", d)
+				}
+				return
+			}
+			if got, want := d.PR, tc.pr; got != want {
+				t.Fatalf("PR = %d, want %d", got, want)
+			}
+			if got, want := d.NoCommands, tc.noCommands; got != want {
+				t.Fatalf("NoCommands = %v, want %v", got, want)
+			}
+			if tc.event != "issue_comment" {
+				if len(d.Parsed) != 0 {
+					t.Fatalf("Parsed = %s, want none", d.Parsed)
+				}
+				return
+			}
+			var in ingested
+			if err := json.Unmarshal(d.Parsed, &in); err != nil || in.Comment == nil {
+				t.Fatalf("Parsed = %s (%v), want the comment", d.Parsed, err)
+			}
+			var names []string
+			for _, c := range loadCommands(in.Comment.Commands) {
+				names = append(names, c.Name)
+			}
+			if got, want := strings.Join(names, ","), strings.Join(tc.commands, ","); got != want {
+				t.Fatalf("commands = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestClassifyKeepsTheParse: what the worker reads back is exactly what
+// commands.Parse gives, every field, for the comment and an edit's old body.
+func TestClassifyKeepsTheParse(t *testing.T) {
+	s := serveAll()
+	s.WebHost = "github.example.com"
+	body := "/reuse-sweep-run https://github.example.com/Codertocat/Hello-World/actions/runs/99/attempts/2\n/use\n/reuse-sweep-run cancel"
+	old := "/stage-results 5"
+	raw := edit(t, onPR(t, "edited", body), func(m map[string]any) {
+		m["changes"] = map[string]any{"body": map[string]any{"from": old}}
+	})
+	d, _, err := s.Classify("issue_comment", "d-1", raw)
+	if err != nil || d == nil {
+		t.Fatalf("Classify = %v, %v", d, err)
+	}
+	var in ingested
+	if err := json.Unmarshal(d.Parsed, &in); err != nil {
+		t.Fatal(err)
+	}
+	opt := commands.Options{Repo: "Codertocat/Hello-World", Host: s.WebHost}
+	for _, c := range []struct {
+		name   string
+		stored []storedCommand
+		text   string
+	}{{"commands", in.Comment.Commands, body}, {"old commands", in.Comment.OldCommands, old}} {
+		got, want := loadCommands(c.stored), commands.Parse(c.text, opt)
+		if len(got) != len(want) || len(want) == 0 {
+			t.Fatalf("%s: %d read back, want %d", c.name, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("%s[%d] = %+v, want %+v", c.name, i, got[i], want[i])
+			}
+		}
+	}
+	if c := in.Comment; c.PR != 7 || c.ID == 0 || c.Author.Login == "" || c.Sender.Login == "" || c.Action != "edited" {
+		t.Fatalf("comment record = %+v", c)
+	}
+}
+
+func TestClassifyRejects(t *testing.T) {
+	s := serveAll()
+	if _, _, err := s.Classify("pull_request", "d-1", []byte(`{"action":`)); err == nil {
+		t.Fatal("Classify accepted a body that is not JSON")
+	}
+	s.Repo = func(string) (string, bool) { return "", false }
+	d, ignored, err := s.Classify("pull_request", "d-1", fixtures.Webhook(t, "pull_request", "opened"))
+	if err != nil || d != nil || ignored != IgnoredRepo {
+		t.Fatalf("Classify of a repository not served = %v, %q, %v; want ignored %q", d, ignored, err, IgnoredRepo)
+	}
+}
