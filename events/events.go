@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -27,71 +26,23 @@ import (
 
 // Handler routes deliveries. It implements worker.Handler.
 type Handler struct {
-	Cfg      *config.Config
-	Log      *slog.Logger
-	Clients  *ghclient.Factory
-	Checker  *auth.Checker
-	Gate     *gate.Gate
-	Notices  *notices.Builder
-	Reused   runs.ReusedLookup
-	Stage    StageHandler // nil until staging is wired
-	SelfID   int64
-	SelfName string
+	Cfg *config.Config
+	Log *slog.Logger
+	// Clients gives each installation's GitHub client and remembers each
+	// repository's installation from its webhooks, for asks without one.
+	Clients *ghclient.Clients
+	// Validators builds each installation's run validator.
+	Validators *runs.Validators
+	Checker    *auth.Checker
+	Gate       *gate.Gate
+	Notices    *notices.Builder
+	Stage      StageHandler // nil until staging is wired
+	SelfID     int64
+	SelfName   string
 	// Users holds the account ids of allow_users logins; logins of a
 	// repository whose client was unknown at start are resolved at its
 	// first comment.
 	Users *auth.Directory
-	// Installations remembers each repository's App installation from its
-	// webhooks, for asks that come without one.
-	Installations *Installations
-}
-
-// Installations maps repositories to the App installation their webhooks
-// name, kept in the database too so an ask right after a restart finds it.
-type Installations struct {
-	Store interface {
-		RepoInstallation(repo string) (int64, error)
-		SetRepoInstallation(repo string, id int64) error
-	}
-	Log *slog.Logger
-
-	mu sync.Mutex
-	m  map[string]int64
-}
-
-// Set records a repository's installation (written only when it changes).
-func (i *Installations) Set(repo string, id int64) {
-	if i == nil || id == 0 {
-		return
-	}
-	k := strings.ToLower(repo)
-	i.mu.Lock()
-	if i.m == nil {
-		i.m = map[string]int64{}
-	}
-	same := i.m[k] == id
-	i.m[k] = id
-	i.mu.Unlock()
-	if !same && i.Store != nil {
-		if err := i.Store.SetRepoInstallation(repo, id); err != nil && i.Log != nil {
-			i.Log.Warn("recording the repository's installation", "repo", repo, "err", err)
-		}
-	}
-}
-
-// Get returns a repository's installation, 0 when unknown.
-func (i *Installations) Get(repo string) int64 {
-	if i == nil {
-		return 0
-	}
-	k := strings.ToLower(repo)
-	i.mu.Lock()
-	id := i.m[k]
-	i.mu.Unlock()
-	if id == 0 && i.Store != nil {
-		id, _ = i.Store.RepoInstallation(repo) // unknown stays 0: the ask then fails closed
-	}
-	return id
 }
 
 // StageHandler takes /stage-results and the staging side's callbacks.
@@ -171,8 +122,11 @@ func decode(d *state.Delivery, v any) error {
 }
 
 func (h *Handler) deps(ctx context.Context, rc *config.Repo, inst int64) (commands.Deps, error) {
-	h.Installations.Set(rc.Name, inst)
 	client, err := h.Clients.For(inst)
+	if err != nil {
+		return commands.Deps{}, worker.Permanent(err)
+	}
+	val, err := h.Validators.For(inst)
 	if err != nil {
 		return commands.Deps{}, worker.Permanent(err)
 	}
@@ -183,7 +137,7 @@ func (h *Handler) deps(ctx context.Context, rc *config.Repo, inst int64) (comman
 	if h.Stage != nil && h.Stage.Enabled(rc.Name) {
 		stage = h.Stage
 	}
-	return commands.Deps{Repo: rc, Checker: h.Checker, Lookup: client, Validator: &runs.Validator{GH: client, Reused: h.Reused},
+	return commands.Deps{Repo: rc, Checker: h.Checker, Lookup: client, Validator: val,
 		Notices: h.Notices, Stage: stage, Log: h.Log, WebHost: h.Cfg.WebHost(), Users: h.Users,
 		MaxReplies:               h.Cfg.Notices.MaxRepliesPerUserPerHour,
 		MaxOutsiderReactions:     h.Cfg.Notices.MaxOutsiderReactionsPerUserPerHour,
@@ -216,8 +170,10 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecor
 	}
 	info := &state.PRInfo{Repo: rc.Name, PR: c.PR, Title: ev.PRTitle, Author: ev.PRAuthor,
 		State: ev.PRState, Installation: c.Installation}
+	// The repository's installation is recorded with what the comment changes.
+	remember := h.Clients.Remember(rc.Name, c.Installation)
 	withInfo := func(out string, w state.Write) (string, state.Write, error) {
-		return out, func(tx *state.Tx) error {
+		return out, then(remember, func(tx *state.Tx) error {
 			if err := mergeInfo(tx, info); err != nil {
 				return err
 			}
@@ -225,13 +181,13 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecor
 				return nil
 			}
 			return w(tx)
-		}, nil
+		}), nil
 	}
 	switch ev.Action {
 	case "created":
 		out, w := commands.Created(ctx, d, c)
 		if w == nil {
-			return out, processed(rc.Name, c.CommentID), nil // no commands: only that it was seen
+			return out, then(remember, processed(rc.Name, c.CommentID)), nil // no commands: only that it was seen
 		}
 		return withInfo(out, w)
 	case "edited":
@@ -258,8 +214,9 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 	}
 	inst := ev.Installation.ID
 	info.Installation = inst
-	h.Installations.Set(rc.Name, inst)
-	recordInfo := func(tx *state.Tx) error { return mergeInfo(tx, info) }
+	remember := h.Clients.Remember(rc.Name, inst)
+	// The repository's installation is recorded with what the event changes.
+	recordInfo := then(remember, func(tx *state.Tx) error { return mergeInfo(tx, info) })
 	action := ev.Action
 	switch {
 	case rc.IsGateAction(action):

@@ -250,9 +250,21 @@ func (s *Store) RepoInstallation(repo string) (int64, error) {
 
 // SetRepoInstallation records a repository's installation.
 func (s *Store) SetRepoInstallation(repo string, id int64) error {
-	return s.update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bRepos).Put([]byte("installation\x00"+string(repoKey(repo))), u64(uint64(id)))
-	})
+	return s.update(func(tx *bolt.Tx) error { return putInstallation(tx, repo, id) })
+}
+
+// SetRepoInstallation records a repository's installation with the rest of
+// the transaction; unchanged, nothing is written.
+func (t *Tx) SetRepoInstallation(repo string, id int64) error {
+	k := []byte("installation\x00" + string(repoKey(repo)))
+	if v := t.tx.Bucket(bRepos).Get(k); v != nil && int64(binary.BigEndian.Uint64(v)) == id {
+		return nil
+	}
+	return putInstallation(t.tx, repo, id)
+}
+
+func putInstallation(tx *bolt.Tx, repo string, id int64) error {
+	return tx.Bucket(bRepos).Put([]byte("installation\x00"+string(repoKey(repo))), u64(uint64(id)))
 }
 
 // AllowedUser is an allow_users login as resolved to an account when the

@@ -90,6 +90,58 @@ func runServe(e *env, args []string) error {
 		log.Warn("configuration weakens a guard", "warning", w)
 	}
 
+	a, err := newApp(e.ctx, cfg, appDeps{Log: log, Secrets: secrets})
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := a.start(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		a.stop()
+		return fmt.Errorf("listening on %s: %w (is another server using the port?)", cfg.Listen, err)
+	}
+	fmt.Fprintf(e.stdout, "opsbot serving on http://%s\n", ln.Addr())
+	return a.serve(ln)
+}
+
+// appDeps are what the app takes from where it runs: the log and the
+// secrets resolved from the environment.
+type appDeps struct {
+	Log     *slog.Logger
+	Secrets config.Secrets
+}
+
+// app is opsbot's server wired from its configuration: the store, the
+// GitHub and Slack clients, the workers, the outbox loops and the HTTP
+// handler. newApp builds it apart from flag parsing; start runs its
+// workers, serve answers HTTP until the context given to newApp ends.
+type app struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	store   *state.Store
+	metrics *metrics.Metrics
+	clients *ghclient.Clients
+	dry     bool
+	pool    *worker.Pool
+	loops   []*outbox.Loop
+	rec     *reconcile.Reconciler
+	handler http.Handler // the HTTP server's handler, connection limits included
+	conns   *server.ConnLimiter
+
+	ctx    context.Context // the app's lifetime: cancelled at shutdown
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
+}
+
+// newApp opens the store and builds everything the server runs. It asks
+// GitHub for opsbot's own account and Slack whether it takes the token; on
+// error nothing is left open.
+func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err error) {
+	log, secrets := d.Log, d.Secrets
+	a := &app{cfg: cfg, log: log}
 	var m *metrics.Metrics // set below; the store reports commits to it
 	store, err := state.Open(cfg.StatePath, state.Options{OnCommit: func(n int, d time.Duration) {
 		if m != nil {
@@ -99,42 +151,49 @@ func runServe(e *env, args []string) error {
 	}})
 	if err != nil {
 		if errors.Is(err, state.ErrLocked) {
-			return fmt.Errorf("another opsbot holds %s: stop it first, or give this one another state_path", cfg.StatePath)
+			return nil, fmt.Errorf("another opsbot holds %s: stop it first, or give this one another state_path", cfg.StatePath)
 		}
-		return err
+		return nil, err
 	}
-	defer store.Close()
-
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
+	a.store = store
+	ctx, cancel := context.WithCancel(parent)
+	a.ctx, a.cancel = ctx, cancel
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
 
 	m = metrics.New(func() (int, time.Time, int, error) {
 		st, err := store.InboxStats()
 		return st.Depth, st.Oldest, st.DeadLetter, err
 	}, store.OutboxStats, time.Now)
 	m.BuildInfo(fullVersion())
+	a.metrics = m
 
 	dry := cfg.DryRun || (secrets.GitHubToken == "" && cfg.GitHub.App == nil)
 	if dry {
 		log.Warn("GitHub dry-run: notices are logged, not posted", "reason", dryReason(cfg, secrets))
 	}
+	a.dry = dry
 	opt := ghclient.Options{APIURL: cfg.GitHub.APIURL, Token: secrets.GitHubToken, UserAgent: "opsbot/" + fullVersion(),
 		RequestTimeout: cfg.GitHub.RequestTimeout, Metrics: m, Log: log, DryRun: dry}
-	if a := cfg.GitHub.App; a != nil {
-		opt.AppID, opt.InstallationID, opt.AppKey = a.ID, a.InstallationID, secrets.AppPrivateKey
+	if ga := cfg.GitHub.App; ga != nil {
+		opt.AppID, opt.InstallationID, opt.AppKey = ga.ID, ga.InstallationID, secrets.AppPrivateKey
 	}
-	clients, err := ghclient.NewFactory(opt)
+	factory, err := ghclient.NewFactory(opt)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	self, err := learnSelf(ctx, clients, cfg, secrets, log)
+	clients := ghclient.NewClients(factory, store)
+	a.clients = clients
+	self, err := learnSelf(ctx, factory, cfg, secrets, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	installs := &events.Installations{Store: store, Log: log}
-	users, err := allowedUsers(ctx, cfg, store, log, func(repo string) (auth.UserLookup, error) { return clients.For(installs.Get(repo)) })
+	users, err := allowedUsers(ctx, cfg, store, log, func(repo string) (auth.UserLookup, error) { return clients.ForRepo(repo) })
 	if err != nil {
-		return err
+		return nil, err
 	}
 	web := notices.Web(cfg.GitHub.WebURL)
 	builder := &notices.Builder{Web: web, Mirror: &notify.Mirror{Cfg: cfg, Web: web}}
@@ -152,29 +211,20 @@ func runServe(e *env, args []string) error {
 	} else {
 		log.Warn("Slack dry-run: messages are logged, not posted", "variable", cfg.Slack.TokenEnv)
 	}
-	g := &gate.Gate{Cfg: cfg, Store: store, Notifier: builder, Log: log,
-		Validators: func(inst int64) (*runs.Validator, error) {
-			c, err := clients.For(inst)
-			if err != nil {
-				return nil, err
-			}
-			return &runs.Validator{GH: c, Reused: store.ReusedRun}, nil
-		},
+	validators := &runs.Validators{Clients: clients, Reused: store.ReusedRun}
+	g := &gate.Gate{Cfg: cfg, Store: store, Notifier: builder, Log: log, Validators: validators.For,
 		Observe: func(d string) { m.Decisions.WithLabelValues(d).Inc() }}
 	stager := &stage.Handler{Cfg: cfg, Notices: builder, Staged: store.StagedRun, Reused: store.ReusedRun, Log: log,
 		Clients: func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
-	handler := &events.Handler{Stage: stager, Cfg: cfg, Log: log, Clients: clients, Gate: g, Notices: builder, Reused: store.ReusedRun,
+	handler := &events.Handler{Stage: stager, Cfg: cfg, Log: log, Clients: clients, Validators: validators, Gate: g, Notices: builder,
 		Checker: &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL},
-		SelfID:  self.ID, SelfName: self.Login, Installations: installs, Users: users}
+		SelfID:  self.ID, SelfName: self.Login, Users: users}
 	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})
-	if err := pool.Start(ctx); err != nil {
-		return err
-	}
-	var bg sync.WaitGroup
-	loops := []*outbox.Loop{
+	a.pool = pool
+	a.loops = []*outbox.Loop{
 		{Store: store, Channel: state.ChannelGitHub, Log: log,
-			Sender: &ghclient.Sender{Clients: clients, SentRef: store.SentRef, Status: store.NoticeStatus},
-			Pace: &outbox.Pace{Key: clients.Identity, Limits: []outbox.Limit{
+			Sender: &ghclient.Sender{Clients: factory, SentRef: store.SentRef, Status: store.NoticeStatus},
+			Pace: &outbox.Pace{Key: factory.Identity, Limits: []outbox.Limit{
 				{N: cfg.GitHub.ContentRate.PerMinute, Per: cfg.GitHub.ContentRate.Minute},
 				{N: cfg.GitHub.ContentRate.PerHour, Per: cfg.GitHub.ContentRate.Hour}}},
 			Count: func(o string) { m.Notices.WithLabelValues("github", o).Inc() }},
@@ -188,19 +238,10 @@ func runServe(e *env, args []string) error {
 				}
 			}},
 	}
-	for _, l := range loops {
-		bg.Add(1)
-		go func() { defer bg.Done(); l.Run(ctx) }()
-	}
-	bg.Add(1)
-	go func() { defer bg.Done(); retain(ctx, store, cfg.Retention.Processed, log) }()
 
 	rec := &reconcile.Reconciler{Cfg: cfg, Store: store, Queue: pool, Log: log, SelfID: self.ID,
-		Clients: func(repo string) (reconcile.Reader, error) { return clients.For(installs.Get(repo)) }}
-	if cfg.Reconcile.Period > 0 {
-		bg.Add(1)
-		go func() { defer bg.Done(); reconcileEvery(ctx, rec, cfg, log) }()
-	}
+		Clients: func(repo string) (reconcile.Reader, error) { return clients.ForRepo(repo) }}
+	a.rec = rec
 	api := &server.API{Tokens: secrets.APITokens, GateTokens: secrets.GateTokens, AdminTokens: secrets.AdminTokens,
 		Audit: store, Log: log, Ctx: ctx, Reconcile: rec,
 		AskOutcome: func(o string) { m.GateAsks.WithLabelValues(o).Inc() },
@@ -208,7 +249,7 @@ func runServe(e *env, args []string) error {
 			Quiet: func(ctx context.Context, repo string, pr int) error {
 				return pool.WaitQuiet(ctx, (&state.Delivery{Repo: repo, PR: pr}).Key())
 			},
-			Finder: func(repo string) (gate.PRFinder, error) { return clients.For(installs.Get(repo)) },
+			Finder: func(repo string) (gate.PRFinder, error) { return clients.ForRepo(repo) },
 		}}
 	for _, o := range server.AskOutcomes {
 		m.GateAsks.WithLabelValues(o) // every outcome is reported, at 0 until it happens
@@ -219,7 +260,7 @@ func runServe(e *env, args []string) error {
 			*idtoken.Scope
 		}{&idtoken.Verifier{Issuer: o.Issuer, Audience: o.Audience, Served: func(repo string) bool { _, ok := cfg.Repo(repo); return ok }},
 			&idtoken.Scope{Cfg: cfg, DefaultBranch: func(ctx context.Context, repo string) (string, error) {
-				c, err := clients.For(installs.Get(repo))
+				c, err := clients.ForRepo(repo)
 				if err != nil {
 					return "", err
 				}
@@ -274,34 +315,68 @@ func runServe(e *env, args []string) error {
 			}
 		},
 	})
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		pool.Stop()
-		return fmt.Errorf("listening on %s: %w (is another server using the port?)", cfg.Listen, err)
-	}
 	proxies, _ := cfg.HTTP.TrustedProxyPrefixes() // validated when the config was read
-	conns := server.NewConnLimiter(server.ConnLimits{Max: cfg.HTTP.MaxConnections, PerAddr: cfg.HTTP.MaxConnectionsPerIP,
+	a.conns = server.NewConnLimiter(server.ConnLimits{Max: cfg.HTTP.MaxConnections, PerAddr: cfg.HTTP.MaxConnectionsPerIP,
 		IPv6PrefixLen: cfg.HTTP.IPv6PrefixLen, Trusted: proxies, Refused: func(reason string) { m.Webhooks.WithLabelValues("other", reason).Inc() }})
-	ln = conns.Listener(ln)
+	a.handler = a.conns.Handler(srv)
+	return a, nil
+}
+
+// start runs the workers (recovering what the inbox holds), the outbox
+// loops, pruning and periodic reconciles.
+func (a *app) start() error {
+	if err := a.pool.Start(a.ctx); err != nil {
+		return err
+	}
+	for _, l := range a.loops {
+		a.bg.Add(1)
+		go func() { defer a.bg.Done(); l.Run(a.ctx) }()
+	}
+	a.bg.Add(1)
+	go func() { defer a.bg.Done(); retain(a.ctx, a.store, a.cfg.Retention.Processed, a.log) }()
+	if a.cfg.Reconcile.Period > 0 {
+		a.bg.Add(1)
+		go func() { defer a.bg.Done(); reconcileEvery(a.ctx, a.rec, a.cfg, a.log) }()
+	}
+	return nil
+}
+
+// stop stops the workers and the background loops.
+func (a *app) stop() {
+	a.pool.Stop()
+	a.cancel()
+	a.bg.Wait()
+}
+
+// close releases the store; the app is not used after.
+func (a *app) close() {
+	a.cancel()
+	a.store.Close()
+}
+
+// serve answers HTTP on ln until the app's context ends, then drains
+// requests and workers.
+func (a *app) serve(ln net.Listener) error {
+	cfg, log := a.cfg, a.log
+	ln = a.conns.Listener(ln)
 	hs := &http.Server{
-		Handler:           conns.Handler(srv),
-		ConnState:         conns.ConnState,
+		Handler:           a.handler,
+		ConnState:         a.conns.ConnState,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return a.ctx },
 	}
-	log.Info("opsbot serving", "addr", ln.Addr().String(), "state", cfg.StatePath, "github_dry_run", dry, "version", fullVersion())
-	fmt.Fprintf(e.stdout, "opsbot serving on http://%s\n", ln.Addr())
+	log.Info("opsbot serving", "addr", ln.Addr().String(), "state", cfg.StatePath, "github_dry_run", a.dry, "version", fullVersion())
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
-	case <-ctx.Done():
+	case <-a.ctx.Done():
 	case err := <-errc:
-		pool.Stop()
+		a.stop()
 		return fmt.Errorf("serving: %w", err)
 	}
 	log.Info("shutting down: draining requests and workers")
@@ -310,9 +385,7 @@ func runServe(e *env, args []string) error {
 	if err := hs.Shutdown(shutCtx); err != nil {
 		log.Warn("requests still open at shutdown", "err", err)
 	}
-	pool.Stop()
-	cancel()
-	bg.Wait()
+	a.stop()
 	log.Info("stopped")
 	return nil
 }
