@@ -164,6 +164,9 @@ type storedCommand struct {
 }
 
 func storeCommands(cmds []commands.Command) []storedCommand {
+	if len(cmds) == 0 {
+		return nil
+	}
 	out := make([]storedCommand, len(cmds))
 	for i, c := range cmds {
 		out[i] = storedCommand(c)
