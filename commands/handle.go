@@ -421,8 +421,8 @@ func PinnedReply(p *state.Pin) string {
 	return fmt.Sprintf("📌 %s pinned run %s%s: %s, on commit %s%s. The next push of this PR skips the sweep and reuses "+
 		"this run's results; it covers that one push only, and the push after it sweeps again. The head when the pin was taken was "+
 		"%s: a push that reached opsbot before this comment sweeps, and the pin waits for the one after it.",
-		mdtext.Mention(p.ActorLogin), runLink(p.RunID, p.RunURL), how, mdtext.Code(p.RunConclusion), mdtext.Code(notices.Short(p.RunSHA)),
-		attempt, mdtext.Code(notices.Short(p.PRHeadAtGrant)))
+		mdtext.Mention(p.ActorLogin), runLink(p.RunID, p.RunURL), how, mdtext.Code(p.RunConclusion), mdtext.Code(mdtext.ShortSHA(p.RunSHA)),
+		attempt, mdtext.Code(mdtext.ShortSHA(p.PRHeadAtGrant)))
 }
 
 // runLink links a run's id to its page.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
+	"opsbot/mdtext"
 	"opsbot/state"
 )
 
@@ -152,7 +153,7 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 		}
 		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true,
 			Reason: fmt.Sprintf("commit %s is not the head of PR #%d (%s is); only the head's sweep can be skipped, and this ask used up nothing",
-				shortSHA(r.SHA), r.PR, shortSHA(head))}, nil
+				mdtext.ShortSHA(r.SHA), r.PR, mdtext.ShortSHA(head))}, nil
 	}
 	d, err := a.Gate.Decide(ctx, Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api", Installation: inst})
 	if err != nil {
@@ -217,7 +218,7 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 		}
 	}
 	if merged == nil {
-		ans.Reason = fmt.Sprintf("commit %s merged no pull request", shortSHA(r.SHA))
+		ans.Reason = fmt.Sprintf("commit %s merged no pull request", mdtext.ShortSHA(r.SHA))
 		return ans, nil
 	}
 	ans.PR = merged.GetNumber()
@@ -232,13 +233,13 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 		if d.Decision == state.Skip {
 			out := FromDecision(r, d)
 			out.SHA, out.Decision, out.SkipPRSweep = r.SHA, "", false
-			out.Reason = fmt.Sprintf("PR #%d's final head %s reused run %d, authorized by @%s", ans.PR, shortSHA(d.HeadSHA), d.RunID, d.ActorLogin)
+			out.Reason = fmt.Sprintf("PR #%d's final head %s reused run %d, authorized by @%s", ans.PR, mdtext.ShortSHA(d.HeadSHA), d.RunID, d.ActorLogin)
 			return out, nil
 		}
-		ans.Reason = fmt.Sprintf("PR #%d's final head %s ran its own sweep (%s)", ans.PR, shortSHA(d.HeadSHA), d.Reason)
+		ans.Reason = fmt.Sprintf("PR #%d's final head %s ran its own sweep (%s)", ans.PR, mdtext.ShortSHA(d.HeadSHA), d.Reason)
 		return ans, nil
 	}
-	ans.Reason = fmt.Sprintf("opsbot made no decision for PR #%d's final head %s", ans.PR, shortSHA(merged.GetHead().GetSHA()))
+	ans.Reason = fmt.Sprintf("opsbot made no decision for PR #%d's final head %s", ans.PR, mdtext.ShortSHA(merged.GetHead().GetSHA()))
 	return ans, nil
 }
 
@@ -247,13 +248,6 @@ func clip(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
-}
-
-func shortSHA(s string) string {
-	if len(s) > 7 {
-		return s[:7]
-	}
-	return strings.TrimSpace(s)
 }
 
 // OutputNames are the step outputs the workflow reads, in the order written.

@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"opsbot/auth"
+	"opsbot/mdtext"
 	"opsbot/metrics"
 )
 
@@ -359,7 +360,7 @@ type Comparison struct {
 func (c *Client) Compare(ctx context.Context, repo, base, head string) (Comparison, error) {
 	o, r := split(repo)
 	cmp, resp, err := c.gh.Repositories.CompareCommits(ctx, o, r, base, head, &github.ListOptions{PerPage: 100})
-	if err := wrap(fmt.Sprintf("comparing %s...%s", short(base), short(head)), resp, err); err != nil {
+	if err := wrap(fmt.Sprintf("comparing %s...%s", mdtext.ShortSHA(base), mdtext.ShortSHA(head)), resp, err); err != nil {
 		return Comparison{}, err
 	}
 	out := Comparison{Status: cmp.GetStatus(), AheadBy: cmp.GetAheadBy(), FilesComplete: len(cmp.Files) < 300}
@@ -409,7 +410,7 @@ func (c *Client) DefaultBranch(ctx context.Context, repo string) (string, error)
 func (c *Client) PullRequestsForCommit(ctx context.Context, repo, sha string) ([]*github.PullRequest, error) {
 	o, r := split(repo)
 	prs, resp, err := c.gh.PullRequests.ListPullRequestsWithCommit(AfterWebhook(ctx), o, r, sha, nil)
-	return prs, wrap("listing the PRs of "+short(sha), resp, err)
+	return prs, wrap("listing the PRs of "+mdtext.ShortSHA(sha), resp, err)
 }
 
 // LabelEvent is a label added to or removed from a PR.
@@ -440,13 +441,6 @@ func (c *Client) LabelEvents(ctx context.Context, repo string, n int) ([]LabelEv
 		opt.Page = resp.NextPage
 	}
 	return out, nil
-}
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
 }
 
 // ---- Writes ----
@@ -549,7 +543,7 @@ func (c *Client) SetStatus(ctx context.Context, repo, sha, state, description, t
 		st.TargetURL = github.String(targetURL)
 	}
 	_, resp, err := c.gh.Repositories.CreateStatus(ctx, o, r, sha, st)
-	return wrap("setting the status of "+short(sha), resp, err)
+	return wrap("setting the status of "+mdtext.ShortSHA(sha), resp, err)
 }
 
 // Dispatch sends a repository_dispatch event.
@@ -607,7 +601,7 @@ func (c *Client) HasStatus(ctx context.Context, repo, sha, statusContext, state,
 	}
 	o, r := split(repo)
 	sts, resp, err := c.gh.Repositories.ListStatuses(ctx, o, r, sha, &github.ListOptions{PerPage: 100})
-	if err := wrap("listing the statuses of "+short(sha), resp, err); err != nil {
+	if err := wrap("listing the statuses of "+mdtext.ShortSHA(sha), resp, err); err != nil {
 		return false, err
 	}
 	for _, st := range sts {

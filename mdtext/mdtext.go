@@ -270,6 +270,20 @@ func Clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// ShortSHA is a commit's short form, as GitHub shows it: its first 7 bytes
+// (cut on a rune boundary, so text that is no SHA stays valid UTF-8), or all
+// of it when it is shorter. It writes no Markdown: wrap it in Code.
+func ShortSHA(sha string) string {
+	if len(sha) <= 7 {
+		return sha
+	}
+	n := 7
+	for n > 0 && !utf8.RuneStart(sha[n]) {
+		n--
+	}
+	return sha[:n]
+}
+
 // List is items (already Markdown) joined with ", ".
 func List(items []string) string { return strings.Join(items, ", ") }
 

@@ -127,6 +127,21 @@ func TestCell(t *testing.T) {
 	}
 }
 
+// A short SHA is the first 7 bytes, never half a rune.
+func TestShortSHA(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"0123456789abcdef0123456789abcdef01234567", "0123456"},
+		{"abc1234", "abc1234"},
+		{"c1", "c1"},
+		{"", ""},
+		{"abcdeféxyz", "abcdef"},
+	} {
+		if got := ShortSHA(tc.in); got != tc.want {
+			t.Errorf("ShortSHA(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 // Parse follows CommonMark where opsbot's Markdown needs it.
 func TestParse(t *testing.T) {
 	for _, tc := range []struct {

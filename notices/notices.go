@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"opsbot/mdtext"
 	"opsbot/state"
@@ -204,10 +203,10 @@ func Reason(w state.Why) string {
 		return fmt.Sprintf("pinned run %d no longer qualifies: %s", w.RunID, w.Detail)
 	case state.ReasonNotHead:
 		return fmt.Sprintf("commit %s is no longer the head of PR #%d (GitHub says %s is); the pin of run %d is left for the head",
-			Short(w.SHA), w.PR, Short(w.GitHubHead), w.RunID)
+			mdtext.ShortSHA(w.SHA), w.PR, mdtext.ShortSHA(w.GitHubHead), w.RunID)
 	case state.ReasonNotHeadRejected:
 		return fmt.Sprintf("commit %s is no longer the head of PR #%d (GitHub says %s is), and pinned run %d does not qualify for it: %s; "+
-			"the pin of run %d is left for the head", Short(w.SHA), w.PR, Short(w.GitHubHead), w.RunID, w.Detail, w.RunID)
+			"the pin of run %d is left for the head", mdtext.ShortSHA(w.SHA), w.PR, mdtext.ShortSHA(w.GitHubHead), w.RunID, w.Detail, w.RunID)
 	case state.ReasonReuse:
 		return fmt.Sprintf("reusing run %d, authorized by @%s", w.RunID, w.Actor)
 	case state.ReasonPinChanged:
@@ -238,7 +237,7 @@ func pinWhy(w state.Why) string {
 func SkipText(web Web, d *state.Decision) string {
 	return fmt.Sprintf("⏭️ **Sweep skipped for %s**: reusing run %s (commit %s), authorized by %s in %s.\n\n"+
 		"The pin is used up: the next push sweeps unless someone pins a run again.",
-		commitLink(web, d.Repo, d.HeadSHA), runLink(d.RunID, d.RunURL), mdtext.Code(Short(d.RunSHA)), mdtext.Mention(d.ActorLogin),
+		commitLink(web, d.Repo, d.HeadSHA), runLink(d.RunID, d.RunURL), mdtext.Code(mdtext.ShortSHA(d.RunSHA)), mdtext.Mention(d.ActorLogin),
 		mdtext.Link("this comment", d.CommentURL))
 }
 
@@ -259,19 +258,7 @@ func InvalidText(web Web, d *state.Decision, p *state.Pin) string {
 }
 
 func commitLink(web Web, repo, sha string) string {
-	return mdtext.Link(mdtext.Code(Short(sha)), web.Commit(repo, sha))
+	return mdtext.Link(mdtext.Code(mdtext.ShortSHA(sha)), web.Commit(repo, sha))
 }
 
 func runLink(id int64, url string) string { return mdtext.Link(strconv.FormatInt(id, 10), url) }
-
-// Short is a commit's short form (at most 7 bytes, on a rune boundary).
-func Short(sha string) string {
-	if len(sha) > 7 {
-		n := 7
-		for n > 0 && !utf8.RuneStart(sha[n]) {
-			n--
-		}
-		return sha[:n]
-	}
-	return sha
-}

@@ -239,7 +239,7 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 		}
 		if !in {
 			return Run{}, &Rejection{RuleCommit, fmt.Sprintf("run %d ran on %s, which is not a commit of PR #%d (rebased or force-pushed away?)",
-				id, Code(short(sha)), p.GetNumber())}
+				id, Code(mdtext.ShortSHA(sha)), p.GetNumber())}
 		}
 	}
 	if rules.Attempt != 0 && run.GetRunAttempt() != rules.Attempt {
@@ -256,7 +256,7 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 		// artifacts its other jobs uploaded (an aggregate of the reused results).
 		if other, ok := v.Reused(rules.Repo, sha); ok && other != id {
 			return Run{}, &Rejection{RuleSkipped, fmt.Sprintf("run %d is not a sweep: opsbot skipped the sweep of its commit %s, reusing run %d, "+
-				"so its artifacts are not results measured on that commit; pin run %d instead", id, Code(short(sha)), other, other)}
+				"so its artifacts are not results measured on that commit; pin run %d instead", id, Code(mdtext.ShortSHA(sha)), other, other)}
 		}
 	}
 	arts, err := v.GH.Artifacts(ctx, rules.Repo, id)
@@ -289,14 +289,14 @@ func (v *Validator) checkHead(ctx context.Context, rules Rules, id int64, sha, h
 	cmp, err := v.GH.Compare(ctx, rules.Repo, sha, head)
 	if errors.Is(err, ghclient.ErrNotFound) {
 		return &Rejection{RuleAncestor, fmt.Sprintf("run %d's commit %s cannot be compared with head %s (force-pushed away?), so whether that head "+
-			"contains the measured code cannot be checked", id, Code(short(sha)), Code(short(head)))}
+			"contains the measured code cannot be checked", id, Code(mdtext.ShortSHA(sha)), Code(mdtext.ShortSHA(head)))}
 	}
 	if err != nil {
 		return err
 	}
 	if cmp.Status != "ahead" && cmp.Status != "identical" {
 		return &Rejection{RuleAncestor, fmt.Sprintf("head %s does not contain run %d's commit %s (the compare says %s): the code the run measured "+
-			"is not in that head (force-pushed away?)", Code(short(head)), id, Code(short(sha)), Code(cmp.Status))}
+			"is not in that head (force-pushed away?)", Code(mdtext.ShortSHA(head)), id, Code(mdtext.ShortSHA(sha)), Code(cmp.Status))}
 	}
 	if len(rules.AllowedPaths) == 0 {
 		return nil
@@ -379,7 +379,7 @@ func (v *Validator) checkProtected(ctx context.Context, rules Rules, base string
 	cmp, err := v.GH.Compare(ctx, rules.Repo, base, sha)
 	if errors.Is(err, ghclient.ErrNotFound) {
 		return &Rejection{RuleProtected, fmt.Sprintf("run %d's commit %s cannot be compared with %s (force-pushed away?), so whether this PR "+
-			"changed its workflow (protected paths %s) cannot be checked", id, Code(short(sha)), Code(base), codeList(rules.ProtectedPaths))}
+			"changed its workflow (protected paths %s) cannot be checked", id, Code(mdtext.ShortSHA(sha)), Code(base), codeList(rules.ProtectedPaths))}
 	}
 	if err != nil {
 		return err
@@ -405,7 +405,7 @@ func (v *Validator) checkProtected(ctx context.Context, rules Rules, base string
 		hit = hit[:3]
 	}
 	return &Rejection{RuleProtected, fmt.Sprintf("run %d ran workflow files this PR changes: its commits up to %s touch %s%s (protected paths %s), "+
-		"and a run of a workflow the PR changed is never used", id, Code(short(sha)), codeList(hit), more, codeList(rules.ProtectedPaths))}
+		"and a run of a workflow the PR changed is never used", id, Code(mdtext.ShortSHA(sha)), codeList(hit), more, codeList(rules.ProtectedPaths))}
 }
 
 // inPR reports whether sha is a commit of the PR now: its commit list (all
@@ -534,10 +534,3 @@ func codeList(xs []string) string { return mdtext.CodeList(xs) }
 // inside it can end early or turn into a line of its own: it is
 // mdtext.Code, the escaper every notice uses.
 func Code(s string) string { return mdtext.Code(s) }
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
-}

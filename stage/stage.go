@@ -159,7 +159,7 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 // AckText is the immediate reply to a stage request.
 func AckText(r *state.StageRequest, runURL string) string {
 	return fmt.Sprintf("%s staging run %s (%s, commit %s, %s) … I will edit this comment when the staging site has it.",
-		mdtext.Mention(r.Requester), runLink(r.RunID, runURL), mdtext.Code(r.Conclusion), mdtext.Code(notices.Short(r.RunSHA)),
+		mdtext.Mention(r.Requester), runLink(r.RunID, runURL), mdtext.Code(r.Conclusion), mdtext.Code(mdtext.ShortSHA(r.RunSHA)),
 		mdtext.Text(r.RunDate))
 }
 
