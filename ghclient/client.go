@@ -231,6 +231,27 @@ func wrap(what string, resp *github.Response, err error) error {
 
 // ---- Reads ----
 
+// paginate reads a list GitHub serves in pages. fetch reads the page opt
+// names (the first while opt.Page is 0); visit sees each page's items and
+// says whether to read on. paginate stops when GitHub names no next page,
+// when visit says stop, or after maxPages pages, whichever comes first (the
+// cap keeps a list without end from holding a delivery). An error is
+// wrapped as what failed, like every read.
+func paginate[T any](what string, opt *github.ListOptions, maxPages int,
+	fetch func() ([]T, *github.Response, error), visit func([]T) bool) error {
+	for range maxPages {
+		items, resp, err := fetch()
+		if err := wrap(what, resp, err); err != nil {
+			return err
+		}
+		if !visit(items) || resp.NextPage == 0 {
+			return nil
+		}
+		opt.Page = resp.NextPage
+	}
+	return nil
+}
+
 // Permission reads a user's permission on a repository, raw, for auth to rank.
 func (c *Client) Permission(ctx context.Context, repo, login string) (auth.PermissionResponse, error) {
 	o, r := split(repo)
@@ -305,16 +326,17 @@ func (c *Client) Artifacts(ctx context.Context, repo string, runID int64) ([]*gi
 	o, r := split(repo)
 	var all []*github.Artifact
 	opt := &github.ListOptions{PerPage: 100}
-	for page := 0; page < 20; page++ {
-		list, resp, err := c.gh.Actions.ListWorkflowRunArtifacts(ctx, o, r, runID, opt)
-		if err := wrap(fmt.Sprintf("listing the artifacts of run %d", runID), resp, err); err != nil {
-			return nil, err
-		}
-		all = append(all, list.Artifacts...)
-		if resp.NextPage == 0 {
-			break
-		}
-		opt.Page = resp.NextPage
+	err := paginate(fmt.Sprintf("listing the artifacts of run %d", runID), opt, 20,
+		func() ([]*github.Artifact, *github.Response, error) {
+			list, resp, err := c.gh.Actions.ListWorkflowRunArtifacts(ctx, o, r, runID, opt)
+			if err != nil {
+				return nil, resp, err
+			}
+			return list.Artifacts, resp, nil
+		},
+		func(page []*github.Artifact) bool { all = append(all, page...); return true })
+	if err != nil {
+		return nil, err
 	}
 	return all, nil
 }
@@ -331,18 +353,18 @@ func (c *Client) PRCommits(ctx context.Context, repo string, n int) ([]string, e
 	o, r := split(repo)
 	var out []string
 	opt := &github.ListOptions{PerPage: 100}
-	for page := 0; page < 10; page++ {
-		cs, resp, err := c.gh.PullRequests.ListCommits(ctx, o, r, n, opt)
-		if err := wrap(fmt.Sprintf("listing the commits of PR #%d", n), resp, err); err != nil {
-			return nil, err
-		}
-		for _, cm := range cs {
-			out = append(out, cm.GetSHA())
-		}
-		if resp.NextPage == 0 {
-			break
-		}
-		opt.Page = resp.NextPage
+	err := paginate(fmt.Sprintf("listing the commits of PR #%d", n), opt, 10,
+		func() ([]*github.RepositoryCommit, *github.Response, error) {
+			return c.gh.PullRequests.ListCommits(ctx, o, r, n, opt)
+		},
+		func(page []*github.RepositoryCommit) bool {
+			for _, cm := range page {
+				out = append(out, cm.GetSHA())
+			}
+			return true
+		})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -379,16 +401,20 @@ func (c *Client) WorkflowRuns(ctx context.Context, repo string, workflowID int64
 	o, r := split(repo)
 	var out []*github.WorkflowRun
 	opt := &github.ListWorkflowRunsOptions{Branch: branch, Event: event, ListOptions: github.ListOptions{PerPage: 100}}
-	for len(out) < max {
-		list, resp, err := c.gh.Actions.ListWorkflowRunsByID(ctx, o, r, workflowID, opt)
-		if err := wrap("listing the sweep runs of "+branch, resp, err); err != nil {
-			return nil, err
-		}
-		out = append(out, list.WorkflowRuns...)
-		if resp.NextPage == 0 {
-			break
-		}
-		opt.Page = resp.NextPage
+	if max <= 0 {
+		return nil, nil
+	}
+	err := paginate("listing the sweep runs of "+branch, &opt.ListOptions, max,
+		func() ([]*github.WorkflowRun, *github.Response, error) {
+			list, resp, err := c.gh.Actions.ListWorkflowRunsByID(ctx, o, r, workflowID, opt)
+			if err != nil {
+				return nil, resp, err
+			}
+			return list.WorkflowRuns, resp, nil
+		},
+		func(page []*github.WorkflowRun) bool { out = append(out, page...); return len(out) < max })
+	if err != nil {
+		return nil, err
 	}
 	if len(out) > max {
 		out = out[:max]
@@ -425,20 +451,20 @@ func (c *Client) LabelEvents(ctx context.Context, repo string, n int) ([]LabelEv
 	o, r := split(repo)
 	var out []LabelEvent
 	opt := &github.ListOptions{PerPage: 100}
-	for page := 0; page < 20; page++ {
-		evs, resp, err := c.gh.Issues.ListIssueTimeline(ctx, o, r, n, opt)
-		if err := wrap(fmt.Sprintf("reading the timeline of PR #%d", n), resp, err); err != nil {
-			return nil, err
-		}
-		for _, e := range evs {
-			if (e.GetEvent() == "labeled" || e.GetEvent() == "unlabeled") && e.Label != nil {
-				out = append(out, LabelEvent{Label: e.Label.GetName(), Added: e.GetEvent() == "labeled", At: e.GetCreatedAt().Time})
+	err := paginate(fmt.Sprintf("reading the timeline of PR #%d", n), opt, 20,
+		func() ([]*github.Timeline, *github.Response, error) {
+			return c.gh.Issues.ListIssueTimeline(ctx, o, r, n, opt)
+		},
+		func(page []*github.Timeline) bool {
+			for _, e := range page {
+				if (e.GetEvent() == "labeled" || e.GetEvent() == "unlabeled") && e.Label != nil {
+					out = append(out, LabelEvent{Label: e.Label.GetName(), Added: e.GetEvent() == "labeled", At: e.GetCreatedAt().Time})
+				}
 			}
-		}
-		if resp.NextPage == 0 {
-			break
-		}
-		opt.Page = resp.NextPage
+			return true
+		})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -494,26 +520,33 @@ func (c *Client) FindComment(ctx context.Context, repo string, pr int, marker st
 		return CommentRef{}, false, errors.New("ghclient: opsbot's own account is not known, so its earlier comment cannot be told from others'")
 	}
 	o, r := split(repo)
-	next := 1
-	for page := 0; page < 50 && next != 0; page++ {
-		req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("repos/%s/%s/issues/%d/comments?per_page=100&page=%d",
-			url.PathEscape(o), url.PathEscape(r), pr, next), nil)
-		if err != nil {
-			return CommentRef{}, false, err
-		}
-		var cs []listedComment
-		resp, err := c.gh.Do(ctx, req, &cs)
-		if err := wrap(fmt.Sprintf("listing the comments of PR #%d", pr), resp, err); err != nil {
-			return CommentRef{}, false, err
-		}
-		for _, cm := range cs {
-			if self.Wrote(cm.User.ID, cm.viaApp()) && strings.Contains(cm.Body, marker) {
-				return CommentRef{ID: cm.ID, URL: cm.HTMLURL}, true, nil
+	opt := &github.ListOptions{PerPage: 100}
+	var ref CommentRef
+	found := false
+	err := paginate(fmt.Sprintf("listing the comments of PR #%d", pr), opt, 50,
+		func() ([]listedComment, *github.Response, error) {
+			req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("repos/%s/%s/issues/%d/comments?per_page=%d&page=%d",
+				url.PathEscape(o), url.PathEscape(r), pr, opt.PerPage, max(opt.Page, 1)), nil)
+			if err != nil {
+				return nil, nil, err
 			}
-		}
-		next = resp.NextPage
+			var cs []listedComment
+			resp, err := c.gh.Do(ctx, req, &cs)
+			return cs, resp, err
+		},
+		func(page []listedComment) bool {
+			for _, cm := range page {
+				if self.Wrote(cm.User.ID, cm.viaApp()) && strings.Contains(cm.Body, marker) {
+					ref, found = CommentRef{ID: cm.ID, URL: cm.HTMLURL}, true
+					return false
+				}
+			}
+			return true
+		})
+	if err != nil {
+		return CommentRef{}, false, err
 	}
-	return CommentRef{}, false, nil
+	return ref, found, nil
 }
 
 // React adds a reaction (+1, -1, eyes, …) to a PR comment. Adding one that
@@ -576,16 +609,16 @@ func (c *Client) CommentsSince(ctx context.Context, repo string, t time.Time, ma
 	var out []*github.IssueComment
 	opt := &github.IssueListCommentsOptions{Since: &t, Sort: github.String("created"), Direction: github.String("asc"),
 		ListOptions: github.ListOptions{PerPage: 100}}
-	for len(out) < max {
-		cs, resp, err := c.gh.Issues.ListComments(ctx, o, r, 0, opt)
-		if err := wrap("listing comments since "+t.UTC().Format(time.RFC3339), resp, err); err != nil {
-			return nil, err
-		}
-		out = append(out, cs...)
-		if resp.NextPage == 0 {
-			break
-		}
-		opt.Page = resp.NextPage
+	if max <= 0 {
+		return nil, nil
+	}
+	err := paginate("listing comments since "+t.UTC().Format(time.RFC3339), &opt.ListOptions, max,
+		func() ([]*github.IssueComment, *github.Response, error) {
+			return c.gh.Issues.ListComments(ctx, o, r, 0, opt)
+		},
+		func(page []*github.IssueComment) bool { out = append(out, page...); return len(out) < max })
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

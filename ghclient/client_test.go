@@ -511,3 +511,75 @@ func TestEditOfAMissingCommentPostsANewOne(t *testing.T) {
 		t.Fatalf("comments = %+v, want one new comment with the edit's text and marker", cs)
 	}
 }
+
+// paginate reads every page the fake serves, in order, and stops at the
+// page cap, when visit says stop, or at the first error.
+func TestPaginate(t *testing.T) {
+	const route = "GET /repos/{owner}/{repo}/issues/{n}/comments"
+	f, c, _, _ := setup(t, nil)
+	f.AddPR(repo, 2512, "octocat", "b", "base", []string{"c1"})
+	for i := range 5 {
+		f.AddComment(repo, 2512, "octocat", fmt.Sprintf("comment %d", i))
+	}
+	list := func(maxPages int, visit func([]*github.IssueComment) bool) ([]string, int, error) {
+		t.Helper()
+		f.ResetRequests()
+		var bodies []string
+		opt := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 2}}
+		err := paginate("listing the comments of PR #2512", &opt.ListOptions, maxPages,
+			func() ([]*github.IssueComment, *github.Response, error) {
+				return c.gh.Issues.ListComments(t.Context(), "SemiAnalysisAI", "InferenceX", 2512, opt)
+			},
+			func(page []*github.IssueComment) bool {
+				for _, cm := range page {
+					bodies = append(bodies, cm.GetBody())
+				}
+				return visit(page)
+			})
+		return bodies, f.Count(route), err
+	}
+	all := func([]*github.IssueComment) bool { return true }
+
+	got, reads, err := list(10, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "comment 0,comment 1,comment 2,comment 3,comment 4"; strings.Join(got, ",") != want || reads != 3 {
+		t.Fatalf("all pages: %q in %d reads, want %q in 3", got, reads, want)
+	}
+
+	got, reads, err = list(2, all)
+	if err != nil || len(got) != 4 || reads != 2 {
+		t.Fatalf("capped at 2 pages: %q in %d reads, %v; want 4 comments in 2 reads", got, reads, err)
+	}
+
+	got, reads, err = list(10, func([]*github.IssueComment) bool { return false })
+	if err != nil || len(got) != 2 || reads != 1 {
+		t.Fatalf("visit says stop: %q in %d reads, %v; want 2 comments in 1 read", got, reads, err)
+	}
+
+	f.Inject(route, githubtest.Fault{Status: http.StatusNotFound, Body: `{"message":"Not Found"}`, Times: 1})
+	_, _, err = list(10, all)
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "listing the comments of PR #2512") {
+		t.Fatalf("a failed page: err = %v, want ErrNotFound named by what was listed", err)
+	}
+}
+
+// FindComment reads past the first pages to opsbot's marker on the third.
+func TestFindCommentOnALaterPage(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.AddPR(repo, 2512, "octocat", "b", "base", []string{"c1"})
+	f.AddComment(repo, 2512, "octocat", "<!-- opsbot:notice=9 -->") // planted by someone else: not opsbot's
+	for i := range 230 {
+		f.AddComment(repo, 2512, "octocat", fmt.Sprintf("comment %d", i))
+	}
+	want := f.AddComment(repo, 2512, githubtest.BotLogin, "pinned\n<!-- opsbot:notice=9 -->")
+	f.ResetRequests()
+	ref, ok, err := c.FindComment(t.Context(), repo, 2512, "<!-- opsbot:notice=9 -->")
+	if err != nil || !ok || ref.ID != want.ID {
+		t.Fatalf("FindComment = %+v %v %v, want comment %d", ref, ok, err, want.ID)
+	}
+	if got := f.Count("GET /repos/{owner}/{repo}/issues/{n}/comments"); got != 3 {
+		t.Fatalf("FindComment read %d pages, want 3", got)
+	}
+}
