@@ -26,6 +26,11 @@ type Policy struct {
 	AllowBots []string // bot logins whose commands are read at all
 }
 
+// NoAnswer is how every reply says that a check failed because GitHub did
+// not answer it (an error or a timeout): the check denies, and the reader is
+// told to try again in a minute.
+const NoAnswer = "GitHub did not answer"
+
 // Actor is who wrote a comment. Identity is the id; the login is for display.
 type Actor struct {
 	ID    int64
@@ -127,7 +132,7 @@ func (c *Checker) Check(ctx context.Context, l Lookup, repo string, a Actor, p P
 	role, err := c.role(ctx, l, repo, a)
 	if err != nil {
 		return Verdict{Role: RoleUnknown, CheckFailed: true, Err: err, Known: c.known(repo, a),
-			Reason: fmt.Sprintf("could not check your permission on %s (GitHub did not answer); please try again in a minute", repo)}
+			Reason: fmt.Sprintf("could not check your permission on %s (%s); please try again in a minute", repo, NoAnswer)}
 	}
 	if v := Decide(p, a, false, role, false); v.Allowed || len(p.Teams) == 0 {
 		return v
@@ -136,7 +141,7 @@ func (c *Checker) Check(ctx context.Context, l Lookup, repo string, a Actor, p P
 		member, err := c.member(ctx, l, team, a)
 		if err != nil {
 			return Verdict{Role: role, CheckFailed: true, Err: err, Known: role,
-				Reason: fmt.Sprintf("could not check your team membership on %s (GitHub did not answer); please try again in a minute", repo)}
+				Reason: fmt.Sprintf("could not check your team membership on %s (%s); please try again in a minute", repo, NoAnswer)}
 		}
 		if member {
 			return Decide(p, a, false, role, true)

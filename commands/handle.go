@@ -71,7 +71,7 @@ func (d Deps) policy(name string) auth.Policy {
 type StageHandler interface {
 	// Prepare does the reads for a stage request; the returned write
 	// records it and adds its notices.
-	Prepare(ctx context.Context, c Comment, cmd Command, v auth.Verdict) (reply string, ok bool, w func(tx *state.Tx, replyTo string) error)
+	Prepare(ctx context.Context, c Comment, cmd Command, v auth.Verdict) (reply string, ok bool, w func(tx *state.Tx) error)
 }
 
 // Policy is the access rule of a command on a repository, without the
@@ -98,7 +98,7 @@ type step struct {
 	quiet   bool // a denial to someone below triage: a reaction at most
 	run     runs.Run
 	bare    bool
-	stageW  func(tx *state.Tx, replyTo string) error
+	stageW  func(tx *state.Tx) error
 }
 
 // Created runs the commands of a new comment. It does the reads (roles,
@@ -276,7 +276,7 @@ func prepareReuse(ctx context.Context, d Deps, c Comment, s *step) {
 	if err != nil {
 		d.Log.Warn("validating a run failed", "run", s.cmd.RunID, "err", err)
 		s.outcome, s.reason = Errored, err.Error()
-		s.reply = fmt.Sprintf("%s I did not pin %s: GitHub did not answer while I checked it. Please try again in a minute.", mdtext.Mention(c.Actor.Login), what)
+		s.reply = NoAnswerReply(c.Actor.Login, "pin", what)
 		return
 	}
 	if run.PRState == "closed" {
@@ -291,7 +291,7 @@ func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
 	var replies []string
 	var plus, minus, confused, quiet bool
 	links := notices.Links{PR: d.Notices.Web.PR(c.Repo, c.PR), Comment: c.URL}
-	var stageWrites []func(tx *state.Tx, replyTo string) error
+	var stageWrites []func(tx *state.Tx) error
 	for i := range steps {
 		s := &steps[i]
 		rec := state.AuditRecord{Kind: "command", Command: s.cmd.Name, Outcome: string(s.outcome), Repo: c.Repo, PR: c.PR,
@@ -378,7 +378,7 @@ func commitSteps(tx *state.Tx, d Deps, c Comment, steps []step) error {
 		}
 	}
 	for _, w := range stageWrites {
-		if err := w(tx, c.URL); err != nil {
+		if err := w(tx); err != nil {
 			return err
 		}
 	}

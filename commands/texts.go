@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"opsbot/auth"
 	"opsbot/mdtext"
 )
 
@@ -24,6 +25,12 @@ type HelpInfo struct {
 	ProtectedPaths     []string
 	GateActions        []string
 	StageConfigured    bool
+}
+
+// NoAnswerReply is the reply when GitHub did not answer a check that doing
+// (pin, stage) what needed.
+func NoAnswerReply(login, doing, what string) string {
+	return fmt.Sprintf("%s I did not %s %s: %s while I checked it. Please try again in a minute.", mdtext.Mention(login), doing, what, auth.NoAnswer)
 }
 
 // UsageReply is the reply to a command line with bad arguments.

@@ -59,7 +59,7 @@ func Rules(rc *config.Repo) runs.Rules {
 
 // Prepare validates a request; the write records it, acknowledges it and
 // dispatches it.
-func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.Command, v auth.Verdict) (string, bool, func(*state.Tx, string) error) {
+func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.Command, v auth.Verdict) (string, bool, func(*state.Tx) error) {
 	rc, _ := h.Cfg.Repo(c.Repo)
 	what := fmt.Sprintf("run %d", cmd.RunID)
 	if cmd.RunID == 0 {
@@ -91,7 +91,7 @@ func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.
 	}
 	if err != nil {
 		h.Log.Warn("checking a run to stage failed", "run", cmd.RunID, "err", err)
-		return fmt.Sprintf("%s I did not stage %s: GitHub did not answer while I checked it. Please try again in a minute.", mdtext.Mention(c.Actor.Login), what), false, nil
+		return commands.NoAnswerReply(c.Actor.Login, "stage", what), false, nil
 	}
 	if staged, err := h.Staged(rc.Name, run.ID); err == nil && staged != nil {
 		return fmt.Sprintf("%s run %d is already staged: %s", mdtext.Mention(c.Actor.Login), run.ID, stagedURL(staged.URL)), true, nil
@@ -100,7 +100,7 @@ func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.
 		RunDate: run.CreatedAt.UTC().Format("2006-01-02"), RunSHA: run.HeadSHA, Conclusion: run.Conclusion,
 		Requester: c.Actor.Login, RequesterID: c.Actor.ID, CommentID: c.CommentID, CommentURL: c.URL,
 		Installation: c.Installation, State: state.StageRequested}
-	return "", true, func(tx *state.Tx, _ string) error { return h.record(tx, rc, req, run) }
+	return "", true, func(tx *state.Tx) error { return h.record(tx, rc, req, run) }
 }
 
 func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest, run runs.Run) error {
