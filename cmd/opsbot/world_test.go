@@ -141,7 +141,12 @@ func (w *world) settle() {
 		m := w.metrics()
 		return m["opsbot_inbox_depth"] == "0" && m["opsbot_outbox_depth"] == "0"
 	}
-	eventually(w.t, "the inbox and the outbox drain", func() bool { return empty() && empty() })
+	eventually(w.t, "the inbox and the outbox drain", func() bool {
+		if !empty() {
+			return false
+		}
+		return empty() // a second scrape, wholly after the first
+	})
 }
 
 func (w *world) metrics() map[string]string {
