@@ -64,6 +64,7 @@ func shotOnFailure(t *testing.T, ctx context.Context) {
 
 // A maintainer opens the audit page and finds which run stood in for each head.
 func TestAuditPageInBrowser(t *testing.T) {
+	t.Parallel()
 	w := newWorldWith(t, "audit_web:\n  enabled: true\n  user_env: TEST_AUDIT_USER\n  password_env: TEST_AUDIT_PASSWORD\n", "",
 		map[string]string{"TEST_AUDIT_USER": "maint", "TEST_AUDIT_PASSWORD": "s3cret"})
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
@@ -124,6 +125,7 @@ func TestAuditPageInBrowser(t *testing.T) {
 }
 
 func TestAuditPageNeedsCredentials(t *testing.T) {
+	t.Parallel()
 	w := newWorldWith(t, "audit_web:\n  enabled: true\n  user_env: TEST_AUDIT_USER\n  password_env: TEST_AUDIT_PASSWORD\n", "",
 		map[string]string{"TEST_AUDIT_USER": "maint", "TEST_AUDIT_PASSWORD": "s3cret"})
 	for _, cred := range []string{"", "maint:wrong", "other:s3cret"} {

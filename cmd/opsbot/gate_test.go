@@ -17,6 +17,7 @@ import (
 )
 
 func TestValidationAtPinTime(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.gh.AddRun(theRepo, githubtest.Run{ID: 7, WorkflowID: 77, Event: "pull_request", Status: "in_progress", HeadSHA: sha("c1"), HeadBranch: "kimi-tune"})
 	w.gh.AddRun(theRepo, githubtest.Run{ID: 8, WorkflowID: 99, Event: "pull_request", Status: "completed", Conclusion: "success",
@@ -39,6 +40,7 @@ func TestValidationAtPinTime(t *testing.T) {
 }
 
 func TestValidationAgainAtUse(t *testing.T) {
+	t.Parallel()
 	t.Run("artifacts expired", func(t *testing.T) {
 		w := newWorld(t, "")
 		w.comment(maintainer, "/reuse-sweep-run 31147925932")
@@ -71,6 +73,7 @@ func TestValidationAgainAtUse(t *testing.T) {
 // A run whose own sweep was skipped has no results: it cannot be pinned,
 // and the reply names the run it reused.
 func TestReusedRunCannotBePinned(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.push("c2")
@@ -110,6 +113,7 @@ func TestSkippedRunWithAggregateArtifactIsNoSweep(t *testing.T) {
 }
 
 func TestGitHubDownDecidesSweep(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.gh.Inject("GET /repos/{owner}/{repo}/actions/runs/{id}", githubtest.Fault{Status: 502})
@@ -125,6 +129,7 @@ func TestGitHubDownDecidesSweep(t *testing.T) {
 }
 
 func TestExactlyOnce(t *testing.T) {
+	t.Parallel()
 	t.Run("redelivered synchronize", func(t *testing.T) {
 		w := newWorld(t, "")
 		w.comment(maintainer, "/reuse-sweep-run 31147925932")
@@ -200,6 +205,7 @@ func TestExactlyOnce(t *testing.T) {
 }
 
 func TestGateAPI(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	ask := func(token, body string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, w.srv.URL+"/api/v1/gate", strings.NewReader(body))
@@ -253,6 +259,7 @@ func TestGateAPI(t *testing.T) {
 // `opsbot gate` fails closed: any error answers skip-pr-sweep=false with a
 // warning and exits 0, or 1 with --strict.
 func TestGateCommandFailsClosed(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "out")
 	var stdout, stderr bytes.Buffer
 	env := func(k string) string {
@@ -283,6 +290,7 @@ func TestGateCommandFailsClosed(t *testing.T) {
 // made before the real push, answers sweep and uses up nothing, so the real
 // push is still skipped.
 func TestGateAskForAnotherCommitUsesUpNothing(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	out, _ := w.gate("--pr", "2512", "--sha", sha("e9"))

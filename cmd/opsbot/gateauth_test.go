@@ -141,6 +141,7 @@ func oidcConfig(issuerURL string) string {
 // its repository, its PR (refs/pull/N/merge), a push from the default
 // branch. Every other token is refused, and none reaches an admin route.
 func TestGateWithGitHubActionsIDToken(t *testing.T) {
+	t.Parallel()
 	is := newIssuer(t)
 	w := newWorldWith(t, oidcConfig(is.URL), "", nil)
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
@@ -216,6 +217,7 @@ func TestGateWithGitHubActionsIDToken(t *testing.T) {
 
 // With repos[].oidc_require_workflow, only the sweep workflow's token may ask.
 func TestIDTokenMustComeFromTheSweepWorkflow(t *testing.T) {
+	t.Parallel()
 	is := newIssuer(t)
 	w := newWorldWith(t, oidcConfig(is.URL), "    oidc_require_workflow: true\n", nil)
 	lint := is.token(t, map[string]any{"workflow_ref": theRepo + "/.github/workflows/lint.yml@refs/pull/2512/merge"})
@@ -231,6 +233,7 @@ func TestIDTokenMustComeFromTheSweepWorkflow(t *testing.T) {
 // An issuer that cannot be reached does not stop opsbot from starting; an
 // ID token is then answered 503 with the cause, and static tokens still work.
 func TestUnreachableIssuerFailsClosedWithoutBlockingStart(t *testing.T) {
+	t.Parallel()
 	is := newIssuer(t)
 	w := newWorldWith(t, oidcConfig("http://127.0.0.1:1"), "", nil)
 	r := w.call(http.MethodPost, "/api/v1/gate", is.token(t, map[string]any{"iss": "http://127.0.0.1:1"}), "text/plain", askForm(thePR, sha("c1")))
@@ -246,6 +249,7 @@ func TestUnreachableIssuerFailsClosedWithoutBlockingStart(t *testing.T) {
 // Gate tokens only ask the gate, admin tokens only administer, the legacy
 // api.tokens_env does both; each secret may come from a VAR_FILE.
 func TestTokenClasses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	gateFile, hookFile := filepath.Join(dir, "gate-tokens"), filepath.Join(dir, "webhook-secret")
 	if err := os.WriteFile(gateFile, []byte("gate-token-1-0123,gate-token-2-0123\n"), 0o600); err != nil {
@@ -326,6 +330,7 @@ func TestTokenClasses(t *testing.T) {
 // keeps its status and its lines say skip-pr-sweep=false; no value can
 // break a line to add an output.
 func TestGateAnswersStepOutputs(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.gh.Push(theRepo, thePR, []string{sha("c2")})

@@ -21,6 +21,7 @@ func (w *world) sendPRAt(action, head string, at time.Time) {
 // is for a commit that is no longer the PR's head. It sweeps, says why, and
 // leaves the pin for the real next push.
 func TestLateSynchronizeUsesUpNothing(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	t0 := time.Now().Add(-time.Hour)
 	w.gh.Push(theRepo, thePR, []string{sha("c2")}, []string{"perf-changelog.yaml"}) // c2's webhook is delayed
@@ -46,6 +47,7 @@ func TestLateSynchronizeUsesUpNothing(t *testing.T) {
 // synchronize, a late opened event that still carries c1 leaves c3 the head,
 // so an ask for c1 reads GitHub's head, answers sweep and decides nothing.
 func TestLateWebhookDoesNotMoveTheRecordedHeadBack(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	t0 := time.Now().Add(-time.Hour)
 	w.gh.Push(theRepo, thePR, []string{sha("c2")}, nil)

@@ -14,6 +14,7 @@ import (
 // must also be from that repository id, so a repository deleted and
 // re-created (or renamed) under the served name is not taken for it.
 func TestIDTokenCoversOnlyItsEventAndRepositoryID(t *testing.T) {
+	t.Parallel()
 	is := newIssuer(t)
 	w := newWorldWith(t, oidcConfig(is.URL), "    repository_id: 4242\n", nil)
 	pushAsk := url.Values{"repo": {theRepo}, "event": {"push"}, "sha": {sha("a1")}}.Encode()

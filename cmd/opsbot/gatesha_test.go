@@ -10,6 +10,7 @@ import (
 // pin for the next push), every spelling reads the one stored decision, and
 // a short SHA is refused with what to send instead.
 func TestGateAskInAnotherCaseIsTheSameCommit(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.comment(maintainer, "/reuse-sweep-run 31147925932") // head c1 when pinned: the pin is for the next push
 	up := strings.ToUpper(sha("c1"))
@@ -50,6 +51,7 @@ func TestGateAskInAnotherCaseIsTheSameCommit(t *testing.T) {
 // A webhook's head SHA is canonical too: a synchronize that spells the
 // decided head in upper case reads the stored decision.
 func TestWebhookHeadInAnotherCaseIsTheSameCommit(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.push("c2")
 	w.sendSync(strings.ToUpper(sha("c2")), "")

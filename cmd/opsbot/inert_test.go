@@ -32,6 +32,7 @@ const stagingURL = "https://staging.example.com/"
 // output, no user or team is mentioned, the only marker is opsbot's own, the
 // only links are opsbot's, and nothing leaves its code span or its line.
 func TestHostileValuesStayInert(t *testing.T) {
+	t.Parallel()
 	sl := slacktest.New(t)
 	w := newWorldWith(t, "slack:\n  api_url: \""+sl.URL+"\"\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#sweep-ops\"\n",
 		stageCfg+"    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n", map[string]string{"TEST_SLACK_TOKEN": "xoxb-test"})

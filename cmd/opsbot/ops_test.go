@@ -26,6 +26,7 @@ func runCLI(t *testing.T, env map[string]string, args ...string) (string, string
 var tokenEnv = map[string]string{"OPSBOT_API_TOKEN": apiToken}
 
 func TestBackupHotAndOffline(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	hot := filepath.Join(t.TempDir(), "hot.db")
@@ -58,6 +59,7 @@ func TestBackupHotAndOffline(t *testing.T) {
 }
 
 func TestAuditCommandFormats(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.push("c2")
@@ -106,6 +108,7 @@ func TestAuditCommandFormats(t *testing.T) {
 }
 
 func TestReconcileRecoversLostWebhooks(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	// The first reconcile of the repository sets where recovery starts.
 	if _, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo); err != nil {
@@ -144,6 +147,7 @@ func TestReconcileRecoversLostWebhooks(t *testing.T) {
 }
 
 func TestSendSignsAFixture(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	out, errOut, err := runCLI(t, map[string]string{"OPSBOT_WEBHOOK_SECRET": testSecret}, "send", "--url", w.srv.URL+"/webhook",
 		"--event", "ping", "--file", filepath.Join("..", "..", "testdata", "fixtures", "github-webhooks", "ping", "payload.json"))
@@ -159,6 +163,7 @@ func TestSendSignsAFixture(t *testing.T) {
 }
 
 func TestEveryCommandHasHelpWithExamples(t *testing.T) {
+	t.Parallel()
 	for name := range subcommands() {
 		if name == "version" || name == "config" {
 			continue
@@ -180,6 +185,7 @@ func TestEveryCommandHasHelpWithExamples(t *testing.T) {
 
 // The help people read is a golden file: go test ./cmd/opsbot -update rewrites it.
 func TestHelpTextsGolden(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	out, _, err := runCLI(t, nil, "help")
 	if err != nil {
@@ -203,6 +209,7 @@ func TestHelpTextsGolden(t *testing.T) {
 
 // A notice GitHub refuses for good is kept and listed, never dropped silently.
 func TestRefusedNoticeIsListed(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.gh.Inject("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", githubtest.Fault{Status: 422})
 	c := w.gh.AddComment(theRepo, thePR, maintLog, "/opsbot help")

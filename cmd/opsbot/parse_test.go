@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseCommand(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, stdin, want string
 	}{
@@ -37,6 +38,7 @@ func TestParseCommand(t *testing.T) {
 }
 
 func TestParseCommandNeedsRepo(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	err := run(t.Context(), []string{"parse"}, func(string) string { return "" }, strings.NewReader("/use 1"), &out, &errb)
 	if code, ok := err.(exitCode); !ok || code != 2 || !strings.Contains(errb.String(), "--repo OWNER/REPO is required") {
@@ -45,6 +47,7 @@ func TestParseCommandNeedsRepo(t *testing.T) {
 }
 
 func TestUnknownCommandAndHelp(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	err := run(t.Context(), []string{"frobnicate"}, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
 	if code, ok := err.(exitCode); !ok || code != 2 || !strings.Contains(errb.String(), `unknown command "frobnicate"`) {

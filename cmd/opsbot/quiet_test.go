@@ -29,6 +29,7 @@ func quietWorld(t *testing.T, topExtra string) (*world, *slacktest.Fake) {
 // else: no reply on the PR, no Slack message. The audit still has the
 // denial. A triage user's denial is still answered, on GitHub and in Slack.
 func TestOutsiderDenialIsAReactionOnly(t *testing.T) {
+	t.Parallel()
 	w, sl := quietWorld(t, "")
 	c := w.comment(reader, "/reuse-sweep-run 31147925932")
 	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
@@ -61,6 +62,7 @@ func TestOutsiderDenialIsAReactionOnly(t *testing.T) {
 // default) in an hour on a repository; past it opsbot only reacts, says so
 // in the audit, and still answers other users.
 func TestRepliesToOneUserAreLimited(t *testing.T) {
+	t.Parallel()
 	w, sl := quietWorld(t, "")
 	for i := 1; i <= 20; i++ {
 		w.comment(triager, "/reuse-sweep-run 31147925932")
@@ -90,6 +92,7 @@ func TestRepliesToOneUserAreLimited(t *testing.T) {
 // The limit is configurable, and a command past it still works: a pin is
 // taken, with a 👍 and no reply.
 func TestReplyLimitIsConfigurable(t *testing.T) {
+	t.Parallel()
 	w, _ := quietWorld(t, "notices:\n  max_replies_per_user_per_hour: 2\n")
 	w.comment(maintainer, "/opsbot help")
 	w.comment(maintainer, "/opsbot help")

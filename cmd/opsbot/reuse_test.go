@@ -11,6 +11,7 @@ import (
 
 // The everyday story: pin R1, the next push skips, the push after sweeps.
 func TestEverydayStory(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	c := w.comment(maintainer, "Verified the sweep at c1.\n\n/reuse-sweep-run 31147925932\n")
 	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"+1"}) {
@@ -52,6 +53,7 @@ func TestEverydayStory(t *testing.T) {
 }
 
 func TestBareCommandResolvesNewestRealSweep(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.comment(maintainer, "/reuse-sweep-run")
 	mustContain(t, "bare pin reply", w.lastReply(), "pinned run [31147925932]", "the newest real sweep run of this PR")
@@ -66,6 +68,7 @@ func TestBareCommandResolvesNewestRealSweep(t *testing.T) {
 }
 
 func TestBareCommandWithoutRunIsRefused(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.gh.ExpireArtifacts(theRepo, runR1)
 	c := w.comment(maintainer, "/reuse-sweep-run")
@@ -76,6 +79,7 @@ func TestBareCommandWithoutRunIsRefused(t *testing.T) {
 }
 
 func TestDeniedBelowRequiredRole(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.gh.SetRole(theRepo, readerLog, "triage") // answered: below triage gets a reaction only (quiet_test.go)
 	c := w.comment(reader, "/reuse-sweep-run 31147925932")
@@ -112,6 +116,7 @@ func TestDeniedBelowRequiredRole(t *testing.T) {
 // allow-listed bot may command (its reply names it without pinging the user
 // account of the same name); opsbot's own comments are never read.
 func TestBotsAndOpsbotItself(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "    allow_bots: [\"release[bot]\"]\n")
 	w.gh.AddUser("renovate[bot]", 6000, "Bot")
 	w.gh.SetRole(theRepo, "renovate[bot]", "admin")
@@ -137,6 +142,7 @@ func TestBotsAndOpsbotItself(t *testing.T) {
 }
 
 func TestSupersedeAndCancel(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.gh.AddRun(theRepo, githubtest.Run{ID: 42, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c1"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts})
@@ -159,6 +165,7 @@ func TestSupersedeAndCancel(t *testing.T) {
 }
 
 func TestLastReuseInACommentWins(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.gh.AddRun(theRepo, githubtest.Run{ID: 42, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c1"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts})
@@ -171,6 +178,7 @@ func TestLastReuseInACommentWins(t *testing.T) {
 }
 
 func TestDeleteAndEditRevoke(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	c := w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.commentEvent("deleted", maintainer, maintainer, c.ID, c.Body, "")
@@ -191,6 +199,7 @@ func TestDeleteAndEditRevoke(t *testing.T) {
 }
 
 func TestCommandsAddedByEditAreNotRun(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	c := w.comment(maintainer, "LGTM")
 	w.commentEvent("edited", maintainer, maintainer, c.ID, "LGTM\n/reuse-sweep-run 31147925932", "LGTM")
@@ -209,6 +218,7 @@ func TestCommandsAddedByEditAreNotRun(t *testing.T) {
 }
 
 func TestCloseExpiresAndMergeConsumes(t *testing.T) {
+	t.Parallel()
 	t.Run("closed", func(t *testing.T) {
 		w := newWorld(t, "")
 		w.comment(maintainer, "/reuse-sweep-run 31147925932")
@@ -234,6 +244,7 @@ func TestCloseExpiresAndMergeConsumes(t *testing.T) {
 }
 
 func TestPushGateFollowsTheFinalHead(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.push("c2")

@@ -48,6 +48,7 @@ func (w *world) restart(edit func(cfg string) string) {
 }
 
 func TestRunOfAWorkflowThePRChangedIsNeverEligible(t *testing.T) {
+	t.Parallel()
 	t.Run("pin refused, naming the file", func(t *testing.T) {
 		w := newWorld(t, "")
 		w.workflowEdit()
@@ -112,6 +113,7 @@ func TestRunOfAWorkflowThePRChangedIsNeverEligible(t *testing.T) {
 }
 
 func TestConfigCheckWarnsWhenProtectedPathsAreOff(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		extra string
@@ -136,6 +138,7 @@ func TestConfigCheckWarnsWhenProtectedPathsAreOff(t *testing.T) {
 }
 
 func TestPinHoldsTheAttemptThatWasPinned(t *testing.T) {
+	t.Parallel()
 	url := "https://github.com/" + theRepo + "/actions/runs/31147925932"
 	t.Run("a re-run after the pin invalidates it", func(t *testing.T) {
 		w := newWorld(t, "")
@@ -187,6 +190,7 @@ func TestPinHoldsTheAttemptThatWasPinned(t *testing.T) {
 // at merge up to the PR's final head, even when that head's synchronize
 // never reached opsbot.
 func TestMergeAppliesThePathGuardToTheFinalHead(t *testing.T) {
+	t.Parallel()
 	guard := "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\", \"docs/**\"]\n"
 	t.Run("lost synchronize of a push outside the allowed paths", func(t *testing.T) {
 		w := newWorld(t, guard)
@@ -238,6 +242,7 @@ func TestMergeAppliesThePathGuardToTheFinalHead(t *testing.T) {
 // renamed or deleted account's login, taken) is unlisted, and a login that
 // did not resolve allows nobody.
 func TestAllowUsersMatchesAccountIDs(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "    reuse:\n      allow_users: [\"trusted\", \"ghost\"]\n")
 	w.gh.AddUser("trusted", 7001, "User")
 	w.gh.SetRole(theRepo, "trusted", "read")

@@ -10,6 +10,7 @@ import (
 // comma-split list, such as "ab") stops the server from starting and fails
 // `config check`, each naming the setting and never the value.
 func TestShortSecretsAreRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "")
 	for _, tc := range []struct {

@@ -39,6 +39,7 @@ func (w *world) closedPayload() map[string]any {
 // signature does not cover the id) is a duplicate: it does not expire the
 // pin taken after the PR was reopened.
 func TestReplayedClosedDeliveryUnderANewIDDoesNotActAgain(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.gh.ClosePR(theRepo, thePR, false, "")
@@ -83,6 +84,7 @@ func TestReplayedClosedDeliveryUnderANewIDDoesNotActAgain(t *testing.T) {
 // the configuration): a command in a comment written by that account (a
 // machine user's token) is never run.
 func TestNeverRunsACommandItWrote(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	machine := user{"ci-machine", 7777, "User"}
 	w.gh.AddUser(machine.login, machine.id, "User")
@@ -105,6 +107,7 @@ func TestNeverRunsACommandItWrote(t *testing.T) {
 // Without knowing its own account opsbot does not start, and says why; in a
 // dry run without credentials it starts.
 func TestDoesNotStartWithoutKnowingItself(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.srv.Stop(t)
 	w.gh.Inject("GET /user", githubtest.Fault{Status: 401, Body: `{"message":"Bad credentials"}`})
@@ -127,6 +130,7 @@ func TestDoesNotStartWithoutKnowingItself(t *testing.T) {
 
 // github.bot_login and bot_user_id stay accepted; config check says they are learned now.
 func TestConfigCheckSaysTheBotAccountIsLearned(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "opsbot.yaml")
 	cfg := "state_path: " + filepath.Join(dir, "o.db") + "\ngithub:\n  token_env: T\n  bot_login: \"opsbot[bot]\"\n  bot_user_id: 12\n" +
@@ -146,6 +150,7 @@ func TestConfigCheckSaysTheBotAccountIsLearned(t *testing.T) {
 // earlier post by its marker before posting again) nor becomes the comment
 // that the staging reply's edit targets.
 func TestPlantedMarkersNeitherSilenceNorRedirectOpsbot(t *testing.T) {
+	t.Parallel()
 	w := stageWorld(t, "")
 	outsider := user{"outsider", 6666, "User"}
 	w.gh.AddUser(outsider.login, outsider.id, "User")
@@ -208,6 +213,7 @@ func (w *world) recoveryTrail() []string {
 // whose webhook was lost, both later edited to add a command, are not run by
 // recovery: the `edited` webhook refuses them, and so does reconcile.
 func TestRecoveryDoesNotRunEditedComments(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	if rep := w.reconcile(); rep["first"] != true {
 		t.Fatalf("first reconcile report: %v", rep)
@@ -246,6 +252,7 @@ func TestRecoveryDoesNotRunEditedComments(t *testing.T) {
 // so) and runs none, now or later; --replay-since asks for a replay
 // explicitly, and then runs only what was posted since then.
 func TestFirstReconcileRecordsAndDoesNotReplay(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	old := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
 	w.gh.SetCommentTime(old.ID, time.Now().Add(-48*time.Hour))
@@ -294,6 +301,7 @@ func TestFirstReconcileRecordsAndDoesNotReplay(t *testing.T) {
 // have run: the copy forgets when it was reconciled, so its first reconcile
 // records instead of replaying.
 func TestRestoredDatabaseDoesNotReplay(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.reconcile()
 	copyPath := filepath.Join(t.TempDir(), "restored.db")
@@ -315,6 +323,7 @@ func TestRestoredDatabaseDoesNotReplay(t *testing.T) {
 // slug, then GET /users/<slug>[bot]) and never runs a command that user
 // wrote, even where the repository lets bots give commands.
 func TestAppLearnsItsBotUserAndNeverRunsItsCommands(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, `    allow_bots: ["`+githubtest.BotLogin+`"]`)
 	w.gh.SetRole(theRepo, githubtest.BotLogin, "write")
 	key, err := rsa.GenerateKey(rand.Reader, 2048)

@@ -16,6 +16,7 @@ func slackWorld(t *testing.T, sl *slacktest.Fake) *world {
 
 // A maintainer following only Slack sees the pin and the skip in the PR's thread.
 func TestSlackMirrorsPinAndSkip(t *testing.T) {
+	t.Parallel()
 	sl := slacktest.New(t)
 	w := slackWorld(t, sl)
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
@@ -40,6 +41,7 @@ func TestSlackMirrorsPinAndSkip(t *testing.T) {
 
 // A Slack outage delays Slack only: the decision and the GitHub replies go on.
 func TestSlackDownBlocksNothing(t *testing.T) {
+	t.Parallel()
 	sl := slacktest.New(t)
 	sl.Fail(&slacktest.Fault{Error: "channel_not_found"})
 	w := slackWorld(t, sl)

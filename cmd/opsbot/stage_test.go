@@ -47,6 +47,7 @@ func (w *world) ack() string {
 }
 
 func TestStageResultsEndToEnd(t *testing.T) {
+	t.Parallel()
 	w := stageWorld(t, "")
 	date := time.Now().Add(-2 * time.Hour).UTC().Format("2006-01-02")
 	c := w.comment(maintainer, "/stage-results 31147925932")
@@ -86,6 +87,7 @@ func TestStageResultsEndToEnd(t *testing.T) {
 }
 
 func TestStageBareAndRefusals(t *testing.T) {
+	t.Parallel()
 	w := stageWorld(t, "")
 	w.gh.AddRun(theRepo, githubtest.Run{ID: 55, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "failure",
 		HeadSHA: sha("c1"), HeadBranch: "kimi-tune", Artifacts: []githubtest.Artifact{{Name: "results_bmk"}, {Name: "changelog-metadata"}},
@@ -108,6 +110,7 @@ func TestStageBareAndRefusals(t *testing.T) {
 }
 
 func TestStageCallbacks(t *testing.T) {
+	t.Parallel()
 	w := stageWorld(t, "")
 	c := w.comment(maintainer, "/stage-results 31147925932")
 	before := w.ack()
@@ -124,6 +127,7 @@ func TestStageCallbacks(t *testing.T) {
 }
 
 func TestStageSharedSlot(t *testing.T) {
+	t.Parallel()
 	w := stageWorld(t, "")
 	w.gh.AddUser("other", 7000, "User")
 	w.gh.AddPR(theRepo, 3000, "other", "other-branch", sha("b0"), []string{sha("e1")})
@@ -163,6 +167,7 @@ func TestStageSharedSlot(t *testing.T) {
 }
 
 func TestStageRequiredLabels(t *testing.T) {
+	t.Parallel()
 	w := stageWorld(t, "      required_labels: [\"full-sweep-fail-fast\", \"full-sweep-enabled\"]\n")
 	w.comment(maintainer, "/stage-results 31147925932")
 	mustContain(t, "no label", w.lastReply(), "none of the labels")

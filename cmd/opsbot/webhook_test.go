@@ -47,6 +47,7 @@ func openStore(t *testing.T, path string) *state.Store {
 // on, for the repositories it serves, are stored; all of them are processed
 // and none ends in the dead letters.
 func TestEveryFixturePayloadIsAcceptedOrIgnored(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, writeConfig(t, dir, ""), testEnv(nil))
 	stored := map[string]string{}
@@ -98,6 +99,7 @@ func TestEveryFixturePayloadIsAcceptedOrIgnored(t *testing.T) {
 }
 
 func TestWebhookRejectsBadRequestsAndStoresNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, writeConfig(t, dir, "webhook:\n  max_body_bytes: 8192\n"), testEnv(nil))
 	good := fixtures.Webhook(t, "pull_request", "synchronize")
@@ -154,6 +156,7 @@ func TestWebhookRejectsBadRequestsAndStoresNothing(t *testing.T) {
 }
 
 func TestWebhookDuplicateDeliveryAndSecretRotation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	env := testEnv(map[string]string{"TEST_WEBHOOK_SECRET": "new-secret-0123456, " + testSecret})
 	ts := startServer(t, writeConfig(t, dir, ""), env)
@@ -176,6 +179,7 @@ func TestWebhookDuplicateDeliveryAndSecretRotation(t *testing.T) {
 }
 
 func TestServeRefusesToStartWithoutWebhookSecret(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	err := run(t.Context(), []string{"serve", "--config", writeConfig(t, dir, "")},
@@ -186,6 +190,7 @@ func TestServeRefusesToStartWithoutWebhookSecret(t *testing.T) {
 }
 
 func TestSecondServerOnSameDatabaseFails(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "")
 	startServer(t, cfg, testEnv(nil))
@@ -197,6 +202,7 @@ func TestSecondServerOnSameDatabaseFails(t *testing.T) {
 }
 
 func TestHealthReadyAndMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, writeConfig(t, dir, ""), testEnv(nil))
 	body := fixtures.Webhook(t, "pull_request", "synchronize")
