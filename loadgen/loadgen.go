@@ -350,6 +350,12 @@ func (s *server) post(ctx context.Context, event string, body []byte) (int, erro
 	req.Header.Set("X-GitHub-Event", event)
 	req.Header.Set("X-GitHub-Delivery", id)
 	req.Header.Set("X-Hub-Signature-256", auth.Sign(body, secret))
+	return s.status(req)
+}
+
+// status sends req and returns the answer's status, its body read and
+// dropped so the connection is reused.
+func (s *server) status(req *http.Request) (int, error) {
 	resp, err := s.cl.Do(req)
 	if err != nil {
 		return 0, err
@@ -722,13 +728,7 @@ func (s *server) ask(ctx context.Context, body []byte) (int, error) {
 		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+apiToken)
-	resp, err := s.cl.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return s.status(req)
 }
 
 func (s *server) mixed(ctx context.Context, opt Options) ([]Result, error) {
