@@ -22,16 +22,8 @@ func TestGateAskDoesNotOvertakeAQueuedCancel(t *testing.T) {
 	// maint2's role lookup is slow: their cancel stays queued past the ask's wait.
 	w.gh.Inject("GET /repos/{owner}/{repo}/collaborators/{user}/permission", githubtest.Fault{Delay: 2 * time.Second, Pass: true, Times: 1})
 	c := w.gh.AddComment(theRepo, thePR, "maint2", "/reuse-sweep-run cancel")
-	p := payload(t, "issue_comment", "created")
-	setPath(p, "repository.full_name", theRepo)
-	setPath(p, "issue.number", thePR)
-	setPath(p, "issue.state", "open")
-	setPath(p, "issue.pull_request", map[string]any{"url": "https://api.github.com/repos/" + theRepo + "/pulls/2512"})
-	setPath(p, "comment.id", c.ID)
-	setPath(p, "comment.body", c.Body)
-	setPath(p, "comment.user", user{"maint2", 5003, "User"}.json())
-	p["sender"] = user{"maint2", 5003, "User"}.json()
-	postNoSettle(t, w, "issue_comment", p)
+	maint2 := user{"maint2", 5003, "User"}
+	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maint2, maint2, c.ID, c.Body, ""))
 
 	r := w.call(http.MethodPost, "/api/v1/gate", apiToken, "text/plain", askForm(thePR, sha("c2")))
 	if r.code != http.StatusServiceUnavailable || !strings.Contains(r.body, "skip-pr-sweep=false\n") ||

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,22 +122,10 @@ func TestHostileValuesStayInert(t *testing.T) {
 // PR title and comment URL.
 func hostileCommentEvent(w *world, action string, u user, id int64, body, oldBody string) {
 	w.t.Helper()
-	p := payload(w.t, "issue_comment", "created")
-	p["action"] = action
-	setPath(p, "repository.full_name", theRepo)
-	setPath(p, "issue.number", thePR)
-	setPath(p, "issue.state", "open")
+	p := w.commentPayload(action, u, u, id, body, oldBody)
 	setPath(p, "issue.title", hostile)
-	setPath(p, "issue.pull_request", map[string]any{"url": "https://api.github.com/repos/" + theRepo + "/pulls/" + strconv.Itoa(thePR)})
-	setPath(p, "comment.id", id)
-	setPath(p, "comment.body", body)
-	setPath(p, "comment.user", u.json())
 	setPath(p, "comment.html_url", fmt.Sprintf("https://github.com/%s/pull/%d#issuecomment-%d) [x](http://evil.example) <!-- opsbot:notice=1 -->",
 		theRepo, thePR, id))
-	p["sender"] = u.json()
-	if action == "edited" {
-		p["changes"] = map[string]any{"body": map[string]any{"from": oldBody}}
-	}
 	w.send("issue_comment", p)
 }
 

@@ -221,6 +221,13 @@ func (w *world) comment(u user, body string) githubtest.Comment {
 // commentEvent sends an issue_comment event (created, edited, deleted).
 func (w *world) commentEvent(action string, author, sender user, id int64, body, oldBody string) string {
 	w.t.Helper()
+	return w.send("issue_comment", w.commentPayload(action, author, sender, id, body, oldBody))
+}
+
+// commentPayload is an issue_comment payload on the PR (created, edited,
+// deleted), not yet sent.
+func (w *world) commentPayload(action string, author, sender user, id int64, body, oldBody string) map[string]any {
+	w.t.Helper()
 	p := payload(w.t, "issue_comment", "created")
 	p["action"] = action
 	setPath(p, "repository.full_name", theRepo)
@@ -235,7 +242,7 @@ func (w *world) commentEvent(action string, author, sender user, id int64, body,
 	if action == "edited" {
 		p["changes"] = map[string]any{"body": map[string]any{"from": oldBody}}
 	}
-	return w.send("issue_comment", p)
+	return p
 }
 
 // push adds a commit to the PR on the fake GitHub and sends synchronize.
