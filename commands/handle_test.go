@@ -231,14 +231,13 @@ func TestCreated(t *testing.T) {
 		}
 		r.wantAudit(t, "command/denied")
 	})
-	t.Run("an unanswered permission check denies and asks to try again", func(t *testing.T) {
+	t.Run("an unanswered permission check of a stranger denies with a reaction only", func(t *testing.T) {
 		r := newHRig(t)
 		_, w := commands.Created(t.Context(), r.d, comment(100, flaky, "/reuse-sweep-run 10"))
 		r.commit(t, w)
 		comments, reactions := r.outbox(t)
-		if len(comments) != 1 || !strings.Contains(comments[0], "(GitHub did not answer); please try again in a minute") ||
-			strings.Join(reactions, ",") != "-1" || r.activePin(t) != nil {
-			t.Fatalf("comments %q, reactions %q; want a try-again reply, -1 and no pin", comments, reactions)
+		if len(comments) != 0 || strings.Join(reactions, ",") != "confused" || r.activePin(t) != nil {
+			t.Fatalf("comments %q, reactions %q; want no reply, a confused reaction and no pin", comments, reactions)
 		}
 		r.wantAudit(t, "command/error")
 	})
