@@ -7,6 +7,8 @@ package stage
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -99,7 +101,7 @@ func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.
 	req := &state.StageRequest{Repo: rc.Name, PR: c.PR, RunID: run.ID, RunAttempt: max(run.Attempt, 1),
 		RunDate: run.CreatedAt.UTC().Format("2006-01-02"), RunSHA: run.HeadSHA, Conclusion: run.Conclusion,
 		Requester: c.Actor.Login, RequesterID: c.Actor.ID, CommentID: c.CommentID, CommentURL: c.URL,
-		Installation: c.Installation, State: state.StageRequested}
+		Installation: c.Installation, State: state.StageRequested, Token: rand.Text()}
 	return "", true, func(tx *state.Tx) error { return h.record(tx, rc, req, run) }
 }
 
@@ -146,7 +148,7 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 	payload := map[string]any{
 		"source-repository": req.Repo, "pr-number": strconv.Itoa(req.PR), "run-id": strconv.FormatInt(req.RunID, 10),
 		"run-attempt": strconv.Itoa(req.RunAttempt), "run-date": req.RunDate, "requested-by": req.Requester,
-		"comment-id": strconv.FormatInt(req.CommentID, 10),
+		"comment-id": strconv.FormatInt(req.CommentID, 10), "request-token": req.Token,
 	}
 	if err := h.Notices.Dispatch(tx, req.Repo, req.PR, req.Installation, rc.Stage.Dispatch.Repo, rc.Stage.Dispatch.EventType, payload); err != nil {
 		return err
@@ -193,7 +195,10 @@ func (h *Handler) checkLabels(ctx context.Context, gh Reader, rc *config.Repo, p
 }
 
 // Callback handles the staging side's report (a repository_dispatch on the
-// served repository): it edits the acknowledgement in place.
+// served repository): it edits the acknowledgement in place. A report must
+// echo the request's token (client_payload request-token), which only the
+// dispatch to the staging side carried: anyone else able to send a
+// repository_dispatch to the served repository cannot forge one.
 func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.RepositoryDispatchEvent) (string, state.Write, error) {
 	rc, ok := h.Cfg.Repo(d.Repo)
 	if !ok {
@@ -211,7 +216,14 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 		if err != nil {
 			return err
 		}
-		if req == nil || req.RunID != runID || !req.Pending() || (action != "stage-results-started" && action != "stage-results-completed") {
+		matches := req != nil && req.RunID == runID && req.Pending() && (action == "stage-results-started" || action == "stage-results-completed")
+		if matches && (req.Token == "" || subtle.ConstantTimeCompare([]byte(req.Token), []byte(p["request-token"])) != 1) {
+			reason := fmt.Sprintf("%s for comment %d and run %d does not carry the request's token (client_payload request-token)", action, commentID, runID)
+			h.Log.Warn("stage callback refused", "reason", reason, "sender", ev.GetSender().GetLogin())
+			return tx.Audit(state.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
+				CommentID: commentID, ActorID: ev.GetSender().GetID(), ActorLogin: ev.GetSender().GetLogin(), Reason: reason})
+		}
+		if !matches {
 			reason := fmt.Sprintf("%s for comment %d and run %d matches no pending stage request", action, commentID, runID)
 			h.Log.Warn("stage callback refused", "reason", reason)
 			return tx.Audit(state.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,

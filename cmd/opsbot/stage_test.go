@@ -31,8 +31,21 @@ func (w *world) callback(action string, commentID, runID int64, succeeded bool) 
 	p["action"] = action
 	setPath(p, "repository.full_name", theRepo)
 	p["client_payload"] = map[string]any{"comment-id": strconv.FormatInt(commentID, 10), "run-id": strconv.FormatInt(runID, 10),
-		"pr-number": strconv.Itoa(thePR), "stage-succeeded": succeeded, "app-run-id": "777"}
+		"pr-number": strconv.Itoa(thePR), "stage-succeeded": succeeded, "app-run-id": "777",
+		"request-token": w.requestToken(commentID)}
 	w.send("repository_dispatch", p)
+}
+
+// requestToken is the token opsbot sent the staging side for the request of
+// a comment (the staging side echoes it in its reports); "" if none was sent.
+func (w *world) requestToken(commentID int64) string {
+	for _, d := range slices.Backward(w.gh.Dispatches()) {
+		if d.ClientPayload["comment-id"] == strconv.FormatInt(commentID, 10) {
+			tok, _ := d.ClientPayload["request-token"].(string)
+			return tok
+		}
+	}
+	return ""
 }
 
 func (w *world) ack() string {
@@ -65,6 +78,9 @@ func TestStageResultsEndToEnd(t *testing.T) {
 		if ds[0].ClientPayload[k] != v {
 			t.Errorf("client_payload[%s] = %v, want %v", k, ds[0].ClientPayload[k], v)
 		}
+	}
+	if tok, _ := ds[0].ClientPayload["request-token"].(string); len(tok) < 20 {
+		t.Errorf("client_payload[request-token] = %q, want a random token", tok)
 	}
 	w.callback("stage-results-started", c.ID, runR1, false)
 	mustContain(t, "edited acknowledgement", w.ack(), "staging in progress")
@@ -150,7 +166,8 @@ func TestStageSharedSlot(t *testing.T) {
 	cb := payload(t, "repository_dispatch", "")
 	cb["action"] = "stage-results-completed"
 	setPath(cb, "repository.full_name", theRepo)
-	cb["client_payload"] = map[string]any{"comment-id": strconv.FormatInt(c2.ID, 10), "run-id": "900", "pr-number": 3000, "stage-succeeded": true}
+	cb["client_payload"] = map[string]any{"comment-id": strconv.FormatInt(c2.ID, 10), "run-id": "900", "pr-number": 3000, "stage-succeeded": true,
+		"request-token": w.requestToken(c2.ID)}
 	w.send("repository_dispatch", cb)
 	mustContain(t, "unstaged notice", w.lastReply(), "Run 31147925932 of this PR is no longer staged", "run 900 of PR #3000")
 
@@ -174,4 +191,40 @@ func TestStageRequiredLabels(t *testing.T) {
 	w.gh.Repo(theRepo).PRs[thePR].Labels = []string{"full-sweep-enabled"}
 	w.comment(maintainer, "/stage-results 31147925932")
 	mustContain(t, "label", w.lastReply(), "staging run [31147925932]")
+}
+
+// Anyone able to send a repository_dispatch to the served repository (another
+// App, a workflow with a write token) cannot report a stage request failed or
+// staged: a report must echo the request's token, which only the dispatch to
+// the staging side carried. The genuine report still lands.
+func TestStageCallbackWithoutTheRequestTokenIsRefused(t *testing.T) {
+	w := stageWorld(t, "")
+	c := w.comment(maintainer, "/stage-results 31147925932")
+	for _, tok := range []any{nil, "", "guessed-token"} {
+		p := payload(t, "repository_dispatch", "")
+		p["action"] = "stage-results-completed"
+		setPath(p, "repository.full_name", theRepo)
+		p["sender"] = map[string]any{"login": "some-pr-workflow[bot]", "id": 41898282, "type": "Bot"}
+		cp := map[string]any{"comment-id": strconv.FormatInt(c.ID, 10), "run-id": strconv.FormatInt(runR1, 10),
+			"pr-number": strconv.Itoa(thePR), "stage-succeeded": "false", "app-run-id": "1"}
+		if tok != nil {
+			cp["request-token"] = tok
+		}
+		p["client_payload"] = cp
+		w.send("repository_dispatch", p)
+		if ack := w.ack(); strings.Contains(ack, "failed") {
+			t.Fatalf("a report with request-token %v was taken: %s", tok, ack)
+		}
+	}
+	refused := 0
+	for _, a := range w.audit() {
+		if a["kind"] == "callback" && a["outcome"] == "refused" && strings.Contains(fmt.Sprint(a["reason"]), "request's token") {
+			refused++
+		}
+	}
+	if refused != 3 {
+		t.Fatalf("%d forged reports audited as refused for the token, want 3: %v", refused, w.audit())
+	}
+	w.callback("stage-results-completed", c.ID, runR1, true)
+	mustContain(t, "staged", w.ack(), "@maintainer staged run [31147925932]")
 }
