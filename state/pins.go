@@ -316,10 +316,10 @@ func (s *Store) PRInfo(repo string, pr int) (*PRInfo, error) {
 
 // A comment's seen mark (bComments) is 8 bytes (unix time) once a `created`
 // delivery of it was processed (its commands run, or it had none), or those 8
-// bytes and markNoted once opsbot saw it otherwise (recovery listed it, or an
-// `edited` or `deleted` webhook named it) without running it. Recovery runs
-// only comments with no mark; a `created` delivery runs a comment unless it
-// was processed before.
+// bytes and markNoted once an `edited` or `deleted` webhook named it without
+// running it. Recovery runs only comments with no mark, and gives those it
+// lists and does not run the processed mark; a `created` delivery runs a
+// comment unless it was processed before.
 const markNoted = 'n'
 
 func commentBucket(tx *bolt.Tx, repo string) (*bolt.Bucket, error) {
@@ -359,15 +359,16 @@ func noteComment(tx *bolt.Tx, repo string, commentID int64, now time.Time) error
 	return rb.Put(k, append(u64(uint64(now.Unix())), markNoted))
 }
 
-// NoteComments notes, in one write, comments recovery saw and does not run,
-// with the audit records that say why.
+// NoteComments records, in one write, comments recovery saw and does not
+// run as processed (a `created` delivery of one that comes later, late,
+// redelivered or replayed, runs nothing), with the audit records that say why.
 func (s *Store) NoteComments(repo string, commentIDs []int64, audit []AuditRecord) error {
 	if len(commentIDs) == 0 && len(audit) == 0 {
 		return nil
 	}
 	return s.Update(func(t *Tx) error {
 		for _, id := range commentIDs {
-			if err := t.NoteComment(repo, id); err != nil {
+			if _, err := t.CommentSeen(repo, id); err != nil {
 				return err
 			}
 		}
