@@ -237,8 +237,10 @@ func (s *Store) Backup(w io.Writer) (int64, error) {
 // file beside it, checks the copy, and returns it open at its start with its
 // size. The read transaction lasts only as long as the local write, so a
 // slow reader of the copy never holds back commits that must grow the file.
-// The caller closes the file and removes it (by f.Name()); copies a crash
-// left behind are removed the next time the store is opened.
+// The copy forgets when each repository was reconciled (ForgetReconciled),
+// so a database restored from it starts with a first reconcile that runs
+// nothing. The caller closes the file and removes it (by f.Name()); copies a
+// crash left behind are removed the next time the store is opened.
 func (s *Store) BackupFile() (f *os.File, n int64, err error) {
 	f, err = os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+backupSuffix+"*")
 	if err != nil {
@@ -251,9 +253,17 @@ func (s *Store) BackupFile() (f *os.File, n int64, err error) {
 			f = nil
 		}
 	}()
-	if n, err = s.Backup(f); err != nil {
+	if _, err = s.Backup(f); err != nil {
 		return nil, 0, fmt.Errorf("writing the backup copy: %w", err)
 	}
+	if err = ForgetReconciled(f.Name()); err != nil {
+		return nil, 0, fmt.Errorf("clearing the backup copy's reconcile stamps: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the backup copy's size: %w", err)
+	}
+	n = st.Size()
 	if err = CheckFile(f.Name()); err != nil {
 		return nil, 0, fmt.Errorf("the backup copy does not pass bbolt's check: %w", err)
 	}
