@@ -238,6 +238,15 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 		return "merged-" + string(dec.Decision), recordInfo, nil
 	case action == "closed":
 		return "closed", func(tx *state.Tx) error {
+			// A close stamped before the head or reopen opsbot recorded is
+			// older than the PR's state (a captured delivery replayed after
+			// retention forgot it): it changes nothing.
+			if old, err := tx.PRInfo(rc.Name, n); err != nil {
+				return err
+			} else if old != nil && !pr.UpdatedAt.IsZero() && pr.UpdatedAt.Before(old.HeadAt) {
+				h.Log.Info("an older close changes nothing", "repo", rc.Name, "pr", n, "updated_at", pr.UpdatedAt, "head_at", old.HeadAt)
+				return nil
+			}
 			if err := recordInfo(tx); err != nil {
 				return err
 			}
