@@ -469,6 +469,53 @@ func (c *Client) LabelEvents(ctx context.Context, repo string, n int) ([]LabelEv
 	return out, nil
 }
 
+// ReactedBy reports whether an account reacted to a PR comment, from the
+// first page (100) of the comment's reactions: one request.
+func (c *Client) ReactedBy(ctx context.Context, repo string, commentID, userID int64) (bool, error) {
+	o, r := split(repo)
+	rs, resp, err := c.gh.Reactions.ListIssueCommentReactions(ctx, o, r, commentID, &github.ListOptions{PerPage: 100})
+	if err := wrap(fmt.Sprintf("reading the reactions to comment %d", commentID), resp, err); err != nil {
+		return false, err
+	}
+	for _, x := range rs {
+		if x.GetUser().GetID() == userID {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ClosedAt reports whether a PR was closed at t, from the closes and reopens
+// on its timeline (at most 20 pages). An event in the same second as t
+// counts as before it.
+func (c *Client) ClosedAt(ctx context.Context, repo string, n int, t time.Time) (bool, error) {
+	o, r := split(repo)
+	closed := false
+	opt := &github.ListOptions{PerPage: 100}
+	for page := 0; page < 20; page++ {
+		evs, resp, err := c.gh.Issues.ListIssueTimeline(ctx, o, r, n, opt)
+		if err := wrap(fmt.Sprintf("reading the timeline of PR #%d", n), resp, err); err != nil {
+			return false, err
+		}
+		for _, e := range evs {
+			if e.GetCreatedAt().Time.After(t) {
+				return closed, nil
+			}
+			switch e.GetEvent() {
+			case "closed", "merged":
+				closed = true
+			case "reopened":
+				closed = false
+			}
+		}
+		if resp.NextPage == 0 {
+			return closed, nil
+		}
+		opt.Page = resp.NextPage
+	}
+	return false, fmt.Errorf("reading the timeline of PR #%d: more than 20 pages; cannot tell its state at %s", n, t.UTC().Format(time.RFC3339))
+}
+
 // ---- Writes ----
 
 // CommentRef names a comment opsbot posted.

@@ -1,6 +1,8 @@
 // Package reconcile recovers what webhooks lost: a command comment is run now
 // only if its `created` webhook would have run it (never seen before, never
-// edited, created inside the recovery window), once (by comment id); and pins
+// edited, created inside the recovery window, on a PR open at the time), once
+// (by comment id), and never one GitHub shows opsbot answered (its reaction is
+// on it: a database restored from any copy cannot run it again); and pins
 // of PRs that were closed while opsbot was not listening are expired (or
 // consumed, if merged). It does so by putting the missing events into the
 // inbox, so they take the same path as any delivery. The first reconcile of a
@@ -29,6 +31,10 @@ import (
 type Reader interface {
 	CommentsSince(ctx context.Context, repo string, t time.Time, max int) ([]*github.IssueComment, error)
 	PullRequest(ctx context.Context, repo string, n int) (*github.PullRequest, error)
+	// ReactedBy reports whether an account reacted to a comment (one read).
+	ReactedBy(ctx context.Context, repo string, commentID, userID int64) (bool, error)
+	// ClosedAt reports whether a PR was closed at a time.
+	ClosedAt(ctx context.Context, repo string, n int, t time.Time) (bool, error)
 }
 
 // Store is the state reconciling reads and writes.
@@ -72,7 +78,8 @@ type Report struct {
 	// CommandsRecorded are command comments the first reconcile recorded as seen without running them.
 	CommandsRecorded []int64 `json:"commands_recorded"`
 	// CommandsNotRun are unseen command comments that their `created` webhook
-	// would not have run now: edited since posted, or posted before the window.
+	// would not have run now (edited since posted, posted before the window,
+	// or on a PR closed then), or that opsbot already answered.
 	CommandsNotRun  []int64 `json:"commands_not_run"`
 	PinsOfClosedPRs []int   `json:"pins_of_closed_prs"` // PRs whose pin is being expired or consumed
 }
@@ -91,6 +98,16 @@ func (r *Reconciler) now() time.Time {
 // ErrReplayInFuture is what a replay from a time still to come answers.
 var ErrReplayInFuture = errors.New("reconcile: --replay-since is in the future")
 
+// MaxReplay is how far back a replay may start.
+const MaxReplay = 72 * time.Hour
+
+// ErrReplayTooOld is what a replay from further back than MaxReplay answers.
+var ErrReplayTooOld = errors.New("reconcile: --replay-since is more than 72h ago")
+
+// IDPrefix starts the delivery ids reconciling makes; webhook deliveries
+// may not use it, so nobody can take an id recovery will need.
+const IDPrefix = "reconcile-"
+
 // Run reconciles one repository. The recovery window starts an Overlap
 // before the last reconcile; replaySince, when not zero, starts it there
 // instead and makes even a first reconcile run what it finds in it.
@@ -104,6 +121,9 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		PinsOfClosedPRs: []int{}}
 	if replaySince.After(start) {
 		return rep, fmt.Errorf("%w: %s", ErrReplayInFuture, replaySince.UTC().Format(time.RFC3339))
+	}
+	if !replaySince.IsZero() && replaySince.Before(start.Add(-MaxReplay)) {
+		return rep, fmt.Errorf("%w: %s (replay from %s or later)", ErrReplayTooOld, stamp(replaySince), stamp(start.Add(-MaxReplay)))
 	}
 	last, err := r.Store.ReconciledAt(rc.Name)
 	if err != nil {
@@ -132,7 +152,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	if err != nil {
 		return rep, err
 	}
-	var seen []int64 // comments found and not run: recovery never runs them later
+	var seen []int64 // comments found and not run: nothing runs them later
 	var audit []state.AuditRecord
 	notRun := func(c *github.IssueComment, pr int, outcome, reason string) {
 		seen = append(seen, c.GetID())
@@ -177,6 +197,29 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 				stamp(created), stamp(rep.Since)))
 			continue
 		}
+		// The last reads decide for a comment its `created` webhook would run.
+		answered := r.SelfID == 0 // unknown self: fail closed
+		if !answered {
+			if answered, err = gh.ReactedBy(ctx, rc.Name, c.GetID(), r.SelfID); err != nil {
+				return rep, err
+			}
+		}
+		if answered {
+			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
+			notRun(c, pr, "not_run", "opsbot already answered the comment (its reaction is on it): a database restored from a copy "+
+				"never runs a command again")
+			continue
+		}
+		closed, err := gh.ClosedAt(ctx, rc.Name, pr, created)
+		if err != nil {
+			return rep, err
+		}
+		if closed {
+			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
+			notRun(c, pr, "not_run", fmt.Sprintf("PR #%d was closed when the comment was posted (%s): commands on a closed PR are not run",
+				pr, stamp(created)))
+			continue
+		}
 		title := ""
 		if info, _ := r.Store.PRInfo(rc.Name, pr); info != nil {
 			title = info.Title
@@ -190,7 +233,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			Issue:      &events.Issue{Number: pr, State: "open", Title: title, PullRequest: prURL},
 			Comment:    &events.IssueComment{ID: c.GetID(), Body: c.GetBody(), HTMLURL: c.GetHTMLURL(), User: author},
 			Repository: &events.Repository{FullName: rc.Name}, Sender: author}
-		added, err := r.add(ctx, schema, fmt.Sprintf("reconcile-comment-%d", c.GetID()), "issue_comment", body)
+		added, err := r.add(ctx, schema, fmt.Sprintf("%scomment-%d", IDPrefix, c.GetID()), "issue_comment", body)
 		if err != nil {
 			return rep, err
 		}
@@ -221,11 +264,15 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		head := p.GetHead()
 		body := &events.PullPayload{Action: "closed", Number: n,
 			PullRequest: events.PullRequest{Number: n, State: "closed", Merged: p.GetMerged(),
-				MergeCommitSHA: p.GetMergeCommitSHA(), Title: p.GetTitle(),
+				MergeCommitSHA: p.GetMergeCommitSHA(), Title: p.GetTitle(), UpdatedAt: p.GetUpdatedAt().Time,
 				Head: events.PullHead{SHA: head.GetSHA(), Ref: head.GetRef()},
 				User: events.Account{Login: p.GetUser().GetLogin()}},
 			Repository: &events.Repository{FullName: rc.Name}, Sender: events.Account{Login: "opsbot-reconcile"}}
-		added, err := r.add(ctx, schema, fmt.Sprintf("reconcile-closed-%s-%d", strings.ToLower(rc.Name), n), "pull_request", body)
+		// One id per close: a PR closed, reopened and closed again while
+		// opsbot was not listening is recovered each time.
+		id := fmt.Sprintf("%sclosed-%s-%d-%d-%s", IDPrefix, strings.ToLower(rc.Name), n, p.GetClosedAt().Unix(),
+			strings.ToLower(head.GetSHA()))
+		added, err := r.add(ctx, schema, id, "pull_request", body)
 		if err != nil {
 			return rep, err
 		}

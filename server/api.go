@@ -451,7 +451,8 @@ func (a *API) reconcile(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Repo string `json:"repo"`
 		// ReplaySince (RFC 3339) runs the unseen, unedited command comments
-		// posted since then, even on a repository's first reconcile.
+		// posted since then (at most reconcile.MaxReplay ago), even on a
+		// repository's first reconcile.
 		ReplaySince *time.Time `json:"replay_since"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || req.Repo == "" {
@@ -468,6 +469,10 @@ func (a *API) reconcile(w http.ResponseWriter, r *http.Request) {
 	rep, err := a.Reconcile.Run(ctx, req.Repo, since)
 	if errors.Is(err, reconcile.ErrReplayInFuture) {
 		writeJSON(w, http.StatusBadRequest, apiError{err.Error() + ": give a time in the past"})
+		return
+	}
+	if errors.Is(err, reconcile.ErrReplayTooOld) {
+		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
 		return
 	}
 	if err != nil {

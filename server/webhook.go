@@ -5,9 +5,11 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"opsbot/auth"
 	"opsbot/metrics"
+	"opsbot/reconcile"
 	"opsbot/state"
 )
 
@@ -37,6 +39,13 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if event == "" || id == "" || len(id) > 128 {
 		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",
 			Error: "X-GitHub-Event and X-GitHub-Delivery headers are required"})
+		return
+	}
+	if strings.HasPrefix(strings.ToLower(id), reconcile.IDPrefix) {
+		// Recovery's own deliveries use these ids: one taken by a webhook
+		// would make recovery's delivery a duplicate.
+		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",
+			Error: "X-GitHub-Delivery ids starting with " + reconcile.IDPrefix + " are opsbot's own; send GitHub's delivery id"})
 		return
 	}
 	// GitHub sends JSON, or (its default) a form whose payload field holds

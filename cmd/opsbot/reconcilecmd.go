@@ -16,8 +16,8 @@ func runReconcile(e *env, args []string) error {
 		"opsbot reconcile --server https://opsbot.example.com --repo SemiAnalysisAI/InferenceX --replay-since 2026-05-04T09:00:00Z")
 	serverURL := fs.String("server", "", "the running server (token from OPSBOT_API_TOKEN)")
 	repo := fs.String("repo", "", "OWNER/REPO to reconcile")
-	replay := fs.String("replay-since", "", "run the unseen, unedited command comments posted since then (RFC 3339, or a duration such as 2h),\n"+
-		"even on the repository's first reconcile, which otherwise only records them as seen")
+	replay := fs.String("replay-since", "", "run the unseen, unedited command comments posted since then (RFC 3339, or a duration such as 2h;\n"+
+		"at most 72h ago), even on the repository's first reconcile, which otherwise only records them as seen")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err

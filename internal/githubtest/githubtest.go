@@ -97,6 +97,16 @@ type PR struct {
 	Merged   bool
 	MergeSHA string
 	Labels   []string
+	// ClosedAt and UpdatedAt are GitHub's closed_at and updated_at (zero:
+	// none); States are the closes and reopens, oldest first (the timeline).
+	ClosedAt, UpdatedAt time.Time
+	States              []StateEvent
+}
+
+// StateEvent is a PR closed or reopened, as its timeline shows it.
+type StateEvent struct {
+	Event string // closed, reopened
+	At    time.Time
 }
 
 // Head is the PR's head commit.
@@ -150,6 +160,7 @@ type Reaction struct {
 	Repo      string
 	CommentID int64
 	Content   string
+	Login     string // who reacted: the account the request's token belongs to
 }
 
 // Dispatch is a repository_dispatch sent.
@@ -350,13 +361,17 @@ func (f *Fake) ClosePR(repo string, number int, merged bool, mergeSHA string) {
 	defer f.mu.Unlock()
 	p := f.repos[strings.ToLower(repo)].PRs[number]
 	p.State, p.Merged, p.MergeSHA = "closed", merged, mergeSHA
+	p.ClosedAt, p.UpdatedAt = f.now(), f.now()
+	p.States = append(p.States, StateEvent{Event: "closed", At: f.now()})
 }
 
 // ReopenPR reopens a closed, unmerged PR.
 func (f *Fake) ReopenPR(repo string, number int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.repos[strings.ToLower(repo)].PRs[number].State = "open"
+	p := f.repos[strings.ToLower(repo)].PRs[number]
+	p.State, p.ClosedAt, p.UpdatedAt = "open", time.Time{}, f.now()
+	p.States = append(p.States, StateEvent{Event: "reopened", At: f.now()})
 }
 
 func (r *Repo) chain(parent string, commits []string, files [][]string) {
@@ -551,6 +566,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("GET /repos/{owner}/{repo}/pulls", f.listPulls)
 	add("PATCH /repos/{owner}/{repo}/issues/comments/{id}", f.editComment)
 	add("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", f.react)
+	add("GET /repos/{owner}/{repo}/issues/comments/{id}/reactions", f.listReactions)
 	add("POST /repos/{owner}/{repo}/statuses/{sha}", f.status)
 	add("GET /repos/{owner}/{repo}/commits/{sha}/statuses", f.listStatuses)
 	add("POST /repos/{owner}/{repo}/dispatches", f.dispatch)
@@ -841,6 +857,12 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 	if p.MergeSHA != "" {
 		out.MergeCommitSHA = github.String(p.MergeSHA)
 	}
+	if !p.ClosedAt.IsZero() {
+		out.ClosedAt = &github.Timestamp{Time: p.ClosedAt}
+	}
+	if !p.UpdatedAt.IsZero() {
+		out.UpdatedAt = &github.Timestamp{Time: p.UpdatedAt}
+	}
 	for _, l := range p.Labels {
 		out.Labels = append(out.Labels, &github.Label{Name: github.String(l)})
 	}
@@ -1096,8 +1118,28 @@ func (f *Fake) react(w http.ResponseWriter, r *http.Request, repo *Repo) (int, a
 			return http.StatusOK, &github.Reaction{Content: github.String(in.Content)}
 		}
 	}
-	f.reactions = append(f.reactions, Reaction{Repo: repo.Owner + "/" + repo.Name, CommentID: id, Content: in.Content})
+	f.reactions = append(f.reactions, Reaction{Repo: repo.Owner + "/" + repo.Name, CommentID: id, Content: in.Content, Login: f.self})
 	return http.StatusCreated, &github.Reaction{ID: github.Int64(int64(len(f.reactions))), Content: github.String(in.Content)}
+}
+
+// listReactions answers a comment's reactions, each with the user who added it.
+func (f *Fake) listReactions(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if f.findComment(repo, id) == nil {
+		return http.StatusNotFound, notFound()
+	}
+	out := []*github.Reaction{}
+	for i, x := range f.reactions {
+		if x.CommentID == id && strings.EqualFold(x.Repo, repo.Owner+"/"+repo.Name) {
+			u := f.users[strings.ToLower(x.Login)]
+			if u == nil {
+				u = &github.User{Login: github.String(x.Login)}
+			}
+			out = append(out, &github.Reaction{ID: github.Int64(int64(i + 1)), Content: github.String(x.Content), User: u})
+		}
+	}
+	page := paginate(w, r, len(out))
+	return http.StatusOK, out[page.from:page.to]
 }
 
 func (f *Fake) status(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
@@ -1130,7 +1172,8 @@ func (f *Fake) dispatch(w http.ResponseWriter, r *http.Request, repo *Repo) (int
 	return http.StatusNoContent, nil
 }
 
-// timeline answers labeled events for the PR's current labels, dated at the PR's creation.
+// timeline answers labeled events for the PR's current labels, dated at the
+// PR's creation, then its closes and reopens.
 func (f *Fake) timeline(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
 	n, _ := strconv.Atoi(r.PathValue("n"))
 	p := repo.PRs[n]
@@ -1141,6 +1184,9 @@ func (f *Fake) timeline(w http.ResponseWriter, r *http.Request, repo *Repo) (int
 	for _, l := range p.Labels {
 		out = append(out, map[string]any{"event": "labeled", "label": map[string]string{"name": l},
 			"created_at": time.Unix(0, 0).UTC().Format(time.RFC3339)})
+	}
+	for _, e := range p.States {
+		out = append(out, map[string]any{"event": e.Event, "created_at": e.At.UTC().Format(time.RFC3339)})
 	}
 	page := paginate(w, r, len(out))
 	return http.StatusOK, out[page.from:page.to]

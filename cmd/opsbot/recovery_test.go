@@ -1,0 +1,303 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/internal/fixtures"
+)
+
+// The end-to-end tests of recovery against copies of the database, replays
+// and ids recovery itself uses (docs/security.md).
+
+// createdPayload is the `created` delivery of a comment on the PR.
+func (w *world) createdPayload(author user, id int64, body string) []byte {
+	w.t.Helper()
+	p := payload(w.t, "issue_comment", "created")
+	setPath(p, "repository.full_name", theRepo)
+	setPath(p, "issue.number", thePR)
+	setPath(p, "issue.state", "open")
+	setPath(p, "issue.pull_request", map[string]any{"url": "https://api.github.com/repos/" + theRepo + "/pulls/" + strconv.Itoa(thePR)})
+	setPath(p, "comment.id", id)
+	setPath(p, "comment.body", body)
+	setPath(p, "comment.user", author.json())
+	setPath(p, "comment.html_url", fmt.Sprintf("https://github.com/%s/pull/%d#issuecomment-%d", theRepo, thePR, id))
+	p["sender"] = author.json()
+	b, err := json.Marshal(p)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return b
+}
+
+// apiBackup saves GET /api/v1/backup to a file and returns its path.
+func (w *world) apiBackup() string {
+	w.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, w.srv.URL+"/api/v1/backup", nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatalf("backup: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		w.t.Fatalf("backup: %s", resp.Status)
+	}
+	path := filepath.Join(w.t.TempDir(), "restored.db")
+	f, err := os.Create(path)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		w.t.Fatalf("backup: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		w.t.Fatal(err)
+	}
+	return path
+}
+
+// restartOn stops the server and starts it again on the database at path.
+func (w *world) restartOn(path string) {
+	w.t.Helper()
+	w.srv.Stop(w.t)
+	w.srv = startServer(w.t, filepath.Join(w.dir, "opsbot.yaml"), w.env, "--state", path)
+}
+
+// pinAndUse pins run R1 with a comment and pushes c2, which uses the pin.
+func (w *world) pinAndUse() int64 {
+	w.t.Helper()
+	c := w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.push("c2")
+	if got := w.statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "skip:") {
+		w.t.Fatalf("push c2 did not use the pin: %+v", got)
+	}
+	return c.ID
+}
+
+// wantSweep checks that a push of name sweeps (no pin is left to use).
+func (w *world) wantSweep(name string) {
+	w.t.Helper()
+	w.push(name)
+	if got := w.statuses(name); len(got) != 1 || !strings.HasPrefix(got[0].Description, "sweep") {
+		w.t.Fatalf("push %s = %+v, want a sweep: a command already run and used was run again", name, got)
+	}
+}
+
+// A database restored from GET /api/v1/backup starts with a first
+// reconcile (the copy forgets when it was reconciled): a command the lost
+// database ran and used after the backup is recorded, not run again.
+func TestDatabaseRestoredFromAPIBackupDoesNotRunUsedCommandsAgain(t *testing.T) {
+	w := newWorld(t, "")
+	w.reconcile()
+	copyPath := w.apiBackup()
+	id := w.pinAndUse()
+	w.restartOn(copyPath)
+	rep := w.reconcile()
+	if rep["first"] != true || !slices.Equal(ids(rep, "commands_recorded"), []int64{id}) {
+		t.Fatalf("reconcile of the restored database = %v, want a first reconcile recording comment %d", rep, id)
+	}
+	w.wantSweep("c3")
+}
+
+// Whatever made the copy (a file copy, a volume snapshot) and whatever its
+// reconcile stamps say, recovery does not run a command GitHub shows opsbot
+// answered: its reaction is on the comment.
+func TestDatabaseRestoredFromAFileCopyDoesNotRunAnsweredCommands(t *testing.T) {
+	w := newWorld(t, "")
+	w.reconcile()
+	w.srv.Stop(t)
+	snapshot := filepath.Join(t.TempDir(), "snapshot.db")
+	raw, err := os.ReadFile(w.srv.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(snapshot, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.srv = startServer(t, filepath.Join(w.dir, "opsbot.yaml"), w.env)
+	id := w.pinAndUse()
+	w.restartOn(snapshot)
+	rep := w.reconcile()
+	if rep["first"] == true || !slices.Equal(ids(rep, "commands_not_run"), []int64{id}) || len(ids(rep, "commands_recovered")) != 0 {
+		t.Fatalf("reconcile of the snapshot = %v, want comment %d not run", rep, id)
+	}
+	if tr := w.recoveryTrail(); !slices.Contains(tr, fmt.Sprintf("not_run %d", id)) {
+		t.Fatalf("recovery audit = %v", tr)
+	}
+	w.wantSweep("c3")
+}
+
+// --replay-since makes even a first reconcile run what it finds, but never
+// a command opsbot answered; and it reaches back at most 72 hours.
+func TestReplayDoesNotRunAnsweredCommandsAndIsBounded(t *testing.T) {
+	w := newWorld(t, "")
+	w.reconcile()
+	copyPath := w.apiBackup()
+	id := w.pinAndUse()
+	w.restartOn(copyPath)
+	if _, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo, "--replay-since", "73h"); err == nil ||
+		!strings.Contains(err.Error()+errOut, "more than 72h ago") {
+		t.Fatalf("--replay-since 73h: err %v, stderr %q; want a refusal naming the 72h bound", err, errOut)
+	}
+	rep := w.reconcile("--replay-since", "2h")
+	if !slices.Equal(ids(rep, "commands_not_run"), []int64{id}) || len(ids(rep, "commands_recovered")) != 0 {
+		t.Fatalf("replay = %v, want comment %d not run", rep, id)
+	}
+	w.wantSweep("c3")
+}
+
+// A comment recovery recorded and did not run is never run by a `created`
+// delivery that comes later (replayed, redelivered from GitHub's settings,
+// or late): recovery's mark is final.
+func TestCommentRecoveryDidNotRunIsNotRunByALaterCreatedDelivery(t *testing.T) {
+	w := newWorld(t, "")
+	w.reconcile()
+	copyPath := w.apiBackup()
+	c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	captured := w.createdPayload(maintainer, c.ID, c.Body)
+	if code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "issue_comment", "f0f2c5a0-3a4e-11f0-8a4b-1b5d0f6a7c01", captured, testSecret)); code != 202 {
+		t.Fatalf("created: %d %v", code, rep)
+	}
+	w.settle()
+	w.push("c2") // uses the pin
+	w.restartOn(copyPath)
+	rep := w.reconcile()
+	if !slices.Equal(ids(rep, "commands_recorded"), []int64{c.ID}) {
+		t.Fatalf("first reconcile of the restored database = %v", rep)
+	}
+	code, r := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "issue_comment", "f0f2c5a0-3a4e-11f0-8a4b-1b5d0f6a7c01", captured, testSecret))
+	if code/100 != 2 {
+		t.Fatalf("replayed created: %d %v", code, r)
+	}
+	w.settle()
+	if n := countPinActive(w.trail()); n != 0 {
+		t.Fatalf("trail = %v: the replayed comment pinned again", w.trail())
+	}
+	w.wantSweep("c3")
+}
+
+func countPinActive(tr []string) int {
+	n := 0
+	for _, s := range tr {
+		if s == "pin active" {
+			n++
+		}
+	}
+	return n
+}
+
+// Each close of a PR that opsbot missed is recovered: one closed, reopened
+// and closed again while opsbot was not listening has its second pin expired.
+func TestSecondLostCloseOfAPRIsRecovered(t *testing.T) {
+	w := newWorld(t, "")
+	w.reconcile()
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.gh.ClosePR(theRepo, thePR, false, "") // webhook lost
+	w.reconcile()
+	if tr := w.trail(); tr[len(tr)-1] != "pin expired" {
+		t.Fatalf("first lost close: %v", tr)
+	}
+	w.gh.ReopenPR(theRepo, thePR)
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	later := time.Now().Add(time.Minute)
+	w.gh.SetNow(func() time.Time { return later })
+	w.gh.ClosePR(theRepo, thePR, false, "") // webhook lost again
+	rep := w.reconcile()
+	if got := rep["pins_of_closed_prs"].([]any); len(got) != 1 {
+		t.Fatalf("second reconcile = %v, want the PR's pin expired", rep)
+	}
+	if tr := w.trail(); tr[len(tr)-1] != "pin expired" {
+		t.Fatalf("second lost close: pin still active: %v", tr)
+	}
+}
+
+// Webhook deliveries may not use the ids recovery makes its own deliveries
+// under: a signed body sent under one is refused, so a lost close is still
+// recovered and the pin from before it is not used after a reopen.
+func TestWebhookDeliveryUnderARecoveryIDIsRefused(t *testing.T) {
+	w := newWorld(t, "")
+	w.reconcile()
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	p := payload(t, "pull_request", "labeled")
+	setPath(p, "repository.full_name", theRepo)
+	p["number"] = thePR
+	setPath(p, "pull_request.number", thePR)
+	body, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"reconcile-closed-" + strings.ToLower(theRepo) + "-" + strconv.Itoa(thePR), "Reconcile-comment-1"} {
+		code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "pull_request", id, body, testSecret))
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(rep["error"]), "opsbot's own") {
+			t.Fatalf("delivery id %q: %d %v, want 400", id, code, rep)
+		}
+	}
+	w.gh.ClosePR(theRepo, thePR, false, "") // closed webhook lost
+	w.reconcile()
+	if tr := w.trail(); tr[len(tr)-1] != "pin expired" {
+		t.Fatalf("the lost close was not recovered: %v", tr)
+	}
+	w.gh.ReopenPR(theRepo, thePR)
+	w.wantSweep("c2")
+}
+
+// A command posted while the PR was closed (its webhook would have answered
+// "this PR is closed") is not run by recovery after the PR was reopened.
+func TestRecoveryDoesNotRunCommandsPostedWhileThePRWasClosed(t *testing.T) {
+	w := newWorld(t, "")
+	w.reconcile()
+	t0 := time.Now()
+	at := func(d time.Duration) { w.gh.SetNow(func() time.Time { return t0.Add(d) }) }
+	at(-10 * time.Minute)
+	w.gh.ClosePR(theRepo, thePR, false, "")
+	at(-5 * time.Minute)
+	c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932") // created webhook lost
+	at(-2 * time.Minute)
+	w.gh.ReopenPR(theRepo, thePR)
+	rep := w.reconcile()
+	if !slices.Equal(ids(rep, "commands_not_run"), []int64{c.ID}) || len(ids(rep, "commands_recovered")) != 0 {
+		t.Fatalf("reconcile = %v, want comment %d not run", rep, c.ID)
+	}
+	if n := countPinActive(w.trail()); n != 0 {
+		t.Fatalf("recovery pinned from a command posted on a closed PR: %v", w.trail())
+	}
+	// A command posted after the reopen is recovered.
+	at(-time.Minute)
+	c2 := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	if rep := w.reconcile(); !slices.Equal(ids(rep, "commands_recovered"), []int64{c2.ID}) {
+		t.Fatalf("reconcile after the reopen = %v, want comment %d recovered", rep, c2.ID)
+	}
+}
+
+// A `closed` delivery stamped before the reopen opsbot recorded (a captured
+// one replayed once retention forgot its delivery id and digest) changes
+// nothing: the pin taken after the reopen stays.
+func TestCloseOlderThanTheRecordedReopenChangesNothing(t *testing.T) {
+	w := newWorld(t, "")
+	t0 := time.Now().Add(-time.Hour)
+	closed := w.closedPayload()
+	setPath(closed, "pull_request.updated_at", t0.UTC().Format(time.RFC3339))
+	w.sendPRAt("reopened", sha("c1"), t0.Add(time.Minute))
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.send("pull_request", closed)
+	if tr := w.trail(); tr[len(tr)-1] != "pin active" {
+		t.Fatalf("an older close expired the pin: %v", tr)
+	}
+	w.push("c2")
+	if got := w.statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "skip:") {
+		t.Fatalf("push c2 = %+v, want the pin used", got)
+	}
+}
