@@ -353,6 +353,20 @@ func TestGitHubAppInstallation(t *testing.T) {
 	if err != nil || self != (Identity{Login: githubtest.BotLogin, ID: githubtest.BotID, AppID: githubtest.AppID}) {
 		t.Fatalf("LearnSelf = %+v, %v", self, err)
 	}
+	// Without a configured installation the bot user is read with a token
+	// of the App's first installation, never unauthenticated.
+	for _, r := range f.Requests() {
+		if r.Route == "GET /users/{user}" && !strings.HasPrefix(r.Header.Get("Authorization"), "token ghs_fake") {
+			t.Fatalf("GET %s with Authorization %q, want an installation token", r.Path, r.Header.Get("Authorization"))
+		}
+	}
+	if f.Count("GET /app/installations") != 1 || f.Count("GET /users/{user}") != 1 {
+		t.Fatalf("installations listed %d times, bot user read %d times", f.Count("GET /app/installations"), f.Count("GET /users/{user}"))
+	}
+	f.SetInstallations()
+	if _, err := fac.LearnSelf(t.Context()); !errors.Is(err, ErrUnknownSelf) || !strings.Contains(err.Error(), "no installation") {
+		t.Fatalf("LearnSelf for an App installed nowhere = %v, want ErrUnknownSelf saying so", err)
+	}
 	f.AddPR(repo, 7, "octocat", "b", "base", []string{"c1"})
 	ref, err := c.CreateComment(t.Context(), repo, 7, "hello <!-- m -->")
 	if err != nil {

@@ -61,7 +61,9 @@ var ErrUnknownSelf = errors.New("ghclient: cannot learn opsbot's own GitHub acco
 
 // LearnSelf asks GitHub who opsbot is: `GET /user` for a token; for an App,
 // `GET /app` (as the App) for its slug, then `GET /users/{slug}[bot]` for its
-// bot user. The clients use the answer to find opsbot's own comments.
+// bot user, authenticated with an installation token (the configured
+// installation, or else the App's first from `GET /app/installations`). The
+// clients use the answer to find opsbot's own comments.
 func (f *Factory) LearnSelf(ctx context.Context) (Identity, error) {
 	var id Identity
 	if f.opt.AppID == 0 {
@@ -80,10 +82,13 @@ func (f *Factory) LearnSelf(ctx context.Context) (Identity, error) {
 			return id, fmt.Errorf("%w: %w", ErrUnknownSelf, err)
 		}
 		login := app.GetSlug() + "[bot]"
-		c, err := f.plain()
-		if f.opt.InstallationID != 0 {
-			c, err = f.For(0)
+		inst := f.opt.InstallationID
+		if inst == 0 {
+			if inst, err = f.firstInstallation(ctx); err != nil {
+				return id, fmt.Errorf("%w: %w", ErrUnknownSelf, err)
+			}
 		}
+		c, err := f.For(inst)
 		if err != nil {
 			return id, err
 		}
@@ -104,14 +109,19 @@ func (f *Factory) LearnSelf(ctx context.Context) (Identity, error) {
 // without a token, from github.bot_login and bot_user_id).
 func (f *Factory) SetSelf(id Identity) { f.self.Store(&id) }
 
-// app reads the App as the App (a JWT).
-func (f *Factory) app(ctx context.Context) (*github.App, error) {
+// appClient is a client authenticated as the App (a JWT).
+func (f *Factory) appClient() (*github.Client, error) {
 	tr, err := ghinstallation.NewAppsTransport(tokenTransport{base: http.DefaultTransport, ua: f.ua()}, f.opt.AppID, f.opt.AppKey)
 	if err != nil {
 		return nil, fmt.Errorf("github.app.private_key_file: %w", err)
 	}
 	tr.BaseURL = strings.TrimSuffix(f.opt.APIURL, "/")
-	gh, err := f.withBase(github.NewClient(&http.Client{Transport: tr}))
+	return f.withBase(github.NewClient(&http.Client{Transport: tr}))
+}
+
+// app reads the App as the App (a JWT).
+func (f *Factory) app(ctx context.Context) (*github.App, error) {
+	gh, err := f.appClient()
 	if err != nil {
 		return nil, err
 	}
@@ -119,16 +129,20 @@ func (f *Factory) app(ctx context.Context) (*github.App, error) {
 	return app, wrap("reading the App (GET /app)", resp, err)
 }
 
-// plain is a client without credentials, for public reads.
-func (f *Factory) plain() (*Client, error) {
-	opt := f.opt
-	opt.AppID, opt.Token = 0, ""
-	c, err := newClient(opt, 0)
+// firstInstallation reads the App's first installation (as the App).
+func (f *Factory) firstInstallation(ctx context.Context) (int64, error) {
+	gh, err := f.appClient()
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	c.self = &f.self
-	return c, nil
+	ins, resp, err := gh.Apps.ListInstallations(ctx, &github.ListOptions{PerPage: 1})
+	if err := wrap("listing the App's installations (GET /app/installations)", resp, err); err != nil {
+		return 0, err
+	}
+	if len(ins) == 0 || ins[0].GetID() == 0 {
+		return 0, errors.New("the App has no installation: install it on the served repositories, or set github.app.installation_id")
+	}
+	return ins[0].GetID(), nil
 }
 
 func (f *Factory) ua() string {

@@ -56,6 +56,7 @@ type Fake struct {
 	dispatches []Dispatch
 	tokens     int
 	appTokens  map[string]bool // installation tokens the fake issued
+	installs   []int64         // the App's installations (GET /app/installations)
 	self       string          // the login GET /user answers and API comments are written by
 	known      map[string]bool
 	watch      func(Request)
@@ -213,7 +214,7 @@ func New(t Cleaner) *Fake {
 func NewHandler() *Fake {
 	f := &Fake{now: time.Now, repos: map[string]*Repo{}, users: map[string]*github.User{},
 		teams: map[string]map[string]bool{}, faults: map[string][]*Fault{}, nextID: 5000000, mux: http.NewServeMux(),
-		appTokens: map[string]bool{}, self: BotLogin}
+		appTokens: map[string]bool{}, self: BotLogin, installs: []int64{1}}
 	f.AddUser(BotLogin, BotID, "Bot")
 	f.routes(f.mux)
 	return f
@@ -601,6 +602,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("POST /app/installations/{id}/access_tokens", f.accessToken)
 	add("GET /user", f.authenticatedUser)
 	add("GET /app", f.getApp)
+	add("GET /app/installations", f.listInstallations)
 }
 
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h handler) {
@@ -1217,6 +1219,26 @@ func (f *Fake) getApp(w http.ResponseWriter, r *http.Request, _ *Repo) (int, any
 		return http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"}
 	}
 	return http.StatusOK, &github.App{ID: github.Int64(AppID), Slug: github.String(AppSlug), Name: github.String("opsbot")}
+}
+
+// SetInstallations sets the App's installations (default: one, id 1).
+func (f *Fake) SetInstallations(ids ...int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.installs = ids
+}
+
+// listInstallations answers GET /app/installations for a request signed as the App.
+func (f *Fake) listInstallations(w http.ResponseWriter, r *http.Request, _ *Repo) (int, any) {
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ey") {
+		return http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"}
+	}
+	out := []*github.Installation{}
+	for _, id := range f.installs {
+		out = append(out, &github.Installation{ID: github.Int64(id), AppID: github.Int64(AppID)})
+	}
+	page := paginate(w, r, len(out))
+	return http.StatusOK, out[page.from:page.to]
 }
 
 // TokensIssued is the number of installation tokens the fake issued.
