@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"opsbot/internal/fixtures"
+	"opsbot/state"
 )
 
 // The end-to-end tests of recovery against copies of the database, replays
@@ -282,19 +283,48 @@ func TestRecoveryDoesNotRunCommandsPostedWhileThePRWasClosed(t *testing.T) {
 	}
 }
 
-// A `closed` delivery stamped before the reopen opsbot recorded (a captured
-// one replayed once retention forgot its delivery id and digest) changes
-// nothing: the pin taken after the reopen stays.
-func TestCloseOlderThanTheRecordedReopenChangesNothing(t *testing.T) {
+// A captured `closed` delivery replayed once retention forgot its delivery
+// id and digest is stamped (pull_request.updated_at) before the reopen
+// opsbot recorded: it changes nothing, and the pin taken after the reopen
+// stays.
+func TestClosedDeliveryReplayedAfterRetentionChangesNothing(t *testing.T) {
 	w := newWorld(t, "")
 	t0 := time.Now().Add(-time.Hour)
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	closed := w.closedPayload()
 	setPath(closed, "pull_request.updated_at", t0.UTC().Format(time.RFC3339))
+	captured, err := json.Marshal(closed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "6a1f7c30-3b5d-11f0-9c0e-5f2d8f3a9b11"
+	if code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "pull_request", id, captured, testSecret)); code != 202 {
+		t.Fatalf("closed: %d %v", code, rep)
+	}
+	w.settle()
 	w.sendPRAt("reopened", sha("c1"), t0.Add(time.Minute))
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.send("pull_request", closed)
+
+	// Retention forgets every processed delivery (as retention.processed does after its time).
+	w.srv.Stop(t)
+	st, err := state.Open(w.srv.DB, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.PruneDeliveries(time.Now().Add(time.Hour), 1000); err != nil || n == 0 {
+		t.Fatalf("pruning: %d, %v", n, err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w.srv = startServer(t, filepath.Join(w.dir, "opsbot.yaml"), w.env)
+
+	if code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "pull_request", id, captured, testSecret)); code != 202 {
+		t.Fatalf("replayed closed: %d %v, want it stored (retention forgot it)", code, rep)
+	}
+	w.settle()
 	if tr := w.trail(); tr[len(tr)-1] != "pin active" {
-		t.Fatalf("an older close expired the pin: %v", tr)
+		t.Fatalf("the replayed close expired the pin: %v", tr)
 	}
 	w.push("c2")
 	if got := w.statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "skip:") {
