@@ -58,7 +58,8 @@ func runReconcile(e *env, args []string) error {
 			"(--replay-since T runs those posted since T)\n", rep.Repo, len(rep.CommandsRecorded), rep.CommandsRecorded)
 	}
 	if len(rep.CommandsNotRun) > 0 {
-		fmt.Fprintf(e.stdout, "%d command comments not run, edited since posted or posted before the window %v (see the audit)\n",
+		fmt.Fprintf(e.stdout, "%d command comments not run: edited since posted, posted before the window or on a closed PR, "+
+			"or already answered %v (see the audit for each)\n",
 			len(rep.CommandsNotRun), rep.CommandsNotRun)
 	}
 	return nil
