@@ -27,7 +27,7 @@ func TestStuckNoticeWedgesNothing(t *testing.T) {
 	cb["action"] = "stage-results-completed"
 	setPath(cb, "repository.full_name", theRepo)
 	cb["client_payload"] = map[string]any{"comment-id": strconv.FormatInt(c.ID, 10), "run-id": strconv.FormatInt(runR1, 10),
-		"pr-number": strconv.Itoa(thePR), "stage-succeeded": true}
+		"pr-number": strconv.Itoa(thePR), "stage-succeeded": true, "request-token": w.requestToken(c.ID)}
 	postNoSettle(t, w, "repository_dispatch", cb)
 
 	w.gh.Push(theRepo, thePR, []string{sha("c2")}, nil)
