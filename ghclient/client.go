@@ -469,16 +469,44 @@ func (c *Client) LabelEvents(ctx context.Context, repo string, n int) ([]LabelEv
 	return out, nil
 }
 
-// ReactedBy reports whether an account reacted to a PR comment, from the
-// first page (100) of the comment's reactions: one request.
+// ReactedBy reports whether an account left one of opsbot's reactions
+// (👍, 👎, 😕) on a PR comment. It reads every page of each of those kinds
+// (others cannot hide it behind reactions of their own), up to 10 pages a
+// kind; a comment with more than that of one kind counts as reacted to, so
+// that a flood of reactions can never make an answered command look new.
 func (c *Client) ReactedBy(ctx context.Context, repo string, commentID, userID int64) (bool, error) {
 	o, r := split(repo)
-	rs, resp, err := c.gh.Reactions.ListIssueCommentReactions(ctx, o, r, commentID, &github.ListOptions{PerPage: 100})
-	if err := wrap(fmt.Sprintf("reading the reactions to comment %d", commentID), resp, err); err != nil {
-		return false, err
-	}
-	for _, x := range rs {
-		if x.GetUser().GetID() == userID {
+	for _, content := range []string{"+1", "-1", "confused"} {
+		found, full := false, true
+		opt := &github.ListOptions{PerPage: 100}
+		err := paginate(fmt.Sprintf("reading the reactions to comment %d", commentID), opt, 10,
+			func() ([]*github.Reaction, *github.Response, error) {
+				u := fmt.Sprintf("repos/%s/%s/issues/comments/%d/reactions?content=%s&per_page=%d&page=%d",
+					url.PathEscape(o), url.PathEscape(r), commentID, url.QueryEscape(content), opt.PerPage, opt.Page)
+				req, err := c.gh.NewRequest(http.MethodGet, u, nil)
+				if err != nil {
+					return nil, nil, err
+				}
+				var rs []*github.Reaction
+				resp, err := c.gh.Do(ctx, req, &rs)
+				if err == nil && resp.NextPage == 0 {
+					full = false
+				}
+				return rs, resp, err
+			},
+			func(rs []*github.Reaction) bool {
+				for _, x := range rs {
+					if x.GetUser().GetID() == userID {
+						found = true
+						return false
+					}
+				}
+				return true
+			})
+		if err != nil {
+			return false, err
+		}
+		if found || full {
 			return true, nil
 		}
 	}

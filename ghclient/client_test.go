@@ -597,3 +597,36 @@ func TestFindCommentOnALaterPage(t *testing.T) {
 		t.Fatalf("FindComment read %d pages, want 3", got)
 	}
 }
+
+// Recovery asks whether opsbot already answered a comment by its reaction.
+// Reactions of others cannot hide opsbot's behind the first page, and a
+// comment with more reactions of a kind than are read counts as answered.
+func TestReactedByReadsPastOthersReactions(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.AddPR(repo, 1, "author", "b", "b0", []string{"c1"})
+	hidden := f.AddComment(repo, 1, "maintainer", "/reuse-sweep-run 5")
+	plain := f.AddComment(repo, 1, "maintainer", "/reuse-sweep-run 6")
+	flooded := f.AddComment(repo, 1, "maintainer", "/reuse-sweep-run 7")
+	for i := range 150 {
+		f.AddReaction(repo, hidden.ID, fmt.Sprintf("crowd%d", i), "+1")
+		f.AddReaction(repo, plain.ID, fmt.Sprintf("crowd%d", i), "-1")
+	}
+	f.AddReaction(repo, hidden.ID, githubtest.BotLogin, "+1") // on the second page
+	for i := range 1001 {
+		f.AddReaction(repo, flooded.ID, fmt.Sprintf("crowd%d", i), "confused")
+	}
+	for _, tc := range []struct {
+		name string
+		id   int64
+		want bool
+	}{
+		{"opsbot's reaction behind a page of others'", hidden.ID, true},
+		{"others' reactions only", plain.ID, false},
+		{"more reactions of one kind than are read", flooded.ID, true},
+	} {
+		got, err := c.ReactedBy(t.Context(), repo, tc.id, githubtest.BotID)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: ReactedBy = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}

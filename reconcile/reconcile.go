@@ -27,6 +27,10 @@ import (
 	"opsbot/state"
 )
 
+// MaxComments is how many comments one reconcile of a repository reads at
+// most; past it, the next reconcile goes on from the last one read.
+const MaxComments = 5000
+
 // Reader is what reconciling reads from GitHub.
 type Reader interface {
 	CommentsSince(ctx context.Context, repo string, t time.Time, max int) ([]*github.IssueComment, error)
@@ -148,7 +152,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	if err != nil {
 		return rep, err
 	}
-	comments, err := gh.CommentsSince(ctx, rc.Name, rep.Since, 5000)
+	comments, err := gh.CommentsSince(ctx, rc.Name, rep.Since, MaxComments)
 	if err != nil {
 		return rep, err
 	}
@@ -201,7 +205,12 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		answered := r.SelfID == 0 // unknown self: fail closed
 		if !answered {
 			if answered, err = gh.ReactedBy(ctx, rc.Name, c.GetID(), r.SelfID); err != nil {
-				return rep, err
+				// One comment GitHub would not tell about stops no other
+				// comment's recovery; it is not run (fail closed), and said so.
+				rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
+				notRun(c, pr, "not_run", fmt.Sprintf("whether opsbot already answered the comment could not be read (%v): "+
+					"it is not run; post the command again", err))
+				continue
 			}
 		}
 		if answered {
@@ -212,7 +221,10 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		}
 		closed, err := gh.ClosedAt(ctx, rc.Name, pr, created)
 		if err != nil {
-			return rep, err
+			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
+			notRun(c, pr, "not_run", fmt.Sprintf("whether PR #%d was open when the comment was posted could not be read (%v): "+
+				"it is not run; post the command again", pr, err))
+			continue
 		}
 		if closed {
 			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
@@ -280,7 +292,16 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			rep.PinsOfClosedPRs = append(rep.PinsOfClosedPRs, n)
 		}
 	}
-	if err := r.Store.SetReconciledAt(rc.Name, start); err != nil {
+	// A list cut at MaxComments (a flood of comments) is not taken as all
+	// there was: the next reconcile goes on from the last comment read. (A
+	// first reconcile runs nothing, so what it did not reach stays history.)
+	stamp := start
+	if len(comments) >= MaxComments && !rep.First {
+		if t := comments[len(comments)-1].GetCreatedAt().Time.Add(Overlap); t.Before(stamp) {
+			stamp = t
+		}
+	}
+	if err := r.Store.SetReconciledAt(rc.Name, stamp); err != nil {
 		return rep, err
 	}
 	r.Log.Info("reconciled", "repo", rc.Name, "since", rep.Since, "first", rep.First, "comments", rep.CommentsChecked,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"opsbot/internal/fixtures"
+	"opsbot/internal/githubtest"
 	"opsbot/state"
 )
 
@@ -329,5 +330,23 @@ func TestClosedDeliveryReplayedAfterRetentionChangesNothing(t *testing.T) {
 	w.push("c2")
 	if got := w.statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "skip:") {
 		t.Fatalf("push c2 = %+v, want the pin used", got)
+	}
+}
+
+// One comment GitHub will not tell about (its reactions cannot be read)
+// stops no other comment's recovery: it is not run (fail closed) and the
+// audit says why, and the next lost command is recovered in the same pass.
+func TestOneUnreadableCommentDoesNotStopRecovery(t *testing.T) {
+	w := newWorld(t, "")
+	w.reconcile()
+	c1 := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932") // created webhooks lost
+	c2 := w.gh.AddComment(theRepo, thePR, maintLog, "/opsbot help")
+	w.gh.Inject("GET /repos/{owner}/{repo}/issues/comments/{id}/reactions", githubtest.Fault{Status: 404, Times: 1})
+	rep := w.reconcile()
+	if !slices.Equal(ids(rep, "commands_not_run"), []int64{c1.ID}) || !slices.Equal(ids(rep, "commands_recovered"), []int64{c2.ID}) {
+		t.Fatalf("reconcile = %v, want comment %d not run and %d recovered", rep, c1.ID, c2.ID)
+	}
+	if n := countPinActive(w.trail()); n != 0 {
+		t.Fatalf("a comment whose answer could not be checked was run: %v", w.trail())
 	}
 }

@@ -520,6 +520,14 @@ func (f *Fake) Statuses(repo, sha string) []Status {
 	return out
 }
 
+// AddReaction adds login's reaction of kind content to a comment, as a
+// person reacting on GitHub would.
+func (f *Fake) AddReaction(repo string, commentID int64, login, content string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reactions = append(f.reactions, Reaction{Repo: repo, CommentID: commentID, Content: content, Login: login})
+}
+
 // Reactions returns the reactions added to a comment.
 func (f *Fake) Reactions(commentID int64) []string {
 	f.mu.Lock()
@@ -1131,8 +1139,9 @@ func (f *Fake) listReactions(w http.ResponseWriter, r *http.Request, repo *Repo)
 		return http.StatusNotFound, notFound()
 	}
 	out := []*github.Reaction{}
+	content := r.URL.Query().Get("content") // GitHub's filter by kind
 	for i, x := range f.reactions {
-		if x.CommentID == id && strings.EqualFold(x.Repo, repo.Owner+"/"+repo.Name) {
+		if x.CommentID == id && strings.EqualFold(x.Repo, repo.Owner+"/"+repo.Name) && (content == "" || x.Content == content) {
 			u := f.users[strings.ToLower(x.Login)]
 			if u == nil {
 				u = &github.User{Login: github.String(x.Login)}
