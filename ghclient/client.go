@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/gofri/go-github-ratelimit/v2/github_ratelimit"
@@ -167,7 +168,7 @@ func newClient(opt Options, installationID int64) (*Client, error) {
 	if secondaryLimit == 0 {
 		secondaryLimit = time.Minute
 	}
-	limited := github_ratelimit.New(metricsTransport{base: rewindTransport{base: authed}, m: opt.Metrics},
+	limited := github_ratelimit.New(clampTransport{base: metricsTransport{base: rewindTransport{base: authed}, m: opt.Metrics}},
 		github_secondary_ratelimit.WithSingleSleepLimit(secondaryLimit, nil),
 		github_secondary_ratelimit.WithTotalSleepLimit(5*secondaryLimit, nil))
 	rt := &retryTransport{
@@ -578,7 +579,10 @@ func (c *Client) EditComment(ctx context.Context, repo string, id int64, body st
 }
 
 // FindComment looks for a comment of opsbot's on a PR whose body holds
-// marker, newest pages last; found is false when there is none. Only
+// marker, newest first: GitHub lists a PR's comments oldest first, with no
+// direction to ask for, so the pages are read from the last one the Link
+// header names back to the first, at most 50 of them (the comment a retry
+// looks for is recent). found is false when there is none. Only
 // comments opsbot wrote count (Identity.Authored): a marker anyone else
 // planted is ignored. Before opsbot knows its account it finds nothing.
 func (c *Client) FindComment(ctx context.Context, repo string, pr int, marker string) (CommentRef, bool, error) {
@@ -595,33 +599,55 @@ func (c *Client) FindComment(ctx context.Context, repo string, pr int, marker st
 		return CommentRef{}, false, errors.New("ghclient: opsbot's own account is not known, so its earlier comment cannot be told from others'")
 	}
 	o, r := split(repo)
-	opt := &github.ListOptions{PerPage: 100}
-	var ref CommentRef
-	found := false
-	err := paginate(fmt.Sprintf("listing the comments of PR #%d", pr), opt, 50,
-		func() ([]listedComment, *github.Response, error) {
-			req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("repos/%s/%s/issues/%d/comments?per_page=%d&page=%d",
-				url.PathEscape(o), url.PathEscape(r), pr, opt.PerPage, max(opt.Page, 1)), nil)
-			if err != nil {
-				return nil, nil, err
+	get := func(page int) ([]listedComment, *github.Response, error) {
+		req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("repos/%s/%s/issues/%d/comments?per_page=100&page=%d",
+			url.PathEscape(o), url.PathEscape(r), pr, page), nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		var cs []listedComment
+		resp, err := c.gh.Do(ctx, req, &cs)
+		return cs, resp, wrap(fmt.Sprintf("listing the comments of PR #%d", pr), resp, err)
+	}
+	find := func(cs []listedComment) (CommentRef, bool) {
+		for i := len(cs) - 1; i >= 0; i-- {
+			if cm := cs[i]; self.Wrote(cm.User.ID, cm.viaApp()) && strings.Contains(cm.Body, marker) {
+				return CommentRef{ID: cm.ID, URL: cm.HTMLURL}, true
 			}
-			var cs []listedComment
-			resp, err := c.gh.Do(ctx, req, &cs)
-			return cs, resp, err
-		},
-		func(page []listedComment) bool {
-			for _, cm := range page {
-				if self.Wrote(cm.User.ID, cm.viaApp()) && strings.Contains(cm.Body, marker) {
-					ref, found = CommentRef{ID: cm.ID, URL: cm.HTMLURL}, true
-					return false
-				}
-			}
-			return true
-		})
+		}
+		return CommentRef{}, false
+	}
+	first, resp, err := get(1)
 	if err != nil {
 		return CommentRef{}, false, err
 	}
-	return ref, found, nil
+	const most = 50
+	if resp.LastPage > 1 {
+		for page := resp.LastPage; page > 1 && page > resp.LastPage-most+1; page-- {
+			cs, _, err := get(page)
+			if err != nil {
+				return CommentRef{}, false, err
+			}
+			if ref, ok := find(cs); ok {
+				return ref, true, nil
+			}
+		}
+		ref, ok := find(first)
+		return ref, ok, nil
+	}
+	// No last page named: read forward.
+	for page, cs := 1, first; ; {
+		if ref, ok := find(cs); ok {
+			return ref, true, nil
+		}
+		if resp.NextPage == 0 || page >= most {
+			return CommentRef{}, false, nil
+		}
+		page = resp.NextPage
+		if cs, resp, err = get(page); err != nil {
+			return CommentRef{}, false, err
+		}
+	}
 }
 
 // React adds a reaction (+1, -1, eyes, …) to a PR comment. Adding one that
@@ -638,9 +664,7 @@ func (c *Client) React(ctx context.Context, repo string, commentID int64, conten
 
 // SetStatus sets a commit status. The description is cut to GitHub's 140 characters.
 func (c *Client) SetStatus(ctx context.Context, repo, sha, state, description, targetURL, statusContext string) error {
-	if len(description) > 140 {
-		description = description[:137] + "..."
-	}
+	description = cutDescription(description)
 	if c.dryRun {
 		c.log.Info("dry-run: would set status", "repo", repo, "sha", sha, "state", state, "description", description)
 		return nil
@@ -652,6 +676,20 @@ func (c *Client) SetStatus(ctx context.Context, repo, sha, state, description, t
 	}
 	_, resp, err := c.gh.Repositories.CreateStatus(ctx, o, r, sha, st)
 	return wrap("setting the status of "+mdtext.ShortSHA(sha), resp, err)
+}
+
+// cutDescription cuts a status description to GitHub's 140 characters,
+// on a rune boundary (a cut inside a rune would reach GitHub as U+FFFD, and a
+// retry's comparison with what it set would never match).
+func cutDescription(d string) string {
+	if len(d) <= 140 {
+		return d
+	}
+	cut := 137
+	for cut > 0 && !utf8.RuneStart(d[cut]) {
+		cut--
+	}
+	return d[:cut] + "..."
 }
 
 // Dispatch sends a repository_dispatch event.
@@ -704,9 +742,7 @@ func (c *Client) HasStatus(ctx context.Context, repo, sha, statusContext, state,
 	if c.dryRun {
 		return false, nil
 	}
-	if len(description) > 140 {
-		description = description[:137] + "..."
-	}
+	description = cutDescription(description)
 	o, r := split(repo)
 	sts, resp, err := c.gh.Repositories.ListStatuses(ctx, o, r, sha, &github.ListOptions{PerPage: 100})
 	if err := wrap("listing the statuses of "+mdtext.ShortSHA(sha), resp, err); err != nil {

@@ -446,7 +446,8 @@ func TestSenderRetryPolicy(t *testing.T) {
 		{status(409), 2, false},
 		{status(500), 50, false},
 		{status(429), 50, false},
-		{status(403), 50, false},
+		{status(403), 2, false}, // no rate limit (a locked conversation): refused after MaxAttempts
+		{status(403), 3, true},
 		{errors.New("connection reset"), 50, false},
 	} {
 		r := s.Retry(c.err, c.attempt, now)

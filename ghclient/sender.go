@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -36,30 +38,57 @@ var (
 )
 
 // Retry backs off (outbox.RetryDelay), waits for a rate limit's reset (the
-// primary limit's, or a secondary limit's retry-after or x-ratelimit-reset,
-// with the whole channel), and gives up on what GitHub refuses for good.
+// primary limit's, at most MaxPrimaryWait; or a secondary limit's
+// retry-after or x-ratelimit-reset, at most MaxSecondaryWait) with every
+// notice of the same installation, and gives up on what GitHub refuses for
+// good: 400 and 422 at once, a reaction to a comment that is gone at once,
+// and other client errors (a 403 that is no rate limit: a locked
+// conversation, an archived repository, a missing permission) after
+// MaxAttempts.
 func (s *Sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
 	tries := s.MaxAttempts
 	if tries == 0 {
 		tries = 5
 	}
 	if wait, ok := secondaryLimit(err, now); ok {
-		return outbox.Retry{At: now.Add(max(wait, time.Second)), Global: true}
+		return outbox.Retry{At: now.Add(min(max(wait, time.Second), MaxSecondaryWait)), Global: true}
 	}
-	if invalid(err) || refused(err) && attempt >= tries {
+	if invalid(err) || errors.Is(err, errTargetGone) || refused(err) && attempt >= tries {
 		return outbox.Retry{GiveUp: true}
 	}
 	at := now.Add(outbox.RetryDelay(attempt))
-	var rl *RateLimitError
-	if errors.As(err, &rl) && rl.Reset.After(at) {
-		return outbox.Retry{At: rl.Reset.Add(time.Second), Global: true}
+	if reset, ok := primaryReset(err); ok && reset.After(at) {
+		at = reset.Add(time.Second)
+		if limit := now.Add(MaxPrimaryWait); at.After(limit) {
+			at = limit
+		}
+		return outbox.Retry{At: at, Global: true}
 	}
 	return outbox.Retry{At: at}
 }
 
+// errTargetGone marks a reaction whose comment GitHub no longer has (its
+// author deleted it): it does not come back, so the reaction is given up at once.
+var errTargetGone = errors.New("the comment to react to is gone")
+
+// primaryReset reports when GitHub's primary rate limit resets, when err is one.
+func primaryReset(err error) (time.Time, bool) {
+	var rl *RateLimitError
+	if errors.As(err, &rl) {
+		return rl.Reset, true
+	}
+	var grl *github.RateLimitError
+	if errors.As(err, &grl) {
+		return grl.Rate.Reset.Time, true
+	}
+	return time.Time{}, false
+}
+
 // secondaryLimit reports whether GitHub refused a request under a secondary
-// rate limit (a 403 naming it, or a 429), and how long it asked to wait:
-// retry-after, else until x-ratelimit-reset, else a minute (GitHub's advice).
+// rate limit (a 429; or a 403 whose message or documentation URL names a
+// secondary limit, or that carries retry-after), and how long it asked to
+// wait: retry-after, else until x-ratelimit-reset, else a minute (GitHub's
+// advice). Any other 403 is a refusal (see refused).
 func secondaryLimit(err error, now time.Time) (time.Duration, bool) {
 	var abuse *github.AbuseRateLimitError
 	if errors.As(err, &abuse) {
@@ -69,8 +98,19 @@ func secondaryLimit(err error, now time.Time) (time.Duration, bool) {
 		return waitFrom(abuse.Response, now), true
 	}
 	var er *github.ErrorResponse
-	if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusTooManyRequests {
-		return waitFrom(er.Response, now), true
+	if errors.As(err, &er) && er.Response != nil {
+		switch er.Response.StatusCode {
+		case http.StatusTooManyRequests:
+			return waitFrom(er.Response, now), true
+		case http.StatusForbidden:
+			if er.Response.Header.Get("Retry-After") != "" ||
+				strings.Contains(strings.ToLower(er.Message), "secondary rate limit") ||
+				strings.Contains(strings.ToLower(er.Message), "abuse detection") ||
+				strings.HasSuffix(er.DocumentationURL, "secondary-rate-limits") ||
+				strings.HasSuffix(er.DocumentationURL, "#abuse-rate-limits") {
+				return waitFrom(er.Response, now), true
+			}
+		}
 	}
 	return 0, false
 }
@@ -145,7 +185,11 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 		}
 		return state.SentRef{CommentID: target}, c.EditComment(ctx, n.Repo, target, n.Body+marker)
 	case state.NoticeReaction:
-		return state.SentRef{}, c.React(ctx, n.Repo, n.TargetComment, n.Reaction)
+		err := c.React(ctx, n.Repo, n.TargetComment, n.Reaction)
+		if errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("%w: %w", errTargetGone, err)
+		}
+		return state.SentRef{}, err
 	case state.NoticeStatus:
 		if attempt > 1 {
 			if done, err := c.HasStatus(ctx, n.Repo, n.SHA, n.Context, n.State, n.Description); err != nil || done {
@@ -154,7 +198,12 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 		}
 		return state.SentRef{}, c.SetStatus(ctx, n.Repo, n.SHA, n.State, n.Description, n.TargetURL, n.Context)
 	case state.NoticeDispatch:
-		return state.SentRef{}, c.Dispatch(ctx, n.Repo, n.EventType, n.Payload)
+		// A dispatch cannot be looked for after a lost answer: it carries its
+		// notice id, the same on every attempt, for the receiver to deduplicate.
+		payload := make(map[string]any, len(n.Payload)+1)
+		maps.Copy(payload, n.Payload)
+		payload["notice-id"] = strconv.FormatUint(n.ID, 10)
+		return state.SentRef{}, c.Dispatch(ctx, n.Repo, n.EventType, payload)
 	}
 	return state.SentRef{}, fmt.Errorf("unknown notice kind %q", n.Kind)
 }
@@ -192,8 +241,8 @@ func refused(err error) bool {
 	var er *github.ErrorResponse
 	if errors.As(err, &er) && er.Response != nil {
 		code := er.Response.StatusCode
-		return code >= 400 && code < 500 && code != http.StatusTooManyRequests && code != http.StatusUnauthorized &&
-			code != http.StatusForbidden
+		// A 403 that reaches here is no rate limit (Retry checks those first).
+		return code >= 400 && code < 500 && code != http.StatusTooManyRequests && code != http.StatusUnauthorized
 	}
 	return errors.Is(err, ErrNotFound)
 }

@@ -1259,8 +1259,8 @@ func (f *Fake) TokensIssued() int {
 
 type pageRange struct{ from, to int }
 
-// paginate reads per_page and page, sets a Link header for the next page,
-// and returns the slice bounds.
+// paginate reads per_page and page, sets a Link header for the next and
+// the last page (as GitHub does), and returns the slice bounds.
 func paginate(w http.ResponseWriter, r *http.Request, n int) pageRange {
 	per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
 	if per <= 0 {
@@ -1281,7 +1281,10 @@ func paginate(w http.ResponseWriter, r *http.Request, n int) pageRange {
 		q.Set("page", strconv.Itoa(page+1))
 		q.Set("per_page", strconv.Itoa(per))
 		u.RawQuery = q.Encode()
-		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s>; rel="next"`, r.Host, u.RequestURI()))
+		next := u.RequestURI()
+		q.Set("page", strconv.Itoa((n+per-1)/per))
+		u.RawQuery = q.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s>; rel="next", <http://%s%s>; rel="last"`, r.Host, next, r.Host, u.RequestURI()))
 	}
 	return pageRange{from, to}
 }
