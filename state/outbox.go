@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -58,6 +59,9 @@ type Notice struct {
 	Attempts      int            `json:"attempts,omitempty"`
 	NextAt        time.Time      `json:"next_at,omitzero"`
 	LastError     string         `json:"last_error,omitempty"`
+	// FailedAt is when the notice was given up (failed records only); the
+	// failed records are pruned after retention.processed from it.
+	FailedAt time.Time `json:"failed_at,omitzero"`
 }
 
 // SlackMessage is the content of a Slack notice.
@@ -327,13 +331,76 @@ func (s *Store) NoticeFailed(id uint64, reason string) error {
 		if err != nil || n == nil {
 			return err
 		}
-		n.LastError = reason
+		n.LastError, n.FailedAt = reason, t.now()
 		if err := putJSON(tx.Bucket(bRepos), failedKey(id), n); err != nil {
 			return err
 		}
 		t.dOut--
 		return b.Delete(u64(id))
 	})
+}
+
+// NoticesDropped moves notices the outbox chose not to send (the oldest of
+// a PR's too deep reaction backlog) out of the outbox into the failed
+// notices with the reason, and audits each (kind notice, outcome dropped).
+func (s *Store) NoticesDropped(ids []uint64, reason string) error {
+	return s.write(context.Background(), nil, func(t *Tx) error {
+		for _, id := range ids {
+			b, n, err := loadNotice(t.tx, id)
+			if err != nil {
+				return err
+			}
+			if n == nil {
+				continue // sent or failed meanwhile
+			}
+			n.LastError, n.FailedAt = reason, t.now()
+			if err := putJSON(t.tx.Bucket(bRepos), failedKey(id), n); err != nil {
+				return err
+			}
+			t.dOut--
+			if err := b.Delete(u64(id)); err != nil {
+				return err
+			}
+			if err := t.Audit(AuditRecord{Kind: "notice", Outcome: "dropped", Repo: n.Repo, PR: n.PR,
+				CommentID: n.TargetComment, Reason: fmt.Sprintf("%s %s: %s", n.Kind, n.Reaction, reason)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// PruneFailed forgets failed notices given up before cutoff (at most limit
+// of them; a record from before FailedAt was kept counts from its
+// CreatedAt), returning how many went.
+func (s *Store) PruneFailed(cutoff time.Time, limit int) (int, error) {
+	n := 0
+	err := s.update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bRepos).Cursor()
+		prefix := []byte("failed\x00")
+		var doomed [][]byte
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(doomed) < limit; k, v = c.Next() {
+			var no Notice
+			if err := json.Unmarshal(v, &no); err != nil {
+				return err
+			}
+			at := no.FailedAt
+			if at.IsZero() {
+				at = no.CreatedAt
+			}
+			if at.Before(cutoff) {
+				doomed = append(doomed, append([]byte(nil), k...))
+			}
+		}
+		for _, k := range doomed {
+			if err := tx.Bucket(bRepos).Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(doomed)
+		return nil
+	})
+	return n, err
 }
 
 // FailedNotices lists the notices that could not be sent.

@@ -486,8 +486,8 @@ func (o observer) Processed(event, outcome string, took time.Duration) {
 	o.m.ObserveProcessed(event, outcome, took)
 }
 
-// retain prunes, every ten minutes, the processed delivery ids and sent
-// notice records older than the retention. The audit is never pruned.
+// retain prunes, every ten minutes, the processed delivery ids, sent
+// notice records and failed notices older than the retention. The audit is never pruned.
 func retain(ctx context.Context, store *state.Store, keep time.Duration, log *slog.Logger) {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
@@ -510,6 +510,11 @@ func retain(ctx context.Context, store *state.Store, keep time.Duration, log *sl
 			log.Error("pruning sent notices", "err", err)
 		} else if n > 0 {
 			log.Info("pruned sent notice records", "count", n)
+		}
+		if n, err := store.PruneFailed(cutoff, 5000); err != nil {
+			log.Error("pruning failed notices", "err", err)
+		} else if n > 0 {
+			log.Info("pruned failed notice records", "count", n)
 		}
 		if _, err := store.PruneReplies(time.Now().Add(-state.ReplyWindow), 5000); err != nil {
 			log.Error("pruning reply counts", "err", err)
