@@ -7,9 +7,11 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,14 +30,19 @@ type Store interface {
 	NoticeSent(n *state.Notice, ref state.SentRef) error
 	NoticeRetry(id uint64, next time.Time, lastErr string) error
 	NoticeFailed(id uint64, reason string) error
+	NoticesDropped(ids []uint64, reason string) error
 	Subscribe() <-chan struct{}
 }
 
 // Retry is a sender's verdict on a failed attempt.
 type Retry struct {
-	At     time.Time // when to try again
+	At     time.Time // when to try again (at most Loop.MaxWait away)
 	GiveUp bool      // the notice can never be sent: keep it among the failed
-	Global bool      // the whole channel waits until At (a workspace-wide rate limit)
+	// Global: every notice of the same pause scope (Loop.Scope: by default
+	// its Pace budget, GitHub's installation) waits until At (a rate limit).
+	Global bool
+	// Wide, with Global: the whole channel waits (a bad token).
+	Wide bool
 }
 
 // Preparer is a Sender that can tell, before an attempt is recorded,
@@ -69,12 +76,47 @@ type Loop struct {
 	// Pace, when set, keeps sends within rate limits per budget, shared
 	// fairly among PRs (GitHub's secondary rate limits).
 	Pace *Pace
+	// Scope names the notices that wait together when one's Retry is
+	// Global. Default: its Pace budget (GitHub's installation); without a
+	// Pace, the whole channel.
+	Scope func(n *state.Notice) string
+	// MaxWait bounds every wait: a retry time a sender asks for, and one
+	// stored by an earlier run (clamped when read). A longer wait is taken
+	// to the cap, then the notice is tried again. Default an hour.
+	MaxWait time.Duration
+	// MaxReactions bounds a PR's queued reactions: beyond it, the oldest
+	// are dropped (kept among the failed notices, audited). Default 50.
+	MaxReactions int
 
-	mu          sync.Mutex
-	pausedUntil time.Time
-	wake        <-chan struct{}
-	waits       map[uint64]waiting // notices waiting for an earlier one
-	cursor      string             // the lane served first in the last paced pass
+	mu     sync.Mutex
+	wide   time.Time            // when a channel-wide pause ends
+	pauses map[string]time.Time // when each paused scope's pause ends
+	wake   <-chan struct{}
+	waits  map[uint64]waiting // notices waiting for an earlier one
+	cursor string             // the last lane given a send in the last paced pass
+}
+
+// Defaults of Loop's bounds.
+const (
+	DefaultMaxWait      = time.Hour
+	DefaultMaxReactions = 50
+)
+
+func (l *Loop) maxWait() time.Duration {
+	if l.MaxWait > 0 {
+		return l.MaxWait
+	}
+	return DefaultMaxWait
+}
+
+func (l *Loop) scopeOf(n *state.Notice) string {
+	switch {
+	case l.Scope != nil:
+		return l.Scope(n)
+	case l.Pace != nil:
+		return strconv.FormatInt(l.Pace.key(n.Installation), 10)
+	}
+	return ""
 }
 
 type waiting struct {
@@ -120,18 +162,24 @@ func (l *Loop) count(outcome string) {
 
 // lane is the notices sent one after another, in order: a PR's commit
 // statuses go in a lane of their own, so a comment that must wait never
-// holds back the gate's status (statuses stay in order among themselves).
+// holds back the gate's status (statuses stay in order among themselves);
+// its reactions go in one of their own too, so a flood of them never holds
+// back the PR's decision comments and replies.
 type lane struct {
 	key     string
-	budget  int64 // the Pace budget its notices count against
-	status  bool  // commit statuses: may use the budget's reserve
+	scope   string // the pause scope (Loop.Scope)
+	budget  int64  // the Pace budget its notices count against
+	status  bool   // commit statuses: may use the budget's reserve
 	notices []*state.Notice
 	quota   int // how many it may send this pass (Pace); -1: no bound
 }
 
 func laneKey(n *state.Notice) string {
-	if n.Kind == state.NoticeStatus {
+	switch n.Kind {
+	case state.NoticeStatus:
 		return n.Key() + "\x00status"
+	case state.NoticeReaction:
+		return n.Key() + "\x00reaction"
 	}
 	return n.Key()
 }
@@ -144,7 +192,7 @@ func laneKey(n *state.Notice) string {
 // one at a time in turn (round robin, starting after the lane served last),
 // so one busy PR cannot starve another's status.
 func (l *Loop) Drain(ctx context.Context) time.Time {
-	if at := l.paused(); !at.IsZero() {
+	if at := l.widePause(); !at.IsZero() {
 		return at
 	}
 	notices, err := l.Store.Outbox(l.Channel)
@@ -152,14 +200,23 @@ func (l *Loop) Drain(ctx context.Context) time.Time {
 		l.Log.Error("reading the outbox", "channel", l.Channel, "err", err)
 		return l.now().Add(5 * time.Second)
 	}
+	l.forgetWaits(notices)
 	var lanes []*lane
 	byKey := map[string]*lane{}
+	limit := l.now().Add(l.maxWait())
 	for i := range notices {
 		n := &notices[i]
+		if n.NextAt.After(limit) {
+			// Stored by an earlier run, or before waits were capped.
+			if err := l.Store.NoticeRetry(n.ID, limit, n.LastError); err != nil {
+				l.Log.Error("capping a stored retry time", "notice", n.ID, "err", err)
+			}
+			n.NextAt = limit
+		}
 		k := laneKey(n)
 		ln := byKey[k]
 		if ln == nil {
-			ln = &lane{key: k, quota: -1, status: n.Kind == state.NoticeStatus}
+			ln = &lane{key: k, quota: -1, status: n.Kind == state.NoticeStatus, scope: l.scopeOf(n)}
 			if l.Pace != nil {
 				ln.budget = l.Pace.key(n.Installation)
 			}
@@ -167,6 +224,9 @@ func (l *Loop) Drain(ctx context.Context) time.Time {
 			lanes = append(lanes, ln)
 		}
 		ln.notices = append(ln.notices, n)
+	}
+	for _, ln := range lanes {
+		l.dropReactions(ln)
 	}
 	var mu sync.Mutex
 	var next time.Time
@@ -187,15 +247,23 @@ func (l *Loop) Drain(ctx context.Context) time.Time {
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
 	for _, ln := range lanes {
-		if ctx.Err() != nil || !l.paused().IsZero() {
+		if ctx.Err() != nil || !l.widePause().IsZero() {
 			break
+		}
+		if at := l.paused(ln.scope); !at.IsZero() {
+			later(at)
+			continue
 		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func(ln *lane) {
 			defer func() { <-sem; wg.Done() }()
 			for i, n := range ln.notices {
-				if ctx.Err() != nil || !l.paused().IsZero() {
+				if ctx.Err() != nil {
+					return
+				}
+				if at := l.paused(ln.scope); !at.IsZero() {
+					later(at)
 					return
 				}
 				if at := l.dueAt(n); at.After(l.now()) {
@@ -218,17 +286,46 @@ func (l *Loop) Drain(ctx context.Context) time.Time {
 				}
 				later(r.At)
 				if r.Global {
-					l.pause(r.At)
+					l.pause(r.Wide, ln.scope, r.At)
 				}
 				return
 			}
 		}(ln)
 	}
 	wg.Wait()
-	if at := l.paused(); !at.IsZero() {
+	if at := l.widePause(); !at.IsZero() {
 		return at
 	}
 	return next
+}
+
+// dropReactions keeps a PR's reaction lane within MaxReactions: the oldest
+// queued reactions beyond it are dropped (a flood of commands from
+// outsiders), kept among the failed notices and audited.
+func (l *Loop) dropReactions(ln *lane) {
+	most := l.MaxReactions
+	if most <= 0 {
+		most = DefaultMaxReactions
+	}
+	if len(ln.notices) <= most || ln.notices[0].Kind != state.NoticeReaction {
+		return
+	}
+	extra := ln.notices[:len(ln.notices)-most]
+	ids := make([]uint64, len(extra))
+	for i, n := range extra {
+		ids[i] = n.ID
+	}
+	reason := fmt.Sprintf("dropped: more than %d reactions were queued on the PR", most)
+	if err := l.Store.NoticesDropped(ids, reason); err != nil {
+		l.Log.Error("dropping the oldest queued reactions", "repo", extra[0].Repo, "pr", extra[0].PR, "err", err)
+		return
+	}
+	l.Log.Warn("dropped the oldest queued reactions of a PR", "channel", l.Channel, "repo", extra[0].Repo,
+		"pr", extra[0].PR, "count", len(ids), "kept", most)
+	for range ids {
+		l.count("dropped")
+	}
+	ln.notices = ln.notices[len(extra):]
 }
 
 // perPass bounds a lane's sends in one paced pass: a pass ends when its
@@ -239,8 +336,9 @@ const perPass = 4
 
 // share gives each lane its quota of the Pace budget for this pass (at most
 // perPass), one send at a time to each lane with a notice due, in turn,
-// starting after the lane served first last time. It returns the lanes that
-// send.
+// starting after the last lane given a send last time (so every lane gets
+// its turn however many more lanes there are than a window allows). It
+// returns the lanes that send.
 func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
 	now := l.now()
 	slices.SortFunc(lanes, func(a, b *lane) int { return strings.Compare(a.key, b.key) })
@@ -263,6 +361,10 @@ func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
 			later(at)
 			continue
 		}
+		if at := l.paused(ln.scope); !at.IsZero() {
+			later(at)
+			continue
+		}
 		if pools[ln.budget] == nil {
 			p := &pool{}
 			p.all, p.freeAll = l.Pace.available(ln.budget, now, true)
@@ -271,7 +373,7 @@ func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
 		}
 		ready = append(ready, ln)
 	}
-	var first *lane
+	var last *lane
 	for gave := true; gave; {
 		gave = false
 		for _, ln := range ready {
@@ -284,9 +386,7 @@ func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
 			p.other--
 			ln.quota++
 			gave = true
-			if first == nil {
-				first = ln
-			}
+			last = ln
 		}
 	}
 	var out []*lane
@@ -302,9 +402,9 @@ func (l *Loop) share(lanes []*lane, later func(time.Time)) []*lane {
 			later(free)
 		}
 	}
-	if first != nil {
+	if last != nil {
 		l.mu.Lock()
-		l.cursor = first.key
+		l.cursor = last.key
 		l.mu.Unlock()
 	}
 	return out
@@ -321,21 +421,56 @@ func (l *Loop) dueAt(n *state.Notice) time.Time {
 	return n.NextAt
 }
 
-// paused is when a channel-wide pause (a rate limit) ends, or zero.
-func (l *Loop) paused() time.Time {
+// widePause is when a channel-wide pause (a bad token) ends, or zero.
+func (l *Loop) widePause() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.pausedUntil.After(l.now()) {
-		return l.pausedUntil
+	if l.wide.After(l.now()) {
+		return l.wide
 	}
 	return time.Time{}
 }
 
-func (l *Loop) pause(until time.Time) {
+// paused is when the pause of scope (a rate limit), or a channel-wide one,
+// ends; zero when neither holds.
+func (l *Loop) paused(scope string) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if until.After(l.pausedUntil) {
-		l.pausedUntil = until
+	now := l.now()
+	at := l.pauses[scope]
+	if l.wide.After(at) {
+		at = l.wide
+	}
+	if at.After(now) {
+		return at
+	}
+	return time.Time{}
+}
+
+// pause holds scope (or, wide, the whole channel) until until, at most MaxWait away.
+func (l *Loop) pause(wide bool, scope string, until time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if limit := now.Add(l.maxWait()); until.After(limit) {
+		until = limit
+	}
+	if wide {
+		if until.After(l.wide) {
+			l.wide = until
+		}
+		return
+	}
+	if l.pauses == nil {
+		l.pauses = map[string]time.Time{}
+	}
+	for k, at := range l.pauses {
+		if !at.After(now) {
+			delete(l.pauses, k)
+		}
+	}
+	if until.After(l.pauses[scope]) {
+		l.pauses[scope] = until
 	}
 }
 
@@ -382,6 +517,9 @@ func (l *Loop) sendOne(ctx context.Context, n *state.Notice, budget int64) (Retr
 		l.done(n.ID)
 		return Retry{}, true
 	}
+	if limit := l.now().Add(l.maxWait()); r.At.After(limit) {
+		r.At = limit // a longer wait is taken to the cap, then asked again
+	}
 	log.Warn("sending a notice failed; will retry", "err", err, "attempt", attempt, "at", r.At)
 	l.count("retried")
 	if rerr := l.Store.NoticeRetry(n.ID, r.At, err.Error()); rerr != nil {
@@ -404,6 +542,32 @@ func (l *Loop) wait(id uint64) time.Time {
 	w.until = l.now().Add(Backoff(w.n, 100*time.Millisecond, time.Minute))
 	l.waits[id] = w
 	return w.until
+}
+
+// forgetWaits clears the waits of notices no longer in the outbox (sent,
+// given up or dropped another way), so the map does not grow.
+func (l *Loop) forgetWaits(notices []state.Notice) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.waits) == 0 {
+		return
+	}
+	present := make(map[uint64]bool, len(notices))
+	for i := range notices {
+		present[notices[i].ID] = true
+	}
+	for id := range l.waits {
+		if !present[id] {
+			delete(l.waits, id)
+		}
+	}
+}
+
+// Waiting is how many notices the loop holds a wait for (in memory).
+func (l *Loop) Waiting() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.waits)
 }
 
 func (l *Loop) done(id uint64) {
