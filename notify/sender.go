@@ -158,20 +158,52 @@ func clip(s string, n int) string {
 
 func fallback(s string) string { return clip(s, 300) }
 
-// Retry honours Slack's Retry-After for the whole channel, backs off on
-// 5xx and network errors, and keeps retrying (slowly) when the token or
-// channel is wrong, so a fixed configuration delivers everything.
+// MaxRetryAfter caps the Retry-After Slack asks for: a longer one is waited
+// to the cap, then the message is tried again.
+const MaxRetryAfter = 15 * time.Minute
+
+// Retry honours Slack's Retry-After (at most MaxRetryAfter) for the whole
+// channel, backs off on 5xx and network errors, and keeps retrying (slowly)
+// when the token or channel is wrong, so a fixed configuration delivers
+// everything: a token error holds every message, a channel error (missing,
+// archived, opsbot not in it) only that Slack channel's (Scope).
 func (s *Sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
 	var rl *slack.RateLimitedError
 	if errors.As(err, &rl) {
-		return outbox.Retry{At: now.Add(max(rl.RetryAfter, time.Second)), Global: true}
+		return outbox.Retry{At: now.Add(min(max(rl.RetryAfter, time.Second), MaxRetryAfter)), Global: true, Wide: true}
+	}
+	if channelError(err) {
+		s.Log.Error("slack refuses opsbot's messages to a channel: check slack.channel, repos[].slack_channel and that opsbot is in it", "err", err)
+		return outbox.Retry{At: now.Add(5 * time.Minute), Global: true}
 	}
 	if isConfigError(err) {
-		s.Log.Error("slack refuses opsbot's messages: check slack.token_env and the channel", "err", err)
-		return outbox.Retry{At: now.Add(5 * time.Minute), Global: true}
+		s.Log.Error("slack refuses opsbot's messages: check slack.token_env", "err", err)
+		return outbox.Retry{At: now.Add(5 * time.Minute), Global: true, Wide: true}
 	}
 	s.setHealth(false, "slack unreachable: "+err.Error())
 	return outbox.Retry{At: now.Add(outbox.RetryDelay(attempt))}
+}
+
+// Scope is the pause scope of a Slack notice (outbox.Loop.Scope): its
+// channel, so a channel error holds only that channel's messages.
+func Scope(n *state.Notice) string {
+	if n.Slack == nil {
+		return ""
+	}
+	return n.Slack.Channel
+}
+
+// channelError reports whether Slack refused a message for its channel.
+func channelError(err error) bool {
+	var se slack.SlackErrorResponse
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Err {
+	case "channel_not_found", "not_in_channel", "is_archived":
+		return true
+	}
+	return false
 }
 
 func isConfigError(err error) bool {

@@ -228,7 +228,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 				{N: cfg.GitHub.ContentRate.PerMinute, Per: cfg.GitHub.ContentRate.Minute},
 				{N: cfg.GitHub.ContentRate.PerHour, Per: cfg.GitHub.ContentRate.Hour}}},
 			Count: func(o string) { m.Notices.WithLabelValues("github", o).Inc() }},
-		{Store: store, Channel: state.ChannelSlack, Log: log, Sender: slackSender,
+		{Store: store, Channel: state.ChannelSlack, Log: log, Sender: slackSender, Scope: notify.Scope,
 			Count: func(o string) {
 				m.Notices.WithLabelValues("slack", o).Inc()
 				if ok, _ := slackSender.Health(); ok {

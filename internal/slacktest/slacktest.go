@@ -28,6 +28,7 @@ type Fault struct {
 	RetryAfter string // Retry-After header
 	Error      string // Slack's error code in {"ok":false,"error":...}
 	Times      int    // how many calls it applies to; 0 means until cleared
+	Channel    string // the only channel it applies to; "" means every one
 }
 
 // Fake is the fake Slack.
@@ -108,7 +109,7 @@ func (f *Fake) postMessage(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	if fl := f.fault; fl != nil && (fl.Times == 0 || f.used < fl.Times) {
+	if fl := f.fault; fl != nil && (fl.Times == 0 || f.used < fl.Times) && (fl.Channel == "" || fl.Channel == r.Form.Get("channel")) {
 		f.used++
 		if fl.RetryAfter != "" {
 			w.Header().Set("Retry-After", fl.RetryAfter)
