@@ -13,7 +13,7 @@ import (
 	"opsbot/state"
 )
 
-func enqueueInst(t *testing.T, st *state.Store, inst int64, repo string, pr int, kind, body string) uint64 {
+func enqueueInst(t *testing.T, st *state.Store, inst int64, repo string, pr int, kind state.NoticeKind, body string) uint64 {
 	t.Helper()
 	var id uint64
 	if err := st.Update(func(tx *state.Tx) error {
