@@ -190,7 +190,10 @@ func laneKey(n *state.Notice) string {
 // stopping at the first notice that waits. With a Pace, each pass shares
 // the sends the budget allows now among the lanes that have a notice due,
 // one at a time in turn (round robin, starting after the lane served last),
-// so one busy PR cannot starve another's status.
+// so one busy PR cannot starve another's status. A lane whose pause scope
+// waits (a rate limit of its installation) is skipped until the pause ends;
+// other scopes go on. Retry times stored beyond MaxWait are capped first,
+// and a PR's reaction backlog beyond MaxReactions is cut.
 func (l *Loop) Drain(ctx context.Context) time.Time {
 	if at := l.widePause(); !at.IsZero() {
 		return at
