@@ -206,6 +206,10 @@ func (d *demo) play() error {
 	if err != nil {
 		return err
 	}
+	// A reaction is sent in a lane of its own, beside the reply.
+	if err := until("opsbot's reaction to @maintainer", func() bool { return len(d.gh.Reactions(c.ID)) > 0 }); err != nil {
+		return err
+	}
 	d.say("   opsbot reacts %v and replies:", d.gh.Reactions(c.ID))
 	d.quote(reply)
 
