@@ -22,7 +22,6 @@ const (
 // so one answer cannot hold an installation's client for longer.
 type clampTransport struct {
 	base http.RoundTripper
-	now  func() time.Time
 }
 
 func (t clampTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -30,11 +29,7 @@ func (t clampTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp == nil || resp.Header == nil {
 		return resp, err
 	}
-	now := time.Now
-	if t.now != nil {
-		now = t.now
-	}
-	clampHeaders(resp.Header, now())
+	clampHeaders(resp.Header, time.Now())
 	return resp, err
 }
 

@@ -20,7 +20,7 @@ type Metrics struct {
 	Processing *prometheus.HistogramVec // event
 	APIReqs    *prometheus.CounterVec   // service, route, status
 	RateLeft   *KnownGauge              // absent until GitHub's first answer
-	Notices    *prometheus.CounterVec   // channel, outcome (sent, retried, failed)
+	Notices    *prometheus.CounterVec   // channel, outcome (sent, retried, failed, dropped)
 	Decisions  *prometheus.CounterVec   // decision
 	Commands   *prometheus.CounterVec   // command, outcome
 	GateAsks   *prometheus.CounterVec   // outcome
@@ -57,7 +57,7 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 		RateLeft: NewKnownGauge("opsbot_github_rate_limit_remaining",
 			"GitHub's x-ratelimit-remaining on the last answer (absent before the first answer)."),
 		Notices: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "opsbot_notices_total", Help: "Notices from the outbox, by channel and outcome (sent, retried, failed).",
+			Name: "opsbot_notices_total", Help: "Notices from the outbox, by channel and outcome (sent, retried, failed, dropped).",
 		}, []string{"channel", "outcome"}),
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opsbot_decisions_total", Help: "Sweep gate decisions, by decision.",
