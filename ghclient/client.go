@@ -1,6 +1,7 @@
 // Package ghclient is opsbot's GitHub edge: go-github with retries, rate
 // limits, conditional requests and metrics, the reads run validation needs,
-// and the writes the outbox sender makes. Repositories are "OWNER/REPO".
+// and the writes outbox/ghsend makes. It knows nothing of the store or the
+// outbox. Repositories are "OWNER/REPO".
 package ghclient
 
 import (

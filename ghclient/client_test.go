@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,8 +21,6 @@ import (
 	"opsbot/internal/githubtest"
 	_ "opsbot/internal/golden"
 	"opsbot/metrics"
-	"opsbot/outbox"
-	"opsbot/state"
 )
 
 const repo = "SemiAnalysisAI/InferenceX"
@@ -399,132 +396,6 @@ func TestLearnSelfWithAToken(t *testing.T) {
 		t.Fatalf("LearnSelf after a 401 = %v, want ErrUnknownSelf", err)
 	}
 	_ = c
-}
-
-// A retried status finds the one an earlier attempt set and does not set it again.
-func TestStatusRetryFindsEarlierAttempt(t *testing.T) {
-	f, _, _, _ := setup(t, nil)
-	fac, _ := NewFactory(Options{APIURL: f.URL, Token: "t"})
-	s := &Sender{Clients: fac}
-	n := &state.Notice{ID: 1, Kind: state.NoticeStatus, Repo: repo, SHA: "c2", State: "success",
-		Description: "skip: reusing run 1, authorized by @m", Context: "opsbot/sweep-gate"}
-	if _, err := s.Send(t.Context(), n, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Send(t.Context(), n, 2); err != nil { // as after a crash between sending and recording
-		t.Fatal(err)
-	}
-	if st := f.Statuses(repo, "c2"); len(st) != 1 {
-		t.Fatalf("%d statuses, want 1", len(st))
-	}
-	n.Description = "sweep: no reuse authorization" // a different status is set
-	if _, err := s.Send(t.Context(), n, 2); err != nil {
-		t.Fatal(err)
-	}
-	if st := f.Statuses(repo, "c2"); len(st) != 2 {
-		t.Fatalf("%d statuses, want 2", len(st))
-	}
-}
-
-// What follows a failed send: a validation error is given up at once, other
-// client errors after MaxAttempts, server errors never.
-func TestSenderRetryPolicy(t *testing.T) {
-	status := func(code int) error {
-		return &github.ErrorResponse{Response: &http.Response{StatusCode: code, Request: &http.Request{Method: "POST", URL: &url.URL{}}}}
-	}
-	s := &Sender{MaxAttempts: 3}
-	now := time.Now()
-	for _, c := range []struct {
-		err     error
-		attempt int
-		giveUp  bool
-	}{
-		{status(422), 1, true},
-		{status(400), 1, true},
-		{status(404), 1, false},
-		{status(404), 3, true},
-		{status(409), 2, false},
-		{status(500), 50, false},
-		{status(429), 50, false},
-		{status(403), 2, false}, // no rate limit (a locked conversation): refused after MaxAttempts
-		{status(403), 3, true},
-		{errors.New("connection reset"), 50, false},
-	} {
-		r := s.Retry(c.err, c.attempt, now)
-		if r.GiveUp != c.giveUp {
-			t.Errorf("%v at attempt %d: give up = %v, want %v", c.err, c.attempt, r.GiveUp, c.giveUp)
-		}
-		if !r.GiveUp && !r.At.After(now) {
-			t.Errorf("%v at attempt %d: retry at %v, not after now", c.err, c.attempt, r.At)
-		}
-	}
-}
-
-// A secondary rate limit the transport did not wait out (a 403 naming it,
-// or a 429) holds the whole channel for as long as GitHub asked:
-// retry-after, else until x-ratelimit-reset.
-func TestSenderRetryHonoursSecondaryLimit(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	resp := func(code int, h map[string]string) *http.Response {
-		r := &http.Response{StatusCode: code, Header: http.Header{}, Request: &http.Request{Method: "POST", URL: &url.URL{}}}
-		for k, v := range h {
-			r.Header.Set(k, v)
-		}
-		return r
-	}
-	after := 90 * time.Second
-	s := &Sender{}
-	for _, c := range []struct {
-		name string
-		err  error
-		want time.Duration
-	}{
-		{"403 with retry-after", &github.AbuseRateLimitError{Response: resp(403, nil), RetryAfter: &after}, 90 * time.Second},
-		{"403 with x-ratelimit-reset", &github.AbuseRateLimitError{Response: resp(403, map[string]string{
-			"X-Ratelimit-Reset": strconv.FormatInt(now.Add(2*time.Minute).Unix(), 10)})}, 2 * time.Minute},
-		{"429 with retry-after", &github.ErrorResponse{Response: resp(429, map[string]string{"Retry-After": "30"})}, 30 * time.Second},
-		{"429 with x-ratelimit-reset", &github.ErrorResponse{Response: resp(429, map[string]string{
-			"X-Ratelimit-Reset": strconv.FormatInt(now.Add(45*time.Second).Unix(), 10)})}, 45 * time.Second},
-		{"429 naming no time", &github.ErrorResponse{Response: resp(429, nil)}, time.Minute},
-	} {
-		r := s.Retry(fmt.Errorf("posting a comment: %w", c.err), 1, now)
-		if r.GiveUp || !r.Global || !r.At.Equal(now.Add(c.want)) {
-			t.Errorf("%s: retry = %+v, want the channel held until %v", c.name, r, now.Add(c.want))
-		}
-	}
-}
-
-// An edit whose comment is still to be sent waits (without an attempt);
-// one whose comment was refused for good or whose record is gone is posted
-// as a new comment, found again by its own marker on a retry.
-func TestEditOfAMissingCommentPostsANewOne(t *testing.T) {
-	f, _, _, _ := setup(t, nil)
-	f.AddPR(repo, 7, "author", "b", "base", []string{"c1"})
-	fac, _ := NewFactory(Options{APIURL: f.URL, Token: "t"})
-	fac.SetSelf(Identity{Login: githubtest.BotLogin, ID: githubtest.BotID})
-	st := state.NoticePending
-	s := &Sender{Clients: fac,
-		SentRef: func(uint64) (state.SentRef, bool, error) { return state.SentRef{}, false, nil },
-		Status:  func(uint64) (state.NoticeState, error) { return st, nil }}
-	n := &state.Notice{ID: 9, Kind: state.NoticeEdit, Repo: repo, PR: 7, EditOf: 3, Body: "@m staged run 1: https://x", Nonce: "0123abcd"}
-	if err := s.Ready(n); !errors.Is(err, outbox.ErrWaiting) {
-		t.Fatalf("Ready with the comment pending = %v, want ErrWaiting", err)
-	}
-	for _, st = range []state.NoticeState{state.NoticeGaveUp, state.NoticeGone} {
-		if err := s.Ready(n); err != nil {
-			t.Fatalf("Ready with the comment in state %v = %v", st, err)
-		}
-	}
-	for attempt := 1; attempt <= 2; attempt++ { // the second as after a crash before the send was recorded
-		ref, err := s.Send(t.Context(), n, attempt)
-		if err != nil || ref.CommentID == 0 {
-			t.Fatalf("attempt %d: %+v, %v", attempt, ref, err)
-		}
-	}
-	cs := f.Comments(repo, 7)
-	if len(cs) != 1 || !strings.Contains(cs[0].Body, "staged run 1") || !strings.Contains(cs[0].Body, n.Marker()) {
-		t.Fatalf("comments = %+v, want one new comment with the edit's text and marker", cs)
-	}
 }
 
 // paginate reads every page the fake serves, in order, and stops at the

@@ -6,7 +6,7 @@
 // so the Slack mirror can convert it without guessing.
 //
 // It is a leaf: it imports only the standard library, so every package that
-// writes a notice (commands, notices, runs, stage, notify) can use it.
+// writes a notice (commands, notices, runs, stage, slackmirror) can use it.
 package mdtext
 
 import (

@@ -1,8 +1,10 @@
-// Package notify mirrors opsbot's notices to the maintainers' Slack
-// channel with slack-go: one thread per PR, Block Kit messages with links,
-// sent from the outbox with retries that honour Retry-After. Slack is never
-// on the critical path: an outage delays messages and loses none.
-package notify
+// Package slackmirror mirrors opsbot's notices to the maintainers' Slack
+// channel: in the notice's own transaction it enqueues the Slack copy, in
+// the PR's thread (the thread's parent first, when the PR has none yet),
+// its GitHub Markdown turned into Slack mrkdwn that no user text can break
+// out of. outbox/slacksend posts what it enqueued. Slack is never on the
+// critical path: an outage delays messages and loses none.
+package slackmirror
 
 import (
 	"fmt"

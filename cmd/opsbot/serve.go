@@ -22,11 +22,13 @@ import (
 	"opsbot/idtoken"
 	"opsbot/metrics"
 	"opsbot/notices"
-	"opsbot/notify"
 	"opsbot/outbox"
+	"opsbot/outbox/ghsend"
+	"opsbot/outbox/slacksend"
 	"opsbot/reconcile"
 	"opsbot/runs"
 	"opsbot/server"
+	"opsbot/slackmirror"
 	"opsbot/stage"
 	"opsbot/state"
 	"opsbot/worker"
@@ -196,10 +198,10 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		return nil, err
 	}
 	web := notices.Web(cfg.GitHub.WebURL)
-	builder := &notices.Builder{Web: web, Mirror: &notify.Mirror{Cfg: cfg, Web: web}}
-	slackSender := &notify.Sender{Log: log, PRInfo: store.PRInfo}
+	builder := &notices.Builder{Web: web, Mirror: &slackmirror.Mirror{Cfg: cfg, Web: web}}
+	slackSender := &slacksend.Sender{Log: log, PRInfo: store.PRInfo}
 	if secrets.SlackToken != "" && !cfg.DryRun {
-		slackSender.Client = notify.NewClient(secrets.SlackToken, cfg.Slack.APIURL)
+		slackSender.Client = slacksend.NewClient(secrets.SlackToken, cfg.Slack.APIURL)
 		checkCtx, checkCancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := slackSender.Check(checkCtx); err != nil {
 			m.SlackUp.Set(0)
@@ -223,12 +225,12 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	a.pool = pool
 	a.loops = []*outbox.Loop{
 		{Store: store, Channel: state.ChannelGitHub, Log: log,
-			Sender: &ghclient.Sender{Clients: factory, SentRef: store.SentRef, Status: store.NoticeStatus},
+			Sender: &ghsend.Sender{Clients: factory, SentRef: store.SentRef, Status: store.NoticeStatus},
 			Pace: &outbox.Pace{Key: factory.Identity, Limits: []outbox.Limit{
 				{N: cfg.GitHub.ContentRate.PerMinute, Per: cfg.GitHub.ContentRate.Minute},
 				{N: cfg.GitHub.ContentRate.PerHour, Per: cfg.GitHub.ContentRate.Hour}}},
 			Count: func(o string) { m.Notices.WithLabelValues("github", o).Inc() }},
-		{Store: store, Channel: state.ChannelSlack, Log: log, Sender: slackSender, Scope: notify.Scope,
+		{Store: store, Channel: state.ChannelSlack, Log: log, Sender: slackSender, Scope: slacksend.Scope,
 			Count: func(o string) {
 				m.Notices.WithLabelValues("slack", o).Inc()
 				if ok, _ := slackSender.Health(); ok {

@@ -1,4 +1,9 @@
-package ghclient
+// Package ghsend delivers opsbot's GitHub notices from the outbox:
+// comments (found again by their marker on a retry), edits, reactions,
+// commit statuses and repository dispatches, through ghclient; it decides
+// what a failure means for the notice (retry, wait for a rate limit's reset
+// with the whole channel, or give up).
+package ghsend
 
 import (
 	"context"
@@ -12,15 +17,22 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
+	"opsbot/ghclient"
 	"opsbot/outbox"
 	"opsbot/state"
 )
+
+// Clients gives the GitHub client for a notice's installation (0: the
+// token's); *ghclient.Factory has it.
+type Clients interface {
+	For(installationID int64) (*ghclient.Client, error)
+}
 
 // Sender delivers GitHub notices for the outbox loop: comments (never
 // twice: an attempt after the first looks for the comment's hidden marker
 // before posting), edits, reactions, statuses and dispatches.
 type Sender struct {
-	Clients *Factory
+	Clients Clients
 	// SentRef resolves the comment an earlier comment notice posted.
 	SentRef func(id uint64) (state.SentRef, bool, error)
 	// Status says where an edit's target is when it has no sent record:
@@ -38,10 +50,10 @@ var (
 )
 
 // Retry backs off (outbox.RetryDelay), waits for a rate limit's reset (the
-// primary limit's, at most MaxPrimaryWait; or a secondary limit's
-// retry-after or x-ratelimit-reset, at most MaxSecondaryWait) with every
-// notice of the same installation, and gives up on what GitHub refuses for
-// good: 400 and 422 at once, a reaction to a comment that is gone at once,
+// primary limit's, at most ghclient.MaxPrimaryWait; or a secondary
+// limit's retry-after or x-ratelimit-reset, at most
+// ghclient.MaxSecondaryWait) with every notice of the same installation,
+// and gives up on what GitHub refuses for good: 400 and 422 at once, a reaction to a comment that is gone at once,
 // and other client errors (a 403 that is no rate limit: a locked
 // conversation, an archived repository, a missing permission) after
 // MaxAttempts.
@@ -51,7 +63,7 @@ func (s *Sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
 		tries = 5
 	}
 	if wait, ok := secondaryLimit(err, now); ok {
-		return outbox.Retry{At: now.Add(min(max(wait, time.Second), MaxSecondaryWait)), Global: true}
+		return outbox.Retry{At: now.Add(min(max(wait, time.Second), ghclient.MaxSecondaryWait)), Global: true}
 	}
 	if invalid(err) || errors.Is(err, errTargetGone) || refused(err) && attempt >= tries {
 		return outbox.Retry{GiveUp: true}
@@ -59,7 +71,7 @@ func (s *Sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
 	at := now.Add(outbox.RetryDelay(attempt))
 	if reset, ok := primaryReset(err); ok && reset.After(at) {
 		at = reset.Add(time.Second)
-		if limit := now.Add(MaxPrimaryWait); at.After(limit) {
+		if limit := now.Add(ghclient.MaxPrimaryWait); at.After(limit) {
 			at = limit
 		}
 		return outbox.Retry{At: at, Global: true}
@@ -73,7 +85,7 @@ var errTargetGone = errors.New("the comment to react to is gone")
 
 // primaryReset reports when GitHub's primary rate limit resets, when err is one.
 func primaryReset(err error) (time.Time, bool) {
-	var rl *RateLimitError
+	var rl *ghclient.RateLimitError
 	if errors.As(err, &rl) {
 		return rl.Reset, true
 	}
@@ -186,7 +198,7 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 		return state.SentRef{CommentID: target}, c.EditComment(ctx, n.Repo, target, n.Body+marker)
 	case state.NoticeReaction:
 		err := c.React(ctx, n.Repo, n.TargetComment, n.Reaction)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ghclient.ErrNotFound) {
 			err = fmt.Errorf("%w: %w", errTargetGone, err)
 		}
 		return state.SentRef{}, err
@@ -213,7 +225,7 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 // good (it never appeared) or its record is gone, the edit's text is posted
 // as a new comment, so the news (a staged URL) still reaches the PR. The new
 // comment carries the edit's own marker, so a retry finds it.
-func (s *Sender) editFallback(ctx context.Context, c *Client, n *state.Notice, attempt int) (state.SentRef, error) {
+func (s *Sender) editFallback(ctx context.Context, c *ghclient.Client, n *state.Notice, attempt int) (state.SentRef, error) {
 	if s.Status != nil {
 		st, err := s.Status(n.EditOf)
 		if err != nil {
@@ -244,7 +256,7 @@ func refused(err error) bool {
 		// A 403 that reaches here is no rate limit (Retry checks those first).
 		return code >= 400 && code < 500 && code != http.StatusTooManyRequests && code != http.StatusUnauthorized
 	}
-	return errors.Is(err, ErrNotFound)
+	return errors.Is(err, ghclient.ErrNotFound)
 }
 
 // invalid reports whether GitHub found the request itself wrong (400, 422:

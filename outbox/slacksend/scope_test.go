@@ -1,4 +1,4 @@
-package notify_test
+package slacksend_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 
 	"opsbot/internal/slacktest"
 	"opsbot/notices"
-	"opsbot/notify"
+	"opsbot/outbox/slacksend"
 	"opsbot/state"
 )
 
@@ -37,7 +37,7 @@ func TestChannelErrorHoldsOnlyThatChannel(t *testing.T) {
 	for _, code := range []string{"channel_not_found", "is_archived", "not_in_channel"} {
 		t.Run(code, func(t *testing.T) {
 			r := newRig(t)
-			r.loop.Scope = notify.Scope
+			r.loop.Scope = slacksend.Scope
 			r.loop.Parallel = 1
 			r.slack.Fail(&slacktest.Fault{Error: code, Channel: "#quiet"})
 			r.quietNotice(3, "held")
@@ -64,7 +64,7 @@ func TestChannelErrorHoldsOnlyThatChannel(t *testing.T) {
 // A token error holds every channel's messages (the token is the same).
 func TestTokenErrorHoldsEveryChannel(t *testing.T) {
 	r := newRig(t)
-	r.loop.Scope = notify.Scope
+	r.loop.Scope = slacksend.Scope
 	r.loop.Parallel = 1
 	r.slack.Fail(&slacktest.Fault{Error: "invalid_auth"})
 	r.quietNotice(3, "held")
@@ -82,10 +82,10 @@ func TestHugeSlackRetryAfterIsCapped(t *testing.T) {
 	r.slack.Fail(&slacktest.Fault{Status: 429, RetryAfter: "315360000", Times: 1})
 	r.notice(1, "reply", "one")
 	r.drain()
-	r.now = r.now.Add(notify.MaxRetryAfter + time.Second)
+	r.now = r.now.Add(slacksend.MaxRetryAfter + time.Second)
 	r.drain()
 	r.drain()
 	if n := len(r.slack.Posts()); n != 2 {
-		t.Fatalf("%d posts %v after the capped Retry-After, want 2 (parent, reply)", n, notify.MaxRetryAfter)
+		t.Fatalf("%d posts %v after the capped Retry-After, want 2 (parent, reply)", n, slacksend.MaxRetryAfter)
 	}
 }

@@ -1,4 +1,8 @@
-package notify
+// Package slacksend posts opsbot's Slack notices from the outbox with
+// slack-go: Block Kit messages with their links, each reply in its PR's
+// thread once the thread's parent is posted, retries that honour
+// Retry-After, and the health of the token and channel for /readyz.
+package slacksend
 
 import (
 	"context"

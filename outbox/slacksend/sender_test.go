@@ -1,4 +1,4 @@
-package notify_test
+package slacksend_test
 
 import (
 	"encoding/json"
@@ -12,10 +12,10 @@ import (
 	"opsbot/config"
 	"opsbot/internal/golden"
 	"opsbot/internal/slacktest"
-	"opsbot/mdtext"
 	"opsbot/notices"
-	"opsbot/notify"
 	"opsbot/outbox"
+	"opsbot/outbox/slacksend"
+	"opsbot/slackmirror"
 	"opsbot/state"
 )
 
@@ -45,10 +45,10 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.store.Close() })
-	r.b = &notices.Builder{Mirror: &notify.Mirror{Cfg: cfg}}
+	r.b = &notices.Builder{Mirror: &slackmirror.Mirror{Cfg: cfg}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r.loop = &outbox.Loop{Store: r.store, Channel: state.ChannelSlack, Log: log, Now: func() time.Time { return r.now },
-		Sender: &notify.Sender{Client: notify.NewClient("xoxb-test", r.slack.URL), Log: log, PRInfo: r.store.PRInfo}}
+		Sender: &slacksend.Sender{Client: slacksend.NewClient("xoxb-test", r.slack.URL), Log: log, PRInfo: r.store.PRInfo}}
 	return r
 }
 
@@ -187,7 +187,7 @@ func TestBadChannelDegradesAndKeepsMessages(t *testing.T) {
 	r.slack.Fail(&slacktest.Fault{Error: "channel_not_found"})
 	r.notice(1, "reply", "kept")
 	r.drain()
-	s := r.loop.Sender.(*notify.Sender)
+	s := r.loop.Sender.(*slacksend.Sender)
 	if ok, why := s.Health(); ok || !strings.Contains(why, "channel_not_found") {
 		t.Fatalf("health = %v %q", ok, why)
 	}
@@ -203,32 +203,9 @@ func TestBadChannelDegradesAndKeepsMessages(t *testing.T) {
 	}
 }
 
-func TestHostileTextIsEscaped(t *testing.T) {
-	hostile := "@maintainer I did not run `/use <!channel>`: <@U123> said <https://evil.example|click> & *bold* _it_ ~s~ <!here>"
-	got := notify.FromMarkdown(hostile)
-	for _, bad := range []string{"<!channel>", "<@U123>", "<https://evil.example|click>", "<!here>", "*bold*", "_it_", "~s~", " & "} {
-		if strings.Contains(got, bad) {
-			t.Errorf("escaped text still holds %q: %s", bad, got)
-		}
-	}
-	for _, want := range []string{"&lt;!channel&gt;", "&lt;@U123&gt;", "&amp;"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("escaped text lacks %q: %s", want, got)
-		}
-	}
-	// opsbot's own links and bold survive.
-	own := notify.FromMarkdown("**Sweep skipped** for [run 1](https://github.com/o/r/actions/runs/1)")
-	if own != "*Sweep skipped* for <https://github.com/o/r/actions/runs/1|run 1>" {
-		t.Fatalf("own formatting: %q", own)
-	}
-	if e := notify.Escape("<!channel> *x*"); strings.Contains(e, "<!channel>") || strings.Contains(e, "*x*") {
-		t.Fatalf("Escape = %q", e)
-	}
-}
-
 func TestAuthTest(t *testing.T) {
 	f := slacktest.New(t)
-	s := &notify.Sender{Client: notify.NewClient("xoxb-test", f.URL), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &slacksend.Sender{Client: slacksend.NewClient("xoxb-test", f.URL), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if err := s.Check(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -253,49 +230,4 @@ func pretty(t *testing.T, raw string) string {
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
 	return b.String()
-}
-
-// A name that looks like a Markdown link, inside a code span or escaped as
-// text, stays text in Slack: the mirror reads Markdown with the escaper's
-// own reader instead of matching link shapes anywhere.
-func TestEscapedValuesStayTextInSlack(t *testing.T) {
-	for _, v := range []string{"[click](https://evil.example)", "x` [click](https://evil.example) `y", "a\n<!channel>\n*b*", "pipe | in <url|label>"} {
-		for name, md := range map[string]string{
-			"code": "I did not pin run 1: the commits touch " + mdtext.Code(v) + ".",
-			"text": "I cannot stage: " + mdtext.Text(v) + ".",
-			"link": mdtext.Link("run "+mdtext.Code(v), "https://github.com/o/r/actions/runs/1"),
-		} {
-			got := notify.FromMarkdown(md)
-			for _, bad := range []string{"<https://evil", "<!channel>", "\n", "*b*"} {
-				if strings.Contains(got, bad) && (bad != "*b*" || name == "text") { // Slack formats nothing inside code
-					t.Errorf("%s %q: Slack text %q holds %q", name, v, got, bad)
-				}
-			}
-			if strings.Count(got, "<") > strings.Count(md, "](") {
-				t.Errorf("%s %q: Slack text %q has more links than opsbot wrote", name, v, got)
-			}
-		}
-	}
-	if got := notify.ContextLine(notices.Links{PR: "https://github.com/o/r/pull/1|fake label>"}); strings.Count(got, "|") != 1 {
-		t.Errorf("context line %q: a URL can add a label", got)
-	}
-	if got := notify.ParentText(web, &state.PRInfo{Repo: repo, PR: 1, Title: "fix\n*@channel* <!here>"}); strings.ContainsAny(got, "\n") ||
-		strings.Contains(got, "<!here>") {
-		t.Errorf("parent %q: the title broke out", got)
-	}
-}
-
-// Slack links bare domains and "www." in any case: Escape breaks each with
-// a zero-width space, and leaves version numbers alone.
-func TestEscapeBreaksBareDomains(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"WWW.evil.example", "WWW.\u200bevil.\u200bexample"},
-		{"wWw.x", "wWw.\u200bx"},
-		{"see evil.com now", "see evil.\u200bcom now"},
-		{"kimik2.5 at 1.25x.", "kimik2.5 at 1.25x."},
-	} {
-		if got := notify.Escape(tc.in); got != tc.want {
-			t.Errorf("Escape(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
 }
