@@ -171,7 +171,7 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecor
 	info := &state.PRInfo{Repo: rc.Name, PR: c.PR, Title: ev.PRTitle, Author: ev.PRAuthor,
 		State: ev.PRState, Installation: c.Installation}
 	// The repository's installation is recorded with what the comment changes.
-	remember := h.Clients.Remember(rc.Name, c.Installation)
+	remember := h.rememberInstallation(rc.Name, c.Installation)
 	withInfo := func(out string, w state.Write) (string, state.Write, error) {
 		return out, then(remember, func(tx *state.Tx) error {
 			if err := mergeInfo(tx, info); err != nil {
@@ -214,7 +214,7 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 	}
 	inst := ev.Installation.ID
 	info.Installation = inst
-	remember := h.Clients.Remember(rc.Name, inst)
+	remember := h.rememberInstallation(rc.Name, inst)
 	// The repository's installation is recorded with what the event changes.
 	recordInfo := then(remember, func(tx *state.Tx) error { return mergeInfo(tx, info) })
 	action := ev.Action
@@ -255,6 +255,16 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 		}, nil
 	}
 	return "pr-" + action, recordInfo, nil
+}
+
+// rememberInstallation notes a repository's installation from a webhook
+// in the clients, and returns the write that records it with the rest of
+// the delivery's transaction (nil when the delivery names none).
+func (h *Handler) rememberInstallation(repo string, id int64) state.Write {
+	if !h.Clients.Remember(repo, id) {
+		return nil
+	}
+	return func(tx *state.Tx) error { return tx.SetRepoInstallation(repo, id) }
 }
 
 // processed records that a comment's `created` delivery was handled with

@@ -1,7 +1,8 @@
 // Package ghclient is opsbot's GitHub edge: go-github with retries, rate
 // limits, conditional requests and metrics, the reads run validation needs,
-// and the writes outbox/ghsend makes. It knows nothing of the store or the
-// outbox. Repositories are "OWNER/REPO".
+// and the writes outbox/ghsend makes. It imports neither the store nor the
+// outbox (Clients reads remembered installations through an interface), so
+// run validation links no bbolt. Repositories are "OWNER/REPO".
 package ghclient
 
 import (

@@ -3,8 +3,6 @@ package ghclient
 import (
 	"strings"
 	"sync"
-
-	"opsbot/state"
 )
 
 // InstallationStore is where the installations learnt from webhooks are
@@ -53,15 +51,16 @@ func (c *Clients) Installation(repo string) int64 {
 	return id
 }
 
-// Remember notes a repository's installation from a webhook. The returned
-// write records it with the rest of the delivery's transaction; it is nil
-// when id is 0 (the delivery names none).
-func (c *Clients) Remember(repo string, id int64) state.Write {
+// Remember notes a repository's installation from a webhook, and reports
+// whether there was one to note (id 0: the delivery names none). The
+// caller records it in the store with the rest of the delivery's
+// transaction: ghclient knows nothing of the store's writes.
+func (c *Clients) Remember(repo string, id int64) bool {
 	if c == nil || id == 0 {
-		return nil
+		return false
 	}
 	c.mu.Lock()
 	c.m[strings.ToLower(repo)] = id
 	c.mu.Unlock()
-	return func(tx *state.Tx) error { return tx.SetRepoInstallation(repo, id) }
+	return true
 }
