@@ -103,6 +103,11 @@ func Text(s string) string {
 			b.WriteString(`\:` + zwsp)
 		case c == '.' && i >= 3 && strings.EqualFold(s[i-3:i], "www"):
 			b.WriteString(zwsp + ".")
+		case (c == '-' || c == '=') && strings.TrimLeft(s[:i], " \t") == "":
+			// At the start of a line "---" is a rule and "===" or "---" the
+			// underline of a heading, "- x" a list item: never let a value be.
+			b.WriteByte('\\')
+			b.WriteByte(c)
 		case strings.IndexByte(escaped, c) >= 0:
 			b.WriteByte('\\')
 			b.WriteByte(c)
