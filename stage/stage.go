@@ -27,20 +27,21 @@ import (
 	"opsbot/state"
 )
 
-// Reader is what staging reads from GitHub.
+// Reader is what staging reads from GitHub besides the run: the PR's labels.
 type Reader interface {
-	runs.Reader
 	LabelEvents(ctx context.Context, repo string, n int) ([]ghclient.LabelEvent, error)
 }
 
 // Handler is the staging side of opsbot.
 type Handler struct {
-	Cfg     *config.Config
-	Clients func(installation int64) (Reader, error)
-	Notices *notices.Builder
-	Staged  func(repo string, runID int64) (*state.StageRequest, error)
-	Reused  runs.ReusedLookup
-	Log     *slog.Logger
+	Cfg *config.Config
+	// Validators gives the run validator of an installation (the one the
+	// gate and commands use); Clients its reader of label timelines.
+	Validators func(installation int64) (*runs.Validator, error)
+	Clients    func(installation int64) (Reader, error)
+	Notices    *notices.Builder
+	Staged     func(repo string, runID int64) (*state.StageRequest, error)
+	Log        *slog.Logger
 }
 
 // Enabled reports whether a repository has a staging dispatch configured.
@@ -67,11 +68,14 @@ func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.
 	if cmd.RunID == 0 {
 		what = "a run"
 	}
+	val, err := h.Validators(c.Installation)
+	if err != nil {
+		return fmt.Sprintf("%s I cannot stage %s: %s.", mdtext.Mention(c.Actor.Login), what, mdtext.Text(err.Error())), false, nil
+	}
 	gh, err := h.Clients(c.Installation)
 	if err != nil {
 		return fmt.Sprintf("%s I cannot stage %s: %s.", mdtext.Mention(c.Actor.Login), what, mdtext.Text(err.Error())), false, nil
 	}
-	val := &runs.Validator{GH: gh, Reused: h.Reused}
 	var run runs.Run
 	if cmd.RunID != 0 {
 		rules := Rules(rc)

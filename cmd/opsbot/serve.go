@@ -216,7 +216,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	validators := &runs.Validators{Clients: clients, Reused: store.ReusedRun}
 	g := &gate.Gate{Cfg: cfg, Store: store, Notifier: builder, Log: log, Validators: validators.For,
 		Observe: func(d string) { m.Decisions.WithLabelValues(d).Inc() }}
-	stager := &stage.Handler{Cfg: cfg, Notices: builder, Staged: store.StagedRun, Reused: store.ReusedRun, Log: log,
+	stager := &stage.Handler{Cfg: cfg, Notices: builder, Staged: store.StagedRun, Log: log, Validators: validators.For,
 		Clients: func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
 	handler := &events.Handler{Stage: stager, Cfg: cfg, Log: log, Clients: clients, Validators: validators, Gate: g, Notices: builder,
 		Checker: &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL},
