@@ -167,16 +167,7 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 	defer cancel()
 	switch n.Kind {
 	case state.NoticeComment:
-		marker := n.Marker()
-		if attempt > 1 {
-			if found, ok, err := c.FindComment(ctx, n.Repo, n.PR, marker); err != nil {
-				return state.SentRef{}, err
-			} else if ok {
-				return state.SentRef{CommentID: found.ID, CommentURL: found.URL}, nil
-			}
-		}
-		ref, err := c.CreateComment(ctx, n.Repo, n.PR, n.Body+"\n\n"+marker)
-		return state.SentRef{CommentID: ref.ID, CommentURL: ref.URL}, err
+		return postOnce(ctx, c, n, attempt)
 	case state.NoticeEdit:
 		target, marker := n.TargetComment, ""
 		if n.EditOf != 0 {
@@ -235,6 +226,13 @@ func (s *Sender) editFallback(ctx context.Context, c *ghclient.Client, n *state.
 			return state.SentRef{}, outbox.ErrWaiting
 		}
 	}
+	return postOnce(ctx, c, n, attempt)
+}
+
+// postOnce posts n as a new PR comment carrying its hidden marker; a retry
+// (attempt > 1) first looks for the comment an earlier attempt may have
+// posted, among opsbot's own, so a lost answer never posts it twice.
+func postOnce(ctx context.Context, c *ghclient.Client, n *state.Notice, attempt int) (state.SentRef, error) {
 	marker := n.Marker()
 	if attempt > 1 {
 		if found, ok, err := c.FindComment(ctx, n.Repo, n.PR, marker); err != nil {
