@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -274,7 +275,8 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			"variables", []string{cfg.API.GateTokensEnv, cfg.API.TokensEnv})
 	}
 	if len(secrets.APITokens)+len(secrets.AdminTokens) == 0 {
-		log.Warn("no admin tokens: the audit, backup and reconcile API is refused", "variables", []string{cfg.API.AdminTokensEnv, cfg.API.TokensEnv})
+		log.Warn("no admin tokens: the audit, backup and reconcile API is refused", "variables",
+			slices.DeleteFunc([]string{cfg.API.AdminTokensEnv, cfg.API.TokensEnv}, func(v string) bool { return v == "" }))
 	}
 	if cfg.API.TokensEnv != "" {
 		log.Warn("api.tokens_env is deprecated: split it into api.gate_tokens_env and api.admin_tokens_env", "variable", cfg.API.TokensEnv)
