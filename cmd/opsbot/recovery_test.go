@@ -24,17 +24,7 @@ import (
 // createdPayload is the `created` delivery of a comment on the PR.
 func (w *world) createdPayload(author user, id int64, body string) []byte {
 	w.t.Helper()
-	p := payload(w.t, "issue_comment", "created")
-	setPath(p, "repository.full_name", theRepo)
-	setPath(p, "issue.number", thePR)
-	setPath(p, "issue.state", "open")
-	setPath(p, "issue.pull_request", map[string]any{"url": "https://api.github.com/repos/" + theRepo + "/pulls/" + strconv.Itoa(thePR)})
-	setPath(p, "comment.id", id)
-	setPath(p, "comment.body", body)
-	setPath(p, "comment.user", author.json())
-	setPath(p, "comment.html_url", fmt.Sprintf("https://github.com/%s/pull/%d#issuecomment-%d", theRepo, thePR, id))
-	p["sender"] = author.json()
-	b, err := json.Marshal(p)
+	b, err := json.Marshal(w.commentPayload("created", author, author, id, body, ""))
 	if err != nil {
 		w.t.Fatal(err)
 	}
