@@ -159,6 +159,16 @@ func Needed(p Policy) string {
 	return s
 }
 
+// Describe is who the policy lets in, as Markdown: "the `write` role or
+// above, or membership of `org/team`".
+func (p Policy) Describe() string {
+	s := fmt.Sprintf("the %s role or above", mdtext.Code(p.MinRole.String()))
+	if len(p.Teams) > 0 {
+		s += ", or membership of " + mdtext.CodeList(p.Teams)
+	}
+	return s
+}
+
 func (c *Checker) isSelf(a Actor) bool {
 	return (c.SelfID != 0 && a.ID == c.SelfID) || (c.SelfLogin != "" && strings.EqualFold(a.Login, c.SelfLogin))
 }

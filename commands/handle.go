@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -32,6 +33,21 @@ type Comment struct {
 	Parsed      bool
 	Commands    []Command
 	OldCommands []Command
+	// Author is who wrote the comment; for an edit or a deletion Actor is
+	// who made it, who may be someone else.
+	Author auth.Actor
+	// Mark is what opsbot had seen of the comment when its commands were
+	// chosen (an edit or a deletion before its `created` delivery): the
+	// write runs them only if that is still so.
+	Mark state.CommentMark
+	// Withdrawn are commands the comment held when posted that it no longer
+	// holds (edited away, or the comment deleted, before its `created`
+	// delivery was processed): audited as not run, for WithdrawnWhy.
+	Withdrawn    []Command
+	WithdrawnWhy string
+	// ExpectHead, for a comment recovery found, is the PR's head when it
+	// was posted: a pin is taken only while that is still the head.
+	ExpectHead string
 }
 
 // Deps are what handling a comment reads through.
@@ -109,7 +125,7 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 	if !c.Parsed {
 		cmds = Parse(c.Body, Options{Repo: d.Repo.Name, Host: d.WebHost})
 	}
-	if len(cmds) == 0 {
+	if len(cmds) == 0 && len(c.Withdrawn) == 0 {
 		return "no-commands", nil
 	}
 	// For /reuse-sweep-run the last one in a comment wins.
@@ -176,13 +192,36 @@ func Created(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 		}
 	}
 	outcome := "commands"
+	if len(cmds) == 0 {
+		outcome = "withdrawn"
+	}
 	return outcome, func(tx *state.Tx) error {
+		mark, err := tx.CommentMark(d.Repo.Name, c.CommentID)
+		if err != nil {
+			return err
+		}
+		if mark != c.Mark && mark != state.MarkProcessed {
+			// An edit or a deletion was recorded since the commands were
+			// chosen: choose again from what the comment says now.
+			return fmt.Errorf("%w: comment %d was %s while its commands were checked", ErrCommentChanged, c.CommentID, mark)
+		}
 		if seen, err := tx.CommentSeen(d.Repo.Name, c.CommentID); err != nil || seen {
 			return err // a redelivered or replayed comment never runs again
+		}
+		for _, cmd := range c.Withdrawn {
+			if err := tx.Audit(state.AuditRecord{Kind: "command", Command: cmd.Name, Outcome: string(NotRun), Repo: c.Repo, PR: c.PR,
+				RunID: cmd.RunID, ActorID: c.Actor.ID, ActorLogin: c.Actor.Login, CommentID: c.CommentID, CommentURL: c.URL,
+				Reason: c.WithdrawnWhy}); err != nil {
+				return err
+			}
 		}
 		return commitSteps(tx, d, c, steps)
 	}
 }
+
+// ErrCommentChanged is a comment's write that found the comment edited or
+// deleted since its commands were chosen; processing it again chooses anew.
+var ErrCommentChanged = errors.New("commands: the comment changed while it was processed")
 
 // Outcome is what became of one command, as audited.
 type Outcome string
@@ -195,6 +234,7 @@ const (
 	Rejected   Outcome = "rejected"    // it may not run now (a run that does not qualify, a closed PR)
 	Errored    Outcome = "error"       // GitHub failed while it was checked
 	Ignored    Outcome = "ignored"     // a later command in the comment wins
+	NotRun     Outcome = "not_run"     // taken back (edited away, deleted) before it was processed
 )
 
 // quietDenial is why a denial got a reaction only, as audited.
@@ -282,6 +322,15 @@ func prepareReuse(ctx context.Context, d Deps, c Comment, s *step) {
 	if run.PRState == "closed" {
 		s.outcome, s.reason = Rejected, "the PR is closed"
 		s.reply = fmt.Sprintf("%s this PR is closed: a pin applies to the next push of an open PR.", mdtext.Mention(c.Actor.Login))
+		return
+	}
+	if c.ExpectHead != "" && !strings.EqualFold(run.PRHead, c.ExpectHead) {
+		s.outcome = Rejected
+		s.reason = fmt.Sprintf("recovered after the PR's head moved from %s (the head when the comment was posted) to %s",
+			mdtext.ShortSHA(c.ExpectHead), mdtext.ShortSHA(run.PRHead))
+		s.reply = fmt.Sprintf("%s I did not pin %s: opsbot found this comment late (its webhook was lost), and the PR's head has moved "+
+			"since it was posted (from %s to %s), so the push it meant has passed. Post the command again if it still holds.",
+			mdtext.Mention(c.Actor.Login), what, mdtext.Code(mdtext.ShortSHA(c.ExpectHead)), mdtext.Code(mdtext.ShortSHA(run.PRHead)))
 		return
 	}
 	s.outcome, s.run = Accepted, run
@@ -450,9 +499,36 @@ func revoke(tx *state.Tx, c Comment, p *state.Pin, why string) error {
 		CommentID: c.CommentID, CommentURL: c.URL})
 }
 
+// mayTakeBack is whether the account that edited or deleted a comment
+// (c.Actor) may take back what the comment started under the policy of
+// command name: its author always may, anyone else only with the role the
+// command needs. Checked before the write (it may read GitHub).
+func mayTakeBack(ctx context.Context, d Deps, c Comment, name string) auth.Verdict {
+	if c.Author.ID != 0 && c.Author.ID == c.Actor.ID {
+		return auth.Verdict{Allowed: true}
+	}
+	return d.Checker.Check(ctx, d.Lookup, d.Repo.Name, c.Actor, d.policy(name))
+}
+
+// takeBack is what an edit or a deletion may take back: the verdicts on
+// its actor for reuse and for staging.
+type takeBack struct {
+	reuse, stage auth.Verdict
+}
+
+func checkTakeBack(ctx context.Context, d Deps, c Comment) takeBack {
+	tb := takeBack{reuse: mayTakeBack(ctx, d, c, Reuse)}
+	if d.Stage != nil {
+		tb.stage = mayTakeBack(ctx, d, c, Stage)
+	}
+	return tb
+}
+
 // Edited handles an edited comment: commands it adds are not run (the
 // editor, if allowed to run them, is told so), and a still-active pin whose
-// command line the edit removed is revoked.
+// command line the edit removed is revoked, as is a stage request not yet
+// dispatched, when the editor is the comment's author or holds the
+// command's role.
 func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, state.Write) {
 	opt := Options{Repo: d.Repo.Name, Host: d.WebHost}
 	before, after := c.OldCommands, c.Commands
@@ -476,17 +552,26 @@ func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, sta
 	if len(added) > 0 {
 		verdict = d.Checker.Check(ctx, d.Lookup, d.Repo.Name, c.Actor, d.policy(Reuse))
 	}
+	tb := checkTakeBack(ctx, d, c)
 	return "edited", func(tx *state.Tx) error {
 		p, err := tx.ActivePin(c.Repo, c.PR)
 		if err != nil {
 			return err
 		}
 		if p != nil && p.CommentID == c.CommentID && !hasLine(after, p.CommentLine) {
-			if err := revoke(tx, c, p, fmt.Sprintf("its command was edited away by @%s", c.Actor.Login)); err != nil {
+			// Told only when this edit removed the line: later edits of a
+			// comment without it say nothing again.
+			removed := hasLine(before, p.CommentLine) || !c.Parsed
+			how := fmt.Sprintf("its command was edited away by @%s", c.Actor.Login)
+			if err := takeBackPin(tx, d, c, p, tb.reuse, how, fmt.Sprintf("the command that created it was edited away by %s",
+				mdtext.Mention(c.Actor.Login)), "edited the command away", removed); err != nil {
 				return err
 			}
-			if err := d.Notices.PinClosed(tx, p, c.Installation, fmt.Sprintf("the command that created it was edited away by %s",
-				mdtext.Mention(c.Actor.Login))); err != nil {
+		}
+		if r, err := tx.StageRequestByComment(c.Repo, c.CommentID); err != nil {
+			return err
+		} else if r != nil && r.Pending() && r.CommandLine != "" && !hasLine(after, r.CommandLine) {
+			if err := cancelStage(tx, d, c, tb.stage, "its command was edited away"); err != nil {
 				return err
 			}
 		}
@@ -510,6 +595,84 @@ func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, sta
 	}
 }
 
+// takeBackPin revokes pin p, whose comment c's actor edited or deleted, when
+// the actor may (v); otherwise it keeps the pin, audits why and, when tell,
+// says so on the PR. A role GitHub could not tell revokes: the next push
+// then sweeps, which is never wrong.
+func takeBackPin(tx *state.Tx, d Deps, c Comment, p *state.Pin, v auth.Verdict, how, closedWhy, did string, tell bool) error {
+	if v.Allowed || v.CheckFailed || p.ActorID == c.Actor.ID {
+		if v.CheckFailed && p.ActorID != c.Actor.ID {
+			how += " (whose role could not be checked: revoked, so the next push sweeps)"
+		}
+		if err := revoke(tx, c, p, how); err != nil {
+			return err
+		}
+		return d.Notices.PinClosed(tx, p, c.Installation, closedWhy)
+	}
+	need := d.policy(Reuse).Describe()
+	if err := tx.Audit(state.AuditRecord{Kind: "pin", Outcome: "kept", Repo: c.Repo, PR: c.PR, RunID: p.RunID, PinID: p.ID,
+		ActorID: c.Actor.ID, ActorLogin: c.Actor.Login, Role: roleName(v), CommentID: c.CommentID, CommentURL: c.URL,
+		Reason: fmt.Sprintf("@%s %s of @%s's pin, but revoking another's pin needs %s: the pin stays", c.Actor.Login, did,
+			p.ActorLogin, need)}); err != nil {
+		return err
+	}
+	if !tell {
+		return nil
+	}
+	if ok, err := takeReply(tx, d, c); err != nil || !ok {
+		return err
+	}
+	_, err := d.Notices.Comment(tx, c.Repo, c.PR, c.Installation, notices.KindReply,
+		fmt.Sprintf("%s %s of %s's pin of run %s, but revoking someone else's pin needs %s, so the pin stays: the next push "+
+			"of this PR still reuses that run. Someone allowed to can revoke it with `/reuse-sweep-run cancel`.",
+			mdtext.Mention(c.Actor.Login), did, mdtext.Mention(p.ActorLogin), runLink(p.RunID, p.RunURL), need),
+		notices.Links{PR: d.Notices.Web.PR(c.Repo, c.PR), Comment: p.CommentURL, Run: p.RunURL})
+	return err
+}
+
+// cancelStage cancels the stage request comment c made, when it is still
+// pending and its dispatch has not been sent (not even tried): the staging
+// side never hears of it. A request already dispatched stays as it is,
+// audited. The actor must be the requester or hold the stage role (v).
+func cancelStage(tx *state.Tx, d Deps, c Comment, v auth.Verdict, why string) error {
+	r, err := tx.StageRequestByComment(c.Repo, c.CommentID)
+	if err != nil || r == nil || !r.Pending() {
+		return err
+	}
+	rec := state.AuditRecord{Kind: "stage", Repo: r.Repo, PR: r.PR, RunID: r.RunID, ActorID: c.Actor.ID, ActorLogin: c.Actor.Login,
+		CommentID: r.CommentID, CommentURL: r.CommentURL}
+	if !v.Allowed && !v.CheckFailed && r.RequesterID != c.Actor.ID {
+		rec.Outcome = "kept"
+		rec.Reason = fmt.Sprintf("%s by @%s, who may not cancel @%s's stage request (it needs %s)", why, c.Actor.Login, r.Requester,
+			d.policy(Stage).Describe())
+		return tx.Audit(rec)
+	}
+	cancelled := false
+	if r.DispatchNotice != 0 {
+		if cancelled, err = tx.Withdraw(r.DispatchNotice); err != nil {
+			return err
+		}
+	}
+	if !cancelled {
+		rec.Outcome = "not_cancelled"
+		rec.Reason = fmt.Sprintf("%s by @%s after its dispatch was sent: the staging side has it, and its report is still taken", why, c.Actor.Login)
+		return tx.Audit(rec)
+	}
+	r.State = state.StageCancelled
+	if err := tx.PutStageRequest(r); err != nil {
+		return err
+	}
+	rec.Outcome = state.StageCancelled
+	rec.Reason = fmt.Sprintf("%s by @%s before its dispatch was sent: the staging side was never asked", why, c.Actor.Login)
+	if err := tx.Audit(rec); err != nil {
+		return err
+	}
+	return d.Notices.Edit(tx, r.Repo, r.PR, r.Installation, r.AckNotice, notices.KindStage,
+		fmt.Sprintf("%s staging run %s was cancelled before the staging side was asked: %s by %s.", mdtext.Mention(r.Requester),
+			runLink(r.RunID, d.Notices.Web.Run(r.Repo, r.RunID)), why, mdtext.Mention(c.Actor.Login)),
+		notices.Links{PR: d.Notices.Web.PR(r.Repo, r.PR), Comment: r.CommentURL})
+}
+
 func hasLine(cmds []Command, text string) bool {
 	for _, cmd := range cmds {
 		if cmd.Error == "" && strings.EqualFold(cmd.Text, text) {
@@ -519,17 +682,23 @@ func hasLine(cmds []Command, text string) bool {
 	return false
 }
 
-// Deleted revokes the active pin a deleted comment created.
-func Deleted(d Deps, c Comment) (string, state.Write) {
+// Deleted revokes the active pin a deleted comment created, and cancels the
+// stage request it made if its dispatch has not been sent, when the one who
+// deleted it is its author or holds the command's role.
+func Deleted(ctx context.Context, d Deps, c Comment) (string, state.Write) {
+	tb := checkTakeBack(ctx, d, c)
 	return "deleted", func(tx *state.Tx) error {
 		p, err := tx.ActivePin(c.Repo, c.PR)
-		if err != nil || p == nil || p.CommentID != c.CommentID {
+		if err != nil {
 			return err
 		}
-		if err := revoke(tx, c, p, fmt.Sprintf("its comment was deleted by @%s", c.Actor.Login)); err != nil {
-			return err
+		if p != nil && p.CommentID == c.CommentID {
+			if err := takeBackPin(tx, d, c, p, tb.reuse, fmt.Sprintf("its comment was deleted by @%s", c.Actor.Login),
+				"the comment that created it was deleted", "deleted the comment", true); err != nil {
+				return err
+			}
 		}
-		return d.Notices.PinClosed(tx, p, c.Installation, "the comment that created it was deleted")
+		return cancelStage(tx, d, c, tb.stage, "its comment was deleted")
 	}
 }
 

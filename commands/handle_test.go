@@ -104,7 +104,14 @@ func newHRig(t *testing.T) *hrig {
 
 func comment(id int64, a auth.Actor, body string) commands.Comment {
 	return commands.Comment{Repo: repo, PR: 1, PRState: "open", CommentID: id, URL: "https://github.com/" + repo + "/pull/1#issuecomment-1",
-		Body: body, Actor: a, Installation: 1}
+		Body: body, Actor: a, Author: a, Installation: 1}
+}
+
+// takenBackBy is comment id of the maintainer, edited or deleted by a.
+func takenBackBy(id int64, a auth.Actor, body string) commands.Comment {
+	c := comment(id, maintainer, body)
+	c.Actor = a
+	return c
 }
 
 // commit applies a handler's write as the delivery would.
@@ -356,7 +363,7 @@ func TestEdited(t *testing.T) {
 func TestDeleted(t *testing.T) {
 	t.Run("deleting the pin's comment revokes the pin", func(t *testing.T) {
 		r := pinned(t)
-		outcome, w := commands.Deleted(r.d, comment(100, outsider, ""))
+		outcome, w := commands.Deleted(t.Context(), r.d, comment(100, maintainer, ""))
 		if outcome != "deleted" {
 			t.Fatalf("outcome = %q, want deleted", outcome)
 		}
@@ -367,9 +374,31 @@ func TestDeleted(t *testing.T) {
 		}
 		r.wantAudit(t, "command/accepted,pin/active,pin/revoked")
 	})
+	t.Run("someone below the pin's role deleting its comment keeps the pin, and the PR is told", func(t *testing.T) {
+		r := pinned(t)
+		_, w := commands.Deleted(t.Context(), r.d, takenBackBy(100, outsider, ""))
+		r.commit(t, w)
+		if p := r.activePin(t); p == nil || p.RunID != 10 {
+			t.Fatalf("active pin = %+v, want run 10 still", p)
+		}
+		comments, _ := r.outbox(t)
+		if len(comments) != 2 || !strings.Contains(comments[1], "the pin stays") || !strings.Contains(comments[1], "@outsider deleted the comment") {
+			t.Fatalf("comments %q; want a reply saying the pin stays", comments)
+		}
+		r.wantAudit(t, "command/accepted,pin/active,pin/kept")
+	})
+	t.Run("someone below the pin's role editing its line away keeps the pin", func(t *testing.T) {
+		r := pinned(t)
+		_, w := commands.Edited(t.Context(), r.d, takenBackBy(100, outsider, "never mind"), "/reuse-sweep-run 10")
+		r.commit(t, w)
+		if p := r.activePin(t); p == nil || p.RunID != 10 {
+			t.Fatalf("active pin = %+v, want run 10 still", p)
+		}
+		r.wantAudit(t, "command/accepted,pin/active,pin/kept")
+	})
 	t.Run("deleting another comment leaves the pin", func(t *testing.T) {
 		r := pinned(t)
-		_, w := commands.Deleted(r.d, comment(101, maintainer, ""))
+		_, w := commands.Deleted(t.Context(), r.d, comment(101, maintainer, ""))
 		r.commit(t, w)
 		if p := r.activePin(t); p == nil || p.RunID != 10 {
 			t.Fatalf("active pin = %+v, want run 10 still", p)

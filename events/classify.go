@@ -88,6 +88,9 @@ func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, strin
 			break // the worker reads the body and finds nothing to do
 		}
 		d.CommentID = env.Comment.ID
+		if !strings.HasPrefix(strings.ToLower(id), RecoveryIDPrefix) {
+			env.Recovery = nil // only recovery's own deliveries say what recovery knew
+		}
 		c := s.comment(repo, &env)
 		// A new comment that holds no command line (most comments) is
 		// completed by the worker without reading anything more. Any
@@ -147,6 +150,9 @@ type commentRecord struct {
 	Commands     []storedCommand `json:"commands,omitempty"`
 	// OldCommands are, for an edit, the commands of the body before it.
 	OldCommands []storedCommand `json:"old_commands,omitempty"`
+	// ExpectHead is, for a comment recovery found, the PR's head when the
+	// comment was posted (a pin is taken only while it still is).
+	ExpectHead string `json:"expect_head,omitempty"`
 }
 
 // storedCommand is commands.Command with every field kept (its own JSON
@@ -188,6 +194,9 @@ func (s *Schema) comment(repo string, env *envelope) *commentRecord {
 		PRAuthor: env.Issue.User.Login, ID: env.Comment.ID, URL: env.Comment.HTMLURL, Author: env.Comment.User,
 		Sender: env.Sender, Installation: env.Installation.ID,
 		Commands: storeCommands(commands.Parse(env.Comment.Body, opt))}
+	if env.Recovery != nil {
+		c.ExpectHead = strings.ToLower(env.Recovery.HeadSHA)
+	}
 	if env.Action == "edited" && env.Changes != nil && env.Changes.Body != nil {
 		c.OldCommands = storeCommands(commands.Parse(env.Changes.Body.From, opt))
 	}

@@ -6,6 +6,7 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -43,6 +44,20 @@ type Handler struct {
 	// repository whose client was unknown at start are resolved at its
 	// first comment.
 	Users *auth.Directory
+	// Marks reads what opsbot has seen of a comment: a `created` delivery
+	// processed after an edit or a deletion of its comment runs at most
+	// what the comment still says.
+	Marks Marks
+}
+
+// Marks reads comments' seen marks.
+type Marks interface {
+	CommentMark(repo string, commentID int64) (state.CommentMark, error)
+}
+
+// CommentReader reads a comment's body as GitHub has it now.
+type CommentReader interface {
+	CommentBody(ctx context.Context, repo string, id int64) (string, error)
 }
 
 // StageHandler takes /stage-results and the staging side's callbacks.
@@ -151,10 +166,10 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecor
 		if ev.Action == "created" {
 			return "ignored-self", processed(rc.Name, ev.ID), nil
 		}
-		return "ignored-self", noted(rc.Name, ev.ID), nil
+		return "ignored-self", noted(rc.Name, ev.ID, ev.Action == "deleted"), nil
 	}
 	c := commands.Comment{Repo: rc.Name, PR: ev.PR, PRState: ev.PRState, CommentID: ev.ID, URL: ev.URL,
-		Actor: actor, Installation: ev.Installation,
+		Actor: actor, Author: actor, Installation: ev.Installation, ExpectHead: ev.ExpectHead,
 		Parsed: true, Commands: loadCommands(ev.Commands), OldCommands: loadCommands(ev.OldCommands)}
 	if ev.Action == "edited" || ev.Action == "deleted" {
 		// The person who edited or deleted, not the comment's author.
@@ -185,6 +200,9 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecor
 	}
 	switch ev.Action {
 	case "created":
+		if err := h.takenBack(ctx, rc, &c); err != nil {
+			return "", nil, err
+		}
 		out, w := commands.Created(ctx, d, c)
 		if w == nil {
 			return out, then(remember, processed(rc.Name, c.CommentID)), nil // no commands: only that it was seen
@@ -192,10 +210,10 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecor
 		return withInfo(out, w)
 	case "edited":
 		out, w := commands.Edited(ctx, d, c, "")
-		return withInfo(out, then(noted(rc.Name, c.CommentID), w))
+		return withInfo(out, then(noted(rc.Name, c.CommentID, false), w))
 	case "deleted":
-		out, w := commands.Deleted(d, c)
-		return withInfo(out, then(noted(rc.Name, c.CommentID), w))
+		out, w := commands.Deleted(ctx, d, c)
+		return withInfo(out, then(noted(rc.Name, c.CommentID, true), w))
 	}
 	return "ignored-action", nil, nil
 }
@@ -280,9 +298,67 @@ func processed(repo string, commentID int64) state.Write {
 }
 
 // noted records that opsbot saw a comment other than by its `created`
-// delivery (an edit, a deletion): recovery never runs it.
-func noted(repo string, commentID int64) state.Write {
-	return func(tx *state.Tx) error { return tx.NoteComment(repo, commentID) }
+// delivery (an edit, a deletion): recovery never runs it, and a `created`
+// delivery that comes after runs at most what the comment still says.
+func noted(repo string, commentID int64, deleted bool) state.Write {
+	return func(tx *state.Tx) error { return tx.NoteComment(repo, commentID, deleted) }
+}
+
+// takenBack narrows a `created` delivery's commands to those its comment
+// still holds when an `edited` or `deleted` delivery of it was processed
+// first (GitHub does not promise their order; a `created` answered 503 is
+// sent again later; an operator redelivers): after a deletion none run,
+// after an edit only those in the body GitHub has now (read again, since
+// edits too may come out of order). What is left out is audited as not
+// run. An error reading GitHub is returned: the delivery is tried again.
+func (h *Handler) takenBack(ctx context.Context, rc *config.Repo, c *commands.Comment) error {
+	if h.Marks == nil || c.CommentID == 0 {
+		return nil
+	}
+	mark, err := h.Marks.CommentMark(rc.Name, c.CommentID)
+	if err != nil {
+		return err
+	}
+	c.Mark = mark
+	switch mark {
+	case state.MarkDeleted:
+		c.Withdrawn, c.Commands = c.Commands, nil
+		c.WithdrawnWhy = "the comment was deleted before opsbot processed its created webhook, which came late"
+		return nil
+	case state.MarkEdited:
+	default:
+		return nil
+	}
+	client, err := h.Clients.For(c.Installation)
+	if err != nil {
+		return worker.Permanent(err)
+	}
+	var gh CommentReader = client
+	body, err := gh.CommentBody(ctx, rc.Name, c.CommentID)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		c.Withdrawn, c.Commands = c.Commands, nil
+		c.WithdrawnWhy = "the comment was edited and then deleted before opsbot processed its created webhook, which came late"
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading comment %d again, which was edited before its created webhook was processed: %w", c.CommentID, err)
+	}
+	now := map[string]int{}
+	for _, cmd := range commands.Parse(body, commands.Options{Repo: rc.Name, Host: h.Cfg.WebHost()}) {
+		now[strings.ToLower(cmd.Text)]++
+	}
+	var kept []commands.Command
+	for _, cmd := range c.Commands {
+		if k := strings.ToLower(cmd.Text); now[k] > 0 {
+			now[k]--
+			kept = append(kept, cmd)
+			continue
+		}
+		c.Withdrawn = append(c.Withdrawn, cmd)
+	}
+	c.Commands = kept
+	c.WithdrawnWhy = "the comment was edited before opsbot processed its created webhook, which came late, and no longer holds this command"
+	return nil
 }
 
 // then runs a, then b (either may be nil).

@@ -62,7 +62,21 @@ type CommentPayload struct {
 	Repository   *Repository   `json:"repository,omitempty"`
 	Sender       Account       `json:"sender"`
 	Installation Installation  `json:"installation"`
+	// Recovery is opsbot's own, in a delivery recovery made (an id with
+	// RecoveryIDPrefix); read in no other delivery.
+	Recovery *Recovery `json:"opsbot_recovery,omitempty"`
 }
+
+// Recovery is what recovery knew of a comment it found: the PR's head when
+// the comment was posted.
+type Recovery struct {
+	HeadSHA string `json:"head_sha"`
+}
+
+// RecoveryIDPrefix starts the delivery ids recovery makes; webhook
+// deliveries may not use it (the server refuses them), so nobody can take
+// an id recovery will need, nor send what only recovery may say.
+const RecoveryIDPrefix = "reconcile-"
 
 // OnPR reports whether the comment is on a pull request (not a plain issue).
 func (p *CommentPayload) OnPR() bool {
@@ -124,4 +138,5 @@ type envelope struct {
 	Sender        Account        `json:"sender"`
 	Installation  Installation   `json:"installation"`
 	ClientPayload map[string]any `json:"client_payload"`
+	Recovery      *Recovery      `json:"opsbot_recovery"`
 }

@@ -718,6 +718,17 @@ func jsonRaw(v any) (*json.RawMessage, error) {
 	return &raw, nil
 }
 
+// CommentBody reads a comment's body as GitHub has it now; ErrNotFound
+// when the comment was deleted.
+func (c *Client) CommentBody(ctx context.Context, repo string, id int64) (string, error) {
+	o, r := split(repo)
+	ic, resp, err := c.gh.Issues.GetComment(ctx, o, r, id)
+	if err := wrap(fmt.Sprintf("reading comment %d", id), resp, err); err != nil {
+		return "", err
+	}
+	return ic.GetBody(), nil
+}
+
 // CommentsSince lists the repository's issue and PR comments updated since t, oldest first, at most max.
 func (c *Client) CommentsSince(ctx context.Context, repo string, t time.Time, max int) ([]*github.IssueComment, error) {
 	o, r := split(repo)

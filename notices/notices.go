@@ -116,10 +116,14 @@ func (b *Builder) Status(tx *state.Tx, repo string, pr int, inst int64, sha, des
 		Installation: inst, SHA: sha, State: "success", Description: description, Context: StatusContext, TargetURL: targetURL})
 }
 
-// Dispatch sends a repository_dispatch.
-func (b *Builder) Dispatch(tx *state.Tx, fromRepo string, pr int, inst int64, toRepo, eventType string, payload map[string]any) error {
-	return tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeDispatch, Repo: toRepo, PR: pr,
-		Installation: inst, EventType: eventType, Payload: payload})
+// Dispatch sends a repository_dispatch, and returns its notice's id.
+func (b *Builder) Dispatch(tx *state.Tx, fromRepo string, pr int, inst int64, toRepo, eventType string, payload map[string]any) (uint64, error) {
+	n := &state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeDispatch, Repo: toRepo, PR: pr,
+		Installation: inst, EventType: eventType, Payload: payload}
+	if err := tx.Enqueue(n); err != nil {
+		return 0, err
+	}
+	return n.ID, nil
 }
 
 // Decided tells a decision: a commit status always; on skip, a PR comment;

@@ -489,6 +489,12 @@ func (l *Loop) sendOne(ctx context.Context, n *state.Notice, budget int64) (Retr
 		}
 	}
 	attempt, err := l.Store.BeginAttempt(n.ID)
+	if errors.Is(err, state.ErrNotFound) {
+		// Withdrawn since the outbox was read (a stage request cancelled
+		// before its dispatch): nothing to send, and the lane goes on.
+		l.done(n.ID)
+		return Retry{}, true
+	}
 	if err != nil {
 		log.Error("recording a send attempt", "err", err)
 		return Retry{At: l.now().Add(time.Second)}, false

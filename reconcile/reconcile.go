@@ -110,7 +110,7 @@ var ErrReplayTooOld = errors.New("reconcile: --replay-since is more than 72h ago
 
 // IDPrefix starts the delivery ids reconciling makes; webhook deliveries
 // may not use it, so nobody can take an id recovery will need.
-const IDPrefix = "reconcile-"
+const IDPrefix = events.RecoveryIDPrefix
 
 // Run reconciles one repository. The recovery window starts an Overlap
 // before the last reconcile; replaySince, when not zero, starts it there

@@ -105,7 +105,7 @@ func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.
 	req := &state.StageRequest{Repo: rc.Name, PR: c.PR, RunID: run.ID, RunAttempt: max(run.Attempt, 1),
 		RunDate: run.CreatedAt.UTC().Format("2006-01-02"), RunSHA: run.HeadSHA, Conclusion: run.Conclusion,
 		Requester: c.Actor.Login, RequesterID: c.Actor.ID, CommentID: c.CommentID, CommentURL: c.URL,
-		Installation: c.Installation, State: state.StageRequested, Token: rand.Text()}
+		Installation: c.Installation, State: state.StageRequested, Token: rand.Text(), CommandLine: cmd.Text}
 	return "", true, func(tx *state.Tx) error { return h.record(tx, rc, req, run) }
 }
 
@@ -146,15 +146,18 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 			}
 		}
 	}
-	if err := tx.AddStageRequest(req); err != nil {
-		return err
-	}
 	payload := map[string]any{
 		"source-repository": req.Repo, "pr-number": strconv.Itoa(req.PR), "run-id": strconv.FormatInt(req.RunID, 10),
 		"run-attempt": strconv.Itoa(req.RunAttempt), "run-date": req.RunDate, "requested-by": req.Requester,
 		"comment-id": strconv.FormatInt(req.CommentID, 10), "request-token": req.Token,
 	}
-	if err := h.Notices.Dispatch(tx, req.Repo, req.PR, req.Installation, rc.Stage.Dispatch.Repo, rc.Stage.Dispatch.EventType, payload); err != nil {
+	// The dispatch's notice is kept with the request: deleting the comment
+	// before it is sent withdraws it.
+	if req.DispatchNotice, err = h.Notices.Dispatch(tx, req.Repo, req.PR, req.Installation, rc.Stage.Dispatch.Repo,
+		rc.Stage.Dispatch.EventType, payload); err != nil {
+		return err
+	}
+	if err := tx.AddStageRequest(req); err != nil {
 		return err
 	}
 	return tx.Audit(state.AuditRecord{Kind: "stage", Outcome: state.StageRequested, Repo: req.Repo, PR: req.PR, HeadSHA: req.RunSHA,

@@ -340,6 +340,18 @@ func (s *Store) NoticeFailed(id uint64, reason string) error {
 	})
 }
 
+// Withdraw takes a notice back before any attempt to send it began, in
+// this transaction, and reports whether it did: false when it was sent,
+// given up, or an attempt has begun (it may have reached GitHub).
+func (t *Tx) Withdraw(id uint64) (bool, error) {
+	b, n, err := loadNotice(t.tx, id)
+	if err != nil || n == nil || n.Attempts > 0 {
+		return false, err
+	}
+	t.dOut--
+	return true, b.Delete(u64(id))
+}
+
 // NoticesDropped moves notices the outbox chose not to send (the oldest of
 // a PR's too deep reaction backlog) out of the outbox into the failed
 // notices with the reason, and audits each (kind notice, outcome dropped).

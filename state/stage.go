@@ -15,24 +15,30 @@ const (
 	StageFailed    = "failed"    // completed and failed
 	StageReplaced  = "replaced"  // a newer request took the shared slot before this one finished
 	StageUnstaged  = "unstaged"  // was staged; a newer run took the shared slot
+	StageCancelled = "cancelled" // its comment was deleted (or its command edited away) before the dispatch was sent
 )
 
 // StageRequest is one /stage-results request, kept in order per repository.
 type StageRequest struct {
-	V            int    `json:"v"`
-	Seq          uint64 `json:"seq"`
-	Repo         string `json:"repo"`
-	PR           int    `json:"pr"`
-	RunID        int64  `json:"run_id"`
-	RunAttempt   int    `json:"run_attempt"`
-	RunDate      string `json:"run_date"` // YYYY-MM-DD, UTC, of the run's creation
-	RunSHA       string `json:"run_sha,omitempty"`
-	Conclusion   string `json:"conclusion,omitempty"`
-	Requester    string `json:"requester"`
-	RequesterID  int64  `json:"requester_id"`
-	CommentID    int64  `json:"comment_id"` // the request's comment: the callback names it
-	CommentURL   string `json:"comment_url,omitempty"`
-	AckNotice    uint64 `json:"ack_notice"` // the acknowledgement opsbot edits as staging goes on
+	V           int    `json:"v"`
+	Seq         uint64 `json:"seq"`
+	Repo        string `json:"repo"`
+	PR          int    `json:"pr"`
+	RunID       int64  `json:"run_id"`
+	RunAttempt  int    `json:"run_attempt"`
+	RunDate     string `json:"run_date"` // YYYY-MM-DD, UTC, of the run's creation
+	RunSHA      string `json:"run_sha,omitempty"`
+	Conclusion  string `json:"conclusion,omitempty"`
+	Requester   string `json:"requester"`
+	RequesterID int64  `json:"requester_id"`
+	CommentID   int64  `json:"comment_id"` // the request's comment: the callback names it
+	CommentURL  string `json:"comment_url,omitempty"`
+	AckNotice   uint64 `json:"ack_notice"` // the acknowledgement opsbot edits as staging goes on
+	// DispatchNotice is the outbox notice of the dispatch to the staging
+	// side (0 in requests recorded before it was kept).
+	DispatchNotice uint64 `json:"dispatch_notice,omitempty"`
+	// CommandLine is the command as written in the comment.
+	CommandLine  string `json:"command_line,omitempty"`
 	Installation int64  `json:"installation,omitempty"`
 	State        string `json:"state"`
 	URL          string `json:"url,omitempty"`

@@ -221,7 +221,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		Clients: func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
 	handler := &events.Handler{Stage: stager, Cfg: cfg, Log: log, Clients: clients, Validators: validators, Gate: g, Notices: builder,
 		Checker: &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL},
-		SelfID:  self.ID, SelfName: self.Login, Users: users}
+		SelfID:  self.ID, SelfName: self.Login, Users: users, Marks: store}
 	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})
 	a.pool = pool
 	a.loops = []*outbox.Loop{

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -1342,6 +1343,14 @@ func (f *Fake) EditComment(id int64, body string) {
 			c.Edits++
 		}
 	}
+}
+
+// DeleteComment deletes a comment as a person would on GitHub's page: it
+// is gone from every list and read (404).
+func (f *Fake) DeleteComment(id int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.comments = slices.DeleteFunc(f.comments, func(c *Comment) bool { return c.ID == id })
 }
 
 // SetCommentTime backdates a comment (a webhook opsbot never got).
