@@ -472,6 +472,44 @@ func (c *Client) LabelEvents(ctx context.Context, repo string, n int) ([]LabelEv
 	return out, nil
 }
 
+// TimelineEvent is one event of a PR's timeline: its kind (closed,
+// reopened, merged, base_ref_changed, head_ref_force_pushed, labeled, …)
+// and when GitHub recorded it. Events GitHub dates by their commits
+// (committed) have no time of GitHub's and are left out.
+type TimelineEvent struct {
+	Event string
+	At    time.Time
+}
+
+// MaxTimelinePages is how many pages of a PR's timeline Timeline reads.
+const MaxTimelinePages = 20
+
+// Timeline reads a PR's timeline events, oldest first, every page up to
+// MaxTimelinePages; a longer timeline is an error (what happened in it
+// cannot be told, so whoever asked must fail closed).
+func (c *Client) Timeline(ctx context.Context, repo string, n int) ([]TimelineEvent, error) {
+	o, r := split(repo)
+	var out []TimelineEvent
+	opt := &github.ListOptions{PerPage: 100}
+	for range MaxTimelinePages {
+		evs, resp, err := c.gh.Issues.ListIssueTimeline(ctx, o, r, n, opt)
+		if err := wrap(fmt.Sprintf("reading the timeline of PR #%d", n), resp, err); err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			if e.CreatedAt == nil {
+				continue
+			}
+			out = append(out, TimelineEvent{Event: e.GetEvent(), At: e.GetCreatedAt().Time})
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opt.Page = resp.NextPage
+	}
+	return nil, fmt.Errorf("reading the timeline of PR #%d: more than %d pages", n, MaxTimelinePages)
+}
+
 // ReactedBy reports whether an account left one of opsbot's reactions
 // (👍, 👎, 😕) on a PR comment. It reads every page of each of those kinds
 // (others cannot hide it behind reactions of their own), up to 10 pages a

@@ -28,6 +28,7 @@ type Reader interface {
 	PRCommits(ctx context.Context, repo string, n int) ([]string, error)
 	Compare(ctx context.Context, repo, base, head string) (ghclient.Comparison, error)
 	WorkflowRuns(ctx context.Context, repo string, workflowID int64, branch, event string, max int) ([]*github.WorkflowRun, error)
+	Timeline(ctx context.Context, repo string, n int) ([]ghclient.TimelineEvent, error)
 }
 
 // Rule names, as audited.
@@ -43,8 +44,8 @@ const (
 	RuleProtected  = "protected-paths"
 	RuleAttempt    = "attempt"
 	RuleNoRun      = "no-run"
-	RulePRClosed   = "pr-closed"
 	RuleBase       = "base-branch"
+	RuleHead       = "not-pr-head" // the run's head repository or branch is not the PR's
 	RuleAncestor   = "not-in-head"
 	RuleSkipped    = "sweep-skipped"
 )
@@ -165,9 +166,13 @@ func (v *Validator) Newest(ctx context.Context, rules Rules, pr int) (Run, error
 		return b.GetCreatedAt().Time.Compare(a.GetCreatedAt().Time)
 	})
 	var firstReason string
+	headRepo := p.GetHead().GetRepo().GetID()
 	for _, run := range list {
 		if run.GetStatus() != "completed" || !slices.Contains(allowed(rules.Conclusions), run.GetConclusion()) {
 			continue
+		}
+		if run.GetHeadRepository().GetID() != headRepo {
+			continue // the same branch name in another fork: not this PR's run
 		}
 		got, err := v.check(ctx, rules, p, run)
 		if err == nil {
@@ -224,6 +229,9 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 		return Run{}, err
 	}
 	if err := checkBase(p, run, base); err != nil {
+		return Run{}, err
+	}
+	if err := v.checkMadeFor(ctx, rules, p, run, base); err != nil {
 		return Run{}, err
 	}
 	listed := false
@@ -339,9 +347,7 @@ func defaultBranch(rules Rules, p *github.PullRequest, id int64) (string, error)
 // pull_request run executes the workflow files of the PR's merge with its
 // base branch, and a base other than the default branch may carry a
 // workflow that fabricates results (the protected paths rule compares with
-// the default branch only). A run that lists PRs must list this one, made
-// with that base (a PR retargeted since the run ran another workflow); a
-// run from a fork lists none, and the PR's base and its commits decide.
+// the default branch only).
 func checkBase(p *github.PullRequest, run *github.WorkflowRun, base string) error {
 	n, id := p.GetNumber(), run.GetID()
 	ref := p.GetBase().GetRef()
@@ -352,24 +358,74 @@ func checkBase(p *github.PullRequest, run *github.WorkflowRun, base string) erro
 		return &Rejection{RuleBase, fmt.Sprintf("PR #%d merges into %s, not the default branch %s: its runs execute that branch's workflow files, "+
 			"so no run of it is used (retarget the PR to %s and run the sweep again)", n, Code(ref), Code(base), Code(base))}
 	}
-	if len(run.PullRequests) == 0 {
+	return nil
+}
+
+// checkMadeFor rejects a run that may not have been made for this PR with
+// the default branch as its base. The run's head repository (by id) and
+// branch must be the PR's head: GitHub lists runs by branch name across
+// forks. A run's pull_requests are every open PR whose head matched, not
+// the one that triggered it, so a run that lists any PR into another base
+// (this one before a retarget, or another PR of the same head) may have run
+// that base's workflow files, and is refused; one that lists PRs must list
+// this one. A run that lists none (a fork's) is refused when the PR's
+// timeline shows its base changed at or after the run was created.
+func (v *Validator) checkMadeFor(ctx context.Context, rules Rules, p *github.PullRequest, run *github.WorkflowRun, base string) error {
+	n, id := p.GetNumber(), run.GetID()
+	head := p.GetHead()
+	if head.GetRepo().GetID() == 0 {
+		return &Rejection{RuleHead, fmt.Sprintf("PR #%d's head repository is gone (a deleted fork?), so whether run %d was made for it "+
+			"cannot be checked", n, id)}
+	}
+	if got := run.GetHeadRepository(); got.GetID() != head.GetRepo().GetID() {
+		return &Rejection{RuleHead, fmt.Sprintf("run %d ran on a branch of %s, not of PR #%d's head repository %s", id,
+			Code(orUnknown(got.GetFullName())), n, Code(orUnknown(head.GetRepo().GetFullName())))}
+	}
+	if run.GetHeadBranch() != head.GetRef() {
+		return &Rejection{RuleHead, fmt.Sprintf("run %d ran on branch %s, not on PR #%d's head branch %s", id, Code(run.GetHeadBranch()), n,
+			Code(head.GetRef()))}
+	}
+	listed := false
+	for _, x := range run.PullRequests {
+		other := x.GetBase().GetRef()
+		switch {
+		case other != base && x.GetNumber() == n:
+			return &Rejection{RuleBase, fmt.Sprintf("run %d was made for PR #%d when it merged into %s, not the default branch %s: it ran that "+
+				"branch's workflow files (run the sweep again)", id, n, Code(other), Code(base))}
+		case other != base:
+			return &Rejection{RuleBase, fmt.Sprintf("run %d also lists PR #%d, which merges into %s, not the default branch %s: the run may have "+
+				"been made for that PR and run that branch's workflow files (run the sweep again once only PRs into %s have this head)",
+				id, x.GetNumber(), Code(other), Code(base), Code(base))}
+		case x.GetNumber() == n:
+			listed = true
+		}
+	}
+	if len(run.PullRequests) > 0 && !listed {
+		return &Rejection{RuleBase, fmt.Sprintf("run %d was not made for PR #%d (the pull requests it lists do not include it)", id, n)}
+	}
+	if len(run.PullRequests) > 0 {
 		return nil
 	}
-	var other []string
-	for _, x := range run.PullRequests {
-		if x.GetNumber() != n {
-			continue
-		}
-		if x.GetBase().GetRef() == base {
-			return nil
-		}
-		other = append(other, x.GetBase().GetRef())
+	evs, err := v.GH.Timeline(ctx, rules.Repo, n)
+	if err != nil {
+		return err
 	}
-	if len(other) > 0 {
-		return &Rejection{RuleBase, fmt.Sprintf("run %d was made for PR #%d when it merged into %s, not the default branch %s: it ran that branch's "+
-			"workflow files (run the sweep again)", id, n, Code(other[0]), Code(base))}
+	made := run.GetCreatedAt().Time
+	for _, e := range evs {
+		if e.Event == "base_ref_changed" && !e.At.Before(made.Truncate(time.Second)) {
+			return &Rejection{RuleBase, fmt.Sprintf("PR #%d's base branch was changed at %s, after run %d was made (%s): the run lists no pull "+
+				"request (a fork's run), so which base's workflow files it ran cannot be told (run the sweep again)", n,
+				e.At.UTC().Format(time.RFC3339), id, made.UTC().Format(time.RFC3339))}
+		}
 	}
-	return &Rejection{RuleBase, fmt.Sprintf("run %d was not made for PR #%d (the pull requests it lists do not include it)", id, n)}
+	return nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return s
 }
 
 // checkProtected rejects a run whose commit carries changes of the PR to a

@@ -72,9 +72,16 @@ func newWorld(t *testing.T) *world {
 	f.AddPR(repo, 2604, "author", "other", "b0", []string{"e1"}, []string{"perf-changelog.yaml"})
 	add(githubtest.Run{ID: 114, Conclusion: "success", HeadSHA: "r1", HeadBranch: "rel", Artifacts: results, CreatedAt: base, PRs: []int{2602}})
 	add(githubtest.Run{ID: 115, Conclusion: "success", HeadSHA: "t1", HeadBranch: "tmp", Artifacts: results, CreatedAt: base, PRs: []int{2603}})
-	add(githubtest.Run{ID: 116, Conclusion: "success", HeadSHA: "c1", HeadBranch: "retargeted", Artifacts: results, CreatedAt: base,
+	add(githubtest.Run{ID: 116, Conclusion: "success", HeadSHA: "c1", HeadBranch: "kimi-tune", Artifacts: results, CreatedAt: base,
 		PRs: []int{2512}, PRBase: "bench-tmp"})
-	add(githubtest.Run{ID: 117, Conclusion: "success", HeadSHA: "c1", HeadBranch: "elsewhere", Artifacts: results, CreatedAt: base, PRs: []int{2604}})
+	add(githubtest.Run{ID: 117, Conclusion: "success", HeadSHA: "c1", HeadBranch: "kimi-tune", Artifacts: results, CreatedAt: base, PRs: []int{2604}})
+	// Run 118 is a fork's run on a branch named as PR 2512's; run 119 ran on another branch of the repository; run 122
+	// also lists PR 2605, of the same head into wip-base (whose run-sweep.yml may fabricate results).
+	add(githubtest.Run{ID: 118, Conclusion: "success", HeadSHA: "c1", Artifacts: results, CreatedAt: base, HeadRepoID: 999,
+		HeadRepo: "mallory/InferenceX"})
+	add(githubtest.Run{ID: 119, Conclusion: "success", HeadSHA: "c1", HeadBranch: "other", Artifacts: results, CreatedAt: base})
+	f.AddPR(repo, 2605, "author", "kimi-tune-copy", "b0", []string{"c1"}).BaseRef = "wip-base"
+	add(githubtest.Run{ID: 122, Conclusion: "success", HeadSHA: "c1", Artifacts: results, CreatedAt: base, PRs: []int{2512, 2605}})
 	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: f.URL, Token: "t", Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +154,9 @@ func TestEveryRule(t *testing.T) {
 		{"run made when the PR merged into another branch", rules(), 116, runs.RuleBase},
 		{"run made when the PR merged into another branch, staging", stage, 116, runs.RuleBase},
 		{"run made for another PR only", rules(), 117, runs.RuleBase},
+		{"a fork's run on a branch of the same name", rules(), 118, runs.RuleHead},
+		{"run on another branch", rules(), 119, runs.RuleHead},
+		{"run also listing a PR of the same head into another base", rules(), 122, runs.RuleBase},
 		{"decided head contains the run's commit", decidedHead, 100, ""},
 		{"decided head diverged from the run's commit", divergedHead, 100, runs.RuleAncestor},
 	}
@@ -174,6 +184,34 @@ func TestEveryRule(t *testing.T) {
 		fmt.Fprintf(&reasons, "%s: %s\n", tc.name, rej.Reason)
 	}
 	golden.Assert(t, "reasons.txt", reasons.String())
+}
+
+// A fork's run lists no pull requests, so which base's workflow files it
+// ran is told by the PR's timeline: a base change at or after the run was
+// made refuses it. The bare command passes over another fork's runs of a
+// branch with the same name.
+func TestForkRunsAndBaseChanges(t *testing.T) {
+	w := newWorld(t)
+	p := w.f.AddPR(repo, 2700, "author", "tune", "b0", []string{"f1"}, []string{"src/a.cu"})
+	p.HeadRepoID, p.HeadRepo = 999, "contributor/InferenceX"
+	made := time.Now().Add(-time.Hour)
+	w.f.AddRun(repo, githubtest.Run{ID: 130, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: "f1", HeadBranch: "tune", HeadRepoID: 999, HeadRepo: "contributor/InferenceX", Artifacts: results, CreatedAt: made})
+	w.f.AddRun(repo, githubtest.Run{ID: 131, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: "f1", HeadBranch: "tune", HeadRepoID: 998, HeadRepo: "mallory/InferenceX", Artifacts: results, CreatedAt: made.Add(time.Minute)})
+	if _, err := w.v.Validate(t.Context(), rules(), 2700, 130); err != nil {
+		t.Fatalf("the fork's own run: %v", err)
+	}
+	if got, err := w.v.Newest(t.Context(), rules(), 2700); err != nil || got.ID != 130 {
+		t.Fatalf("bare: %+v, %v; want run 130, not the other fork's newer run", got, err)
+	}
+	// Retargeted to wip-base and back after the run: its base cannot be told.
+	w.f.Retarget(repo, 2700, "wip-base")
+	w.f.Retarget(repo, 2700, "")
+	_, err := w.v.Validate(t.Context(), rules(), 2700, 130)
+	if rej, ok := runs.IsRejection(err); !ok || rej.Rule != runs.RuleBase || !strings.Contains(rej.Reason, "base branch was changed") {
+		t.Fatalf("after a retarget: %v, want a base-branch refusal", err)
+	}
 }
 
 func TestRebasedAway(t *testing.T) {

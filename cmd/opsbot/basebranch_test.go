@@ -51,3 +51,56 @@ func TestRunOfAPRNotBasedOnTheDefaultBranchIsRefused(t *testing.T) {
 		mustContain(t, "stage", w.lastReply(), "I did not stage run 31147925998", "when it merged into `bench-tmp`")
 	})
 }
+
+// The run must have been made for this PR's head with the default branch as
+// its base: a fork's run lists no pull requests, and GitHub lists every open
+// PR whose head matches a run, not the one that triggered it.
+func TestRunMustBeMadeForThePRsHead(t *testing.T) {
+	forkPR := func(w *world) {
+		w.gh.AddPR(theRepo, 2600, "author", "tune", sha("b0"), []string{sha("f1")}, []string{"benchmarks/kimi.sh"})
+		w.gh.FromFork(theRepo, 2600, 999, "contributor/InferenceX")
+	}
+	forkRun := func(w *world, id, repoID int64, repoName string) {
+		w.gh.AddRun(theRepo, githubtest.Run{ID: id, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+			HeadSHA: sha("f1"), HeadBranch: "tune", HeadRepoID: repoID, HeadRepo: repoName, Artifacts: resultArtifacts,
+			CreatedAt: time.Now().Add(-time.Hour)})
+	}
+	commentOn := func(w *world, pr int, body string) {
+		c := w.gh.AddComment(theRepo, pr, maintLog, body)
+		p := w.commentPayload("created", maintainer, maintainer, c.ID, body, "")
+		setPath(p, "issue.number", pr)
+		w.send("issue_comment", p)
+	}
+	lastOn := func(w *world, pr int) string {
+		cs := w.gh.Comments(theRepo, pr)
+		for i := len(cs) - 1; i >= 0; i-- {
+			if cs[i].Login == githubtest.BotLogin {
+				return cs[i].Body
+			}
+		}
+		w.t.Fatalf("no reply on PR #%d", pr)
+		return ""
+	}
+	t.Run("another fork's run on a branch of the same name", func(t *testing.T) {
+		w := newWorld(t, "")
+		forkPR(w)
+		forkRun(w, 31147926001, 998, "mallory/InferenceX")
+		commentOn(w, 2600, "/reuse-sweep-run 31147926001")
+		mustContain(t, "reply", lastOn(w, 2600), "I did not pin run 31147926001", "ran on a branch of `mallory/InferenceX`")
+	})
+	t.Run("a fork's run when the PR was retargeted after it", func(t *testing.T) {
+		w := newWorld(t, "")
+		forkPR(w)
+		forkRun(w, 31147926002, 999, "contributor/InferenceX")
+		w.gh.Retarget(theRepo, 2600, "wip-base")
+		w.gh.Retarget(theRepo, 2600, "")
+		commentOn(w, 2600, "/reuse-sweep-run 31147926002")
+		mustContain(t, "reply", lastOn(w, 2600), "I did not pin run 31147926002", "base branch was changed")
+	})
+	t.Run("a run that also lists a PR of the same head into another base", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.gh.AddPR(theRepo, 2601, "author", "kimi-tune", sha("b0"), []string{sha("c1")}).BaseRef = "wip-base"
+		w.comment(maintainer, "/reuse-sweep-run 31147925932")
+		mustContain(t, "reply", w.lastReply(), "I did not pin run 31147925932", "also lists PR #2601, which merges into `wip-base`")
+	})
+}

@@ -40,12 +40,16 @@ func TestHostileValuesStayInert(t *testing.T) {
 		{ID: 42, Conclusion: "success"},
 		{ID: 43, Conclusion: hostile},
 		{ID: 44, Conclusion: "success", Event: hostile},
+		{ID: 45, Conclusion: "success", HeadBranch: hostile},
 	}
 	for _, r := range runs {
 		if r.Event == "" {
 			r.Event = "pull_request"
 		}
-		r.WorkflowID, r.Status, r.HeadSHA, r.HeadBranch, r.Artifacts = 77, "completed", sha("c1"), hostile, resultArtifacts
+		if r.HeadBranch == "" {
+			r.HeadBranch = "kimi-tune"
+		}
+		r.WorkflowID, r.Status, r.HeadSHA, r.Artifacts = 77, "completed", sha("c1"), resultArtifacts
 		r.CreatedAt = time.Now().Add(-time.Hour)
 		w.gh.AddRun(theRepo, r)
 	}
@@ -84,6 +88,7 @@ func TestHostileValuesStayInert(t *testing.T) {
 	st := say(m, "/stage-results 31147925932")
 	w.callback("stage-results-started", st.ID, runR1, false)
 	w.callback("stage-results-completed", st.ID, runR1, true)
+	say(m, "/use 45") // refused: a hostile branch name
 
 	// Every comment opsbot posted, and every edit it made (the staging
 	// acknowledgement is edited twice), as sent to GitHub.

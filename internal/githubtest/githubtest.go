@@ -99,15 +99,19 @@ type PR struct {
 	Merged   bool
 	MergeSHA string
 	Labels   []string
+	// HeadRepoID and HeadRepo are the repository the head branch is in
+	// (a fork's); 0 and "" mean the base repository.
+	HeadRepoID int64
+	HeadRepo   string
 	// ClosedAt and UpdatedAt are GitHub's closed_at and updated_at (zero:
 	// none); States are the closes and reopens, oldest first (the timeline).
 	ClosedAt, UpdatedAt time.Time
 	States              []StateEvent
 }
 
-// StateEvent is a PR closed or reopened, as its timeline shows it.
+// StateEvent is a PR closed, reopened or retargeted, as its timeline shows it.
 type StateEvent struct {
-	Event string // closed, reopened
+	Event string // closed, reopened, base_ref_changed
 	At    time.Time
 }
 
@@ -126,7 +130,14 @@ type Run struct {
 	Attempt    int
 	CreatedAt  time.Time
 	Artifacts  []Artifact
-	PRs        []int
+	// PRs are the pull requests the run lists; nil lists what GitHub would:
+	// the open PRs of the repository whose head is the run's branch, when
+	// the run's head is in the repository itself (a fork's run lists none).
+	PRs []int
+	// HeadRepoID and HeadRepo are the repository the run's branch is in
+	// (a fork's); 0 and "" mean the repository itself.
+	HeadRepoID int64
+	HeadRepo   string
 	// PRBase is the base branch the run's pull_requests entries name; ""
 	// means each PR's base branch now (its BaseRef, or the default branch).
 	PRBase string
@@ -347,7 +358,17 @@ func (f *Fake) ForcePush(repo string, number int, commits []string, files ...[]s
 func (f *Fake) Retarget(repo string, number int, baseRef string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.repos[strings.ToLower(repo)].PRs[number].BaseRef = baseRef
+	p := f.repos[strings.ToLower(repo)].PRs[number]
+	p.BaseRef = baseRef
+	p.States = append(p.States, StateEvent{Event: "base_ref_changed", At: f.now()})
+}
+
+// FromFork puts a PR's head branch in a fork (repository id and full name).
+func (f *Fake) FromFork(repo string, number int, forkID int64, fork string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.repos[strings.ToLower(repo)].PRs[number]
+	p.HeadRepoID, p.HeadRepo = forkID, fork
 }
 
 // PRHead is a PR's head commit now.
@@ -782,7 +803,21 @@ func (f *Fake) runJSON(repo *Repo, run *Run) *github.WorkflowRun {
 	if run.Conclusion != "" {
 		wr.Conclusion = github.String(run.Conclusion)
 	}
-	for _, n := range run.PRs {
+	headID, headName := run.HeadRepoID, run.HeadRepo
+	if headID == 0 {
+		headID, headName = repo.ID, full
+	}
+	wr.HeadRepository = &github.Repository{ID: github.Int64(headID), FullName: github.String(headName)}
+	prs := run.PRs
+	if prs == nil && headID == repo.ID {
+		for n, p := range repo.PRs {
+			if p.State == "open" && p.Branch == run.HeadBranch && (p.HeadRepoID == 0 || p.HeadRepoID == repo.ID) {
+				prs = append(prs, n)
+			}
+		}
+		sort.Ints(prs)
+	}
+	for _, n := range prs {
 		base := run.PRBase
 		if base == "" {
 			base = repo.DefaultBranch
@@ -852,6 +887,10 @@ func (f *Fake) artifacts(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 
 func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 	full := repo.Owner + "/" + repo.Name
+	headID, headName := p.HeadRepoID, p.HeadRepo
+	if headID == 0 {
+		headID, headName = repo.ID, full
+	}
 	baseRef := p.BaseRef
 	if baseRef == "" {
 		baseRef = repo.DefaultBranch
@@ -861,7 +900,8 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 		Merged: github.Bool(p.Merged), Commits: github.Int(len(p.Commits)),
 		User:    f.users[strings.ToLower(p.Author)],
 		HTMLURL: github.String(fmt.Sprintf("https://github.com/%s/pull/%d", full, p.Number)),
-		Head:    &github.PullRequestBranch{SHA: github.String(p.Head()), Ref: github.String(p.Branch)},
+		Head: &github.PullRequestBranch{SHA: github.String(p.Head()), Ref: github.String(p.Branch),
+			Repo: &github.Repository{ID: github.Int64(headID), FullName: github.String(headName)}},
 		Base: &github.PullRequestBranch{SHA: github.String(p.BaseSHA), Ref: github.String(baseRef),
 			Repo: &github.Repository{FullName: github.String(full), DefaultBranch: github.String(repo.DefaultBranch)}},
 	}
