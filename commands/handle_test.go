@@ -184,6 +184,35 @@ func pinned(t *testing.T) *hrig {
 }
 
 func TestCreated(t *testing.T) {
+	t.Run("a recovered comment whose PR head moved pins nothing", func(t *testing.T) {
+		r := newHRig(t)
+		c := comment(100, maintainer, "/reuse-sweep-run 10")
+		c.ExpectHead = "c0" // the head when it was posted; the PR is at c1 now
+		_, w := commands.Created(t.Context(), r.d, c)
+		r.commit(t, w)
+		if p := r.activePin(t); p != nil {
+			t.Fatalf("active pin = %+v, want none", p)
+		}
+		comments, _ := r.outbox(t)
+		if len(comments) != 1 || !strings.Contains(comments[0], "the PR's head has moved") {
+			t.Fatalf("comments %q", comments)
+		}
+		r.wantAudit(t, "command/rejected")
+	})
+	t.Run("a comment edited since its commands were chosen is chosen again", func(t *testing.T) {
+		r := newHRig(t)
+		c := comment(100, maintainer, "/reuse-sweep-run 10")
+		_, w := commands.Created(t.Context(), r.d, c)
+		if err := r.store.Update(func(tx *state.Tx) error { return tx.NoteComment(repo, 100, true) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.store.Update(w); !errors.Is(err, commands.ErrCommentChanged) {
+			t.Fatalf("write after a deletion was noted = %v, want ErrCommentChanged", err)
+		}
+		if p := r.activePin(t); p != nil {
+			t.Fatalf("active pin = %+v, want none", p)
+		}
+	})
 	t.Run("no command writes nothing", func(t *testing.T) {
 		r := newHRig(t)
 		if outcome, w := commands.Created(t.Context(), r.d, comment(100, maintainer, "looks good to me")); outcome != "no-commands" || w != nil {

@@ -204,3 +204,26 @@ func TestClassifyRejects(t *testing.T) {
 		t.Fatalf("Classify of a repository not served = %v, %q, %v; want ignored %q", d, ignored, err, IgnoredRepo)
 	}
 }
+
+// What recovery knew of a comment (the head when it was posted) is read
+// only from recovery's own deliveries: a webhook body carrying the field
+// says nothing.
+func TestRecoveryFieldOnlyFromRecovery(t *testing.T) {
+	s := serveAll()
+	raw := edit(t, onPR(t, "created", "/reuse-sweep-run 5"), func(m map[string]any) {
+		m["opsbot_recovery"] = map[string]any{"head_sha": strings.Repeat("a", 40)}
+	})
+	for id, want := range map[string]string{"d-1": "", RecoveryIDPrefix + "comment-1": strings.Repeat("a", 40)} {
+		d, _, err := s.Classify("issue_comment", id, raw)
+		if err != nil || d == nil {
+			t.Fatalf("Classify(%s) = %v, %v", id, d, err)
+		}
+		var in ingested
+		if err := json.Unmarshal(d.Parsed, &in); err != nil {
+			t.Fatal(err)
+		}
+		if in.Comment.ExpectHead != want {
+			t.Errorf("delivery %s: expected head %q, want %q", id, in.Comment.ExpectHead, want)
+		}
+	}
+}

@@ -425,6 +425,27 @@ func (c *Client) WorkflowRuns(ctx context.Context, repo string, workflowID int64
 	return out, nil
 }
 
+// CommitRuns lists the workflow runs (every workflow) of a commit, at most
+// 5 pages of 100.
+func (c *Client) CommitRuns(ctx context.Context, repo, sha string) ([]*github.WorkflowRun, error) {
+	o, r := split(repo)
+	var out []*github.WorkflowRun
+	opt := &github.ListWorkflowRunsOptions{HeadSHA: sha, ListOptions: github.ListOptions{PerPage: 100}}
+	err := paginate("listing the runs of "+mdtext.ShortSHA(sha), &opt.ListOptions, 5,
+		func() ([]*github.WorkflowRun, *github.Response, error) {
+			list, resp, err := c.gh.Actions.ListRepositoryWorkflowRuns(ctx, o, r, opt)
+			if err != nil {
+				return nil, resp, err
+			}
+			return list.WorkflowRuns, resp, nil
+		},
+		func(page []*github.WorkflowRun) bool { out = append(out, page...); return true })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DefaultBranch reads a repository's default branch.
 func (c *Client) DefaultBranch(ctx context.Context, repo string) (string, error) {
 	o, r := split(repo)
@@ -552,37 +573,6 @@ func (c *Client) ReactedBy(ctx context.Context, repo string, commentID, userID i
 		}
 	}
 	return false, nil
-}
-
-// ClosedAt reports whether a PR was closed at t, from the closes and reopens
-// on its timeline (at most 20 pages). An event in the same second as t
-// counts as before it.
-func (c *Client) ClosedAt(ctx context.Context, repo string, n int, t time.Time) (bool, error) {
-	o, r := split(repo)
-	closed := false
-	opt := &github.ListOptions{PerPage: 100}
-	for page := 0; page < 20; page++ {
-		evs, resp, err := c.gh.Issues.ListIssueTimeline(ctx, o, r, n, opt)
-		if err := wrap(fmt.Sprintf("reading the timeline of PR #%d", n), resp, err); err != nil {
-			return false, err
-		}
-		for _, e := range evs {
-			if e.GetCreatedAt().Time.After(t) {
-				return closed, nil
-			}
-			switch e.GetEvent() {
-			case "closed", "merged":
-				closed = true
-			case "reopened":
-				closed = false
-			}
-		}
-		if resp.NextPage == 0 {
-			return closed, nil
-		}
-		opt.Page = resp.NextPage
-	}
-	return false, fmt.Errorf("reading the timeline of PR #%d: more than 20 pages; cannot tell its state at %s", n, t.UTC().Format(time.RFC3339))
 }
 
 // ---- Writes ----

@@ -1,6 +1,7 @@
 // Package reconcile recovers what webhooks lost: a command comment is run now
 // only if its `created` webhook would have run it (never seen before, never
-// edited, created inside the recovery window, on a PR open at the time), once
+// edited, created inside the recovery window, on a PR open at the time and
+// unchanged since: its head pinned against is the head it was posted on), once
 // (by comment id), and never one GitHub shows opsbot answered (its reaction is
 // on it: a database restored from any copy cannot run it again); and pins
 // of PRs that were closed while opsbot was not listening are expired (or
@@ -24,6 +25,8 @@ import (
 	"opsbot/commands"
 	"opsbot/config"
 	"opsbot/events"
+	"opsbot/ghclient"
+	"opsbot/mdtext"
 	"opsbot/state"
 )
 
@@ -37,8 +40,11 @@ type Reader interface {
 	PullRequest(ctx context.Context, repo string, n int) (*github.PullRequest, error)
 	// ReactedBy reports whether an account reacted to a comment (one read).
 	ReactedBy(ctx context.Context, repo string, commentID, userID int64) (bool, error)
-	// ClosedAt reports whether a PR was closed at a time.
-	ClosedAt(ctx context.Context, repo string, n int, t time.Time) (bool, error)
+	// Timeline reads a PR's timeline events, oldest first (an error past
+	// the pages it reads).
+	Timeline(ctx context.Context, repo string, n int) ([]ghclient.TimelineEvent, error)
+	// CommitRuns lists the workflow runs of a commit.
+	CommitRuns(ctx context.Context, repo, sha string) ([]*github.WorkflowRun, error)
 }
 
 // Store is the state reconciling reads and writes.
@@ -49,6 +55,7 @@ type Store interface {
 	ReconciledAt(repo string) (time.Time, error)
 	SetReconciledAt(repo string, t time.Time) error
 	PRInfo(repo string, pr int) (*state.PRInfo, error)
+	Decisions(repo string, pr int) ([]state.Decision, error)
 	Append(ctx context.Context, d *state.Delivery) (state.AppendResult, error)
 }
 
@@ -219,17 +226,16 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 				"never runs a command again")
 			continue
 		}
-		closed, err := gh.ClosedAt(ctx, rc.Name, pr, created)
+		head, why, err := r.sameSince(ctx, gh, rc.Name, pr, created)
 		if err != nil {
 			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
-			notRun(c, pr, "not_run", fmt.Sprintf("whether PR #%d was open when the comment was posted could not be read (%v): "+
+			notRun(c, pr, "not_run", fmt.Sprintf("what became of PR #%d since the comment was posted could not be read (%v): "+
 				"it is not run; post the command again", pr, err))
 			continue
 		}
-		if closed {
+		if why != "" {
 			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
-			notRun(c, pr, "not_run", fmt.Sprintf("PR #%d was closed when the comment was posted (%s): commands on a closed PR are not run",
-				pr, stamp(created)))
+			notRun(c, pr, "not_run", why)
 			continue
 		}
 		title := ""
@@ -244,7 +250,10 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		body := &events.CommentPayload{Action: "created",
 			Issue:      &events.Issue{Number: pr, State: "open", Title: title, PullRequest: prURL},
 			Comment:    &events.IssueComment{ID: c.GetID(), Body: c.GetBody(), HTMLURL: c.GetHTMLURL(), User: author},
-			Repository: &events.Repository{FullName: rc.Name}, Sender: author}
+			Repository: &events.Repository{FullName: rc.Name}, Sender: author,
+			// A pin is taken only while this is still the head: a push
+			// between this reconcile and the delivery's turn passes it by.
+			Recovery: &events.Recovery{HeadSHA: head}}
 		added, err := r.add(ctx, schema, fmt.Sprintf("%scomment-%d", IDPrefix, c.GetID()), "issue_comment", body)
 		if err != nil {
 			return rep, err
@@ -308,6 +317,94 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		"recovered", len(rep.CommandsRecovered), "recorded", len(rep.CommandsRecorded), "not_run", len(rep.CommandsNotRun),
 		"closed", len(rep.PinsOfClosedPRs))
 	return rep, nil
+}
+
+// timelineChanges are the timeline events after which a command posted
+// before them is not what its `created` webhook would have run.
+var timelineChanges = map[string]string{"closed": "closed", "reopened": "reopened", "merged": "merged",
+	"head_ref_force_pushed": "force-pushed", "base_ref_changed": "retargeted to another base branch"}
+
+// sameSince tells whether PR n is as it was when a comment was posted at
+// t, so that the comment's `created` webhook, had it come, would have run
+// it against the head the PR has now. It returns that head, or why not (the
+// comment is then not run): the PR was closed at t, or closed, reopened,
+// merged, retargeted or force-pushed since (its timeline); opsbot saw its
+// head move since; a run of the head was made since (a push, which GitHub's
+// timeline does not date); or nothing shows the head was already the PR's
+// head at t (a run of it made by then, or opsbot's own record of it). An
+// error is a read that failed: the caller fails closed.
+func (r *Reconciler) sameSince(ctx context.Context, gh Reader, repo string, n int, t time.Time) (string, string, error) {
+	at := t.Truncate(time.Second)
+	evs, err := gh.Timeline(ctx, repo, n)
+	if err != nil {
+		return "", "", err
+	}
+	closed := false
+	for _, e := range evs {
+		if e.At.After(at) {
+			break
+		}
+		switch e.Event {
+		case "closed", "merged":
+			closed = true
+		case "reopened":
+			closed = false
+		}
+	}
+	if closed {
+		return "", fmt.Sprintf("PR #%d was closed when the comment was posted (%s): commands on a closed PR are not run", n, stamp(t)), nil
+	}
+	for _, e := range evs {
+		if what, ok := timelineChanges[e.Event]; ok && !e.At.Before(at) {
+			return "", fmt.Sprintf("PR #%d was %s at %s, after the comment was posted (%s): the push the command meant may have "+
+				"passed; it is not run, post the command again", n, what, stamp(e.At), stamp(t)), nil
+		}
+	}
+	p, err := gh.PullRequest(ctx, repo, n)
+	if err != nil {
+		return "", "", err
+	}
+	if p.GetState() != "open" {
+		return "", fmt.Sprintf("PR #%d is %s now: commands are recovered only on open PRs", n, p.GetState()), nil
+	}
+	head := strings.ToLower(p.GetHead().GetSHA())
+	info, err := r.Store.PRInfo(repo, n)
+	if err != nil {
+		return "", "", err
+	}
+	if info != nil && info.HeadAt.After(at) {
+		return "", fmt.Sprintf("opsbot saw PR #%d's head move to %s at %s, after the comment was posted (%s): the push the command "+
+			"meant has passed; it is not run, post the command again", n, mdtext.ShortSHA(info.HeadSHA), stamp(info.HeadAt), stamp(t)), nil
+	}
+	known := info != nil && strings.EqualFold(info.HeadSHA, head) && !info.HeadAt.IsZero()
+	decs, err := r.Store.Decisions(repo, n)
+	if err != nil {
+		return "", "", err
+	}
+	for _, d := range decs {
+		known = known || (strings.EqualFold(d.HeadSHA, head) && !d.DecidedAt.After(at))
+	}
+	list, err := gh.CommitRuns(ctx, repo, head)
+	if err != nil {
+		return "", "", err
+	}
+	headRepo := p.GetHead().GetRepo().GetID()
+	for _, run := range list {
+		if run.GetEvent() != "pull_request" || (headRepo != 0 && run.GetHeadRepository().GetID() != headRepo) {
+			continue
+		}
+		made := run.GetCreatedAt().Time
+		if made.After(at) {
+			return "", fmt.Sprintf("run %d of PR #%d's head %s was made at %s, after the comment was posted (%s): the head may have been "+
+				"pushed since, so the command is not run; post it again", run.GetID(), n, mdtext.ShortSHA(head), stamp(made), stamp(t)), nil
+		}
+		known = true
+	}
+	if !known {
+		return "", fmt.Sprintf("nothing shows that %s, PR #%d's head now, was its head when the comment was posted (%s): no run of it "+
+			"by then, and opsbot did not see it; the command is not run, post it again", mdtext.ShortSHA(head), n, stamp(t)), nil
+	}
+	return head, "", nil
 }
 
 // add puts a recovered event into the inbox, classified as ingest

@@ -340,3 +340,77 @@ func TestOneUnreadableCommentDoesNotStopRecovery(t *testing.T) {
 		t.Fatalf("a comment whose answer could not be checked was run: %v", w.trail())
 	}
 }
+
+// Recovery runs a command only against the PR as it was when the command
+// was posted: a maintainer who saw no 👍 believes nothing was pinned, so a
+// pin recovered after the author pushed again (or after the PR was closed
+// and reopened) would skip whatever the author pushes next.
+func TestRecoveryBindsNoCommandToALaterHead(t *testing.T) {
+	lost := func(w *world) githubtest.Comment {
+		c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932") // its webhook is lost
+		w.gh.SetCommentTime(c.ID, time.Now().Add(-10*time.Minute))
+		return c
+	}
+	notRun := func(t *testing.T, w *world, c githubtest.Comment, why string) {
+		t.Helper()
+		rep := w.reconcile()
+		if !slices.Equal(ids(rep, "commands_not_run"), []int64{c.ID}) {
+			t.Fatalf("reconcile = %v, want comment %d not run", rep, c.ID)
+		}
+		found := false
+		for _, r := range w.audit() {
+			found = found || (r["kind"] == "recovery" && strings.Contains(r["reason"].(string), why))
+		}
+		if !found || countPinActive(w.trail()) != 0 {
+			t.Fatalf("audit: %v", w.trail())
+		}
+		w.push("c9")
+		if out, _ := w.gate("--pr", "2512", "--sha", sha("c9")); out["skip-pr-sweep"] != "false" {
+			t.Fatalf("the author's next push after recovery: %v, want the sweep", out)
+		}
+	}
+	t.Run("a push opsbot saw after the comment", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.reconcile()
+		c := lost(w)
+		w.gh.Push(theRepo, thePR, []string{sha("c2")})
+		p := w.syncPayload(sha("c2"))
+		setPath(p, "pull_request.updated_at", time.Now().UTC().Format(time.RFC3339))
+		w.send("pull_request", p)
+		notRun(t, w, c, "after the comment was posted")
+	})
+	t.Run("a push whose webhook was lost too", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.reconcile()
+		c := lost(w)
+		w.gh.Push(theRepo, thePR, []string{sha("c2")})
+		w.gh.AddRun(theRepo, githubtest.Run{ID: 31147926100, WorkflowID: 78, Event: "pull_request", Status: "completed",
+			Conclusion: "success", HeadSHA: sha("c2"), HeadBranch: "kimi-tune"}) // the gate workflow's run of the push
+		notRun(t, w, c, "was made at")
+	})
+	t.Run("a push that left no trace", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.reconcile()
+		c := lost(w)
+		w.gh.Push(theRepo, thePR, []string{sha("c2")})
+		notRun(t, w, c, "nothing shows that")
+	})
+	t.Run("closed and reopened after the comment", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.reconcile()
+		c := lost(w)
+		w.gh.ClosePR(theRepo, thePR, false, "")
+		w.gh.ReopenPR(theRepo, thePR)
+		notRun(t, w, c, "was closed at")
+	})
+	t.Run("nothing changed since the comment", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.reconcile()
+		c := lost(w)
+		rep := w.reconcile()
+		if !slices.Equal(ids(rep, "commands_recovered"), []int64{c.ID}) {
+			t.Fatalf("reconcile = %v, want comment %d recovered", rep, c.ID)
+		}
+		mustContain(t, "recovered pin", w.lastReply(), "pinned run [31147925932]")
+	})
+}

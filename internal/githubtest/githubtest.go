@@ -586,6 +586,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("GET /repos/{owner}/{repo}/actions/workflows/{file}", f.workflow)
 	add("GET /repos/{owner}/{repo}/actions/workflows/{id}/runs", f.workflowRuns)
 	add("GET /repos/{owner}/{repo}/actions/runs/{id}", f.run)
+	add("GET /repos/{owner}/{repo}/actions/runs", f.repoRuns)
 	add("GET /repos/{owner}/{repo}/actions/runs/{id}/artifacts", f.artifacts)
 	add("GET /repos/{owner}/{repo}", f.repository)
 	add("GET /repos/{owner}/{repo}/pulls/{n}", f.pull)
@@ -853,6 +854,27 @@ func (f *Fake) workflowRuns(w http.ResponseWriter, r *http.Request, repo *Repo) 
 			continue
 		}
 		runs = append(runs, run)
+	}
+	sort.Slice(runs, func(i, j int) bool {
+		return runs[i].CreatedAt.After(runs[j].CreatedAt) || (runs[i].CreatedAt.Equal(runs[j].CreatedAt) && runs[i].ID > runs[j].ID)
+	})
+	page := paginate(w, r, len(runs))
+	out := &github.WorkflowRuns{TotalCount: github.Int(len(runs)), WorkflowRuns: []*github.WorkflowRun{}}
+	for _, run := range runs[page.from:page.to] {
+		out.WorkflowRuns = append(out.WorkflowRuns, f.runJSON(repo, run))
+	}
+	return http.StatusOK, out
+}
+
+// repoRuns lists the repository's runs of every workflow, newest first,
+// filtered by head_sha when asked.
+func (f *Fake) repoRuns(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	sha := r.URL.Query().Get("head_sha")
+	var runs []*Run
+	for _, run := range repo.Runs {
+		if sha == "" || run.HeadSHA == sha {
+			runs = append(runs, run)
+		}
 	}
 	sort.Slice(runs, func(i, j int) bool {
 		return runs[i].CreatedAt.After(runs[j].CreatedAt) || (runs[i].CreatedAt.Equal(runs[j].CreatedAt) && runs[i].ID > runs[j].ID)
