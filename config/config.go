@@ -156,7 +156,22 @@ type API struct {
 	// GateWait bounds how long a gate ask waits for the PR's webhooks
 	// already received; past it the ask is answered 503 (retry).
 	GateWait time.Duration `yaml:"gate_wait"`
+	// GateRate limits gate asks per credential (a gate token, or the
+	// repository of an ID token): a burst, then per minute; past it 429.
+	GateRate GateRate `yaml:"gate_rate"`
 }
+
+// GateRate is a token bucket: Burst asks at once, refilled at PerMinute.
+type GateRate struct {
+	Burst     int `yaml:"burst"`
+	PerMinute int `yaml:"per_minute"`
+}
+
+// Defaults of api.gate_rate: a busy repository's CI asks once a push.
+const (
+	DefaultGateBurst     = 20
+	DefaultGatePerMinute = 30
+)
 
 // GitHubOIDC lets a GitHub Actions job ask the gate with its ID token instead
 // of a static token; the token's claims must match the ask.
@@ -434,6 +449,12 @@ func (c *Config) applyDefaults() {
 	if c.HTTP.MaxConnections == 0 {
 		c.HTTP.MaxConnections = 2000
 	}
+	if c.API.GateRate.Burst == 0 {
+		c.API.GateRate.Burst = DefaultGateBurst
+	}
+	if c.API.GateRate.PerMinute == 0 {
+		c.API.GateRate.PerMinute = DefaultGatePerMinute
+	}
 	if c.Notices.MaxRepliesPerUserPerHour == 0 {
 		c.Notices.MaxRepliesPerUserPerHour = DefaultMaxRepliesPerUserPerHour
 	}
@@ -543,6 +564,9 @@ func (c *Config) validate() Problems {
 	}
 	if c.HTTP.ReadHeaderTimeout < 0 || c.HTTP.ReadTimeout < 0 || c.HTTP.WriteTimeout < 0 || c.HTTP.IdleTimeout < 0 {
 		add("http", "timeouts must be positive")
+	}
+	if c.API.GateRate.Burst < 0 || c.API.GateRate.PerMinute < 0 {
+		add("api.gate_rate", "burst and per_minute must be positive (or left out for %d and %d)", DefaultGateBurst, DefaultGatePerMinute)
 	}
 	if c.HTTP.MaxConnections < 1 {
 		add("http.max_connections", "must be at least 1, got %d", c.HTTP.MaxConnections)

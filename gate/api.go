@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -53,6 +54,10 @@ type Answer struct {
 	// NotHead marks an ask for a commit that is not the PR's head: it
 	// answers sweep and nothing was decided or used up.
 	NotHead bool `json:"not_head,omitempty"`
+	// UnknownPR marks an ask for a PR opsbot has no record of (no webhook
+	// of it came): it answers sweep, read nothing from GitHub and decided
+	// nothing (a PR opsbot never heard of has no pin).
+	UnknownPR bool `json:"unknown_pr,omitempty"`
 }
 
 // PRFinder reads PRs: the PRs of a commit (for a push to the default
@@ -73,6 +78,10 @@ type API struct {
 	QuietWait time.Duration
 	// Finder gives a PR finder for a repository (its installation's client).
 	Finder func(repo string) (PRFinder, error)
+	// Now is the clock of the answers remembered (default time.Now).
+	Now func() time.Time
+
+	misses missCache // answers that read GitHub and found nothing to use
 }
 
 var shaRE = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
@@ -141,9 +150,18 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	inst := int64(0)
-	if info != nil {
-		inst = info.Installation
+	if info == nil {
+		// No webhook of the PR ever came, so no comment pinned anything
+		// on it: answered without reading GitHub, deciding nothing.
+		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, UnknownPR: true,
+			Reason: fmt.Sprintf("opsbot has no record of PR #%d (no webhook of it reached opsbot), so nothing authorizes a skip; "+
+				"nothing was decided", r.PR)}, nil
+	}
+	inst := info.Installation
+	missKey := fmt.Sprintf("pr\x00%s\x00%d\x00%s", r.Repo, r.PR, r.SHA)
+	if why, ok := a.misses.get(missKey, a.now()); ok && !strings.EqualFold(info.HeadSHA, r.SHA) {
+		// Asked again before MissTTL passed, and no push of it came since.
+		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true, Reason: why}, nil
 	}
 	if head, err := a.head(ctx, r, info); err != nil || !strings.EqualFold(head, r.SHA) {
 		// Only the head is decided: an ask for another commit must not use
@@ -151,9 +169,10 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 		if err != nil {
 			return Answer{}, err
 		}
-		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true,
-			Reason: fmt.Sprintf("commit %s is not the head of PR #%d (%s is); only the head's sweep can be skipped, and this ask used up nothing",
-				mdtext.ShortSHA(r.SHA), r.PR, mdtext.ShortSHA(head))}, nil
+		why := fmt.Sprintf("commit %s is not the head of PR #%d (%s is); only the head's sweep can be skipped, and this ask used up nothing",
+			mdtext.ShortSHA(r.SHA), r.PR, mdtext.ShortSHA(head))
+		a.misses.put(missKey, why, a.now())
+		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true, Reason: why}, nil
 	}
 	d, err := a.Gate.Decide(ctx, Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api", Installation: inst})
 	if err != nil {
@@ -207,6 +226,11 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 	if err != nil {
 		return ans, err
 	}
+	missKey := "push\x00" + r.Repo + "\x00" + r.SHA
+	if why, ok := a.misses.get(missKey, a.now()); ok {
+		ans.Reason = why
+		return ans, nil
+	}
 	prs, err := f.PullRequestsForCommit(ctx, r.Repo, r.SHA)
 	if err != nil {
 		return ans, fmt.Errorf("finding the PR merged by %s: %w", r.SHA, err)
@@ -219,6 +243,7 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 	}
 	if merged == nil {
 		ans.Reason = fmt.Sprintf("commit %s merged no pull request", mdtext.ShortSHA(r.SHA))
+		a.misses.put(missKey, ans.Reason, a.now())
 		return ans, nil
 	}
 	ans.PR = merged.GetNumber()
@@ -241,6 +266,60 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 	}
 	ans.Reason = fmt.Sprintf("opsbot made no decision for PR #%d's final head %s", ans.PR, mdtext.ShortSHA(merged.GetHead().GetSHA()))
 	return ans, nil
+}
+
+func (a *API) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// MissTTL is how long an answer that read GitHub and found nothing to use
+// (a commit that is not the PR's head, a push that merged no PR) is given
+// again without reading GitHub: asks for made-up commits cost one read each
+// per minute at most, and the gate's own asks (one per push) never wait on it.
+const MissTTL = time.Minute
+
+// missMax bounds the misses remembered; past it the oldest go.
+const missMax = 4096
+
+// missCache remembers negative answers for MissTTL.
+type missCache struct {
+	mu    sync.Mutex
+	items map[string]miss
+	order []string
+}
+
+type miss struct {
+	why string
+	at  time.Time
+}
+
+func (c *missCache) get(k string, now time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.items[k]
+	if !ok || now.Sub(m.at) >= MissTTL || now.Before(m.at) {
+		return "", false
+	}
+	return m.why, true
+}
+
+func (c *missCache) put(k, why string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.items == nil {
+		c.items = map[string]miss{}
+	}
+	if _, ok := c.items[k]; !ok {
+		c.order = append(c.order, k)
+	}
+	c.items[k] = miss{why: why, at: now}
+	for len(c.order) > missMax {
+		delete(c.items, c.order[0])
+		c.order = c.order[1:]
+	}
 }
 
 func clip(s string, n int) string {

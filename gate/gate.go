@@ -122,9 +122,12 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 			why: state.Why{Code: state.ReasonRunRejected, RunID: pin.RunID, Detail: rej.Reason}}
 	}
 	if err != nil {
-		g.Log.Warn("validating a pinned run failed; deciding sweep", "repo", a.Repo, "pr", a.PR, "run", pin.RunID, "err", err)
-		return plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid,
-			why: state.Why{Code: state.ReasonGitHubError, RunID: pin.RunID, Detail: detail(err)}}
+		// GitHub failing (a rate limit spent, an outage) says nothing of
+		// the run: this head sweeps (fail closed) and the pin stays for
+		// the next push, where the run is checked again.
+		g.Log.Warn("validating a pinned run failed; deciding sweep, keeping the pin", "repo", a.Repo, "pr", a.PR, "run", pin.RunID, "err", err)
+		return plan{decision: state.Sweep, pin: pin,
+			why: state.Why{Code: state.ReasonGitHubErrorKept, RunID: pin.RunID, Detail: detail(err), Actor: pin.ActorLogin}}
 	}
 	if !strings.EqualFold(run.PRHead, a.SHA) {
 		// A late or out-of-order webhook: the pin waits for the head.

@@ -246,6 +246,7 @@ github:
 %s
 api:
   tokens_env: "BENCH_API_TOKENS"
+  gate_rate: {burst: 100000000, per_minute: 100000000}  # one token asks for every simulated push: measure the gate, not its limit
 notices:
   max_replies_per_user_per_hour: 1000000   # one maintainer sends every command: measure replies, not the limit
 http:

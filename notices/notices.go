@@ -52,13 +52,14 @@ type Kind string
 
 // Comment kinds.
 const (
-	KindSkip    Kind = "skip"    // a skipped sweep (broadcast in Slack)
-	KindInvalid Kind = "invalid" // a pin whose run no longer qualified
-	KindRevoked Kind = Kind(state.PinRevoked)
-	KindExpired Kind = Kind(state.PinExpired)
-	KindReply   Kind = "reply"  // opsbot's answer to a command
-	KindEdited  Kind = "edited" // commands an edit added were not run
-	KindStage   Kind = "stage"  // a staging request and its progress
+	KindSkip      Kind = "skip"    // a skipped sweep (broadcast in Slack)
+	KindInvalid   Kind = "invalid" // a pin whose run no longer qualified
+	KindRevoked   Kind = Kind(state.PinRevoked)
+	KindExpired   Kind = Kind(state.PinExpired)
+	KindReply     Kind = "reply"     // opsbot's answer to a command
+	KindEdited    Kind = "edited"    // commands an edit added were not run
+	KindStage     Kind = "stage"     // a staging request and its progress
+	KindUnchecked Kind = "unchecked" // a pinned push swept because GitHub failed; the pin stays
 )
 
 // Mirror turns a GitHub notice into its Slack message.
@@ -146,8 +147,20 @@ func (b *Builder) Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, inst 
 		return err
 	case pin != nil && pin.State == state.PinInvalid:
 		return b.pinInvalidComment(tx, d, pin, inst)
+	case d.Why.Code == state.ReasonGitHubErrorKept:
+		_, err := b.Comment(tx, d.Repo, d.PR, inst, KindUnchecked, UncheckedText(b.Web, d), Links{PR: prURL,
+			Run: b.Web.Run(d.Repo, d.Why.RunID), Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
+		return err
 	}
 	return nil
+}
+
+// UncheckedText is the PR comment when GitHub failed while a pinned run
+// was checked: the push sweeps and the pin waits for the next.
+func UncheckedText(web Web, d *state.Decision) string {
+	return fmt.Sprintf("⚠️ **%s sweeps**: GitHub did not answer while opsbot checked pinned run %s (%s). "+
+		"The pin by %s stays: the next push of this PR is checked again and may reuse the run.",
+		commitLink(web, d.Repo, d.HeadSHA), runLink(d.Why.RunID, web.Run(d.Repo, d.Why.RunID)), d.Why.Detail, mdtext.Mention(d.Why.Actor))
 }
 
 func (b *Builder) pinInvalidComment(tx *state.Tx, d *state.Decision, pin *state.Pin, inst int64) error {
@@ -203,6 +216,8 @@ func Reason(w state.Why) string {
 		return fmt.Sprintf("pinned run %d %s", w.RunID, pinWhy(w))
 	case state.ReasonGitHubError:
 		return fmt.Sprintf("pinned run %d %s", w.RunID, pinWhy(w))
+	case state.ReasonGitHubErrorKept:
+		return fmt.Sprintf("pinned run %d could not be checked (GitHub: %s), so this push sweeps; the pin stays for the next push", w.RunID, w.Detail)
 	case state.ReasonRunRejected:
 		return fmt.Sprintf("pinned run %d no longer qualifies: %s", w.RunID, w.Detail)
 	case state.ReasonNotHead:

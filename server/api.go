@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,9 +61,12 @@ type API struct {
 	// AskOutcome counts gate asks by outcome (metrics); optional.
 	AskOutcome func(outcome string)
 	Gate       GateAnswerer
-	Reconcile  Reconciler
-	Audit      AuditReader
-	Log        *slog.Logger
+	// AskLimit limits gate asks per credential (api.gate_rate); nil
+	// limits nothing.
+	AskLimit  *AskLimiter
+	Reconcile Reconciler
+	Audit     AuditReader
+	Log       *slog.Logger
 	// Ctx is the server's lifetime context; decisions run on it (with a
 	// timeout) so a client hanging up does not cut a decision in half.
 	Ctx context.Context
@@ -145,6 +150,7 @@ type gateResult struct {
 	req     gate.Request
 	claims  idtoken.Claims // of a verified ID token
 	err     error          // logged, when the fault is opsbot's
+	after   time.Duration  // Retry-After of a 429
 }
 
 func (a *API) gate(w http.ResponseWriter, r *http.Request) {
@@ -158,6 +164,9 @@ func (a *API) gate(w http.ResponseWriter, r *http.Request) {
 	}
 	if res.code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "5")
+	}
+	if res.code == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(1, (res.after+time.Second-1)/time.Second))))
 	}
 	if wantsText(r.Header.Get("Accept")) {
 		// Lines ready for $GITHUB_OUTPUT. An error keeps its status, so a
@@ -216,6 +225,18 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 	default:
 		return fail(http.StatusUnauthorized, "unauthorized", noToken)
 	}
+	// A verified credential's asks are limited before anything reads
+	// GitHub for them: a leaked token cannot spend opsbot's budget.
+	key := "token:" + tokenKey(raw)
+	if class == classOIDC {
+		key = "repo:" + strings.ToLower(claims.Repository)
+	}
+	if ok, wait := a.AskLimit.Take(key); !ok {
+		res := fail(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("too many gate asks with this credential: at most %d at once "+
+			"and %d a minute (api.gate_rate); retry in %s", a.AskLimit.Burst, a.AskLimit.PerMinute, wait.Round(time.Second)))
+		res.class, res.after = class, wait
+		return res
+	}
 	req, err := readAsk(w, r)
 	if err != nil {
 		res := fail(http.StatusBadRequest, "bad_request", err.Error())
@@ -251,6 +272,8 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 	default:
 		res.code, res.ans = http.StatusOK, ans
 		switch {
+		case ans.UnknownPR:
+			res.outcome = "unknown_pr"
 		case ans.NotHead:
 			res.outcome = "not_head"
 		case ans.Event == "push" && ans.ReuseEnabled:
@@ -267,8 +290,14 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 }
 
 // AskOutcomes are every outcome a gate ask is counted under.
-var AskOutcomes = []string{"skip", "sweep", "not_head", "reuse", "no_reuse", "bad_request", "unknown_repo",
-	"unauthorized", "forbidden", "unavailable", "error"}
+var AskOutcomes = []string{"skip", "sweep", "not_head", "unknown_pr", "reuse", "no_reuse", "bad_request", "unknown_repo",
+	"unauthorized", "forbidden", "rate_limited", "unavailable", "error"}
+
+// tokenKey names a static token in the ask limiter without keeping it.
+func tokenKey(tok string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(sum[:12])
+}
 
 func (a *API) logAsk(res gateResult) {
 	attrs := []any{"repo", res.req.Repo, "pr", res.req.PR, "sha", res.req.SHA, "event", res.req.Event, "action", res.req.Action,

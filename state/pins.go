@@ -461,7 +461,8 @@ const (
 	ReasonNoPinWhenDecided ReasonCode = "no_pin_when_decided" // a pin came while the head was decided
 	ReasonPinnedAtHead     ReasonCode = "pinned_at_head"      // the pin was taken on this head: it covers the next
 	ReasonUncheckable      ReasonCode = "uncheckable"         // no validator for the installation (Detail)
-	ReasonGitHubError      ReasonCode = "github_error"        // GitHub failed while the run was checked (Detail)
+	ReasonGitHubError      ReasonCode = "github_error"        // GitHub failed while the run was checked (Detail); the pin became invalid (decisions before the pin was kept)
+	ReasonGitHubErrorKept  ReasonCode = "github_error_kept"   // GitHub failed while the run was checked (Detail); the pin stays for the next push
 	ReasonRunRejected      ReasonCode = "run_rejected"        // the run no longer qualifies (Detail)
 	ReasonNotHead          ReasonCode = "not_head"            // the commit is no longer the head (GitHubHead is)
 	ReasonNotHeadRejected  ReasonCode = "not_head_rejected"   // not the head, and the run does not qualify for it (Detail)

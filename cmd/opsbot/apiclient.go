@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"opsbot/config"
 )
@@ -50,9 +52,14 @@ func callAPI(ctx context.Context, serverURL, token, method, path string, body an
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("asking %s: %w", serverURL, err)
+	}
+	if resp.StatusCode/100 == 3 {
+		resp.Body.Close()
+		return nil, &serverError{code: resp.StatusCode, status: resp.Status, msg: fmt.Sprintf("a redirect to %q, which opsbot does not "+
+			"follow (the bearer token would go with it): give --server the address that answers", resp.Header.Get("Location"))}
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
@@ -64,15 +71,24 @@ func callAPI(ctx context.Context, serverURL, token, method, path string, body an
 		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
 			msg = e.Error
 		}
-		return nil, &serverError{code: resp.StatusCode, status: resp.Status, msg: msg}
+		se := &serverError{code: resp.StatusCode, status: resp.Status, msg: msg}
+		if n, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); err == nil && n > 0 {
+			se.retryAfter = time.Duration(min(n, 3600)) * time.Second
+		}
+		return nil, se
 	}
 	return resp, nil
 }
+
+// apiClient is the client of the API commands: it never follows a
+// redirect, which would send the bearer token on to wherever it points.
+var apiClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // serverError is a non-200 answer of the API.
 type serverError struct {
 	code        int
 	status, msg string
+	retryAfter  time.Duration // the answer's Retry-After, if any (at most an hour)
 }
 
 func (e *serverError) Error() string { return fmt.Sprintf("server answered %s: %s", e.status, e.msg) }

@@ -93,9 +93,10 @@ func signJWT(t *testing.T, key *rsa.PrivateKey, claims map[string]any) string {
 }
 
 type apiReply struct {
-	code int
-	ct   string
-	body string
+	code   int
+	ct     string
+	body   string
+	header http.Header
 }
 
 // call makes one API request with a bearer (none when ""); a body starting
@@ -123,7 +124,7 @@ func (w *world) call(method, path, bearer, accept, body string) apiReply {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	return apiReply{resp.StatusCode, resp.Header.Get("Content-Type"), string(raw)}
+	return apiReply{resp.StatusCode, resp.Header.Get("Content-Type"), string(raw), resp.Header}
 }
 
 func askForm(pr int, head string) string {

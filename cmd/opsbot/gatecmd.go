@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"opsbot/gate"
@@ -85,16 +86,48 @@ func askGate(ctx context.Context, serverURL, token string, req gate.Request, tim
 	for {
 		err := getJSON(ctx, serverURL, token, http.MethodPost, "/api/v1/gate", req, &ans)
 		// 503: the server decided nothing (the PR's webhooks are still being
-		// processed, or an ID token could not be checked yet): ask again
-		// while the timeout allows.
+		// processed, or an ID token could not be checked yet); 429: this
+		// token asked too often. Ask again while the timeout allows.
 		var se *serverError
-		if !errors.As(err, &se) || se.code != http.StatusServiceUnavailable {
+		if !errors.As(err, &se) || (se.code != http.StatusServiceUnavailable && se.code != http.StatusTooManyRequests) {
+			if err == nil {
+				err = answerFor(req, ans)
+			}
 			return ans, err
+		}
+		wait := 2 * time.Second
+		if se.retryAfter > 0 {
+			wait = min(se.retryAfter, 30*time.Second)
 		}
 		select {
 		case <-ctx.Done():
 			return ans, err
-		case <-time.After(2 * time.Second):
+		case <-time.After(wait):
 		}
 	}
+}
+
+// answerFor checks that an answer is for what was asked (repository, event,
+// PR, commit): an answer for anything else is not used.
+func answerFor(req gate.Request, ans gate.Answer) error {
+	sha, _ := gate.CanonicalSHA(req.SHA)
+	event := req.Event
+	if event == "" || event == "pull_request_target" {
+		event = "pull_request"
+	}
+	gotEvent := ans.Event
+	if gotEvent == "pull_request_target" {
+		gotEvent = "pull_request"
+	}
+	switch {
+	case !strings.EqualFold(ans.Repo, req.Repo):
+		return fmt.Errorf("the server answered for repository %q, not %q: not used", ans.Repo, req.Repo)
+	case gotEvent != event:
+		return fmt.Errorf("the server answered for a %q event, not %q: not used", ans.Event, req.Event)
+	case !strings.EqualFold(ans.SHA, sha):
+		return fmt.Errorf("the server answered for commit %q, not %q: not used", ans.SHA, req.SHA)
+	case event == "pull_request" && ans.PR != req.PR:
+		return fmt.Errorf("the server answered for PR #%d, not #%d: not used", ans.PR, req.PR)
+	}
+	return nil
 }

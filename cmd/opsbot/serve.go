@@ -247,6 +247,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	a.rec = rec
 	api := &server.API{Tokens: secrets.APITokens, GateTokens: secrets.GateTokens, AdminTokens: secrets.AdminTokens,
 		Audit: store, Log: log, Ctx: ctx, Reconcile: rec,
+		AskLimit:   &server.AskLimiter{Burst: cfg.API.GateRate.Burst, PerMinute: cfg.API.GateRate.PerMinute},
 		AskOutcome: func(o string) { m.GateAsks.WithLabelValues(o).Inc() },
 		Gate: &gate.API{Gate: g, QuietWait: cfg.API.GateWait,
 			Quiet: func(ctx context.Context, repo string, pr int) error {

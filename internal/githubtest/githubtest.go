@@ -455,6 +455,13 @@ func (f *Fake) Inject(route string, fault Fault) {
 	f.faults[route] = append(f.faults[route], &fc)
 }
 
+// Heal removes the faults injected on a route.
+func (f *Fake) Heal(route string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.faults, route)
+}
+
 // Requests returns every request answered so far.
 func (f *Fake) Requests() []Request {
 	f.mu.Lock()
