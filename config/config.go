@@ -85,6 +85,13 @@ type HTTP struct {
 	// IPv6PrefixLen is how many leading bits of an IPv6 client address
 	// count as one client for MaxConnectionsPerIP (default 64).
 	IPv6PrefixLen int `yaml:"ipv6_prefix_len"`
+	// MaxPendingPerIP bounds the connections from one client address still
+	// sending their first request's header (default a quarter of
+	// MaxConnectionsPerIP, between 1 and 8); past it the oldest is closed.
+	MaxPendingPerIP int `yaml:"max_pending_per_ip"`
+	// SlowHeader is how long a connection may take over its first header
+	// before a new connection may close it to make room (default 1s).
+	SlowHeader time.Duration `yaml:"slow_header"`
 }
 
 // TrustedProxyPrefixes parses TrustedProxies (validated by Parse); a bare
@@ -441,7 +448,7 @@ func (c *Config) applyDefaults() {
 		v   *time.Duration
 		def time.Duration
 	}{{&c.HTTP.ReadHeaderTimeout, 10 * time.Second}, {&c.HTTP.ReadTimeout, time.Minute}, {&c.HTTP.WriteTimeout, 2 * time.Minute},
-		{&c.HTTP.IdleTimeout, 2 * time.Minute}, {&c.API.GateWait, 10 * time.Second}} {
+		{&c.HTTP.IdleTimeout, 2 * time.Minute}, {&c.API.GateWait, 10 * time.Second}, {&c.HTTP.SlowHeader, time.Second}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
@@ -469,6 +476,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.HTTP.IPv6PrefixLen == 0 {
 		c.HTTP.IPv6PrefixLen = 64
+	}
+	if c.HTTP.MaxPendingPerIP == 0 {
+		c.HTTP.MaxPendingPerIP = min(8, max(1, c.HTTP.MaxConnectionsPerIP/4))
 	}
 	for i := range c.Repos {
 		r := &c.Repos[i]
@@ -562,7 +572,7 @@ func (c *Config) validate() Problems {
 	if c.Reconcile.Period < 0 || (c.Reconcile.Period > 0 && c.Reconcile.Period < time.Minute) {
 		add("reconcile.period", "must be 0 (off) or at least 1m, got %s", c.Reconcile.Period)
 	}
-	if c.HTTP.ReadHeaderTimeout < 0 || c.HTTP.ReadTimeout < 0 || c.HTTP.WriteTimeout < 0 || c.HTTP.IdleTimeout < 0 {
+	if c.HTTP.ReadHeaderTimeout < 0 || c.HTTP.ReadTimeout < 0 || c.HTTP.WriteTimeout < 0 || c.HTTP.IdleTimeout < 0 || c.HTTP.SlowHeader < 0 {
 		add("http", "timeouts must be positive")
 	}
 	if c.API.GateRate.Burst < 0 || c.API.GateRate.PerMinute < 0 {
@@ -579,6 +589,9 @@ func (c *Config) validate() Problems {
 	}
 	if c.Notices.MaxOutsiderReactionsPerRepoPerHour < 1 {
 		add("notices.max_outsider_reactions_per_repo_per_hour", "must be at least 1, got %d", c.Notices.MaxOutsiderReactionsPerRepoPerHour)
+	}
+	if c.HTTP.MaxPendingPerIP < 0 {
+		add("http.max_pending_per_ip", "must be at least 1, got %d", c.HTTP.MaxPendingPerIP)
 	}
 	if c.HTTP.MaxConnectionsPerIP < 1 {
 		add("http.max_connections_per_ip", "must be at least 1, got %d", c.HTTP.MaxConnectionsPerIP)

@@ -38,7 +38,7 @@ func limitedServer(t *testing.T, maxConns int, lim BodyLimits, readHdr, read tim
 		t.Fatal(err)
 	}
 	cl := NewConnLimiter(ConnLimits{Max: maxConns, PerAddr: 64})
-	hs := &http.Server{Handler: cl.Handler(s), ConnState: cl.ConnState, ReadHeaderTimeout: readHdr, ReadTimeout: read,
+	hs := &http.Server{Handler: cl.Handler(s), ConnState: cl.ConnState, ConnContext: cl.ConnContext, ReadHeaderTimeout: readHdr, ReadTimeout: read,
 		WriteTimeout: 2 * read, IdleTimeout: 2 * read, MaxHeaderBytes: 64 << 10}
 	go hs.Serve(cl.Listener(ln))
 	t.Cleanup(func() { hs.Close() })
@@ -154,28 +154,35 @@ func (f fakeConn) Close() error         { return nil }
 // limit; another /64 is another client; ipv6_prefix_len 128 counts each
 // address alone.
 func TestIPv6ClientsAreLimitedPerPrefix(t *testing.T) {
-	admitted := func(cl *ConnLimiter, base string, n int) int {
-		k := 0
+	// open is how many connections from n addresses of base's /64 are open
+	// at once (a new one may close an older one of the same client).
+	open := func(cl *ConnLimiter, base string, n int) int {
 		for i := 0; i < n; i++ {
 			b := netip.MustParseAddr(base).As16()
 			b[14], b[15] = byte(i>>8), byte(i)
 			a := netip.AddrFrom16(b)
-			if lc, _ := cl.admit(fakeConn{addr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(a, 40000))}); lc != nil {
+			cl.admit(fakeConn{addr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(a, 40000))})
+		}
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		k := 0
+		for e := cl.pending.Front(); e != nil; e = e.Next() {
+			if a := e.Value.(*limitConn).addr; a == cl.clientKey(netip.MustParseAddr(base)) || cl.lim.IPv6PrefixLen == 128 {
 				k++
 			}
 		}
 		return k
 	}
 	cl := NewConnLimiter(ConnLimits{Max: 2000, PerAddr: 64})
-	if n := admitted(cl, "2001:db8:1:2::", 500); n != 64 {
-		t.Errorf("one /64 (500 addresses) admitted %d connections, want 64", n)
+	if n := open(cl, "2001:db8:1:2::", 500); n != 64 {
+		t.Errorf("one /64 (500 addresses) holds %d connections, want 64", n)
 	}
-	if n := admitted(cl, "2001:db8:1:3::", 10); n != 10 {
-		t.Errorf("the next /64 admitted %d of 10", n)
+	if n := open(cl, "2001:db8:1:3::", 10); n != 10 {
+		t.Errorf("the next /64 holds %d of 10", n)
 	}
 	cl = NewConnLimiter(ConnLimits{Max: 2000, PerAddr: 64, IPv6PrefixLen: 128})
-	if n := admitted(cl, "2001:db8:1:2::", 500); n != 500 {
-		t.Errorf("with ipv6_prefix_len 128: %d of 500 admitted, want every one", n)
+	if n := open(cl, "2001:db8:1:2::", 500); n != 500 {
+		t.Errorf("with ipv6_prefix_len 128: %d of 500 open, want every one", n)
 	}
 
 	// Behind a trusted proxy, forwarded clients are keyed the same way.
@@ -201,6 +208,7 @@ func TestIPv6ClientsAreLimitedPerPrefix(t *testing.T) {
 		t.Errorf("a second request in flight from the same forwarded /64: %d, want 503", rec.code)
 	}
 }
+
 
 type discard struct{}
 
@@ -244,12 +252,12 @@ func TestSmallSlowBodiesCannotStarveALargerDelivery(t *testing.T) {
 // briefly (up to refuseDrainBytes) instead of resetting the connection.
 func TestRefusedConnectionReadsThe503(t *testing.T) {
 	_, addr := limitedServer(t, 1, BodyLimits{}, time.Second, 8*time.Second)
-	hold, err := net.Dial("tcp", addr) // in its first request: never closed for another
+	hold, err := net.Dial("tcp", addr) // its request is in the handler: never closed for another
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer hold.Close()
-	io.WriteString(hold, "POST /webhook HTTP/1.1\r\nHost: x\r\n")
+	io.WriteString(hold, "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
 	cli := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for i := 0; i < 5; i++ {
 		resp, err := cli.Post("http://"+addr+"/webhook", "application/json", bytes.NewReader(make([]byte, 32<<10)))

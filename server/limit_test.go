@@ -1,9 +1,11 @@
 package server
 
 import (
+	"net"
 	"net/http"
 	"net/netip"
 	"testing"
+	"time"
 )
 
 func TestClientAddr(t *testing.T) {
@@ -33,5 +35,49 @@ func TestClientAddr(t *testing.T) {
 				t.Fatalf("ClientAddr = %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// When every slot is taken, a new connection closes the oldest slow header
+// of the address holding the most of them; an address past its share of
+// slow headers closes its own oldest; a header still arriving (younger than
+// SlowHeader) from an address with few of them is never closed.
+func TestSlowHeadersGiveWay(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	cl := NewConnLimiter(ConnLimits{Max: 6, PerAddr: 8, PendingPerAddr: 3, Now: func() time.Time { return now }})
+	conn := func(ip string) *limitConn {
+		t.Helper()
+		lc, reason := cl.admit(fakeConn{addr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(ip), 40000))})
+		if lc == nil {
+			t.Fatalf("a connection from %s refused: %s", ip, reason)
+		}
+		return lc
+	}
+	a1, a2 := conn("192.0.2.1"), conn("192.0.2.1")
+	b1 := conn("192.0.2.2")
+	now = now.Add(2 * SlowHeader) // those three are slow now
+	a3, c1 := conn("192.0.2.1"), conn("192.0.2.3")
+	d1 := conn("192.0.2.4") // the sixth: every slot taken
+	if a1.evicted || a2.evicted || b1.evicted || cl.open != 6 {
+		t.Fatalf("closed before the limit: open %d", cl.open)
+	}
+	conn("192.0.2.5") // closes 192.0.2.1's oldest slow header
+	if !a1.evicted || a2.evicted || b1.evicted || a3.evicted || c1.evicted || d1.evicted {
+		t.Fatalf("evicted: a1 %v a2 %v b1 %v a3 %v c1 %v d1 %v; want a1 only", a1.evicted, a2.evicted, b1.evicted, a3.evicted, c1.evicted, d1.evicted)
+	}
+	// 192.0.2.6 has nothing slow to give; the slow ones left are a2 and b1:
+	// a2's address still holds the most.
+	conn("192.0.2.6")
+	if !a2.evicted || b1.evicted {
+		t.Fatalf("evicted a2 %v b1 %v, want a2", a2.evicted, b1.evicted)
+	}
+	// An address holding PendingPerAddr slow headers loses its oldest to
+	// its newest connection, limits or not.
+	cl = NewConnLimiter(ConnLimits{Max: 100, PerAddr: 8, PendingPerAddr: 2, Now: func() time.Time { return now }})
+	x1, x2 := conn("198.51.100.1"), conn("198.51.100.1")
+	now = now.Add(2 * SlowHeader)
+	conn("198.51.100.1")
+	if !x1.evicted || x2.evicted {
+		t.Fatalf("evicted x1 %v x2 %v, want x1", x1.evicted, x2.evicted)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -48,16 +49,19 @@ func TestSlowClientsAndConnectionFlood(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
+	// Past the limit a connection is refused (503), or, all from one
+	// address saying nothing, closes the oldest of that address's.
 	refused := 0
 	for _, c := range conns {
 		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		line, _ := bufio.NewReader(c).ReadString('\n')
-		if strings.HasPrefix(line, "HTTP/1.1 503") {
+		line, err := bufio.NewReader(c).ReadString('\n')
+		var ne net.Error
+		if strings.HasPrefix(line, "HTTP/1.1 503") || (err != nil && !(errors.As(err, &ne) && ne.Timeout())) {
 			refused++
 		}
 	}
 	if refused < 15 || refused > 25 {
-		t.Fatalf("%d of 40 connections refused, want the ones past the limit of 20", refused)
+		t.Fatalf("%d of 40 connections refused or closed, want the ones past the limit of 20", refused)
 	}
 	for _, c := range conns {
 		c.Close()
@@ -71,7 +75,8 @@ func TestSlowClientsAndConnectionFlood(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	if m := w.metrics(); m[`opsbot_webhook_deliveries_total{event="other",outcome="too_many_connections"}`] == "" {
+	if m := w.metrics(); m[`opsbot_webhook_deliveries_total{event="other",outcome="too_many_connections"}`] == "" &&
+		m[`opsbot_webhook_deliveries_total{event="other",outcome="header_cut_for_room"}`] == "" {
 		t.Error("refused connections are not counted")
 	}
 }

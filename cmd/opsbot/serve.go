@@ -322,7 +322,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	})
 	proxies, _ := cfg.HTTP.TrustedProxyPrefixes() // validated when the config was read
 	a.conns = server.NewConnLimiter(server.ConnLimits{Max: cfg.HTTP.MaxConnections, PerAddr: cfg.HTTP.MaxConnectionsPerIP,
-		IPv6PrefixLen: cfg.HTTP.IPv6PrefixLen, Trusted: proxies, Refused: func(reason string) { m.Webhooks.WithLabelValues("other", reason).Inc() }})
+		IPv6PrefixLen: cfg.HTTP.IPv6PrefixLen, PendingPerAddr: cfg.HTTP.MaxPendingPerIP, SlowHeader: cfg.HTTP.SlowHeader, Trusted: proxies, Refused: func(reason string) { m.Webhooks.WithLabelValues("other", reason).Inc() }})
 	a.handler = a.conns.Handler(srv)
 	return a, nil
 }
@@ -367,6 +367,7 @@ func (a *app) serve(ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           a.handler,
 		ConnState:         a.conns.ConnState,
+		ConnContext:       a.conns.ConnContext,
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTP.ReadTimeout,
 		WriteTimeout:      cfg.HTTP.WriteTimeout,
