@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -42,6 +43,7 @@ type Config struct {
 	Webhook   WebhookCfg `yaml:"webhook"`
 	Reconcile Reconcile  `yaml:"reconcile"`
 	HTTP      HTTP       `yaml:"http"`
+	Metrics   Metrics    `yaml:"metrics"`
 	Notices   Notices    `yaml:"notices"`
 }
 
@@ -67,6 +69,16 @@ const (
 	DefaultMaxOutsiderReactionsPerUserPerHour = 5
 	DefaultMaxOutsiderReactionsPerRepoPerHour = 60
 )
+
+// Metrics is where GET /metrics is served, and what it needs.
+type Metrics struct {
+	// Listen, when set, serves /metrics on this address only (not on
+	// listen): a port the firewall keeps inside.
+	Listen string `yaml:"listen"`
+	// TokenEnv, when set, names the variable holding the bearer token
+	// GET /metrics needs (Prometheus's authorization credentials).
+	TokenEnv string `yaml:"token_env"`
+}
 
 // HTTP bounds what clients may hold of the server.
 type HTTP struct {
@@ -204,6 +216,22 @@ func (c *Config) Warnings() []string {
 			"give the workflow a gate token (api.gate_tokens_env) and operators an admin token (api.admin_tokens_env)")
 	}
 	for i, r := range c.Repos {
+		if r.Reuse.MinRole == "write" {
+			w = append(w, fmt.Sprintf("repos[%d].reuse.min_role is write: any collaborator with write access (people, and apps or "+
+				"bots given write) can authorize skipping a sweep; set maintain, or list who may in allow_users or allow_teams", i))
+		}
+		if r.Stage.Dispatch.Repo != "" && r.Stage.MinRole == "write" {
+			w = append(w, fmt.Sprintf("repos[%d].stage.min_role is write: any collaborator with write access can publish a run to the "+
+				"staging site; set maintain, or list who may in allow_users or allow_teams", i))
+		}
+		if len(r.Reuse.AllowedPaths) == 0 {
+			w = append(w, fmt.Sprintf("repos[%d].reuse.allowed_paths is empty: a pin covers the next push whatever it changes; list the "+
+				"paths a push that reuses a run may touch (for example perf-changelog.yaml, docs/**)", i))
+		}
+		if r.Stage.Dispatch.Repo != "" && len(r.Stage.CallbackSenders) == 0 {
+			w = append(w, fmt.Sprintf("repos[%d].stage.callback_senders is empty: a staging report is taken from whoever can send a "+
+				"repository_dispatch to %s and echoes the request's token; list the staging workflow's account (logins or ids)", i, r.Name))
+		}
 		if len(r.ProtectedPaths) == 0 {
 			w = append(w, fmt.Sprintf("repos[%d].protected_paths: empty, so a run made by a workflow that the PR itself changed "+
 				"(a pull_request run executes the PR's own .github/workflows files) can be pinned, used and staged; "+
@@ -297,6 +325,11 @@ type Stage struct {
 	RequiredArtifacts []string `yaml:"required_artifacts"`
 	RequiredLabels    []string `yaml:"required_labels"`
 	Slot              string   `yaml:"slot"`
+	// CallbackSenders are the accounts (logins, bound to their ids as
+	// allow_users are, or numeric ids) whose repository_dispatch reports of
+	// staging are taken; empty takes any sender that echoes the request's
+	// token.
+	CallbackSenders []string `yaml:"callback_senders"`
 }
 
 // Dispatch is the repository_dispatch that asks the staging side to stage a run.
@@ -742,16 +775,25 @@ func (c *Config) SlackChannelFor(r *Repo) string {
 	return c.Slack.Channel
 }
 
-// AllowUsers is every login the repository's allow_users lists name, once each.
+// AllowUsers is every login the repository's allow_users lists and its
+// stage.callback_senders name, once each: the logins bound to account ids.
 func (r *Repo) AllowUsers() []string {
 	var out []string
 	seen := map[string]bool{}
+	add := func(u string) {
+		if k := strings.ToLower(u); !seen[k] {
+			seen[k] = true
+			out = append(out, u)
+		}
+	}
 	for _, a := range []Access{r.Reuse.Access, r.Stage.Access, r.Help} {
 		for _, u := range a.AllowUsers {
-			if k := strings.ToLower(u); !seen[k] {
-				seen[k] = true
-				out = append(out, u)
-			}
+			add(u)
+		}
+	}
+	for _, u := range r.Stage.CallbackSenders {
+		if _, err := strconv.ParseInt(u, 10, 64); err != nil {
+			add(u) // a login, bound to its account id; an id needs no binding
 		}
 	}
 	return out

@@ -19,8 +19,12 @@ func TestExampleConfigIsValid(t *testing.T) {
 	if !ok {
 		t.Fatal("example repo not found case-insensitively")
 	}
-	if got, want := r.Reuse.MinRole, "write"; got != want {
+	// The example asks more than write for what skips sweeps, and guards what a reused push may change.
+	if got, want := r.Reuse.MinRole, "maintain"; got != want {
 		t.Errorf("reuse.min_role = %q, want %q", got, want)
+	}
+	if len(r.Reuse.AllowedPaths) == 0 {
+		t.Error("reuse.allowed_paths is empty in the example")
 	}
 	if got, want := strings.Join(r.ResultArtifacts, ","), "results_bmk,eval_results_all,bmk_agentic_*"; got != want {
 		t.Errorf("result_artifacts = %q, want %q", got, want)
@@ -232,7 +236,7 @@ func TestSecretFileTwins(t *testing.T) {
 	}
 	env := map[string]string{"OPSBOT_WEBHOOK_SECRET_FILE": file("hook", "s3cret-0123456789\n"), "GH_FILE": file("gh", "ghp_f\r\n"),
 		"GATE_FILE": file("gate", "gate-token-1-0123,gate-token-2-0123\n"), "ADMIN_FILE": file("admin", "admin-token-01234"), "SLACK_FILE": file("slack", "xoxb-f\n"),
-		"AU_FILE": file("au", "ops\n"), "AP_FILE": file("ap", "pw\n")}
+		"AU_FILE": file("au", "ops\n"), "AP_FILE": file("ap", "audit-password-0123\n")}
 	s, err := cfg.ResolveSecrets(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +244,7 @@ func TestSecretFileTwins(t *testing.T) {
 	for _, c := range []struct{ name, got, want string }{
 		{"webhook", s.WebhookSecrets[0].Reveal(), "s3cret-0123456789"}, {"github", s.GitHubToken.Reveal(), "ghp_f"},
 		{"gate", s.GateTokens[1].Reveal(), "gate-token-2-0123"}, {"admin", s.AdminTokens[0].Reveal(), "admin-token-01234"},
-		{"slack", s.SlackToken.Reveal(), "xoxb-f"}, {"audit user", s.AuditUser.Reveal(), "ops"}, {"audit password", s.AuditPassword.Reveal(), "pw"},
+		{"slack", s.SlackToken.Reveal(), "xoxb-f"}, {"audit user", s.AuditUser.Reveal(), "ops"}, {"audit password", s.AuditPassword.Reveal(), "audit-password-0123"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)

@@ -19,6 +19,7 @@ type Secrets struct {
 	SlackToken     auth.Secret
 	AuditUser      auth.Secret
 	AuditPassword  auth.Secret
+	MetricsToken   auth.Secret // bearer GET /metrics needs, when metrics.token_env is set
 }
 
 // ResolveSecrets reads every secret the configuration names through getenv.
@@ -57,17 +58,34 @@ func (s Secrets) weak(c *Config) Problems {
 	for _, l := range []struct {
 		key, env string
 		vals     []auth.Secret
-	}{{"github.webhook_secret_env", c.GitHub.WebhookSecretEnv, s.WebhookSecrets}, {"api.tokens_env", c.API.TokensEnv, s.APITokens},
-		{"api.gate_tokens_env", c.API.GateTokensEnv, s.GateTokens}, {"api.admin_tokens_env", c.API.AdminTokensEnv, s.AdminTokens}} {
+		list     bool // comma-separated values
+	}{{"github.webhook_secret_env", c.GitHub.WebhookSecretEnv, s.WebhookSecrets, true}, {"api.tokens_env", c.API.TokensEnv, s.APITokens, true},
+		{"api.gate_tokens_env", c.API.GateTokensEnv, s.GateTokens, true}, {"api.admin_tokens_env", c.API.AdminTokensEnv, s.AdminTokens, true},
+		{"audit_web.password_env", c.AuditWeb.PasswordEnv, nonEmpty(s.AuditPassword), false},
+		{"metrics.token_env", c.Metrics.TokenEnv, nonEmpty(s.MetricsToken), false}} {
 		for i, v := range l.vals {
-			if n := len(v.Reveal()); n < MinSecretLen {
+			n := len(v.Reveal())
+			switch {
+			case n >= MinSecretLen:
+			case l.list:
 				probs = append(probs, fmt.Sprintf("%s: value %d of %d in %s is %d characters long; use at least %d "+
 					"(a comma separates values, so a secret with a comma in it is read as several; openssl rand -hex 32 makes a good one)",
 					l.key, i+1, len(l.vals), l.env, n, MinSecretLen))
+			default:
+				probs = append(probs, fmt.Sprintf("%s: %s is %d characters long; use at least %d (openssl rand -hex 32 makes a good one)",
+					l.key, l.env, n, MinSecretLen))
 			}
 		}
 	}
 	return probs
+}
+
+// nonEmpty is v as a list of one, or none when v is empty.
+func nonEmpty(v auth.Secret) []auth.Secret {
+	if v == "" {
+		return nil
+	}
+	return []auth.Secret{v}
 }
 
 func (c *Config) resolveSecrets(getenv func(string) string) (Secrets, Problems) {
@@ -107,6 +125,13 @@ func (c *Config) resolveSecrets(getenv func(string) string) (Secrets, Problems) 
 	}
 	if c.Slack.TokenEnv != "" {
 		s.SlackToken = auth.Secret(strings.TrimSpace(read("slack.token_env", c.Slack.TokenEnv)))
+	}
+	if c.Metrics.TokenEnv != "" {
+		s.MetricsToken = auth.Secret(strings.TrimSpace(read("metrics.token_env", c.Metrics.TokenEnv)))
+		if s.MetricsToken == "" {
+			probs = append(probs, fmt.Sprintf("metrics.token_env: %s (or %s_FILE) is empty or unset: set the token Prometheus sends, "+
+				"or remove metrics.token_env", c.Metrics.TokenEnv, c.Metrics.TokenEnv))
+		}
 	}
 	if c.AuditWeb.Enabled {
 		s.AuditUser = auth.Secret(read("audit_web.user_env", c.AuditWeb.UserEnv))

@@ -63,7 +63,7 @@ type API struct {
 	Gate       GateAnswerer
 	// AskLimit limits gate asks per credential (api.gate_rate); nil
 	// limits nothing.
-	AskLimit  *AskLimiter
+	AskLimit  *RateLimiter
 	Reconcile Reconciler
 	Audit     AuditReader
 	Log       *slog.Logger

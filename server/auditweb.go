@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -40,9 +41,21 @@ type AuditWeb struct {
 	Version  string
 	Log      *slog.Logger
 	Web      string // GitHub's web base, "https://github.com" by default
+	// ClientAddr is the address a request comes from (the connection
+	// limiter's, which reads X-Forwarded-For only from trusted proxies);
+	// nil: the peer.
+	ClientAddr func(*http.Request) netip.Addr
+	// Failures limits failed sign-ins per client address: past it the page
+	// answers 429 without looking at the credentials. Nil:
+	// DefaultSignInFailures.
+	Failures *RateLimiter
 
 	pages map[string]*template.Template
 }
+
+// DefaultSignInFailures allows 10 failed sign-ins from one address at once,
+// then one more every 30 s.
+func DefaultSignInFailures() *RateLimiter { return &RateLimiter{Burst: 10, PerMinute: 2} }
 
 // Routes registers the page's routes.
 func (a *AuditWeb) Routes(mux *http.ServeMux) {
@@ -72,11 +85,30 @@ func (a *AuditWeb) Routes(mux *http.ServeMux) {
 }
 
 func (a *AuditWeb) authed(h http.HandlerFunc) http.Handler {
+	if a.Failures == nil {
+		a.Failures = DefaultSignInFailures()
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client := addrOf(r.RemoteAddr)
+		if a.ClientAddr != nil {
+			client = a.ClientAddr(r)
+		}
+		key := client.String()
+		if empty, wait := a.Failures.Empty(key); empty {
+			w.Header().Set("Retry-After", strconv.Itoa(int(max(1, (wait+time.Second-1)/time.Second))))
+			http.Error(w, "too many failed sign-ins from your address; try again later", http.StatusTooManyRequests)
+			return
+		}
 		u, p, ok := r.BasicAuth()
 		userOK := subtle.ConstantTimeCompare([]byte(u), []byte(a.User.Reveal()))
 		passOK := subtle.ConstantTimeCompare([]byte(p), []byte(a.Password.Reveal()))
 		if !ok || a.User == "" || userOK&passOK != 1 {
+			if ok { // a browser's first request carries no credentials: only a wrong one counts
+				a.Failures.Take(key)
+				if a.Log != nil {
+					a.Log.Warn("audit page sign-in failed", "client", key)
+				}
+			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="opsbot audit", charset="UTF-8"`)
 			http.Error(w, "sign in with the audit page's user and password", http.StatusUnauthorized)
 			return

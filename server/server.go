@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -44,9 +45,14 @@ type Config struct {
 	// comments are parsed at ingest.
 	WebHost string
 	Metrics *metrics.Metrics
-	Log     *slog.Logger
-	Ready   ReadyCheck
-	Now     func() time.Time
+	// MetricsToken, when set, is the bearer GET /metrics needs.
+	MetricsToken auth.Secret
+	// MetricsElsewhere leaves GET /metrics off this server's routes (it is
+	// served on metrics.listen through MetricsHandler).
+	MetricsElsewhere bool
+	Log              *slog.Logger
+	Ready            ReadyCheck
+	Now              func() time.Time
 	// Ctx is the server's lifetime context: work a request starts that must
 	// outlive the request (storing a delivery) runs on it.
 	Ctx context.Context
@@ -69,12 +75,16 @@ type Server struct {
 	now     func() time.Time
 	ctx     context.Context
 	mux     *http.ServeMux
+
+	metricsToken     auth.Secret
+	metricsElsewhere bool
 }
 
 // New builds a Server and registers every route.
 func New(c Config) *Server {
 	s := &Server{store: c.Store, queue: c.Queue, secrets: c.Secrets, maxBody: c.MaxBody, limits: c.Body, bodies: newBodyBudget(c.Body),
-		m: c.Metrics, log: c.Log, ready: c.Ready, now: c.Now, ctx: c.Ctx, mux: http.NewServeMux()}
+		m: c.Metrics, log: c.Log, ready: c.Ready, now: c.Now, ctx: c.Ctx, mux: http.NewServeMux(),
+		metricsToken: c.MetricsToken, metricsElsewhere: c.MetricsElsewhere}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -92,10 +102,30 @@ func (s *Server) routes(extra func(*http.ServeMux)) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.Registry, promhttp.HandlerOpts{}))
+	if !s.metricsElsewhere {
+		s.mux.Handle("GET /metrics", s.MetricsHandler())
+	}
 	if extra != nil {
 		extra(s.mux)
 	}
+}
+
+// MetricsHandler serves the Prometheus metrics, behind the metrics token
+// when one is set.
+func (s *Server) MetricsHandler() http.Handler {
+	h := promhttp.HandlerFor(s.m.Registry, promhttp.HandlerOpts{})
+	if s.metricsToken == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || !auth.TokenMatches(strings.TrimSpace(tok), []auth.Secret{s.metricsToken}) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="opsbot metrics"`)
+			writeJSON(w, http.StatusUnauthorized, apiError{"GET /metrics needs the metrics token (metrics.token_env) as a bearer token"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"text/template"
 
@@ -42,6 +43,28 @@ type Handler struct {
 	Notices    *notices.Builder
 	Staged     func(repo string, runID int64) (*state.StageRequest, error)
 	Log        *slog.Logger
+	// Users holds the account ids the logins of stage.callback_senders
+	// are bound to.
+	Users *auth.Directory
+}
+
+// senderListed reports whether a report's sender is one of the
+// repository's stage.callback_senders (by account id), or the list is empty.
+func (h *Handler) senderListed(rc *config.Repo, id int64) bool {
+	if len(rc.Stage.CallbackSenders) == 0 {
+		return true
+	}
+	var logins []string
+	for _, s := range rc.Stage.CallbackSenders {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			if n == id && id != 0 {
+				return true
+			}
+			continue
+		}
+		logins = append(logins, s)
+	}
+	return id != 0 && h.Users != nil && slices.Contains(h.Users.IDs(logins), id)
 }
 
 // Enabled reports whether a repository has a staging dispatch configured.
@@ -218,6 +241,16 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 	pr, _ := strconv.Atoi(p["pr-number"])
 	succeeded := p["stage-succeeded"] == "true"
 	action := ev.GetAction()
+	sender := ev.GetSender()
+	if !h.senderListed(rc, sender.GetID()) {
+		reason := fmt.Sprintf("%s for comment %d and run %d came from @%s (account %d), who is not in stage.callback_senders", action,
+			commentID, runID, sender.GetLogin(), sender.GetID())
+		h.Log.Warn("stage callback refused", "reason", reason)
+		return "stage-callback-refused", func(tx *state.Tx) error {
+			return tx.Audit(state.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
+				CommentID: commentID, ActorID: sender.GetID(), ActorLogin: sender.GetLogin(), Reason: reason})
+		}, nil
+	}
 	return "stage-callback", func(tx *state.Tx) error {
 		req, err := tx.StageRequestByComment(rc.Name, commentID)
 		if err != nil {

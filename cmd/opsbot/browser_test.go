@@ -66,13 +66,13 @@ func shotOnFailure(t *testing.T, ctx context.Context) {
 func TestAuditPageInBrowser(t *testing.T) {
 	t.Parallel()
 	w := newWorldWith(t, "audit_web:\n  enabled: true\n  user_env: TEST_AUDIT_USER\n  password_env: TEST_AUDIT_PASSWORD\n", "",
-		map[string]string{"TEST_AUDIT_USER": "maint", "TEST_AUDIT_PASSWORD": "s3cret"})
+		map[string]string{"TEST_AUDIT_USER": "maint", "TEST_AUDIT_PASSWORD": "s3cret-page-0123456"})
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.push("c2", "perf-changelog.yaml")
 	w.push("c3")
 
 	ctx := browser(t)
-	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("maint:s3cret"))
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("maint:s3cret-page-0123456"))
 	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +127,8 @@ func TestAuditPageInBrowser(t *testing.T) {
 func TestAuditPageNeedsCredentials(t *testing.T) {
 	t.Parallel()
 	w := newWorldWith(t, "audit_web:\n  enabled: true\n  user_env: TEST_AUDIT_USER\n  password_env: TEST_AUDIT_PASSWORD\n", "",
-		map[string]string{"TEST_AUDIT_USER": "maint", "TEST_AUDIT_PASSWORD": "s3cret"})
-	for _, cred := range []string{"", "maint:wrong", "other:s3cret"} {
+		map[string]string{"TEST_AUDIT_USER": "maint", "TEST_AUDIT_PASSWORD": "s3cret-page-0123456"})
+	for _, cred := range []string{"", "maint:wrong", "other:s3cret-page-0123456"} {
 		req, _ := newGet(w.srv.URL + "/audit")
 		if cred != "" {
 			u, p, _ := strings.Cut(cred, ":")

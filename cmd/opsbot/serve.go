@@ -106,6 +106,25 @@ func runServe(e *env, args []string) error {
 		a.stop()
 		return fmt.Errorf("listening on %s: %w (is another server using the port?)", cfg.Listen, err)
 	}
+	if a.metricsHandler != nil {
+		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			ln.Close()
+			a.stop()
+			return fmt.Errorf("listening on metrics.listen %s: %w (is another server using the port?)", cfg.Metrics.Listen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", a.metricsHandler)
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,
+			WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout, MaxHeaderBytes: 16 << 10}
+		go func() {
+			if err := ms.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.log.Error("serving metrics", "err", err)
+			}
+		}()
+		defer ms.Close()
+		fmt.Fprintf(e.stdout, "opsbot metrics on http://%s/metrics\n", mln.Addr())
+	}
 	fmt.Fprintf(e.stdout, "opsbot serving on http://%s\n", ln.Addr())
 	return a.serve(ln)
 }
@@ -132,7 +151,9 @@ type app struct {
 	loops   []*outbox.Loop
 	rec     *reconcile.Reconciler
 	handler http.Handler // the HTTP server's handler, connection limits included
-	conns   *server.ConnLimiter
+	// metricsHandler serves GET /metrics on metrics.listen (nil: on listen).
+	metricsHandler http.Handler
+	conns          *server.ConnLimiter
 
 	ctx    context.Context // the app's lifetime: cancelled at shutdown
 	cancel context.CancelFunc
@@ -218,7 +239,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	g := &gate.Gate{Cfg: cfg, Store: store, Notifier: builder, Log: log, Validators: validators.For,
 		Observe: func(d string) { m.Decisions.WithLabelValues(d).Inc() }}
 	stager := &stage.Handler{Cfg: cfg, Notices: builder, Staged: store.StagedRun, Log: log, Validators: validators.For,
-		Clients: func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
+		Clients: func(inst int64) (stage.Reader, error) { return clients.For(inst) }, Users: users}
 	handler := &events.Handler{Stage: stager, Cfg: cfg, Log: log, Clients: clients, Validators: validators, Gate: g, Notices: builder,
 		Checker: &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL},
 		SelfID:  self.ID, SelfName: self.Login, Users: users, Marks: store}
@@ -247,7 +268,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	a.rec = rec
 	api := &server.API{Tokens: secrets.APITokens, GateTokens: secrets.GateTokens, AdminTokens: secrets.AdminTokens,
 		Audit: store, Log: log, Ctx: ctx, Reconcile: rec,
-		AskLimit:   &server.AskLimiter{Burst: cfg.API.GateRate.Burst, PerMinute: cfg.API.GateRate.PerMinute},
+		AskLimit:   &server.RateLimiter{Burst: cfg.API.GateRate.Burst, PerMinute: cfg.API.GateRate.PerMinute},
 		AskOutcome: func(o string) { m.GateAsks.WithLabelValues(o).Inc() },
 		Gate: &gate.API{Gate: g, QuietWait: cfg.API.GateWait,
 			Quiet: func(ctx context.Context, repo string, pr int) error {
@@ -283,6 +304,11 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		log.Warn("api.tokens_env is deprecated: split it into api.gate_tokens_env and api.admin_tokens_env", "variable", cfg.API.TokensEnv)
 	}
 
+	proxies, _ := cfg.HTTP.TrustedProxyPrefixes() // validated when the config was read
+	a.conns = server.NewConnLimiter(server.ConnLimits{Max: cfg.HTTP.MaxConnections, PerAddr: cfg.HTTP.MaxConnectionsPerIP,
+		IPv6PrefixLen: cfg.HTTP.IPv6PrefixLen, PendingPerAddr: cfg.HTTP.MaxPendingPerIP, SlowHeader: cfg.HTTP.SlowHeader, Trusted: proxies,
+		Refused: func(reason string) { m.Webhooks.WithLabelValues("other", reason).Inc() }})
+	clientAddr := a.conns.ClientAddr
 	srv := server.New(server.Config{
 		Store: store, Queue: pool, Secrets: secrets.WebhookSecrets, MaxBody: cfg.Webhook.MaxBodyBytes,
 		Body: server.BodyLimits{MaxInflight: cfg.Webhook.MaxInflightBytes, MinRate: max(0, cfg.Webhook.MinBodyRate),
@@ -295,7 +321,8 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			return r.Name, true
 		},
 		WebHost: cfg.WebHost(),
-		Metrics: m, Log: log, Ctx: context.WithoutCancel(ctx),
+		Metrics: m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",
+		Log: log, Ctx: context.WithoutCancel(ctx),
 		Ready: func() (string, []string) {
 			if _, err := store.InboxStats(); err != nil {
 				return "database: " + err.Error(), nil
@@ -316,14 +343,14 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 					lines = append(lines, server.RepoLine{Name: r.Name, Workflow: r.SweepWorkflow, ReuseRole: r.Reuse.MinRole})
 				}
 				(&server.AuditWeb{Store: store, Repos: lines, User: secrets.AuditUser, Password: secrets.AuditPassword,
-					Version: version, Log: log, Web: web.Base()}).Routes(mux)
+					Version: version, Log: log, Web: web.Base(), ClientAddr: clientAddr}).Routes(mux)
 			}
 		},
 	})
-	proxies, _ := cfg.HTTP.TrustedProxyPrefixes() // validated when the config was read
-	a.conns = server.NewConnLimiter(server.ConnLimits{Max: cfg.HTTP.MaxConnections, PerAddr: cfg.HTTP.MaxConnectionsPerIP,
-		IPv6PrefixLen: cfg.HTTP.IPv6PrefixLen, PendingPerAddr: cfg.HTTP.MaxPendingPerIP, SlowHeader: cfg.HTTP.SlowHeader, Trusted: proxies, Refused: func(reason string) { m.Webhooks.WithLabelValues("other", reason).Inc() }})
 	a.handler = a.conns.Handler(srv)
+	if cfg.Metrics.Listen != "" {
+		a.metricsHandler = srv.MetricsHandler()
+	}
 	return a, nil
 }
 
