@@ -366,7 +366,15 @@ func OutputLines(values map[string]string) string {
 	return b.String()
 }
 
-// OneLine keeps a value on one output line.
+// OneLine keeps a value on one output line, and makes sure the line holds
+// no workflow command: the runner reads `::command::` at a line's start and
+// its legacy parser `##[command]` anywhere in a line, and a value may quote
+// text others chose (a file name in a PR), so every `##[` becomes `# #[` and
+// every `::` becomes `: :`.
 func OneLine(s string) string {
-	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	s = strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	for strings.Contains(s, "##[") || strings.Contains(s, "::") {
+		s = strings.ReplaceAll(strings.ReplaceAll(s, "##[", "# #["), "::", ": :")
+	}
+	return s
 }

@@ -53,10 +53,18 @@ escape_data() {
   printf '%s' "${s//$'\n'/'%0A'}"
 }
 
-# one_line keeps a value on one output line.
+# one_line keeps a value on one output line, holding no workflow command:
+# the runner reads ::command:: at a line's start and its legacy parser
+# ##[command] anywhere in a line, and server text may quote names others
+# chose (a file name in a PR). Every ##[ becomes "# #[", every :: ": :".
 one_line() {
   local s=${1//$'\r'/ }
-  printf '%s' "${s//$'\n'/ }"
+  s=${s//$'\n'/ }
+  while [[ $s == *'##['* || $s == *'::'* ]]; do
+    s=${s//'##['/'# #['}
+    s=${s//'::'/': :'}
+  done
+  printf '%s' "$s"
 }
 
 # emit writes the eight outputs, in order, to stdout and $GITHUB_OUTPUT.
@@ -95,6 +103,13 @@ done
 server=${OPSBOT_SERVER:-}
 server=${server%/}
 [ -n "$server" ] || fail_closed "the server input is empty (set it to the opsbot URL, e.g. \${{ vars.OPSBOT_URL }})"
+# The bearer goes only over TLS; plain http only to this machine (tests, a
+# sidecar).
+case "$server" in
+https://?*) ;;
+http://127.0.0.1 | http://127.0.0.1[:/]* | http://localhost | http://localhost[:/]* | http://\[::1\] | http://\[::1\][:/]*) ;;
+*) fail_closed "the server input \"$server\" is not an https:// URL (plain http is taken only for 127.0.0.1, localhost and [::1])" ;;
+esac
 timeout=${OPSBOT_TIMEOUT:-60}
 [[ $timeout =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || fail_closed "the timeout input \"$timeout\" is not a positive number of seconds"
 audience=${OPSBOT_AUDIENCE:-opsbot}
@@ -138,7 +153,9 @@ attempt() {
   local left=$(((deadline - $(now_ms) + 999) / 1000))
   [ "$left" -ge 1 ] || left=1
   rm -f "$work/body" "$work/headers"
-  status=$(curl -sS --max-time "$((left < 30 ? left : 30))" -o "$work/body" -D "$work/headers" -w '%{http_code}' "$@" 2>"$work/curl.err")
+  # -q first: no ~/.curlrc on the runner adds headers, hosts or options to
+  # the ask. Redirects are not followed (no -L): the bearer stays here.
+  status=$(curl -q -sS --proto =https,http --max-time "$((left < 30 ? left : 30))" -o "$work/body" -D "$work/headers" -w '%{http_code}' "$@" 2>"$work/curl.err")
   local rc=$?
   if [ "$rc" -ne 0 ]; then
     status=000
@@ -166,7 +183,11 @@ with_retries() {
     *) return 0 ;;
     esac
     after=$(tr -d '\r' <"$work/headers" 2>/dev/null | sed -n 's/^[Rr]etry-[Aa]fter: *\([0-9][0-9]*\)$/\1/p' | tail -n 1)
-    local pause=$((${after:-$wait} * 1000))
+    # A Retry-After too large for the arithmetic is an hour; the budget
+    # below cuts it further.
+    while [ "${#after}" -gt 1 ] && [ "${after#0}" != "$after" ]; do after=${after#0}; done
+    if [ "${#after}" -gt 4 ] || { [ -n "$after" ] && [ "$after" -gt 3600 ]; }; then after=3600; fi
+    local pause=$((10#${after:-$wait} * 1000))
     local left=$((deadline - $(now_ms)))
     if [ "$left" -le 0 ]; then
       fail_closed "$what: gave up after $n attempts in ${timeout}s; last: $cause"

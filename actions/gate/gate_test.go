@@ -371,3 +371,44 @@ func TestOtherEventFailsClosed(t *testing.T) {
 		t.Errorf("asks %d, outputs %v, stdout:\n%s", len(g.Asks()), s.outputs, s.stdout)
 	}
 }
+
+// The bearer goes only over https (plain http only to this machine), no
+// ~/.curlrc changes the ask, and a Retry-After too large to count is held
+// to the step's budget instead of turning into a busy loop.
+func TestTransportGuards(t *testing.T) {
+	t.Parallel()
+	t.Run("http elsewhere", func(t *testing.T) {
+		s := runStep(t, "pull_request", "pull_request/synchronize.payload.json",
+			map[string]string{"OPSBOT_SERVER": "http://opsbot.example.com", "OPSBOT_TOKEN": gateToken, "OPSBOT_TIMEOUT": "10"})
+		if s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "is not an https:// URL") {
+			t.Fatalf("outputs %v\n%s", s.outputs, s.stdout)
+		}
+	})
+	t.Run("curlrc", func(t *testing.T) {
+		g := newGateServer(t, reply{200, skipAnswer})
+		home := t.TempDir()
+		if err := os.WriteFile(filepath.Join(home, ".curlrc"), []byte("header = \"Authorization: Bearer from-curlrc\"\nuser-agent = \"curlrc\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		vars := prVars(g.URL)
+		vars["HOME"] = home
+		s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", vars)
+		if a := g.Asks(); len(a) != 1 || a[0].Auth != "Bearer "+gateToken {
+			t.Fatalf("asks %+v\n%s", a, s.stdout)
+		}
+	})
+	t.Run("huge Retry-After", func(t *testing.T) {
+		g := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "99999999999999999999999")
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, "slow down")
+		}))
+		t.Cleanup(g.Close)
+		vars := prVars(g.URL)
+		vars["OPSBOT_TIMEOUT"] = "3"
+		s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", vars)
+		if s.outputs["skip-pr-sweep"] != "false" || s.took > 10*time.Second || strings.Count(s.stdout, "retrying") > 3 {
+			t.Fatalf("took %s, outputs %v\n%s", s.took, s.outputs, s.stdout)
+		}
+	})
+}

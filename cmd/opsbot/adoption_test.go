@@ -270,3 +270,33 @@ func TestGateActionAgainstTheServer(t *testing.T) {
 		t.Fatalf("another PR's ID token: %v\n%s", out, stdout)
 	}
 }
+
+// A name someone else chose (a file the PR adds) quoted in the gate's
+// reason never becomes a workflow command in the step's log: neither the
+// legacy `##[…]` the runner finds anywhere in a line, nor `::…::`.
+func TestReasonTextIsNoWorkflowCommand(t *testing.T) {
+	w := newWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	hostileFiles := []string{"##[set-env name=X;]x", "a::add-mask::b", ":::error::c"}
+	w.gh.Push(theRepo, thePR, []string{sha("c2")}, hostileFiles)
+	w.sendSync(sha("c2"), "")
+	check := func(what, out string) {
+		t.Helper()
+		for _, line := range strings.Split(out, "\n") {
+			own := strings.HasPrefix(line, "::add-mask::") || strings.HasPrefix(line, "::warning::opsbot gate ")
+			if strings.Contains(line, "##[") || (strings.Contains(line, "::") && !own) || (own && strings.Count(line, "::") > 2) {
+				t.Errorf("%s prints a workflow command: %q", what, line)
+			}
+		}
+	}
+	out, stdout := runGateAction(t, w, sha("c2"), map[string]string{"OPSBOT_TOKEN": apiToken})
+	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "set-env") {
+		t.Fatalf("the action: %v\n%s", out, stdout)
+	}
+	check("the gate action", stdout)
+	outs, cli := w.gate("--pr", "2512", "--sha", sha("c2"))
+	if !strings.Contains(outs["reuse-reason"], "add-mask") {
+		t.Fatalf("opsbot gate: %v", outs)
+	}
+	check("opsbot gate", cli)
+}
