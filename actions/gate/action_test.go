@@ -46,7 +46,7 @@ func TestActionMetadata(t *testing.T) {
 		t.Errorf("run interpolates an expression: %q", step.Run)
 	}
 	for input, variable := range map[string]string{"server": "OPSBOT_SERVER", "token": "OPSBOT_TOKEN", "timeout": "OPSBOT_TIMEOUT",
-		"audience": "OPSBOT_AUDIENCE"} {
+		"audience": "OPSBOT_AUDIENCE", "strict": "OPSBOT_STRICT"} {
 		if got := step.Env[variable]; got != "${{ inputs."+input+" }}" {
 			t.Errorf("env %s = %q, want the %s input", variable, got, input)
 		}
@@ -54,7 +54,7 @@ func TestActionMetadata(t *testing.T) {
 	if !a.Inputs["server"].Required {
 		t.Error("server is not required")
 	}
-	for input, want := range map[string]string{"token": "", "timeout": "60", "audience": "opsbot"} {
+	for input, want := range map[string]string{"token": "", "timeout": "60", "audience": "", "strict": "false"} {
 		if d := a.Inputs[input].Default; d == nil || *d != want || a.Inputs[input].Required {
 			t.Errorf("input %s: default %v, want optional with %q", input, d, want)
 		}

@@ -4,14 +4,18 @@
 # It asks the opsbot server (POST /api/v1/gate, Accept: text/plain) whether
 # this push may skip its benchmark sweep, and writes the eight step outputs
 # to $GITHUB_OUTPUT. It fails closed: whatever goes wrong, it answers
-# skip-pr-sweep=false with a ::warning:: that names the cause, and the sweep
-# runs.
+# skip-pr-sweep=false, and the sweep runs. A setup mistake (the server
+# refused the ask: a wrong token or audience, a wrong URL, a missing
+# permission) fails the step with an ::error::, so it is seen; a server or
+# GitHub that did not answer within the timeout is a ::warning:: and the step
+# succeeds (OPSBOT_STRICT=true fails it too).
 #
 # Inputs, all through the environment (never interpolated into the script):
 #   OPSBOT_SERVER    the server's base URL (required)
 #   OPSBOT_TOKEN     a gate token; empty: a GitHub Actions OIDC ID token
 #   OPSBOT_TIMEOUT   seconds for the whole ask, retries included (default 60)
-#   OPSBOT_AUDIENCE  the OIDC audience (default opsbot)
+#   OPSBOT_AUDIENCE  the OIDC audience (default: OPSBOT_SERVER, without a trailing /)
+#   OPSBOT_STRICT    "true": a decision that could not be had in time fails the step too
 # and GitHub's: GITHUB_EVENT_NAME, GITHUB_EVENT_PATH, GITHUB_REPOSITORY,
 # GITHUB_OUTPUT, ACTIONS_ID_TOKEN_REQUEST_URL, ACTIONS_ID_TOKEN_REQUEST_TOKEN.
 #
@@ -82,43 +86,63 @@ emit() {
   fi
 }
 
-# fail_closed answers "sweep" with the cause, and ends the step successfully:
-# the sweep runs, and the warning says why opsbot was not heard.
-fail_closed() {
-  local cause
-  cause=$(one_line "$1")
-  echo "::warning::opsbot gate could not get a decision, so the sweep runs: $(escape_data "$cause")"
+# sweep_because answers "sweep" with the cause and ends the step: with a
+# ::warning:: and success ($1 warn), or with an ::error:: and failure ($1
+# error), so that a mistake in the setup shows as a red step. Either way the
+# outputs say skip-pr-sweep=false and the sweep runs.
+sweep_because() {
+  local level=$1 cause
+  cause=$(one_line "$2")
+  if [ "$level" = error ]; then
+    echo "::error::opsbot gate was refused, so the sweep runs (and every push will sweep until this is fixed): $(escape_data "$cause")"
+  else
+    echo "::warning::opsbot gate could not get a decision, so the sweep runs: $(escape_data "$cause")"
+  fi
   VALUES=("" "" "" "" "" "" "" "")
   set_value skip-pr-sweep false
   set_value reuse-enabled false
   set_value reuse-reason "opsbot gate failed: $cause"
   emit
+  [ "$level" = error ] && exit 1
   exit 0
 }
 
+# fail_closed is a failure that may pass (the server or GitHub did not
+# answer in time): a warning, or with the strict input an error.
+fail_closed() {
+  if [ "${OPSBOT_STRICT:-false}" = true ]; then sweep_because error "$1"; fi
+  sweep_because warn "$1"
+}
+
+# refused is a failure that will not pass by itself (a wrong token or
+# audience, a wrong server URL, a missing permission): an error.
+refused() { sweep_because error "$1"; }
+
 for tool in curl jq; do
-  command -v "$tool" >/dev/null 2>&1 || fail_closed "$tool is not installed on this runner (the action needs bash, curl and jq)"
+  command -v "$tool" >/dev/null 2>&1 || refused "$tool is not installed on this runner (the action needs bash, curl and jq)"
 done
 
 server=${OPSBOT_SERVER:-}
 server=${server%/}
-[ -n "$server" ] || fail_closed "the server input is empty (set it to the opsbot URL, e.g. \${{ vars.OPSBOT_URL }})"
+[ -n "$server" ] || refused "the server input is empty (set it to the opsbot URL, e.g. \${{ vars.OPSBOT_URL }})"
 # The bearer goes only over TLS; plain http only to this machine (tests, a
 # sidecar).
 case "$server" in
 https://?*) ;;
 http://127.0.0.1 | http://127.0.0.1[:/]* | http://localhost | http://localhost[:/]* | http://\[::1\] | http://\[::1\][:/]*) ;;
-*) fail_closed "the server input \"$server\" is not an https:// URL (plain http is taken only for 127.0.0.1, localhost and [::1])" ;;
+*) refused "the server input \"$server\" is not an https:// URL (plain http is taken only for 127.0.0.1, localhost and [::1])" ;;
 esac
 timeout=${OPSBOT_TIMEOUT:-60}
-[[ $timeout =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || fail_closed "the timeout input \"$timeout\" is not a positive number of seconds"
-audience=${OPSBOT_AUDIENCE:-opsbot}
+[[ $timeout =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || refused "the timeout input \"$timeout\" is not a positive number of seconds"
+# The ID token's audience: the input, else the server's URL itself, which
+# is what api.github_oidc.audience is set to (README, "Connect a repository").
+audience=${OPSBOT_AUDIENCE:-$server}
 deadline=$(($(now_ms) + timeout * 1000))
 
 # --- what is asked, from the event that started the workflow ----------------
 event=${GITHUB_EVENT_NAME:-}
 [ -n "${GITHUB_EVENT_PATH:-}" ] && [ -r "$GITHUB_EVENT_PATH" ] ||
-  fail_closed "no event payload to read (GITHUB_EVENT_PATH is \"${GITHUB_EVENT_PATH:-}\")"
+  refused "no event payload to read (GITHUB_EVENT_PATH is \"${GITHUB_EVENT_PATH:-}\")"
 case "$event" in
 pull_request)
   filter='[.repository.full_name // "", (.pull_request.number // 0 | tostring), .pull_request.head.sha // "", .action // ""]'
@@ -127,17 +151,17 @@ push)
   filter='[.repository.full_name // "", "0", .after // "", ""]'
   ;;
 *)
-  fail_closed "the workflow ran on \"$event\": the gate answers pull_request and push events"
+  refused "the workflow ran on \"$event\": the gate answers pull_request and push events"
   ;;
 esac
 # Fields are joined with the unit separator, not a tab: read collapses runs
 # of whitespace separators, which would shift a field after an empty one.
 if ! fields=$(jq -r "$filter | map(gsub(\"[\\u001f\\n\\r]\"; \" \")) | join(\"\\u001f\")" "$GITHUB_EVENT_PATH" 2>"$work/jq.err"); then
-  fail_closed "cannot read the event payload $GITHUB_EVENT_PATH: $(head -c 300 "$work/jq.err")"
+  refused "cannot read the event payload $GITHUB_EVENT_PATH: $(head -c 300 "$work/jq.err")"
 fi
 IFS=$'\x1f' read -r repo pr sha action <<<"$fields"
 repo=${repo:-${GITHUB_REPOSITORY:-}}
-[ -n "$repo" ] || fail_closed "the event names no repository"
+[ -n "$repo" ] || refused "the event names no repository"
 [[ $sha =~ ^0*$ ]] && fail_closed "the $event event names no commit"
 if [ "$event" = pull_request ] && [ "$pr" -le 0 ] 2>/dev/null; then
   fail_closed "the pull_request event names no pull request number"
@@ -211,18 +235,27 @@ elif [ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ] && [ -n "${ACTIONS_ID_TOKEN_REQU
   aud=$(jq -rn --arg a "$audience" '$a | @uri')
   printf 'Authorization: bearer %s\n' "$ACTIONS_ID_TOKEN_REQUEST_TOKEN" >"$work/oidc-headers"
   with_retries "requesting an OIDC ID token" -H "@$work/oidc-headers" "$ACTIONS_ID_TOKEN_REQUEST_URL$sep""audience=$aud"
-  [ "$status" = 200 ] || fail_closed "GitHub refused an OIDC ID token: $cause"
+  [ "$status" = 200 ] || refused "GitHub refused an OIDC ID token: $cause (does the job have permissions: id-token: write?)"
   bearer=$(jq -r '.value // empty' "$work/body" 2>/dev/null)
-  [ -n "$bearer" ] || fail_closed "GitHub's OIDC answer held no token"
+  [ -n "$bearer" ] || refused "GitHub's OIDC answer held no token"
 else
-  fail_closed "no token: set the action's token input, or give the job permissions: id-token: write"
+  refused "no token: set the action's token input, or give the job permissions: id-token: write"
 fi
 echo "::add-mask::$bearer"
 
 # --- the ask ---------------------------------------------------------------
 printf 'Authorization: Bearer %s\nAccept: text/plain\nContent-Type: application/json\n' "$bearer" >"$work/ask-headers"
 with_retries "asking $server" -X POST -H "@$work/ask-headers" --data-binary "@$work/ask.json" "$server/api/v1/gate"
-[ "$status" = 200 ] || fail_closed "$cause"
+case "$status" in
+200) ;;
+401)
+  if [ -n "${OPSBOT_TOKEN:-}" ]; then
+    refused "$cause (the action's token input is not one of the server's gate tokens, api.gate_tokens_env)"
+  fi
+  refused "$cause (the job's ID token was refused: its audience was \"$audience\"; the server's api.github_oidc.audience must be exactly that, or pass the action's audience input; or set the action's token input to a gate token)"
+  ;;
+*) refused "$cause" ;;
+esac
 
 while IFS= read -r line || [ -n "$line" ]; do
   line=${line%$'\r'}
@@ -232,6 +265,6 @@ while IFS= read -r line || [ -n "$line" ]; do
 done <"$work/body"
 case "${VALUES[0]}" in
 true | false) ;;
-*) fail_closed "the server's answer has no skip-pr-sweep=true|false line (is $server an opsbot with the text/plain gate?)" ;;
+*) refused "the server's answer has no skip-pr-sweep=true|false line (is $server an opsbot with the text/plain gate?)" ;;
 esac
 emit

@@ -6,6 +6,7 @@ package gateaction
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -92,6 +93,7 @@ func (g *gateServer) Asks() []ask {
 
 // step is one run of gate.sh.
 type step struct {
+	failed  bool // the step failed (exit 1): a refused ask, or strict
 	stdout  string
 	outputs map[string]string
 	lines   []string // $GITHUB_OUTPUT's lines, in order
@@ -123,10 +125,15 @@ func runStep(t *testing.T, event, payload string, vars map[string]string) step {
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	began := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("gate.sh: %v (it must end the step successfully, failing closed)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
+		t.Fatalf("gate.sh: %v (it must end with 0, or 1 for a refused ask)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
-	s := step{stdout: stdout.String(), outputs: map[string]string{}, took: time.Since(began)}
+	s := step{failed: err != nil, stdout: stdout.String(), outputs: map[string]string{}, took: time.Since(began)}
+	if s.failed != strings.Contains(s.stdout, "::error::") {
+		t.Fatalf("the step failed %v, but its log says ::error:: %v\n%s", s.failed, !s.failed, s.stdout)
+	}
 	raw, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +257,16 @@ func TestServerDownFailsClosedAfterItsBudget(t *testing.T) {
 	if !strings.HasPrefix(s.outputs["reuse-reason"], "opsbot gate failed: ") {
 		t.Errorf("reuse-reason = %q", s.outputs["reuse-reason"])
 	}
+	if s.failed {
+		t.Error("a server that did not answer failed the step; without strict it only warns")
+	}
+	// With strict, the same fails the step (the outputs still say sweep).
+	vars["OPSBOT_TIMEOUT"] = "2"
+	vars["OPSBOT_STRICT"] = "true"
+	s = runStep(t, "pull_request", "pull_request/synchronize.payload.json", vars)
+	if !s.failed || s.outputs["skip-pr-sweep"] != "false" {
+		t.Errorf("strict: failed %v, outputs %v\n%s", s.failed, s.outputs, s.stdout)
+	}
 }
 
 // A 503 (a deploy blip) is retried; the next answer decides.
@@ -269,7 +286,8 @@ func TestUnavailableThenAnswerIsRetried(t *testing.T) {
 }
 
 // Anything but a connection error, a 5xx or a 429 is not retried: it fails
-// closed at once, naming the answer.
+// closed at once, naming the answer, and fails the step: a refused ask is a
+// setup mistake that would otherwise make every push sweep unseen.
 func TestRefusalFailsClosedAtOnce(t *testing.T) {
 	t.Parallel()
 	for _, rep := range []reply{{401, "bad token"}, {200, "<html>a proxy page</html>"}, {404, "no such route"},
@@ -280,8 +298,11 @@ func TestRefusalFailsClosedAtOnce(t *testing.T) {
 			if n := len(g.Asks()); n != 1 {
 				t.Errorf("asks = %d, want 1", n)
 			}
-			if s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "::warning::") {
-				t.Errorf("outputs %v, stdout:\n%s", s.outputs, s.stdout)
+			if s.outputs["skip-pr-sweep"] != "false" || !s.failed {
+				t.Errorf("failed %v, outputs %v, stdout:\n%s", s.failed, s.outputs, s.stdout)
+			}
+			if rep.status == 401 && !strings.Contains(s.stdout, "the action's token input") {
+				t.Errorf("the 401 names no token input:\n%s", s.stdout)
 			}
 			if rep.status == 403 && !strings.Contains(s.stdout, "HTTP 403: opsbot could not decide (HTTP 403): the ID token's ref") {
 				t.Errorf("the warning does not give the server's reason:\n%s", s.stdout)
@@ -296,11 +317,8 @@ func TestOIDC(t *testing.T) {
 	t.Parallel()
 	for _, audience := range []string{"", "opsbot-staging"} {
 		t.Run("audience="+audience, func(t *testing.T) {
-			want := audience
-			if want == "" {
-				want = "opsbot"
-			}
 			var mu sync.Mutex
+			want := audience // "": the server input, set below
 			var tokenAsks []string
 			issuer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
@@ -314,12 +332,15 @@ func TestOIDC(t *testing.T) {
 				case r.URL.Query().Get("audience") != want:
 					http.Error(w, "wrong audience "+r.URL.Query().Get("audience"), http.StatusBadRequest)
 				default:
-					json.NewEncoder(w).Encode(map[string]any{"count": 1, "value": "id-token-for-" + want})
+					json.NewEncoder(w).Encode(map[string]any{"count": 1, "value": "id-token-for-" + strings.ReplaceAll(want, "/", "_")})
 				}
 			}))
 			t.Cleanup(issuer.Close)
 			g := newGateServer(t, reply{200, skipAnswer})
-			vars := prVars(g.URL)
+			if want == "" {
+				want = g.URL
+			}
+			vars := prVars(g.URL + "/")
 			delete(vars, "OPSBOT_TOKEN")
 			vars["OPSBOT_AUDIENCE"] = audience
 			vars["ACTIONS_ID_TOKEN_REQUEST_URL"] = issuer.URL + "/token?api-version=2.0"
@@ -329,11 +350,11 @@ func TestOIDC(t *testing.T) {
 			if len(asks) != 1 {
 				t.Fatalf("asks = %d, want 1; token asks %v\n%s", len(asks), tokenAsks, s.stdout)
 			}
-			wantAsk(t, asks[0], "id-token-for-"+want, prAsk)
+			wantAsk(t, asks[0], "id-token-for-"+strings.ReplaceAll(want, "/", "_"), prAsk)
 			if s.outputs["skip-pr-sweep"] != "true" {
 				t.Errorf("skip-pr-sweep = %q\n%s", s.outputs["skip-pr-sweep"], s.stdout)
 			}
-			if !strings.Contains(s.stdout, "::add-mask::id-token-for-"+want) {
+			if !strings.Contains(s.stdout, "::add-mask::id-token-for-"+strings.ReplaceAll(want, "/", "_")) {
 				t.Errorf("the ID token is not masked in the log:\n%s", s.stdout)
 			}
 		})
@@ -347,7 +368,7 @@ func TestNoCredentialFailsClosed(t *testing.T) {
 	vars := prVars(g.URL)
 	delete(vars, "OPSBOT_TOKEN")
 	s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", vars)
-	if len(g.Asks()) != 0 || s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "id-token: write") {
+	if len(g.Asks()) != 0 || s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "id-token: write") || !s.failed {
 		t.Errorf("asks %d, outputs %v, stdout:\n%s", len(g.Asks()), s.outputs, s.stdout)
 	}
 }
@@ -357,7 +378,7 @@ func TestDeletedBranchFailsClosed(t *testing.T) {
 	t.Parallel()
 	g := newGateServer(t, reply{200, skipAnswer})
 	s := runStep(t, "push", "push/payload.json", prVars(g.URL))
-	if len(g.Asks()) != 0 || s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "names no commit") {
+	if len(g.Asks()) != 0 || s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "names no commit") || s.failed {
 		t.Errorf("asks %d, outputs %v, stdout:\n%s", len(g.Asks()), s.outputs, s.stdout)
 	}
 }
@@ -367,7 +388,7 @@ func TestOtherEventFailsClosed(t *testing.T) {
 	t.Parallel()
 	g := newGateServer(t, reply{200, skipAnswer})
 	s := runStep(t, "issue_comment", "issue_comment/created.payload.json", prVars(g.URL))
-	if len(g.Asks()) != 0 || s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, `"issue_comment"`) {
+	if len(g.Asks()) != 0 || s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, `"issue_comment"`) || !s.failed {
 		t.Errorf("asks %d, outputs %v, stdout:\n%s", len(g.Asks()), s.outputs, s.stdout)
 	}
 }
@@ -380,7 +401,7 @@ func TestTransportGuards(t *testing.T) {
 	t.Run("http elsewhere", func(t *testing.T) {
 		s := runStep(t, "pull_request", "pull_request/synchronize.payload.json",
 			map[string]string{"OPSBOT_SERVER": "http://opsbot.example.com", "OPSBOT_TOKEN": gateToken, "OPSBOT_TIMEOUT": "10"})
-		if s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "is not an https:// URL") {
+		if s.outputs["skip-pr-sweep"] != "false" || !strings.Contains(s.stdout, "is not an https:// URL") || !s.failed {
 			t.Fatalf("outputs %v\n%s", s.outputs, s.stdout)
 		}
 	})
@@ -411,4 +432,28 @@ func TestTransportGuards(t *testing.T) {
 			t.Fatalf("took %s, outputs %v\n%s", s.took, s.outputs, s.stdout)
 		}
 	})
+}
+
+// The documented OIDC setup gone wrong: the server refuses the job's ID token
+// (its audience is not the server's api.github_oidc.audience). The step
+// fails, its error names the audience it asked for, and the outputs say
+// sweep.
+func TestMisconfiguredAudienceFailsTheStep(t *testing.T) {
+	t.Parallel()
+	issuer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"count": 1, "value": "id-token"})
+	}))
+	t.Cleanup(issuer.Close)
+	g := newGateServer(t, reply{401, "skip-pr-sweep=false\nreuse-enabled=false\nreuse-reason=opsbot could not decide (HTTP 401): the GitHub Actions ID token was refused: oidc: expected audience \"https://opsbot.example.com\"\n"})
+	vars := prVars(g.URL)
+	delete(vars, "OPSBOT_TOKEN")
+	vars["ACTIONS_ID_TOKEN_REQUEST_URL"] = issuer.URL + "/token?api-version=2.0"
+	vars["ACTIONS_ID_TOKEN_REQUEST_TOKEN"] = "request-token"
+	s := runStep(t, "pull_request", "pull_request/synchronize.payload.json", vars)
+	if !s.failed || s.outputs["skip-pr-sweep"] != "false" || s.outputs["reuse-enabled"] != "false" {
+		t.Fatalf("failed %v, outputs %v\n%s", s.failed, s.outputs, s.stdout)
+	}
+	if !strings.Contains(s.stdout, "::error::") || !strings.Contains(s.stdout, "its audience was \\\"") && !strings.Contains(s.stdout, "its audience was") {
+		t.Errorf("the error does not name the audience asked for:\n%s", s.stdout)
+	}
 }
