@@ -1,24 +1,27 @@
-# opsbot: a static binary on a minimal, non-root image.
-#   docker build -t opsbot .
+# opsbot: a static binary on an empty (scratch) image, non-root. The binaries are built outside the image, by
+# .ci/build-release (the release workflow runs it), so the image holds nothing but opsbot, the CA bundle, an empty
+# /tmp (for `opsbot demo`) and /data:
+#   .ci/build-release v1.2.0 && docker build --build-arg VERSION=v1.2.0 -t opsbot .
 #   docker run -p 8080:8080 -v opsbot-state:/data \
 #     -e OPSBOT_WEBHOOK_SECRET=... -e GITHUB_TOKEN=... -e OPSBOT_GATE_TOKENS=... -e OPSBOT_ADMIN_TOKENS=... opsbot
-FROM golang:1.26 AS build
-WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
-COPY . .
-ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/opsbot ./cmd/opsbot \
- && mkdir -p /out/data
-
+# It listens on 0.0.0.0:8080 (OPSBOT_LISTEN; the health check reads the same variable) and keeps its database in
+# /data. A bind mount for /data must be writable by uid 65532: `chown 65532:65532 DIR` on the host first.
+# Mount your configuration over /etc/opsbot/opsbot.yaml (the image holds the example, in dry-run).
 FROM scratch
-COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/
-COPY --from=build /out/opsbot /opsbot
+ARG TARGETARCH
+ARG VERSION=dev
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="opsbot" org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
+COPY dist/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY dist/opsbot-linux-${TARGETARCH} /opsbot
 COPY opsbot.example.yaml /etc/opsbot/opsbot.yaml
-COPY --from=build --chown=65532:65532 /out/data /data
+COPY --chown=65532:65532 dist/tmp /tmp
+COPY --chown=65532:65532 dist/tmp /data
+ENV OPSBOT_LISTEN=0.0.0.0:8080 OPSBOT_STATE_PATH=/data/opsbot.db TMPDIR=/tmp
 USER 65532:65532
 VOLUME ["/data"]
 EXPOSE 8080
-HEALTHCHECK --interval=30s --timeout=5s CMD ["/opsbot", "healthcheck", "--url", "http://127.0.0.1:8080/healthz"]
+HEALTHCHECK --interval=30s --timeout=5s CMD ["/opsbot", "healthcheck"]
 ENTRYPOINT ["/opsbot"]
-CMD ["serve", "--config", "/etc/opsbot/opsbot.yaml", "--listen", "0.0.0.0:8080", "--state", "/data/opsbot.db"]
+CMD ["serve", "--config", "/etc/opsbot/opsbot.yaml"]

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -70,21 +71,34 @@ func TestEmbeddedExamplesEqualTheirFiles(t *testing.T) {
 
 var pinnedRE = regexp.MustCompile(`^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$`)
 
+// workflows are every workflow file: the documented examples and the
+// repository's own (the release workflow).
+func workflows(t *testing.T) []string {
+	t.Helper()
+	examples, _ := filepath.Glob("examples/*.yml")
+	own, _ := filepath.Glob("../.github/workflows/*.yml")
+	if len(examples) == 0 || len(own) == 0 {
+		t.Fatalf("workflows: %d examples, %d of the repository's own", len(examples), len(own))
+	}
+	return append(examples, own...)
+}
+
+type workflowFile struct {
+	Jobs map[string]struct {
+		Steps []map[string]any `yaml:"steps"`
+	} `yaml:"jobs"`
+}
+
 // Every action is pinned by commit SHA, and no ${{ }} expression is
 // interpolated into a run: script (it would be shell injection); values
 // reach scripts through env:.
 func TestExamplesPinActionsAndKeepExpressionsOutOfScripts(t *testing.T) {
-	examples, _ := filepath.Glob("examples/*.yml")
-	for _, e := range examples {
+	for _, e := range workflows(t) {
 		b, err := os.ReadFile(e)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var wf struct {
-			Jobs map[string]struct {
-				Steps []map[string]any `yaml:"steps"`
-			} `yaml:"jobs"`
-		}
+		var wf workflowFile
 		if err := yaml.Unmarshal(b, &wf); err != nil {
 			t.Fatalf("%s: %v", e, err)
 		}
@@ -95,6 +109,69 @@ func TestExamplesPinActionsAndKeepExpressionsOutOfScripts(t *testing.T) {
 				}
 				if run, ok := step["run"].(string); ok && strings.Contains(run, "${{") {
 					t.Errorf("%s: job %s step %d interpolates an expression into run: %q", e, name, i, run)
+				}
+			}
+		}
+	}
+}
+
+// currentMajor is the release line each GitHub action the workflows use is
+// on now (Node 24); an older one (Node 20) is refused. Each pin says its
+// version in a comment after the SHA.
+var currentMajor = map[string]int{"actions/checkout": 7, "actions/upload-artifact": 7, "actions/download-artifact": 8,
+	"actions/setup-go": 7, "docker/setup-qemu-action": 4, "docker/setup-buildx-action": 4, "docker/login-action": 4,
+	"docker/build-push-action": 7}
+
+var usesRE = regexp.MustCompile(`uses: ([\w.-]+/[\w.-]+)(/[\w./-]+)?@([0-9a-f]{40})(?: # v(\d+)\.\d+\.\d+)?`)
+
+func TestWorkflowsPinCurrentReleases(t *testing.T) {
+	for _, e := range workflows(t) {
+		b, err := os.ReadFile(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range usesRE.FindAllStringSubmatch(string(b), -1) {
+			action := m[1]
+			if strings.HasPrefix(action, "your-org/") {
+				continue // opsbot's own action, at the commit the reader deploys
+			}
+			want, known := currentMajor[action]
+			if !known {
+				t.Errorf("%s uses %s, which this test does not know the current release of: add it to currentMajor", e, action)
+				continue
+			}
+			if m[4] == "" {
+				t.Errorf("%s: %s@%s says no version in a comment (# vX.Y.Z)", e, action, m[3])
+				continue
+			}
+			if got, _ := strconv.Atoi(m[4]); got < want {
+				t.Errorf("%s: %s is pinned at v%d, an old release; pin v%d (its release tag's commit SHA)", e, action, got, want)
+			}
+		}
+	}
+}
+
+// A job that runs the repository's scripts (./…) checks the repository out
+// first: without it the step fails on the runner, which lint cannot see.
+func TestJobsCheckOutBeforeRunningScripts(t *testing.T) {
+	script := regexp.MustCompile(`(^|[\s"'(])\./[\w.-]`)
+	for _, e := range workflows(t) {
+		b, err := os.ReadFile(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wf workflowFile
+		if err := yaml.Unmarshal(b, &wf); err != nil {
+			t.Fatalf("%s: %v", e, err)
+		}
+		for name, job := range wf.Jobs {
+			checkedOut := false
+			for i, step := range job.Steps {
+				if uses, ok := step["uses"].(string); ok && strings.HasPrefix(uses, "actions/checkout@") {
+					checkedOut = true
+				}
+				if run, ok := step["run"].(string); ok && script.MatchString(run) && !checkedOut {
+					t.Errorf("%s: job %s step %d runs %q with no checkout before it", e, name, i, strings.TrimSpace(run))
 				}
 			}
 		}

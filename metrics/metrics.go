@@ -110,12 +110,12 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 	return m
 }
 
-// BuildInfo registers opsbot_build_info: 1, labelled with opsbot's version
-// and the Go version it was built with. Call it once.
-func (m *Metrics) BuildInfo(version string) {
+// BuildInfo registers opsbot_build_info: 1, labelled with opsbot's version,
+// the commit it was built from and the Go version. Call it once.
+func (m *Metrics) BuildInfo(version, commit string) {
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsbot_build_info",
-		Help: "1, labelled with the version of opsbot and of Go it was built with."}, []string{"version", "goversion"})
-	build.WithLabelValues(version, runtime.Version()).Set(1)
+		Help: "1, labelled with the version of opsbot, its commit and the Go version it was built with."}, []string{"version", "commit", "goversion"})
+	build.WithLabelValues(version, commit, runtime.Version()).Set(1)
 	m.Registry.MustRegister(build)
 }
 

@@ -127,7 +127,7 @@ func TestMetricsReportUnknownAsAbsent(t *testing.T) {
 			t.Errorf("%s = %s before anything was known, want it absent", name, v)
 		}
 	}
-	build := `opsbot_build_info{goversion="` + runtime.Version() + `",version="` + fullVersion() + `"}`
+	build := `opsbot_build_info{commit="` + fullCommit() + `",goversion="` + runtime.Version() + `",version="` + fullVersion() + `"}`
 	if m[build] != "1" {
 		t.Errorf("%s = %q, want 1 (metrics: %v)", build, m[build], m)
 	}
@@ -301,4 +301,22 @@ func TestReasonTextIsNoWorkflowCommand(t *testing.T) {
 		t.Fatalf("opsbot gate: %v", outs)
 	}
 	check("opsbot gate", cli)
+}
+
+// A release build says its tag and commit: --version and opsbot_build_info.
+func TestReleaseBuildStampsVersionAndCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary")
+	}
+	bin := filepath.Join(t.TempDir(), "opsbot")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version=v9.8.7 -X main.commit=0123456789abcdef0123456789abcdef01234567",
+		"-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "--version", string(out), "opsbot v9.8.7 (commit 0123456789abcdef0123456789abcdef01234567, go")
 }

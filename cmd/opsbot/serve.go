@@ -40,8 +40,8 @@ func runServe(e *env, args []string) error {
 		"OPSBOT_WEBHOOK_SECRET=change-me-to-a-long-secret opsbot serve --config opsbot.example.yaml",
 		"opsbot serve --config /etc/opsbot/opsbot.yaml --listen 0.0.0.0:8080")
 	file := fs.String("config", "opsbot.yaml", "the YAML configuration file")
-	listen := fs.String("listen", "", "address to listen on (overrides the config's listen)")
-	statePath := fs.String("state", "", "the bbolt database file (overrides the config's state_path)")
+	listen := fs.String("listen", "", "address to listen on (overrides $OPSBOT_LISTEN, which overrides the config's listen)")
+	statePath := fs.String("state", "", "the bbolt database file (overrides $OPSBOT_STATE_PATH, which overrides the config's state_path)")
 	dryRun := fs.Bool("dry-run", false, "log what would be posted to GitHub and Slack instead of posting it")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the server stops (for docs/BENCHMARKS.md)")
@@ -75,6 +75,12 @@ func runServe(e *env, args []string) error {
 	cfg, err := config.Load(*file)
 	if err != nil {
 		return fmt.Errorf("%w\n(check it with: opsbot config check --config %s)", err, *file)
+	}
+	if *listen == "" {
+		*listen = e.getenv("OPSBOT_LISTEN") // the container image's 0.0.0.0:8080
+	}
+	if *statePath == "" {
+		*statePath = e.getenv("OPSBOT_STATE_PATH")
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
@@ -192,7 +198,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		st, err := store.InboxStats()
 		return st.Depth, st.Oldest, st.DeadLetter, err
 	}, store.OutboxStats, time.Now)
-	m.BuildInfo(fullVersion())
+	m.BuildInfo(fullVersion(), fullCommit())
 	a.metrics = m
 
 	dry := cfg.DryRun || (secrets.GitHubToken == "" && cfg.GitHub.App == nil)

@@ -34,7 +34,27 @@ func fullVersion() string {
 	return v
 }
 
+// commit is the commit opsbot was built from, set at build time with
+// -ldflags "-X main.commit=..." (.ci/build-release, the image); else the
+// one the Go toolchain records ("unknown" without).
+var commit = ""
+
+// fullCommit is the commit opsbot was built from.
+func fullCommit() string {
+	if commit != "" {
+		return commit
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return "unknown"
+}
+
 // versionLine is what `opsbot --version` prints.
 func versionLine() string {
-	return "opsbot " + fullVersion() + " (" + runtime.Version() + ")"
+	return "opsbot " + fullVersion() + " (commit " + fullCommit() + ", " + runtime.Version() + ")"
 }
