@@ -18,7 +18,8 @@ import (
 type Identity struct {
 	Login string
 	ID    int64
-	AppID int64 // the App opsbot is; 0 with a token
+	AppID int64  // the App opsbot is; 0 with a token
+	Type  string // the account's type: Bot for an App, User for a person's or a machine account's token
 }
 
 // Wrote reports whether a comment is opsbot's own: written by its account
@@ -75,7 +76,7 @@ func (f *Factory) LearnSelf(ctx context.Context) (Identity, error) {
 		if err := wrap("reading the token's account (GET /user)", resp, err); err != nil {
 			return id, fmt.Errorf("%w: %w", ErrUnknownSelf, err)
 		}
-		id = Identity{Login: u.GetLogin(), ID: u.GetID()}
+		id = Identity{Login: u.GetLogin(), ID: u.GetID(), Type: u.GetType()}
 	} else {
 		app, err := f.app(ctx)
 		if err != nil {
@@ -96,7 +97,7 @@ func (f *Factory) LearnSelf(ctx context.Context) (Identity, error) {
 		if err := wrap("reading the App's bot user (GET /users/"+login+")", resp, err); err != nil {
 			return id, fmt.Errorf("%w: %w", ErrUnknownSelf, err)
 		}
-		id = Identity{Login: u.GetLogin(), ID: u.GetID(), AppID: app.GetID()}
+		id = Identity{Login: u.GetLogin(), ID: u.GetID(), AppID: app.GetID(), Type: u.GetType()}
 	}
 	if id.ID == 0 || id.Login == "" {
 		return id, fmt.Errorf("%w: GitHub answered no account id or login", ErrUnknownSelf)

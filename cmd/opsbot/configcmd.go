@@ -48,10 +48,22 @@ func runConfig(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: ok\n", *file)
 	fmt.Fprintf(e.stdout, "  listen:      %s\n  state_path:  %s\n  github:      %s", cfg.Listen, cfg.StatePath, cfg.GitHub.APIURL)
-	if cfg.GitHub.App != nil {
+	switch {
+	case cfg.GitHub.App != nil:
 		fmt.Fprintf(e.stdout, " (GitHub App %d)\n", cfg.GitHub.App.ID)
-	} else {
+	case cfg.GitHub.TokenEnv != "":
 		fmt.Fprintf(e.stdout, " (token from $%s)\n", cfg.GitHub.TokenEnv)
+	default:
+		fmt.Fprintln(e.stdout, " (no credentials: neither github.token_env nor github.app is set)")
+	}
+	tok, _ := config.SecretValue(e.getenv, cfg.GitHub.TokenEnv)
+	switch {
+	case cfg.DryRun:
+		fmt.Fprintln(e.stdout, "  dry run:     on (dry_run is set): notices are logged, not posted")
+	case cfg.GitHub.App == nil && (cfg.GitHub.TokenEnv == "" || strings.TrimSpace(tok) == ""):
+		fmt.Fprintln(e.stdout, "  dry run:     on: "+noTokenSaying(cfg))
+	default:
+		fmt.Fprintln(e.stdout, "  dry run:     off: notices are posted to GitHub")
 	}
 	fmt.Fprintf(e.stdout, "  webhook secret from $%s\n", cfg.GitHub.WebhookSecretEnv)
 	if cfg.GitHub.BotLogin != "" || cfg.GitHub.BotUserID != 0 {
@@ -68,20 +80,35 @@ func runConfig(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  repo %s: sweep %s, reuse needs %s, stage needs %s, help needs %s\n",
 			r.Name, r.SweepWorkflow, r.Reuse.MinRole, r.Stage.MinRole, r.Help.MinRole)
 	}
-	reportEnvironment(e, cfg)
+	if stops := reportEnvironment(e, cfg); stops > 0 {
+		fmt.Fprintf(e.stdout, "%s: the file is valid, but opsbot serve would not start in this environment (%d variable(s) above)\n", *file, stops)
+		return exitCode(1)
+	}
 	return nil
+}
+
+// noTokenSaying is what opsbot says, at start and in config check, when it
+// has no GitHub token: it still runs, and what that means.
+func noTokenSaying(cfg *config.Config) string {
+	name := cfg.GitHub.TokenEnv
+	if name == "" {
+		name = "the variable github.token_env names"
+	}
+	return "no GitHub token: webhooks are received and stored; every command will be answered 'permission could not be checked' " +
+		"and nothing is posted (a dry run, whatever dry_run says) until " + name + " is set"
 }
 
 // reportEnvironment says, for each environment variable the configuration
 // names, whether it (or its VAR_FILE twin) is set here and what opsbot does
-// without it. Values are never printed, nor files read.
-func reportEnvironment(e *env, cfg *config.Config) {
+// without it, and returns how many unset ones stop opsbot serve from
+// starting. Values are never printed, nor files read.
+func reportEnvironment(e *env, cfg *config.Config) int {
 	type named struct{ key, variable, without string }
 	vars := []named{
 		{"github.webhook_secret_env", cfg.GitHub.WebhookSecretEnv, "opsbot serve refuses to start"},
 	}
 	if cfg.GitHub.TokenEnv != "" {
-		vars = append(vars, named{"github.token_env", cfg.GitHub.TokenEnv, "GitHub dry-run: notices are logged, not posted"})
+		vars = append(vars, named{"github.token_env", cfg.GitHub.TokenEnv, "GitHub dry-run: notices are logged, not posted; every command is answered 'permission could not be checked'"})
 	}
 	if cfg.API.GateTokensEnv != "" {
 		vars = append(vars, named{"api.gate_tokens_env", cfg.API.GateTokensEnv, "only GitHub Actions ID tokens may ask the gate"})
@@ -100,7 +127,7 @@ func reportEnvironment(e *env, cfg *config.Config) {
 			named{"audit_web.password_env", cfg.AuditWeb.PasswordEnv, "opsbot serve refuses to start"})
 	}
 	fmt.Fprintln(e.stdout, "  environment:")
-	unset := 0
+	unset, stops := 0, 0
 	for _, v := range vars {
 		switch {
 		case strings.TrimSpace(e.getenv(v.variable)) != "":
@@ -111,9 +138,13 @@ func reportEnvironment(e *env, cfg *config.Config) {
 			continue
 		}
 		unset++
+		if strings.Contains(v.without, "refuses to start") {
+			stops++
+		}
 		fmt.Fprintf(e.stdout, "    $%s (%s): UNSET here: %s\n", v.variable, v.key, v.without)
 	}
 	if unset > 0 {
 		fmt.Fprintf(e.stdout, "  %d named variable(s) unset in this environment: set them where opsbot serve runs\n", unset)
 	}
+	return stops
 }

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -189,3 +191,109 @@ func dialerFrom(from string) func(ctx context.Context, network, addr string) (ne
 }
 
 func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A first run without a GitHub token says what it means, at start and in
+// config check (which prints whether notices are posted); config check
+// exits 1 when an unset variable would stop opsbot serve from starting.
+func TestNoTokenIsSaidAndConfigCheckFailsWhenServeWouldNot(t *testing.T) {
+	path := writeConfig(t, t.TempDir(), "")
+	out, _, err := runCLI(t, map[string]string{"TEST_WEBHOOK_SECRET": testSecret}, "config", "check", "--config", path)
+	if err != nil {
+		t.Fatalf("config check: %v\n%s", err, out)
+	}
+	mustContain(t, "config check", out, "dry run:     on: no GitHub token: webhooks are received and stored; every command will be "+
+		"answered 'permission could not be checked'", "until TEST_GITHUB_TOKEN is set")
+	out, _, err = runCLI(t, map[string]string{"TEST_WEBHOOK_SECRET": testSecret, "TEST_GITHUB_TOKEN": "ghs_x"}, "config", "check", "--config", path)
+	if err != nil || !strings.Contains(out, "dry run:     off") {
+		t.Fatalf("config check with a token: %v\n%s", err, out)
+	}
+	out, _, err = runCLI(t, nil, "config", "check", "--config", path)
+	if code, ok := err.(exitCode); !ok || code != 1 || !strings.Contains(out, "opsbot serve would not start in this environment") {
+		t.Fatalf("config check without the webhook secret: %v\n%s", err, out)
+	}
+	srv := startServer(t, path, testEnv(nil))
+	srv.Stop(t)
+	mustContain(t, "start log", srv.stderr.String(), "no GitHub token: webhooks are received and stored")
+}
+
+// A token of a person's account is said loudly at start: opsbot treats that
+// account as itself and never runs its commands.
+func TestPersonalTokenIsSaidLoudly(t *testing.T) {
+	w := newWorld(t, "")
+	w.gh.AddUser("alice", 7777, "User")
+	w.gh.SetAuthenticatedUser("alice")
+	w.srv.Stop(t)
+	w.srv = startServer(t, filepath.Join(w.dir, "opsbot.yaml"), w.env)
+	w.srv.Stop(t)
+	mustContain(t, "start log", w.srv.stderr.String(), `"level":"ERROR"`, "the GitHub token belongs to a person's account: opsbot treats alice as itself")
+}
+
+// `opsbot github app-manifest` prints a GitHub App manifest (the manifest
+// flow's JSON) with exactly the permissions and events opsbot uses, and
+// `opsbot slack app-manifest` a Slack app manifest with its one scope.
+func TestAppManifests(t *testing.T) {
+	var gh struct {
+		Name   string            `json:"name"`
+		URL    string            `json:"url"`
+		Public bool              `json:"public"`
+		Hook   map[string]any    `json:"hook_attributes"`
+		Perms  map[string]string `json:"default_permissions"`
+		Events []string          `json:"default_events"`
+	}
+	out, errOut, err := runCLI(t, nil, "github", "app-manifest", "--url", "https://opsbot.example.com/", "--teams")
+	if err != nil {
+		t.Fatalf("github app-manifest: %v %s", err, errOut)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&gh); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	want := map[string]string{"metadata": "read", "actions": "read", "contents": "read", "pull_requests": "read", "issues": "write",
+		"statuses": "write", "members": "read"}
+	if fmt.Sprint(gh.Perms) != fmt.Sprint(want) || gh.Hook["url"] != "https://opsbot.example.com/webhook" || gh.Public ||
+		strings.Join(gh.Events, ",") != "issue_comment,pull_request,repository_dispatch" {
+		t.Fatalf("manifest = %+v", gh)
+	}
+	out, _, _ = runCLI(t, nil, "github", "app-manifest", "--url", "https://opsbot.example.com", "--staging")
+	if !strings.Contains(out, `"contents": "write"`) || strings.Contains(out, "members") {
+		t.Fatalf("--staging manifest:\n%s", out)
+	}
+	if _, errOut, err := runCLI(t, nil, "github", "app-manifest", "--url", "http://opsbot.example.com"); err == nil || !strings.Contains(errOut, "https://") {
+		t.Fatalf("an http URL: %v %s", err, errOut)
+	}
+	var sl struct {
+		OAuth struct {
+			Scopes struct {
+				Bot []string `json:"bot"`
+			} `json:"scopes"`
+		} `json:"oauth_config"`
+		Display map[string]any `json:"display_information"`
+	}
+	out, _, err = runCLI(t, nil, "slack", "app-manifest")
+	if err != nil || json.Unmarshal([]byte(out), &sl) != nil || strings.Join(sl.OAuth.Scopes.Bot, ",") != "chat:write" || sl.Display["name"] != "opsbot" {
+		t.Fatalf("slack app-manifest: %v\n%s", err, out)
+	}
+}
+
+// docs/credentials.md names every permission the manifest asks for.
+func TestCredentialsDocNamesEveryPermission(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "credentials.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.ToLower(string(raw))
+	for _, p := range githubPermissions(true, true) {
+		name := strings.ReplaceAll(p.Name, "_", " ")
+		if name == "statuses" {
+			name = "commit statuses"
+		}
+		if !strings.Contains(doc, "| "+name+" | "+p.Level) {
+			t.Errorf("docs/credentials.md has no row for %s %s", p.Name, p.Level)
+		}
+	}
+	for _, e := range githubEvents {
+		if !strings.Contains(doc, "`"+e+"`") {
+			t.Errorf("docs/credentials.md does not name the event %s", e)
+		}
+	}
+}

@@ -46,6 +46,8 @@ func subcommands() map[string]subcommand {
 		"reconcile":   {"recover lost webhooks: unseen command comments, pins of closed PRs", runReconcile},
 		"config":      {"check a configuration file (config check --config FILE)", runConfig},
 		"healthcheck": {"ask a running server's /healthz (for container health checks)", runHealthcheck},
+		"github":      {"print a GitHub App manifest with exactly the permissions and events opsbot needs (github app-manifest)", runGitHub},
+		"slack":       {"print a Slack app manifest with the scopes opsbot needs (slack app-manifest)", runSlack},
 		"version":     {"print the version (also: opsbot --version)", func(e *env, args []string) error { fmt.Fprintln(e.stdout, versionLine()); return nil }},
 	}
 }

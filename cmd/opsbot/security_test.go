@@ -138,7 +138,7 @@ func TestConfigCheckSaysTheBotAccountIsLearned(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, err := runCLI(t, nil, "config", "check", "--config", path)
+	out, errOut, err := runCLI(t, map[string]string{"OPSBOT_WEBHOOK_SECRET": testSecret}, "config", "check", "--config", path)
 	if err != nil {
 		t.Fatalf("config check: %v %s", err, errOut)
 	}

@@ -38,5 +38,10 @@ func learnSelf(ctx context.Context, clients *ghclient.Factory, cfg *config.Confi
 			"configured_login", cfg.GitHub.BotLogin, "configured_id", cfg.GitHub.BotUserID, "login", id.Login, "id", id.ID)
 	}
 	log.Info("opsbot's own GitHub account", "login", id.Login, "id", id.ID, "app", id.AppID)
+	if id.AppID == 0 && id.Type == "User" {
+		log.Error("the GitHub token belongs to a person's account: opsbot treats "+id.Login+" as itself and will never run a command "+
+			id.Login+" writes, and its replies and statuses appear as that person's; use a GitHub App or a machine account "+
+			"(docs/credentials.md)", "login", id.Login, "id", id.ID)
+	}
 	return id, nil
 }

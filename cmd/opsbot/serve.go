@@ -203,6 +203,9 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 
 	dry := cfg.DryRun || (secrets.GitHubToken == "" && cfg.GitHub.App == nil)
 	if dry {
+		if !cfg.DryRun {
+			log.Warn(noTokenSaying(cfg), "reason", dryReason(cfg, secrets))
+		}
 		log.Warn("GitHub dry-run: notices are logged, not posted", "reason", dryReason(cfg, secrets))
 	}
 	a.dry = dry

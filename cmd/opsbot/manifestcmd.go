@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// githubPermission is one permission a GitHub App or a fine-grained token
+// needs, and for what; docs/credentials.md has the same table.
+type githubPermission struct {
+	Name, Level, Why string
+}
+
+// githubPermissions are what opsbot's features need of a repository it
+// serves. staging and teams add what those features need.
+func githubPermissions(staging, teams bool) []githubPermission {
+	ps := []githubPermission{
+		{"metadata", "read", "every App has it"},
+		{"actions", "read", "runs, their attempts and artifacts, the sweep workflow's id"},
+		{"contents", "read", "compares (protected and allowed paths), the repository's default branch, repository_dispatch webhooks"},
+		{"pull_requests", "read", "the PR, its commits and head, the PRs of a merge commit"},
+		{"issues", "write", "replies and reactions on PR conversations, reading comments and the PR timeline"},
+		{"statuses", "write", "the opsbot/sweep-gate commit status"},
+	}
+	if staging {
+		ps[2] = githubPermission{"contents", "write", "as read, and sending the staging repository_dispatch (install the App on the staging repository too)"}
+	}
+	if teams {
+		ps = append(ps, githubPermission{"members", "read", "allow_teams: team membership (an organization permission)"})
+	}
+	return ps
+}
+
+// githubEvents are the webhook events opsbot uses.
+var githubEvents = []string{"issue_comment", "pull_request", "repository_dispatch"}
+
+func runGitHub(e *env, args []string) error {
+	if len(args) == 0 || args[0] != "app-manifest" {
+		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "-help") {
+			args = []string{"app-manifest", "--help"}
+		} else {
+			fmt.Fprintln(e.stderr, "Usage: opsbot github app-manifest --url URL [--name NAME] [--staging] [--teams]")
+			return exitCode(2)
+		}
+	}
+	fs := newFlags(e, "github app-manifest", "--url URL [--name NAME] [--staging] [--teams]",
+		"opsbot github app-manifest --url https://opsbot.example.com",
+		"opsbot github app-manifest --url https://opsbot.example.com --staging --teams > manifest.json")
+	base := fs.String("url", "", "opsbot's public base URL (the webhook goes to URL/webhook)")
+	name := fs.String("name", "opsbot", "the App's name")
+	staging := fs.Bool("staging", false, "also contents: write, for /stage-results dispatches")
+	teams := fs.Bool("teams", false, "also members: read, for allow_teams")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	u, err := url.Parse(*base)
+	if *base == "" || err != nil || u.Scheme != "https" || u.Host == "" {
+		fmt.Fprintln(e.stderr, "opsbot github app-manifest: --url must be opsbot's public https:// base URL, such as https://opsbot.example.com")
+		return exitCode(2)
+	}
+	root := strings.TrimSuffix(*base, "/")
+	perms := map[string]string{}
+	for _, p := range githubPermissions(*staging, *teams) {
+		perms[p.Name] = p.Level
+	}
+	manifest := map[string]any{
+		"name": *name, "url": root, "public": false,
+		"description":         "opsbot: chat-ops for a benchmark repository's pull requests (pins, the sweep gate, staging).",
+		"hook_attributes":     map[string]any{"url": root + "/webhook", "active": true},
+		"default_permissions": perms,
+		"default_events":      githubEvents,
+	}
+	out, err := json.MarshalIndent(manifest, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, string(out))
+	return nil
+}
+
+func runSlack(e *env, args []string) error {
+	if len(args) == 0 || args[0] != "app-manifest" {
+		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "-help") {
+			args = []string{"app-manifest", "--help"}
+		} else {
+			fmt.Fprintln(e.stderr, "Usage: opsbot slack app-manifest [--name NAME]")
+			return exitCode(2)
+		}
+	}
+	fs := newFlags(e, "slack app-manifest", "[--name NAME]", "opsbot slack app-manifest > slack-manifest.json")
+	name := fs.String("name", "opsbot", "the Slack app's name")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	manifest := map[string]any{
+		"_metadata":           map[string]any{"major_version": 1, "minor_version": 1},
+		"display_information": map[string]any{"name": *name, "description": "Mirrors opsbot's notices on benchmark PRs."},
+		"features":            map[string]any{"bot_user": map[string]any{"display_name": *name, "always_online": false}},
+		"oauth_config":        map[string]any{"scopes": map[string]any{"bot": []string{"chat:write"}}},
+		"settings": map[string]any{"org_deploy_enabled": false, "socket_mode_enabled": false, "token_rotation_enabled": false,
+			"is_hosted": false},
+	}
+	out, err := json.MarshalIndent(manifest, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, string(out))
+	return nil
+}
