@@ -44,6 +44,7 @@ type Config struct {
 	Reconcile Reconcile  `yaml:"reconcile"`
 	HTTP      HTTP       `yaml:"http"`
 	Metrics   Metrics    `yaml:"metrics"`
+	TLS       TLS        `yaml:"tls"`
 	Notices   Notices    `yaml:"notices"`
 }
 
@@ -69,6 +70,14 @@ const (
 	DefaultMaxOutsiderReactionsPerUserPerHour = 5
 	DefaultMaxOutsiderReactionsPerRepoPerHour = 60
 )
+
+// TLS serves HTTPS from a certificate and key file, loaded again when
+// they change; unset, opsbot serves plain HTTP (behind a TLS-terminating
+// reverse proxy).
+type TLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
 
 // Metrics is where GET /metrics is served, and what it needs.
 type Metrics struct {
@@ -607,6 +616,9 @@ func (c *Config) validate() Problems {
 	}
 	if c.HTTP.ReadHeaderTimeout < 0 || c.HTTP.ReadTimeout < 0 || c.HTTP.WriteTimeout < 0 || c.HTTP.IdleTimeout < 0 || c.HTTP.SlowHeader < 0 {
 		add("http", "timeouts must be positive")
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		add("tls", "cert_file and key_file go together: set both, or neither (and terminate TLS in a reverse proxy)")
 	}
 	if c.API.GateRate.Burst < 0 || c.API.GateRate.PerMinute < 0 {
 		add("api.gate_rate", "burst and per_minute must be positive (or left out for %d and %d)", DefaultGateBurst, DefaultGatePerMinute)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/list"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -396,10 +397,19 @@ func (cl *ConnLimiter) started(lc *limitConn) {
 
 type connCtxKey struct{}
 
+// unwrapConn is the connection under a TLS one (the limiter counts the
+// TCP connection the TLS listener was given).
+func unwrapConn(c net.Conn) net.Conn {
+	if tc, ok := c.(*tls.Conn); ok {
+		return tc.NetConn()
+	}
+	return c
+}
+
 // ConnContext is the http.Server's ConnContext hook: it lets Handler find
 // the connection a request came on.
 func (cl *ConnLimiter) ConnContext(ctx context.Context, c net.Conn) context.Context {
-	if lc, ok := c.(*limitConn); ok {
+	if lc, ok := unwrapConn(c).(*limitConn); ok {
 		return context.WithValue(ctx, connCtxKey{}, lc)
 	}
 	return ctx
@@ -408,7 +418,7 @@ func (cl *ConnLimiter) ConnContext(ctx context.Context, c net.Conn) context.Cont
 // ConnState is the http.Server's ConnState hook: it keeps the list of idle
 // connections, oldest first.
 func (cl *ConnLimiter) ConnState(c net.Conn, st http.ConnState) {
-	lc, ok := c.(*limitConn)
+	lc, ok := unwrapConn(c).(*limitConn)
 	if !ok {
 		return
 	}

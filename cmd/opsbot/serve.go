@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -131,7 +132,20 @@ func runServe(e *env, args []string) error {
 		defer ms.Close()
 		fmt.Fprintf(e.stdout, "opsbot metrics on http://%s/metrics\n", mln.Addr())
 	}
-	fmt.Fprintf(e.stdout, "opsbot serving on http://%s\n", ln.Addr())
+	scheme := "http"
+	if cfg.TLS.CertFile != "" {
+		certs := &server.CertFiles{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,
+			OnError: func(err error) {
+				log.Error("a changed TLS certificate does not load; the last good one stays in use", "err", err)
+			}}
+		if err := certs.Load(); err != nil {
+			ln.Close()
+			a.stop()
+			return err
+		}
+		a.tls, scheme = certs.TLSConfig(), "https"
+	}
+	fmt.Fprintf(e.stdout, "opsbot serving on %s://%s\n", scheme, ln.Addr())
 	return a.serve(ln)
 }
 
@@ -159,7 +173,9 @@ type app struct {
 	handler http.Handler // the HTTP server's handler, connection limits included
 	// metricsHandler serves GET /metrics on metrics.listen (nil: on listen).
 	metricsHandler http.Handler
-	conns          *server.ConnLimiter
+	// tls, when set, serves HTTPS with the certificate files (tls.*).
+	tls   *tls.Config
+	conns *server.ConnLimiter
 
 	ctx    context.Context // the app's lifetime: cancelled at shutdown
 	cancel context.CancelFunc
@@ -400,6 +416,9 @@ func (a *app) close() {
 func (a *app) serve(ln net.Listener) error {
 	cfg, log := a.cfg, a.log
 	ln = a.conns.Listener(ln)
+	if a.tls != nil {
+		ln = tls.NewListener(ln, a.tls) // the limiter counts the TCP connections under it
+	}
 	hs := &http.Server{
 		Handler:           a.handler,
 		ConnState:         a.conns.ConnState,
