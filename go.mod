@@ -13,6 +13,7 @@ require (
 	github.com/google/go-github/v62 v62.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/slack-go/slack v0.36.0
+	github.com/yuin/goldmark v1.8.7
 	go.etcd.io/bbolt v1.4.3
 	gopkg.in/yaml.v3 v3.0.1
 )

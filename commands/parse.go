@@ -5,10 +5,16 @@ package commands
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/text"
 )
 
 // Canonical command names, as `opsbot parse` prints them.
@@ -64,49 +70,121 @@ var verbs = map[string]verb{
 	"/opsbot":          {Help, UsageHelp},
 }
 
-// Parse returns the commands of a comment body in order. Lines inside fenced
-// or indented code, block quotes and HTML comments are never commands, nor is
-// a command name in the middle of a line. A line that starts with a known
-// command but has bad arguments is a Command with Error set. After
+// Parse returns the commands of a comment body in order. A command is a
+// line GitHub renders as a line of its own outside quotes, code and HTML:
+// the block structure is CommonMark's with GitHub's extensions (goldmark),
+// and only the lines of top-level paragraphs (and setext headings) are read,
+// so lines inside fenced or indented code, block quotes (lazy continuation
+// lines too), list items, tables, HTML blocks (<pre>, <details>, ...) and
+// HTML comments are never commands. On those lines opsbot's own grammar
+// applies: the command starts the line (after at most three spaces), and a
+// command name in the middle of a line is text. A line that starts with a
+// known command but has bad arguments is a Command with Error set. After
 // MaxPerComment commands, the rest become one usage error.
 func Parse(body string, opt Options) []Command {
 	if strings.IndexByte(body, '/') < 0 {
 		return nil
 	}
 	body = strings.TrimPrefix(body, "\ufeff")
+	if !mayHoldCommand(body) {
+		return nil // most comments: no line starts with '/', nothing to parse
+	}
 	p := parser{opt: opt}
-	for rest, n := body, 1; ; n++ {
-		i := strings.IndexByte(rest, '\n')
-		if i < 0 {
-			p.line(n, rest)
-			break
+	for _, l := range paragraphLines(body) {
+		if l.blockN != p.block {
+			p.block, p.inComment = l.blockN, false // an inline HTML comment ends with its paragraph
 		}
-		p.line(n, rest[:i])
-		rest = rest[i+1:]
+		p.line(l.n, l.text)
 	}
 	return p.out
+}
+
+// mayHoldCommand reports whether some line of body starts with '/' after
+// at most three spaces: only then can it hold a command.
+func mayHoldCommand(body string) bool {
+	for rest := body; ; {
+		s, ok := trimIndent(rest)
+		if ok && s != "" && s[0] == '/' {
+			return true
+		}
+		i := strings.IndexByte(rest, '\n')
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+1:]
+	}
+}
+
+type sourceLine struct {
+	n      int    // 1-based line number
+	text   string // the whole line as written
+	blockN int    // which block it belongs to (HTML comments do not span blocks)
+}
+
+var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM))
+
+// paragraphLines are the source lines of the top-level paragraphs and
+// headings of body, in order, each whole as written (its indent included,
+// for the grammar to judge).
+func paragraphLines(body string) []sourceLine {
+	src := []byte(body)
+	doc := markdown.Parser().Parse(text.NewReader(src))
+	starts := lineStarts(src)
+	var out []sourceLine
+	block := 0
+	for n := doc.FirstChild(); n != nil; n = n.NextSibling() {
+		switch n.Kind() {
+		case ast.KindParagraph, ast.KindHeading:
+		default:
+			continue
+		}
+		block++
+		lines := n.Lines()
+		for i := 0; i < lines.Len(); i++ {
+			seg := lines.At(i)
+			ln := sort.SearchInts(starts, seg.Start+1) - 1 // the line holding the segment's start
+			from := starts[ln]
+			if strings.TrimLeft(string(src[from:seg.Start]), " \t") != "" {
+				continue // the segment does not begin its line (a container's marker precedes it)
+			}
+			to := len(src)
+			if ln+1 < len(starts) {
+				to = starts[ln+1] - 1
+			}
+			out = append(out, sourceLine{n: ln + 1, text: string(src[from:to]), blockN: block})
+		}
+	}
+	return out
+}
+
+// lineStarts is the offset of each line's first byte.
+func lineStarts(src []byte) []int {
+	starts := []int{0}
+	for i, c := range src {
+		if c == '\n' {
+			starts = append(starts, i+1)
+		}
+	}
+	return starts
 }
 
 type parser struct {
 	opt       Options
 	out       []Command
-	fence     fenceState
 	inComment bool
+	block     int
 	extra     int
 }
 
 func (p *parser) line(n int, line string) {
 	line = strings.TrimSuffix(line, "\r")
-	if p.fence.open {
-		p.fence.closeOn(line)
-		return
-	}
 	if p.inComment || strings.Contains(line, "<!--") {
+		// An HTML comment inline in a paragraph, over several of its lines.
 		p.inComment = commentOpenAfter(line, p.inComment)
 		return
 	}
 	s, ok := trimIndent(line)
-	if !ok || s == "" || s[0] == '>' || p.fence.opens(s) || s[0] != '/' {
+	if !ok || s == "" || s[0] != '/' {
 		return
 	}
 	c, ok := parseLine(n, s, p.opt)
@@ -140,48 +218,6 @@ func trimIndent(line string) (string, bool) {
 		}
 	}
 	return "", true
-}
-
-type fenceState struct {
-	open bool
-	char byte
-	n    int
-}
-
-// opens reports whether s (indent already trimmed) opens a code fence, and
-// remembers it.
-func (f *fenceState) opens(s string) bool {
-	if len(s) < 3 || (s[0] != '`' && s[0] != '~') {
-		return false
-	}
-	c := s[0]
-	n := 0
-	for n < len(s) && s[n] == c {
-		n++
-	}
-	if n < 3 {
-		return false
-	}
-	if c == '`' && strings.IndexByte(s[n:], '`') >= 0 {
-		return false // inline code, not a fence
-	}
-	f.open, f.char, f.n = true, c, n
-	return true
-}
-
-// closeOn closes the fence if line is its closing fence.
-func (f *fenceState) closeOn(line string) {
-	s, ok := trimIndent(line)
-	if !ok {
-		return
-	}
-	n := 0
-	for n < len(s) && s[n] == f.char {
-		n++
-	}
-	if n >= f.n && strings.TrimRight(s[n:], " \t") == "" {
-		f.open = false
-	}
 }
 
 // commentOpenAfter reports whether an HTML comment is still open at the end

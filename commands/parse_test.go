@@ -55,6 +55,11 @@ var parseCases = []struct {
 	{"after closed tilde fence", "~~~sh\n/use 1\n~~~\n/use 2", []Command{c(4, Reuse, 2)}},
 	{"after closed HTML comment", "<!--\n/use 1\n-->\n/use 2", []Command{c(4, Reuse, 2)}},
 	{"after quote", "> /use 1\n\n/use 2", []Command{c(3, Reuse, 2)}},
+	// CommonMark's block structure (goldmark, GFM), as GitHub renders it.
+	{"after an HTML block and a blank line", "<details>\n\n/use 1\n\n</details>", []Command{c(3, Reuse, 1)}},
+	{"after an inline HTML comment over lines", "x <!--\n/use 1\n-->\n/use 2", []Command{c(4, Reuse, 2)}},
+	{"an unclosed inline comment ends with its paragraph", "x <!-- never closed\n\n/use 2", []Command{c(3, Reuse, 2)}},
+	{"setext heading", "/use 1\n---", []Command{c(1, Reuse, 1)}},
 
 	// Ignored: never commands.
 	{"empty", "", nil},
@@ -87,6 +92,13 @@ var parseCases = []struct {
 	{"slash only", "/", nil},
 	{"argument on next line", "/use\n1", []Command{usage(1, Reuse, UsageUse)}},
 	{"emphasis", "**/use 1**", nil},
+	{"lazy continuation of a quote", "> quoted\n/reuse-sweep-run 31147925932", nil},
+	{"lazy continuation of a nested quote", "> > quoted\n/use 1", nil},
+	{"lazy continuation of a list item", "- item\n/use 1", nil},
+	{"HTML pre block", "<pre>\n/use 1\n</pre>", nil},
+	{"HTML details block", "<details>\n<summary>notes</summary>\n/use 1\n</details>", nil},
+	{"HTML div block", "<div>\n/opsbot help\n</div>", nil},
+	{"table cell", "| a |\n|---|\n| b |\n/use 1", nil},
 
 	// Rejected: usage errors.
 	{"trailing words", "/reuse-sweep-run 12 please", []Command{usage(1, Reuse, UsageReuse)}},
@@ -293,9 +305,11 @@ func Benchmark64KiBComment(b *testing.B) {
 	}
 }
 
-// Lines that are not commands cost no allocation.
+// A comment none of whose lines starts with '/' (after at most three
+// spaces), which is most comments, costs no allocation: the Markdown parser
+// is not even started.
 func TestSkippedLinesDoNotAllocate(t *testing.T) {
-	body := strings.Repeat("Verified that /reuse-sweep-run 1 covers it\n> /use 2\n    /use 3\n<!-- /use 4 -->\n```\n/use 5\n```\n", 200)
+	body := strings.Repeat("Verified that /reuse-sweep-run 1 covers it\n> /use 2\n    /use 3\n<!-- /use 4 -->\n```\n x /use 5\n```\n", 200)
 	allocs := testing.AllocsPerRun(20, func() { Parse(body, opt) })
 	if allocs != 0 {
 		t.Fatalf("Parse allocated %.0f times for a body with no command", allocs)

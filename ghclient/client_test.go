@@ -347,7 +347,7 @@ func TestGitHubAppInstallation(t *testing.T) {
 	// The App learns its bot user; a comment it posts is its own, and one
 	// by the same account performed through another App is not.
 	self, err := fac.LearnSelf(t.Context())
-	if err != nil || self != (Identity{Login: githubtest.BotLogin, ID: githubtest.BotID, AppID: githubtest.AppID}) {
+	if err != nil || self != (Identity{Login: githubtest.BotLogin, ID: githubtest.BotID, AppID: githubtest.AppID, Type: "Bot"}) {
 		t.Fatalf("LearnSelf = %+v, %v", self, err)
 	}
 	// Without a configured installation the bot user is read with a token
@@ -388,7 +388,7 @@ func TestLearnSelfWithAToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if self, err := fac.LearnSelf(t.Context()); err != nil || self != (Identity{Login: "machine", ID: 77}) {
+	if self, err := fac.LearnSelf(t.Context()); err != nil || self != (Identity{Login: "machine", ID: 77, Type: "User"}) {
 		t.Fatalf("LearnSelf = %+v, %v", self, err)
 	}
 	f.Inject("GET /user", githubtest.Fault{Status: 401, Times: 1})

@@ -64,7 +64,7 @@ func TestFormEncodedWebhookIsAccepted(t *testing.T) {
 
 // The conventions a Go operator expects of a CLI.
 func TestCLIConventions(t *testing.T) {
-	wantVersion := "opsbot " + fullVersion() + " (" + runtime.Version() + ")\n"
+	wantVersion := "opsbot " + fullVersion() + " (commit " + fullCommit() + ", " + runtime.Version() + ")\n"
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		out, errOut, err := runCLI(t, nil, args...)
 		if err != nil || out != wantVersion || errOut != "" {

@@ -429,6 +429,9 @@ func (a *app) serve(ln net.Listener) error {
 		IdleTimeout:       cfg.HTTP.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return a.ctx },
+		// net/http's own complaints (a TLS handshake that failed, a bad
+		// request line) go to opsbot's log, not to stderr raw.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	log.Info("opsbot serving", "addr", ln.Addr().String(), "state", cfg.StatePath, "github_dry_run", a.dry, "version", fullVersion())
 
