@@ -25,10 +25,11 @@ type Schema struct {
 	Now     func() time.Time
 }
 
-// NewSchema is the schema of the repositories cfg serves.
-func NewSchema(cfg *config.Config, now func() time.Time) *Schema {
-	return &Schema{WebHost: cfg.WebHost(), Now: now, Repo: func(name string) (string, bool) {
-		r, ok := cfg.Repo(name)
+// NewSchema is the schema of the repositories the configuration in use
+// serves (a reload that adds one is seen at once).
+func NewSchema(cfg *config.Live, now func() time.Time) *Schema {
+	return &Schema{WebHost: cfg.Get().WebHost(), Now: now, Repo: func(name string) (string, bool) {
+		r, ok := cfg.Get().Repo(name)
 		if !ok {
 			return "", false
 		}

@@ -27,7 +27,7 @@ import (
 
 // Handler routes deliveries. It implements worker.Handler.
 type Handler struct {
-	Cfg *config.Config
+	Cfg *config.Live
 	Log *slog.Logger
 	// Clients gives each installation's GitHub client and remembers each
 	// repository's installation from its webhooks, for asks without one.
@@ -71,7 +71,7 @@ var _ worker.Handler = (*Handler)(nil)
 
 // Handle decodes the delivery and hands it to the part of opsbot it concerns.
 func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.Write, error) {
-	rc, ok := h.Cfg.Repo(d.Repo)
+	rc, ok := h.Cfg.Get().Repo(d.Repo)
 	if !ok {
 		return "ignored-repo", nil, nil // the configuration changed since it was stored
 	}
@@ -126,7 +126,7 @@ func (h *Handler) commentOf(rc *config.Repo, d *state.Delivery) (*commentRecord,
 	if !ev.OnPR() {
 		return nil, nil
 	}
-	return (&Schema{WebHost: h.Cfg.WebHost()}).fromPayload(rc.Name, &ev), nil
+	return (&Schema{WebHost: h.Cfg.Get().WebHost()}).fromPayload(rc.Name, &ev), nil
 }
 
 func decode(d *state.Delivery, v any) error {
@@ -153,10 +153,10 @@ func (h *Handler) deps(ctx context.Context, rc *config.Repo, inst int64) (comman
 		stage = h.Stage
 	}
 	return commands.Deps{Repo: rc, Checker: h.Checker, Lookup: client, Validator: val,
-		Notices: h.Notices, Stage: stage, Log: h.Log, WebHost: h.Cfg.WebHost(), Users: h.Users,
-		MaxReplies:               h.Cfg.Notices.MaxRepliesPerUserPerHour,
-		MaxOutsiderReactions:     h.Cfg.Notices.MaxOutsiderReactionsPerUserPerHour,
-		MaxOutsiderReactionsRepo: h.Cfg.Notices.MaxOutsiderReactionsPerRepoPerHour}, nil
+		Notices: h.Notices, Stage: stage, Log: h.Log, WebHost: h.Cfg.Get().WebHost(), Users: h.Users,
+		MaxReplies:               h.Cfg.Get().Notices.MaxRepliesPerUserPerHour,
+		MaxOutsiderReactions:     h.Cfg.Get().Notices.MaxOutsiderReactionsPerUserPerHour,
+		MaxOutsiderReactionsRepo: h.Cfg.Get().Notices.MaxOutsiderReactionsPerRepoPerHour}, nil
 }
 
 func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecord) (string, state.Write, error) {
@@ -344,7 +344,7 @@ func (h *Handler) takenBack(ctx context.Context, rc *config.Repo, c *commands.Co
 		return fmt.Errorf("reading comment %d again, which was edited before its created webhook was processed: %w", c.CommentID, err)
 	}
 	now := map[string]int{}
-	for _, cmd := range commands.Parse(body, commands.Options{Repo: rc.Name, Host: h.Cfg.WebHost()}) {
+	for _, cmd := range commands.Parse(body, commands.Options{Repo: rc.Name, Host: h.Cfg.Get().WebHost()}) {
 		now[strings.ToLower(cmd.Text)]++
 	}
 	var kept []commands.Command

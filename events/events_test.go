@@ -16,9 +16,9 @@ func TestCommentOfOlderDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Cfg: cfg}
+	h := &Handler{Cfg: config.NewLive(cfg)}
 	rc, _ := cfg.Repo("Codertocat/Hello-World")
-	s := NewSchema(cfg, nil)
+	s := NewSchema(config.NewLive(cfg), nil)
 	for _, tc := range []struct{ action, body string }{
 		{"created", "/reuse-sweep-run 12\n/opsbot help"},
 		{"created", "no command here"},

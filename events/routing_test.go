@@ -58,8 +58,8 @@ func newERig(t *testing.T) *erig {
 	n := &notices.Builder{}
 	clients := ghclient.NewClients(fac, st)
 	validators := &runs.Validators{Clients: clients}
-	g := &gate.Gate{Cfg: cfg, Store: st, Notifier: n, Log: log, Validators: validators.For}
-	h := &events.Handler{Cfg: cfg, Log: log, Clients: clients, Validators: validators, Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
+	g := &gate.Gate{Cfg: config.NewLive(cfg), Store: st, Notifier: n, Log: log, Validators: validators.For}
+	h := &events.Handler{Cfg: config.NewLive(cfg), Log: log, Clients: clients, Validators: validators, Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
 		Gate: g, Notices: n, SelfID: githubtest.BotID, SelfName: githubtest.BotLogin, Users: &auth.Directory{}}
 	return &erig{h: h, store: st, gh: gh}
 }

@@ -109,7 +109,7 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 			"(github.event.pull_request.head.sha, or github.sha for a push); a short SHA is refused", ErrBadAsk, clip(r.SHA, 80))
 	}
 	r.SHA = sha
-	rc, ok := a.Gate.Cfg.Repo(r.Repo)
+	rc, ok := a.Gate.Cfg.Get().Repo(r.Repo)
 	if !ok {
 		return Answer{}, fmt.Errorf("%w: %s", ErrUnknownRepo, r.Repo)
 	}

@@ -41,7 +41,7 @@ type Notifier interface {
 
 // Gate makes decisions.
 type Gate struct {
-	Cfg        *config.Config
+	Cfg        *config.Live
 	Store      Store
 	Validators Validators
 	Notifier   Notifier
@@ -65,7 +65,7 @@ type Ask struct {
 // first ask of a gate action. Asks for other actions answer sweep and change
 // nothing.
 func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
-	rc, ok := g.Cfg.Repo(a.Repo)
+	rc, ok := g.Cfg.Get().Repo(a.Repo)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownRepo, a.Repo)
 	}
@@ -225,7 +225,7 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 // merge) is decided now, with the same rules, and the merge then consumes
 // nothing. It returns nil when the PR had no active pin.
 func (g *Gate) Merged(ctx context.Context, a Ask, finalHead string) (*state.Decision, error) {
-	rc, ok := g.Cfg.Repo(a.Repo)
+	rc, ok := g.Cfg.Get().Repo(a.Repo)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownRepo, a.Repo)
 	}

@@ -69,7 +69,7 @@ func newRigWith(t *testing.T, opt state.Options) *rig {
 		t.Fatal(err)
 	}
 	n := &notes{}
-	g := &gate.Gate{Cfg: cfg, Store: st, Notifier: n, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	g := &gate.Gate{Cfg: config.NewLive(cfg), Store: st, Notifier: n, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Validators: func(int64) (*runs.Validator, error) {
 			c, err := fac.For(0)
 			return &runs.Validator{GH: c}, err

@@ -278,7 +278,7 @@ func (f *fetched) response(r *http.Request) (*http.Response, error) {
 
 // Scope decides which asks a token's claims cover.
 type Scope struct {
-	Cfg *config.Config
+	Cfg *config.Live
 	// DefaultBranch reads a repository's default branch from GitHub; it is
 	// asked once per repository, and only when the configuration does not
 	// name the branch.
@@ -291,7 +291,7 @@ type Scope struct {
 // Covers returns nil when c covers the ask r, else an ErrNotCovered that
 // says which claim does not match, or an error reading the default branch.
 func (s *Scope) Covers(ctx context.Context, c Claims, r gate.Request) error {
-	rc, ok := s.Cfg.Repo(c.Repository)
+	rc, ok := s.Cfg.Get().Repo(c.Repository)
 	if !ok {
 		return fmt.Errorf("%w: the token is for %s, which this opsbot does not serve", ErrNotCovered, c.Repository)
 	}

@@ -36,7 +36,7 @@ func TestCovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	reads := 0
-	s := &Scope{Cfg: cfg, DefaultBranch: func(ctx context.Context, repo string) (string, error) {
+	s := &Scope{Cfg: config.NewLive(cfg), DefaultBranch: func(ctx context.Context, repo string) (string, error) {
 		reads++
 		return "main", nil
 	}}
@@ -78,7 +78,7 @@ func TestCovers(t *testing.T) {
 	if reads != 1 {
 		t.Errorf("the default branch was read %d times, want once", reads)
 	}
-	broken := &Scope{Cfg: cfg, DefaultBranch: func(ctx context.Context, repo string) (string, error) { return "", errors.New("502") }}
+	broken := &Scope{Cfg: config.NewLive(cfg), DefaultBranch: func(ctx context.Context, repo string) (string, error) { return "", errors.New("502") }}
 	if err := broken.Covers(t.Context(), Claims{Repository: "org/bench", Ref: "refs/heads/main", EventName: "push"}, gate.Request{Repo: "org/bench", Event: "push"}); err == nil || errors.Is(err, ErrNotCovered) {
 		t.Errorf("default branch unreadable: %v, want an error that is not ErrNotCovered", err)
 	}

@@ -64,7 +64,7 @@ type Queue interface{ Enqueue(d *state.Delivery) }
 
 // Reconciler reconciles repositories.
 type Reconciler struct {
-	Cfg     *config.Config
+	Cfg     *config.Live
 	Store   Store
 	Queue   Queue
 	Clients func(repo string) (Reader, error)
@@ -123,7 +123,7 @@ const IDPrefix = events.RecoveryIDPrefix
 // before the last reconcile; replaySince, when not zero, starts it there
 // instead and makes even a first reconcile run what it finds in it.
 func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time) (Report, error) {
-	rc, ok := r.Cfg.Repo(repo)
+	rc, ok := r.Cfg.Get().Repo(repo)
 	if !ok {
 		return Report{}, fmt.Errorf("%s is not served by this opsbot", repo)
 	}
@@ -186,7 +186,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		}
 		u := c.GetUser()
 		if (r.SelfID != 0 && u.GetID() == r.SelfID) ||
-			len(commands.Parse(c.GetBody(), commands.Options{Repo: rc.Name, Host: r.Cfg.WebHost()})) == 0 {
+			len(commands.Parse(c.GetBody(), commands.Options{Repo: rc.Name, Host: r.Cfg.Get().WebHost()})) == 0 {
 			seen = append(seen, c.GetID()) // opsbot's own, or no command: seen, nothing to run
 			continue
 		}
@@ -242,7 +242,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		if info, _ := r.Store.PRInfo(rc.Name, pr); info != nil {
 			title = info.Title
 		}
-		prURL, err := json.Marshal(map[string]string{"url": fmt.Sprintf("%srepos/%s/pulls/%d", r.Cfg.GitHub.APIURL, rc.Name, pr)})
+		prURL, err := json.Marshal(map[string]string{"url": fmt.Sprintf("%srepos/%s/pulls/%d", r.Cfg.Get().GitHub.APIURL, rc.Name, pr)})
 		if err != nil {
 			return rep, err
 		}

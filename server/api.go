@@ -61,6 +61,8 @@ type API struct {
 	// AskOutcome counts gate asks by outcome (metrics); optional.
 	AskOutcome func(outcome string)
 	Gate       GateAnswerer
+	// Reload reads the configuration file again (nil: not offered).
+	Reload func() ReloadResult
 	// AskLimit limits gate asks per credential (api.gate_rate); nil
 	// limits nothing.
 	AskLimit  *RateLimiter
@@ -80,6 +82,7 @@ func (a *API) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/failed-notices", a.admin(a.failedNotices))
 	mux.Handle("GET /api/v1/backup", a.admin(a.backup))
 	mux.Handle("POST /api/v1/reconcile", a.admin(a.reconcile))
+	mux.Handle("POST /api/v1/reload", a.admin(a.reload))
 }
 
 type apiError struct {
@@ -292,6 +295,29 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 // AskOutcomes are every outcome a gate ask is counted under.
 var AskOutcomes = []string{"skip", "sweep", "not_head", "unknown_pr", "reuse", "no_reuse", "bad_request", "unknown_repo",
 	"unauthorized", "forbidden", "rate_limited", "unavailable", "error"}
+
+// ReloadResult is what a configuration reload did.
+type ReloadResult struct {
+	Applied bool   `json:"applied"`
+	File    string `json:"file"`
+	// Problems are why the file was not applied (the running configuration stays).
+	Problems []string `json:"problems,omitempty"`
+	// Restart names settings that changed but take effect at the next start.
+	Restart []string `json:"restart_needed_for,omitempty"`
+}
+
+func (a *API) reload(w http.ResponseWriter, r *http.Request) {
+	if a.Reload == nil {
+		writeJSON(w, http.StatusNotFound, apiError{"reload is not offered here"})
+		return
+	}
+	res := a.Reload()
+	if !res.Applied {
+		writeJSON(w, http.StatusBadRequest, res)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
 
 // tokenKey names a static token in the ask limiter without keeping it.
 func tokenKey(tok string) string {

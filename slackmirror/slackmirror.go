@@ -18,7 +18,7 @@ import (
 
 // Mirror enqueues the Slack copy of notices. It implements notices.Mirror.
 type Mirror struct {
-	Cfg *config.Config
+	Cfg *config.Live
 	Web notices.Web
 }
 
@@ -27,8 +27,8 @@ var _ notices.Mirror = (*Mirror)(nil)
 // Mirror adds the Slack message for a notice, after the PR's thread parent
 // when the PR has none yet.
 func (m *Mirror) Mirror(tx *state.Tx, repo string, pr int, kind notices.Kind, text string, links notices.Links) error {
-	rc, _ := m.Cfg.Repo(repo)
-	ch := m.Cfg.SlackChannelFor(rc)
+	rc, _ := m.Cfg.Get().Repo(repo)
+	ch := m.Cfg.Get().SlackChannelFor(rc)
 	if ch == "" {
 		return nil
 	}

@@ -35,7 +35,7 @@ type Reader interface {
 
 // Handler is the staging side of opsbot.
 type Handler struct {
-	Cfg *config.Config
+	Cfg *config.Live
 	// Validators gives the run validator of an installation (the one the
 	// gate and commands use); Clients its reader of label timelines.
 	Validators func(installation int64) (*runs.Validator, error)
@@ -69,7 +69,7 @@ func (h *Handler) senderListed(rc *config.Repo, id int64) bool {
 
 // Enabled reports whether a repository has a staging dispatch configured.
 func (h *Handler) Enabled(repo string) bool {
-	rc, ok := h.Cfg.Repo(repo)
+	rc, ok := h.Cfg.Get().Repo(repo)
 	return ok && rc.Stage.Dispatch.Repo != ""
 }
 
@@ -86,7 +86,7 @@ func Rules(rc *config.Repo) runs.Rules {
 // Prepare validates a request; the write records it, acknowledges it and
 // dispatches it.
 func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.Command, v auth.Verdict) (string, bool, func(*state.Tx) error) {
-	rc, _ := h.Cfg.Repo(c.Repo)
+	rc, _ := h.Cfg.Get().Repo(c.Repo)
 	what := fmt.Sprintf("run %d", cmd.RunID)
 	if cmd.RunID == 0 {
 		what = "a run"
@@ -230,7 +230,7 @@ func (h *Handler) checkLabels(ctx context.Context, gh Reader, rc *config.Repo, p
 // dispatch to the staging side carried: anyone else able to send a
 // repository_dispatch to the served repository cannot forge one.
 func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.RepositoryDispatchEvent) (string, state.Write, error) {
-	rc, ok := h.Cfg.Repo(d.Repo)
+	rc, ok := h.Cfg.Get().Repo(d.Repo)
 	if !ok {
 		return "ignored-repo", nil, nil
 	}

@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"opsbot/auth"
@@ -83,15 +85,18 @@ func runServe(e *env, args []string) error {
 	if *statePath == "" {
 		*statePath = e.getenv("OPSBOT_STATE_PATH")
 	}
-	if *listen != "" {
-		cfg.Listen = *listen
+	overrides := func(c *config.Config) {
+		if *listen != "" {
+			c.Listen = *listen
+		}
+		if *statePath != "" {
+			c.StatePath = *statePath
+		}
+		if *dryRun {
+			c.DryRun = true
+		}
 	}
-	if *statePath != "" {
-		cfg.StatePath = *statePath
-	}
-	if *dryRun {
-		cfg.DryRun = true
-	}
+	overrides(cfg)
 	secrets, err := cfg.ResolveSecrets(e.getenv)
 	if err != nil {
 		return err
@@ -105,9 +110,24 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 	defer a.close()
+	a.file, a.overrides = *file, overrides
 	if err := a.start(); err != nil {
 		return err
 	}
+	// SIGHUP reads the configuration again, as POST /api/v1/reload does.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-e.ctx.Done():
+				return
+			case <-hup:
+				a.reload()
+			}
+		}
+	}()
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		a.stop()
@@ -161,16 +181,19 @@ type appDeps struct {
 // handler. newApp builds it apart from flag parsing; start runs its
 // workers, serve answers HTTP until the context given to newApp ends.
 type app struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	store   *state.Store
-	metrics *metrics.Metrics
-	clients *ghclient.Clients
-	dry     bool
-	pool    *worker.Pool
-	loops   []*outbox.Loop
-	rec     *reconcile.Reconciler
-	handler http.Handler // the HTTP server's handler, connection limits included
+	cfg       *config.Config // as the app was built; the settings a reload may change are live's
+	live      *config.Live
+	file      string               // the configuration file, read again on a reload
+	overrides func(*config.Config) // the flags and environment that override the file
+	log       *slog.Logger
+	store     *state.Store
+	metrics   *metrics.Metrics
+	clients   *ghclient.Clients
+	dry       bool
+	pool      *worker.Pool
+	loops     []*outbox.Loop
+	rec       *reconcile.Reconciler
+	handler   http.Handler // the HTTP server's handler, connection limits included
 	// metricsHandler serves GET /metrics on metrics.listen (nil: on listen).
 	metricsHandler http.Handler
 	// tls, when set, serves HTTPS with the certificate files (tls.*).
@@ -187,7 +210,8 @@ type app struct {
 // error nothing is left open.
 func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err error) {
 	log, secrets := d.Log, d.Secrets
-	a := &app{cfg: cfg, log: log}
+	live := config.NewLive(cfg)
+	a := &app{cfg: cfg, live: live, log: log}
 	var m *metrics.Metrics // set below; the store reports commits to it
 	store, err := state.Open(cfg.StatePath, state.Options{OnCommit: func(n int, d time.Duration) {
 		if m != nil {
@@ -245,7 +269,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		return nil, err
 	}
 	web := notices.Web(cfg.GitHub.WebURL)
-	builder := &notices.Builder{Web: web, Mirror: &slackmirror.Mirror{Cfg: cfg, Web: web}}
+	builder := &notices.Builder{Web: web, Mirror: &slackmirror.Mirror{Cfg: live, Web: web}}
 	slackSender := &slacksend.Sender{Log: log, PRInfo: store.PRInfo}
 	if secrets.SlackToken != "" && !cfg.DryRun {
 		slackSender.Client = slacksend.NewClient(secrets.SlackToken, cfg.Slack.APIURL)
@@ -261,11 +285,11 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		log.Warn("Slack dry-run: messages are logged, not posted", "variable", cfg.Slack.TokenEnv)
 	}
 	validators := &runs.Validators{Clients: clients, Reused: store.ReusedRun}
-	g := &gate.Gate{Cfg: cfg, Store: store, Notifier: builder, Log: log, Validators: validators.For,
+	g := &gate.Gate{Cfg: live, Store: store, Notifier: builder, Log: log, Validators: validators.For,
 		Observe: func(d string) { m.Decisions.WithLabelValues(d).Inc() }}
-	stager := &stage.Handler{Cfg: cfg, Notices: builder, Staged: store.StagedRun, Log: log, Validators: validators.For,
+	stager := &stage.Handler{Cfg: live, Notices: builder, Staged: store.StagedRun, Log: log, Validators: validators.For,
 		Clients: func(inst int64) (stage.Reader, error) { return clients.For(inst) }, Users: users}
-	handler := &events.Handler{Stage: stager, Cfg: cfg, Log: log, Clients: clients, Validators: validators, Gate: g, Notices: builder,
+	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Validators: validators, Gate: g, Notices: builder,
 		Checker: &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL},
 		SelfID:  self.ID, SelfName: self.Login, Users: users, Marks: store}
 	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})
@@ -288,11 +312,11 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			}},
 	}
 
-	rec := &reconcile.Reconciler{Cfg: cfg, Store: store, Queue: pool, Log: log, SelfID: self.ID,
+	rec := &reconcile.Reconciler{Cfg: live, Store: store, Queue: pool, Log: log, SelfID: self.ID,
 		Clients: func(repo string) (reconcile.Reader, error) { return clients.ForRepo(repo) }}
 	a.rec = rec
 	api := &server.API{Tokens: secrets.APITokens, GateTokens: secrets.GateTokens, AdminTokens: secrets.AdminTokens,
-		Audit: store, Log: log, Ctx: ctx, Reconcile: rec,
+		Audit: store, Log: log, Ctx: ctx, Reconcile: rec, Reload: func() server.ReloadResult { return a.reload() },
 		AskLimit:   &server.RateLimiter{Burst: cfg.API.GateRate.Burst, PerMinute: cfg.API.GateRate.PerMinute},
 		AskOutcome: func(o string) { m.GateAsks.WithLabelValues(o).Inc() },
 		Gate: &gate.API{Gate: g, QuietWait: cfg.API.GateWait,
@@ -309,7 +333,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			*idtoken.Verifier
 			*idtoken.Scope
 		}{&idtoken.Verifier{Issuer: o.Issuer, Audience: o.Audience, Served: func(repo string) bool { _, ok := cfg.Repo(repo); return ok }},
-			&idtoken.Scope{Cfg: cfg, DefaultBranch: func(ctx context.Context, repo string) (string, error) {
+			&idtoken.Scope{Cfg: live, DefaultBranch: func(ctx context.Context, repo string) (string, error) {
 				c, err := clients.ForRepo(repo)
 				if err != nil {
 					return "", err
@@ -339,7 +363,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		Body: server.BodyLimits{MaxInflight: cfg.Webhook.MaxInflightBytes, MinRate: max(0, cfg.Webhook.MinBodyRate),
 			Grace: cfg.Webhook.MinBodyRateGrace, ReadTimeout: cfg.HTTP.ReadTimeout},
 		RepoName: func(name string) (string, bool) {
-			r, ok := cfg.Repo(name)
+			r, ok := live.Get().Repo(name)
 			if !ok {
 				return "", false
 			}
@@ -377,6 +401,36 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		a.metricsHandler = srv.MetricsHandler()
 	}
 	return a, nil
+}
+
+// reload reads the configuration file again and, when it is valid, puts it
+// in use (repositories and notices at once; what shaped the running server
+// at its next start, named in the result). On any problem the running
+// configuration stays and every problem is logged, as Prow's config
+// reload does.
+func (a *app) reload() server.ReloadResult {
+	res := server.ReloadResult{File: a.file}
+	next, err := config.Load(a.file)
+	if err != nil {
+		var probs config.Problems
+		if !errors.As(err, &probs) {
+			probs = config.Problems{err.Error()}
+		}
+		res.Problems = probs
+		for _, p := range probs {
+			a.log.Error("configuration reload refused; the running configuration stays", "file", a.file, "problem", p)
+		}
+		return res
+	}
+	a.overrides(next)
+	res.Restart = config.RestartOnly(a.cfg, next)
+	a.live.Swap(next)
+	res.Applied = true
+	a.log.Info("configuration reloaded", "file", a.file, "repos", len(next.Repos), "restart_needed_for", res.Restart)
+	for _, w := range next.Warnings() {
+		a.log.Warn(w)
+	}
+	return res
 }
 
 // start runs the workers (recovering what the inbox holds), the outbox
@@ -601,7 +655,7 @@ func reconcileEvery(ctx context.Context, rec *reconcile.Reconciler, cfg *config.
 			return
 		case <-t.C:
 		}
-		for _, r := range cfg.Repos {
+		for _, r := range rec.Cfg.Get().Repos { // the repositories served now, after any reload
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 			if _, err := rec.Run(rctx, r.Name, time.Time{}); err != nil {
 				log.Warn("reconcile failed; it runs again next period", "repo", r.Name, "err", err)

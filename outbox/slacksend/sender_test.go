@@ -45,7 +45,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.store.Close() })
-	r.b = &notices.Builder{Mirror: &slackmirror.Mirror{Cfg: cfg}}
+	r.b = &notices.Builder{Mirror: &slackmirror.Mirror{Cfg: config.NewLive(cfg)}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r.loop = &outbox.Loop{Store: r.store, Channel: state.ChannelSlack, Log: log, Now: func() time.Time { return r.now },
 		Sender: &slacksend.Sender{Client: slacksend.NewClient("xoxb-test", r.slack.URL), Log: log, PRInfo: r.store.PRInfo}}
