@@ -119,7 +119,7 @@ func TestPerAddressConnectionLimit(t *testing.T) {
 	for range 4 {
 		c := dialFrom(t, "127.0.0.2", w.srv.URL)
 		fmt.Fprint(c, "POST /webhook HTTP/1.1\r\nHost: opsbot\r\nContent-Type: application/json\r\nX-GitHub-Event: ping\r\n"+
-			"X-GitHub-Delivery: d\r\nContent-Length: 100\r\n\r\n{")
+			"X-GitHub-Delivery: d\r\nX-Hub-Signature-256: sha256="+strings.Repeat("0", 64)+"\r\nContent-Length: 100\r\n\r\n{")
 	}
 	eventually(t, "a fifth connection from 127.0.0.2 is refused", func() bool {
 		over := &keepAlive{Conn: dialFrom(t, "127.0.0.2", w.srv.URL)}
@@ -186,8 +186,11 @@ func TestTrustedProxyForwardedClients(t *testing.T) {
 	// Two requests of client 203.0.113.7 in flight (bodies not yet sent).
 	for range 2 {
 		c := dialFrom(t, "127.0.0.2", w.srv.URL)
+		// Signed (the signature is read after the body), so the server
+		// reads the body and the request stays in flight.
 		fmt.Fprint(c, "POST /webhook HTTP/1.1\r\nHost: opsbot\r\nX-Forwarded-For: 203.0.113.7\r\nX-GitHub-Event: ping\r\n"+
-			"X-GitHub-Delivery: d\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+			"X-GitHub-Delivery: d\r\nX-Hub-Signature-256: sha256="+strings.Repeat("0", 64)+"\r\nContent-Type: application/json\r\n"+
+			"Content-Length: 100\r\n\r\n{")
 	}
 	// Once both have reached the server, a third is refused. The proxy
 	// appends the peer it saw; a client may prepend anything.
