@@ -17,6 +17,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -406,7 +407,11 @@ func Parse(data []byte) (*Config, error) {
 	if err := root.Decode(&cfg); err != nil {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
-			probs = append(probs, te.Errors...)
+			paths := map[int]string{}
+			keyPaths(root.Content[0], "", paths)
+			for _, e := range te.Errors {
+				probs = append(probs, withKeyPath(e, paths))
+			}
 		} else {
 			probs = append(probs, err.Error())
 		}
@@ -417,6 +422,50 @@ func Parse(data []byte) (*Config, error) {
 		return nil, probs
 	}
 	return &cfg, nil
+}
+
+// keyPaths maps each line of a value in the YAML document to the key path
+// that names it (workers, repos[0].reuse.min_role).
+func keyPaths(n *yaml.Node, path string, out map[int]string) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := k.Value
+			if path != "" {
+				p = path + "." + k.Value
+			}
+			if _, ok := out[v.Line]; !ok || v.Kind == yaml.ScalarNode {
+				out[v.Line] = p
+			}
+			keyPaths(v, p, out)
+		}
+	case yaml.SequenceNode:
+		for i, v := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if _, ok := out[v.Line]; !ok || v.Kind == yaml.ScalarNode {
+				out[v.Line] = p
+			}
+			keyPaths(v, p, out)
+		}
+	}
+}
+
+var lineRE = regexp.MustCompile(`^line (\d+): `)
+
+// withKeyPath names the key of a YAML type error ("line 3: cannot
+// unmarshal …" becomes "workers (line 3): cannot unmarshal …").
+func withKeyPath(e string, paths map[int]string) string {
+	m := lineRE.FindStringSubmatch(e)
+	if m == nil {
+		return e
+	}
+	n, _ := strconv.Atoi(m[1])
+	p, ok := paths[n]
+	if !ok {
+		return e
+	}
+	return fmt.Sprintf("%s (line %d): %s", p, n, strings.TrimPrefix(e, m[0]))
 }
 
 func (c *Config) applyDefaults() {

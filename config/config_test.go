@@ -339,3 +339,13 @@ func TestOIDCAudienceWarningAndRepositoryID(t *testing.T) {
 		t.Fatalf("repository_id -1: %v", err)
 	}
 }
+
+// A value of the wrong type is reported with the key that holds it.
+func TestTypeErrorsNameTheKey(t *testing.T) {
+	_, err := Parse([]byte("workers: many\nrepos:\n  - name: o/r\n    sweep_workflow: .github/workflows/s.yml\n    reuse:\n      allowed_paths: 3\n"))
+	for _, want := range []string{"workers (line 1): cannot unmarshal", "repos[0].reuse.allowed_paths (line 6): cannot unmarshal"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse error %v lacks %q", err, want)
+		}
+	}
+}

@@ -153,7 +153,7 @@ func (h *Handler) deps(ctx context.Context, rc *config.Repo, inst int64) (comman
 		stage = h.Stage
 	}
 	return commands.Deps{Repo: rc, Checker: h.Checker, Lookup: client, Validator: val,
-		Notices: h.Notices, Stage: stage, Log: h.Log, WebHost: h.Cfg.Get().WebHost(), Users: h.Users,
+		Notices: h.Notices, Stage: stage, Log: worker.Logger(ctx, h.Log), WebHost: h.Cfg.Get().WebHost(), Users: h.Users,
 		MaxReplies:               h.Cfg.Get().Notices.MaxRepliesPerUserPerHour,
 		MaxOutsiderReactions:     h.Cfg.Get().Notices.MaxOutsiderReactionsPerUserPerHour,
 		MaxOutsiderReactionsRepo: h.Cfg.Get().Notices.MaxOutsiderReactionsPerRepoPerHour}, nil

@@ -107,6 +107,16 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 				}),
 		)
 	}
+	// Present at zero from the start, so a rate or an alert over them works
+	// before the first delivery or decision.
+	for _, d := range []string{"skip", "sweep"} {
+		m.Decisions.WithLabelValues(d)
+	}
+	for _, e := range []string{"issue_comment", "pull_request", "repository_dispatch"} {
+		for _, o := range []string{"stored", "duplicate", "ignored", "bad_signature"} {
+			m.Webhooks.WithLabelValues(e, o)
+		}
+	}
 	return m
 }
 

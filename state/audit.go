@@ -15,7 +15,7 @@ type AuditRecord struct {
 	V          int       `json:"v"`
 	Seq        uint64    `json:"seq"`
 	Time       time.Time `json:"time"`
-	Kind       string    `json:"kind"`              // command, pin, decision, stage, callback, edit
+	Kind       string    `json:"kind"`              // one of AuditKinds
 	Outcome    string    `json:"outcome"`           // accepted, denied, usage_error, active, superseded, skip, sweep, ...
 	Command    string    `json:"command,omitempty"` // canonical command name
 	DeliveryID string    `json:"delivery_id,omitempty"`
@@ -174,3 +174,6 @@ func (q *AuditQuery) matches(r *AuditRecord) bool {
 	}
 	return true
 }
+
+// AuditKinds are every kind of audit record opsbot writes.
+var AuditKinds = []string{"command", "pin", "decision", "stage", "callback", "edit", "recovery", "reaction", "reply", "notice"}

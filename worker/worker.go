@@ -26,6 +26,23 @@ type Handler interface {
 	Handle(ctx context.Context, d *state.Delivery) (outcome string, w state.Write, err error)
 }
 
+type logKey struct{}
+
+// WithLogger carries the logger of one delivery (its id, repo and PR) to
+// what handles it.
+func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, logKey{}, l)
+}
+
+// Logger is the delivery's logger in ctx, else def: every line about a
+// delivery names its delivery, repository and PR.
+func Logger(ctx context.Context, def *slog.Logger) *slog.Logger {
+	if l, ok := ctx.Value(logKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return def
+}
+
 // Permanent marks an error that retrying cannot fix: the delivery goes
 // straight to the dead-letter bucket.
 func Permanent(err error) error { return permanentError{err} }
@@ -291,7 +308,7 @@ func (p *Pool) process(ctx context.Context, it *item) (finished bool) {
 		return p.failed(log, it, err)
 	}
 	log = log.With("delivery", d.ID, "repo", d.Repo, "pr", d.PR, "action", d.Action)
-	outcome, w, err := p.handle(ctx, d)
+	outcome, w, err := p.handle(WithLogger(ctx, log), d)
 	if err != nil {
 		log.Warn("processing failed", "err", err, "attempt", it.attempts+1)
 		return p.failed(log, it, err)

@@ -127,6 +127,24 @@ func TestMetricsReportUnknownAsAbsent(t *testing.T) {
 			t.Errorf("%s = %s before anything was known, want it absent", name, v)
 		}
 	}
+	for _, zero := range []string{`opsbot_decisions_total{decision="skip"}`, `opsbot_decisions_total{decision="sweep"}`,
+		`opsbot_webhook_deliveries_total{event="pull_request",outcome="stored"}`} {
+		if m[zero] != "0" {
+			t.Errorf("%s = %q at start, want 0", zero, m[zero])
+		}
+	}
+	// The README's metrics table lists every series opsbot exports.
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for series := range m {
+		name, _, _ := strings.Cut(series, "{")
+		name = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+		if strings.HasPrefix(name, "opsbot_") && !strings.Contains(string(readme), "`"+name) {
+			t.Errorf("README's metrics table does not list %s", name)
+		}
+	}
 	build := `opsbot_build_info{commit="` + fullCommit() + `",goversion="` + runtime.Version() + `",version="` + fullVersion() + `"}`
 	if m[build] != "1" {
 		t.Errorf("%s = %q, want 1 (metrics: %v)", build, m[build], m)

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"opsbot/gate"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -29,7 +31,7 @@ func runAudit(e *env, args []string) error {
 	pr := fs.Int("pr", 0, "PR number (with --repo)")
 	sha := fs.String("sha", "", "head commit")
 	run := fs.Int64("run", 0, "run id")
-	kind := fs.String("kind", "", "command, pin, decision, stage, callback or edit")
+	kind := fs.String("kind", "", "only records of this kind: "+strings.Join(state.AuditKinds, ", "))
 	since := fs.String("since", "", "only records at or after this time (RFC 3339, or a duration such as 24h)")
 	format := fs.String("format", "table", "table, json or csv")
 	limit := fs.Int("limit", 0, "at most this many records (0: all)")
@@ -44,6 +46,10 @@ func runAudit(e *env, args []string) error {
 	}
 	if *format != "table" && *format != "json" && *format != "csv" {
 		fmt.Fprintf(e.stderr, "opsbot audit: --format %q: use table, json or csv\n", *format)
+		return exitCode(2)
+	}
+	if *kind != "" && !slices.Contains(state.AuditKinds, *kind) {
+		fmt.Fprintf(e.stderr, "opsbot audit: --kind %q is not a kind of record: use one of %s\n", *kind, strings.Join(state.AuditKinds, ", "))
 		return exitCode(2)
 	}
 	if *pr > 0 && *repo == "" {

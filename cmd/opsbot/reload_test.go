@@ -61,8 +61,10 @@ func TestConfigReload(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "SIGHUP reloads the configuration", func() bool { return strings.Contains(w.srv.stderr.String(), `"configuration reloaded"`) &&
-		strings.Count(w.srv.stderr.String(), `"configuration reloaded"`) >= 2 })
+	eventually(t, "SIGHUP reloads the configuration", func() bool {
+		return strings.Contains(w.srv.stderr.String(), `"configuration reloaded"`) &&
+			strings.Count(w.srv.stderr.String(), `"configuration reloaded"`) >= 2
+	})
 	w.comment(maintainer, "/reuse-sweep-run 31147925932")
 	mustContain(t, "after SIGHUP", w.lastReply(), "pinned run")
 }

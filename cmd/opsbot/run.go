@@ -48,8 +48,17 @@ func subcommands() map[string]subcommand {
 		"healthcheck": {"ask a running server's /healthz (for container health checks)", runHealthcheck},
 		"github":      {"print a GitHub App manifest with exactly the permissions and events opsbot needs (github app-manifest)", runGitHub},
 		"slack":       {"print a Slack app manifest with the scopes opsbot needs (slack app-manifest)", runSlack},
-		"version":     {"print the version (also: opsbot --version)", func(e *env, args []string) error { fmt.Fprintln(e.stdout, versionLine()); return nil }},
+		"version":     {"print the version (also: opsbot --version)", runVersion},
 	}
+}
+
+func runVersion(e *env, args []string) error {
+	fs := newFlags(e, "version", "", "opsbot version", "opsbot --version")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, versionLine())
+	return nil
 }
 
 // run is the whole program: main only wires the process to it.
@@ -61,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	name := args[0]
 	switch name {
-	case "--version", "-version", "-v":
+	case "--version", "-version", "-v", "-V":
 		fmt.Fprintln(e.stdout, versionLine())
 		return nil
 	case "help", "-h", "--help", "-help":

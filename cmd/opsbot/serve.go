@@ -39,7 +39,7 @@ import (
 )
 
 func runServe(e *env, args []string) error {
-	fs := newFlags(e, "serve", "--config FILE [--listen ADDR] [--dry-run]",
+	fs := newFlags(e, "serve", "--config FILE [--listen ADDR] [--state FILE] [--dry-run]",
 		"OPSBOT_WEBHOOK_SECRET=change-me-to-a-long-secret opsbot serve --config opsbot.example.yaml",
 		"opsbot serve --config /etc/opsbot/opsbot.yaml --listen 0.0.0.0:8080")
 	file := fs.String("config", "opsbot.yaml", "the YAML configuration file")
@@ -56,7 +56,7 @@ func runServe(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "opsbot serve: --log-level %q: use debug, info, warn or error\n", *logLevel)
 		return exitCode(2)
 	}
-	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations}))
 	if e.getenv("GOGC") == "" {
 		// The live heap is small (tens of MB) and nearly all garbage is
 		// request bodies: collecting at 3x instead of 2x the live heap
@@ -167,6 +167,22 @@ func runServe(e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "opsbot serving on %s://%s\n", scheme, ln.Addr())
 	return a.serve(ln)
+}
+
+// readableDurations writes durations as people read them ("1.5s",
+// "230ms"), not as nanoseconds.
+func readableDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		d := a.Value.Duration()
+		switch {
+		case d >= time.Second:
+			d = d.Round(time.Millisecond)
+		case d >= time.Millisecond:
+			d = d.Round(10 * time.Microsecond)
+		}
+		a.Value = slog.StringValue(d.String())
+	}
+	return a
 }
 
 // appDeps are what the app takes from where it runs: the log and the
