@@ -78,7 +78,7 @@ func HelpReply(login string, h HelpInfo) string {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", mdtext.Cell(r[0]), mdtext.Cell(r[1]), mdtext.Cell(r[2]))
 	}
 	b.WriteString("\n`<run>` is a run id (digits) or the run's URL on this repository. A command is a line of its own; " +
-		"nothing in code blocks, quotes or HTML comments is read, and commands added by editing a comment are not run.\n\n")
+		"nothing in code blocks, quotes, lists, tables, HTML or HTML comments is read, and commands added by editing a comment are not run.\n\n")
 
 	b.WriteString("**What a pin does.** The next push of this PR skips the sweep (" + mdtext.Code(h.SweepWorkflow) +
 		") and reuses the pinned run's results. A pin covers that one push only: the push after it sweeps again unless " +
@@ -127,7 +127,8 @@ func who(role string, users, teams []string) string {
 		extra = append(extra, "team "+mdtext.Code(t))
 	}
 	if len(extra) > 0 {
-		s += ", and " + strings.Join(extra, ", ")
+		// Any one of them may: the role, or a listed user, or a team's member.
+		s += ", or " + strings.Join(extra, ", or ")
 	}
 	return s
 }
