@@ -65,51 +65,122 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	idempotent := req.Method != http.MethodPost
-	retry404 := req.Method == http.MethodGet && ctx.Value(retry404Key) != nil
-	waitedReset := false
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = t.initial
-	b.MaxInterval = 5 * time.Second
-	start := time.Now()
-	for attempt := 1; ; attempt++ {
+	p := &retryPolicy{t: t, ctx: ctx, idempotent: req.Method != http.MethodPost,
+		retry404: req.Method == http.MethodGet && ctx.Value(retry404Key) != nil}
+	exp := backoff.NewExponentialBackOff()
+	exp.InitialInterval = t.initial
+	exp.MaxInterval = 5 * time.Second
+	p.wait = &injectedSleep{BackOff: exp, sleep: t.sleep, ctx: ctx}
+	var prev *http.Response
+	resp, err := backoff.Retry(ctx, func() (*http.Response, error) {
+		if prev != nil { // the attempt before this one, which is retried: its answer is not used
+			io.Copy(io.Discard, io.LimitReader(prev.Body, 1<<16))
+			prev.Body.Close()
+			prev = nil
+		}
 		r, err := rewind(req)
 		if err != nil {
-			return nil, err
+			return nil, backoff.Permanent(err)
 		}
 		resp, err := t.base.RoundTrip(r)
-		var rl *github_primary_ratelimit.RateLimitReachedError
-		if errors.As(err, &rl) && rl.ResetTime != nil {
-			wait := time.Until(*rl.ResetTime) + time.Second
-			if !waitedReset && wait <= t.nearReset {
-				waitedReset = true
-				if err := t.sleep(ctx, wait); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			return nil, &RateLimitError{Reset: *rl.ResetTime}
-		}
-		retry := false
-		switch {
-		case err != nil:
-			retry = ctx.Err() == nil && idempotent
-		case resp.StatusCode >= 500:
-			retry = idempotent
-		case resp.StatusCode == http.StatusNotFound && retry404:
-			retry, retry404 = true, false
-		}
-		if !retry || attempt >= t.maxTries || time.Since(start) > t.maxElapsed {
-			return resp, err
-		}
-		if resp != nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-			resp.Body.Close()
-		}
-		if err := t.sleep(ctx, b.NextBackOff()); err != nil {
+		if err := p.rateLimit(err); err != nil {
 			return nil, err
 		}
+		if !p.retry(resp, err) {
+			if err != nil {
+				return nil, backoff.Permanent(err)
+			}
+			return resp, nil
+		}
+		prev = resp
+		if err == nil {
+			err = errRetryStatus
+		}
+		return resp, err
+	}, backoff.WithBackOff(p.wait), backoff.WithMaxTries(uint(max(1, t.maxTries))),
+		backoff.WithMaxElapsedTime(t.maxElapsed))
+	if errors.Is(err, errRetryStatus) {
+		return resp, nil // the last answer, a 5xx or a 404, is the caller's to read
 	}
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return resp, err
+}
+
+// errRetryStatus marks an answer whose status is retried (a 5xx, a 404
+// after a webhook); when the tries are spent that answer is returned.
+var errRetryStatus = errors.New("ghclient: retried status")
+
+// retryPolicy is what is retried, and the two cases beyond back-off: a
+// primary rate limit whose reset is near is waited out once, and a GET
+// after a webhook retries one 404 (GitHub may not have the object yet).
+type retryPolicy struct {
+	t           *retryTransport
+	ctx         context.Context
+	idempotent  bool
+	retry404    bool
+	waitedReset bool
+	wait        *injectedSleep
+}
+
+// rateLimit handles a primary rate limit: nil when err is none; an error
+// to retry at once after the near reset was waited out; else a permanent
+// *RateLimitError.
+func (p *retryPolicy) rateLimit(err error) error {
+	var rl *github_primary_ratelimit.RateLimitReachedError
+	if !errors.As(err, &rl) || rl.ResetTime == nil {
+		return nil
+	}
+	wait := time.Until(*rl.ResetTime) + time.Second
+	if p.waitedReset || wait > p.t.nearReset {
+		return backoff.Permanent(&RateLimitError{Reset: *rl.ResetTime})
+	}
+	p.waitedReset = true
+	if err := p.t.sleep(p.ctx, wait); err != nil {
+		return backoff.Permanent(err)
+	}
+	p.wait.skip = true           // waited already: no back-off on top
+	return backoff.RetryAfter(0) // try again now
+}
+
+// retry reports whether an attempt's outcome is tried again: a network
+// error or a 5xx of an idempotent request, or the one 404 after a webhook.
+func (p *retryPolicy) retry(resp *http.Response, err error) bool {
+	switch {
+	case err != nil:
+		return p.ctx.Err() == nil && p.idempotent
+	case resp.StatusCode >= 500:
+		return p.idempotent
+	case resp.StatusCode == http.StatusNotFound && p.retry404:
+		p.retry404 = false
+		return true
+	}
+	return false
+}
+
+// injectedSleep waits each back-off with the transport's sleep (tests give
+// one that does not wait) and tells backoff.Retry to wait no more.
+type injectedSleep struct {
+	backoff.BackOff
+	sleep func(ctx context.Context, d time.Duration) error
+	ctx   context.Context
+	skip  bool // the next wait was made already (a rate limit's reset)
+}
+
+func (b *injectedSleep) NextBackOff() time.Duration {
+	if b.skip {
+		b.skip = false
+		return 0
+	}
+	d := b.BackOff.NextBackOff()
+	if d == backoff.Stop {
+		return d
+	}
+	if err := b.sleep(b.ctx, d); err != nil {
+		return backoff.Stop
+	}
+	return 0
 }
 
 // rewind gives each attempt a fresh copy of the request body.
