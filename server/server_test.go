@@ -121,7 +121,7 @@ func FuzzWebhook(f *testing.F) {
 			if last.Repo != "Codertocat/Hello-World" || last.PR < 0 {
 				t.Fatalf("stored delivery %+v", last)
 			}
-			if err := st.Complete(last.Seq, "fuzz", nil); err != nil {
+			if err := st.Complete(last, "fuzz", nil); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -79,7 +79,7 @@ func TestAppendDeduplicatesTheSameBodyUnderANewID(t *testing.T) {
 		t.Fatalf("the same body of another event = %v, %v; want Stored", res, err)
 	}
 	for _, x := range []*Delivery{d, other} {
-		if err := s.Complete(x.Seq, "ok", nil); err != nil {
+		if err := s.Complete(x, "ok", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,7 +134,7 @@ func TestCompleteIsAtomicAndOnce(t *testing.T) {
 	d := delivery("c", 7)
 	s.Append(context.Background(), d)
 	boom := errors.New("boom")
-	err := s.Complete(d.Seq, "x", func(tx *Tx) error {
+	err := s.Complete(d, "x", func(tx *Tx) error {
 		if err := tx.Audit(AuditRecord{Kind: "command", Repo: "o/r", PR: 7}); err != nil {
 			return err
 		}
@@ -151,10 +151,10 @@ func TestCompleteIsAtomicAndOnce(t *testing.T) {
 	}
 	runs := 0
 	w := func(tx *Tx) error { runs++; return tx.Audit(AuditRecord{Kind: "command", Repo: "o/r", PR: 7}) }
-	if err := s.Complete(d.Seq, "done", w); err != nil {
+	if err := s.Complete(d, "done", w); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Complete(d.Seq, "done", w); !errors.Is(err, ErrNotFound) {
+	if err := s.Complete(d, "done", w); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second Complete = %v, want ErrNotFound", err)
 	}
 	if runs != 1 {
@@ -266,8 +266,8 @@ func TestPruneKeepsPendingAndAudit(t *testing.T) {
 	for _, d := range []*Delivery{old1, old2, fresh} {
 		s.Append(ctx, d)
 	}
-	s.Complete(old1.Seq, "ok", func(tx *Tx) error { return tx.Audit(AuditRecord{Kind: "x", Repo: "o/r"}) })
-	s.Complete(fresh.Seq, "ok", nil)
+	s.Complete(old1, "ok", func(tx *Tx) error { return tx.Audit(AuditRecord{Kind: "x", Repo: "o/r"}) })
+	s.Complete(fresh, "ok", nil)
 	n, err := s.PruneDeliveries(now.Add(-time.Hour), 100)
 	if err != nil || n != 1 {
 		t.Fatalf("pruned %d (%v), want 1 (old1 only)", n, err)
@@ -397,7 +397,7 @@ func TestSizeBoundedUnderRetention(t *testing.T) {
 			if _, err := s.Append(context.Background(), d); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Complete(d.Seq, "ok", nil); err != nil {
+			if err := s.Complete(d, "ok", nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -439,7 +439,7 @@ func TestDepthCounters(t *testing.T) {
 		ds = append(ds, d)
 	}
 	s.Append(ctx, delivery("0", 0)) // duplicate: not counted
-	s.Complete(ds[0].Seq, "ok", func(tx *Tx) error {
+	s.Complete(ds[0], "ok", func(tx *Tx) error {
 		return tx.Enqueue(&Notice{Channel: ChannelGitHub, Kind: NoticeComment, Repo: "o/r", PR: 1, Body: "x"})
 	})
 	s.Bury(ds[1].Seq, "bad", 1)

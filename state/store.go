@@ -6,6 +6,7 @@ package state
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -31,25 +32,26 @@ var (
 )
 
 // SchemaVersion is the layout this build reads and writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 var (
 	bMeta       = []byte("meta")
-	bInbox      = []byte("inbox")      // seq -> delivery (pending)
-	bDeliveries = []byte("deliveries") // delivery id -> deliveryMark (dedupe, retention)
-	bByTime     = []byte("delivtime")  // received unix nanos(8)+seq(8) -> delivery id (retention index)
-	bDigests    = []byte("delivsum")   // sha256(event \0 body) -> delivery id (dedupe of replays under new ids)
-	bDead       = []byte("deadletter") // seq -> dead letter
-	bAudit      = []byte("audit")      // seq -> AuditRecord
-	bAuditPR    = []byte("audit_pr")   // repo \0 pr(8) seq(8) -> nil
-	bAuditSHA   = []byte("audit_sha")  // sha \0 seq(8) -> nil
-	bAuditRun   = []byte("audit_run")  // run(8) seq(8) -> nil
-	bPRs        = []byte("prs")        // repo -> pr(8) -> per-PR keys
-	bComments   = []byte("comments")   // repo -> comment id(8) -> seen mark (see CommentSeen)
-	bOutbox     = []byte("outbox")     // seq -> Notice
-	bStage      = []byte("stage")      // repo -> seq -> StageRequest
-	bRepos      = []byte("repos")      // repo -> per-repo keys
-	allBuckets  = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bDigests, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
+	bInbox      = []byte("inbox")        // seq -> delivery (pending)
+	bDeliveries = []byte("deliveries")   // delivery id -> deliveryMark (dedupe, retention)
+	bByTime     = []byte("delivtime")    // received unix nanos(8)+seq(8) -> delivery id (retention index)
+	bDigests    = []byte("delivsum")     // schema 2: sha256(event \0 body) -> delivery id; moved to bSumTime by schema 3
+	bSumTime    = []byte("delivsumtime") // received unix nanos(8)+seq(8) -> sha256(event \0 body): the dedupe of replays under new ids, in time order
+	bDead       = []byte("deadletter")   // seq -> dead letter
+	bAudit      = []byte("audit")        // seq -> AuditRecord
+	bAuditPR    = []byte("audit_pr")     // repo \0 pr(8) seq(8) -> nil
+	bAuditSHA   = []byte("audit_sha")    // sha \0 seq(8) -> nil
+	bAuditRun   = []byte("audit_run")    // run(8) seq(8) -> nil
+	bPRs        = []byte("prs")          // repo -> pr(8) -> per-PR keys
+	bComments   = []byte("comments")     // repo -> comment id(8) -> seen mark (see CommentSeen)
+	bOutbox     = []byte("outbox")       // seq -> Notice
+	bStage      = []byte("stage")        // repo -> seq -> StageRequest
+	bRepos      = []byte("repos")        // repo -> per-repo keys
+	allBuckets  = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bSumTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
 		bPRs, bComments, bOutbox, bStage, bRepos}
 	keySchema = []byte("schema")
 )
@@ -63,12 +65,17 @@ type Store struct {
 	failWrites func() error
 	onCommit   func(int, time.Duration)
 
-	appends   chan *writeReq
-	inFlight  atomic.Int64 // appends in the group being committed
-	commits   atomic.Int64 // group commits done
-	inboxN    atomic.Int64 // deliveries in the inbox
-	outboxN   atomic.Int64 // notices in the outbox
-	deadN     atomic.Int64 // dead letters
+	appends  chan *writeReq
+	inFlight atomic.Int64 // appends in the group being committed
+	commits  atomic.Int64 // group commits done
+	inboxN   atomic.Int64 // deliveries in the inbox
+	outboxN  atomic.Int64 // notices in the outbox
+	deadN    atomic.Int64 // dead letters
+	// sums are the digests of the deliveries kept (bSumTime, loaded at
+	// start), looked up by the committer alone: the index on disk is written
+	// in time order, so an append adds to its right edge instead of
+	// dirtying a random page (docs/BENCHMARKS.md).
+	sums      map[[sha256.Size]byte]struct{}
 	subMu     sync.Mutex
 	subs      []chan struct{}
 	closeOnce sync.Once
@@ -117,8 +124,17 @@ func Open(path string, opt Options) (*Store, error) {
 		return nil, err
 	}
 	// Depths are counted once here and kept as writes commit, so metrics
-	// never walk the buckets.
+	// never walk the buckets; the digests kept are read into memory.
+	s.sums = map[[sha256.Size]byte]struct{}{}
 	err = db.View(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bSumTime).ForEach(func(_, v []byte) error {
+			if len(v) == sha256.Size {
+				s.sums[[sha256.Size]byte(v)] = struct{}{}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
 		s.inboxN.Store(int64(tx.Bucket(bInbox).Stats().KeyN))
 		n := 0
 		for _, ch := range channels {
@@ -140,6 +156,30 @@ func Open(path string, opt Options) (*Store, error) {
 var migrations = []func(tx *bolt.Tx) error{
 	0: func(tx *bolt.Tx) error { return nil }, // fresh file: buckets only
 	1: outboxByChannel,
+	2: digestsInTimeOrder,
+}
+
+// digestsInTimeOrder (schema 2 to 3) moves the digest index from digest
+// keys (random, so each append dirtied a page of its own) to time keys, the
+// same as the retention index's; the committer looks digests up in memory.
+func digestsInTimeOrder(tx *bolt.Tx) error {
+	old := tx.Bucket(bDigests)
+	if old == nil {
+		return nil
+	}
+	marks, byTime := tx.Bucket(bDeliveries), tx.Bucket(bSumTime)
+	err := old.ForEach(func(sum, id []byte) error {
+		var m deliveryMark
+		ok, err := getJSON(marks, id, &m)
+		if err != nil || !ok {
+			return err // a digest whose mark was pruned goes with the old bucket
+		}
+		return byTime.Put(timeKey(m.ReceivedAt, m.Seq), bytes.Clone(sum))
+	})
+	if err != nil {
+		return err
+	}
+	return tx.DeleteBucket(bDigests)
 }
 
 // outboxByChannel (schema 1 to 2) gives each channel its own outbox bucket

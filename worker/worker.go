@@ -58,7 +58,7 @@ func IsPermanent(err error) bool { return errors.As(err, new(permanentError)) }
 type Store interface {
 	Pending() ([]*state.Delivery, error)
 	Delivery(seq uint64) (*state.Delivery, error)
-	Complete(seq uint64, outcome string, w state.Write) error
+	Complete(d *state.Delivery, outcome string, w state.Write) error
 	Bury(seq uint64, reason string, attempts int) error
 }
 
@@ -313,7 +313,7 @@ func (p *Pool) process(ctx context.Context, it *item) (finished bool) {
 		log.Warn("processing failed", "err", err, "attempt", it.attempts+1)
 		return p.failed(log, it, err)
 	}
-	if err := p.store.Complete(it.seq, outcome, w); err != nil && !errors.Is(err, state.ErrNotFound) {
+	if err := p.store.Complete(d, outcome, w); err != nil && !errors.Is(err, state.ErrNotFound) {
 		log.Error("committing the result", "err", err)
 		return p.failed(log, it, err)
 	}
