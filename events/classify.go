@@ -97,6 +97,9 @@ func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, strin
 		// completed by the worker without reading anything more. Any
 		// line that could be a command, even a malformed one, goes through.
 		d.NoCommands = env.Action == "created" && len(c.Commands) == 0
+		if d.NoCommands {
+			break // the worker completes it from the header alone: nothing more to record
+		}
 		raw, err := json.Marshal(ingested{Comment: c})
 		if err != nil {
 			return nil, "", fmt.Errorf("events: recording the parsed comment: %w", err)

@@ -235,6 +235,13 @@ func start(ctx context.Context, opt Options, cl *cleanup) (*server, error) {
 			opt.ContentPerMinute, opt.ContentPerHour, minute, hour)
 		gh.LimitContent(githubtest.ContentLimits{PerMinute: opt.ContentPerMinute, PerHour: opt.ContentPerHour, Minute: minute, Hour: hour})
 	}
+	// One token asks for every simulated push: measure the gate, not its
+	// limit. Only the scenarios that ask set it, so ingest runs against
+	// builds that predate the limit too.
+	gateRate := ""
+	if opt.Scenario == "gate" || opt.Scenario == "mixed" {
+		gateRate = "  gate_rate: {burst: 100000000, per_minute: 100000000}"
+	}
 	cfg := fmt.Sprintf(`listen: "127.0.0.1:0"
 state_path: %q
 workers: 64
@@ -246,7 +253,7 @@ github:
 %s
 api:
   tokens_env: "BENCH_API_TOKENS"
-  gate_rate: {burst: 100000000, per_minute: 100000000}  # one token asks for every simulated push: measure the gate, not its limit
+%s
 notices:
   max_replies_per_user_per_hour: 1000000   # one maintainer sends every command: measure replies, not the limit
 http:
@@ -254,7 +261,7 @@ http:
 repos:
   - name: %q
     sweep_workflow: ".github/workflows/run-sweep.yml"
-`, filepath.Join(opt.Dir, "bench.db"), gh.URL, githubtest.BotLogin, rate, repo)
+`, filepath.Join(opt.Dir, "bench.db"), gh.URL, githubtest.BotLogin, rate, gateRate, repo)
 	path := filepath.Join(opt.Dir, "bench.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err

@@ -104,6 +104,9 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		answer(http.StatusAccepted, "ignored", webhookReply{Status: "ignored"})
 		return
 	}
+	// The verified signature is GitHub's keyed digest of the body: it
+	// identifies a resent copy without hashing the body again.
+	d.Sum, _ = auth.SignatureDigest(event, r.Header.Get("X-Hub-Signature-256"))
 	// Stored in the inbox on the server's context: once GitHub's request
 	// has reached this point, a client hang-up must not cancel the write.
 	res, err := s.store.Append(s.ctx, d)

@@ -34,6 +34,10 @@ type Delivery struct {
 	// before ingest recorded it.
 	Parsed json.RawMessage `json:"parsed,omitempty"`
 	Body   []byte          `json:"-"`
+	// Sum, when set, is what identifies the delivery for the dedupe of
+	// deliveries resent under a new id (auth.SignatureDigest, of its
+	// verified signature); unset, Append hashes the event and body.
+	Sum [sha256.Size]byte `json:"-"`
 }
 
 // Key is the ordering key: deliveries with the same key are processed in
@@ -76,7 +80,10 @@ func (s *Store) Append(ctx context.Context, d *Delivery) (AppendResult, error) {
 	if err != nil {
 		return 0, fmt.Errorf("storing delivery %s: %w", d.ID, err)
 	}
-	sum := digest(d) // hashing 15 KB is the caller's work, not the committer's
+	sum := d.Sum
+	if sum == ([sha256.Size]byte{}) {
+		sum = digest(d) // hashing the body is the caller's work, not the committer's
+	}
 	var res AppendResult
 	err = s.write(ctx, nil, func(t *Tx) error {
 		var err error
@@ -194,11 +201,11 @@ func (s *Store) committer() {
 // sumChanges are the digests one run of a group adds and removes: the
 // store's set changes only once the run commits.
 type sumChanges struct {
-	add, del map[[sha256.Size]byte]struct{}
+	add, del map[sumKey]struct{}
 }
 
 // has reports whether a digest is kept, counting this run's changes.
-func (s *Store) has(c *sumChanges, sum [sha256.Size]byte) bool {
+func (s *Store) has(c *sumChanges, sum sumKey) bool {
 	if _, ok := c.add[sum]; ok {
 		return true
 	}
@@ -210,7 +217,7 @@ func (s *Store) has(c *sumChanges, sum [sha256.Size]byte) bool {
 }
 
 func (s *Store) run(group []*writeReq) error {
-	sums := &sumChanges{add: map[[sha256.Size]byte]struct{}{}, del: map[[sha256.Size]byte]struct{}{}}
+	sums := &sumChanges{add: map[sumKey]struct{}{}, del: map[sumKey]struct{}{}}
 	err := s.db.Update(func(btx *bolt.Tx) error {
 		for _, r := range group {
 			t := &Tx{tx: btx, now: s.now, delivery: r.delivery, sums: sums}
@@ -266,7 +273,15 @@ func digest(d *Delivery) [sha256.Size]byte {
 	return [sha256.Size]byte(h.Sum(nil))
 }
 
-func (s *Store) appendTx(t *Tx, d *Delivery, val []byte, sum [sha256.Size]byte) (AppendResult, error) {
+// sumKey is what the dedupe keeps of a delivery's digest: its first 16
+// bytes, half the memory of the whole; two deliveries would collide by
+// chance with odds of 2^-128 a pair.
+type sumKey [16]byte
+
+func keyOf(sum [sha256.Size]byte) sumKey { return sumKey(sum[:16]) }
+
+func (s *Store) appendTx(t *Tx, d *Delivery, val []byte, full [sha256.Size]byte) (AppendResult, error) {
+	sum := keyOf(full)
 	tx := t.tx
 	marks := tx.Bucket(bDeliveries)
 	if marks.Get([]byte(d.ID)) != nil {
@@ -542,8 +557,8 @@ func (s *Store) PruneDeliveries(cutoff time.Time, limit int) (int, error) {
 				continue
 			}
 			kk := bytes.Clone(k)
-			if sum := sums.Get(k); len(sum) == sha256.Size {
-				t.sums.del[[sha256.Size]byte(sum)] = struct{}{}
+			if sum := sums.Get(k); len(sum) >= len(sumKey{}) {
+				t.sums.del[sumKey(sum[:16])] = struct{}{}
 				if err := sums.Delete(kk); err != nil {
 					return err
 				}

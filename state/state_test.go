@@ -735,3 +735,72 @@ func TestTakeReactionPerUserAndPerRepository(t *testing.T) {
 		t.Fatalf("PruneReplies = %d, %v; want the 6 idle counts gone (3 users, 2 repositories, 1 user on o/r2)", n, err)
 	}
 }
+
+// A delivery resent under a new id is a duplicate across restarts (the
+// digests are read back into memory) and until retention prunes the
+// first; a database of schema 2 (digests keyed by digest) keeps its
+// digests when it is migrated.
+func TestReplayDedupeAcrossRestartsPruningAndMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-48 * time.Hour)
+	first := &Delivery{ID: "a", Event: "pull_request", Repo: "o/r", PR: 1, ReceivedAt: at, Body: []byte(`{"closed":1}`)}
+	if res, err := s.Append(t.Context(), first); err != nil || res != Stored {
+		t.Fatalf("Append = %v, %v", res, err)
+	}
+	if err := s.Complete(first, "ok", nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// Written as schema 2 did: the digest index keyed by digest, the mark's digest.
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := digest(first)
+	if err := db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bSumTime); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bSumTime); err != nil {
+			return err
+		}
+		b, err := tx.CreateBucketIfNotExists(bDigests)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(sum[:], []byte("a")); err != nil {
+			return err
+		}
+		return tx.Bucket(bMeta).Put(keySchema, u64(2))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	again := &Delivery{ID: "b", Event: "pull_request", Repo: "o/r", PR: 1, ReceivedAt: time.Now(), Body: []byte(`{"closed":1}`)}
+	if res, err := s.Append(t.Context(), again); err != nil || res != Duplicate {
+		t.Fatalf("the same body under a new id after the migration: %v, %v; want Duplicate", res, err)
+	}
+	if n, err := s.PruneDeliveries(time.Now().Add(-24*time.Hour), 100); err != nil || n != 1 {
+		t.Fatalf("PruneDeliveries = %d, %v", n, err)
+	}
+	if res, err := s.Append(t.Context(), again); err != nil || res != Stored {
+		t.Fatalf("after retention forgot the first: %v, %v; want Stored", res, err)
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bDigests) != nil {
+			t.Error("the schema 2 digest bucket is still there")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -6,7 +6,6 @@ package state
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -75,7 +74,7 @@ type Store struct {
 	// start), looked up by the committer alone: the index on disk is written
 	// in time order, so an append adds to its right edge instead of
 	// dirtying a random page (docs/BENCHMARKS.md).
-	sums      map[[sha256.Size]byte]struct{}
+	sums      map[sumKey]struct{}
 	subMu     sync.Mutex
 	subs      []chan struct{}
 	closeOnce sync.Once
@@ -125,11 +124,11 @@ func Open(path string, opt Options) (*Store, error) {
 	}
 	// Depths are counted once here and kept as writes commit, so metrics
 	// never walk the buckets; the digests kept are read into memory.
-	s.sums = map[[sha256.Size]byte]struct{}{}
+	s.sums = map[sumKey]struct{}{}
 	err = db.View(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bSumTime).ForEach(func(_, v []byte) error {
-			if len(v) == sha256.Size {
-				s.sums[[sha256.Size]byte(v)] = struct{}{}
+			if len(v) >= len(sumKey{}) {
+				s.sums[sumKey(v[:16])] = struct{}{}
 			}
 			return nil
 		}); err != nil {
@@ -174,7 +173,7 @@ func digestsInTimeOrder(tx *bolt.Tx) error {
 		if err != nil || !ok {
 			return err // a digest whose mark was pruned goes with the old bucket
 		}
-		return byTime.Put(timeKey(m.ReceivedAt, m.Seq), bytes.Clone(sum))
+		return byTime.Put(timeKey(m.ReceivedAt, m.Seq), bytes.Clone(sum[:min(len(sum), 16)]))
 	})
 	if err != nil {
 		return err
