@@ -48,6 +48,9 @@ type Comment struct {
 	// ExpectHead, for a comment recovery found, is the PR's head when it
 	// was posted: a pin is taken only while that is still the head.
 	ExpectHead string
+	// Recovered marks a deletion or an edit recovery found for a lost
+	// webhook (Actor unknown): it takes back what the comment started.
+	Recovered bool
 }
 
 // Deps are what handling a comment reads through.
@@ -504,7 +507,7 @@ func revoke(tx *state.Tx, c Comment, p *state.Pin, why string) error {
 // command name: its author always may, anyone else only with the role the
 // command needs. Checked before the write (it may read GitHub).
 func mayTakeBack(ctx context.Context, d Deps, c Comment, name string) auth.Verdict {
-	if c.Author.ID != 0 && c.Author.ID == c.Actor.ID {
+	if c.Recovered || (c.Author.ID != 0 && c.Author.ID == c.Actor.ID) {
 		return auth.Verdict{Allowed: true}
 	}
 	return d.Checker.Check(ctx, d.Lookup, d.Repo.Name, c.Actor, d.policy(name))
@@ -548,6 +551,9 @@ func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, sta
 		}
 		added = append(added, cmd)
 	}
+	if c.Recovered {
+		added = nil // recovery found the edit: what it added is not opsbot's to answer
+	}
 	var verdict auth.Verdict
 	if len(added) > 0 {
 		verdict = d.Checker.Check(ctx, d.Lookup, d.Repo.Name, c.Actor, d.policy(Reuse))
@@ -563,8 +569,12 @@ func Edited(ctx context.Context, d Deps, c Comment, oldBody string) (string, sta
 			// comment without it say nothing again.
 			removed := hasLine(before, p.CommentLine) || !c.Parsed
 			how := fmt.Sprintf("its command was edited away by @%s", c.Actor.Login)
-			if err := takeBackPin(tx, d, c, p, tb.reuse, how, fmt.Sprintf("the command that created it was edited away by %s",
-				mdtext.Mention(c.Actor.Login)), "edited the command away", removed); err != nil {
+			closedWhy := fmt.Sprintf("the command that created it was edited away by %s", mdtext.Mention(c.Actor.Login))
+			if c.Recovered {
+				how = "recovery found its command edited away (the edit's webhook was lost)"
+				closedWhy = "the command that created it was edited away (found by recovery: the edit's webhook was lost)"
+			}
+			if err := takeBackPin(tx, d, c, p, tb.reuse, how, closedWhy, "edited the command away", removed); err != nil {
 				return err
 			}
 		}
@@ -693,8 +703,12 @@ func Deleted(ctx context.Context, d Deps, c Comment) (string, state.Write) {
 			return err
 		}
 		if p != nil && p.CommentID == c.CommentID {
-			if err := takeBackPin(tx, d, c, p, tb.reuse, fmt.Sprintf("its comment was deleted by @%s", c.Actor.Login),
-				"the comment that created it was deleted", "deleted the comment", true); err != nil {
+			how, closedWhy := fmt.Sprintf("its comment was deleted by @%s", c.Actor.Login), "the comment that created it was deleted"
+			if c.Recovered {
+				how = "recovery found its comment deleted (the deletion's webhook was lost)"
+				closedWhy += " (found by recovery: the deletion's webhook was lost)"
+			}
+			if err := takeBackPin(tx, d, c, p, tb.reuse, how, closedWhy, "deleted the comment", true); err != nil {
 				return err
 			}
 		}

@@ -227,13 +227,14 @@ func (c *Config) Warnings() []string {
 			"give the workflow a gate token (api.gate_tokens_env) and operators an admin token (api.admin_tokens_env)")
 	}
 	for i, r := range c.Repos {
-		if r.Reuse.MinRole == "write" {
-			w = append(w, fmt.Sprintf("repos[%d].reuse.min_role is write: any collaborator with write access (people, and apps or "+
-				"bots given write) can authorize skipping a sweep; set maintain, or list who may in allow_users or allow_teams", i))
+		if role, _ := auth.ParseRole(r.Reuse.MinRole); role <= auth.RoleWrite {
+			w = append(w, fmt.Sprintf("repos[%d].reuse.min_role is %s: any collaborator with %s access or more (people, and apps or "+
+				"bots given it) can authorize skipping a sweep; set maintain, or list who may in allow_users or allow_teams", i,
+				r.Reuse.MinRole, r.Reuse.MinRole))
 		}
-		if r.Stage.Dispatch.Repo != "" && r.Stage.MinRole == "write" {
-			w = append(w, fmt.Sprintf("repos[%d].stage.min_role is write: any collaborator with write access can publish a run to the "+
-				"staging site; set maintain, or list who may in allow_users or allow_teams", i))
+		if role, _ := auth.ParseRole(r.Stage.MinRole); r.Stage.Dispatch.Repo != "" && role <= auth.RoleWrite {
+			w = append(w, fmt.Sprintf("repos[%d].stage.min_role is %s: any collaborator with %s access or more can publish a run to "+
+				"the staging site; set maintain, or list who may in allow_users or allow_teams", i, r.Stage.MinRole, r.Stage.MinRole))
 		}
 		if len(r.Reuse.AllowedPaths) == 0 {
 			w = append(w, fmt.Sprintf("repos[%d].reuse.allowed_paths is empty: a pin covers the next push whatever it changes; list the "+

@@ -157,6 +157,9 @@ type commentRecord struct {
 	// ExpectHead is, for a comment recovery found, the PR's head when the
 	// comment was posted (a pin is taken only while it still is).
 	ExpectHead string `json:"expect_head,omitempty"`
+	// TakenBack is, for a deletion or an edit recovery found, that it takes
+	// back what the comment started whoever made it.
+	TakenBack bool `json:"taken_back,omitempty"`
 }
 
 // storedCommand is commands.Command with every field kept (its own JSON
@@ -200,6 +203,7 @@ func (s *Schema) comment(repo string, env *envelope) *commentRecord {
 		Commands: storeCommands(commands.Parse(env.Comment.Body, opt))}
 	if env.Recovery != nil {
 		c.ExpectHead = strings.ToLower(env.Recovery.HeadSHA)
+		c.TakenBack = env.Recovery.TakenBack
 	}
 	if env.Action == "edited" && env.Changes != nil && env.Changes.Body != nil {
 		c.OldCommands = storeCommands(commands.Parse(env.Changes.Body.From, opt))

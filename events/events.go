@@ -175,6 +175,7 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecor
 		// The person who edited or deleted, not the comment's author.
 		s := ev.Sender
 		c.Actor = auth.Actor{ID: s.ID, Login: s.Login, Type: s.Type}
+		c.Recovered = ev.TakenBack
 	}
 	if ev.Action == "created" && len(c.Commands) == 0 {
 		return "no-commands", processed(rc.Name, c.CommentID), nil

@@ -70,7 +70,11 @@ type CommentPayload struct {
 // Recovery is what recovery knew of a comment it found: the PR's head when
 // the comment was posted.
 type Recovery struct {
-	HeadSHA string `json:"head_sha"`
+	HeadSHA string `json:"head_sha,omitempty"`
+	// TakenBack marks a deletion or an edit recovery found for a lost
+	// webhook: who made it is not known, and it takes back the pin whoever
+	// it was (the next push sweeps, never wrong).
+	TakenBack bool `json:"taken_back,omitempty"`
 }
 
 // RecoveryIDPrefix starts the delivery ids recovery makes; webhook

@@ -31,6 +31,11 @@ type Request struct {
 	SHA    string `json:"sha"`
 	Event  string `json:"event"`  // pull_request (default) or push
 	Action string `json:"action"` // the pull_request action; default synchronize
+	// Asker names the credential that asks (set by the server, never read
+	// from the ask): a miss one asker's ask found is remembered for it alone,
+	// so nobody can make the workflow's own ask answer from a miss they
+	// planted (a commit asked about before it was pushed).
+	Asker string `json:"-"`
 }
 
 // Answer is the decision as the workflow reads it.
@@ -158,7 +163,7 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 				"nothing was decided", r.PR)}, nil
 	}
 	inst := info.Installation
-	missKey := fmt.Sprintf("pr\x00%s\x00%d\x00%s", r.Repo, r.PR, r.SHA)
+	missKey := fmt.Sprintf("pr\x00%s\x00%s\x00%d\x00%s", r.Asker, r.Repo, r.PR, r.SHA)
 	if why, ok := a.misses.get(missKey, a.now()); ok && !strings.EqualFold(info.HeadSHA, r.SHA) {
 		// Asked again before MissTTL passed, and no push of it came since.
 		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true, Reason: why}, nil
@@ -226,7 +231,7 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 	if err != nil {
 		return ans, err
 	}
-	missKey := "push\x00" + r.Repo + "\x00" + r.SHA
+	missKey := "push\x00" + r.Asker + "\x00" + r.Repo + "\x00" + r.SHA
 	if why, ok := a.misses.get(missKey, a.now()); ok {
 		ans.Reason = why
 		return ans, nil

@@ -456,6 +456,32 @@ func (c *Client) DefaultBranch(ctx context.Context, repo string) (string, error)
 	return rp.GetDefaultBranch(), nil
 }
 
+// PullsWithHead lists the repository's PRs, open and closed, whose head is
+// label (OWNER:BRANCH), at most 5 pages of 100; more is an error (the caller
+// cannot tell them all, and must fail closed).
+func (c *Client) PullsWithHead(ctx context.Context, repo, label string) ([]*github.PullRequest, error) {
+	o, r := split(repo)
+	var out []*github.PullRequest
+	opt := &github.PullRequestListOptions{State: "all", Head: label, ListOptions: github.ListOptions{PerPage: 100}}
+	more := false
+	err := paginate("listing the PRs of "+label, &opt.ListOptions, 5,
+		func() ([]*github.PullRequest, *github.Response, error) {
+			list, resp, err := c.gh.PullRequests.List(ctx, o, r, opt)
+			if err == nil {
+				more = resp.NextPage != 0
+			}
+			return list, resp, err
+		},
+		func(page []*github.PullRequest) bool { out = append(out, page...); return true })
+	if err != nil {
+		return nil, err
+	}
+	if more {
+		return nil, fmt.Errorf("listing the PRs of %s: more than 500", label)
+	}
+	return out, nil
+}
+
 // PullRequestsForCommit lists the PRs a commit belongs to (or was merged by).
 func (c *Client) PullRequestsForCommit(ctx context.Context, repo, sha string) ([]*github.PullRequest, error) {
 	o, r := split(repo)

@@ -45,6 +45,8 @@ type Reader interface {
 	Timeline(ctx context.Context, repo string, n int) ([]ghclient.TimelineEvent, error)
 	// CommitRuns lists the workflow runs of a commit.
 	CommitRuns(ctx context.Context, repo, sha string) ([]*github.WorkflowRun, error)
+	// CommentBody reads a comment's body now (ghclient.ErrNotFound: deleted).
+	CommentBody(ctx context.Context, repo string, id int64) (string, error)
 }
 
 // Store is the state reconciling reads and writes.
@@ -52,6 +54,7 @@ type Store interface {
 	CommentKnown(repo string, commentID int64) (bool, error)
 	NoteComments(repo string, commentIDs []int64, audit []state.AuditRecord) error
 	PRsWithActivePin(repo string) ([]int, error)
+	ActivePin(repo string, pr int) (*state.Pin, error)
 	ReconciledAt(repo string) (time.Time, error)
 	SetReconciledAt(repo string, t time.Time) error
 	PRInfo(repo string, pr int) (*state.PRInfo, error)
@@ -93,6 +96,9 @@ type Report struct {
 	// or on a PR closed then), or that opsbot already answered.
 	CommandsNotRun  []int64 `json:"commands_not_run"`
 	PinsOfClosedPRs []int   `json:"pins_of_closed_prs"` // PRs whose pin is being expired or consumed
+	// PinsTakenBack are PRs whose pin's comment was deleted, or its command
+	// edited away, while the webhook was lost: the pin is being revoked.
+	PinsTakenBack []int `json:"pins_taken_back"`
 }
 
 // Overlap is how far before the last reconcile the next one's window starts:
@@ -129,7 +135,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	}
 	start := r.now()
 	rep := Report{Repo: rc.Name, CommandsRecovered: []int64{}, CommandsRecorded: []int64{}, CommandsNotRun: []int64{},
-		PinsOfClosedPRs: []int{}}
+		PinsOfClosedPRs: []int{}, PinsTakenBack: []int{}}
 	if replaySince.After(start) {
 		return rep, fmt.Errorf("%w: %s", ErrReplayInFuture, replaySince.UTC().Format(time.RFC3339))
 	}
@@ -280,6 +286,9 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			return rep, err
 		}
 		if p.GetState() != "closed" {
+			if err := r.takenBack(ctx, gh, schema, rc.Name, n, &rep); err != nil {
+				return rep, err
+			}
 			continue
 		}
 		head := p.GetHead()
@@ -317,6 +326,58 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		"recovered", len(rep.CommandsRecovered), "recorded", len(rep.CommandsRecorded), "not_run", len(rep.CommandsNotRun),
 		"closed", len(rep.PinsOfClosedPRs))
 	return rep, nil
+}
+
+// takenBack recovers a lost `deleted` or `edited` webhook of the comment
+// that made PR n's active pin: when GitHub no longer has the comment, or it
+// no longer holds the pin's command line, the pin is revoked through the
+// inbox (in the PR's order), as the webhook would have done. Who deleted or
+// edited it is not known, so it is revoked whoever it was: the next push
+// then sweeps, which is never wrong.
+func (r *Reconciler) takenBack(ctx context.Context, gh Reader, schema *events.Schema, repo string, n int, rep *Report) error {
+	pin, err := r.Store.ActivePin(repo, n)
+	if err != nil || pin == nil || pin.CommentID == 0 {
+		return err
+	}
+	body, err := gh.CommentBody(ctx, repo, pin.CommentID)
+	action := "edited"
+	switch {
+	case errors.Is(err, ghclient.ErrNotFound):
+		action = "deleted"
+	case err != nil:
+		r.Log.Warn("reading a pin's comment failed; the next reconcile tries again", "repo", repo, "pr", n, "comment", pin.CommentID, "err", err)
+		return nil
+	default:
+		for _, c := range commands.Parse(body, commands.Options{Repo: repo, Host: r.Cfg.Get().WebHost()}) {
+			if c.Error == "" && strings.EqualFold(c.Text, pin.CommentLine) {
+				return nil // still there
+			}
+		}
+	}
+	prURL, err := json.Marshal(map[string]string{"url": fmt.Sprintf("%srepos/%s/pulls/%d", r.Cfg.Get().GitHub.APIURL, repo, n)})
+	if err != nil {
+		return err
+	}
+	author := events.Account{Login: pin.ActorLogin, ID: pin.ActorID}
+	payload := &events.CommentPayload{Action: action,
+		Issue:      &events.Issue{Number: n, State: "open", PullRequest: prURL},
+		Comment:    &events.IssueComment{ID: pin.CommentID, Body: body, HTMLURL: pin.CommentURL, User: author},
+		Repository: &events.Repository{FullName: repo}, Sender: events.Account{Login: "opsbot-reconcile"},
+		Recovery:   &events.Recovery{TakenBack: true}}
+	if action == "edited" {
+		payload.Changes = &events.BodyChange{Body: &struct {
+			From string `json:"from"`
+		}{From: pin.CommentLine}}
+	}
+	id := fmt.Sprintf("%s%s-%d-pin-%d", IDPrefix, action, pin.CommentID, pin.ID)
+	added, err := r.add(ctx, schema, id, "issue_comment", payload)
+	if err != nil {
+		return err
+	}
+	if added {
+		rep.PinsTakenBack = append(rep.PinsTakenBack, n)
+	}
+	return nil
 }
 
 // timelineChanges are the timeline events after which a command posted
@@ -372,17 +433,17 @@ func (r *Reconciler) sameSince(ctx context.Context, gh Reader, repo string, n in
 	if err != nil {
 		return "", "", err
 	}
-	if info != nil && info.HeadAt.After(at) {
+	if info != nil && !info.HeadAt.IsZero() && !info.HeadAt.Before(at) { // the same second counts as after: fail closed
 		return "", fmt.Sprintf("opsbot saw PR #%d's head move to %s at %s, after the comment was posted (%s): the push the command "+
 			"meant has passed; it is not run, post the command again", n, mdtext.ShortSHA(info.HeadSHA), stamp(info.HeadAt), stamp(t)), nil
 	}
-	known := info != nil && strings.EqualFold(info.HeadSHA, head) && !info.HeadAt.IsZero()
+	known := info != nil && strings.EqualFold(info.HeadSHA, head) && !info.HeadAt.IsZero() && info.HeadAt.Before(at)
 	decs, err := r.Store.Decisions(repo, n)
 	if err != nil {
 		return "", "", err
 	}
 	for _, d := range decs {
-		known = known || (strings.EqualFold(d.HeadSHA, head) && !d.DecidedAt.After(at))
+		known = known || (strings.EqualFold(d.HeadSHA, head) && d.DecidedAt.Before(at))
 	}
 	list, err := gh.CommitRuns(ctx, repo, head)
 	if err != nil {
@@ -394,7 +455,7 @@ func (r *Reconciler) sameSince(ctx context.Context, gh Reader, repo string, n in
 			continue
 		}
 		made := run.GetCreatedAt().Time
-		if made.After(at) {
+		if !made.Before(at) { // the same second counts as after: fail closed
 			return "", fmt.Sprintf("run %d of PR #%d's head %s was made at %s, after the comment was posted (%s): the head may have been "+
 				"pushed since, so the command is not run; post it again", run.GetID(), n, mdtext.ShortSHA(head), stamp(made), stamp(t)), nil
 		}

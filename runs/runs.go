@@ -29,6 +29,7 @@ type Reader interface {
 	Compare(ctx context.Context, repo, base, head string) (ghclient.Comparison, error)
 	WorkflowRuns(ctx context.Context, repo string, workflowID int64, branch, event string, max int) ([]*github.WorkflowRun, error)
 	Timeline(ctx context.Context, repo string, n int) ([]ghclient.TimelineEvent, error)
+	PullsWithHead(ctx context.Context, repo, label string) ([]*github.PullRequest, error)
 }
 
 // Rule names, as audited.
@@ -402,6 +403,24 @@ func (v *Validator) checkMadeFor(ctx context.Context, rules Rules, p *github.Pul
 	}
 	if len(run.PullRequests) > 0 && !listed {
 		return &Rejection{RuleBase, fmt.Sprintf("run %d was not made for PR #%d (the pull requests it lists do not include it)", id, n)}
+	}
+	// A run lists no closed PR, and a fork's run none at all: any other PR
+	// of this head, open or closed, into another base may have made it.
+	label := head.GetLabel()
+	if label == "" {
+		owner, _, _ := strings.Cut(head.GetRepo().GetFullName(), "/")
+		label = owner + ":" + head.GetRef()
+	}
+	siblings, err := v.GH.PullsWithHead(ctx, rules.Repo, label)
+	if err != nil {
+		return err
+	}
+	for _, x := range siblings {
+		if other := x.GetBase().GetRef(); x.GetNumber() != n && other != base {
+			return &Rejection{RuleBase, fmt.Sprintf("PR #%d of the same head (%s) merges into %s, not the default branch %s: run %d may have been "+
+				"made for it and run that branch's workflow files (run the sweep again on a branch no PR into another base uses)",
+				x.GetNumber(), Code(label), Code(other), Code(base), id)}
+		}
 	}
 	if len(run.PullRequests) > 0 {
 		return nil

@@ -214,6 +214,37 @@ func TestForkRunsAndBaseChanges(t *testing.T) {
 	}
 }
 
+// A run of this PR's head may have been made for another PR of the same
+// head into another base: a fork's run lists no PRs at all, and a run lists
+// no closed PR. Any such PR, open or closed, refuses the run.
+func TestSiblingPRIntoAnotherBase(t *testing.T) {
+	t.Run("fork", func(t *testing.T) {
+		w := newWorld(t)
+		w.f.AddPR(repo, 2700, "author", "tune", "b0", []string{"f1"}, []string{"src/a.cu"})
+		w.f.FromFork(repo, 2700, 999, "contributor/InferenceX")
+		w.f.AddPR(repo, 2701, "author", "tune", "b0", []string{"f1"}).BaseRef = "wip-base"
+		w.f.FromFork(repo, 2701, 999, "contributor/InferenceX")
+		w.f.AddRun(repo, githubtest.Run{ID: 140, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+			HeadSHA: "f1", HeadBranch: "tune", HeadRepoID: 999, HeadRepo: "contributor/InferenceX", Artifacts: results})
+		_, err := w.v.Validate(t.Context(), rules(), 2700, 140)
+		if rej, ok := runs.IsRejection(err); !ok || rej.Rule != runs.RuleBase || !strings.Contains(rej.Reason, "PR #2701 of the same head") {
+			t.Fatalf("fork run with a sibling PR into wip-base: %v", err)
+		}
+		if _, err := w.v.Newest(t.Context(), rules(), 2700); err == nil {
+			t.Fatal("the bare command picked a run a sibling PR into wip-base may have made")
+		}
+	})
+	t.Run("closed same-repo sibling", func(t *testing.T) {
+		w := newWorld(t)
+		w.f.AddPR(repo, 2702, "author", "kimi-tune", "b0", []string{"c1"}).BaseRef = "wip-base"
+		w.f.ClosePR(repo, 2702, false, "")
+		_, err := w.v.Validate(t.Context(), rules(), 2512, 100) // lists PR 2512 only: 2702 is closed
+		if rej, ok := runs.IsRejection(err); !ok || rej.Rule != runs.RuleBase || !strings.Contains(rej.Reason, "PR #2702") {
+			t.Fatalf("run with a closed sibling PR into wip-base: %v", err)
+		}
+	})
+}
+
 func TestRebasedAway(t *testing.T) {
 	w := newWorld(t)
 	if _, err := w.v.Validate(t.Context(), rules(), 2512, 100); err != nil {
@@ -238,15 +269,16 @@ func TestAPIErrorIsNotARejection(t *testing.T) {
 	}
 }
 
-// A pin with a run id, cold, costs at most 5 reads, and one more (a
-// compare) to check the protected paths.
+// A pin with a run id, cold, costs at most 6 reads (the workflow's id, the
+// run, the PR, the other PRs of its head, the PR's commits, the artifacts),
+// and one more (a compare) to check the protected paths.
 func TestReadBudget(t *testing.T) {
 	w := newWorld(t)
 	if _, err := w.v.Validate(t.Context(), rules(), 2512, 100); err != nil {
 		t.Fatal(err)
 	}
-	if n := w.f.Reads(); n > 5 {
-		t.Fatalf("%d reads, want at most 5: %+v", n, w.f.Requests())
+	if n := w.f.Reads(); n > 6 {
+		t.Fatalf("%d reads, want at most 6: %+v", n, w.f.Requests())
 	}
 	w2 := newWorld(t)
 	protected := rules()
@@ -254,8 +286,8 @@ func TestReadBudget(t *testing.T) {
 	if _, err := w2.v.Validate(t.Context(), protected, 2512, 100); err != nil {
 		t.Fatal(err)
 	}
-	if n := w2.f.Reads(); n > 6 {
-		t.Fatalf("%d reads with protected paths, want at most 6: %+v", n, w2.f.Requests())
+	if n := w2.f.Reads(); n > 7 {
+		t.Fatalf("%d reads with protected paths, want at most 7: %+v", n, w2.f.Requests())
 	}
 }
 

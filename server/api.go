@@ -228,18 +228,6 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 	default:
 		return fail(http.StatusUnauthorized, "unauthorized", noToken)
 	}
-	// A verified credential's asks are limited before anything reads
-	// GitHub for them: a leaked token cannot spend opsbot's budget.
-	key := "token:" + tokenKey(raw)
-	if class == classOIDC {
-		key = "repo:" + strings.ToLower(claims.Repository)
-	}
-	if ok, wait := a.AskLimit.Take(key); !ok {
-		res := fail(http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("too many gate asks with this credential: at most %d at once "+
-			"and %d a minute (api.gate_rate); retry in %s", a.AskLimit.Burst, a.AskLimit.PerMinute, wait.Round(time.Second)))
-		res.class, res.after = class, wait
-		return res
-	}
 	req, err := readAsk(w, r)
 	if err != nil {
 		res := fail(http.StatusBadRequest, "bad_request", err.Error())
@@ -260,6 +248,22 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 			return res
 		}
 	}
+	// A credential's asks are limited once it is known to cover the ask,
+	// before anything reads GitHub for it: a leaked token cannot spend
+	// opsbot's budget, and a token refused for another PR spends nothing.
+	// ID tokens count per repository and ref (refs/pull/N/merge: per PR),
+	// so one PR's jobs cannot use up another's asks.
+	key := "token:" + tokenKey(raw)
+	if class == classOIDC {
+		key = "oidc:" + strings.ToLower(claims.Repository) + "\x00" + claims.Ref
+	}
+	if ok, wait := a.AskLimit.Take(key); !ok {
+		res.code, res.outcome, res.after = http.StatusTooManyRequests, "rate_limited", wait
+		res.msg = fmt.Sprintf("too many gate asks with this credential: at most %d at once and %d a minute (api.gate_rate); retry in %s",
+			a.AskLimit.Burst, a.AskLimit.PerMinute, wait.Round(time.Second))
+		return res
+	}
+	req.Asker = key // what one asker learned is not told to another (gate.API's misses)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx()), 90*time.Second)
 	defer cancel()
 	ans, err := a.Gate.Answer(ctx, req)

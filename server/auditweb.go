@@ -41,9 +41,9 @@ type AuditWeb struct {
 	Version  string
 	Log      *slog.Logger
 	Web      string // GitHub's web base, "https://github.com" by default
-	// ClientAddr is the address a request comes from (the connection
-	// limiter's, which reads X-Forwarded-For only from trusted proxies);
-	// nil: the peer.
+	// ClientAddr is the client a request comes from (the connection
+	// limiter's ClientKey: X-Forwarded-For only from trusted proxies, an
+	// IPv6 /64 as one client); nil: the peer's address.
 	ClientAddr func(*http.Request) netip.Addr
 	// Failures limits failed sign-ins per client address: past it the page
 	// answers 429 without looking at the credentials. Nil:

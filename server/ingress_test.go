@@ -22,7 +22,7 @@ import (
 )
 
 // limitedServer is serve.go's wiring on loopback, with scaled timeouts.
-func limitedServer(t *testing.T, maxConns int, lim BodyLimits, readHdr, read time.Duration) (*Server, string) {
+func limitedServer(t *testing.T, maxConns int, lim BodyLimits, readHdr, read time.Duration, perAddr ...int) (*Server, string) {
 	t.Helper()
 	st, err := state.Open(filepath.Join(t.TempDir(), "s.db"), state.Options{})
 	if err != nil {
@@ -37,7 +37,11 @@ func limitedServer(t *testing.T, maxConns int, lim BodyLimits, readHdr, read tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := NewConnLimiter(ConnLimits{Max: maxConns, PerAddr: 64})
+	pa := 64
+	if len(perAddr) > 0 {
+		pa = perAddr[0]
+	}
+	cl := NewConnLimiter(ConnLimits{Max: maxConns, PerAddr: pa})
 	hs := &http.Server{Handler: cl.Handler(s), ConnState: cl.ConnState, ConnContext: cl.ConnContext, ReadHeaderTimeout: readHdr, ReadTimeout: read,
 		WriteTimeout: 2 * read, IdleTimeout: 2 * read, MaxHeaderBytes: 64 << 10}
 	go hs.Serve(cl.Listener(ln))
@@ -251,8 +255,10 @@ func TestSmallSlowBodiesCannotStarveALargerDelivery(t *testing.T) {
 // request the server never reads: the server half-closes and drains
 // briefly (up to refuseDrainBytes) instead of resetting the connection.
 func TestRefusedConnectionReadsThe503(t *testing.T) {
-	_, addr := limitedServer(t, 1, BodyLimits{}, time.Second, 8*time.Second)
-	hold, err := net.Dial("tcp", addr) // its request is in the handler: never closed for another
+	// One connection per address: a second from this one is refused, since
+	// the one it holds is neither idle nor slow nor past its share.
+	_, addr := limitedServer(t, 10, BodyLimits{}, time.Second, 8*time.Second, 1)
+	hold, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -273,6 +273,12 @@ func (cl *ConnLimiter) admit(c net.Conn) (*limitConn, string) {
 			if victim == nil {
 				victim = cl.crowded()
 			}
+			if victim == nil && cl.pending.Len() > 0 {
+				// Every slot holds a request still arriving, none slow yet
+				// and no address over its share (many addresses rotating
+				// their connections): the one arriving longest gives way.
+				victim = cl.pending.Front().Value.(*limitConn)
+			}
 		}
 		if victim == nil {
 			cl.mu.Unlock()
@@ -397,6 +403,21 @@ func (cl *ConnLimiter) started(lc *limitConn) {
 
 type connCtxKey struct{}
 
+// bodyEnd calls end once the body has been read to its end.
+type bodyEnd struct {
+	io.ReadCloser
+	end  func()
+	once sync.Once
+}
+
+func (b *bodyEnd) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.end)
+	}
+	return n, err
+}
+
 // unwrapConn is the connection under a TLS one (the limiter counts the
 // TCP connection the TLS listener was given).
 func unwrapConn(c net.Conn) net.Conn {
@@ -484,6 +505,11 @@ func (cl *ConnLimiter) ClientAddr(r *http.Request) netip.Addr {
 	return addr
 }
 
+// ClientKey is the client a request counts as for per-client limits: its
+// address (ClientAddr), an IPv6 one as its IPv6PrefixLen prefix, since one
+// host holds every address of its /64.
+func (cl *ConnLimiter) ClientKey(r *http.Request) netip.Addr { return cl.clientKey(cl.ClientAddr(r)) }
+
 // Handler wraps h: a request reaching it marks its connection as past its
 // first header (no longer evicted for a new connection), and requests that
 // arrive through a trusted proxy are held to the per-address limit per
@@ -494,13 +520,25 @@ func (cl *ConnLimiter) ClientAddr(r *http.Request) netip.Addr {
 func (cl *ConnLimiter) Handler(h http.Handler) http.Handler {
 	forwarded := cl.forwarded(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if lc, ok := r.Context().Value(connCtxKey{}).(*limitConn); ok {
-			// The request's header is in: the connection is no longer one
-			// a slow header holds.
+		lc, ok := r.Context().Value(connCtxKey{}).(*limitConn)
+		if !ok {
+			forwarded.ServeHTTP(w, r)
+			return
+		}
+		done := func() {
 			cl.mu.Lock()
 			cl.started(lc)
 			cl.mu.Unlock()
 		}
+		// The connection stays one that may give way while its request is
+		// still arriving: its header, then its body. Once the body is all
+		// in (or the handler is done with it) it is never closed for another.
+		if r.Body == nil || r.Body == http.NoBody {
+			done()
+		} else {
+			r.Body = &bodyEnd{ReadCloser: r.Body, end: done}
+		}
+		defer done()
 		forwarded.ServeHTTP(w, r)
 	})
 }

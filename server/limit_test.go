@@ -81,3 +81,20 @@ func TestSlowHeadersGiveWay(t *testing.T) {
 		t.Fatalf("evicted x1 %v x2 %v, want x1", x1.evicted, x2.evicted)
 	}
 }
+
+// One IPv6 host is one client for per-client limits: every address of its
+// /64 has the same key; behind a trusted proxy the forwarded one counts.
+func TestClientKeyGroupsAnIPv6Prefix(t *testing.T) {
+	cl := NewConnLimiter(ConnLimits{Max: 10, PerAddr: 2})
+	key := func(remote string) netip.Addr {
+		r, _ := http.NewRequest("GET", "http://x/", nil)
+		r.RemoteAddr = remote
+		return cl.ClientKey(r)
+	}
+	if a, b := key("[2001:db8:1:2::1]:1"), key("[2001:db8:1:2:ffff::9]:1"); a != b {
+		t.Fatalf("two addresses of one /64: %v and %v", a, b)
+	}
+	if a, b := key("[2001:db8:1:2::1]:1"), key("[2001:db8:1:3::1]:1"); a == b {
+		t.Fatalf("two /64s share a key: %v", a)
+	}
+}

@@ -127,6 +127,13 @@ server=${server%/}
 [ -n "$server" ] || refused "the server input is empty (set it to the opsbot URL, e.g. \${{ vars.OPSBOT_URL }})"
 # The bearer goes only over TLS; plain http only to this machine (tests, a
 # sidecar).
+# The authority (between :// and the path) may hold no userinfo: in
+# http://127.0.0.1:443@elsewhere the host is elsewhere.
+authority=${server#*://}
+authority=${authority%%[/?#]*}
+case "$authority" in
+*@*) refused "the server input \"$server\" names a user (an @ in its host part): give the server's plain https:// URL" ;;
+esac
 case "$server" in
 https://?*) ;;
 http://127.0.0.1 | http://127.0.0.1[:/]* | http://localhost | http://localhost[:/]* | http://\[::1\] | http://\[::1\][:/]*) ;;

@@ -398,6 +398,16 @@ func TestOtherEventFailsClosed(t *testing.T) {
 // to the step's budget instead of turning into a busy loop.
 func TestTransportGuards(t *testing.T) {
 	t.Parallel()
+	t.Run("userinfo hiding another host", func(t *testing.T) {
+		for _, server := range []string{"http://127.0.0.1:443@attacker.example", "http://localhost:@attacker.example/x",
+			"http://[::1]:@attacker.example", "https://opsbot.example.com@attacker.example"} {
+			s := runStep(t, "pull_request", "pull_request/synchronize.payload.json",
+				map[string]string{"OPSBOT_SERVER": server, "OPSBOT_TOKEN": gateToken, "OPSBOT_TIMEOUT": "10"})
+			if s.outputs["skip-pr-sweep"] != "false" || !s.failed || !strings.Contains(s.stdout, "names a user") {
+				t.Errorf("%s: outputs %v\n%s", server, s.outputs, s.stdout)
+			}
+		}
+	})
 	t.Run("http elsewhere", func(t *testing.T) {
 		s := runStep(t, "pull_request", "pull_request/synchronize.payload.json",
 			map[string]string{"OPSBOT_SERVER": "http://opsbot.example.com", "OPSBOT_TOKEN": gateToken, "OPSBOT_TIMEOUT": "10"})

@@ -97,6 +97,24 @@ func TestRunMustBeMadeForThePRsHead(t *testing.T) {
 		commentOn(w, 2600, "/reuse-sweep-run 31147926002")
 		mustContain(t, "reply", lastOn(w, 2600), "I did not pin run 31147926002", "base branch was changed")
 	})
+	t.Run("a fork's run when a sibling PR of the same head merges into another base", func(t *testing.T) {
+		w := newWorld(t, "")
+		forkPR(w)
+		w.gh.AddPR(theRepo, 2602, "author", "tune", sha("b0"), []string{sha("f1")}).BaseRef = "wip-base"
+		w.gh.FromFork(theRepo, 2602, 999, "contributor/InferenceX")
+		forkRun(w, 31147926003, 999, "contributor/InferenceX")
+		commentOn(w, 2600, "/reuse-sweep-run 31147926003")
+		mustContain(t, "reply", lastOn(w, 2600), "I did not pin run 31147926003", "PR #2602 of the same head")
+		commentOn(w, 2600, "/reuse-sweep-run")
+		mustContain(t, "bare reply", lastOn(w, 2600), "I did not pin a run")
+	})
+	t.Run("a run whose sibling PR into another base was closed", func(t *testing.T) {
+		w := newWorld(t, "")
+		w.gh.AddPR(theRepo, 2601, "author", "kimi-tune", sha("b0"), []string{sha("c1")}).BaseRef = "wip-base"
+		w.gh.ClosePR(theRepo, 2601, false, "") // a run lists no closed PR
+		w.comment(maintainer, "/reuse-sweep-run 31147925932")
+		mustContain(t, "reply", w.lastReply(), "I did not pin run 31147925932", "PR #2601 of the same head")
+	})
 	t.Run("a run that also lists a PR of the same head into another base", func(t *testing.T) {
 		w := newWorld(t, "")
 		w.gh.AddPR(theRepo, 2601, "author", "kimi-tune", sha("b0"), []string{sha("c1")}).BaseRef = "wip-base"

@@ -266,3 +266,53 @@ func TestSlowHeadersDoNotKeepDeliveriesOut(t *testing.T) {
 		t.Fatalf("%d of 10 signed deliveries accepted while slow headers held the slots, want at least 9", accepted)
 	}
 }
+
+// Requests whose header is in but whose body stalls cannot fill
+// http.max_connections either: a request is one that may give way until its
+// body is all in, so GitHub's deliveries get in.
+func TestStalledBodiesDoNotKeepDeliveriesOut(t *testing.T) {
+	w := newWorldWith(t, "http:\n  max_connections: 16\n  max_connections_per_ip: 4\n  slow_header: 20ms\n", "", nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() { close(stop); wg.Wait() })
+	var held atomic.Int64
+	for a := 2; a <= 5; a++ {
+		from := fmt.Sprintf("127.0.0.%d", a)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: time.Second}
+					c, err := d.Dial("tcp", strings.TrimPrefix(w.srv.URL, "http://"))
+					if err != nil {
+						continue
+					}
+					held.Add(1)
+					fmt.Fprint(c, "POST /webhook HTTP/1.1\r\nHost: opsbot\r\nContent-Type: application/json\r\nX-GitHub-Event: ping\r\n"+
+						"X-GitHub-Delivery: d\r\nX-Hub-Signature-256: sha256="+strings.Repeat("0", 64)+"\r\nContent-Length: 100\r\n\r\n{")
+					go func() { <-stop; c.Close() }()
+					c.Read(make([]byte, 1)) // until the server cuts it
+					c.Close()
+				}
+			}()
+		}
+	}
+	eventually(t, "the stalled bodies hold the slots", func() bool { return held.Load() >= 16 })
+	accepted := 0
+	for i := range 10 {
+		if code, body := signedDeliveryOf(t, w, "127.0.0.9", sha(fmt.Sprintf("e%d", i))); code == http.StatusAccepted {
+			accepted++
+		} else {
+			t.Logf("delivery: %d %s", code, body)
+		}
+	}
+	if accepted < 9 {
+		t.Fatalf("%d of 10 signed deliveries accepted while stalled bodies held the slots, want at least 9", accepted)
+	}
+}

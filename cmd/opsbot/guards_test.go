@@ -30,6 +30,9 @@ func TestConfigCheckWarnsAboutOpenDefaults(t *testing.T) {
 	}{
 		{"defaults", "", []string{"repos[0].reuse.min_role is write", "repos[0].reuse.allowed_paths is empty"},
 			[]string{"stage.min_role", "callback_senders"}},
+		{"a role below write, and write spelled as GitHub's push", "    reuse: {min_role: read}\n" +
+			`    stage: {min_role: Push, dispatch: {repo: "o/staging", event_type: "stage"}}` + "\n",
+			[]string{"repos[0].reuse.min_role is read", "repos[0].stage.min_role is Push"}, nil},
 		{"staging at its defaults", `    stage: {dispatch: {repo: "o/staging", event_type: "stage"}}` + "\n",
 			[]string{"repos[0].stage.min_role is write", "repos[0].stage.callback_senders is empty"}, nil},
 		{"tightened", "    reuse: {min_role: maintain, allowed_paths: [\"docs/**\"]}\n" +

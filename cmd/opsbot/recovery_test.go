@@ -414,3 +414,35 @@ func TestRecoveryBindsNoCommandToALaterHead(t *testing.T) {
 		mustContain(t, "recovered pin", w.lastReply(), "pinned run [31147925932]")
 	})
 }
+
+// A pin whose comment was deleted, or whose command was edited away, while
+// the webhook was lost is revoked by recovery: the next push sweeps.
+func TestRecoveryTakesBackALostDeletionOrEdit(t *testing.T) {
+	for _, how := range []string{"deleted", "edited"} {
+		t.Run(how, func(t *testing.T) {
+			w := newWorld(t, "")
+			w.reconcile()
+			c := w.comment(maintainer, "/reuse-sweep-run 31147925932")
+			if how == "deleted" {
+				w.gh.DeleteComment(c.ID) // its webhook is lost
+			} else {
+				w.gh.EditComment(c.ID, "never mind")
+			}
+			rep := w.reconcile()
+			if got := ids(rep, "pins_taken_back"); len(got) != 1 {
+				t.Fatalf("reconcile = %v, want the pin of PR %d taken back", rep, thePR)
+			}
+			mustContain(t, "reply", w.lastReply(), "found by recovery")
+			if tr := w.trail(); tr[len(tr)-1] != "pin revoked" {
+				t.Fatalf("audit = %v", tr)
+			}
+			w.push("c2")
+			if out, _ := w.gate("--pr", "2512", "--sha", sha("c2")); out["skip-pr-sweep"] != "false" {
+				t.Fatalf("the push after the recovered %s: %v, want the sweep", how, out)
+			}
+			if rep := w.reconcile(); len(ids(rep, "pins_taken_back")) != 0 {
+				t.Fatalf("a second reconcile took back again: %v", rep)
+			}
+		})
+	}
+}

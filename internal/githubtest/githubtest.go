@@ -930,6 +930,7 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 		User:    f.users[strings.ToLower(p.Author)],
 		HTMLURL: github.String(fmt.Sprintf("https://github.com/%s/pull/%d", full, p.Number)),
 		Head: &github.PullRequestBranch{SHA: github.String(p.Head()), Ref: github.String(p.Branch),
+			Label: github.String(strings.SplitN(headName, "/", 2)[0] + ":" + p.Branch),
 			Repo: &github.Repository{ID: github.Int64(headID), FullName: github.String(headName)}},
 		Base: &github.PullRequestBranch{SHA: github.String(p.BaseSHA), Ref: github.String(baseRef),
 			Repo: &github.Repository{FullName: github.String(full), DefaultBranch: github.String(repo.DefaultBranch)}},
@@ -1386,9 +1387,10 @@ func (f *Fake) listPulls(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 	if want == "" {
 		want = "open"
 	}
+	head := r.URL.Query().Get("head") // OWNER:BRANCH
 	nums := make([]int, 0, len(repo.PRs))
 	for n, p := range repo.PRs {
-		if want == "all" || p.State == want {
+		if (want == "all" || p.State == want) && (head == "" || strings.EqualFold(f.prJSON(repo, p).GetHead().GetLabel(), head)) {
 			nums = append(nums, n)
 		}
 	}
