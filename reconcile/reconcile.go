@@ -363,7 +363,7 @@ func (r *Reconciler) takenBack(ctx context.Context, gh Reader, schema *events.Sc
 		Issue:      &events.Issue{Number: n, State: "open", PullRequest: prURL},
 		Comment:    &events.IssueComment{ID: pin.CommentID, Body: body, HTMLURL: pin.CommentURL, User: author},
 		Repository: &events.Repository{FullName: repo}, Sender: events.Account{Login: "opsbot-reconcile"},
-		Recovery:   &events.Recovery{TakenBack: true}}
+		Recovery: &events.Recovery{TakenBack: true}}
 	if action == "edited" {
 		payload.Changes = &events.BodyChange{Body: &struct {
 			From string `json:"from"`

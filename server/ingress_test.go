@@ -213,7 +213,6 @@ func TestIPv6ClientsAreLimitedPerPrefix(t *testing.T) {
 	}
 }
 
-
 type discard struct{}
 
 func (discard) Header() http.Header         { return http.Header{} }

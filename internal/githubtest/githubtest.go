@@ -931,7 +931,7 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 		HTMLURL: github.String(fmt.Sprintf("https://github.com/%s/pull/%d", full, p.Number)),
 		Head: &github.PullRequestBranch{SHA: github.String(p.Head()), Ref: github.String(p.Branch),
 			Label: github.String(strings.SplitN(headName, "/", 2)[0] + ":" + p.Branch),
-			Repo: &github.Repository{ID: github.Int64(headID), FullName: github.String(headName)}},
+			Repo:  &github.Repository{ID: github.Int64(headID), FullName: github.String(headName)}},
 		Base: &github.PullRequestBranch{SHA: github.String(p.BaseSHA), Ref: github.String(baseRef),
 			Repo: &github.Repository{FullName: github.String(full), DefaultBranch: github.String(repo.DefaultBranch)}},
 	}
