@@ -286,6 +286,17 @@ func (h *Handler) rememberInstallation(repo string, id int64) state.Write {
 	return func(tx *state.Tx) error { return tx.SetRepoInstallation(repo, id) }
 }
 
+// Done tells, at ingest, a delivery that needs no worker: a new comment
+// with no command line, whose handling is only its seen mark (so recovery
+// never runs it later). It returns the outcome and that write; ok false
+// for every other delivery.
+func Done(d *state.Delivery) (outcome string, w state.Write, ok bool) {
+	if d.Event != "issue_comment" || !d.NoCommands || d.CommentID == 0 {
+		return "", nil, false
+	}
+	return "no-commands", processed(d.Repo, d.CommentID), true
+}
+
 // processed records that a comment's `created` delivery was handled with
 // nothing to run, so neither a redelivery nor recovery runs it later.
 func processed(repo string, commentID int64) state.Write {

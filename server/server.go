@@ -21,6 +21,9 @@ import (
 // Appender stores deliveries durably.
 type Appender interface {
 	Append(ctx context.Context, d *state.Delivery) (state.AppendResult, error)
+	// AppendDone records a delivery that needs no processing, with its one
+	// write, as received and processed in one fsync'd commit.
+	AppendDone(ctx context.Context, d *state.Delivery, outcome string, w state.Write) (state.AppendResult, error)
 }
 
 // Queue takes stored deliveries for processing.

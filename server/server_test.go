@@ -169,6 +169,33 @@ func TestIngestMarksCommentsWithoutCommands(t *testing.T) {
 	}
 }
 
+// A new comment with no command line (the most common delivery) is
+// recorded processed at ingest: nothing waits in the inbox for it, and its
+// comment is marked seen, so recovery never runs it after an edit.
+func TestIngestCompletesACommentWithoutCommands(t *testing.T) {
+	s, st, _ := newServer(t, nil)
+	body := []byte(`{"action":"created","issue":{"number":4,"pull_request":{"url":"x"}},"comment":{"id":77,"body":"nice numbers"},"repository":{"full_name":"Codertocat/Hello-World"}}`)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, fixtures.SignedRequest(t, "/webhook", "issue_comment", "plain-1", body, secret))
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if p, err := st.Pending(); err != nil || len(p) != 0 {
+		t.Fatalf("pending = %d, %v; want none", len(p), err)
+	}
+	if ds, err := st.DeliveryStatus("plain-1"); err != nil || ds.Processed != 1 || ds.Outcome != "no-commands" {
+		t.Fatalf("status = %+v, %v", ds, err)
+	}
+	if m, err := st.CommentMark("Codertocat/Hello-World", 77); err != nil || m != state.MarkProcessed {
+		t.Fatalf("comment mark = %v, %v; want processed", m, err)
+	}
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, fixtures.SignedRequest(t, "/webhook", "issue_comment", "plain-1", body, secret))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "duplicate") {
+		t.Fatalf("redelivery: %d %s; want 200 duplicate", rec.Code, rec.Body)
+	}
+}
+
 func TestWantsText(t *testing.T) {
 	for _, tc := range []struct {
 		accept string

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"opsbot/auth"
+	"opsbot/events"
 	"opsbot/metrics"
 	"opsbot/reconcile"
 	"opsbot/state"
@@ -109,7 +110,19 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	d.Sum, _ = auth.SignatureDigest(event, r.Header.Get("X-Hub-Signature-256"))
 	// Stored in the inbox on the server's context: once GitHub's request
 	// has reached this point, a client hang-up must not cancel the write.
-	res, err := s.store.Append(s.ctx, d)
+	var res state.AppendResult
+	if outcome, w, ok := events.Done(d); ok {
+		// Nothing to run (a comment with no command line): its one write
+		// commits with its receipt, and no worker reads it again.
+		res, err = s.store.AppendDone(s.ctx, d, outcome, w)
+		if err == nil && res == state.Stored {
+			s.m.ObserveProcessed(d.Event, outcome, 0)
+			answer(http.StatusAccepted, "stored", webhookReply{Status: "stored"})
+			return
+		}
+	} else {
+		res, err = s.store.Append(s.ctx, d)
+	}
 	if err != nil {
 		s.log.Error("storing a delivery failed", "delivery", id, "err", err)
 		w.Header().Set("Retry-After", "5")

@@ -100,6 +100,59 @@ func (s *Store) Append(ctx context.Context, d *Delivery) (AppendResult, error) {
 	return res, nil
 }
 
+// AppendDone records a delivery that needs no processing (a comment with no
+// command line: its seen mark is all it changes) as received and processed
+// at once: deduplicated as Append deduplicates, then w and the processed
+// mark in the same commit, fsync'd before it returns. Nothing goes to the
+// inbox and the body is not stored, since nothing will read it: for the
+// most common delivery a commit writes a few small keys instead of the
+// body's pages and a second, completing, write (docs/BENCHMARKS.md).
+func (s *Store) AppendDone(ctx context.Context, d *Delivery, outcome string, w Write) (AppendResult, error) {
+	sum := d.Sum
+	if sum == ([sha256.Size]byte{}) {
+		sum = digest(d)
+	}
+	mark, err := json.Marshal(deliveryMark{ReceivedAt: d.ReceivedAt, ProcessedAt: d.ReceivedAt, Outcome: outcome, Processed: 1})
+	if err != nil {
+		return 0, err
+	}
+	var res AppendResult
+	err = s.write(ctx, d, func(t *Tx) error {
+		tx := t.tx
+		marks := tx.Bucket(bDeliveries)
+		res = Duplicate
+		if marks.Get([]byte(d.ID)) != nil || s.has(t.sums, keyOf(sum)) {
+			return nil
+		}
+		// The time index's sequence: the inbox's, so keys never collide
+		// with a stored delivery's.
+		seq, err := tx.Bucket(bInbox).NextSequence()
+		if err != nil {
+			return err
+		}
+		if w != nil {
+			if err := w(t); err != nil {
+				return err
+			}
+		}
+		if err := marks.Put([]byte(d.ID), mark); err != nil {
+			return err
+		}
+		k := timeKey(d.ReceivedAt, seq)
+		key := keyOf(sum)
+		if err := tx.Bucket(bSumTime).Put(k, key[:]); err != nil {
+			return err
+		}
+		t.sums.add[key] = struct{}{}
+		res = Stored
+		return tx.Bucket(bByTime).Put(k, []byte(d.ID))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("storing delivery %s: %w", d.ID, err)
+	}
+	return res, nil
+}
+
 // write runs fn in a transaction shared with the other writes queued at the
 // same moment (one commit, one fsync for all of them) and waits until it is
 // durable. fn may run more than once (alone, after a shared transaction

@@ -804,3 +804,53 @@ func TestReplayDedupeAcrossRestartsPruningAndMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A delivery with nothing to run is recorded received and processed in one
+// commit: its write is applied, nothing waits in the inbox, its id and its
+// digest deduplicate later copies, and pruning removes its mark in time.
+func TestAppendDoneRecordsAndDeduplicates(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	s := openTest(t, func() time.Time { return now })
+	ctx := context.Background()
+	d := delivery("n", 3)
+	d.Event, d.Action, d.CommentID, d.NoCommands = "issue_comment", "created", 42, true
+	seen := func(tx *Tx) error { _, err := tx.CommentSeen("o/r", 42); return err }
+	if res, err := s.AppendDone(ctx, d, "no-commands", seen); err != nil || res != Stored {
+		t.Fatalf("AppendDone = %v, %v", res, err)
+	}
+	if p, _ := s.Pending(); len(p) != 0 {
+		t.Fatalf("pending = %d, want 0: nothing is left to run", len(p))
+	}
+	st, err := s.DeliveryStatus("n")
+	if err != nil || st.Processed != 1 || st.Outcome != "no-commands" {
+		t.Fatalf("status = %+v, %v", st, err)
+	}
+	if m, _ := s.CommentMark("o/r", 42); m != MarkProcessed {
+		t.Fatalf("comment mark = %v, want processed", m)
+	}
+	ran := false
+	again := func(*Tx) error { ran = true; return nil }
+	if res, err := s.AppendDone(ctx, delivery("n", 3), "no-commands", again); err != nil || res != Duplicate || ran {
+		t.Fatalf("the same id again = %v, %v (write ran %v); want Duplicate, not run", res, err, ran)
+	}
+	replay := delivery("n2", 3)
+	replay.Event, replay.Body = d.Event, d.Body
+	if res, err := s.Append(ctx, replay); err != nil || res != Duplicate {
+		t.Fatalf("the same body under a new id = %v, %v; want Duplicate", res, err)
+	}
+	boom := errors.New("boom")
+	failed := delivery("f", 3)
+	failed.Event = "issue_comment"
+	if _, err := s.AppendDone(ctx, failed, "no-commands", func(*Tx) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("a failing write = %v, want boom", err)
+	}
+	if _, err := s.DeliveryStatus("f"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a failed AppendDone left a mark: %v", err)
+	}
+	if n, err := s.PruneDeliveries(now.Add(time.Hour), 100); err != nil || n != 1 {
+		t.Fatalf("PruneDeliveries = %d, %v; want 1", n, err)
+	}
+	if res, err := s.Append(ctx, replay); err != nil || res != Stored {
+		t.Fatalf("after pruning = %v, %v; want Stored", res, err)
+	}
+}

@@ -80,8 +80,12 @@ type Options struct {
 }
 
 type item struct {
-	seq      uint64
-	event    string
+	seq   uint64
+	event string
+	// head is the delivery's header as it was stored, kept for a comment
+	// with no command (the most common delivery): its handling needs
+	// nothing else, so it is not read back from the store.
+	head     *state.Delivery
 	attempts int
 	backoff  *backoff.ExponentialBackOff
 }
@@ -164,7 +168,13 @@ func (p *Pool) Enqueue(d *state.Delivery) {
 		return // it stays in the inbox and is picked up at the next start
 	}
 	k := d.Key()
-	p.queues[k] = append(p.queues[k], &item{seq: d.Seq, event: d.Event})
+	it := &item{seq: d.Seq, event: d.Event}
+	if d.NoCommands && d.ID != "" {
+		h := *d
+		h.Body, h.Parsed = nil, nil
+		it.head = &h
+	}
+	p.queues[k] = append(p.queues[k], it)
 	p.pending++
 	if !p.busy[k] {
 		p.busy[k] = true
@@ -299,7 +309,10 @@ func (p *Pool) run(ctx context.Context) {
 func (p *Pool) process(ctx context.Context, it *item) (finished bool) {
 	log := p.log.With("seq", it.seq, "event", it.event)
 	start := time.Now()
-	d, err := p.store.Delivery(it.seq)
+	d, err := it.head, error(nil)
+	if d == nil {
+		d, err = p.store.Delivery(it.seq)
+	}
 	if errors.Is(err, state.ErrNotFound) {
 		return true // completed already (a second enqueue of the same entry)
 	}

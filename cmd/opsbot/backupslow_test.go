@@ -22,7 +22,11 @@ import (
 // it, so the worker completes it without calling GitHub.
 func (w *world) bigComment(n int) []byte {
 	w.t.Helper()
+	// An edit: stored in the inbox with its body (a new comment with no
+	// command is recorded without its body).
 	p := payload(w.t, "issue_comment", "created")
+	p["action"] = "edited"
+	p["changes"] = map[string]any{"body": map[string]any{"from": "notes"}}
 	setPath(p, "repository.full_name", theRepo)
 	setPath(p, "issue.number", thePR)
 	setPath(p, "issue.pull_request", map[string]any{"url": "https://api.github.com/repos/" + theRepo + "/pulls/1"})

@@ -69,7 +69,7 @@ func runServe(e *env, args []string) error {
 		// GOGC says, so a burst of large bodies does not carry the process
 		// far past its usual size (docs/BENCHMARKS.md). The live heap is
 		// tens of MB; GOMEMLIMIT set in the environment wins.
-		debug.SetMemoryLimit(96 << 20)
+		debug.SetMemoryLimit(64 << 20)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
