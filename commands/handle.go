@@ -10,7 +10,6 @@ import (
 
 	"opsbot/auth"
 	"opsbot/config"
-	"opsbot/gate"
 	"opsbot/mdtext"
 	"opsbot/notices"
 	"opsbot/runs"
@@ -297,7 +296,11 @@ func takeReply(tx *state.Tx, d Deps, c Comment) (bool, error) {
 }
 
 func prepareReuse(ctx context.Context, d Deps, c Comment, s *step) {
-	rules := gate.Rules(d.Repo, s.cmd.RunID != 0)
+	purpose := runs.ForNamedPin
+	if s.cmd.RunID == 0 {
+		purpose = runs.ForBarePin
+	}
+	rules := runs.RulesFor(d.Repo, purpose)
 	rules.Attempt = s.cmd.Attempt // a named attempt must still be the run's latest
 	var run runs.Run
 	var err error

@@ -16,6 +16,7 @@ import (
 	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
+	"opsbot/state/record"
 )
 
 // ErrUnknownRepo is asked about a repository opsbot does not serve.
@@ -35,8 +36,8 @@ type Validators func(installation int64) (*runs.Validator, error)
 // Notifier adds the notices a decision causes (GitHub and Slack) in the
 // decision's transaction.
 type Notifier interface {
-	Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, installation int64) error
-	PinClosed(tx *state.Tx, p *state.Pin, installation int64, why string) error
+	Decided(tx record.Tx, d *state.Decision, pin *state.Pin, installation int64) error
+	PinClosed(tx record.Tx, p *state.Pin, installation int64, why string) error
 }
 
 // Gate makes decisions.
@@ -107,7 +108,7 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 		return plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid,
 			why: state.Why{Code: state.ReasonUncheckable, RunID: pin.RunID, Detail: detail(err)}}
 	}
-	rules := Rules(rc, true)
+	rules := runs.RulesFor(rc, runs.ForNamedPin)
 	rules.NewHead = a.SHA
 	rules.Attempt = pin.RunAttempt // a re-run since the pin replaced what the maintainer saw
 	run, err := v.Validate(ctx, rules, a.PR, pin.RunID)
@@ -136,16 +137,6 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 	}
 	return plan{decision: state.Skip, pin: pin, run: run, pinState: state.PinConsumed,
 		why: state.Why{Code: state.ReasonReuse, RunID: pin.RunID, Actor: pin.ActorLogin}}
-}
-
-// Rules are a repository's reuse rules; pinned runs may be partial where allowed.
-func Rules(rc *config.Repo, pinned bool) runs.Rules {
-	r := runs.Rules{Repo: rc.Name, SweepWorkflow: rc.SweepWorkflow, ResultArtifacts: rc.ResultArtifacts,
-		AllowedPaths: rc.Reuse.AllowedPaths, ProtectedPaths: rc.ProtectedPaths, DefaultBranch: rc.DefaultBranch}
-	if pinned && rc.Reuse.AllowPartialPinned {
-		r.Conclusions = []string{"success", "failure", "cancelled"}
-	}
-	return r
 }
 
 // commit writes the decision planned from reads made outside the
@@ -252,7 +243,7 @@ func (g *Gate) Merged(ctx context.Context, a Ask, finalHead string) (*state.Deci
 		why: state.Why{Code: state.ReasonMerged, RunID: pin.RunID, Actor: pin.ActorLogin}}
 	v, err := g.Validators(a.Installation)
 	if err == nil {
-		rules := Rules(rc, true)
+		rules := runs.RulesFor(rc, runs.ForNamedPin)
 		rules.NewHead = finalHead // the path guard runs to the PR's final head, not into the default branch
 		rules.Attempt = pin.RunAttempt
 		var run runs.Run

@@ -19,6 +19,7 @@ import (
 	_ "opsbot/internal/golden"
 	"opsbot/runs"
 	"opsbot/state"
+	"opsbot/state/record"
 )
 
 const repo = "SemiAnalysisAI/InferenceX"
@@ -33,11 +34,11 @@ type rig struct {
 // notes records what the gate asks to tell.
 type notes struct{ decided, closed int }
 
-func (n *notes) Decided(tx *state.Tx, d *state.Decision, p *state.Pin, inst int64) error {
+func (n *notes) Decided(tx record.Tx, d *state.Decision, p *state.Pin, inst int64) error {
 	n.decided++
 	return nil
 }
-func (n *notes) PinClosed(tx *state.Tx, p *state.Pin, inst int64, why string) error {
+func (n *notes) PinClosed(tx record.Tx, p *state.Pin, inst int64, why string) error {
 	n.closed++
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"opsbot/mdtext"
-	"opsbot/state"
+	"opsbot/state/record"
 )
 
 // Web is the base of GitHub's web pages, "https://github.com/" or a GitHub
@@ -54,8 +54,8 @@ type Kind string
 const (
 	KindSkip      Kind = "skip"    // a skipped sweep (broadcast in Slack)
 	KindInvalid   Kind = "invalid" // a pin whose run no longer qualified
-	KindRevoked   Kind = Kind(state.PinRevoked)
-	KindExpired   Kind = Kind(state.PinExpired)
+	KindRevoked   Kind = Kind(record.PinRevoked)
+	KindExpired   Kind = Kind(record.PinExpired)
 	KindReply     Kind = "reply"     // opsbot's answer to a command
 	KindEdited    Kind = "edited"    // commands an edit added were not run
 	KindStage     Kind = "stage"     // a staging request and its progress
@@ -64,7 +64,7 @@ const (
 
 // Mirror turns a GitHub notice into its Slack message.
 type Mirror interface {
-	Mirror(tx *state.Tx, repo string, pr int, kind Kind, text string, links Links) error
+	Mirror(tx record.Tx, repo string, pr int, kind Kind, text string, links Links) error
 }
 
 // Links are the GitHub pages a notice is about.
@@ -79,8 +79,8 @@ type Links struct {
 const StatusContext = "opsbot/sweep-gate"
 
 // Comment posts a PR comment (with a hidden marker) and mirrors it.
-func (b *Builder) Comment(tx *state.Tx, repo string, pr int, inst int64, kind Kind, body string, links Links) (uint64, error) {
-	n := &state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeComment, Repo: repo, PR: pr, Installation: inst, Body: body}
+func (b *Builder) Comment(tx record.Tx, repo string, pr int, inst int64, kind Kind, body string, links Links) (uint64, error) {
+	n := &record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeComment, Repo: repo, PR: pr, Installation: inst, Body: body}
 	if err := tx.Enqueue(n); err != nil {
 		return 0, err
 	}
@@ -94,8 +94,8 @@ func (b *Builder) Comment(tx *state.Tx, repo string, pr int, inst int64, kind Ki
 
 // Edit replaces the body of the comment notice id posted (keeping its
 // marker), and mirrors the new text.
-func (b *Builder) Edit(tx *state.Tx, repo string, pr int, inst int64, of uint64, kind Kind, body string, links Links) error {
-	if err := tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeEdit, Repo: repo, PR: pr,
+func (b *Builder) Edit(tx record.Tx, repo string, pr int, inst int64, of uint64, kind Kind, body string, links Links) error {
+	if err := tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeEdit, Repo: repo, PR: pr,
 		Installation: inst, EditOf: of, Body: body}); err != nil {
 		return err
 	}
@@ -106,20 +106,20 @@ func (b *Builder) Edit(tx *state.Tx, repo string, pr int, inst int64, of uint64,
 }
 
 // React adds a reaction to a user's comment.
-func (b *Builder) React(tx *state.Tx, repo string, pr int, inst int64, commentID int64, content string) error {
-	return tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeReaction, Repo: repo, PR: pr,
+func (b *Builder) React(tx record.Tx, repo string, pr int, inst int64, commentID int64, content string) error {
+	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeReaction, Repo: repo, PR: pr,
 		Installation: inst, TargetComment: commentID, Reaction: content})
 }
 
 // Status sets the sweep gate's commit status.
-func (b *Builder) Status(tx *state.Tx, repo string, pr int, inst int64, sha, description, targetURL string) error {
-	return tx.Enqueue(&state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeStatus, Repo: repo, PR: pr,
+func (b *Builder) Status(tx record.Tx, repo string, pr int, inst int64, sha, description, targetURL string) error {
+	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeStatus, Repo: repo, PR: pr,
 		Installation: inst, SHA: sha, State: "success", Description: description, Context: StatusContext, TargetURL: targetURL})
 }
 
 // Dispatch sends a repository_dispatch, and returns its notice's id.
-func (b *Builder) Dispatch(tx *state.Tx, fromRepo string, pr int, inst int64, toRepo, eventType string, payload map[string]any) (uint64, error) {
-	n := &state.Notice{Channel: state.ChannelGitHub, Kind: state.NoticeDispatch, Repo: toRepo, PR: pr,
+func (b *Builder) Dispatch(tx record.Tx, fromRepo string, pr int, inst int64, toRepo, eventType string, payload map[string]any) (uint64, error) {
+	n := &record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeDispatch, Repo: toRepo, PR: pr,
 		Installation: inst, EventType: eventType, Payload: payload}
 	if err := tx.Enqueue(n); err != nil {
 		return 0, err
@@ -129,10 +129,10 @@ func (b *Builder) Dispatch(tx *state.Tx, fromRepo string, pr int, inst int64, to
 
 // Decided tells a decision: a commit status always; on skip, a PR comment;
 // when the pin became invalid, a PR comment saying why.
-func (b *Builder) Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, inst int64) error {
+func (b *Builder) Decided(tx record.Tx, d *record.Decision, pin *record.Pin, inst int64) error {
 	prURL := b.Web.PR(d.Repo, d.PR)
 	if d.MergeOf {
-		if pin != nil && pin.State == state.PinInvalid {
+		if pin != nil && pin.State == record.PinInvalid {
 			return b.pinInvalidComment(tx, d, pin, inst)
 		}
 		return nil // the merge commit gets no status: its push gate reads the decision
@@ -141,13 +141,13 @@ func (b *Builder) Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, inst 
 		return err
 	}
 	switch {
-	case d.Decision == state.Skip:
+	case d.Decision == record.Skip:
 		_, err := b.Comment(tx, d.Repo, d.PR, inst, KindSkip, SkipText(b.Web, d), Links{PR: prURL, Comment: d.CommentURL, Run: d.RunURL,
 			Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
 		return err
-	case pin != nil && pin.State == state.PinInvalid:
+	case pin != nil && pin.State == record.PinInvalid:
 		return b.pinInvalidComment(tx, d, pin, inst)
-	case d.Why.Code == state.ReasonGitHubErrorKept:
+	case d.Why.Code == record.ReasonGitHubErrorKept:
 		_, err := b.Comment(tx, d.Repo, d.PR, inst, KindUnchecked, UncheckedText(b.Web, d), Links{PR: prURL,
 			Run: b.Web.Run(d.Repo, d.Why.RunID), Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
 		return err
@@ -157,13 +157,13 @@ func (b *Builder) Decided(tx *state.Tx, d *state.Decision, pin *state.Pin, inst 
 
 // UncheckedText is the PR comment when GitHub failed while a pinned run
 // was checked: the push sweeps and the pin waits for the next.
-func UncheckedText(web Web, d *state.Decision) string {
+func UncheckedText(web Web, d *record.Decision) string {
 	return fmt.Sprintf("⚠️ **%s sweeps**: GitHub did not answer while opsbot checked pinned run %s (%s). "+
 		"The pin by %s stays: the next push of this PR is checked again and may reuse the run.",
 		commitLink(web, d.Repo, d.HeadSHA), runLink(d.Why.RunID, web.Run(d.Repo, d.Why.RunID)), d.Why.Detail, mdtext.Mention(d.Why.Actor))
 }
 
-func (b *Builder) pinInvalidComment(tx *state.Tx, d *state.Decision, pin *state.Pin, inst int64) error {
+func (b *Builder) pinInvalidComment(tx record.Tx, d *record.Decision, pin *record.Pin, inst int64) error {
 	_, err := b.Comment(tx, d.Repo, d.PR, inst, KindInvalid, InvalidText(b.Web, d, pin), Links{PR: b.Web.PR(d.Repo, d.PR),
 		Comment: pin.CommentURL, Run: b.Web.Run(d.Repo, pin.RunID), Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
 	return err
@@ -171,7 +171,7 @@ func (b *Builder) pinInvalidComment(tx *state.Tx, d *state.Decision, pin *state.
 
 // PinClosed tells that a pin was revoked or expired (not by a decision).
 // why is Markdown: escape what it quotes with mdtext.
-func (b *Builder) PinClosed(tx *state.Tx, p *state.Pin, inst int64, why string) error {
+func (b *Builder) PinClosed(tx record.Tx, p *record.Pin, inst int64, why string) error {
 	_, err := b.Comment(tx, p.Repo, p.PR, inst, Kind(p.State), fmt.Sprintf("The pin of run %s by %s is **%s**: %s.",
 		runLink(p.RunID, b.Web.Run(p.Repo, p.RunID)), mdtext.Mention(p.ActorLogin), mdtext.Text(string(p.State)), why), Links{PR: b.Web.PR(p.Repo, p.PR), Comment: p.CommentURL,
 		Run: b.Web.Run(p.Repo, p.RunID)})
@@ -180,12 +180,12 @@ func (b *Builder) PinClosed(tx *state.Tx, p *state.Pin, inst int64, why string) 
 
 // StatusText is the commit status description of a decision: plain text
 // on one line (GitHub renders no Markdown there).
-func StatusText(d *state.Decision) string {
-	if d.Decision == state.Skip {
+func StatusText(d *record.Decision) string {
+	if d.Decision == record.Skip {
 		return mdtext.Line(fmt.Sprintf("skip: reusing run %d, authorized by @%s", d.RunID, d.ActorLogin))
 	}
 	switch d.Why.Code {
-	case state.ReasonNoPin, state.ReasonNoPinWhenDecided:
+	case record.ReasonNoPin, record.ReasonNoPinWhenDecided:
 		return "sweep: no reuse authorization"
 	}
 	return mdtext.Line("sweep: " + DecisionReason(d))
@@ -193,7 +193,7 @@ func StatusText(d *state.Decision) string {
 
 // DecisionReason is a decision's reason in words: Reason(d.Why), or the
 // stored Reason of a decision made before decisions carried a code.
-func DecisionReason(d *state.Decision) string {
+func DecisionReason(d *record.Decision) string {
 	if d.Why.Code == "" {
 		return d.Reason
 	}
@@ -202,37 +202,37 @@ func DecisionReason(d *state.Decision) string {
 
 // Reason words a decision's reason, as Markdown (a detail is quoted as
 // runs or mdtext wrote it). The gate stores it as the decision's Reason.
-func Reason(w state.Why) string {
+func Reason(w record.Why) string {
 	switch w.Code {
-	case state.ReasonNotGateAction:
+	case record.ReasonNotGateAction:
 		return fmt.Sprintf("pull_request action %q does not decide the sweep (only %v do)", w.Action, w.GateActions)
-	case state.ReasonNoPin:
+	case record.ReasonNoPin:
 		return "no reuse authorization"
-	case state.ReasonNoPinWhenDecided:
+	case record.ReasonNoPinWhenDecided:
 		return "no reuse authorization when this push was decided"
-	case state.ReasonPinnedAtHead:
+	case record.ReasonPinnedAtHead:
 		return fmt.Sprintf("run %d was pinned when this commit was already the head; the pin covers the next push", w.RunID)
-	case state.ReasonUncheckable:
+	case record.ReasonUncheckable:
 		return fmt.Sprintf("pinned run %d %s", w.RunID, pinWhy(w))
-	case state.ReasonGitHubError:
+	case record.ReasonGitHubError:
 		return fmt.Sprintf("pinned run %d %s", w.RunID, pinWhy(w))
-	case state.ReasonGitHubErrorKept:
+	case record.ReasonGitHubErrorKept:
 		return fmt.Sprintf("pinned run %d could not be checked (GitHub: %s), so this push sweeps; the pin stays for the next push", w.RunID, w.Detail)
-	case state.ReasonRunRejected:
+	case record.ReasonRunRejected:
 		return fmt.Sprintf("pinned run %d no longer qualifies: %s", w.RunID, w.Detail)
-	case state.ReasonNotHead:
+	case record.ReasonNotHead:
 		return fmt.Sprintf("commit %s is no longer the head of PR #%d (GitHub says %s is); the pin of run %d is left for the head",
 			mdtext.ShortSHA(w.SHA), w.PR, mdtext.ShortSHA(w.GitHubHead), w.RunID)
-	case state.ReasonNotHeadRejected:
+	case record.ReasonNotHeadRejected:
 		return fmt.Sprintf("commit %s is no longer the head of PR #%d (GitHub says %s is), and pinned run %d does not qualify for it: %s; "+
 			"the pin of run %d is left for the head", mdtext.ShortSHA(w.SHA), w.PR, mdtext.ShortSHA(w.GitHubHead), w.RunID, w.Detail, w.RunID)
-	case state.ReasonReuse:
+	case record.ReasonReuse:
 		return fmt.Sprintf("reusing run %d, authorized by @%s", w.RunID, w.Actor)
-	case state.ReasonPinChanged:
+	case record.ReasonPinChanged:
 		return "the reuse authorization changed while this push was decided"
-	case state.ReasonMerged:
+	case record.ReasonMerged:
 		return fmt.Sprintf("merged reusing run %d, authorized by @%s", w.RunID, w.Actor)
-	case state.ReasonMergeRejected:
+	case record.ReasonMergeRejected:
 		return fmt.Sprintf("pinned run %d no longer qualified at merge: %s", w.RunID, w.Detail)
 	}
 	return fmt.Sprintf("reason %q", w.Code)
@@ -240,20 +240,20 @@ func Reason(w state.Why) string {
 
 // pinWhy is why a pinned run is invalid, as the invalid pin's comment
 // says it after the run's link.
-func pinWhy(w state.Why) string {
+func pinWhy(w record.Why) string {
 	switch w.Code {
-	case state.ReasonUncheckable:
+	case record.ReasonUncheckable:
 		return "could not be checked: " + w.Detail
-	case state.ReasonGitHubError:
+	case record.ReasonGitHubError:
 		return fmt.Sprintf("could not be checked (GitHub: %s)", w.Detail)
-	case state.ReasonRunRejected, state.ReasonMergeRejected:
+	case record.ReasonRunRejected, record.ReasonMergeRejected:
 		return w.Detail
 	}
 	return Reason(w)
 }
 
 // SkipText is the PR comment of a skip decision.
-func SkipText(web Web, d *state.Decision) string {
+func SkipText(web Web, d *record.Decision) string {
 	return fmt.Sprintf("⏭️ **Sweep skipped for %s**: reusing run %s (commit %s), authorized by %s in %s.\n\n"+
 		"The pin is used up: the next push sweeps unless someone pins a run again.",
 		commitLink(web, d.Repo, d.HeadSHA), runLink(d.RunID, d.RunURL), mdtext.Code(mdtext.ShortSHA(d.RunSHA)), mdtext.Mention(d.ActorLogin),
@@ -262,7 +262,7 @@ func SkipText(web Web, d *state.Decision) string {
 
 // InvalidText is the PR comment when a pinned run no longer qualifies. The
 // decision's details are Markdown (runs writes names as code spans).
-func InvalidText(web Web, d *state.Decision, p *state.Pin) string {
+func InvalidText(web Web, d *record.Decision, p *record.Pin) string {
 	what := fmt.Sprintf("%s sweeps", commitLink(web, d.Repo, d.HeadSHA))
 	if d.MergeOf {
 		what = "the merge reuses no run"

@@ -13,7 +13,7 @@ import (
 	"opsbot/config"
 	"opsbot/mdtext"
 	"opsbot/notices"
-	"opsbot/state"
+	"opsbot/state/record"
 )
 
 // Mirror enqueues the Slack copy of notices. It implements notices.Mirror.
@@ -26,7 +26,7 @@ var _ notices.Mirror = (*Mirror)(nil)
 
 // Mirror adds the Slack message for a notice, after the PR's thread parent
 // when the PR has none yet.
-func (m *Mirror) Mirror(tx *state.Tx, repo string, pr int, kind notices.Kind, text string, links notices.Links) error {
+func (m *Mirror) Mirror(tx record.Tx, repo string, pr int, kind notices.Kind, text string, links notices.Links) error {
 	rc, _ := m.Cfg.Get().Repo(repo)
 	ch := m.Cfg.Get().SlackChannelFor(rc)
 	if ch == "" {
@@ -37,11 +37,11 @@ func (m *Mirror) Mirror(tx *state.Tx, repo string, pr int, kind notices.Kind, te
 		return err
 	}
 	if info == nil {
-		info = &state.PRInfo{Repo: repo, PR: pr}
+		info = &record.PRInfo{Repo: repo, PR: pr}
 	}
 	if info.SlackTS == "" && !info.SlackParentQueued {
-		if err := tx.Enqueue(&state.Notice{Channel: state.ChannelSlack, Kind: state.NoticeSlack, Repo: repo, PR: pr,
-			Slack: &state.SlackMessage{Channel: ch, Parent: true, Text: ParentText(m.Web, info)}}); err != nil {
+		if err := tx.Enqueue(&record.Notice{Channel: record.ChannelSlack, Kind: record.NoticeSlack, Repo: repo, PR: pr,
+			Slack: &record.SlackMessage{Channel: ch, Parent: true, Text: ParentText(m.Web, info)}}); err != nil {
 			return err
 		}
 		info.SlackParentQueued = true
@@ -49,12 +49,12 @@ func (m *Mirror) Mirror(tx *state.Tx, repo string, pr int, kind notices.Kind, te
 			return err
 		}
 	}
-	return tx.Enqueue(&state.Notice{Channel: state.ChannelSlack, Kind: state.NoticeSlack, Repo: repo, PR: pr,
-		Slack: &state.SlackMessage{Channel: ch, Text: FromMarkdown(text), Context: ContextLine(links), Broadcast: kind == notices.KindSkip}})
+	return tx.Enqueue(&record.Notice{Channel: record.ChannelSlack, Kind: record.NoticeSlack, Repo: repo, PR: pr,
+		Slack: &record.SlackMessage{Channel: ch, Text: FromMarkdown(text), Context: ContextLine(links), Broadcast: kind == notices.KindSkip}})
 }
 
 // ParentText is the first message of a PR's thread.
-func ParentText(web notices.Web, info *state.PRInfo) string {
+func ParentText(web notices.Web, info *record.PRInfo) string {
 	url := mdtext.URL(web.PR(info.Repo, info.PR))
 	s := fmt.Sprintf("*<%s|%s#%d>*", escapeEntities(url), strings.ReplaceAll(Escape(info.Repo), "|", "¦"), info.PR)
 	if info.Title != "" {

@@ -73,16 +73,6 @@ func (h *Handler) Enabled(repo string) bool {
 	return ok && rc.Stage.Dispatch.Repo != ""
 }
 
-// Rules are the stage rules: a sweep run of the repository on a commit of
-// the PR (or listing it), completed with success, failure or cancelled,
-// made by no workflow the PR changed (protected paths), with unexpired
-// required artifacts and at least one result artifact.
-func Rules(rc *config.Repo) runs.Rules {
-	return runs.Rules{Repo: rc.Name, SweepWorkflow: rc.SweepWorkflow, ResultArtifacts: rc.ResultArtifacts,
-		RequiredArtifacts: rc.Stage.RequiredArtifacts, Conclusions: []string{"success", "failure", "cancelled"}, ListedPR: true,
-		ProtectedPaths: rc.ProtectedPaths, DefaultBranch: rc.DefaultBranch}
-}
-
 // Prepare validates a request; the write records it, acknowledges it and
 // dispatches it.
 func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.Command, v auth.Verdict) (string, bool, func(*state.Tx) error) {
@@ -101,11 +91,11 @@ func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.
 	}
 	var run runs.Run
 	if cmd.RunID != 0 {
-		rules := Rules(rc)
+		rules := runs.RulesFor(rc, runs.ForStage)
 		rules.Attempt = cmd.Attempt // a named attempt must still be the run's latest, the one staged
 		run, err = val.Validate(ctx, rules, c.PR, cmd.RunID)
 	} else {
-		run, err = val.Newest(ctx, Rules(rc), c.PR)
+		run, err = val.Newest(ctx, runs.RulesFor(rc, runs.ForStage), c.PR)
 	}
 	if err == nil && len(rc.Stage.RequiredLabels) > 0 {
 		err = h.checkLabels(ctx, gh, rc, c.PR, run)

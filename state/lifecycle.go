@@ -6,48 +6,12 @@ import (
 	"fmt"
 )
 
-// PinState is where a pin is in its lifecycle. A pin is created active and
-// leaves active once, for one of the closed states; it never comes back.
-type PinState string
-
-// Pin states, as stored and audited.
-const (
-	PinActive     PinState = "active"
-	PinConsumed   PinState = "consumed"   // a decision skipped the sweep with it
-	PinSuperseded PinState = "superseded" // a newer pin replaced it
-	PinRevoked    PinState = "revoked"    // cancelled, or its comment edited away or deleted
-	PinInvalid    PinState = "invalid"    // its run no longer qualified when a decision checked it
-	PinExpired    PinState = "expired"    // the PR closed without merging
-)
-
-// Closed reports whether s is one of the states a pin leaves active for.
-func (s PinState) Closed() bool {
-	switch s {
-	case PinConsumed, PinSuperseded, PinRevoked, PinInvalid, PinExpired:
-		return true
-	}
-	return false
-}
-
 // ErrPinNotActive is a transition of a pin that is no longer active (or was
 // never stored).
 var ErrPinNotActive = errors.New("state: pin is not active")
 
 // ErrPinTransition is a transition to a state a pin cannot move to.
 var ErrPinTransition = errors.New("state: illegal pin transition")
-
-// PinChange is who and what moved a pin, for its audit record. Reason is
-// also the pin's closed reason.
-type PinChange struct {
-	Reason     string
-	HeadSHA    string // the head the change is about; a consumed pin's ConsumedBy
-	DeliveryID string // "" means the delivery being completed
-	ActorID    int64
-	ActorLogin string
-	Role       string
-	CommentID  int64
-	CommentURL string
-}
 
 // Transition moves the PR's active pin p to a closed state and writes the
 // pin's audit record, in the transaction. The pin must be the one stored

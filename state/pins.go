@@ -10,87 +10,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Pin is an authorization to reuse one run for one later head of one PR.
-type Pin struct {
-	V             int       `json:"v"`
-	ID            uint64    `json:"id"`
-	Repo          string    `json:"repo"`
-	PR            int       `json:"pr"`
-	State         PinState  `json:"state"`
-	RunID         int64     `json:"run_id"`
-	RunAttempt    int       `json:"run_attempt,omitempty"`
-	RunSHA        string    `json:"run_sha"`
-	RunURL        string    `json:"run_url,omitempty"`
-	RunConclusion string    `json:"run_conclusion,omitempty"`
-	Bare          bool      `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
-	PRHeadAtGrant string    `json:"pr_head_at_grant"`
-	ActorID       int64     `json:"actor_id"`
-	ActorLogin    string    `json:"actor_login"`
-	Role          string    `json:"role,omitempty"`
-	CommentID     int64     `json:"comment_id"`
-	CommentURL    string    `json:"comment_url,omitempty"`
-	CommentLine   string    `json:"comment_line,omitempty"` // the command as written
-	CreatedAt     time.Time `json:"created_at"`
-	ClosedAt      time.Time `json:"closed_at,omitzero"`
-	ClosedReason  string    `json:"closed_reason,omitempty"`
-	ConsumedBy    string    `json:"consumed_by,omitempty"` // head SHA
-	SupersededBy  uint64    `json:"superseded_by,omitempty"`
-}
-
-// Verdict is what a decision says of a head's sweep.
-type Verdict string
-
-// Verdicts, as stored and audited.
-const (
-	Skip  Verdict = "skip"  // reuse a pinned run's results
-	Sweep Verdict = "sweep" // run the sweep
-)
-
-// Decision is the gate's answer for one (repo, PR, head SHA), made once.
-type Decision struct {
-	V          int       `json:"v"`
-	Repo       string    `json:"repo"`
-	PR         int       `json:"pr"`
-	HeadSHA    string    `json:"head_sha"`
-	Decision   Verdict   `json:"decision"`
-	Reason     string    `json:"reason"` // Why in words, as the audit keeps it
-	Why        Why       `json:"why,omitzero"`
-	PinID      uint64    `json:"pin_id,omitempty"`
-	RunID      int64     `json:"run_id,omitempty"`
-	RunAttempt int       `json:"run_attempt,omitempty"`
-	RunURL     string    `json:"run_url,omitempty"`
-	RunSHA     string    `json:"run_sha,omitempty"`
-	ActorID    int64     `json:"actor_id,omitempty"`
-	ActorLogin string    `json:"actor_login,omitempty"`
-	CommentURL string    `json:"comment_url,omitempty"`
-	Action     string    `json:"action,omitempty"`
-	Source     string    `json:"source,omitempty"` // webhook, api
-	DeliveryID string    `json:"delivery_id,omitempty"`
-	DecidedAt  time.Time `json:"decided_at"`
-	MergeOf    bool      `json:"merge,omitempty"` // the head is a merge commit, consumed at merge
-}
-
-// PRInfo is what opsbot remembers of a PR (for Slack threads and the audit page).
-type PRInfo struct {
-	Repo    string `json:"repo"`
-	PR      int    `json:"pr"`
-	Title   string `json:"title,omitempty"`
-	Author  string `json:"author,omitempty"`
-	Branch  string `json:"branch,omitempty"`
-	HeadSHA string `json:"head_sha,omitempty"`
-	State   string `json:"state,omitempty"`
-	SlackTS string `json:"slack_ts,omitempty"`
-	SlackCh string `json:"slack_channel,omitempty"`
-	// SlackParentQueued is set once the thread's parent message is in the outbox.
-	SlackParentQueued bool `json:"slack_parent_queued,omitempty"`
-	// Installation is the GitHub App installation its webhooks came from.
-	Installation int64     `json:"installation,omitempty"`
-	Updated      time.Time `json:"updated,omitzero"`
-	// HeadAt is the PR's updated_at in the event that set HeadSHA: an event
-	// stamped earlier (a late delivery) does not move the head back.
-	HeadAt time.Time `json:"head_at,omitzero"`
-}
-
 var (
 	kActive = []byte("active")
 	kInfo   = []byte("info")
@@ -327,29 +246,6 @@ const (
 	markDeleted = 'd'
 )
 
-// CommentMark is what opsbot has seen of a comment.
-type CommentMark int
-
-// Comment marks.
-const (
-	MarkNone      CommentMark = iota // never seen
-	MarkProcessed                    // a `created` delivery of it was processed
-	MarkEdited                       // an `edited` webhook named it, no `created` delivery was processed yet
-	MarkDeleted                      // a `deleted` webhook named it, no `created` delivery was processed yet
-)
-
-func (m CommentMark) String() string {
-	switch m {
-	case MarkProcessed:
-		return "processed"
-	case MarkEdited:
-		return "edited"
-	case MarkDeleted:
-		return "deleted"
-	}
-	return "none"
-}
-
 func markOf(v []byte) CommentMark {
 	switch {
 	case v == nil:
@@ -449,41 +345,4 @@ func (s *Store) NoteComments(repo string, commentIDs []int64, audit []AuditRecor
 		}
 		return nil
 	})
-}
-
-// ReasonCode is why the gate decided as it did. The words are notices'.
-type ReasonCode string
-
-// Reason codes, as stored.
-const (
-	ReasonNotGateAction    ReasonCode = "not_gate_action"     // Action is not one of GateActions
-	ReasonNoPin            ReasonCode = "no_pin"              // no active pin
-	ReasonNoPinWhenDecided ReasonCode = "no_pin_when_decided" // a pin came while the head was decided
-	ReasonPinnedAtHead     ReasonCode = "pinned_at_head"      // the pin was taken on this head: it covers the next
-	ReasonUncheckable      ReasonCode = "uncheckable"         // no validator for the installation (Detail)
-	ReasonGitHubError      ReasonCode = "github_error"        // GitHub failed while the run was checked (Detail); the pin became invalid (decisions before the pin was kept)
-	ReasonGitHubErrorKept  ReasonCode = "github_error_kept"   // GitHub failed while the run was checked (Detail); the pin stays for the next push
-	ReasonRunRejected      ReasonCode = "run_rejected"        // the run no longer qualifies (Detail)
-	ReasonNotHead          ReasonCode = "not_head"            // the commit is no longer the head (GitHubHead is)
-	ReasonNotHeadRejected  ReasonCode = "not_head_rejected"   // not the head, and the run does not qualify for it (Detail)
-	ReasonReuse            ReasonCode = "reuse"               // skip: the pinned run is reused
-	ReasonPinChanged       ReasonCode = "pin_changed"         // the pin changed while the head was decided
-	ReasonMerged           ReasonCode = "merged"              // the merge consumed the pin
-	ReasonMergeRejected    ReasonCode = "merge_rejected"      // the run no longer qualified at merge (Detail)
-)
-
-// Why is a decision's reason: a code and the details its words need.
-type Why struct {
-	Code ReasonCode `json:"code"`
-	// RunID and Actor are the pin's run and the login that pinned it.
-	RunID int64  `json:"run_id,omitempty"`
-	Actor string `json:"actor,omitempty"`
-	// Detail is a rule's refusal (runs writes it as Markdown) or GitHub's
-	// error as a code span.
-	Detail      string   `json:"detail,omitempty"`
-	SHA         string   `json:"sha,omitempty"`         // the commit decided
-	PR          int      `json:"pr,omitempty"`          // its PR
-	GitHubHead  string   `json:"github_head,omitempty"` // the head GitHub gave
-	Action      string   `json:"action,omitempty"`
-	GateActions []string `json:"gate_actions,omitempty"`
 }

@@ -2,56 +2,9 @@ package state
 
 import (
 	"encoding/json"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
-
-// Stage request states.
-const (
-	StageRequested = "requested" // acknowledged and dispatched
-	StageStarted   = "started"   // the staging side said it began
-	StageStaged    = "staged"    // completed and succeeded: the run is on the staging site
-	StageFailed    = "failed"    // completed and failed
-	StageReplaced  = "replaced"  // a newer request took the shared slot before this one finished
-	StageUnstaged  = "unstaged"  // was staged; a newer run took the shared slot
-	StageCancelled = "cancelled" // its comment was deleted (or its command edited away) before the dispatch was sent
-)
-
-// StageRequest is one /stage-results request, kept in order per repository.
-type StageRequest struct {
-	V           int    `json:"v"`
-	Seq         uint64 `json:"seq"`
-	Repo        string `json:"repo"`
-	PR          int    `json:"pr"`
-	RunID       int64  `json:"run_id"`
-	RunAttempt  int    `json:"run_attempt"`
-	RunDate     string `json:"run_date"` // YYYY-MM-DD, UTC, of the run's creation
-	RunSHA      string `json:"run_sha,omitempty"`
-	Conclusion  string `json:"conclusion,omitempty"`
-	Requester   string `json:"requester"`
-	RequesterID int64  `json:"requester_id"`
-	CommentID   int64  `json:"comment_id"` // the request's comment: the callback names it
-	CommentURL  string `json:"comment_url,omitempty"`
-	AckNotice   uint64 `json:"ack_notice"` // the acknowledgement opsbot edits as staging goes on
-	// DispatchNotice is the outbox notice of the dispatch to the staging
-	// side (0 in requests recorded before it was kept).
-	DispatchNotice uint64 `json:"dispatch_notice,omitempty"`
-	// CommandLine is the command as written in the comment.
-	CommandLine  string `json:"command_line,omitempty"`
-	Installation int64  `json:"installation,omitempty"`
-	State        string `json:"state"`
-	URL          string `json:"url,omitempty"`
-	AppRunID     int64  `json:"app_run_id,omitempty"`
-	// Token is the request's secret, sent in the dispatch's client_payload
-	// (request-token): a callback that does not echo it is refused.
-	Token     string    `json:"token,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-// Pending reports whether the request still waits for the staging side.
-func (r *StageRequest) Pending() bool { return r.State == StageRequested || r.State == StageStarted }
 
 func stageBucket(tx *bolt.Tx, repo string, write bool) (*bolt.Bucket, error) {
 	root := tx.Bucket(bStage)

@@ -1,0 +1,85 @@
+package record
+
+import (
+	"fmt"
+	"time"
+)
+
+// Notice channels.
+const (
+	ChannelGitHub = "github"
+	ChannelSlack  = "slack"
+)
+
+// NoticeKind is what a notice asks a sender to do.
+type NoticeKind string
+
+// Notice kinds, as stored.
+const (
+	NoticeComment  NoticeKind = "comment"  // a PR comment, carrying a hidden marker
+	NoticeEdit     NoticeKind = "edit"     // edit a comment opsbot posted (EditOf) or TargetComment
+	NoticeReaction NoticeKind = "reaction" // react to TargetComment
+	NoticeStatus   NoticeKind = "status"   // commit status on SHA
+	NoticeDispatch NoticeKind = "dispatch" // repository_dispatch to Repo
+	NoticeSlack    NoticeKind = "slack"    // a Slack message in the PR's thread
+)
+
+// Notice is one message opsbot owes GitHub or Slack. It is written in the
+// transaction of the change that causes it, and sent by a sender with retries.
+type Notice struct {
+	V             int            `json:"v"`
+	ID            uint64         `json:"id"`
+	Channel       string         `json:"channel"`
+	Kind          NoticeKind     `json:"kind"`
+	Repo          string         `json:"repo"`
+	PR            int            `json:"pr,omitempty"`
+	Installation  int64          `json:"installation,omitempty"`
+	Body          string         `json:"body,omitempty"`
+	TargetComment int64          `json:"target_comment,omitempty"`
+	Nonce         string         `json:"nonce,omitempty"` // a comment's unguessable marker part (Marker)
+	EditOf        uint64         `json:"edit_of,omitempty"`
+	Reaction      string         `json:"reaction,omitempty"`
+	SHA           string         `json:"sha,omitempty"`
+	State         string         `json:"state,omitempty"`
+	Description   string         `json:"description,omitempty"`
+	Context       string         `json:"context,omitempty"`
+	TargetURL     string         `json:"target_url,omitempty"`
+	EventType     string         `json:"event_type,omitempty"`
+	Payload       map[string]any `json:"payload,omitempty"`
+	Slack         *SlackMessage  `json:"slack,omitempty"`
+	CreatedAt     time.Time      `json:"created_at"`
+	Attempts      int            `json:"attempts,omitempty"`
+	NextAt        time.Time      `json:"next_at,omitzero"`
+	LastError     string         `json:"last_error,omitempty"`
+	// FailedAt is when the notice was given up (failed records only); the
+	// failed records are pruned after retention.processed from it.
+	FailedAt time.Time `json:"failed_at,omitzero"`
+}
+
+// SlackMessage is the content of a Slack notice.
+type SlackMessage struct {
+	Channel string `json:"channel"`
+	Text    string `json:"text"`              // mrkdwn, already escaped
+	Context string `json:"context,omitempty"` // a line of links under it
+	// Parent makes this the PR thread's first message (PR title, number, author).
+	Parent bool `json:"parent,omitempty"`
+	// Broadcast also shows a thread reply in the channel.
+	Broadcast bool `json:"broadcast,omitempty"`
+}
+
+// Key orders notices: those of one PR (or repository) are sent in order.
+func (n *Notice) Key() string { return fmt.Sprintf("%s#%d", n.Repo, n.PR) }
+
+// Marker is the hidden text a comment notice carries, so a retry after a
+// crash finds the comment it already posted: the notice id and a random
+// nonce kept with the notice, so no one can plant the marker of a notice
+// before opsbot posts it. A notice written before nonces has none.
+func Marker(id uint64, nonce string) string {
+	if nonce == "" {
+		return fmt.Sprintf("<!-- opsbot:notice=%d -->", id)
+	}
+	return fmt.Sprintf("<!-- opsbot:notice=%d.%s -->", id, nonce)
+}
+
+// Marker is the hidden text of this comment notice.
+func (n *Notice) Marker() string { return Marker(n.ID, n.Nonce) }

@@ -1,0 +1,145 @@
+package record
+
+import (
+	"time"
+)
+
+// Pin is an authorization to reuse one run for one later head of one PR.
+type Pin struct {
+	V             int       `json:"v"`
+	ID            uint64    `json:"id"`
+	Repo          string    `json:"repo"`
+	PR            int       `json:"pr"`
+	State         PinState  `json:"state"`
+	RunID         int64     `json:"run_id"`
+	RunAttempt    int       `json:"run_attempt,omitempty"`
+	RunSHA        string    `json:"run_sha"`
+	RunURL        string    `json:"run_url,omitempty"`
+	RunConclusion string    `json:"run_conclusion,omitempty"`
+	Bare          bool      `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
+	PRHeadAtGrant string    `json:"pr_head_at_grant"`
+	ActorID       int64     `json:"actor_id"`
+	ActorLogin    string    `json:"actor_login"`
+	Role          string    `json:"role,omitempty"`
+	CommentID     int64     `json:"comment_id"`
+	CommentURL    string    `json:"comment_url,omitempty"`
+	CommentLine   string    `json:"comment_line,omitempty"` // the command as written
+	CreatedAt     time.Time `json:"created_at"`
+	ClosedAt      time.Time `json:"closed_at,omitzero"`
+	ClosedReason  string    `json:"closed_reason,omitempty"`
+	ConsumedBy    string    `json:"consumed_by,omitempty"` // head SHA
+	SupersededBy  uint64    `json:"superseded_by,omitempty"`
+}
+
+// Verdict is what a decision says of a head's sweep.
+type Verdict string
+
+// Verdicts, as stored and audited.
+const (
+	Skip  Verdict = "skip"  // reuse a pinned run's results
+	Sweep Verdict = "sweep" // run the sweep
+)
+
+// Decision is the gate's answer for one (repo, PR, head SHA), made once.
+type Decision struct {
+	V          int       `json:"v"`
+	Repo       string    `json:"repo"`
+	PR         int       `json:"pr"`
+	HeadSHA    string    `json:"head_sha"`
+	Decision   Verdict   `json:"decision"`
+	Reason     string    `json:"reason"` // Why in words, as the audit keeps it
+	Why        Why       `json:"why,omitzero"`
+	PinID      uint64    `json:"pin_id,omitempty"`
+	RunID      int64     `json:"run_id,omitempty"`
+	RunAttempt int       `json:"run_attempt,omitempty"`
+	RunURL     string    `json:"run_url,omitempty"`
+	RunSHA     string    `json:"run_sha,omitempty"`
+	ActorID    int64     `json:"actor_id,omitempty"`
+	ActorLogin string    `json:"actor_login,omitempty"`
+	CommentURL string    `json:"comment_url,omitempty"`
+	Action     string    `json:"action,omitempty"`
+	Source     string    `json:"source,omitempty"` // webhook, api
+	DeliveryID string    `json:"delivery_id,omitempty"`
+	DecidedAt  time.Time `json:"decided_at"`
+	MergeOf    bool      `json:"merge,omitempty"` // the head is a merge commit, consumed at merge
+}
+
+// PRInfo is what opsbot remembers of a PR (for Slack threads and the audit page).
+type PRInfo struct {
+	Repo    string `json:"repo"`
+	PR      int    `json:"pr"`
+	Title   string `json:"title,omitempty"`
+	Author  string `json:"author,omitempty"`
+	Branch  string `json:"branch,omitempty"`
+	HeadSHA string `json:"head_sha,omitempty"`
+	State   string `json:"state,omitempty"`
+	SlackTS string `json:"slack_ts,omitempty"`
+	SlackCh string `json:"slack_channel,omitempty"`
+	// SlackParentQueued is set once the thread's parent message is in the outbox.
+	SlackParentQueued bool `json:"slack_parent_queued,omitempty"`
+	// Installation is the GitHub App installation its webhooks came from.
+	Installation int64     `json:"installation,omitempty"`
+	Updated      time.Time `json:"updated,omitzero"`
+	// HeadAt is the PR's updated_at in the event that set HeadSHA: an event
+	// stamped earlier (a late delivery) does not move the head back.
+	HeadAt time.Time `json:"head_at,omitzero"`
+}
+
+// PinState is where a pin is in its lifecycle. A pin is created active and
+// leaves active once, for one of the closed states; it never comes back.
+type PinState string
+
+// Pin states, as stored and audited.
+const (
+	PinActive     PinState = "active"
+	PinConsumed   PinState = "consumed"   // a decision skipped the sweep with it
+	PinSuperseded PinState = "superseded" // a newer pin replaced it
+	PinRevoked    PinState = "revoked"    // cancelled, or its comment edited away or deleted
+	PinInvalid    PinState = "invalid"    // its run no longer qualified when a decision checked it
+	PinExpired    PinState = "expired"    // the PR closed without merging
+)
+
+// Closed reports whether s is one of the states a pin leaves active for.
+func (s PinState) Closed() bool {
+	switch s {
+	case PinConsumed, PinSuperseded, PinRevoked, PinInvalid, PinExpired:
+		return true
+	}
+	return false
+}
+
+// PinChange is who and what moved a pin, for its audit record. Reason is
+// also the pin's closed reason.
+type PinChange struct {
+	Reason     string
+	HeadSHA    string // the head the change is about; a consumed pin's ConsumedBy
+	DeliveryID string // "" means the delivery being completed
+	ActorID    int64
+	ActorLogin string
+	Role       string
+	CommentID  int64
+	CommentURL string
+}
+
+// CommentMark is what opsbot has seen of a comment.
+type CommentMark int
+
+// Comment marks.
+const (
+	MarkNone      CommentMark = iota // never seen
+	MarkProcessed                    // a `created` delivery of it was processed
+	MarkEdited                       // an `edited` webhook named it, no `created` delivery was processed yet
+	MarkDeleted                      // a `deleted` webhook named it, no `created` delivery was processed yet
+)
+
+func (m CommentMark) String() string {
+	switch m {
+	case MarkProcessed:
+		return "processed"
+	case MarkEdited:
+		return "edited"
+	case MarkDeleted:
+		return "deleted"
+	}
+	return "none"
+}

@@ -1,0 +1,70 @@
+package record
+
+import "time"
+
+// Tx is one transaction as the code deciding a delivery sees it: what it
+// reads and what it changes commit together or not at all. The store's
+// *state.Tx implements it; the smaller interfaces name each part.
+type Tx interface {
+	Now() time.Time
+	Auditor
+	Outbox
+	PRs
+	Pins
+	Comments
+	Budgets
+	Stages
+}
+
+// Auditor appends to the audit.
+type Auditor interface {
+	// Audit appends a record; time and the delivery id are filled in when empty.
+	Audit(r AuditRecord) error
+}
+
+// Outbox holds the notices opsbot owes GitHub and Slack.
+type Outbox interface {
+	// Enqueue adds a notice (its ID is set).
+	Enqueue(n *Notice) error
+	// Withdraw takes back a notice not yet sent (nor tried): false when it was.
+	Withdraw(id uint64) (bool, error)
+}
+
+// PRs is what opsbot remembers of each PR.
+type PRs interface {
+	PRInfo(repo string, pr int) (*PRInfo, error)
+	PutPRInfo(p *PRInfo) error
+}
+
+// Pins are the reuse authorizations, one active per PR at most.
+type Pins interface {
+	ActivePin(repo string, pr int) (*Pin, error)
+	// Grant stores p as the PR's active pin and returns the pin it superseded.
+	Grant(p *Pin, c PinChange) (superseded *Pin, err error)
+	// Transition moves the active pin p to a closed state.
+	Transition(p *Pin, to PinState, c PinChange) error
+}
+
+// Comments are the marks of what opsbot has seen of each comment.
+type Comments interface {
+	CommentMark(repo string, commentID int64) (CommentMark, error)
+	// CommentSeen reports whether a `created` delivery of the comment was
+	// processed before, and marks it processed.
+	CommentSeen(repo string, commentID int64) (bool, error)
+}
+
+// Budgets are the rolling hourly budgets of replies and reactions.
+type Budgets interface {
+	TakeReply(repo string, userID int64, limit int) (bool, error)
+	TakeReaction(repo string, userID int64, perUser, perRepo int) (bool, error)
+}
+
+// Stages are the stage requests of each repository, in order.
+type Stages interface {
+	AddStageRequest(r *StageRequest) error
+	PutStageRequest(r *StageRequest) error
+	StageRequestByComment(repo string, commentID int64) (*StageRequest, error)
+	StageRequests(repo string) ([]StageRequest, error)
+	SlotHolder(repo string) (*StageRequest, error)
+	SetSlotHolder(r *StageRequest) error
+}
