@@ -17,31 +17,18 @@ import (
 	"github.com/yuin/goldmark/text"
 )
 
-// Canonical command names, as `opsbot parse` prints them.
-const (
-	Reuse = "reuse-sweep-run"
-	Stage = "stage-results"
-	Help  = "help"
-)
-
 // MaxPerComment is how many commands one comment may run.
 const MaxPerComment = 10
 
-// Usage texts, one per verb as typed.
-const (
-	UsageReuse = "usage: /reuse-sweep-run <run-id or run URL> | /reuse-sweep-run | /reuse-sweep-run cancel"
-	UsageUse   = "usage: /use <run-id or run URL>"
-	UsageStage = "usage: /stage-results [<run-id or run URL>]"
-	UsageHelp  = "usage: /opsbot help"
-	UsageLimit = "usage: at most 10 commands per comment; post the rest in a new comment"
-)
+// UsageLimit is the usage text of the command lines past MaxPerComment.
+const UsageLimit = "usage: at most 10 commands per comment; post the rest in a new comment"
 
 // Command is one command line of a comment, or a usage error on that line.
 type Command struct {
 	Line    int    `json:"line"`             // 1-based line of the comment
-	Name    string `json:"command"`          // canonical: reuse-sweep-run, stage-results, help
-	RunID   int64  `json:"run_id,omitempty"` // the run named, if any
-	Cancel  bool   `json:"cancel,omitempty"` // /reuse-sweep-run cancel
+	Name    string `json:"command"`          // canonical (Spec.Name): reuse-sweep-run, stage-results, help
+	RunID   int64  `json:"run_id,omitempty"` // the run named, if any (RunArgument)
+	Cancel  bool   `json:"cancel,omitempty"` // the argument was the word cancel
 	Error   string `json:"error,omitempty"`  // usage text when the arguments are wrong
 	Reason  string `json:"-"`                // what was wrong, for the reply
 	Verb    string `json:"-"`                // as typed, lower-cased: /use, /reuse-sweep-run, ...
@@ -49,28 +36,14 @@ type Command struct {
 	Attempt int    `json:"-"`                // from a run URL's /attempts/N, else 0
 }
 
-// Bare reports whether the command names no run (bare /reuse-sweep-run or /stage-results).
-func (c Command) Bare() bool { return c.Error == "" && !c.Cancel && c.RunID == 0 && c.Name != Help }
-
 // Options say where a comment was written, so run URLs can be checked.
 type Options struct {
 	Repo string // OWNER/REPO the comment belongs to
 	Host string // web host of run URLs; default github.com
 }
 
-type verb struct {
-	name  string // canonical
-	usage string
-}
-
-var verbs = map[string]verb{
-	"/reuse-sweep-run": {Reuse, UsageReuse},
-	"/use":             {Reuse, UsageUse},
-	"/stage-results":   {Stage, UsageStage},
-	"/opsbot":          {Help, UsageHelp},
-}
-
-// Parse returns the commands of a comment body in order. A command is a
+// Parse returns the commands of a comment body in order (the registered
+// verbs, each with its own argument reader). A command is a
 // line GitHub renders as a line of its own outside quotes, code and HTML:
 // the block structure is CommonMark's with GitHub's extensions (goldmark),
 // and only the lines of top-level paragraphs (and setext headings) are read,
@@ -81,7 +54,7 @@ var verbs = map[string]verb{
 // command name in the middle of a line is text. A line that starts with a
 // known command but has bad arguments is a Command with Error set. After
 // MaxPerComment commands, the rest become one usage error.
-func Parse(body string, opt Options) []Command {
+func (r *Registry) Parse(body string, opt Options) []Command {
 	if strings.IndexByte(body, '/') < 0 {
 		return nil
 	}
@@ -89,7 +62,7 @@ func Parse(body string, opt Options) []Command {
 	if !mayHoldCommand(body) {
 		return nil // most comments: no line starts with '/', nothing to parse
 	}
-	p := parser{opt: opt}
+	p := parser{reg: r, opt: opt}
 	for _, l := range paragraphLines(body) {
 		if l.blockN != p.block {
 			p.block, p.inComment = l.blockN, false // an inline HTML comment ends with its paragraph
@@ -169,6 +142,7 @@ func lineStarts(src []byte) []int {
 }
 
 type parser struct {
+	reg       *Registry
 	opt       Options
 	out       []Command
 	inComment bool
@@ -187,7 +161,7 @@ func (p *parser) line(n int, line string) {
 	if !ok || s == "" || s[0] != '/' {
 		return
 	}
-	c, ok := parseLine(n, s, p.opt)
+	c, ok := p.reg.parseLine(n, s, p.opt)
 	if !ok {
 		return
 	}
@@ -241,66 +215,24 @@ func commentOpenAfter(line string, open bool) bool {
 }
 
 // parseLine reads a line that starts with '/'. ok is false when the first
-// word is not a known command (a path, a lookalike such as /reuse-sweep-runs).
-func parseLine(n int, s string, opt Options) (Command, bool) {
+// word is not a registered verb (a path, a lookalike such as
+// /reuse-sweep-runs).
+func (r *Registry) parseLine(n int, s string, opt Options) (Command, bool) {
 	text := strings.TrimRight(s, " \t")
 	word, args := text, ""
 	if i := strings.IndexAny(text, " \t"); i >= 0 {
 		word, args = text[:i], text[i+1:]
 	}
-	v, ok := lookupVerb(word)
+	v, ok := r.lookup(word)
 	if !ok {
-		return unicodeSpaced(n, text)
+		return r.unicodeSpaced(n, text)
 	}
-	c := Command{Line: n, Name: v.name, Verb: strings.ToLower(word), Text: text}
-	fields := splitArgs(args)
-	bad := func(reason string) (Command, bool) {
-		c.Error, c.Reason = v.usage, reason
-		return c, true
-	}
-	switch c.Verb {
-	case "/opsbot":
-		if len(fields) != 1 || !strings.EqualFold(fields[0], "help") {
-			return bad("/opsbot takes one word: help")
-		}
-	case "/reuse-sweep-run", "/use", "/stage-results":
-		if len(fields) > 1 {
-			return bad(fmt.Sprintf("%s takes one argument, got %d", c.Verb, len(fields)))
-		}
-		if len(fields) == 0 {
-			if c.Verb == "/use" {
-				return bad("/use needs a run id or a run URL")
-			}
-			break
-		}
-		if c.Verb == "/reuse-sweep-run" && strings.EqualFold(fields[0], "cancel") {
-			c.Cancel = true
-			break
-		}
-		id, attempt, reason := parseRun(fields[0], opt)
-		if reason != "" {
-			return bad(reason)
-		}
-		c.RunID, c.Attempt = id, attempt
+	c := Command{Line: n, Name: v.spec.Name, Verb: v.verb.Word, Text: text}
+	if reason := v.verb.Args(&c, splitArgs(args), opt); reason != "" {
+		c.RunID, c.Attempt, c.Cancel = 0, 0, false
+		c.Error, c.Reason = v.verb.Usage, reason
 	}
 	return c, true
-}
-
-func lookupVerb(word string) (verb, bool) {
-	if len(word) > len("/reuse-sweep-run") {
-		return verb{}, false
-	}
-	var buf [16]byte
-	b := buf[:len(word)]
-	for i := 0; i < len(word); i++ {
-		c := word[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b[i] = c
-	}
-	v, ok := verbs[string(b)]
-	return v, ok
 }
 
 // splitArgs splits on spaces and tabs only: any other character, Unicode
@@ -309,9 +241,10 @@ func splitArgs(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' })
 }
 
-// parseRun reads a run id or a run URL of this repository. reason says what
-// is wrong, or is empty.
-func parseRun(arg string, opt Options) (id int64, attempt int, reason string) {
+// RunArgument reads a run id or a run URL of the repository the comment
+// belongs to (opt), for a command's argument reader. reason says what is
+// wrong, or is empty.
+func RunArgument(arg string, opt Options) (id int64, attempt int, reason string) {
 	if arg[0] >= '0' && arg[0] <= '9' || !strings.Contains(arg, "://") {
 		id, reason := parseRunID(arg)
 		return id, 0, reason
@@ -322,18 +255,18 @@ func parseRun(arg string, opt Options) (id int64, attempt int, reason string) {
 	}
 	rest, ok := strings.CutPrefix(arg, "https://")
 	if !ok {
-		return 0, 0, fmt.Sprintf("%s is not an https run URL", code(arg))
+		return 0, 0, fmt.Sprintf("%s is not an https run URL", Code(arg))
 	}
 	h, rest, _ := strings.Cut(rest, "/")
 	if !strings.EqualFold(h, host) {
-		return 0, 0, fmt.Sprintf("%s is not a run URL on %s", code(arg), host)
+		return 0, 0, fmt.Sprintf("%s is not a run URL on %s", Code(arg), host)
 	}
 	parts := strings.Split(rest, "/")
 	if len(parts) < 5 || parts[2] != "actions" || parts[3] != "runs" {
-		return 0, 0, fmt.Sprintf("%s is not a run URL (https://%s/OWNER/REPO/actions/runs/ID)", code(arg), host)
+		return 0, 0, fmt.Sprintf("%s is not a run URL (https://%s/OWNER/REPO/actions/runs/ID)", Code(arg), host)
 	}
 	if opt.Repo == "" || !strings.EqualFold(parts[0]+"/"+parts[1], opt.Repo) {
-		return 0, 0, fmt.Sprintf("%s is a run of another repository, not of %s", code(arg), opt.Repo)
+		return 0, 0, fmt.Sprintf("%s is a run of another repository, not of %s", Code(arg), opt.Repo)
 	}
 	id, reason = parseRunID(parts[4])
 	if reason != "" {
@@ -344,50 +277,54 @@ func parseRun(arg string, opt Options) (id int64, attempt int, reason string) {
 	case len(tail) == 2 && (tail[0] == "attempts" || tail[0] == "job"):
 		n, r := parseRunID(tail[1])
 		if r != "" {
-			return 0, 0, fmt.Sprintf("%s: bad %s number", code(arg), tail[0])
+			return 0, 0, fmt.Sprintf("%s: bad %s number", Code(arg), tail[0])
 		}
 		if tail[0] == "attempts" {
 			if n > 1<<20 {
-				return 0, 0, fmt.Sprintf("%s: bad attempts number", code(arg))
+				return 0, 0, fmt.Sprintf("%s: bad attempts number", Code(arg))
 			}
 			attempt = int(n)
 		}
 	default:
-		return 0, 0, fmt.Sprintf("%s is not a run URL (only /attempts/N or /job/N may follow the run id)", code(arg))
+		return 0, 0, fmt.Sprintf("%s is not a run URL (only /attempts/N or /job/N may follow the run id)", Code(arg))
 	}
 	return id, attempt, ""
 }
 
 func parseRunID(s string) (int64, string) {
 	if len(s) == 0 || len(s) > 19 {
-		return 0, fmt.Sprintf("%s is not a run id (1 to 19 digits)", code(s))
+		return 0, fmt.Sprintf("%s is not a run id (1 to 19 digits)", Code(s))
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Sprintf("%s is not a run id (digits 0-9 only)", code(s))
+			return 0, fmt.Sprintf("%s is not a run id (digits 0-9 only)", Code(s))
 		}
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Sprintf("%s is too large for a run id", code(s))
+		return 0, fmt.Sprintf("%s is too large for a run id", Code(s))
 	}
 	if id <= 0 {
-		return 0, fmt.Sprintf("%s is not a run id (must be above 0)", code(s))
+		return 0, fmt.Sprintf("%s is not a run id (must be above 0)", Code(s))
 	}
 	return id, ""
 }
 
-// unicodeSpaced catches a known command followed by a non-ASCII space (a
+// unicodeSpaced catches a registered verb followed by a non-ASCII space (a
 // no-break space pasted from a web page): a usage error, not silence.
-func unicodeSpaced(n int, text string) (Command, bool) {
-	for w, v := range verbs {
-		if len(text) <= len(w) || !strings.EqualFold(text[:len(w)], w) {
-			continue
-		}
-		r, _ := utf8.DecodeRuneInString(text[len(w):])
-		if r > unicode.MaxASCII && unicode.IsSpace(r) {
-			return Command{Line: n, Name: v.name, Verb: w, Text: text, Error: v.usage,
-				Reason: "separate the command and its argument with a plain space"}, true
+func (r *Registry) unicodeSpaced(n int, text string) (Command, bool) {
+	for _, s := range r.specs {
+		for i := range s.Verbs {
+			v := &s.Verbs[i]
+			w := v.Word
+			if len(text) <= len(w) || !strings.EqualFold(text[:len(w)], w) {
+				continue
+			}
+			r, _ := utf8.DecodeRuneInString(text[len(w):])
+			if r > unicode.MaxASCII && unicode.IsSpace(r) {
+				return Command{Line: n, Name: s.Name, Verb: w, Text: text, Error: v.Usage,
+					Reason: "separate the command and its argument with a plain space"}, true
+			}
 		}
 	}
 	return Command{}, false

@@ -1,18 +1,39 @@
-package commands
+package commands_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
+	"opsbot/commands"
+	"opsbot/commands/help"
+	"opsbot/commands/reuse"
+	"opsbot/commands/stage"
 	"opsbot/internal/fixtures"
 	"opsbot/internal/golden"
-	"opsbot/state"
 )
 
-const repo = "SemiAnalysisAI/InferenceX"
+type (
+	Command = commands.Command
+	Options = commands.Options
+)
+
+const (
+	Reuse         = reuse.Name
+	Stage         = stage.Name
+	Help          = help.Name
+	UsageReuse    = reuse.Usage
+	UsageUse      = reuse.UsageUse
+	UsageStage    = stage.Usage
+	UsageHelp     = help.Usage
+	UsageLimit    = commands.UsageLimit
+	MaxPerComment = commands.MaxPerComment
+)
 
 var opt = Options{Repo: repo}
+
+// Parse reads body with opsbot's commands.
+func Parse(body string, opt Options) []Command { return parser.Parse(body, opt) }
 
 // c is shorthand for an expected command.
 func c(line int, name string, run int64) Command { return Command{Line: line, Name: name, RunID: run} }
@@ -225,22 +246,14 @@ func TestTextsGolden(t *testing.T) {
 		if len(cmds) != 1 {
 			t.Fatalf("%q: %d commands", tc.body, len(cmds))
 		}
-		golden.Assert(t, tc.file, UsageReply("octocat", cmds[0]))
+		golden.Assert(t, tc.file, commands.UsageReply(parser, "octocat", cmds[0]))
 	}
 	var many strings.Builder
 	for i := 0; i < 11; i++ {
 		many.WriteString("/opsbot help\n")
 	}
-	golden.Assert(t, "usage-limit.md", UsageReply("octocat", Parse(many.String(), opt)[10]))
-	golden.Assert(t, "edited.md", EditedReply("octocat", Parse("fixed a typo\n/use 31147925932\n/opsbot help", opt)))
-	info := HelpInfo{Repo: repo, SweepWorkflow: ".github/workflows/run-sweep.yml",
-		ResultArtifacts: []string{"results_bmk", "eval_results_all", "bmk_agentic_*"},
-		ReuseRole:       "write", StageRole: "maintain", HelpRole: "write", ReuseTeams: []string{"SemiAnalysisAI/reviewers"},
-		AllowedPaths: []string{"perf-changelog.yaml", "docs/**"}, ProtectedPaths: []string{".github/**"}, GateActions: []string{"synchronize"},
-		StageConfigured: true}
-	golden.Assert(t, "help.md", HelpReply("octocat", info))
-	info.AllowedPaths, info.AllowPartialPinned, info.StageConfigured, info.ReuseTeams, info.ProtectedPaths = nil, true, false, nil, nil
-	golden.Assert(t, "help-minimal.md", HelpReply("octocat", info))
+	golden.Assert(t, "usage-limit.md", commands.UsageReply(parser, "octocat", Parse(many.String(), opt)[10]))
+	golden.Assert(t, "edited.md", commands.EditedReply("octocat", Parse("fixed a typo\n/use 31147925932\n/opsbot help", opt)))
 }
 
 func FuzzParse(f *testing.F) {
@@ -314,12 +327,4 @@ func TestSkippedLinesDoNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("Parse allocated %.0f times for a body with no command", allocs)
 	}
-}
-
-func TestPinnedReplyGolden(t *testing.T) {
-	p := &state.Pin{RunID: 31147925932, RunURL: "https://github.com/SemiAnalysisAI/InferenceX/actions/runs/31147925932",
-		RunConclusion: "success", RunSHA: "11b75f153aaaa", RunAttempt: 1, PRHeadAtGrant: "8d034aa96d34", ActorLogin: "Ankur-singh"}
-	golden.Assert(t, "pinned.md", PinnedReply(p))
-	p.Bare = true
-	golden.Assert(t, "pinned-bare.md", PinnedReply(p))
 }

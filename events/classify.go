@@ -22,13 +22,15 @@ type Schema struct {
 	Repo func(fullName string) (name string, ok bool)
 	// WebHost is the host of run URLs in commands (default github.com).
 	WebHost string
-	Now     func() time.Time
+	// Commands read a comment's command lines.
+	Commands *commands.Registry
+	Now      func() time.Time
 }
 
 // NewSchema is the schema of the repositories the configuration in use
 // serves (a reload that adds one is seen at once).
-func NewSchema(cfg *config.Live, now func() time.Time) *Schema {
-	return &Schema{WebHost: cfg.Get().WebHost(), Now: now, Repo: func(name string) (string, bool) {
+func NewSchema(cfg *config.Live, reg *commands.Registry, now func() time.Time) *Schema {
+	return &Schema{WebHost: cfg.Get().WebHost(), Commands: reg, Now: now, Repo: func(name string) (string, bool) {
 		r, ok := cfg.Get().Repo(name)
 		if !ok {
 			return "", false
@@ -200,13 +202,13 @@ func (s *Schema) comment(repo string, env *envelope) *commentRecord {
 	c := &commentRecord{Action: env.Action, PR: env.Issue.Number, PRState: env.Issue.State, PRTitle: env.Issue.Title,
 		PRAuthor: env.Issue.User.Login, ID: env.Comment.ID, URL: env.Comment.HTMLURL, Author: env.Comment.User,
 		Sender: env.Sender, Installation: env.Installation.ID,
-		Commands: storeCommands(commands.Parse(env.Comment.Body, opt))}
+		Commands: storeCommands(s.Commands.Parse(env.Comment.Body, opt))}
 	if env.Recovery != nil {
 		c.ExpectHead = strings.ToLower(env.Recovery.HeadSHA)
 		c.TakenBack = env.Recovery.TakenBack
 	}
 	if env.Action == "edited" && env.Changes != nil && env.Changes.Body != nil {
-		c.OldCommands = storeCommands(commands.Parse(env.Changes.Body.From, opt))
+		c.OldCommands = storeCommands(s.Commands.Parse(env.Changes.Body.From, opt))
 	}
 	return c
 }

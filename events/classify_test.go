@@ -7,13 +7,16 @@ import (
 	"time"
 
 	"opsbot/commands"
+	"opsbot/commands/help"
+	"opsbot/commands/reuse"
 	"opsbot/internal/fixtures"
+	"opsbot/internal/testkit"
 )
 
 var stamp = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func serveAll() *Schema {
-	return &Schema{Repo: func(n string) (string, bool) { return n, true }, Now: func() time.Time { return stamp }}
+	return &Schema{Repo: func(n string) (string, bool) { return n, true }, Commands: testkit.Commands(nil, nil), Now: func() time.Time { return stamp }}
 }
 
 // TestClassifyEveryFixture: every real payload is classified without
@@ -97,11 +100,11 @@ func TestClassify(t *testing.T) {
 		{name: "comment without commands", event: "issue_comment", body: onPR(t, "created", "Looks good"), pr: 7, noCommands: true},
 		{name: "comment with a slash but no command", event: "issue_comment", body: onPR(t, "created", "see a/b"), pr: 7, noCommands: true},
 		{name: "command comment", event: "issue_comment", body: onPR(t, "created", "thanks\n/reuse-sweep-run 123\n/opsbot help"), pr: 7,
-			commands: []string{commands.Reuse, commands.Help}},
+			commands: []string{reuse.Name, help.Name}},
 		{name: "malformed command goes through", event: "issue_comment", body: onPR(t, "created", "/reuse-sweep-run x y"), pr: 7,
-			commands: []string{commands.Reuse}},
+			commands: []string{reuse.Name}},
 		{name: "edited comment", event: "issue_comment", body: onPR(t, "edited", "/reuse-sweep-run 5"), pr: 7,
-			commands: []string{commands.Reuse}},
+			commands: []string{reuse.Name}},
 		{name: "pull request", event: "pull_request", body: fixtures.Webhook(t, "pull_request", "synchronize"), pr: 2},
 		{name: "unused event", event: "issues", body: []byte(`{"action":"opened","repository":{"full_name":"a/b"}}`), ignored: IgnoredEvent},
 		{name: "no repository", event: "pull_request", body: []byte(`{"action":"opened","number":3}`), ignored: IgnoredRepo},
@@ -180,7 +183,7 @@ func TestClassifyKeepsTheParse(t *testing.T) {
 		stored []storedCommand
 		text   string
 	}{{"commands", in.Comment.Commands, body}, {"old commands", in.Comment.OldCommands, old}} {
-		got, want := loadCommands(c.stored), commands.Parse(c.text, opt)
+		got, want := loadCommands(c.stored), s.Commands.Parse(c.text, opt)
 		if len(got) != len(want) || len(want) == 0 {
 			t.Fatalf("%s: %d read back, want %d", c.name, len(got), len(want))
 		}

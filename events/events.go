@@ -20,7 +20,6 @@ import (
 	"opsbot/gate"
 	"opsbot/ghclient"
 	"opsbot/notices"
-	"opsbot/runs"
 	"opsbot/state"
 	"opsbot/worker"
 )
@@ -32,14 +31,14 @@ type Handler struct {
 	// Clients gives each installation's GitHub client and remembers each
 	// repository's installation from its webhooks, for asks without one.
 	Clients *ghclient.Clients
-	// Validators builds each installation's run validator.
-	Validators *runs.Validators
-	Checker    *auth.Checker
-	Gate       *gate.Gate
-	Notices    *notices.Builder
-	Stage      StageHandler // nil until staging is wired
-	SelfID     int64
-	SelfName   string
+	// Commands are the commands opsbot runs (the registry newApp builds).
+	Commands *commands.Registry
+	Checker  *auth.Checker
+	Gate     *gate.Gate
+	Notices  *notices.Builder
+	Stage    StageHandler // the staging side's reports; nil until staging is wired
+	SelfID   int64
+	SelfName string
 	// Users holds the account ids of allow_users logins; logins of a
 	// repository whose client was unknown at start are resolved at its
 	// first comment.
@@ -60,11 +59,9 @@ type CommentReader interface {
 	CommentBody(ctx context.Context, repo string, id int64) (string, error)
 }
 
-// StageHandler takes /stage-results and the staging side's callbacks.
+// StageHandler takes the staging side's reports (repository_dispatch).
 type StageHandler interface {
-	commands.StageHandler
-	Callback(ctx context.Context, d *state.Delivery, ev *github.RepositoryDispatchEvent) (string, state.Write, error)
-	Enabled(repo string) bool
+	Callback(ctx context.Context, repo string, ev *github.RepositoryDispatchEvent) (string, commands.Write, error)
 }
 
 var _ worker.Handler = (*Handler)(nil)
@@ -101,7 +98,8 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 		if h.Stage == nil {
 			return "ignored-dispatch", nil, nil
 		}
-		return h.Stage.Callback(ctx, d, &ev)
+		out, w, err := h.Stage.Callback(ctx, d.Repo, &ev)
+		return out, stateWrite(w), err
 	}
 	return "ignored", nil, nil
 }
@@ -126,7 +124,7 @@ func (h *Handler) commentOf(rc *config.Repo, d *state.Delivery) (*commentRecord,
 	if !ev.OnPR() {
 		return nil, nil
 	}
-	return (&Schema{WebHost: h.Cfg.Get().WebHost()}).fromPayload(rc.Name, &ev), nil
+	return (&Schema{WebHost: h.Cfg.Get().WebHost(), Commands: h.Commands}).fromPayload(rc.Name, &ev), nil
 }
 
 func decode(d *state.Delivery, v any) error {
@@ -136,27 +134,28 @@ func decode(d *state.Delivery, v any) error {
 	return nil
 }
 
-func (h *Handler) deps(ctx context.Context, rc *config.Repo, inst int64) (commands.Deps, error) {
+func (h *Handler) env(ctx context.Context, rc *config.Repo, inst int64) (commands.Env, error) {
 	client, err := h.Clients.For(inst)
 	if err != nil {
-		return commands.Deps{}, worker.Permanent(err)
-	}
-	val, err := h.Validators.For(inst)
-	if err != nil {
-		return commands.Deps{}, worker.Permanent(err)
+		return commands.Env{}, worker.Permanent(err)
 	}
 	if h.Users != nil {
 		h.Users.Resolve(ctx, client, rc.AllowUsers()) // only logins never looked up: none after start
 	}
-	var stage commands.StageHandler
-	if h.Stage != nil && h.Stage.Enabled(rc.Name) {
-		stage = h.Stage
+	cfg := h.Cfg.Get()
+	return commands.Env{Repo: rc, Commands: h.Commands, Checker: h.Checker, Lookup: client,
+		Notices: h.Notices, Log: worker.Logger(ctx, h.Log), WebHost: cfg.WebHost(), Users: h.Users,
+		MaxReplies:               cfg.Notices.MaxRepliesPerUserPerHour,
+		MaxOutsiderReactions:     cfg.Notices.MaxOutsiderReactionsPerUserPerHour,
+		MaxOutsiderReactionsRepo: cfg.Notices.MaxOutsiderReactionsPerRepoPerHour}, nil
+}
+
+// stateWrite is a command's write as the store runs it.
+func stateWrite(w commands.Write) state.Write {
+	if w == nil {
+		return nil
 	}
-	return commands.Deps{Repo: rc, Checker: h.Checker, Lookup: client, Validator: val,
-		Notices: h.Notices, Stage: stage, Log: worker.Logger(ctx, h.Log), WebHost: h.Cfg.Get().WebHost(), Users: h.Users,
-		MaxReplies:               h.Cfg.Get().Notices.MaxRepliesPerUserPerHour,
-		MaxOutsiderReactions:     h.Cfg.Get().Notices.MaxOutsiderReactionsPerUserPerHour,
-		MaxOutsiderReactionsRepo: h.Cfg.Get().Notices.MaxOutsiderReactionsPerRepoPerHour}, nil
+	return func(tx *state.Tx) error { return w(tx) }
 }
 
 func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecord) (string, state.Write, error) {
@@ -168,9 +167,10 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecor
 		}
 		return "ignored-self", noted(rc.Name, ev.ID, ev.Action == "deleted"), nil
 	}
-	c := commands.Comment{Repo: rc.Name, PR: ev.PR, PRState: ev.PRState, CommentID: ev.ID, URL: ev.URL,
-		Actor: actor, Author: actor, Installation: ev.Installation, ExpectHead: ev.ExpectHead,
-		Parsed: true, Commands: loadCommands(ev.Commands), OldCommands: loadCommands(ev.OldCommands)}
+	c := commands.Comment{Invocation: commands.Invocation{Repo: rc.Name, PR: ev.PR, PRState: ev.PRState, Actor: actor,
+		Installation: ev.Installation, ExpectHead: ev.ExpectHead,
+		Origin: commands.Origin{Kind: commands.OriginComment, ID: ev.ID, URL: ev.URL}},
+		Author: actor, Commands: loadCommands(ev.Commands), OldCommands: loadCommands(ev.OldCommands)}
 	if ev.Action == "edited" || ev.Action == "deleted" {
 		// The person who edited or deleted, not the comment's author.
 		s := ev.Sender
@@ -178,9 +178,9 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecor
 		c.Recovered = ev.TakenBack
 	}
 	if ev.Action == "created" && len(c.Commands) == 0 {
-		return "no-commands", processed(rc.Name, c.CommentID), nil
+		return "no-commands", processed(rc.Name, ev.ID), nil
 	}
-	d, err := h.deps(ctx, rc, c.Installation)
+	env, err := h.env(ctx, rc, c.Installation)
 	if err != nil {
 		return "", nil, err
 	}
@@ -204,17 +204,17 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecor
 		if err := h.takenBack(ctx, rc, &c); err != nil {
 			return "", nil, err
 		}
-		out, w := commands.Created(ctx, d, c)
+		out, w := commands.Created(ctx, env, c)
 		if w == nil {
-			return out, then(remember, processed(rc.Name, c.CommentID)), nil // no commands: only that it was seen
+			return out, then(remember, processed(rc.Name, ev.ID)), nil // no commands: only that it was seen
 		}
-		return withInfo(out, w)
+		return withInfo(out, stateWrite(w))
 	case "edited":
-		out, w := commands.Edited(ctx, d, c, "")
-		return withInfo(out, then(noted(rc.Name, c.CommentID, false), w))
+		out, w := commands.Edited(ctx, env, c)
+		return withInfo(out, then(noted(rc.Name, ev.ID, false), stateWrite(w)))
 	case "deleted":
-		out, w := commands.Deleted(ctx, d, c)
-		return withInfo(out, then(noted(rc.Name, c.CommentID, true), w))
+		out, w := commands.Deleted(ctx, env, c)
+		return withInfo(out, then(noted(rc.Name, ev.ID, true), stateWrite(w)))
 	}
 	return "ignored-action", nil, nil
 }
@@ -324,10 +324,10 @@ func noted(repo string, commentID int64, deleted bool) state.Write {
 // edits too may come out of order). What is left out is audited as not
 // run. An error reading GitHub is returned: the delivery is tried again.
 func (h *Handler) takenBack(ctx context.Context, rc *config.Repo, c *commands.Comment) error {
-	if h.Marks == nil || c.CommentID == 0 {
+	if h.Marks == nil || c.Origin.ID == 0 {
 		return nil
 	}
-	mark, err := h.Marks.CommentMark(rc.Name, c.CommentID)
+	mark, err := h.Marks.CommentMark(rc.Name, c.Origin.ID)
 	if err != nil {
 		return err
 	}
@@ -346,17 +346,17 @@ func (h *Handler) takenBack(ctx context.Context, rc *config.Repo, c *commands.Co
 		return worker.Permanent(err)
 	}
 	var gh CommentReader = client
-	body, err := gh.CommentBody(ctx, rc.Name, c.CommentID)
+	body, err := gh.CommentBody(ctx, rc.Name, c.Origin.ID)
 	if errors.Is(err, ghclient.ErrNotFound) {
 		c.Withdrawn, c.Commands = c.Commands, nil
 		c.WithdrawnWhy = "the comment was edited and then deleted before opsbot processed its created webhook, which came late"
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("reading comment %d again, which was edited before its created webhook was processed: %w", c.CommentID, err)
+		return fmt.Errorf("reading comment %d again, which was edited before its created webhook was processed: %w", c.Origin.ID, err)
 	}
 	now := map[string]int{}
-	for _, cmd := range commands.Parse(body, commands.Options{Repo: rc.Name, Host: h.Cfg.Get().WebHost()}) {
+	for _, cmd := range h.Commands.Parse(body, commands.Options{Repo: rc.Name, Host: h.Cfg.Get().WebHost()}) {
 		now[strings.ToLower(cmd.Text)]++
 	}
 	var kept []commands.Command

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"opsbot/config"
+	"opsbot/internal/testkit"
 )
 
 // TestCommentOfOlderDeliveries: a comment delivery stored before ingest
@@ -16,9 +17,9 @@ func TestCommentOfOlderDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Cfg: config.NewLive(cfg)}
+	h := &Handler{Cfg: config.NewLive(cfg), Commands: testkit.Commands(nil, nil)}
 	rc, _ := cfg.Repo("Codertocat/Hello-World")
-	s := NewSchema(config.NewLive(cfg), nil)
+	s := NewSchema(config.NewLive(cfg), testkit.Commands(nil, nil), nil)
 	for _, tc := range []struct{ action, body string }{
 		{"created", "/reuse-sweep-run 12\n/opsbot help"},
 		{"created", "no command here"},

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"opsbot/auth"
+	"opsbot/commands/reuse"
 	"opsbot/config"
 	"opsbot/events"
 	"opsbot/gate"
 	"opsbot/ghclient"
 	"opsbot/internal/fixtures"
 	"opsbot/internal/githubtest"
+	"opsbot/internal/testkit"
 	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
@@ -59,7 +61,8 @@ func newERig(t *testing.T) *erig {
 	clients := ghclient.NewClients(fac, st)
 	validators := &runs.Validators{Clients: clients}
 	g := &gate.Gate{Cfg: config.NewLive(cfg), Store: st, Notifier: n, Log: log, Validators: validators.For}
-	h := &events.Handler{Cfg: config.NewLive(cfg), Log: log, Clients: clients, Validators: validators, Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
+	pins := &reuse.Handler{Validators: func(inst int64) (reuse.Validator, error) { return validators.For(inst) }}
+	h := &events.Handler{Cfg: config.NewLive(cfg), Log: log, Clients: clients, Commands: testkit.Commands(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
 		Gate: g, Notices: n, SelfID: githubtest.BotID, SelfName: githubtest.BotLogin, Users: &auth.Directory{}}
 	return &erig{h: h, store: st, gh: gh}
 }

@@ -75,6 +75,8 @@ type Reconciler struct {
 	Now     func() time.Time
 	// SelfID is opsbot's own account: its comments are never commands.
 	SelfID int64
+	// Commands read comments' command lines (the registry newApp builds).
+	Commands *commands.Registry
 	// FirstLookBack is how far back the first reconcile of a repository looks (default 7 days).
 	FirstLookBack time.Duration
 }
@@ -160,7 +162,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	default:
 		rep.Since = last.Add(-Overlap)
 	}
-	schema := events.NewSchema(r.Cfg, r.now)
+	schema := events.NewSchema(r.Cfg, r.Commands, r.now)
 	gh, err := r.Clients(rc.Name)
 	if err != nil {
 		return rep, err
@@ -192,7 +194,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		}
 		u := c.GetUser()
 		if (r.SelfID != 0 && u.GetID() == r.SelfID) ||
-			len(commands.Parse(c.GetBody(), commands.Options{Repo: rc.Name, Host: r.Cfg.Get().WebHost()})) == 0 {
+			len(r.Commands.Parse(c.GetBody(), commands.Options{Repo: rc.Name, Host: r.Cfg.Get().WebHost()})) == 0 {
 			seen = append(seen, c.GetID()) // opsbot's own, or no command: seen, nothing to run
 			continue
 		}
@@ -348,7 +350,7 @@ func (r *Reconciler) takenBack(ctx context.Context, gh Reader, schema *events.Sc
 		r.Log.Warn("reading a pin's comment failed; the next reconcile tries again", "repo", repo, "pr", n, "comment", pin.CommentID, "err", err)
 		return nil
 	default:
-		for _, c := range commands.Parse(body, commands.Options{Repo: repo, Host: r.Cfg.Get().WebHost()}) {
+		for _, c := range r.Commands.Parse(body, commands.Options{Repo: repo, Host: r.Cfg.Get().WebHost()}) {
 			if c.Error == "" && strings.EqualFold(c.Text, pin.CommentLine) {
 				return nil // still there
 			}

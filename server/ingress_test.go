@@ -17,6 +17,7 @@ import (
 
 	"opsbot/auth"
 	"opsbot/internal/fixtures"
+	"opsbot/internal/testkit"
 	"opsbot/metrics"
 	"opsbot/state"
 )
@@ -30,7 +31,7 @@ func limitedServer(t *testing.T, maxConns int, lim BodyLimits, readHdr, read tim
 	}
 	t.Cleanup(func() { st.Close() })
 	lim.ReadTimeout = read
-	s := New(Config{Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret}, MaxBody: 1 << 20, Body: lim,
+	s := New(Config{Commands: testkit.Commands(nil, nil), Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret}, MaxBody: 1 << 20, Body: lim,
 		RepoName: func(n string) (string, bool) { return "Codertocat/Hello-World", true },
 		Metrics:  metrics.New(nil, nil, time.Now), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

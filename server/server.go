@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"opsbot/auth"
+	"opsbot/commands"
 	"opsbot/events"
 	"opsbot/metrics"
 	"opsbot/state"
@@ -47,7 +48,9 @@ type Config struct {
 	// WebHost is the host of run URLs in commands (default github.com):
 	// comments are parsed at ingest.
 	WebHost string
-	Metrics *metrics.Metrics
+	// Commands read a comment's command lines at ingest.
+	Commands *commands.Registry
+	Metrics  *metrics.Metrics
 	// MetricsToken, when set, is the bearer GET /metrics needs.
 	MetricsToken auth.Secret
 	// MetricsElsewhere leaves GET /metrics off this server's routes (it is
@@ -85,6 +88,10 @@ type Server struct {
 
 // New builds a Server and registers every route.
 func New(c Config) *Server {
+	if c.Commands == nil {
+		// Without the commands every comment would read as having none.
+		panic("server: Config.Commands is required")
+	}
 	s := &Server{store: c.Store, queue: c.Queue, secrets: c.Secrets, maxBody: c.MaxBody, limits: c.Body, bodies: newBodyBudget(c.Body),
 		m: c.Metrics, log: c.Log, ready: c.Ready, now: c.Now, ctx: c.Ctx, mux: http.NewServeMux(),
 		metricsToken: c.MetricsToken, metricsElsewhere: c.MetricsElsewhere}
@@ -94,7 +101,7 @@ func New(c Config) *Server {
 	if s.ctx == nil {
 		s.ctx = context.Background()
 	}
-	s.schema = &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Now: s.now}
+	s.schema = &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now}
 	s.routes(c.Extra)
 	return s
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"opsbot/state/record"
 )
 
 const auditVersion = 1
@@ -147,11 +149,17 @@ func (q *AuditQuery) matches(r *AuditRecord) bool {
 		return false
 	case !q.Since.IsZero() && r.Time.Before(q.Since):
 		return false
-	case q.Kind != "" && q.Kind != r.Kind:
+	case q.Kind != "" && q.Kind != string(r.Kind):
 		return false
 	}
 	return true
 }
 
 // AuditKinds are every kind of audit record opsbot writes.
-var AuditKinds = []string{"command", "pin", "decision", "stage", "callback", "edit", "recovery", "reaction", "reply", "notice"}
+var AuditKinds = func() []string {
+	var out []string
+	for _, k := range record.AuditKinds {
+		out = append(out, string(k))
+	}
+	return out
+}()

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"opsbot/state/record"
 )
 
 // ErrPinNotActive is a transition of a pin that is no longer active (or was
@@ -93,7 +95,7 @@ func (t *Tx) Grant(p *Pin, c PinChange) (superseded *Pin, err error) {
 }
 
 func (t *Tx) auditPin(p *Pin, s PinState, c PinChange) error {
-	return t.Audit(AuditRecord{Kind: "pin", Outcome: string(s), DeliveryID: c.DeliveryID, Repo: p.Repo, PR: p.PR,
+	return t.Audit(AuditRecord{Kind: record.AuditPin, Outcome: string(s), DeliveryID: c.DeliveryID, Repo: p.Repo, PR: p.PR,
 		HeadSHA: c.HeadSHA, RunID: p.RunID, PinID: p.ID, ActorID: c.ActorID, ActorLogin: c.ActorLogin, Role: c.Role,
-		CommentID: c.CommentID, CommentURL: c.CommentURL, Reason: c.Reason})
+		CommentID: c.CommentID, CommentURL: c.CommentURL, OriginKind: c.OriginKind, Reason: c.Reason})
 }

@@ -196,7 +196,7 @@ func auditRow(r state.AuditRecord) []string {
 		}
 		return strconv.FormatInt(v, 10)
 	}
-	return []string{strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format(time.RFC3339), r.Kind, r.Outcome, r.Command, r.Repo,
+	return []string{strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format(time.RFC3339), string(r.Kind), r.Outcome, r.Command, r.Repo,
 		num(int64(r.PR)), r.HeadSHA, num(r.RunID), num(int64(r.PinID)), r.ActorLogin, num(r.ActorID), r.Role, r.CommentURL,
 		r.DeliveryID, r.Reason}
 }
@@ -231,7 +231,7 @@ func printAudit(w io.Writer, recs []state.AuditRecord, format string) error {
 		if r.RunID > 0 {
 			run = strconv.FormatInt(r.RunID, 10)
 		}
-		kind := r.Kind
+		kind := string(r.Kind)
 		if r.Command != "" {
 			kind += " " + r.Command
 		}

@@ -30,7 +30,7 @@ func runParse(e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "opsbot parse: the comment is larger than 1 MiB; GitHub comments are at most 64 KiB")
 		return exitCode(2)
 	}
-	cmds := commands.Parse(string(body), commands.Options{Repo: *repo, Host: *host})
+	cmds := grammar().Parse(string(body), commands.Options{Repo: *repo, Host: *host})
 	if cmds == nil {
 		cmds = []commands.Command{}
 	}

@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"opsbot/auth"
+	"opsbot/commands"
+	"opsbot/commands/reuse"
+	"opsbot/commands/stage"
 	"opsbot/config"
 	"opsbot/events"
 	"opsbot/gate"
@@ -33,7 +36,6 @@ import (
 	"opsbot/runs"
 	"opsbot/server"
 	"opsbot/slackmirror"
-	"opsbot/stage"
 	"opsbot/state"
 	"opsbot/worker"
 )
@@ -197,6 +199,8 @@ func readableDurations(_ []string, a slog.Attr) slog.Attr {
 type appDeps struct {
 	Log     *slog.Logger
 	Secrets config.Secrets
+	// Commands are registered after opsbot's own (a test's command).
+	Commands []commands.Spec
 }
 
 // app is opsbot's server wired from its configuration: the store, the
@@ -310,9 +314,16 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	validators := &runs.Validators{Clients: clients, Reused: store.ReusedRun}
 	g := &gate.Gate{Cfg: live, Store: store, Notifier: builder, Log: log, Validators: validators.For,
 		Observe: func(d string) { m.Decisions.WithLabelValues(d).Inc() }}
-	stager := &stage.Handler{Cfg: live, Notices: builder, Staged: store.StagedRun, Log: log, Validators: validators.For,
-		Clients: func(inst int64) (stage.Reader, error) { return clients.For(inst) }, Users: users}
-	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Validators: validators, Gate: g, Notices: builder,
+	validator := func(inst int64) (*runs.Validator, error) { return validators.For(inst) }
+	stager := &stage.Handler{Cfg: live, Notices: builder, Staged: store.StagedRun, Log: log,
+		Validators: func(inst int64) (stage.Validator, error) { return validator(inst) },
+		Clients:    func(inst int64) (stage.Reader, error) { return clients.For(inst) }, Users: users}
+	pins := &reuse.Handler{Validators: func(inst int64) (reuse.Validator, error) { return validator(inst) }}
+	reg, err := commands.NewRegistry(append(commandSpecs(pins, stager), d.Commands...)...)
+	if err != nil {
+		return nil, err
+	}
+	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
 		Checker: &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL},
 		SelfID:  self.ID, SelfName: self.Login, Users: users, Marks: store}
 	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})
@@ -335,7 +346,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			}},
 	}
 
-	rec := &reconcile.Reconciler{Cfg: live, Store: store, Queue: pool, Log: log, SelfID: self.ID,
+	rec := &reconcile.Reconciler{Cfg: live, Store: store, Queue: pool, Log: log, SelfID: self.ID, Commands: reg,
 		Clients: func(repo string) (reconcile.Reader, error) { return clients.ForRepo(repo) }}
 	a.rec = rec
 	api := &server.API{Tokens: secrets.APITokens, GateTokens: secrets.GateTokens, AdminTokens: secrets.AdminTokens,
@@ -392,7 +403,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			}
 			return r.Name, true
 		},
-		WebHost: cfg.WebHost(),
+		WebHost: cfg.WebHost(), Commands: reg,
 		Metrics: m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",
 		Log: log, Ctx: context.WithoutCancel(ctx),
 		Ready: func() (string, []string) {

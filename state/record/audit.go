@@ -9,7 +9,7 @@ type AuditRecord struct {
 	V          int       `json:"v"`
 	Seq        uint64    `json:"seq"`
 	Time       time.Time `json:"time"`
-	Kind       string    `json:"kind"`              // one of AuditKinds
+	Kind       AuditKind `json:"kind"`
 	Outcome    string    `json:"outcome"`           // accepted, denied, usage_error, active, superseded, skip, sweep, ...
 	Command    string    `json:"command,omitempty"` // canonical command name
 	DeliveryID string    `json:"delivery_id,omitempty"`
@@ -21,7 +21,49 @@ type AuditRecord struct {
 	ActorID    int64     `json:"actor_id,omitempty"`
 	ActorLogin string    `json:"actor_login,omitempty"`
 	Role       string    `json:"role,omitempty"`
-	CommentID  int64     `json:"comment_id,omitempty"`
-	CommentURL string    `json:"comment_url,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
+	// CommentID and CommentURL are the id and page of the origin (the
+	// comment, for the kind that is a comment); OriginKind is its kind, ""
+	// for a comment (records written before other kinds).
+	CommentID  int64      `json:"comment_id,omitempty"`
+	CommentURL string     `json:"comment_url,omitempty"`
+	OriginKind OriginKind `json:"origin_kind,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+}
+
+// AuditKind is what an audit record is about.
+type AuditKind string
+
+// Audit kinds, as stored.
+const (
+	AuditCommand  AuditKind = "command"  // a command line and its outcome
+	AuditPin      AuditKind = "pin"      // a pin's change of state
+	AuditDecision AuditKind = "decision" // a gate decision
+	AuditStage    AuditKind = "stage"    // a stage request's change of state
+	AuditCallback AuditKind = "callback" // a staging side's report
+	AuditEdit     AuditKind = "edit"     // commands an edit added, not run
+	AuditRecovery AuditKind = "recovery" // what recovery found of a lost webhook
+	AuditReaction AuditKind = "reaction" // a reaction held back by its budget
+	AuditReply    AuditKind = "reply"    // a reply held back by its budget
+	AuditNotice   AuditKind = "notice"   // a notice given up
+)
+
+// AuditKinds are every kind, in the order `opsbot audit --kind` lists them.
+var AuditKinds = []AuditKind{AuditCommand, AuditPin, AuditDecision, AuditStage, AuditCallback, AuditEdit, AuditRecovery,
+	AuditReaction, AuditReply, AuditNotice}
+
+// Audit outcomes shared by several kinds (each kind has its own besides:
+// a command's Outcome, a pin's state, a decision's verdict, a stage
+// request's state).
+const (
+	Suppressed = "suppressed" // a reply or reaction held back by its budget
+	Kept       = "kept"       // a take-back refused: the pin or the request stays
+	Refused    = "refused"    // a report that matched no request, or whose sender or token was wrong
+)
+
+// Origin is the origin the record names.
+func (r *AuditRecord) Origin() Origin { return originOf(r.OriginKind, r.CommentID, r.CommentURL) }
+
+// SetOrigin names o as the record's origin.
+func (r *AuditRecord) SetOrigin(o Origin) {
+	r.CommentID, r.CommentURL, r.OriginKind = o.ID, o.URL, storedKind(o.Kind)
 }

@@ -6,29 +6,41 @@ import (
 
 // Pin is an authorization to reuse one run for one later head of one PR.
 type Pin struct {
-	V             int       `json:"v"`
-	ID            uint64    `json:"id"`
-	Repo          string    `json:"repo"`
-	PR            int       `json:"pr"`
-	State         PinState  `json:"state"`
-	RunID         int64     `json:"run_id"`
-	RunAttempt    int       `json:"run_attempt,omitempty"`
-	RunSHA        string    `json:"run_sha"`
-	RunURL        string    `json:"run_url,omitempty"`
-	RunConclusion string    `json:"run_conclusion,omitempty"`
-	Bare          bool      `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
-	PRHeadAtGrant string    `json:"pr_head_at_grant"`
-	ActorID       int64     `json:"actor_id"`
-	ActorLogin    string    `json:"actor_login"`
-	Role          string    `json:"role,omitempty"`
-	CommentID     int64     `json:"comment_id"`
-	CommentURL    string    `json:"comment_url,omitempty"`
-	CommentLine   string    `json:"comment_line,omitempty"` // the command as written
-	CreatedAt     time.Time `json:"created_at"`
-	ClosedAt      time.Time `json:"closed_at,omitzero"`
-	ClosedReason  string    `json:"closed_reason,omitempty"`
-	ConsumedBy    string    `json:"consumed_by,omitempty"` // head SHA
-	SupersededBy  uint64    `json:"superseded_by,omitempty"`
+	V             int      `json:"v"`
+	ID            uint64   `json:"id"`
+	Repo          string   `json:"repo"`
+	PR            int      `json:"pr"`
+	State         PinState `json:"state"`
+	RunID         int64    `json:"run_id"`
+	RunAttempt    int      `json:"run_attempt,omitempty"`
+	RunSHA        string   `json:"run_sha"`
+	RunURL        string   `json:"run_url,omitempty"`
+	RunConclusion string   `json:"run_conclusion,omitempty"`
+	Bare          bool     `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
+	PRHeadAtGrant string   `json:"pr_head_at_grant"`
+	ActorID       int64    `json:"actor_id"`
+	ActorLogin    string   `json:"actor_login"`
+	Role          string   `json:"role,omitempty"`
+	// CommentID and CommentURL are the id and page of the pin's origin
+	// (its comment, for the kind that is a comment), OriginKind its kind
+	// ("" for a comment), CommentLine the command as written.
+	CommentID    int64      `json:"comment_id"`
+	CommentURL   string     `json:"comment_url,omitempty"`
+	OriginKind   OriginKind `json:"origin_kind,omitempty"`
+	CommentLine  string     `json:"comment_line,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	ClosedAt     time.Time  `json:"closed_at,omitzero"`
+	ClosedReason string     `json:"closed_reason,omitempty"`
+	ConsumedBy   string     `json:"consumed_by,omitempty"` // head SHA
+	SupersededBy uint64     `json:"superseded_by,omitempty"`
+}
+
+// Origin is what started the pin.
+func (p *Pin) Origin() Origin { return originOf(p.OriginKind, p.CommentID, p.CommentURL) }
+
+// SetOrigin names o as what started the pin.
+func (p *Pin) SetOrigin(o Origin) {
+	p.CommentID, p.CommentURL, p.OriginKind = o.ID, o.URL, storedKind(o.Kind)
 }
 
 // Verdict is what a decision says of a head's sweep.
@@ -117,8 +129,14 @@ type PinChange struct {
 	ActorID    int64
 	ActorLogin string
 	Role       string
-	CommentID  int64
+	CommentID  int64 // the origin's id and page (OriginKind "" for a comment)
 	CommentURL string
+	OriginKind OriginKind
+}
+
+// SetOrigin names o as the change's origin.
+func (c *PinChange) SetOrigin(o Origin) {
+	c.CommentID, c.CommentURL, c.OriginKind = o.ID, o.URL, storedKind(o.Kind)
 }
 
 // CommentMark is what opsbot has seen of a comment.

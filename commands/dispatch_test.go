@@ -13,9 +13,11 @@ import (
 
 	"opsbot/auth"
 	"opsbot/commands"
+	"opsbot/commands/reuse"
 	"opsbot/config"
 	"opsbot/ghclient"
 	"opsbot/internal/githubtest"
+	"opsbot/internal/testkit"
 	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
@@ -51,9 +53,12 @@ func (r roles) UserID(_ context.Context, login string) (int64, error) {
 	return 0, errors.New("user lookup: 404 Not Found")
 }
 
+// parser reads comments with opsbot's commands.
+var parser = testkit.Commands(nil, nil)
+
 // hrig is one repository's command handling over a temp store and the fake GitHub.
 type hrig struct {
-	d     commands.Deps
+	env   commands.Env
 	store *state.Store
 	gh    *githubtest.Fake
 }
@@ -95,16 +100,24 @@ func newHRig(t *testing.T) *hrig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := commands.Deps{Repo: rc, Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
-		Lookup:    roles{"maintainer": "maintain", "outsider": "read"},
-		Validator: &runs.Validator{GH: c}, Notices: &notices.Builder{}, Users: &auth.Directory{},
+	pins := &reuse.Handler{Validators: func(int64) (reuse.Validator, error) { return &runs.Validator{GH: c}, nil }}
+	env := commands.Env{Repo: rc, Commands: testkit.Commands(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
+		Lookup:  roles{"maintainer": "maintain", "outsider": "read"},
+		Notices: &notices.Builder{}, Users: &auth.Directory{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	return &hrig{d: d, store: st, gh: gh}
+	return &hrig{env: env, store: st, gh: gh}
 }
 
 func comment(id int64, a auth.Actor, body string) commands.Comment {
-	return commands.Comment{Repo: repo, PR: 1, PRState: "open", CommentID: id, URL: "https://github.com/" + repo + "/pull/1#issuecomment-1",
-		Body: body, Actor: a, Author: a, Installation: 1}
+	return commands.Comment{Invocation: commands.Invocation{Repo: repo, PR: 1, PRState: "open", Actor: a, Installation: 1,
+		Origin: commands.Origin{Kind: commands.OriginComment, ID: id, URL: "https://github.com/" + repo + "/pull/1#issuecomment-1"}},
+		Commands: parser.Parse(body, commands.Options{Repo: repo}), Author: a}
+}
+
+// edit is comment c as an edit of a comment that said old.
+func edit(c commands.Comment, old string) commands.Comment {
+	c.OldCommands = parser.Parse(old, commands.Options{Repo: repo})
+	return c
 }
 
 // takenBackBy is comment id of the maintainer, edited or deleted by a.
@@ -115,12 +128,12 @@ func takenBackBy(id int64, a auth.Actor, body string) commands.Comment {
 }
 
 // commit applies a handler's write as the delivery would.
-func (r *hrig) commit(t *testing.T, w state.Write) {
+func (r *hrig) commit(t *testing.T, w commands.Write) {
 	t.Helper()
 	if w == nil {
 		t.Fatal("the handler returned no write")
 	}
-	if err := r.store.Update(w); err != nil {
+	if err := r.store.Update(func(tx *state.Tx) error { return w(tx) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -152,7 +165,7 @@ func (r *hrig) audit(t *testing.T) string {
 	}
 	var out []string
 	for _, rec := range recs {
-		out = append(out, rec.Kind+"/"+rec.Outcome)
+		out = append(out, string(rec.Kind)+"/"+rec.Outcome)
 	}
 	return strings.Join(out, ",")
 }
@@ -178,7 +191,7 @@ func (r *hrig) wantAudit(t *testing.T, want string) {
 func pinned(t *testing.T) *hrig {
 	t.Helper()
 	r := newHRig(t)
-	_, w := commands.Created(t.Context(), r.d, comment(100, maintainer, "/reuse-sweep-run 10"))
+	_, w := commands.Created(t.Context(), r.env, comment(100, maintainer, "/reuse-sweep-run 10"))
 	r.commit(t, w)
 	return r
 }
@@ -188,7 +201,7 @@ func TestCreated(t *testing.T) {
 		r := newHRig(t)
 		c := comment(100, maintainer, "/reuse-sweep-run 10")
 		c.ExpectHead = "c0" // the head when it was posted; the PR is at c1 now
-		_, w := commands.Created(t.Context(), r.d, c)
+		_, w := commands.Created(t.Context(), r.env, c)
 		r.commit(t, w)
 		if p := r.activePin(t); p != nil {
 			t.Fatalf("active pin = %+v, want none", p)
@@ -202,11 +215,11 @@ func TestCreated(t *testing.T) {
 	t.Run("a comment edited since its commands were chosen is chosen again", func(t *testing.T) {
 		r := newHRig(t)
 		c := comment(100, maintainer, "/reuse-sweep-run 10")
-		_, w := commands.Created(t.Context(), r.d, c)
+		_, w := commands.Created(t.Context(), r.env, c)
 		if err := r.store.Update(func(tx *state.Tx) error { return tx.NoteComment(repo, 100, true) }); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.store.Update(w); !errors.Is(err, commands.ErrCommentChanged) {
+		if err := r.store.Update(func(tx *state.Tx) error { return w(tx) }); !errors.Is(err, commands.ErrCommentChanged) {
 			t.Fatalf("write after a deletion was noted = %v, want ErrCommentChanged", err)
 		}
 		if p := r.activePin(t); p != nil {
@@ -215,20 +228,20 @@ func TestCreated(t *testing.T) {
 	})
 	t.Run("no command writes nothing", func(t *testing.T) {
 		r := newHRig(t)
-		if outcome, w := commands.Created(t.Context(), r.d, comment(100, maintainer, "looks good to me")); outcome != "no-commands" || w != nil {
+		if outcome, w := commands.Created(t.Context(), r.env, comment(100, maintainer, "looks good to me")); outcome != "no-commands" || w != nil {
 			t.Fatalf("Created = %q, write %v; want no-commands and no write", outcome, w != nil)
 		}
 	})
 	t.Run("a maintainer's pin is recorded, acknowledged and replied to, once", func(t *testing.T) {
 		r := newHRig(t)
 		c := comment(100, maintainer, "/reuse-sweep-run 10")
-		outcome, w := commands.Created(t.Context(), r.d, c)
+		outcome, w := commands.Created(t.Context(), r.env, c)
 		if outcome != "commands" {
 			t.Fatalf("outcome = %q, want commands", outcome)
 		}
 		r.commit(t, w)
 		p := r.activePin(t)
-		if p == nil || p.RunID != 10 || p.ActorID != maintainer.ID || p.CommentID != 100 || p.PRHeadAtGrant != "c1" {
+		if p == nil || p.RunID != 10 || p.ActorID != maintainer.ID || p.Origin().ID != 100 || p.PRHeadAtGrant != "c1" {
 			t.Fatalf("active pin = %+v, want run 10 by the maintainer from comment 100 at head c1", p)
 		}
 		comments, reactions := r.outbox(t)
@@ -237,7 +250,7 @@ func TestCreated(t *testing.T) {
 		}
 		r.wantAudit(t, "command/accepted,pin/active")
 		// The same comment delivered again (or replayed) runs nothing.
-		_, again := commands.Created(t.Context(), r.d, c)
+		_, again := commands.Created(t.Context(), r.env, c)
 		r.commit(t, again)
 		if comments, reactions := r.outbox(t); len(comments) != 1 || len(reactions) != 1 {
 			t.Fatalf("a redelivered comment wrote again: comments %q, reactions %q", comments, reactions)
@@ -246,7 +259,7 @@ func TestCreated(t *testing.T) {
 	})
 	t.Run("a second pin supersedes the first", func(t *testing.T) {
 		r := pinned(t)
-		_, w := commands.Created(t.Context(), r.d, comment(101, maintainer, "/reuse-sweep-run 11"))
+		_, w := commands.Created(t.Context(), r.env, comment(101, maintainer, "/reuse-sweep-run 11"))
 		r.commit(t, w)
 		if p := r.activePin(t); p == nil || p.RunID != 11 {
 			t.Fatalf("active pin = %+v, want run 11", p)
@@ -259,7 +272,7 @@ func TestCreated(t *testing.T) {
 	})
 	t.Run("an outsider gets a reaction only", func(t *testing.T) {
 		r := newHRig(t)
-		_, w := commands.Created(t.Context(), r.d, comment(100, outsider, "/reuse-sweep-run 10"))
+		_, w := commands.Created(t.Context(), r.env, comment(100, outsider, "/reuse-sweep-run 10"))
 		r.commit(t, w)
 		comments, reactions := r.outbox(t)
 		if len(comments) != 0 || strings.Join(reactions, ",") != "-1" || r.activePin(t) != nil {
@@ -269,7 +282,7 @@ func TestCreated(t *testing.T) {
 	})
 	t.Run("an unanswered permission check of a stranger denies with a reaction only", func(t *testing.T) {
 		r := newHRig(t)
-		_, w := commands.Created(t.Context(), r.d, comment(100, flaky, "/reuse-sweep-run 10"))
+		_, w := commands.Created(t.Context(), r.env, comment(100, flaky, "/reuse-sweep-run 10"))
 		r.commit(t, w)
 		comments, reactions := r.outbox(t)
 		if len(comments) != 0 || strings.Join(reactions, ",") != "confused" || r.activePin(t) != nil {
@@ -280,7 +293,7 @@ func TestCreated(t *testing.T) {
 	t.Run("a run GitHub does not answer for is not pinned", func(t *testing.T) {
 		r := newHRig(t)
 		r.gh.Inject(routeRun, githubtest.Fault{Status: http.StatusBadGateway, Body: `{"message":"Bad Gateway"}`})
-		_, w := commands.Created(t.Context(), r.d, comment(100, maintainer, "/reuse-sweep-run 10"))
+		_, w := commands.Created(t.Context(), r.env, comment(100, maintainer, "/reuse-sweep-run 10"))
 		r.commit(t, w)
 		comments, reactions := r.outbox(t)
 		want := "I did not pin run 10: GitHub did not answer while I checked it. Please try again in a minute."
@@ -291,7 +304,7 @@ func TestCreated(t *testing.T) {
 	})
 	t.Run("a run that fails a rule is rejected", func(t *testing.T) {
 		r := newHRig(t)
-		_, w := commands.Created(t.Context(), r.d, comment(100, maintainer, "/reuse-sweep-run 999"))
+		_, w := commands.Created(t.Context(), r.env, comment(100, maintainer, "/reuse-sweep-run 999"))
 		r.commit(t, w)
 		comments, reactions := r.outbox(t)
 		if len(comments) != 1 || !strings.Contains(comments[0], "I did not pin run 999") || strings.Join(reactions, ",") != "-1" || r.activePin(t) != nil {
@@ -303,7 +316,7 @@ func TestCreated(t *testing.T) {
 		r := newHRig(t)
 		c := comment(100, maintainer, "/reuse-sweep-run 10")
 		c.PRState = "closed"
-		_, w := commands.Created(t.Context(), r.d, c)
+		_, w := commands.Created(t.Context(), r.env, c)
 		r.commit(t, w)
 		comments, _ := r.outbox(t)
 		if len(comments) != 1 || !strings.Contains(comments[0], "this PR is closed") || r.activePin(t) != nil {
@@ -313,7 +326,7 @@ func TestCreated(t *testing.T) {
 	})
 	t.Run("the last pin in a comment wins", func(t *testing.T) {
 		r := newHRig(t)
-		_, w := commands.Created(t.Context(), r.d, comment(100, maintainer, "/reuse-sweep-run 10\n/reuse-sweep-run 11"))
+		_, w := commands.Created(t.Context(), r.env, comment(100, maintainer, "/reuse-sweep-run 10\n/reuse-sweep-run 11"))
 		r.commit(t, w)
 		if p := r.activePin(t); p == nil || p.RunID != 11 {
 			t.Fatalf("active pin = %+v, want run 11", p)
@@ -322,7 +335,7 @@ func TestCreated(t *testing.T) {
 	})
 	t.Run("cancel revokes the active pin", func(t *testing.T) {
 		r := pinned(t)
-		_, w := commands.Created(t.Context(), r.d, comment(101, maintainer, "/reuse-sweep-run cancel"))
+		_, w := commands.Created(t.Context(), r.env, comment(101, maintainer, "/reuse-sweep-run cancel"))
 		r.commit(t, w)
 		comments, _ := r.outbox(t)
 		if r.activePin(t) != nil || len(comments) != 2 || !strings.Contains(comments[1], "revoked the pin of run [10]") {
@@ -332,7 +345,7 @@ func TestCreated(t *testing.T) {
 	})
 	t.Run("stage without staging configured is rejected", func(t *testing.T) {
 		r := newHRig(t)
-		_, w := commands.Created(t.Context(), r.d, comment(100, maintainer, "/stage-results 10"))
+		_, w := commands.Created(t.Context(), r.env, comment(100, maintainer, "/stage-results 10"))
 		r.commit(t, w)
 		comments, reactions := r.outbox(t)
 		if len(comments) != 1 || !strings.Contains(comments[0], "staging is not configured") || strings.Join(reactions, ",") != "-1" {
@@ -345,7 +358,7 @@ func TestCreated(t *testing.T) {
 func TestEdited(t *testing.T) {
 	t.Run("editing the pin's line away revokes the pin", func(t *testing.T) {
 		r := pinned(t)
-		outcome, w := commands.Edited(t.Context(), r.d, comment(100, maintainer, "never mind"), "/reuse-sweep-run 10")
+		outcome, w := commands.Edited(t.Context(), r.env, edit(comment(100, maintainer, "never mind"), "/reuse-sweep-run 10"))
 		if outcome != "edited" {
 			t.Fatalf("outcome = %q, want edited", outcome)
 		}
@@ -358,7 +371,7 @@ func TestEdited(t *testing.T) {
 	})
 	t.Run("an edit that keeps the line keeps the pin", func(t *testing.T) {
 		r := pinned(t)
-		_, w := commands.Edited(t.Context(), r.d, comment(100, maintainer, "/reuse-sweep-run 10\nthanks"), "/reuse-sweep-run 10")
+		_, w := commands.Edited(t.Context(), r.env, edit(comment(100, maintainer, "/reuse-sweep-run 10\nthanks"), "/reuse-sweep-run 10"))
 		r.commit(t, w)
 		if p := r.activePin(t); p == nil || p.RunID != 10 {
 			t.Fatalf("active pin = %+v, want run 10 still", p)
@@ -370,7 +383,7 @@ func TestEdited(t *testing.T) {
 	})
 	t.Run("a command added by an edit is not run, and its editor is told", func(t *testing.T) {
 		r := newHRig(t)
-		_, w := commands.Edited(t.Context(), r.d, comment(100, maintainer, "/reuse-sweep-run 10"), "lgtm")
+		_, w := commands.Edited(t.Context(), r.env, edit(comment(100, maintainer, "/reuse-sweep-run 10"), "lgtm"))
 		r.commit(t, w)
 		comments, _ := r.outbox(t)
 		if r.activePin(t) != nil || len(comments) != 1 || !strings.Contains(comments[0], "/reuse-sweep-run 10") {
@@ -380,7 +393,7 @@ func TestEdited(t *testing.T) {
 	})
 	t.Run("an outsider's added command is audited, never answered", func(t *testing.T) {
 		r := newHRig(t)
-		_, w := commands.Edited(t.Context(), r.d, comment(100, outsider, "/reuse-sweep-run 10"), "lgtm")
+		_, w := commands.Edited(t.Context(), r.env, edit(comment(100, outsider, "/reuse-sweep-run 10"), "lgtm"))
 		r.commit(t, w)
 		if comments, reactions := r.outbox(t); len(comments)+len(reactions) != 0 {
 			t.Fatalf("outsider's edit: comments %q, reactions %q; want nothing", comments, reactions)
@@ -392,7 +405,7 @@ func TestEdited(t *testing.T) {
 func TestDeleted(t *testing.T) {
 	t.Run("deleting the pin's comment revokes the pin", func(t *testing.T) {
 		r := pinned(t)
-		outcome, w := commands.Deleted(t.Context(), r.d, comment(100, maintainer, ""))
+		outcome, w := commands.Deleted(t.Context(), r.env, comment(100, maintainer, ""))
 		if outcome != "deleted" {
 			t.Fatalf("outcome = %q, want deleted", outcome)
 		}
@@ -405,7 +418,7 @@ func TestDeleted(t *testing.T) {
 	})
 	t.Run("someone below the pin's role deleting its comment keeps the pin, and the PR is told", func(t *testing.T) {
 		r := pinned(t)
-		_, w := commands.Deleted(t.Context(), r.d, takenBackBy(100, outsider, ""))
+		_, w := commands.Deleted(t.Context(), r.env, takenBackBy(100, outsider, ""))
 		r.commit(t, w)
 		if p := r.activePin(t); p == nil || p.RunID != 10 {
 			t.Fatalf("active pin = %+v, want run 10 still", p)
@@ -418,7 +431,7 @@ func TestDeleted(t *testing.T) {
 	})
 	t.Run("someone below the pin's role editing its line away keeps the pin", func(t *testing.T) {
 		r := pinned(t)
-		_, w := commands.Edited(t.Context(), r.d, takenBackBy(100, outsider, "never mind"), "/reuse-sweep-run 10")
+		_, w := commands.Edited(t.Context(), r.env, edit(takenBackBy(100, outsider, "never mind"), "/reuse-sweep-run 10"))
 		r.commit(t, w)
 		if p := r.activePin(t); p == nil || p.RunID != 10 {
 			t.Fatalf("active pin = %+v, want run 10 still", p)
@@ -427,7 +440,7 @@ func TestDeleted(t *testing.T) {
 	})
 	t.Run("deleting another comment leaves the pin", func(t *testing.T) {
 		r := pinned(t)
-		_, w := commands.Deleted(t.Context(), r.d, comment(101, maintainer, ""))
+		_, w := commands.Deleted(t.Context(), r.env, comment(101, maintainer, ""))
 		r.commit(t, w)
 		if p := r.activePin(t); p == nil || p.RunID != 10 {
 			t.Fatalf("active pin = %+v, want run 10 still", p)

@@ -1,4 +1,4 @@
-// Package stage handles /stage-results: it validates the run, acknowledges
+// Package stage is /stage-results: it validates the run, acknowledges
 // at once, asks the staging side with a repository_dispatch, keeps every
 // request in order in bbolt, and edits the acknowledgement as the staging
 // side reports back (repository_dispatch stage-results-started/completed).
@@ -25,7 +25,7 @@ import (
 	"opsbot/mdtext"
 	"opsbot/notices"
 	"opsbot/runs"
-	"opsbot/state"
+	"opsbot/state/record"
 )
 
 // Reader is what staging reads from GitHub besides the run: the PR's labels.
@@ -33,15 +33,21 @@ type Reader interface {
 	LabelEvents(ctx context.Context, repo string, n int) ([]ghclient.LabelEvent, error)
 }
 
+// Validator checks runs for a PR (runs.Validator).
+type Validator interface {
+	Validate(ctx context.Context, r runs.Rules, pr int, runID int64) (runs.Run, error)
+	Newest(ctx context.Context, r runs.Rules, pr int) (runs.Run, error)
+}
+
 // Handler is the staging side of opsbot.
 type Handler struct {
 	Cfg *config.Live
 	// Validators gives the run validator of an installation (the one the
 	// gate and commands use); Clients its reader of label timelines.
-	Validators func(installation int64) (*runs.Validator, error)
+	Validators func(installation int64) (Validator, error)
 	Clients    func(installation int64) (Reader, error)
 	Notices    *notices.Builder
-	Staged     func(repo string, runID int64) (*state.StageRequest, error)
+	Staged     func(repo string, runID int64) (*record.StageRequest, error)
 	Log        *slog.Logger
 	// Users holds the account ids the logins of stage.callback_senders
 	// are bound to.
@@ -73,56 +79,193 @@ func (h *Handler) Enabled(repo string) bool {
 	return ok && rc.Stage.Dispatch.Repo != ""
 }
 
+// Name is the command's canonical name.
+const Name = "stage-results"
+
+// Usage is the command's usage text.
+const Usage = "usage: /stage-results [<run-id or run URL>]"
+
+// Spec is the command, run by h.
+func Spec(h *Handler) commands.Spec {
+	return commands.Spec{
+		Name:    Name,
+		Verbs:   []commands.Verb{{Word: "/stage-results", Usage: Usage, Args: args, UsageNote: commands.RunNote}},
+		Access:  func(rc *config.Repo) config.Access { return rc.Stage.Access },
+		Help:    help,
+		Handler: h,
+	}
+}
+
+func args(c *commands.Command, args []string, opt commands.Options) string {
+	switch len(args) {
+	case 0:
+		return ""
+	case 1:
+		var reason string
+		c.RunID, c.Attempt, reason = commands.RunArgument(args[0], opt)
+		return reason
+	}
+	return fmt.Sprintf("%s takes one argument, got %d", c.Verb, len(args))
+}
+
+func help(rc *config.Repo) commands.Help {
+	who := commands.Who(rc.Stage.Access)
+	h := commands.Help{Rows: []commands.HelpRow{
+		{Command: "`/stage-results <run>`", What: "publish run `<run>`'s results to the staging site", Who: who},
+		{Command: "`/stage-results`", What: "the same for the newest stageable sweep run of this PR", Who: who},
+	}}
+	if rc.Stage.Dispatch.Repo == "" {
+		h.Settings = []string{"staging is not configured for this repository"}
+	}
+	return h
+}
+
 // Prepare validates a request; the write records it, acknowledges it and
 // dispatches it.
-func (h *Handler) Prepare(ctx context.Context, c commands.Comment, cmd commands.Command, v auth.Verdict) (string, bool, func(*state.Tx) error) {
-	rc, _ := h.Cfg.Get().Repo(c.Repo)
+func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Invocation, line commands.Line) commands.Result {
+	rc := env.Repo
+	if rc.Stage.Dispatch.Repo == "" {
+		return commands.Result{Outcome: commands.Rejected, Reason: "staging is not configured",
+			Reply: fmt.Sprintf("%s staging is not configured for %s (no `stage.dispatch.repo`).", mdtext.Mention(in.Actor.Login), mdtext.Text(rc.Name))}
+	}
+	reply, req, run := h.prepare(ctx, env, in, line)
+	if req == nil {
+		if reply.ok {
+			return commands.Result{Outcome: commands.Accepted, Reply: reply.text}
+		}
+		return commands.Result{Outcome: commands.Rejected, Reason: reply.text, Reply: reply.text}
+	}
+	return commands.Result{Outcome: commands.Accepted, Acknowledges: true, Commit: func(tx record.Tx) (string, error) {
+		r := *req // the write may run more than once
+		return "", h.record(tx, rc, &r, run)
+	}}
+}
+
+type answer struct {
+	text string
+	ok   bool
+}
+
+func (h *Handler) prepare(ctx context.Context, env commands.Env, in commands.Invocation, cmd commands.Line) (answer, *record.StageRequest, runs.Run) {
+	rc := env.Repo
 	what := fmt.Sprintf("run %d", cmd.RunID)
 	if cmd.RunID == 0 {
 		what = "a run"
 	}
-	val, err := h.Validators(c.Installation)
-	if err != nil {
-		return fmt.Sprintf("%s I cannot stage %s: %s.", mdtext.Mention(c.Actor.Login), what, mdtext.Text(err.Error())), false, nil
+	refuse := func(text string) (answer, *record.StageRequest, runs.Run) { return answer{text: text}, nil, runs.Run{} }
+	if h.Validators == nil || h.Clients == nil {
+		return refuse(fmt.Sprintf("%s I cannot stage %s: staging has no GitHub client.", mdtext.Mention(in.Actor.Login), what))
 	}
-	gh, err := h.Clients(c.Installation)
+	val, err := h.Validators(in.Installation)
 	if err != nil {
-		return fmt.Sprintf("%s I cannot stage %s: %s.", mdtext.Mention(c.Actor.Login), what, mdtext.Text(err.Error())), false, nil
+		return refuse(fmt.Sprintf("%s I cannot stage %s: %s.", mdtext.Mention(in.Actor.Login), what, mdtext.Text(err.Error())))
+	}
+	gh, err := h.Clients(in.Installation)
+	if err != nil {
+		return refuse(fmt.Sprintf("%s I cannot stage %s: %s.", mdtext.Mention(in.Actor.Login), what, mdtext.Text(err.Error())))
 	}
 	var run runs.Run
 	if cmd.RunID != 0 {
 		rules := runs.RulesFor(rc, runs.ForStage)
 		rules.Attempt = cmd.Attempt // a named attempt must still be the run's latest, the one staged
-		run, err = val.Validate(ctx, rules, c.PR, cmd.RunID)
+		run, err = val.Validate(ctx, rules, in.PR, cmd.RunID)
 	} else {
-		run, err = val.Newest(ctx, runs.RulesFor(rc, runs.ForStage), c.PR)
+		run, err = val.Newest(ctx, runs.RulesFor(rc, runs.ForStage), in.PR)
 	}
 	if err == nil && len(rc.Stage.RequiredLabels) > 0 {
-		err = h.checkLabels(ctx, gh, rc, c.PR, run)
+		err = h.checkLabels(ctx, gh, rc, in.PR, run)
 	}
 	if rej, ok := runs.IsRejection(err); ok {
 		reason := rej.Reason
 		if cmd.RunID == 0 && rej.Rule == runs.RuleNoRun {
 			reason = fmt.Sprintf("no run of PR #%d can be staged (a completed sweep run with %s and result artifacts); name one with `/stage-results <run-id>`",
-				c.PR, mdtext.Code(rc.Stage.RequiredArtifacts[0]))
+				in.PR, mdtext.Code(rc.Stage.RequiredArtifacts[0]))
 		}
-		return fmt.Sprintf("%s I did not stage %s: %s.", mdtext.Mention(c.Actor.Login), what, reason), false, nil
+		return refuse(fmt.Sprintf("%s I did not stage %s: %s.", mdtext.Mention(in.Actor.Login), what, reason))
 	}
 	if err != nil {
-		h.Log.Warn("checking a run to stage failed", "run", cmd.RunID, "err", err)
-		return commands.NoAnswerReply(c.Actor.Login, "stage", what), false, nil
+		env.Log.Warn("checking a run to stage failed", "run", cmd.RunID, "err", err)
+		return refuse(commands.NoAnswerReply(in.Actor.Login, "stage", what))
 	}
-	if staged, err := h.Staged(rc.Name, run.ID); err == nil && staged != nil {
-		return fmt.Sprintf("%s run %d is already staged: %s", mdtext.Mention(c.Actor.Login), run.ID, stagedURL(staged.URL)), true, nil
+	if h.Staged != nil {
+		if staged, err := h.Staged(rc.Name, run.ID); err == nil && staged != nil {
+			return answer{text: fmt.Sprintf("%s run %d is already staged: %s", mdtext.Mention(in.Actor.Login), run.ID, stagedURL(staged.URL)), ok: true}, nil, run
+		}
 	}
-	req := &state.StageRequest{Repo: rc.Name, PR: c.PR, RunID: run.ID, RunAttempt: max(run.Attempt, 1),
+	req := &record.StageRequest{Repo: rc.Name, PR: in.PR, RunID: run.ID, RunAttempt: max(run.Attempt, 1),
 		RunDate: run.CreatedAt.UTC().Format("2006-01-02"), RunSHA: run.HeadSHA, Conclusion: run.Conclusion,
-		Requester: c.Actor.Login, RequesterID: c.Actor.ID, CommentID: c.CommentID, CommentURL: c.URL,
-		Installation: c.Installation, State: state.StageRequested, Token: rand.Text(), CommandLine: cmd.Text}
-	return "", true, func(tx *state.Tx) error { return h.record(tx, rc, req, run) }
+		Requester: in.Actor.Login, RequesterID: in.Actor.ID,
+		Installation: in.Installation, State: record.StageRequested, Token: rand.Text(), CommandLine: cmd.Text}
+	req.SetOrigin(in.Origin)
+	return answer{ok: true}, req, run
 }
 
-func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest, run runs.Run) error {
+// TakeBack cancels the stage request ch's comment made when the comment
+// was deleted or the request's line edited away, and its dispatch has not
+// been sent (not even tried): the staging side never hears of it. A
+// request already dispatched stays as it is, audited. The actor must be
+// the requester or hold the command's role.
+func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) commands.Write {
+	var v auth.Verdict
+	if env.Repo.Stage.Dispatch.Repo != "" {
+		spec, _ := env.Commands.Spec(Name)
+		v = env.MayTakeBack(ctx, ch, spec)
+	}
+	why := "its comment was deleted"
+	if !ch.Deleted {
+		why = "its command was edited away"
+	}
+	return func(tx record.Tx) error {
+		r, err := tx.StageRequestByComment(ch.Repo, ch.Origin.ID)
+		if err != nil || r == nil || !r.Pending() || !r.Origin().Same(ch.Origin) {
+			return err
+		}
+		if !ch.Deleted && (r.CommandLine == "" || commands.HasLine(ch.Commands, r.CommandLine)) {
+			return nil
+		}
+		return cancel(tx, env, ch, r, v, why)
+	}
+}
+
+func cancel(tx record.Tx, env commands.Env, ch commands.Change, r *record.StageRequest, v auth.Verdict, why string) error {
+	login := ch.Actor.Login
+	rec := record.AuditRecord{Kind: record.AuditStage, Repo: r.Repo, PR: r.PR, RunID: r.RunID, ActorID: ch.Actor.ID, ActorLogin: login}
+	rec.SetOrigin(r.Origin())
+	if !v.Allowed && !v.CheckFailed && r.RequesterID != ch.Actor.ID {
+		spec, _ := env.Commands.Spec(Name)
+		rec.Outcome = record.Kept
+		rec.Reason = fmt.Sprintf("%s by @%s, who may not cancel @%s's stage request (it needs %s)", why, login, r.Requester,
+			env.Policy(spec).Describe())
+		return tx.Audit(rec)
+	}
+	cancelled := false
+	if r.DispatchNotice != 0 {
+		var err error
+		if cancelled, err = tx.Withdraw(r.DispatchNotice); err != nil {
+			return err
+		}
+	}
+	if !cancelled {
+		rec.Outcome = "not_cancelled"
+		rec.Reason = fmt.Sprintf("%s by @%s after its dispatch was sent: the staging side has it, and its report is still taken", why, login)
+		return tx.Audit(rec)
+	}
+	r.State = record.StageCancelled
+	if err := tx.PutStageRequest(r); err != nil {
+		return err
+	}
+	rec.Outcome = string(record.StageCancelled)
+	rec.Reason = fmt.Sprintf("%s by @%s before its dispatch was sent: the staging side was never asked", why, login)
+	if err := tx.Audit(rec); err != nil {
+		return err
+	}
+	return env.Notices.Edit(tx, r.Repo, r.PR, r.Installation, r.AckNotice, notices.KindStage,
+		fmt.Sprintf("%s staging run %s was cancelled before the staging side was asked: %s by %s.", mdtext.Mention(r.Requester),
+			commands.RunLink(r.RunID, env.Notices.Web.Run(r.Repo, r.RunID)), why, mdtext.Mention(login)),
+		notices.Links{PR: env.Notices.Web.PR(r.Repo, r.PR), Comment: r.CommentURL})
+}
+
+func (h *Handler) record(tx record.Tx, rc *config.Repo, req *record.StageRequest, run runs.Run) error {
 	if existing, err := tx.StageRequestByComment(req.Repo, req.CommentID); err != nil || existing != nil {
 		return err
 	}
@@ -143,7 +286,7 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 			if !old.Pending() {
 				continue
 			}
-			old.State = state.StageReplaced
+			old.State = record.StageReplaced
 			if err := tx.PutStageRequest(old); err != nil {
 				return err
 			}
@@ -152,7 +295,7 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 					mdtext.Mention(old.Requester), old.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(old.Repo, old.PR), Comment: old.CommentURL}); err != nil {
 				return err
 			}
-			if err := tx.Audit(state.AuditRecord{Kind: "stage", Outcome: state.StageReplaced, Repo: old.Repo, PR: old.PR, RunID: old.RunID,
+			if err := tx.Audit(record.AuditRecord{Kind: "stage", Outcome: record.StageReplaced, Repo: old.Repo, PR: old.PR, RunID: old.RunID,
 				ActorLogin: old.Requester, CommentID: old.CommentID, CommentURL: old.CommentURL,
 				Reason: fmt.Sprintf("replaced by run %d of PR #%d", req.RunID, req.PR)}); err != nil {
 				return err
@@ -173,13 +316,13 @@ func (h *Handler) record(tx *state.Tx, rc *config.Repo, req *state.StageRequest,
 	if err := tx.AddStageRequest(req); err != nil {
 		return err
 	}
-	return tx.Audit(state.AuditRecord{Kind: "stage", Outcome: state.StageRequested, Repo: req.Repo, PR: req.PR, HeadSHA: req.RunSHA,
+	return tx.Audit(record.AuditRecord{Kind: "stage", Outcome: record.StageRequested, Repo: req.Repo, PR: req.PR, HeadSHA: req.RunSHA,
 		RunID: req.RunID, ActorID: req.RequesterID, ActorLogin: req.Requester, CommentID: req.CommentID, CommentURL: req.CommentURL,
 		Reason: "dispatched " + rc.Stage.Dispatch.EventType + " to " + rc.Stage.Dispatch.Repo})
 }
 
 // AckText is the immediate reply to a stage request.
-func AckText(r *state.StageRequest, runURL string) string {
+func AckText(r *record.StageRequest, runURL string) string {
 	return fmt.Sprintf("%s staging run %s (%s, commit %s, %s) … I will edit this comment when the staging site has it.",
 		mdtext.Mention(r.Requester), runLink(r.RunID, runURL), mdtext.Code(r.Conclusion), mdtext.Code(mdtext.ShortSHA(r.RunSHA)),
 		mdtext.Text(r.RunDate))
@@ -219,8 +362,8 @@ func (h *Handler) checkLabels(ctx context.Context, gh Reader, rc *config.Repo, p
 // echo the request's token (client_payload request-token), which only the
 // dispatch to the staging side carried: anyone else able to send a
 // repository_dispatch to the served repository cannot forge one.
-func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.RepositoryDispatchEvent) (string, state.Write, error) {
-	rc, ok := h.Cfg.Get().Repo(d.Repo)
+func (h *Handler) Callback(ctx context.Context, repo string, ev *github.RepositoryDispatchEvent) (string, commands.Write, error) {
+	rc, ok := h.Cfg.Get().Repo(repo)
 	if !ok {
 		return "ignored-repo", nil, nil
 	}
@@ -236,12 +379,12 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 		reason := fmt.Sprintf("%s for comment %d and run %d came from @%s (account %d), who is not in stage.callback_senders", action,
 			commentID, runID, sender.GetLogin(), sender.GetID())
 		h.Log.Warn("stage callback refused", "reason", reason)
-		return "stage-callback-refused", func(tx *state.Tx) error {
-			return tx.Audit(state.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
+		return "stage-callback-refused", func(tx record.Tx) error {
+			return tx.Audit(record.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
 				CommentID: commentID, ActorID: sender.GetID(), ActorLogin: sender.GetLogin(), Reason: reason})
 		}, nil
 	}
-	return "stage-callback", func(tx *state.Tx) error {
+	return "stage-callback", func(tx record.Tx) error {
 		req, err := tx.StageRequestByComment(rc.Name, commentID)
 		if err != nil {
 			return err
@@ -250,13 +393,13 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 		if matches && (req.Token == "" || subtle.ConstantTimeCompare([]byte(req.Token), []byte(p["request-token"])) != 1) {
 			reason := fmt.Sprintf("%s for comment %d and run %d does not carry the request's token (client_payload request-token)", action, commentID, runID)
 			h.Log.Warn("stage callback refused", "reason", reason, "sender", ev.GetSender().GetLogin())
-			return tx.Audit(state.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
+			return tx.Audit(record.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
 				CommentID: commentID, ActorID: ev.GetSender().GetID(), ActorLogin: ev.GetSender().GetLogin(), Reason: reason})
 		}
 		if !matches {
 			reason := fmt.Sprintf("%s for comment %d and run %d matches no pending stage request", action, commentID, runID)
 			h.Log.Warn("stage callback refused", "reason", reason)
-			return tx.Audit(state.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
+			return tx.Audit(record.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
 				CommentID: commentID, ActorLogin: ev.GetSender().GetLogin(), Reason: reason})
 		}
 		links := notices.Links{PR: h.Notices.Web.PR(req.Repo, req.PR), Comment: req.CommentURL, Run: h.Notices.Web.Run(req.Repo, req.RunID)}
@@ -264,7 +407,7 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 		var text string
 		switch {
 		case action == "stage-results-started":
-			req.State = state.StageStarted
+			req.State = record.StageStarted
 			text = fmt.Sprintf("%s staging run %s … staging in progress%s.", mdtext.Mention(req.Requester),
 				runLink(req.RunID, h.Notices.Web.Run(req.Repo, req.RunID)), h.appRunLink(rc, appRun))
 		case succeeded:
@@ -272,7 +415,7 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 			if err != nil {
 				return err
 			}
-			req.State, req.URL = state.StageStaged, url
+			req.State, req.URL = record.StageStaged, url
 			text = fmt.Sprintf("%s staged run %s: %s", mdtext.Mention(req.Requester), runLink(req.RunID, h.Notices.Web.Run(req.Repo, req.RunID)),
 				stagedURL(url))
 			if rc.Stage.Slot == "shared" {
@@ -285,7 +428,7 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 				}
 			}
 		default:
-			req.State = state.StageFailed
+			req.State = record.StageFailed
 			text = fmt.Sprintf("%s staging run %s failed%s.", mdtext.Mention(req.Requester), runLink(req.RunID, h.Notices.Web.Run(req.Repo, req.RunID)),
 				h.appRunLink(rc, appRun))
 		}
@@ -295,17 +438,17 @@ func (h *Handler) Callback(ctx context.Context, d *state.Delivery, ev *github.Re
 		if err := h.Notices.Edit(tx, req.Repo, req.PR, req.Installation, req.AckNotice, notices.KindStage, text, links); err != nil {
 			return err
 		}
-		return tx.Audit(state.AuditRecord{Kind: "callback", Outcome: req.State, Repo: req.Repo, PR: req.PR, RunID: req.RunID,
+		return tx.Audit(record.AuditRecord{Kind: "callback", Outcome: req.State, Repo: req.Repo, PR: req.PR, RunID: req.RunID,
 			ActorLogin: req.Requester, CommentID: req.CommentID, CommentURL: req.CommentURL, Reason: req.URL})
 	}, nil
 }
 
-func (h *Handler) unstagePrevious(tx *state.Tx, rc *config.Repo, req *state.StageRequest) error {
+func (h *Handler) unstagePrevious(tx record.Tx, rc *config.Repo, req *record.StageRequest) error {
 	prev, err := tx.SlotHolder(rc.Name)
-	if err != nil || prev == nil || prev.Seq == req.Seq || prev.State != state.StageStaged {
+	if err != nil || prev == nil || prev.Seq == req.Seq || prev.State != record.StageStaged {
 		return err
 	}
-	prev.State = state.StageUnstaged
+	prev.State = record.StageUnstaged
 	if err := tx.PutStageRequest(prev); err != nil {
 		return err
 	}
@@ -314,12 +457,12 @@ func (h *Handler) unstagePrevious(tx *state.Tx, rc *config.Repo, req *state.Stag
 			prev.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(prev.Repo, prev.PR)}); err != nil {
 		return err
 	}
-	return tx.Audit(state.AuditRecord{Kind: "stage", Outcome: state.StageUnstaged, Repo: prev.Repo, PR: prev.PR, RunID: prev.RunID,
+	return tx.Audit(record.AuditRecord{Kind: "stage", Outcome: record.StageUnstaged, Repo: prev.Repo, PR: prev.PR, RunID: prev.RunID,
 		ActorLogin: prev.Requester, Reason: fmt.Sprintf("run %d of PR #%d took the shared slot", req.RunID, req.PR)})
 }
 
 // StageURL is the staging URL of a request, from the repository's template.
-func StageURL(rc *config.Repo, r *state.StageRequest) (string, error) {
+func StageURL(rc *config.Repo, r *record.StageRequest) (string, error) {
 	if rc.Stage.URLTemplate == "" {
 		return "(no url_template configured)", nil
 	}

@@ -8,14 +8,14 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"opsbot/config"
-	"opsbot/state"
+	"opsbot/state/record"
 )
 
 // The staging URL is the repository's template filled with the request.
 func TestStageURL(t *testing.T) {
 	rc := &config.Repo{Name: "o/r"}
 	rc.Stage.URLTemplate = "https://staging.example.com/inference?i_dates={{.RunDate}}~r{{.RunID}}&pr={{.PR}}&repo={{.Repo}}"
-	r := &state.StageRequest{RunID: 31147925932, RunDate: "2026-12-01", PR: 2512, Repo: "o/r"}
+	r := &record.StageRequest{RunID: 31147925932, RunDate: "2026-12-01", PR: 2512, Repo: "o/r"}
 	got, err := StageURL(rc, r)
 	if err != nil {
 		t.Fatal(err)

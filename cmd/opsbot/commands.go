@@ -1,0 +1,24 @@
+package main
+
+import (
+	"opsbot/commands"
+	"opsbot/commands/help"
+	"opsbot/commands/reuse"
+	"opsbot/commands/stage"
+)
+
+// commandSpecs are the commands opsbot runs, in the order /opsbot help
+// lists them. A new command is a package under commands/ and one line here.
+func commandSpecs(pins *reuse.Handler, stager *stage.Handler) []commands.Spec {
+	return []commands.Spec{
+		reuse.Spec(pins),
+		stage.Spec(stager),
+		help.Spec(),
+	}
+}
+
+// grammar is the registry for reading comments only (opsbot parse): the
+// commands with handlers that reach nothing.
+func grammar() *commands.Registry {
+	return commands.MustRegistry(commandSpecs(&reuse.Handler{}, &stage.Handler{})...)
+}

@@ -1,0 +1,521 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"opsbot/auth"
+	"opsbot/config"
+	"opsbot/mdtext"
+	"opsbot/notices"
+	"opsbot/state/record"
+)
+
+// OriginKind is what a command came from.
+type OriginKind = record.OriginKind
+
+// Origin is where a command came from: today a PR comment; a check run's
+// requested action or a Slack click are other kinds.
+type Origin = record.Origin
+
+// OriginComment is a PR conversation comment; its ID is the comment's.
+const OriginComment = record.OriginComment
+
+// Invocation is who asked for a command, where, and from what origin,
+// whatever the origin's kind.
+type Invocation struct {
+	Repo         string
+	PR           int
+	PRState      string // open, closed
+	Installation int64
+	Actor        auth.Actor
+	Origin       Origin
+	// ExpectHead, for a command recovery found, is the PR's head when it
+	// was asked: it acts only while that is still the head.
+	ExpectHead string
+}
+
+// Comment is a PR conversation comment as a webhook told it: the
+// invocation of each of its command lines.
+type Comment struct {
+	Invocation
+	// Commands are the comment's commands as ingest parsed them; for an
+	// edit OldCommands are those of the body before it.
+	Commands    []Command
+	OldCommands []Command
+	// Author is who wrote the comment; for an edit or a deletion Actor is
+	// who made it, who may be someone else.
+	Author auth.Actor
+	// Mark is what opsbot had seen of the comment when its commands were
+	// chosen (an edit or a deletion before its `created` delivery): the
+	// write runs them only if that is still so.
+	Mark record.CommentMark
+	// Withdrawn are commands the comment held when posted that it no longer
+	// holds (edited away, or the comment deleted, before its `created`
+	// delivery was processed): audited as not run, for WithdrawnWhy.
+	Withdrawn    []Command
+	WithdrawnWhy string
+	// Recovered marks a deletion or an edit recovery found for a lost
+	// webhook (Actor unknown): it takes back what the comment started.
+	Recovered bool
+}
+
+// Write is what a command changes, in the delivery's transaction. It may
+// run more than once (a retried commit) and must act only through tx.
+type Write func(tx record.Tx) error
+
+// Env is what running a command reads through: the repository's
+// configuration, the registry, role checks and the notices' builder.
+type Env struct {
+	Repo     *config.Repo
+	Commands *Registry
+	Checker  *auth.Checker
+	Lookup   auth.Lookup
+	Notices  *notices.Builder
+	Log      *slog.Logger
+	WebHost  string // host of run URLs in commands; default github.com
+	// Users holds the account ids allow_users logins resolved to; a listed
+	// login that did not resolve allows nobody.
+	Users *auth.Directory
+	// MaxReplies is how many reply comments one user gets per repository in
+	// a rolling hour (notices.max_replies_per_user_per_hour); past it opsbot
+	// only reacts. Zero means the default.
+	MaxReplies int
+	// MaxOutsiderReactions and MaxOutsiderReactionsRepo are how many
+	// reactions commenters below triage get per repository in a rolling
+	// hour, each and all together
+	// (notices.max_outsider_reactions_per_user_per_hour, _per_repo_);
+	// past either only the audit records. Zero means the default.
+	MaxOutsiderReactions     int
+	MaxOutsiderReactionsRepo int
+}
+
+// Options are the parse options of the repository.
+func (e Env) Options() Options { return Options{Repo: e.Repo.Name, Host: e.WebHost} }
+
+// Policy is the access rule of spec on the repository, its allow_users
+// matched by account id.
+func (e Env) Policy(s *Spec) auth.Policy {
+	a := s.Access(e.Repo)
+	role, _ := auth.ParseRole(a.MinRole) // checked at config load
+	return auth.Policy{MinRole: role, Users: a.AllowUsers, Teams: a.AllowTeams, AllowBots: e.Repo.AllowBots,
+		UserIDs: e.Users.IDs(a.AllowUsers)}
+}
+
+// Check is whether actor may run spec here (it may read GitHub).
+func (e Env) Check(ctx context.Context, actor auth.Actor, s *Spec) auth.Verdict {
+	return e.Checker.Check(ctx, e.Lookup, e.Repo.Name, actor, e.Policy(s))
+}
+
+// MayTakeBack is whether the account that edited or deleted a comment
+// (ch.Actor) may take back what the comment started under spec's rule:
+// its author always may, anyone else only with the role the command needs.
+// Checked before the write (it may read GitHub).
+func (e Env) MayTakeBack(ctx context.Context, ch Change, s *Spec) auth.Verdict {
+	if ch.Recovered || (ch.Author.ID != 0 && ch.Author.ID == ch.Actor.ID) {
+		return auth.Verdict{Allowed: true}
+	}
+	return e.Check(ctx, ch.Actor, s)
+}
+
+// Line is one command line of an invocation, with the verdict on its actor.
+type Line struct {
+	Command
+	Verdict auth.Verdict
+}
+
+// Result is what a command line comes to, as its handler prepared it.
+type Result struct {
+	Outcome Outcome
+	Reason  string // audited
+	// Reply is the part of the comment's one reply about this line ("" for
+	// none).
+	Reply string
+	// RunID and HeadSHA, when set, are audited instead of the line's run
+	// (the run a bare command resolved to, the head it was checked at);
+	// RunURL is linked from the reply's Slack mirror.
+	RunID   int64
+	HeadSHA string
+	RunURL  string
+	// Commit, when set and the outcome is accepted, makes the line's
+	// change in the transaction, after its audit record; a reply it returns
+	// replaces Reply.
+	Commit func(tx record.Tx) (reply string, err error)
+	// Acknowledges says Commit posts the line's own acknowledgement (which
+	// it edits later): it runs after the comment's reply, and the line has
+	// no part in the reply.
+	Acknowledges bool
+}
+
+// Change is an edit or a deletion of a comment that may have started
+// something; for a deletion Commands is empty.
+type Change struct {
+	Comment
+	Deleted bool
+}
+
+// step is what one command line comes to.
+type step struct {
+	cmd     Command
+	spec    *Spec
+	verdict auth.Verdict
+	quiet   bool // a denial to someone below triage: a reaction at most
+	Result
+}
+
+// Created runs the commands of a new comment. It does the reads (roles,
+// runs) and returns the write that records everything and adds the
+// notices, to be committed with the delivery.
+func Created(ctx context.Context, env Env, c Comment) (string, Write) {
+	cmds := c.Commands
+	if len(cmds) == 0 && len(c.Withdrawn) == 0 {
+		return "no-commands", nil
+	}
+	// For a command whose last line wins, the earlier ones are ignored.
+	last := map[string]int{}
+	for i, cmd := range cmds {
+		if cmd.Error == "" {
+			last[cmd.Name] = i
+		}
+	}
+	steps := make([]step, len(cmds))
+	for i, cmd := range cmds {
+		s := &steps[i]
+		s.cmd = cmd
+		spec, ok := env.Commands.Spec(cmd.Name)
+		if !ok {
+			// A command stored by a build that knew it, this one does not.
+			s.Outcome, s.Reason = Ignored, fmt.Sprintf("opsbot no longer has the command %s", cmd.Name)
+			continue
+		}
+		s.spec = spec
+		s.verdict = env.Check(ctx, c.Actor, spec)
+		switch {
+		case cmd.Error != "":
+			s.Outcome, s.Reason = UsageError, cmd.Reason
+			if s.verdict.Allowed {
+				s.Reply = UsageReply(env.Commands, c.Actor.Login, cmd)
+			}
+		case !s.verdict.Allowed:
+			s.Outcome, s.Reason = Denied, s.verdict.Reason
+			if s.verdict.CheckFailed {
+				s.Outcome = Errored
+				env.Log.Warn("permission check failed", "login", c.Actor.Login, "err", s.verdict.Err)
+			}
+			if !answersDenial(s.verdict) {
+				// Outsiders cannot make opsbot talk: a reaction, no reply, no Slack.
+				s.quiet = true
+				if s.verdict.CheckFailed {
+					s.Reason = "permission could not be checked (GitHub did not answer); not answered: " + quietUnknown
+					break
+				}
+				s.Reason += "; not answered: " + quietDenial
+				break
+			}
+			s.Reply = fmt.Sprintf("%s I did not run %s: %s.", mdtext.Mention(c.Actor.Login), Code(cmd.Text), s.verdict.Reason)
+		case spec.LastWins && i != last[cmd.Name]:
+			s.Outcome, s.Reason = Ignored, fmt.Sprintf("a later %s in this comment wins", spec.Verbs[0].Word)
+			s.Reply = fmt.Sprintf("%s (line %d) was not run: the last %s in a comment wins.", Code(cmd.Text), cmd.Line,
+				mdtext.Code(spec.Verbs[0].Word))
+		default:
+			s.Result = spec.Handler.Prepare(ctx, env, c.Invocation, Line{Command: cmd, Verdict: s.verdict})
+		}
+	}
+	outcome := "commands"
+	if len(cmds) == 0 {
+		outcome = "withdrawn"
+	}
+	return outcome, func(tx record.Tx) error {
+		id := c.Origin.ID
+		mark, err := tx.CommentMark(env.Repo.Name, id)
+		if err != nil {
+			return err
+		}
+		if mark != c.Mark && mark != record.MarkProcessed {
+			// An edit or a deletion was recorded since the commands were
+			// chosen: choose again from what the comment says now.
+			return fmt.Errorf("%w: comment %d was %s while its commands were checked", ErrCommentChanged, id, mark)
+		}
+		if seen, err := tx.CommentSeen(env.Repo.Name, id); err != nil || seen {
+			return err // a redelivered or replayed comment never runs again
+		}
+		for _, cmd := range c.Withdrawn {
+			if err := tx.Audit(AuditOf(c.Invocation, record.AuditRecord{Kind: record.AuditCommand, Command: cmd.Name,
+				Outcome: string(NotRun), RunID: cmd.RunID, Reason: c.WithdrawnWhy})); err != nil {
+				return err
+			}
+		}
+		return commitSteps(tx, env, c, steps)
+	}
+}
+
+// AuditOf fills a record with who asked, where and from what origin.
+func AuditOf(in Invocation, r record.AuditRecord) record.AuditRecord {
+	r.Repo, r.PR = in.Repo, in.PR
+	r.ActorID, r.ActorLogin = in.Actor.ID, in.Actor.Login
+	r.SetOrigin(in.Origin)
+	return r
+}
+
+// ErrCommentChanged is a comment's write that found the comment edited or
+// deleted since its commands were chosen; processing it again chooses anew.
+var ErrCommentChanged = errors.New("commands: the comment changed while it was processed")
+
+// Outcome is what became of one command, as audited.
+type Outcome string
+
+// Command outcomes.
+const (
+	Accepted   Outcome = "accepted"
+	Denied     Outcome = "denied"      // the commenter may not run it
+	UsageError Outcome = "usage_error" // it was written wrong
+	Rejected   Outcome = "rejected"    // it may not run now (a run that does not qualify, a closed PR)
+	Errored    Outcome = "error"       // GitHub failed while it was checked
+	Ignored    Outcome = "ignored"     // a later command in the comment wins
+	NotRun     Outcome = "not_run"     // taken back (edited away, deleted) before it was processed
+)
+
+// quietDenial is why a denial got a reaction only, as audited.
+const quietDenial = "the commenter's role is below triage (or the account is a bot that is not allow-listed)"
+
+// quietUnknown is why a commenter whose role could not be checked got a
+// reaction only, as audited.
+const quietUnknown = "the commenter is not known to hold triage or above"
+
+// answersDenial reports whether a denied commenter is told why in a reply:
+// only those with triage or above (who take part in the repository's
+// work), and, when GitHub could not tell the role, those last known to
+// hold triage or above (they are asked to try again). Everyone else gets a
+// reaction only: 👎, or 😕 when the role could not be checked.
+func answersDenial(v auth.Verdict) bool {
+	if v.CheckFailed {
+		return v.Known >= auth.RoleTriage
+	}
+	return v.Role >= auth.RoleTriage
+}
+
+// takeReaction decides whether a reaction to a commenter below triage may
+// be added (notices.max_outsider_reactions_per_user_per_hour and
+// _per_repo_per_hour); past either the audit alone records it.
+func takeReaction(tx record.Tx, env Env, in Invocation) (bool, error) {
+	perUser, perRepo := env.MaxOutsiderReactions, env.MaxOutsiderReactionsRepo
+	if perUser <= 0 {
+		perUser = config.DefaultMaxOutsiderReactionsPerUserPerHour
+	}
+	if perRepo <= 0 {
+		perRepo = config.DefaultMaxOutsiderReactionsPerRepoPerHour
+	}
+	ok, err := tx.TakeReaction(in.Repo, in.Actor.ID, perUser, perRepo)
+	if err != nil || ok {
+		return ok, err
+	}
+	return false, tx.Audit(AuditOf(in, record.AuditRecord{Kind: record.AuditReaction, Outcome: string(record.Suppressed),
+		Reason: fmt.Sprintf("reactions to commenters below triage on %s are spent for the hour (%d per user, %d in all); not reacting", in.Repo, perUser, perRepo)}))
+}
+
+// TakeReply decides whether one more reply comment to the invocation's
+// actor may be posted (notices.max_replies_per_user_per_hour); past the
+// limit the refusal is audited and opsbot only reacts.
+func TakeReply(tx record.Tx, env Env, in Invocation) (bool, error) {
+	limit := env.MaxReplies
+	if limit <= 0 {
+		limit = config.DefaultMaxRepliesPerUserPerHour
+	}
+	ok, err := tx.TakeReply(in.Repo, in.Actor.ID, limit)
+	if err != nil || ok {
+		return ok, err
+	}
+	return false, tx.Audit(AuditOf(in, record.AuditRecord{Kind: record.AuditReply, Outcome: string(record.Suppressed),
+		Reason: fmt.Sprintf("%s already got %d replies on %s in the last hour; reacting only", in.Actor.Login, limit, in.Repo)}))
+}
+
+func commitSteps(tx record.Tx, env Env, c Comment, steps []step) error {
+	var replies []string
+	var plus, minus, confused, quiet bool
+	links := notices.Links{PR: env.Notices.Web.PR(c.Repo, c.PR), Comment: c.Origin.URL}
+	var acks []func(tx record.Tx) (string, error)
+	for i := range steps {
+		s := &steps[i]
+		rec := AuditOf(c.Invocation, record.AuditRecord{Kind: record.AuditCommand, Command: s.cmd.Name, Outcome: string(s.Outcome),
+			RunID: s.cmd.RunID, Role: RoleName(s.verdict), Reason: s.Reason})
+		if s.Outcome == Accepted && s.RunID != 0 {
+			rec.RunID, rec.HeadSHA = s.RunID, s.HeadSHA
+		}
+		if s.Outcome == Accepted && s.RunURL != "" {
+			links.Run = s.RunURL
+		}
+		if err := tx.Audit(rec); err != nil {
+			return err
+		}
+		if s.Commit != nil && s.Outcome == Accepted {
+			if s.Acknowledges {
+				acks = append(acks, s.Commit)
+				plus = true
+				continue // the handler posts its own acknowledgement, which it edits later
+			}
+			reply, err := s.Commit(tx)
+			if err != nil {
+				return err
+			}
+			if reply != "" {
+				s.Reply = reply
+			}
+		}
+		switch {
+		case s.Outcome == Accepted:
+			plus = true
+		case s.quiet && s.verdict.CheckFailed:
+			confused = true
+		case s.Outcome == Denied, s.Outcome == Rejected, s.Outcome == Errored:
+			minus = true
+		}
+		quiet = quiet || s.quiet
+		if s.Reply != "" {
+			replies = append(replies, s.Reply)
+		}
+	}
+	if len(replies) > 0 {
+		ok, err := TakeReply(tx, env, c.Invocation)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			replies = nil
+			minus = minus || !plus // a reply held back still gets a reaction
+		}
+	}
+	if quiet && !plus && len(replies) == 0 {
+		// Only a reaction to someone below triage: it counts under their
+		// budgets.
+		ok, err := takeReaction(tx, env, c.Invocation)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+	}
+	for _, r := range []struct {
+		on      bool
+		content string
+	}{{confused && !minus, "confused"}, {plus, "+1"}, {minus, "-1"}} {
+		if !r.on {
+			continue
+		}
+		if err := env.Notices.React(tx, c.Repo, c.PR, c.Installation, c.Origin.ID, r.content); err != nil {
+			return err
+		}
+	}
+	if len(replies) > 0 {
+		if _, err := env.Notices.Comment(tx, c.Repo, c.PR, c.Installation, notices.KindReply, strings.Join(replies, "\n\n---\n\n"), links); err != nil {
+			return err
+		}
+	}
+	for _, ack := range acks {
+		if _, err := ack(tx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RoleName is the verdict's role as audited ("" when unknown).
+func RoleName(v auth.Verdict) string {
+	if v.Role == auth.RoleUnknown {
+		return ""
+	}
+	return v.Role.String()
+}
+
+// HasLine reports whether cmds hold a well-formed line text (in any case).
+func HasLine(cmds []Command, text string) bool {
+	for _, cmd := range cmds {
+		if cmd.Error == "" && strings.EqualFold(cmd.Text, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// Edited handles an edited comment: what it took back (a pin whose line it
+// removed, a stage request not yet dispatched) is taken back by each
+// command's handler, and commands it adds are not run (the editor, if
+// allowed to run them, is told so).
+func Edited(ctx context.Context, env Env, c Comment) (string, Write) {
+	before, after := c.OldCommands, c.Commands
+	had := map[string]int{}
+	for _, cmd := range before {
+		had[strings.ToLower(cmd.Text)]++
+	}
+	var added []Command
+	for _, cmd := range after {
+		k := strings.ToLower(cmd.Text)
+		if had[k] > 0 {
+			had[k]--
+			continue
+		}
+		added = append(added, cmd)
+	}
+	if c.Recovered {
+		added = nil // recovery found the edit: what it added is not opsbot's to answer
+	}
+	told := len(added) > 0
+	for _, cmd := range added {
+		spec, ok := env.Commands.Spec(cmd.Name)
+		if !ok || !env.Check(ctx, c.Actor, spec).Allowed {
+			told = false // no one can make opsbot talk by typing
+		}
+	}
+	takeBack := takeBacks(ctx, env, Change{Comment: c})
+	return "edited", func(tx record.Tx) error {
+		if err := takeBack(tx); err != nil {
+			return err
+		}
+		if len(added) == 0 {
+			return nil
+		}
+		if err := tx.Audit(AuditOf(c.Invocation, record.AuditRecord{Kind: record.AuditEdit, Outcome: string(NotRun),
+			Reason: fmt.Sprintf("%d command(s) added by an edit were not run", len(added))})); err != nil {
+			return err
+		}
+		if !told {
+			return nil
+		}
+		if ok, err := TakeReply(tx, env, c.Invocation); err != nil || !ok {
+			return err
+		}
+		_, err := env.Notices.Comment(tx, c.Repo, c.PR, c.Installation, notices.KindEdited, EditedReply(c.Actor.Login, added),
+			notices.Links{PR: env.Notices.Web.PR(c.Repo, c.PR), Comment: c.Origin.URL})
+		return err
+	}
+}
+
+// Deleted takes back what a deleted comment started (each command's
+// handler decides what and whether the one who deleted it may).
+func Deleted(ctx context.Context, env Env, c Comment) (string, Write) {
+	c.Commands, c.OldCommands = nil, c.Commands
+	return "deleted", takeBacks(ctx, env, Change{Comment: c, Deleted: true})
+}
+
+// takeBacks asks each command that can take its effects back, in order.
+func takeBacks(ctx context.Context, env Env, ch Change) Write {
+	var ws []Write
+	for _, s := range env.Commands.Specs() {
+		if tb, ok := s.Handler.(TakeBacker); ok {
+			if w := tb.TakeBack(ctx, env, ch); w != nil {
+				ws = append(ws, w)
+			}
+		}
+	}
+	return func(tx record.Tx) error {
+		for _, w := range ws {
+			if err := w(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,26 @@
+package help_test
+
+import (
+	"testing"
+
+	"opsbot/commands/help"
+	"opsbot/config"
+	"opsbot/internal/golden"
+	"opsbot/internal/testkit"
+)
+
+// The help reply lists every registered command's rows, notes and
+// settings, for the repository's configuration.
+func TestReplyGolden(t *testing.T) {
+	rc := &config.Repo{Name: "SemiAnalysisAI/InferenceX", SweepWorkflow: ".github/workflows/run-sweep.yml",
+		ResultArtifacts: []string{"results_bmk", "eval_results_all", "bmk_agentic_*"},
+		ProtectedPaths:  []string{".github/**"}, GateActions: []string{"synchronize"}}
+	rc.Reuse.MinRole, rc.Stage.MinRole, rc.Help.MinRole = "write", "maintain", "write"
+	rc.Reuse.AllowTeams = []string{"SemiAnalysisAI/reviewers"}
+	rc.Reuse.AllowedPaths = []string{"perf-changelog.yaml", "docs/**"}
+	rc.Stage.Dispatch.Repo = "SemiAnalysisAI/staging"
+	reg := testkit.Commands(nil, nil)
+	golden.Assert(t, "help.md", help.Reply("octocat", rc, reg))
+	rc.Reuse.AllowedPaths, rc.Reuse.AllowPartialPinned, rc.Stage.Dispatch.Repo, rc.Reuse.AllowTeams, rc.ProtectedPaths = nil, true, "", nil, nil
+	golden.Assert(t, "help-minimal.md", help.Reply("octocat", rc, reg))
+}

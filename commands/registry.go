@@ -1,0 +1,158 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"opsbot/config"
+)
+
+// Spec is one command: how it is typed, who may run it, what /opsbot help
+// says of it, and the handler that runs it. Each command is a package of
+// its own under commands/ that returns its Spec; the server's wiring
+// registers them in order (NewRegistry), the order /opsbot help lists them.
+type Spec struct {
+	// Name is the canonical name, as audited and as `opsbot parse` prints it.
+	Name string
+	// Verbs are the ways to type it; the first is its own name.
+	Verbs []Verb
+	// Access is who may run it on a repository (config's min_role and
+	// allow lists for it).
+	Access func(rc *config.Repo) config.Access
+	// LastWins runs only the last well-formed line of the command in a
+	// comment; the earlier ones are audited ignored.
+	LastWins bool
+	// Help is what /opsbot help says of it on a repository.
+	Help func(rc *config.Repo) Help
+	// Handler runs it.
+	Handler Handler
+}
+
+// Verb is one way to type a command.
+type Verb struct {
+	// Word is the first word as typed, with its slash, in lower case.
+	Word string
+	// Usage is the usage text a line with bad arguments gets.
+	Usage string
+	// Args reads the arguments (split on spaces and tabs) into c; a reason
+	// makes the line a usage error.
+	Args func(c *Command, args []string, opt Options) (reason string)
+	// UsageNote follows the usage text in the reply to a bad line (say,
+	// what a run argument may be).
+	UsageNote string
+}
+
+// Help is what /opsbot help says of a command.
+type Help struct {
+	Rows     []HelpRow // lines of the command table
+	About    string    // paragraphs after the table, Markdown
+	Settings []string  // bullets of the repository's settings
+}
+
+// HelpRow is one line of the /opsbot help table.
+type HelpRow struct {
+	Command string // as typed, Markdown
+	What    string
+	Who     string // who may run it (Who)
+}
+
+// Handler runs a command. Prepare does the reads (GitHub, the run) outside
+// the transaction, once; what it returns is written in the delivery's
+// transaction, which may run more than once.
+type Handler interface {
+	Prepare(ctx context.Context, env Env, in Invocation, line Line) Result
+}
+
+// TakeBacker is a handler whose effects the edit or the deletion of their
+// origin takes back (a pin, a stage request not yet dispatched).
+type TakeBacker interface {
+	// TakeBack does the reads it needs (the actor's role) and returns the
+	// write that takes back what ch's comment started, or nil.
+	TakeBack(ctx context.Context, env Env, ch Change) Write
+}
+
+// Registry is the set of commands opsbot runs, in order.
+type Registry struct {
+	specs   []*Spec
+	byName  map[string]*Spec
+	verbs   map[string]registered
+	longest int
+}
+
+type registered struct {
+	spec *Spec
+	verb *Verb
+}
+
+// maxVerb bounds a verb's length: a line's first word is looked up without
+// allocating.
+const maxVerb = 32
+
+// NewRegistry registers specs in order. Names and verbs must be unique, and
+// every spec complete.
+func NewRegistry(specs ...Spec) (*Registry, error) {
+	r := &Registry{byName: map[string]*Spec{}, verbs: map[string]registered{}}
+	for i := range specs {
+		s := &specs[i]
+		switch {
+		case s.Name == "":
+			return nil, fmt.Errorf("commands: spec %d has no name", i)
+		case r.byName[s.Name] != nil:
+			return nil, fmt.Errorf("commands: %s is registered twice", s.Name)
+		case len(s.Verbs) == 0, s.Access == nil, s.Help == nil, s.Handler == nil:
+			return nil, fmt.Errorf("commands: %s needs verbs, an access rule, help and a handler", s.Name)
+		}
+		r.specs = append(r.specs, s)
+		r.byName[s.Name] = s
+		for j := range s.Verbs {
+			v := &s.Verbs[j]
+			if !strings.HasPrefix(v.Word, "/") || v.Word != strings.ToLower(v.Word) || len(v.Word) > maxVerb ||
+				strings.ContainsAny(v.Word, " \t") || v.Args == nil {
+				return nil, fmt.Errorf("commands: %s: verb %q must be one lower-case word after a slash, at most %d bytes, with an argument reader", s.Name, v.Word, maxVerb)
+			}
+			if _, dup := r.verbs[v.Word]; dup {
+				return nil, fmt.Errorf("commands: verb %s is registered twice", v.Word)
+			}
+			r.verbs[v.Word] = registered{spec: s, verb: v}
+			r.longest = max(r.longest, len(v.Word))
+		}
+	}
+	return r, nil
+}
+
+// MustRegistry is NewRegistry for a set known to be well formed.
+func MustRegistry(specs ...Spec) *Registry {
+	r, err := NewRegistry(specs...)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// Specs are the registered commands in order.
+func (r *Registry) Specs() []*Spec { return r.specs }
+
+// Spec is the command named name.
+func (r *Registry) Spec(name string) (*Spec, bool) {
+	s, ok := r.byName[name]
+	return s, ok
+}
+
+// lookup finds the verb a line's first word names, in any case.
+func (r *Registry) lookup(word string) (registered, bool) {
+	if len(word) > r.longest {
+		return registered{}, false
+	}
+	var buf [maxVerb]byte
+	b := buf[:len(word)]
+	for i := 0; i < len(word); i++ {
+		c := word[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b[i] = c
+	}
+	v, ok := r.verbs[string(b)]
+	return v, ok
+}

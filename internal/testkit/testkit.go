@@ -1,0 +1,23 @@
+// Package testkit is what tests across opsbot share. It is linked into no
+// binary (go list -deps ./cmd/opsbot shows it absent).
+package testkit
+
+import (
+	"opsbot/commands"
+	"opsbot/commands/help"
+	"opsbot/commands/reuse"
+	"opsbot/commands/stage"
+)
+
+// Commands is a registry of opsbot's own commands in the server's order
+// (cmd/opsbot's commandSpecs), run by pins and stager; nil handlers reach
+// nothing, for tests that only read comments.
+func Commands(pins *reuse.Handler, stager *stage.Handler) *commands.Registry {
+	if pins == nil {
+		pins = &reuse.Handler{}
+	}
+	if stager == nil {
+		stager = &stage.Handler{}
+	}
+	return commands.MustRegistry(reuse.Spec(pins), stage.Spec(stager), help.Spec())
+}
