@@ -34,6 +34,9 @@ type Command struct {
 	Verb    string `json:"-"`                // as typed, lower-cased: /use, /reuse-sweep-run, ...
 	Text    string `json:"-"`                // the line as written, trimmed
 	Attempt int    `json:"-"`                // from a run URL's /attempts/N, else 0
+	// Args are the arguments as written, for a command whose reader keeps
+	// them (none of opsbot's own: they read a run or a word).
+	Args []string `json:"args,omitempty"`
 }
 
 // Options say where a comment was written, so run URLs can be checked.
@@ -229,7 +232,7 @@ func (r *Registry) parseLine(n int, s string, opt Options) (Command, bool) {
 	}
 	c := Command{Line: n, Name: v.spec.Name, Verb: v.verb.Word, Text: text}
 	if reason := v.verb.Args(&c, splitArgs(args), opt); reason != "" {
-		c.RunID, c.Attempt, c.Cancel = 0, 0, false
+		c.RunID, c.Attempt, c.Cancel, c.Args = 0, 0, false, nil
 		c.Error, c.Reason = v.verb.Usage, reason
 	}
 	return c, true

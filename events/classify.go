@@ -167,15 +167,16 @@ type commentRecord struct {
 // storedCommand is commands.Command with every field kept (its own JSON
 // form, printed by `opsbot parse`, leaves some out). The two convert.
 type storedCommand struct {
-	Line    int    `json:"line"`
-	Name    string `json:"name"`
-	RunID   int64  `json:"run_id,omitempty"`
-	Cancel  bool   `json:"cancel,omitempty"`
-	Error   string `json:"error,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-	Verb    string `json:"verb,omitempty"`
-	Text    string `json:"text,omitempty"`
-	Attempt int    `json:"attempt,omitempty"`
+	Line    int      `json:"line"`
+	Name    string   `json:"name"`
+	RunID   int64    `json:"run_id,omitempty"`
+	Cancel  bool     `json:"cancel,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+	Verb    string   `json:"verb,omitempty"`
+	Text    string   `json:"text,omitempty"`
+	Attempt int      `json:"attempt,omitempty"`
+	Args    []string `json:"args,omitempty"`
 }
 
 func storeCommands(cmds []commands.Command) []storedCommand {

@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -188,7 +189,7 @@ func TestClassifyKeepsTheParse(t *testing.T) {
 			t.Fatalf("%s: %d read back, want %d", c.name, len(got), len(want))
 		}
 		for i := range want {
-			if got[i] != want[i] {
+			if !reflect.DeepEqual(got[i], want[i]) {
 				t.Errorf("%s[%d] = %+v, want %+v", c.name, i, got[i], want[i])
 			}
 		}

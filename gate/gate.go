@@ -13,7 +13,6 @@ import (
 
 	"opsbot/config"
 	"opsbot/mdtext"
-	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
 	"opsbot/state/record"
@@ -36,6 +35,8 @@ type Validators func(installation int64) (*runs.Validator, error)
 // Notifier adds the notices a decision causes (GitHub and Slack) in the
 // decision's transaction.
 type Notifier interface {
+	// Reason is a decision's reason in words, as the audit and the API keep it.
+	Reason(why record.Why) string
 	Decided(tx record.Tx, d *state.Decision, pin *state.Pin, installation int64) error
 	PinClosed(tx record.Tx, p *state.Pin, installation int64, why string) error
 }
@@ -77,7 +78,7 @@ func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
 	if !rc.IsGateAction(a.Action) {
 		why := state.Why{Code: state.ReasonNotGateAction, Action: a.Action, GateActions: rc.GateActions}
 		return &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: state.Sweep, Action: a.Action, Source: a.Source,
-			Reason: notices.Reason(why), Why: why}, nil
+			Reason: g.Notifier.Reason(why), Why: why}, nil
 	}
 	pin, err := g.Store.ActivePin(a.Repo, a.PR)
 	if err != nil {
@@ -163,7 +164,7 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 			// A pin recorded after this decision began covers the next push.
 			p.why = state.Why{Code: state.ReasonNoPinWhenDecided}
 		}
-		d := &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: p.decision, Reason: notices.Reason(p.why), Why: p.why,
+		d := &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: p.decision, Reason: g.Notifier.Reason(p.why), Why: p.why,
 			Action: a.Action, Source: a.Source, DeliveryID: a.DeliveryID, MergeOf: p.merge}
 		if p.decision == state.Skip {
 			d.PinID, d.RunID, d.RunAttempt, d.RunURL, d.RunSHA = p.pin.ID, p.run.ID, p.run.Attempt, p.run.URL, p.run.HeadSHA

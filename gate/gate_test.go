@@ -18,6 +18,7 @@ import (
 	"opsbot/internal/githubtest"
 	_ "opsbot/internal/golden"
 	"opsbot/runs"
+	"opsbot/notices"
 	"opsbot/state"
 	"opsbot/state/record"
 )
@@ -38,6 +39,7 @@ func (n *notes) Decided(tx record.Tx, d *state.Decision, p *state.Pin, inst int6
 	n.decided++
 	return nil
 }
+func (n *notes) Reason(w record.Why) string { return notices.Reason(w) }
 func (n *notes) PinClosed(tx record.Tx, p *state.Pin, inst int64, why string) error {
 	n.closed++
 	return nil

@@ -52,10 +52,8 @@ type Kind string
 
 // Comment kinds.
 const (
-	KindSkip      Kind = "skip"    // a skipped sweep (broadcast in Slack)
-	KindInvalid   Kind = "invalid" // a pin whose run no longer qualified
-	KindRevoked   Kind = Kind(record.PinRevoked)
-	KindExpired   Kind = Kind(record.PinExpired)
+	KindSkip      Kind = "skip"      // a skipped sweep (broadcast in Slack)
+	KindInvalid   Kind = "invalid"   // a pin whose run no longer qualified
 	KindReply     Kind = "reply"     // opsbot's answer to a command
 	KindEdited    Kind = "edited"    // commands an edit added were not run
 	KindStage     Kind = "stage"     // a staging request and its progress
@@ -74,6 +72,9 @@ type Links struct {
 	Run     string
 	Commit  string
 }
+
+// Reason is a decision's reason in words (the gate's Notifier).
+func (b *Builder) Reason(w record.Why) string { return Reason(w) }
 
 // StatusContext is the commit status opsbot sets on every decided head.
 const StatusContext = "opsbot/sweep-gate"

@@ -295,7 +295,7 @@ func (h *Handler) record(tx record.Tx, rc *config.Repo, req *record.StageRequest
 					mdtext.Mention(old.Requester), old.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(old.Repo, old.PR), Comment: old.CommentURL}); err != nil {
 				return err
 			}
-			if err := tx.Audit(record.AuditRecord{Kind: "stage", Outcome: record.StageReplaced, Repo: old.Repo, PR: old.PR, RunID: old.RunID,
+			if err := tx.Audit(record.AuditRecord{Kind: "stage", Outcome: string(record.StageReplaced), Repo: old.Repo, PR: old.PR, RunID: old.RunID,
 				ActorLogin: old.Requester, CommentID: old.CommentID, CommentURL: old.CommentURL,
 				Reason: fmt.Sprintf("replaced by run %d of PR #%d", req.RunID, req.PR)}); err != nil {
 				return err
@@ -316,7 +316,7 @@ func (h *Handler) record(tx record.Tx, rc *config.Repo, req *record.StageRequest
 	if err := tx.AddStageRequest(req); err != nil {
 		return err
 	}
-	return tx.Audit(record.AuditRecord{Kind: "stage", Outcome: record.StageRequested, Repo: req.Repo, PR: req.PR, HeadSHA: req.RunSHA,
+	return tx.Audit(record.AuditRecord{Kind: "stage", Outcome: string(record.StageRequested), Repo: req.Repo, PR: req.PR, HeadSHA: req.RunSHA,
 		RunID: req.RunID, ActorID: req.RequesterID, ActorLogin: req.Requester, CommentID: req.CommentID, CommentURL: req.CommentURL,
 		Reason: "dispatched " + rc.Stage.Dispatch.EventType + " to " + rc.Stage.Dispatch.Repo})
 }
@@ -438,7 +438,7 @@ func (h *Handler) Callback(ctx context.Context, repo string, ev *github.Reposito
 		if err := h.Notices.Edit(tx, req.Repo, req.PR, req.Installation, req.AckNotice, notices.KindStage, text, links); err != nil {
 			return err
 		}
-		return tx.Audit(record.AuditRecord{Kind: "callback", Outcome: req.State, Repo: req.Repo, PR: req.PR, RunID: req.RunID,
+		return tx.Audit(record.AuditRecord{Kind: "callback", Outcome: string(req.State), Repo: req.Repo, PR: req.PR, RunID: req.RunID,
 			ActorLogin: req.Requester, CommentID: req.CommentID, CommentURL: req.CommentURL, Reason: req.URL})
 	}, nil
 }
@@ -457,7 +457,7 @@ func (h *Handler) unstagePrevious(tx record.Tx, rc *config.Repo, req *record.Sta
 			prev.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(prev.Repo, prev.PR)}); err != nil {
 		return err
 	}
-	return tx.Audit(record.AuditRecord{Kind: "stage", Outcome: record.StageUnstaged, Repo: prev.Repo, PR: prev.PR, RunID: prev.RunID,
+	return tx.Audit(record.AuditRecord{Kind: "stage", Outcome: string(record.StageUnstaged), Repo: prev.Repo, PR: prev.PR, RunID: prev.RunID,
 		ActorLogin: prev.Requester, Reason: fmt.Sprintf("run %d of PR #%d took the shared slot", req.RunID, req.PR)})
 }
 

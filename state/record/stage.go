@@ -4,15 +4,18 @@ import (
 	"time"
 )
 
-// Stage request states.
+// StageState is where a stage request is.
+type StageState string
+
+// Stage request states, as stored and audited.
 const (
-	StageRequested = "requested" // acknowledged and dispatched
-	StageStarted   = "started"   // the staging side said it began
-	StageStaged    = "staged"    // completed and succeeded: the run is on the staging site
-	StageFailed    = "failed"    // completed and failed
-	StageReplaced  = "replaced"  // a newer request took the shared slot before this one finished
-	StageUnstaged  = "unstaged"  // was staged; a newer run took the shared slot
-	StageCancelled = "cancelled" // its comment was deleted (or its command edited away) before the dispatch was sent
+	StageRequested StageState = "requested" // acknowledged and dispatched
+	StageStarted   StageState = "started"   // the staging side said it began
+	StageStaged    StageState = "staged"    // completed and succeeded: the run is on the staging site
+	StageFailed    StageState = "failed"    // completed and failed
+	StageReplaced  StageState = "replaced"  // a newer request took the shared slot before this one finished
+	StageUnstaged  StageState = "unstaged"  // was staged; a newer run took the shared slot
+	StageCancelled StageState = "cancelled" // its comment was deleted (or its command edited away) before the dispatch was sent
 )
 
 // StageRequest is one /stage-results request, kept in order per repository.
@@ -39,11 +42,11 @@ type StageRequest struct {
 	// side (0 in requests recorded before it was kept).
 	DispatchNotice uint64 `json:"dispatch_notice,omitempty"`
 	// CommandLine is the command as written in the comment.
-	CommandLine  string `json:"command_line,omitempty"`
-	Installation int64  `json:"installation,omitempty"`
-	State        string `json:"state"`
-	URL          string `json:"url,omitempty"`
-	AppRunID     int64  `json:"app_run_id,omitempty"`
+	CommandLine  string     `json:"command_line,omitempty"`
+	Installation int64      `json:"installation,omitempty"`
+	State        StageState `json:"state"`
+	URL          string     `json:"url,omitempty"`
+	AppRunID     int64      `json:"app_run_id,omitempty"`
 	// Token is the request's secret, sent in the dispatch's client_payload
 	// (request-token): a callback that does not echo it is refused.
 	Token     string    `json:"token,omitempty"`
