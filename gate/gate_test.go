@@ -17,8 +17,8 @@ import (
 	"opsbot/ghclient"
 	"opsbot/internal/githubtest"
 	_ "opsbot/internal/golden"
-	"opsbot/runs"
 	"opsbot/notices"
+	"opsbot/runs"
 	"opsbot/state"
 	"opsbot/state/record"
 )
