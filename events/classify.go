@@ -48,9 +48,6 @@ const (
 	IgnoredDispatch = "repository dispatch that is not a stage result"
 )
 
-// usedEvents are the events opsbot acts on; every other event is ignored.
-var usedEvents = map[string]bool{"issue_comment": true, "pull_request": true, "repository_dispatch": true}
-
 // Classify reads a verified delivery's body once and returns the record to
 // store (its Body set to body), or nil and why opsbot ignores it. An error
 // means the body is not valid JSON.
@@ -65,7 +62,8 @@ func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, strin
 		jsonv2.MatchCaseInsensitiveNames(true)); err != nil {
 		return nil, "", fmt.Errorf("events: decoding the %s delivery: %w", event, err)
 	}
-	if !usedEvents[event] {
+	k, used := kindOf(event)
+	if !used {
 		return nil, IgnoredEvent, nil
 	}
 	if env.Repository == nil {
@@ -80,56 +78,8 @@ func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, strin
 		now = s.Now
 	}
 	d := &state.Delivery{ID: id, Event: event, Action: env.Action, Repo: repo, ReceivedAt: now(), Body: body}
-	switch event {
-	case "issue_comment":
-		// Comments on issues that are not pull requests carry no commands.
-		if env.Issue == nil || !isPR(env.Issue.PullRequest) {
-			return nil, IgnoredIssue, nil
-		}
-		d.PR = env.Issue.Number
-		if env.Comment == nil {
-			break // the worker reads the body and finds nothing to do
-		}
-		d.CommentID = env.Comment.ID
-		if !strings.HasPrefix(strings.ToLower(id), RecoveryIDPrefix) {
-			env.Recovery = nil // only recovery's own deliveries say what recovery knew
-		}
-		c := s.comment(repo, &env)
-		// A new comment that holds no command line (most comments) is
-		// completed by the worker without reading anything more. Any
-		// line that could be a command, even a malformed one, goes through.
-		d.NoCommands = env.Action == "created" && len(c.Commands) == 0
-		if d.NoCommands {
-			break // the worker completes it from the header alone: nothing more to record
-		}
-		raw, err := json.Marshal(ingested{Comment: c})
-		if err != nil {
-			return nil, "", fmt.Errorf("events: recording the parsed comment: %w", err)
-		}
-		d.Parsed = raw
-	case "pull_request":
-		d.PR = env.Number
-		if d.PR == 0 && env.PullRequest != nil {
-			d.PR = env.PullRequest.Number
-		}
-		if d.PR == 0 {
-			return nil, IgnoredNoPR, nil
-		}
-	case "repository_dispatch":
-		if !strings.HasPrefix(env.Action, "stage-results-") {
-			return nil, IgnoredDispatch, nil
-		}
-		// The staging workflow names the PR in its client payload.
-		switch n := env.ClientPayload["pr-number"].(type) {
-		case float64:
-			if n > 0 && n < 1<<31 {
-				d.PR = int(n)
-			}
-		case string:
-			if v, err := strconv.Atoi(n); err == nil && v > 0 {
-				d.PR = v
-			}
-		}
+	if why, err := k.classify(s, &env, id, d); why != "" || err != nil {
+		return nil, why, err
 	}
 	return d, "", nil
 }
@@ -220,4 +170,62 @@ func (s *Schema) fromPayload(repo string, p *CommentPayload) *commentRecord {
 	env := envelope{Action: p.Action, Issue: p.Issue, Comment: p.Comment, Changes: p.Changes, Sender: p.Sender,
 		Installation: p.Installation}
 	return s.comment(repo, &env)
+}
+
+func (s *Schema) classifyComment(env *envelope, id string, d *state.Delivery) (string, error) {
+	// Comments on issues that are not pull requests carry no commands.
+	if env.Issue == nil || !isPR(env.Issue.PullRequest) {
+		return IgnoredIssue, nil
+	}
+	d.PR = env.Issue.Number
+	if env.Comment == nil {
+		return "", nil // the worker reads the body and finds nothing to do
+	}
+	d.CommentID = env.Comment.ID
+	if !strings.HasPrefix(strings.ToLower(id), RecoveryIDPrefix) {
+		env.Recovery = nil // only recovery's own deliveries say what recovery knew
+	}
+	c := s.comment(d.Repo, env)
+	// A new comment that holds no command line (most comments) is
+	// completed by the worker without reading anything more. Any
+	// line that could be a command, even a malformed one, goes through.
+	d.NoCommands = env.Action == "created" && len(c.Commands) == 0
+	if d.NoCommands {
+		return "", nil // the worker completes it from the header alone: nothing more to record
+	}
+	raw, err := json.Marshal(ingested{Comment: c})
+	if err != nil {
+		return "", fmt.Errorf("events: recording the parsed comment: %w", err)
+	}
+	d.Parsed = raw
+	return "", nil
+}
+
+func classifyPull(env *envelope, d *state.Delivery) string {
+	d.PR = env.Number
+	if d.PR == 0 && env.PullRequest != nil {
+		d.PR = env.PullRequest.Number
+	}
+	if d.PR == 0 {
+		return IgnoredNoPR
+	}
+	return ""
+}
+
+func classifyDispatch(env *envelope, d *state.Delivery) string {
+	if !strings.HasPrefix(env.Action, "stage-results-") {
+		return IgnoredDispatch
+	}
+	// The staging workflow names the PR in its client payload.
+	switch n := env.ClientPayload["pr-number"].(type) {
+	case float64:
+		if n > 0 && n < 1<<31 {
+			d.PR = int(n)
+		}
+	case string:
+		if v, err := strconv.Atoi(n); err == nil && v > 0 {
+			d.PR = v
+		}
+	}
+	return ""
 }

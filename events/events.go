@@ -72,36 +72,44 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 	if !ok {
 		return "ignored-repo", nil, nil // the configuration changed since it was stored
 	}
-	switch d.Event {
-	case "issue_comment":
-		if d.NoCommands {
-			// Seen, with nothing to run: recovery must not run it later
-			// (say, after an edit added a command).
-			return "no-commands", processed(rc.Name, d.CommentID), nil
-		}
-		c, err := h.commentOf(rc, d)
-		if err != nil || c == nil {
-			return "ignored-issue", nil, err
-		}
-		return h.comment(ctx, rc, c)
-	case "pull_request":
-		var ev PullPayload
-		if err := decode(d, &ev); err != nil {
-			return "", nil, err
-		}
-		return h.pullRequest(ctx, rc, d, &ev)
-	case "repository_dispatch":
-		var ev github.RepositoryDispatchEvent
-		if err := decode(d, &ev); err != nil {
-			return "", nil, err
-		}
-		if h.Stage == nil {
-			return "ignored-dispatch", nil, nil
-		}
-		out, w, err := h.Stage.Callback(ctx, d.Repo, &ev)
-		return out, stateWrite(w), err
+	k, ok := kindOf(d.Event)
+	if !ok {
+		return "ignored", nil, nil
 	}
-	return "ignored", nil, nil
+	return k.handle(h, ctx, rc, d)
+}
+
+func (h *Handler) handleComment(ctx context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error) {
+	if d.NoCommands {
+		// Seen, with nothing to run: recovery must not run it later
+		// (say, after an edit added a command).
+		return "no-commands", processed(rc.Name, d.CommentID), nil
+	}
+	c, err := h.commentOf(rc, d)
+	if err != nil || c == nil {
+		return "ignored-issue", nil, err
+	}
+	return h.comment(ctx, rc, c)
+}
+
+func (h *Handler) handlePull(ctx context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error) {
+	var ev PullPayload
+	if err := decode(d, &ev); err != nil {
+		return "", nil, err
+	}
+	return h.pullRequest(ctx, rc, d, &ev)
+}
+
+func (h *Handler) handleDispatch(ctx context.Context, _ *config.Repo, d *state.Delivery) (string, state.Write, error) {
+	var ev github.RepositoryDispatchEvent
+	if err := decode(d, &ev); err != nil {
+		return "", nil, err
+	}
+	if h.Stage == nil {
+		return "ignored-dispatch", nil, nil
+	}
+	out, w, err := h.Stage.Callback(ctx, d.Repo, &ev)
+	return out, stateWrite(w), err
 }
 
 // commentOf is a comment delivery as ingest recorded it; one stored before
@@ -291,7 +299,7 @@ func (h *Handler) rememberInstallation(repo string, id int64) state.Write {
 // never runs it later). It returns the outcome and that write; ok false
 // for every other delivery.
 func Done(d *state.Delivery) (outcome string, w state.Write, ok bool) {
-	if d.Event != "issue_comment" || !d.NoCommands || d.CommentID == 0 {
+	if d.Event != EventComment || !d.NoCommands || d.CommentID == 0 {
 		return "", nil, false
 	}
 	return "no-commands", processed(d.Repo, d.CommentID), true

@@ -112,12 +112,17 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 	for _, d := range []string{"skip", "sweep"} {
 		m.Decisions.WithLabelValues(d)
 	}
-	for _, e := range []string{"issue_comment", "pull_request", "repository_dispatch"} {
+	return m
+}
+
+// Events makes the webhook counts of the events opsbot uses
+// (events.Used) present at zero from the start.
+func (m *Metrics) Events(names []string) {
+	for _, e := range names {
 		for _, o := range []string{"stored", "duplicate", "ignored", "bad_signature"} {
-			m.Webhooks.WithLabelValues(e, o)
+			m.Webhooks.WithLabelValues(EventLabel(e), o)
 		}
 	}
-	return m
 }
 
 // BuildInfo registers opsbot_build_info: 1, labelled with opsbot's version,

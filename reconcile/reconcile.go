@@ -262,7 +262,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			// A pin is taken only while this is still the head: a push
 			// between this reconcile and the delivery's turn passes it by.
 			Recovery: &events.Recovery{HeadSHA: head}}
-		added, err := r.add(ctx, schema, fmt.Sprintf("%scomment-%d", IDPrefix, c.GetID()), "issue_comment", body)
+		added, err := r.add(ctx, schema, fmt.Sprintf("%scomment-%d", IDPrefix, c.GetID()), events.EventComment, body)
 		if err != nil {
 			return rep, err
 		}
@@ -304,7 +304,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		// opsbot was not listening is recovered each time.
 		id := fmt.Sprintf("%sclosed-%s-%d-%d-%s", IDPrefix, strings.ToLower(rc.Name), n, p.GetClosedAt().Unix(),
 			strings.ToLower(head.GetSHA()))
-		added, err := r.add(ctx, schema, id, "pull_request", body)
+		added, err := r.add(ctx, schema, id, events.EventPull, body)
 		if err != nil {
 			return rep, err
 		}
@@ -372,7 +372,7 @@ func (r *Reconciler) takenBack(ctx context.Context, gh Reader, schema *events.Sc
 		}{From: pin.CommentLine}}
 	}
 	id := fmt.Sprintf("%s%s-%d-pin-%d", IDPrefix, action, pin.CommentID, pin.ID)
-	added, err := r.add(ctx, schema, id, "issue_comment", payload)
+	added, err := r.add(ctx, schema, id, events.EventComment, payload)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"opsbot/events"
 	"strings"
 )
 
@@ -34,7 +35,7 @@ func githubPermissions(staging, teams bool) []githubPermission {
 }
 
 // githubEvents are the webhook events opsbot uses.
-var githubEvents = []string{"issue_comment", "pull_request", "repository_dispatch"}
+var githubEvents = events.Used()
 
 func runGitHub(e *env, args []string) error {
 	if len(args) == 0 || args[0] != "app-manifest" {

@@ -266,6 +266,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		return st.Depth, st.Oldest, st.DeadLetter, err
 	}, store.OutboxStats, time.Now)
 	m.BuildInfo(fullVersion(), fullCommit())
+	m.Events(events.Used())
 	a.metrics = m
 
 	dry := cfg.DryRun || (secrets.GitHubToken == "" && cfg.GitHub.App == nil)
