@@ -59,11 +59,11 @@ type Store interface {
 	SetReconciledAt(repo string, t time.Time) error
 	PRInfo(repo string, pr int) (*state.PRInfo, error)
 	Decisions(repo string, pr int) ([]state.Decision, error)
-	Append(ctx context.Context, d *state.Delivery) (state.AppendResult, error)
+	events.Inbox
 }
 
 // Queue takes the deliveries reconciling adds.
-type Queue interface{ Enqueue(d *state.Delivery) }
+type Queue = events.Queue
 
 // Reconciler reconciles repositories.
 type Reconciler struct {
@@ -477,19 +477,15 @@ func (r *Reconciler) add(ctx context.Context, schema *events.Schema, id, event s
 	if err != nil {
 		return false, err
 	}
-	d, ignored, err := schema.Classify(event, id, raw)
+	in := &events.Intake{Schema: schema, Store: r.Store, Queue: r.Queue}
+	taken, err := in.Take(ctx, event, id, raw, [32]byte{})
 	if err != nil {
 		return false, err
 	}
-	if d == nil {
-		return false, fmt.Errorf("reconcile: the recovered %s %s was not classified as used: %s", event, id, ignored)
+	if taken.Delivery == nil {
+		return false, fmt.Errorf("reconcile: the recovered %s %s was not classified as used: %s", event, id, taken.Ignored)
 	}
-	res, err := r.Store.Append(ctx, d)
-	if err != nil || res == state.Duplicate {
-		return false, err
-	}
-	r.Queue.Enqueue(d)
-	return true, nil
+	return taken.Result == state.Stored, nil
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -16,21 +16,13 @@ import (
 	"opsbot/commands"
 	"opsbot/events"
 	"opsbot/metrics"
-	"opsbot/state"
 )
 
-// Appender stores deliveries durably.
-type Appender interface {
-	Append(ctx context.Context, d *state.Delivery) (state.AppendResult, error)
-	// AppendDone records a delivery that needs no processing, with its one
-	// write, as received and processed in one fsync'd commit.
-	AppendDone(ctx context.Context, d *state.Delivery, outcome string, w state.Write) (state.AppendResult, error)
-}
+// Appender stores deliveries durably (events.Inbox).
+type Appender = events.Inbox
 
-// Queue takes stored deliveries for processing.
-type Queue interface {
-	Enqueue(d *state.Delivery)
-}
+// Queue takes stored deliveries for processing (events.Queue).
+type Queue = events.Queue
 
 // ReadyCheck reports a reason the server is not ready, or "" when it is.
 // degraded parts (Slack) are reported but do not make it unready.
@@ -68,8 +60,7 @@ type Config struct {
 
 // Server answers HTTP.
 type Server struct {
-	store   Appender
-	queue   Queue
+	intake  *events.Intake
 	secrets []auth.Secret
 	maxBody int64
 	limits  BodyLimits
@@ -92,7 +83,7 @@ func New(c Config) *Server {
 		// Without the commands every comment would read as having none.
 		panic("server: Config.Commands is required")
 	}
-	s := &Server{store: c.Store, queue: c.Queue, secrets: c.Secrets, maxBody: c.MaxBody, limits: c.Body, bodies: newBodyBudget(c.Body),
+	s := &Server{secrets: c.Secrets, maxBody: c.MaxBody, limits: c.Body, bodies: newBodyBudget(c.Body),
 		m: c.Metrics, log: c.Log, ready: c.Ready, now: c.Now, ctx: c.Ctx, mux: http.NewServeMux(),
 		metricsToken: c.MetricsToken, metricsElsewhere: c.MetricsElsewhere}
 	if s.now == nil {
@@ -101,7 +92,8 @@ func New(c Config) *Server {
 	if s.ctx == nil {
 		s.ctx = context.Background()
 	}
-	s.schema = &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now}
+	s.intake = &events.Intake{Schema: &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now},
+		Store: c.Store, Queue: c.Queue}
 	s.routes(c.Extra)
 	return s
 }

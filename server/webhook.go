@@ -95,44 +95,30 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		}
 		body = []byte(form.Get("payload"))
 	}
-	d, ignored, err := s.schema.Classify(event, id, body)
-	if err != nil {
+	// The verified signature is GitHub's keyed digest of the body: it
+	// identifies a resent copy without hashing the body again. Stored in
+	// the inbox on the server's context: once GitHub's request has reached
+	// this point, a client hang-up must not cancel the write.
+	sum, _ := auth.SignatureDigest(event, r.Header.Get("X-Hub-Signature-256"))
+	taken, err := s.intake.Take(s.ctx, event, id, body, sum)
+	switch {
+	case errors.Is(err, events.ErrBadBody):
 		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected", Error: "body is not valid JSON"})
 		return
-	}
-	if d == nil {
-		s.log.Debug("webhook ignored", "delivery", id, "event", label, "reason", ignored)
-		answer(http.StatusAccepted, "ignored", webhookReply{Status: "ignored"})
-		return
-	}
-	// The verified signature is GitHub's keyed digest of the body: it
-	// identifies a resent copy without hashing the body again.
-	d.Sum, _ = auth.SignatureDigest(event, r.Header.Get("X-Hub-Signature-256"))
-	// Stored in the inbox on the server's context: once GitHub's request
-	// has reached this point, a client hang-up must not cancel the write.
-	var res state.AppendResult
-	if outcome, w, ok := events.Done(d); ok {
-		// Nothing to run (a comment with no command line): its one write
-		// commits with its receipt, and no worker reads it again.
-		res, err = s.store.AppendDone(s.ctx, d, outcome, w)
-		if err == nil && res == state.Stored {
-			s.m.ObserveProcessed(d.Event, outcome, 0)
-			answer(http.StatusAccepted, "stored", webhookReply{Status: "stored"})
-			return
-		}
-	} else {
-		res, err = s.store.Append(s.ctx, d)
-	}
-	if err != nil {
+	case err != nil:
 		s.log.Error("storing a delivery failed", "delivery", id, "err", err)
 		w.Header().Set("Retry-After", "5")
 		answer(http.StatusServiceUnavailable, "error", webhookReply{Status: "error", Error: "could not store the delivery; retry"})
 		return
-	}
-	if res == state.Duplicate {
+	case taken.Delivery == nil:
+		s.log.Debug("webhook ignored", "delivery", id, "event", label, "reason", taken.Ignored)
+		answer(http.StatusAccepted, "ignored", webhookReply{Status: "ignored"})
+		return
+	case taken.Result == state.Duplicate:
 		answer(http.StatusOK, "duplicate", webhookReply{Status: "duplicate"})
 		return
+	case taken.Done != "":
+		s.m.ObserveProcessed(event, taken.Done, 0)
 	}
-	s.queue.Enqueue(d)
 	answer(http.StatusAccepted, "stored", webhookReply{Status: "stored"})
 }
