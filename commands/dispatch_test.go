@@ -13,11 +13,11 @@ import (
 
 	"opsbot/auth"
 	"opsbot/commands"
+	"opsbot/commands/commandstest"
 	"opsbot/commands/reuse"
 	"opsbot/config"
 	"opsbot/ghclient"
 	"opsbot/internal/githubtest"
-	"opsbot/internal/testkit"
 	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
@@ -54,7 +54,7 @@ func (r roles) UserID(_ context.Context, login string) (int64, error) {
 }
 
 // parser reads comments with opsbot's commands.
-var parser = testkit.Commands(nil, nil)
+var parser = commandstest.Registry(nil, nil)
 
 // hrig is one repository's command handling over a temp store and the fake GitHub.
 type hrig struct {
@@ -101,7 +101,7 @@ func newHRig(t *testing.T) *hrig {
 		t.Fatal(err)
 	}
 	pins := &reuse.Handler{Validators: func(int64) (reuse.Validator, error) { return &runs.Validator{GH: c}, nil }}
-	env := commands.Env{Repo: rc, Commands: testkit.Commands(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
+	env := commands.Env{Repo: rc, Commands: commandstest.Registry(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
 		Lookup:  roles{"maintainer": "maintain", "outsider": "read"},
 		Notices: &notices.Builder{}, Users: &auth.Directory{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}

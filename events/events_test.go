@@ -4,8 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"opsbot/commands/commandstest"
 	"opsbot/config"
-	"opsbot/internal/testkit"
 )
 
 // TestCommentOfOlderDeliveries: a comment delivery stored before ingest
@@ -17,9 +17,9 @@ func TestCommentOfOlderDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Cfg: config.NewLive(cfg), Commands: testkit.Commands(nil, nil)}
+	h := &Handler{Cfg: config.NewLive(cfg), Commands: commandstest.Registry(nil, nil)}
 	rc, _ := cfg.Repo("Codertocat/Hello-World")
-	s := NewSchema(config.NewLive(cfg), testkit.Commands(nil, nil), nil)
+	s := NewSchema(config.NewLive(cfg), commandstest.Registry(nil, nil), nil)
 	for _, tc := range []struct{ action, body string }{
 		{"created", "/reuse-sweep-run 12\n/opsbot help"},
 		{"created", "no command here"},

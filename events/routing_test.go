@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"opsbot/auth"
+	"opsbot/commands/commandstest"
 	"opsbot/commands/reuse"
 	"opsbot/config"
 	"opsbot/events"
@@ -18,7 +19,6 @@ import (
 	"opsbot/ghclient"
 	"opsbot/internal/fixtures"
 	"opsbot/internal/githubtest"
-	"opsbot/internal/testkit"
 	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
@@ -62,7 +62,7 @@ func newERig(t *testing.T) *erig {
 	validators := &runs.Validators{Clients: clients}
 	g := &gate.Gate{Cfg: config.NewLive(cfg), Store: st, Notifier: n, Log: log, Validators: validators.For}
 	pins := &reuse.Handler{Validators: func(inst int64) (reuse.Validator, error) { return validators.For(inst) }}
-	h := &events.Handler{Cfg: config.NewLive(cfg), Log: log, Clients: clients, Commands: testkit.Commands(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
+	h := &events.Handler{Cfg: config.NewLive(cfg), Log: log, Clients: clients, Commands: commandstest.Registry(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
 		Gate: g, Notices: n, SelfID: githubtest.BotID, SelfName: githubtest.BotLogin, Users: &auth.Directory{}}
 	return &erig{h: h, store: st, gh: gh}
 }

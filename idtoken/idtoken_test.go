@@ -2,25 +2,19 @@ package idtoken
 
 import (
 	"context"
-	"crypto"
-	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"math/big"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"opsbot/config"
 	"opsbot/gate"
+	"opsbot/internal/testkit"
 )
 
 func TestCovers(t *testing.T) {
@@ -88,30 +82,9 @@ func TestCovers(t *testing.T) {
 // refused with ErrUnavailable (answered from memory for a few seconds), and
 // once it answers they verify.
 func TestVerifierDiscoversLazily(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var up atomic.Bool
-	var discoveries atomic.Int32
-	var url string
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		discoveries.Add(1)
-		if !up.Load() {
-			http.Error(w, "down", http.StatusBadGateway)
-			return
-		}
-		json.NewEncoder(w).Encode(map[string]any{"issuer": url, "jwks_uri": url + "/jwks", "id_token_signing_alg_values_supported": []string{"RS256"}})
-	})
-	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
-		b64 := base64.RawURLEncoding.EncodeToString
-		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{"kty": "RSA", "alg": "RS256", "kid": "k", "use": "sig",
-			"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes())}}})
-	})
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	url = srv.URL
+	is := testkit.NewIssuer(t)
+	is.Down.Store(true)
+	key, url, discoveries := is.Key, is.URL, &is.Discoveries
 	clock := time.Now()
 	v := &Verifier{Issuer: url, Audience: "opsbot", Now: func() time.Time { return clock }}
 	if discoveries.Load() != 0 {
@@ -127,7 +100,7 @@ func TestVerifierDiscoversLazily(t *testing.T) {
 	if n := discoveries.Load(); n != 1 {
 		t.Fatalf("%d discoveries in the back-off, want 1", n)
 	}
-	up.Store(true)
+	is.Down.Store(false)
 	clock = clock.Add(retryAfter)
 	c, err := v.Verify(t.Context(), tok)
 	if err != nil || c.Repository != "org/bench" || c.Ref != "refs/pull/7/merge" {
@@ -144,50 +117,11 @@ func TestVerifierDiscoversLazily(t *testing.T) {
 
 func sign(t *testing.T, key *rsa.PrivateKey, claims map[string]any) string {
 	t.Helper()
-	enc := func(v any) string {
-		raw, _ := json.Marshal(v)
-		return base64.RawURLEncoding.EncodeToString(raw)
-	}
-	in := enc(map[string]string{"alg": "RS256", "kid": "k", "typ": "JWT"}) + "." + enc(claims)
-	sum := sha256.Sum256([]byte(in))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, sum[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return in + "." + base64.RawURLEncoding.EncodeToString(sig)
+	return testkit.SignJWT(t, key, testkit.KeyID, claims)
 }
 
-// fakeIssuer serves a discovery document and a JWKS with key kid "k", and
-// counts the requests for each.
-type fakeIssuer struct {
-	URL               string
-	key               *rsa.PrivateKey
-	discoveries, jwks atomic.Int32
-}
-
-func newFakeIssuer(t *testing.T) *fakeIssuer {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	is := &fakeIssuer{key: key}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		is.discoveries.Add(1)
-		json.NewEncoder(w).Encode(map[string]any{"issuer": is.URL, "jwks_uri": is.URL + "/jwks", "id_token_signing_alg_values_supported": []string{"RS256"}})
-	})
-	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
-		is.jwks.Add(1)
-		b64 := base64.RawURLEncoding.EncodeToString
-		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{"kty": "RSA", "alg": "RS256", "kid": "k", "use": "sig",
-			"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes())}}})
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	is.URL = srv.URL
-	return is
-}
+// newFakeIssuer is a local issuer that counts its requests.
+func newFakeIssuer(t *testing.T) *testkit.Issuer { return testkit.NewIssuer(t) }
 
 // forge makes a token with header kid and claims, signed with no real key.
 func forge(kid string, claims map[string]any) string {
@@ -235,7 +169,7 @@ func TestForgedIDTokensDoNotDriveKeyFetches(t *testing.T) {
 			}
 		}
 	}
-	if d, k := is.discoveries.Load(), is.jwks.Load(); d+k != 0 {
+	if d, k := is.Discoveries.Load(), is.KeyFetches.Load(); d+k != 0 {
 		t.Fatalf("tokens refused by their claims made %d discoveries and %d key fetches, want none", d, k)
 	}
 	for i := range 50 {
@@ -243,10 +177,10 @@ func TestForgedIDTokensDoNotDriveKeyFetches(t *testing.T) {
 			t.Fatalf("forged token: %v, want ErrInvalid", err)
 		}
 	}
-	if n := is.jwks.Load(); n != 1 {
+	if n := is.KeyFetches.Load(); n != 1 {
 		t.Fatalf("50 forged tokens in one refetch interval fetched the keys %d times, want 1", n)
 	}
-	real := sign(t, is.key, good)
+	real := sign(t, is.Key, good)
 	if _, err := v.Verify(t.Context(), real); err != nil {
 		t.Fatalf("a real token with a known key: %v", err)
 	}
@@ -255,13 +189,13 @@ func TestForgedIDTokensDoNotDriveKeyFetches(t *testing.T) {
 	// go-oidc frees its last fetch a moment after it answers, and until then
 	// hands that answer out again: keep forging until the key set refetches
 	// (bounded), then check it did so once.
-	for i, deadline := 0, time.Now().Add(10*time.Second); is.jwks.Load() < 2 && time.Now().Before(deadline); i++ {
+	for i, deadline := 0, time.Now().Add(10*time.Second); is.KeyFetches.Load() < 2 && time.Now().Before(deadline); i++ {
 		v.Verify(t.Context(), forge(fmt.Sprintf("later-%d", i), good))
 	}
 	for i := range 10 {
 		v.Verify(t.Context(), forge(fmt.Sprintf("again-%d", i), good))
 	}
-	if n := is.jwks.Load(); n != 2 {
+	if n := is.KeyFetches.Load(); n != 2 {
 		t.Fatalf("after the interval the keys were fetched %d times in all, want 2", n)
 	}
 }
@@ -272,7 +206,7 @@ func TestForgedIDTokensDoNotDriveKeyFetches(t *testing.T) {
 func TestAskerHangingUpIsNotAnIssuerOutage(t *testing.T) {
 	is := newFakeIssuer(t)
 	v := &Verifier{Issuer: is.URL, Audience: "opsbot"}
-	tok := sign(t, is.key, map[string]any{"iss": is.URL, "aud": "opsbot", "exp": time.Now().Add(time.Minute).Unix(),
+	tok := sign(t, is.Key, map[string]any{"iss": is.URL, "aud": "opsbot", "exp": time.Now().Add(time.Minute).Unix(),
 		"repository": "org/bench", "ref": "refs/pull/7/merge"})
 	gone, cancel := context.WithCancel(t.Context())
 	cancel()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"opsbot/auth"
+	"opsbot/commands/commandstest"
 	"opsbot/internal/fixtures"
 	"opsbot/internal/testkit"
 	"opsbot/metrics"
@@ -29,7 +30,7 @@ func budgetServer(t *testing.T, lim BodyLimits) (*Server, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	s := New(Config{Commands: testkit.Commands(nil, nil), Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret}, MaxBody: 1 << 20, Body: lim,
+	s := New(Config{Commands: commandstest.Registry(nil, nil), Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret}, MaxBody: 1 << 20, Body: lim,
 		RepoName: func(n string) (string, bool) { return "Codertocat/Hello-World", true },
 		Metrics:  metrics.New(nil, nil, time.Now), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	hs := httptest.NewServer(s)
@@ -81,17 +82,6 @@ func (b *bodyBudget) slowerThanHealthy() int {
 	return n
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // With the body budget spent by stalled uploads, a signed delivery cuts the
 // largest of them (answered 503 with Retry-After) and is stored; a body that
 // is itself the largest is refused with 503 instead of cutting a smaller one.
@@ -100,8 +90,8 @@ func TestBodyBudgetFavoursSmallBodies(t *testing.T) {
 	// Each has sent 120 KiB and holds 8 chunks, the last part filled.
 	a := upload(t, hs.URL, 120<<10)
 	b := upload(t, hs.URL, 120<<10)
-	waitFor(t, "the two uploads fill the budget", func() bool { return s.bodies.inUse() == 256<<10 })
-	waitFor(t, "the two uploads have stalled below the healthy rate", func() bool { return s.bodies.slowerThanHealthy() == 2 })
+	testkit.Eventually(t, "the two uploads fill the budget", func() bool { return s.bodies.inUse() == 256<<10 })
+	testkit.Eventually(t, "the two uploads have stalled below the healthy rate", func() bool { return s.bodies.slowerThanHealthy() == 2 })
 
 	body := fixtures.Webhook(t, "pull_request", "synchronize")
 	resp, err := http.DefaultClient.Do(fixtures.SignedRequest(t, hs.URL+"/webhook", "pull_request", "small-1", body, secret))
@@ -151,7 +141,7 @@ func TestBodyBudgetFavoursSmallBodies(t *testing.T) {
 		t.Fatal("the stalled upload did not give way to a faster one")
 	}
 	c.Close()
-	waitFor(t, "the budget is given back", func() bool { return s.bodies.inUse() == 0 })
+	testkit.Eventually(t, "the budget is given back", func() bool { return s.bodies.inUse() == 0 })
 }
 
 // A body that stalls past the grace period is cut with 408; the budget it
@@ -166,5 +156,5 @@ func TestBodyRateFloor(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("a stalled body was cut after %s, want about the 1 s grace", took)
 	}
-	waitFor(t, "the budget is given back", func() bool { return s.bodies.inUse() == 0 })
+	testkit.Eventually(t, "the budget is given back", func() bool { return s.bodies.inUse() == 0 })
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"opsbot/auth"
+	"opsbot/commands/commandstest"
 	"opsbot/internal/fixtures"
 	"opsbot/internal/testkit"
 	"opsbot/metrics"
@@ -31,7 +32,7 @@ func limitedServer(t *testing.T, maxConns int, lim BodyLimits, readHdr, read tim
 	}
 	t.Cleanup(func() { st.Close() })
 	lim.ReadTimeout = read
-	s := New(Config{Commands: testkit.Commands(nil, nil), Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret}, MaxBody: 1 << 20, Body: lim,
+	s := New(Config{Commands: commandstest.Registry(nil, nil), Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret}, MaxBody: 1 << 20, Body: lim,
 		RepoName: func(n string) (string, bool) { return "Codertocat/Hello-World", true },
 		Metrics:  metrics.New(nil, nil, time.Now), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -237,8 +238,8 @@ func TestSmallSlowBodiesCannotStarveALargerDelivery(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		upload(t, hs.URL, chunkSize+1) // holds 2 chunks
 	}
-	waitFor(t, "budget full", func() bool { return s.bodies.inUse() == 8*chunkSize })
-	waitFor(t, "the small bodies have stalled below the healthy rate", func() bool { return s.bodies.slowerThanHealthy() == 4 })
+	testkit.Eventually(t, "budget full", func() bool { return s.bodies.inUse() == 8*chunkSize })
+	testkit.Eventually(t, "the small bodies have stalled below the healthy rate", func() bool { return s.bodies.slowerThanHealthy() == 4 })
 	payload := bytes.Repeat([]byte("a"), 40<<10) // a 40 KiB delivery: 3 chunks
 	body := []byte(`{"action":"synchronize","number":1,"repository":{"full_name":"Codertocat/Hello-World"},"x":"` + string(payload) + `"}`)
 	resp, err := http.DefaultClient.Do(fixtures.SignedRequest(t, hs.URL+"/webhook", "pull_request", "big-1", body, secret))
@@ -295,7 +296,7 @@ func TestHealthyDeliveryIsNotCutForASmallerBody(t *testing.T) {
 	}
 	defer c.Close()
 	go req.Write(c)
-	waitFor(t, "the delivery holds 7 chunks", func() bool { return s.bodies.inUse() == 7*chunkSize })
+	testkit.Eventually(t, "the delivery holds 7 chunks", func() bool { return s.bodies.inUse() == 7*chunkSize })
 
 	small := upload(t, hs.URL, 2*chunkSize+1) // needs 3 chunks, 1 is free
 	if code, _ := answerOf(t, small); code != http.StatusServiceUnavailable {

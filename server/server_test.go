@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"opsbot/auth"
+	"opsbot/commands/commandstest"
 	"opsbot/internal/fixtures"
 	_ "opsbot/internal/golden"
-	"opsbot/internal/testkit"
 	"opsbot/metrics"
 	"opsbot/state"
 )
@@ -35,7 +35,7 @@ func newServer(t testing.TB, fail func() error) (*Server, *state.Store, *queue) 
 	}
 	t.Cleanup(func() { st.Close() })
 	q := &queue{}
-	s := New(Config{Commands: testkit.Commands(nil, nil), Store: st, Queue: q, Secrets: []auth.Secret{secret}, MaxBody: 25 << 20,
+	s := New(Config{Commands: commandstest.Registry(nil, nil), Store: st, Queue: q, Secrets: []auth.Secret{secret}, MaxBody: 25 << 20,
 		RepoName: func(n string) (string, bool) {
 			return "Codertocat/Hello-World", strings.EqualFold(n, "Codertocat/Hello-World")
 		},

@@ -17,6 +17,7 @@ import (
 	"opsbot/auth"
 	"opsbot/config"
 	"opsbot/internal/slacktest"
+	"opsbot/internal/testkit"
 )
 
 // GitHub's default webhook content type is a form whose payload field holds
@@ -184,7 +185,7 @@ func TestExampleConfigFirstRunIsDry(t *testing.T) {
 			return map[string]string{"OPSBOT_WEBHOOK_SECRET": "change-me-to-a-long-secret"}[k]
 		},
 		"--listen", "127.0.0.1:0", "--state", filepath.Join(dir, "opsbot.db"))
-	eventually(t, "the log says GitHub is in dry-run", func() bool {
+	testkit.Eventually(t, "the log says GitHub is in dry-run", func() bool {
 		return strings.Contains(ts.stderr.String(), "GitHub dry-run") && strings.Contains(ts.stderr.String(), "dry_run is set")
 	})
 }

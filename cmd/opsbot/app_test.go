@@ -15,6 +15,7 @@ import (
 	"opsbot/config"
 	"opsbot/internal/fixtures"
 	"opsbot/internal/githubtest"
+	"opsbot/internal/testkit"
 )
 
 // TestAppBuiltApartFromFlags builds the server with newApp from a
@@ -88,7 +89,7 @@ repos:
 	setPath(p, "comment.user", user{login: maintLog, id: maintID}.json())
 	p["sender"] = user{login: maintLog, id: maintID}.json()
 	send("issue_comment", "app-1", p)
-	eventually(t, "opsbot replies to /opsbot help", func() bool {
+	testkit.Eventually(t, "opsbot replies to /opsbot help", func() bool {
 		for _, r := range gh.Comments(theRepo, thePR) {
 			if r.ID != c.ID && strings.Contains(r.Body, "here is what opsbot does") {
 				return true
@@ -103,7 +104,7 @@ repos:
 	setPath(pr, "pull_request.number", thePR)
 	pr["installation"] = map[string]any{"id": 4242}
 	send("pull_request", "app-2", pr)
-	eventually(t, "the push's installation is recorded in the database", func() bool {
+	testkit.Eventually(t, "the push's installation is recorded in the database", func() bool {
 		id, err := a.store.RepoInstallation(theRepo)
 		return err == nil && id == 4242
 	})

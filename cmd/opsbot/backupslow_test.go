@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"opsbot/internal/fixtures"
+	"opsbot/internal/testkit"
 	"opsbot/state"
 )
 
@@ -126,7 +127,7 @@ func TestSlowBackupReaderDoesNotStallCommits(t *testing.T) {
 		t.Fatalf("the backup read slowly does not check: %v", err)
 	}
 	conn.Close()
-	eventually(t, "the backup's temporary copy is removed", func() bool { return len(backupTemps(t, w.dir)) == 0 })
+	testkit.Eventually(t, "the backup's temporary copy is removed", func() bool { return len(backupTemps(t, w.dir)) == 0 })
 
 	// A client that hangs up half way: the copy is removed too.
 	conn, _ = slowBackup(t, w.srv.URL)
@@ -134,5 +135,5 @@ func TestSlowBackupReaderDoesNotStallCommits(t *testing.T) {
 		t.Fatalf("temporary copies while a backup streams: %v, want one", backupTemps(t, w.dir))
 	}
 	conn.Close()
-	eventually(t, "the temporary copy of an abandoned backup is removed", func() bool { return len(backupTemps(t, w.dir)) == 0 })
+	testkit.Eventually(t, "the temporary copy of an abandoned backup is removed", func() bool { return len(backupTemps(t, w.dir)) == 0 })
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"opsbot/internal/fixtures"
+	"opsbot/internal/testkit"
 )
 
 // vmRSS is the resident memory of process pid, in bytes.
@@ -118,7 +119,7 @@ func TestUnsignedUploadsCostBoundedMemory(t *testing.T) {
 	}
 
 	// With more sent than the budget holds, signed deliveries still get in.
-	eventually(t, "the uploads have sent 100 MiB", func() bool { return sent.Load() >= 100<<20 })
+	testkit.Eventually(t, "the uploads have sent 100 MiB", func() bool { return sent.Load() >= 100<<20 })
 	body := fixtures.Webhook(t, "pull_request", "synchronize")
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for i := range 5 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"opsbot/internal/fixtures"
+	"opsbot/internal/testkit"
 )
 
 // dialFrom opens a connection to the server from a loopback address (all
@@ -121,7 +122,7 @@ func TestPerAddressConnectionLimit(t *testing.T) {
 		fmt.Fprint(c, "POST /webhook HTTP/1.1\r\nHost: opsbot\r\nContent-Type: application/json\r\nX-GitHub-Event: ping\r\n"+
 			"X-GitHub-Delivery: d\r\nX-Hub-Signature-256: sha256="+strings.Repeat("0", 64)+"\r\nContent-Length: 100\r\n\r\n{")
 	}
-	eventually(t, "a fifth connection from 127.0.0.2 is refused", func() bool {
+	testkit.Eventually(t, "a fifth connection from 127.0.0.2 is refused", func() bool {
 		over := &keepAlive{Conn: dialFrom(t, "127.0.0.2", w.srv.URL)}
 		over.r = bufio.NewReader(over.Conn)
 		code, err := over.get(t, "/healthz")
@@ -194,7 +195,7 @@ func TestTrustedProxyForwardedClients(t *testing.T) {
 	}
 	// Once both have reached the server, a third is refused. The proxy
 	// appends the peer it saw; a client may prepend anything.
-	eventually(t, "a third request in flight for 203.0.113.7 through the proxy is refused", func() bool {
+	testkit.Eventually(t, "a third request in flight for 203.0.113.7 through the proxy is refused", func() bool {
 		third := openIdleWithHeader(t, "127.0.0.2", w.srv.URL)
 		code, err := third.get(t, "/healthz", "X-Forwarded-For: 10.9.9.9, 203.0.113.7\r\n")
 		third.Close()
@@ -253,7 +254,7 @@ func TestSlowHeadersDoNotKeepDeliveriesOut(t *testing.T) {
 			}()
 		}
 	}
-	eventually(t, "the slow headers hold the slots", func() bool { return held.Load() >= 48 })
+	testkit.Eventually(t, "the slow headers hold the slots", func() bool { return held.Load() >= 48 })
 	accepted := 0
 	for i := range 10 {
 		if code, body := signedDeliveryOf(t, w, "127.0.0.9", sha(fmt.Sprintf("d%d", i))); code == http.StatusAccepted {
@@ -303,7 +304,7 @@ func TestStalledBodiesDoNotKeepDeliveriesOut(t *testing.T) {
 			}()
 		}
 	}
-	eventually(t, "the stalled bodies hold the slots", func() bool { return held.Load() >= 16 })
+	testkit.Eventually(t, "the stalled bodies hold the slots", func() bool { return held.Load() >= 16 })
 	accepted := 0
 	for i := range 10 {
 		if code, body := signedDeliveryOf(t, w, "127.0.0.9", sha(fmt.Sprintf("e%d", i))); code == http.StatusAccepted {

@@ -1,61 +1,32 @@
 package main
 
 import (
-	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"opsbot/internal/testkit"
 )
 
-// issuer is a local GitHub Actions OIDC issuer: a discovery document and a
-// JWKS served by httptest, and an RSA key made for the test.
-type issuer struct {
-	URL string
-	key *rsa.PrivateKey
-}
+// issuer is a local GitHub Actions OIDC issuer (testkit's) minting tokens
+// of this repository's sweep.
+type issuer struct{ *testkit.Issuer }
 
-func newIssuer(t *testing.T) *issuer {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	is := &issuer{key: key}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(map[string]any{"issuer": is.URL, "jwks_uri": is.URL + "/.well-known/jwks",
-			"subject_types_supported": []string{"public", "pairwise"}, "response_types_supported": []string{"id_token"},
-			"id_token_signing_alg_values_supported": []string{"RS256"}, "claims_supported": []string{"sub", "aud", "exp", "iat", "iss", "repository", "ref"}})
-	})
-	mux.HandleFunc("GET /.well-known/jwks", func(w http.ResponseWriter, r *http.Request) {
-		b64 := base64.RawURLEncoding.EncodeToString
-		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{"kty": "RSA", "alg": "RS256", "use": "sig", "kid": "k1",
-			"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes())}}})
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	is.URL = srv.URL
-	return is
-}
+func newIssuer(t *testing.T) *issuer { return &issuer{testkit.NewIssuer(t)} }
 
 // token mints an ID token as GitHub Actions would for a pull_request run of
 // PR 2512's sweep workflow; set overrides claims (nil deletes one).
 func (is *issuer) token(t *testing.T, set map[string]any) string {
 	t.Helper()
-	return signJWT(t, is.key, is.claims(set))
+	return is.Sign(t, is.claims(set))
 }
 
 func (is *issuer) claims(set map[string]any) map[string]any {
@@ -72,24 +43,6 @@ func (is *issuer) claims(set map[string]any) map[string]any {
 		}
 	}
 	return c
-}
-
-func signJWT(t *testing.T, key *rsa.PrivateKey, claims map[string]any) string {
-	t.Helper()
-	enc := func(v any) string {
-		raw, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return base64.RawURLEncoding.EncodeToString(raw)
-	}
-	signing := enc(map[string]string{"alg": "RS256", "typ": "JWT", "kid": "k1"}) + "." + enc(claims)
-	sum := sha256.Sum256([]byte(signing))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, sum[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signing + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 type apiReply struct {
@@ -163,7 +116,7 @@ func TestGateWithGitHubActionsIDToken(t *testing.T) {
 		{"wrong audience", is.token(t, map[string]any{"aud": "someone-else"}), askForm(thePR, sha("c2")), 401, "audience"},
 		{"expired", is.token(t, map[string]any{"exp": time.Now().Add(-time.Minute).Unix(), "iat": time.Now().Add(-time.Hour).Unix(),
 			"nbf": time.Now().Add(-time.Hour).Unix()}), askForm(thePR, sha("c2")), 401, "expired"},
-		{"another issuer's key", signJWT(t, other, is.claims(nil)), askForm(thePR, sha("c2")), 401, "signature"},
+		{"another issuer's key", testkit.SignJWT(t, other, testkit.KeyID, is.claims(nil)), askForm(thePR, sha("c2")), 401, "signature"},
 		{"another repository's token", is.token(t, map[string]any{"repository": "octo-org/octo-repo"}), askForm(thePR, sha("c2")),
 			401, `its repository \"octo-org/octo-repo\" is not served by this opsbot`},
 		{"an ask for another repository", is.token(t, nil),

@@ -10,9 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"opsbot/internal/testkit"
 )
 
 const testSecret = "test-webhook-secret"
@@ -24,24 +25,7 @@ type testServer struct {
 	DB     string
 	cancel context.CancelFunc
 	done   chan error
-	stderr *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	stderr *testkit.SyncBuffer
 }
 
 // writeConfig writes a configuration for tests into dir; extra YAML is
@@ -90,7 +74,7 @@ func startServer(t *testing.T, configPath string, getenv func(string) string, ar
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	ts := &testServer{Dir: filepath.Dir(configPath), DB: filepath.Join(filepath.Dir(configPath), "opsbot.db"),
-		cancel: cancel, done: make(chan error, 1), stderr: &syncBuffer{}}
+		cancel: cancel, done: make(chan error, 1), stderr: &testkit.SyncBuffer{}}
 	go func() {
 		err := run(ctx, append([]string{"serve", "--config", configPath}, args...), getenv, strings.NewReader(""), pw, ts.stderr)
 		pw.Close()
@@ -141,18 +125,5 @@ func (ts *testServer) Stop(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Errorf("server did not stop in 20s")
-	}
-}
-
-// eventually polls cond until it holds or 10 s pass. It waits for a
-// condition, never for a fixed time.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

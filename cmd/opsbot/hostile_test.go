@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"opsbot/internal/githubtest"
+	"opsbot/internal/testkit"
 )
 
 // A client that sends its headers slowly is cut off; many open connections
@@ -67,7 +68,7 @@ func TestSlowClientsAndConnectionFlood(t *testing.T) {
 		c.Close()
 	}
 	conns = nil
-	eventually(t, "the server takes connections again", func() bool {
+	testkit.Eventually(t, "the server takes connections again", func() bool {
 		resp, err := http.Get(w.srv.URL + "/healthz")
 		if err != nil {
 			return false
@@ -87,7 +88,7 @@ func TestRepliesSurviveGitHubErrors(t *testing.T) {
 	w.gh.Inject("POST /repos/{owner}/{repo}/issues/{n}/comments", githubtest.Fault{Status: 500, Times: 2})
 	c := w.gh.AddComment(theRepo, thePR, maintLog, "/opsbot help")
 	announceComment(t, w, c.ID)
-	eventually(t, "the reply is posted after GitHub recovers", func() bool { return len(w.replies()) == 1 })
+	testkit.Eventually(t, "the reply is posted after GitHub recovers", func() bool { return len(w.replies()) == 1 })
 	w.settle()
 	if n := len(w.replies()); n != 1 {
 		t.Fatalf("%d replies, want exactly 1", n)

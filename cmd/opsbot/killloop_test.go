@@ -19,6 +19,7 @@ import (
 
 	"opsbot/internal/fixtures"
 	"opsbot/internal/githubtest"
+	"opsbot/internal/testkit"
 )
 
 // The kill loop: while pins and pushes stream in, the real binary is
@@ -167,7 +168,7 @@ repos: [{name: %q, sweep_workflow: .github/workflows/run-sweep.yml}]
 	case <-time.After(90 * time.Second):
 		t.Fatal("the deliveries did not all get through")
 	}
-	eventually(t, "every PR's skip is announced", func() bool {
+	testkit.Eventually(t, "every PR's skip is announced", func() bool {
 		for pr := 1; pr <= prs; pr++ {
 			if replies(pr, "Sweep skipped") == 0 {
 				return false
@@ -176,7 +177,7 @@ repos: [{name: %q, sweep_workflow: .github/workflows/run-sweep.yml}]
 		return true
 	})
 	// The last notices of each PR (its push's status) are sent before the clean stop.
-	eventually(t, "every PR's push has its commit status", func() bool {
+	testkit.Eventually(t, "every PR's push has its commit status", func() bool {
 		for pr := 1; pr <= prs; pr++ {
 			if len(gh.Statuses(theRepo, head(pr, 2))) == 0 {
 				return false

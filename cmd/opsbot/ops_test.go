@@ -13,6 +13,7 @@ import (
 
 	"opsbot/internal/githubtest"
 	"opsbot/internal/golden"
+	"opsbot/internal/testkit"
 	"opsbot/state"
 )
 
@@ -214,9 +215,9 @@ func TestRefusedNoticeIsListed(t *testing.T) {
 	w.gh.Inject("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", githubtest.Fault{Status: 422})
 	c := w.gh.AddComment(theRepo, thePR, maintLog, "/opsbot help")
 	announceComment(t, w, c.ID)
-	eventually(t, "the reaction is given up after its attempts", func() bool {
+	testkit.Eventually(t, "the reaction is given up after its attempts", func() bool {
 		out, _, err := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--failed-notices", "--format", "json")
 		return err == nil && strings.Contains(out, `"kind": "reaction"`) && strings.Contains(out, "422")
 	})
-	eventually(t, "the reply goes out beside the refused reaction", func() bool { return len(w.replies()) == 1 })
+	testkit.Eventually(t, "the reply goes out beside the refused reaction", func() bool { return len(w.replies()) == 1 })
 }

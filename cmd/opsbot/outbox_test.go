@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"opsbot/internal/githubtest"
+	"opsbot/internal/testkit"
 )
 
 // A notice that can never be sent wedges nothing: the staging
@@ -83,7 +84,7 @@ func TestCommandBurstStaysWithinSecondaryLimits(t *testing.T) {
 		p["sender"] = u.json()
 		postNoSettle(t, w, "issue_comment", p)
 	}
-	eventually(t, "the burst's first replies are out", func() bool { return len(w.replies()) >= 3 })
+	testkit.Eventually(t, "the burst's first replies are out", func() bool { return len(w.replies()) >= 3 })
 
 	w.gh.Push(theRepo, other, []string{sha("e2")}, nil)
 	p := w.syncPayload(sha("e2"))

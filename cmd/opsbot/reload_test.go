@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"opsbot/internal/testkit"
 )
 
 // A reload (POST /api/v1/reload, or SIGHUP) reads the configuration file
@@ -61,7 +63,7 @@ func TestConfigReload(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "SIGHUP reloads the configuration", func() bool {
+	testkit.Eventually(t, "SIGHUP reloads the configuration", func() bool {
 		return strings.Contains(w.srv.stderr.String(), `"configuration reloaded"`) &&
 			strings.Count(w.srv.stderr.String(), `"configuration reloaded"`) >= 2
 	})

@@ -15,6 +15,7 @@ import (
 	"opsbot/config"
 	"opsbot/internal/fixtures"
 	"opsbot/internal/githubtest"
+	"opsbot/internal/testkit"
 	"opsbot/mdtext"
 	"opsbot/state"
 	"opsbot/state/record"
@@ -141,8 +142,8 @@ repos:
 	}
 
 	c := comment("echo-1", maintLog, maintID, "/echo hello")
-	eventually(t, "opsbot answers /echo", func() bool { return replyTo("you said `hello`") })
-	eventually(t, "the comment gets +1", func() bool {
+	testkit.Eventually(t, "opsbot answers /echo", func() bool { return replyTo("you said `hello`") })
+	testkit.Eventually(t, "the comment gets +1", func() bool {
 		for _, r := range gh.Reactions(c.ID) {
 			if r == "+1" {
 				return true
@@ -161,7 +162,7 @@ repos:
 
 	// Its access rule holds: a reader gets a reaction, no answer.
 	s := comment("echo-2", "stranger", 99, "/echo again")
-	eventually(t, "the stranger's comment gets -1", func() bool {
+	testkit.Eventually(t, "the stranger's comment gets -1", func() bool {
 		for _, r := range gh.Reactions(s.ID) {
 			if r == "-1" {
 				return true
@@ -175,5 +176,5 @@ repos:
 
 	// Its help is in /opsbot help, after opsbot's own commands.
 	comment("echo-3", maintLog, maintID, "/opsbot help")
-	eventually(t, "/opsbot help lists /echo", func() bool { return replyTo("| `/echo <word>` | say the word back |") })
+	testkit.Eventually(t, "/opsbot help lists /echo", func() bool { return replyTo("| `/echo <word>` | say the word back |") })
 }

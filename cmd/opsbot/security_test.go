@@ -18,6 +18,7 @@ import (
 
 	"opsbot/internal/fixtures"
 	"opsbot/internal/githubtest"
+	"opsbot/internal/testkit"
 )
 
 // The end-to-end tests of docs/security.md's threat model that concern
@@ -111,7 +112,7 @@ func TestDoesNotStartWithoutKnowingItself(t *testing.T) {
 	w := newWorld(t, "")
 	w.srv.Stop(t)
 	w.gh.Inject("GET /user", githubtest.Fault{Status: 401, Body: `{"message":"Bad credentials"}`})
-	var stdout, stderr syncBuffer
+	var stdout, stderr testkit.SyncBuffer
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second) // a server that starts anyway returns nil at this deadline
 	defer cancel()
 	err := run(ctx, []string{"serve", "--config", filepath.Join(w.dir, "opsbot.yaml")}, w.env, strings.NewReader(""), &stdout, &stderr)

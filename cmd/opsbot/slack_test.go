@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"opsbot/internal/slacktest"
+	"opsbot/internal/testkit"
 )
 
 func slackWorld(t *testing.T, sl *slacktest.Fake) *world {
@@ -47,10 +48,10 @@ func TestSlackDownBlocksNothing(t *testing.T) {
 	w := slackWorld(t, sl)
 	c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
 	announceComment(t, w, c.ID)
-	eventually(t, "the GitHub reply is posted", func() bool { return len(w.replies()) == 1 })
+	testkit.Eventually(t, "the GitHub reply is posted", func() bool { return len(w.replies()) == 1 })
 	// The Slack sender works beside GitHub's; once it has failed, opsbot
 	// stays ready and says Slack is degraded.
-	eventually(t, "/readyz says Slack is degraded", func() bool {
+	testkit.Eventually(t, "/readyz says Slack is degraded", func() bool {
 		resp, err := http.Get(w.srv.URL + "/readyz")
 		if err != nil {
 			t.Fatal(err)
@@ -62,7 +63,7 @@ func TestSlackDownBlocksNothing(t *testing.T) {
 		}
 		return strings.Contains(string(raw), "channel_not_found")
 	})
-	eventually(t, "opsbot_slack_healthy is 0", func() bool { return w.metrics()["opsbot_slack_healthy"] == "0" })
+	testkit.Eventually(t, "opsbot_slack_healthy is 0", func() bool { return w.metrics()["opsbot_slack_healthy"] == "0" })
 }
 
 // announceComment announces comment id as a created comment without

@@ -12,6 +12,7 @@ import (
 
 	"opsbot/auth"
 	"opsbot/internal/fixtures"
+	"opsbot/internal/testkit"
 	"opsbot/state"
 )
 
@@ -70,7 +71,7 @@ func TestEveryFixturePayloadIsAcceptedOrIgnored(t *testing.T) {
 	}
 	// Processing takes its time on a loaded machine; a delivery still queued at
 	// a stop is kept for the next start, which is not what this test looks at.
-	eventually(t, "the inbox drains", func() bool {
+	testkit.Eventually(t, "the inbox drains", func() bool {
 		resp, err := http.Get(ts.URL + "/metrics")
 		if err != nil {
 			return false
@@ -218,7 +219,7 @@ func TestHealthReadyAndMetrics(t *testing.T) {
 		resp.Body.Close()
 	}
 	var text string
-	eventually(t, "the delivery is processed", func() bool {
+	testkit.Eventually(t, "the delivery is processed", func() bool {
 		resp, err := http.Get(ts.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"opsbot/internal/fixtures"
 	"opsbot/internal/githubtest"
+	"opsbot/internal/testkit"
 )
 
 // The world of the end-to-end tests: one benchmark repository on a fake
@@ -141,7 +142,7 @@ func (w *world) settle() {
 		m := w.metrics()
 		return m["opsbot_inbox_depth"] == "0" && m["opsbot_outbox_depth"] == "0"
 	}
-	eventually(w.t, "the inbox and the outbox drain", func() bool {
+	testkit.Eventually(w.t, "the inbox and the outbox drain", func() bool {
 		if !empty() {
 			return false
 		}

@@ -3,10 +3,10 @@ package help_test
 import (
 	"testing"
 
+	"opsbot/commands/commandstest"
 	"opsbot/commands/help"
 	"opsbot/config"
 	"opsbot/internal/golden"
-	"opsbot/internal/testkit"
 )
 
 // The help reply lists every registered command's rows, notes and
@@ -19,7 +19,7 @@ func TestReplyGolden(t *testing.T) {
 	rc.Reuse.AllowTeams = []string{"SemiAnalysisAI/reviewers"}
 	rc.Reuse.AllowedPaths = []string{"perf-changelog.yaml", "docs/**"}
 	rc.Stage.Dispatch.Repo = "SemiAnalysisAI/staging"
-	reg := testkit.Commands(nil, nil)
+	reg := commandstest.Registry(nil, nil)
 	golden.Assert(t, "help.md", help.Reply("octocat", rc, reg))
 	rc.Reuse.AllowedPaths, rc.Reuse.AllowPartialPinned, rc.Stage.Dispatch.Repo, rc.Reuse.AllowTeams, rc.ProtectedPaths = nil, true, "", nil, nil
 	golden.Assert(t, "help-minimal.md", help.Reply("octocat", rc, reg))

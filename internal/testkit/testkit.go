@@ -1,23 +1,125 @@
-// Package testkit is what tests across opsbot share. It is linked into no
-// binary (go list -deps ./cmd/opsbot shows it absent).
+// Package testkit is what tests across opsbot share: waiting for a
+// condition, a buffer safe for concurrent writers, a local OIDC issuer and
+// a JWT signer. It imports only the standard library, so any package's
+// tests may use it, and it is linked into no binary.
 package testkit
 
 import (
-	"opsbot/commands"
-	"opsbot/commands/help"
-	"opsbot/commands/reuse"
-	"opsbot/commands/stage"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
 )
 
-// Commands is a registry of opsbot's own commands in the server's order
-// (cmd/opsbot's commandSpecs), run by pins and stager; nil handlers reach
-// nothing, for tests that only read comments.
-func Commands(pins *reuse.Handler, stager *stage.Handler) *commands.Registry {
-	if pins == nil {
-		pins = &reuse.Handler{}
+// Eventually polls cond until it holds or 10 s pass. It waits for a
+// condition, never for a fixed time.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
-	if stager == nil {
-		stager = &stage.Handler{}
+}
+
+// SyncBuffer is a text buffer that goroutines may write at once (a
+// server's log under test).
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// KeyID is the key id of an Issuer's key.
+const KeyID = "k1"
+
+// Issuer is a local OIDC issuer in GitHub Actions' shape: a discovery
+// document and a JWKS served by httptest, an RSA key made for the test,
+// and counts of the requests for each.
+type Issuer struct {
+	URL string
+	Key *rsa.PrivateKey
+	// Discoveries and KeyFetches count the requests.
+	Discoveries, KeyFetches atomic.Int32
+	// Down makes discovery answer 502.
+	Down atomic.Bool
+}
+
+// NewIssuer starts an issuer, stopped when the test ends.
+func NewIssuer(t testing.TB) *Issuer {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return commands.MustRegistry(reuse.Spec(pins), stage.Spec(stager), help.Spec())
+	is := &Issuer{Key: key}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		is.Discoveries.Add(1)
+		if is.Down.Load() {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"issuer": is.URL, "jwks_uri": is.URL + "/.well-known/jwks",
+			"subject_types_supported": []string{"public", "pairwise"}, "response_types_supported": []string{"id_token"},
+			"id_token_signing_alg_values_supported": []string{"RS256"}, "claims_supported": []string{"sub", "aud", "exp", "iat", "iss", "repository", "ref"}})
+	})
+	mux.HandleFunc("GET /.well-known/jwks", func(w http.ResponseWriter, r *http.Request) {
+		is.KeyFetches.Add(1)
+		b64 := base64.RawURLEncoding.EncodeToString
+		json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{"kty": "RSA", "alg": "RS256", "use": "sig", "kid": KeyID,
+			"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes())}}})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	is.URL = srv.URL
+	return is
+}
+
+// Sign makes a token with claims signed by the issuer's key.
+func (is *Issuer) Sign(t testing.TB, claims map[string]any) string {
+	t.Helper()
+	return SignJWT(t, is.Key, KeyID, claims)
+}
+
+// SignJWT makes an RS256 JWT with claims, signed by key under kid.
+func SignJWT(t testing.TB, key *rsa.PrivateKey, kid string, claims map[string]any) string {
+	t.Helper()
+	enc := func(v any) string {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(raw)
+	}
+	signing := enc(map[string]string{"alg": "RS256", "typ": "JWT", "kid": kid}) + "." + enc(claims)
+	sum := sha256.Sum256([]byte(signing))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, sum[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signing + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
