@@ -3,10 +3,14 @@
 package commandstest
 
 import (
+	"fmt"
+	"time"
+
 	"opsbot/commands"
 	"opsbot/commands/help"
 	"opsbot/commands/reuse"
 	"opsbot/commands/stage"
+	"opsbot/state/record"
 )
 
 // Registry is a registry of opsbot's own commands in the server's order
@@ -21,3 +25,165 @@ func Registry(pins *reuse.Handler, stager *stage.Handler) *commands.Registry {
 	}
 	return commands.MustRegistry(reuse.Spec(pins), stage.Spec(stager), help.Spec())
 }
+
+// Tx is record.Tx in memory, for handlers' unit tests without a store: it
+// keeps what a command's write did (the audit, the notices, the pins, the
+// stage requests) for the test to read. One PR's pins are kept per
+// repo#PR; budgets are unlimited unless set.
+type Tx struct {
+	Clock   time.Time
+	Records []record.AuditRecord
+	Notices []record.Notice
+	PinList []record.Pin // every pin, in grant order
+	Stages  []record.StageRequest
+	Marks   map[int64]record.CommentMark
+	Infos   map[string]record.PRInfo
+	// NoReplies and NoReactions spend the budgets.
+	NoReplies, NoReactions bool
+	nextID                 uint64
+	slots                  map[string]uint64
+}
+
+var _ record.Tx = (*Tx)(nil)
+
+func (t *Tx) Now() time.Time {
+	if t.Clock.IsZero() {
+		return time.Unix(1_800_000_000, 0).UTC()
+	}
+	return t.Clock
+}
+
+func (t *Tx) id() uint64 { t.nextID++; return t.nextID }
+
+func (t *Tx) Audit(r record.AuditRecord) error {
+	if r.Time.IsZero() {
+		r.Time = t.Now()
+	}
+	r.Seq = uint64(len(t.Records) + 1)
+	t.Records = append(t.Records, r)
+	return nil
+}
+
+func (t *Tx) Enqueue(n *record.Notice) error {
+	n.ID, n.CreatedAt = t.id(), t.Now()
+	t.Notices = append(t.Notices, *n)
+	return nil
+}
+
+func (t *Tx) Withdraw(id uint64) (bool, error) {
+	for i, n := range t.Notices {
+		if n.ID == id {
+			t.Notices = append(t.Notices[:i], t.Notices[i+1:]...)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func prKey(repo string, pr int) string { return fmt.Sprintf("%s#%d", repo, pr) }
+
+func (t *Tx) PRInfo(repo string, pr int) (*record.PRInfo, error) {
+	if p, ok := t.Infos[prKey(repo, pr)]; ok {
+		return &p, nil
+	}
+	return nil, nil
+}
+
+func (t *Tx) PutPRInfo(p *record.PRInfo) error {
+	if t.Infos == nil {
+		t.Infos = map[string]record.PRInfo{}
+	}
+	t.Infos[prKey(p.Repo, p.PR)] = *p
+	return nil
+}
+
+func (t *Tx) ActivePin(repo string, pr int) (*record.Pin, error) {
+	for i := range t.PinList {
+		if p := t.PinList[i]; p.Repo == repo && p.PR == pr && p.State == record.PinActive {
+			return &p, nil
+		}
+	}
+	return nil, nil
+}
+
+func (t *Tx) Grant(p *record.Pin, c record.PinChange) (*record.Pin, error) {
+	old, _ := t.ActivePin(p.Repo, p.PR)
+	if old != nil {
+		if err := t.Transition(old, record.PinSuperseded, c); err != nil {
+			return nil, err
+		}
+	}
+	p.ID, p.State, p.CreatedAt = t.id(), record.PinActive, t.Now()
+	t.PinList = append(t.PinList, *p)
+	return old, t.Audit(record.AuditRecord{Kind: record.AuditPin, Outcome: string(record.PinActive), Repo: p.Repo, PR: p.PR,
+		RunID: p.RunID, PinID: p.ID, ActorID: c.ActorID, ActorLogin: c.ActorLogin, CommentID: c.CommentID, CommentURL: c.CommentURL,
+		OriginKind: c.OriginKind, Reason: c.Reason})
+}
+
+func (t *Tx) Transition(p *record.Pin, to record.PinState, c record.PinChange) error {
+	for i := range t.PinList {
+		if t.PinList[i].ID == p.ID {
+			if t.PinList[i].State != record.PinActive {
+				return fmt.Errorf("commandstest: pin %d is %s, not active", p.ID, t.PinList[i].State)
+			}
+			t.PinList[i].State, t.PinList[i].ClosedReason, t.PinList[i].ClosedAt = to, c.Reason, t.Now()
+			*p = t.PinList[i]
+			return t.Audit(record.AuditRecord{Kind: record.AuditPin, Outcome: string(to), Repo: p.Repo, PR: p.PR, RunID: p.RunID,
+				PinID: p.ID, ActorID: c.ActorID, ActorLogin: c.ActorLogin, CommentID: c.CommentID, CommentURL: c.CommentURL,
+				OriginKind: c.OriginKind, Reason: c.Reason})
+		}
+	}
+	return fmt.Errorf("commandstest: no pin %d", p.ID)
+}
+
+func (t *Tx) CommentMark(_ string, id int64) (record.CommentMark, error) { return t.Marks[id], nil }
+
+func (t *Tx) CommentSeen(_ string, id int64) (bool, error) {
+	if t.Marks == nil {
+		t.Marks = map[int64]record.CommentMark{}
+	}
+	seen := t.Marks[id] == record.MarkProcessed
+	t.Marks[id] = record.MarkProcessed
+	return seen, nil
+}
+
+func (t *Tx) TakeReply(string, int64, int) (bool, error)         { return !t.NoReplies, nil }
+func (t *Tx) TakeReaction(string, int64, int, int) (bool, error) { return !t.NoReactions, nil }
+
+func (t *Tx) AddStageRequest(r *record.StageRequest) error {
+	r.Seq = t.id()
+	t.Stages = append(t.Stages, *r)
+	return nil
+}
+
+func (t *Tx) PutStageRequest(r *record.StageRequest) error {
+	for i := range t.Stages {
+		if t.Stages[i].Seq == r.Seq {
+			t.Stages[i] = *r
+			return nil
+		}
+	}
+	return fmt.Errorf("commandstest: no stage request %d", r.Seq)
+}
+
+func (t *Tx) StageRequestByComment(repo string, id int64) (*record.StageRequest, error) {
+	for i := range t.Stages {
+		if r := t.Stages[i]; r.Repo == repo && r.CommentID == id {
+			return &r, nil
+		}
+	}
+	return nil, nil
+}
+
+func (t *Tx) StageRequests(repo string) ([]record.StageRequest, error) {
+	var out []record.StageRequest
+	for _, r := range t.Stages {
+		if r.Repo == repo {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (t *Tx) SlotHolder(string) (*record.StageRequest, error) { return nil, nil }
+func (t *Tx) SetSlotHolder(*record.StageRequest) error        { return nil }

@@ -1,0 +1,186 @@
+package reuse_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/auth"
+	"opsbot/commands"
+	"opsbot/commands/commandstest"
+	"opsbot/commands/reuse"
+	"opsbot/config"
+	"opsbot/notices"
+	"opsbot/runs"
+	"opsbot/state/record"
+)
+
+const repo = "SemiAnalysisAI/InferenceX"
+
+// roles answers permission lookups from a table.
+type roles map[string]string
+
+func (r roles) Permission(_ context.Context, _, login string) (auth.PermissionResponse, error) {
+	role, ok := r[login]
+	if !ok {
+		return auth.PermissionResponse{}, errors.New("permission lookup: 502 Bad Gateway")
+	}
+	return auth.PermissionResponse{Permission: role, RoleName: role}, nil
+}
+func (r roles) TeamMember(context.Context, string, string) (bool, error) { return false, nil }
+func (r roles) UserID(context.Context, string) (int64, error) {
+	return 0, errors.New("no user lookups here")
+}
+
+// validator knows runs by id; the newest is the highest.
+type validator map[int64]runs.Run
+
+func (v validator) Validate(_ context.Context, _ runs.Rules, _ int, id int64) (runs.Run, error) {
+	r, ok := v[id]
+	if !ok {
+		return runs.Run{}, &runs.Rejection{Rule: "exists", Reason: "run is not a sweep run of this repository"}
+	}
+	return r, nil
+}
+func (v validator) Newest(ctx context.Context, rl runs.Rules, pr int) (runs.Run, error) {
+	var best int64
+	for id := range v {
+		best = max(best, id)
+	}
+	return v.Validate(ctx, rl, pr, best)
+}
+
+var (
+	maintainer = auth.Actor{ID: 7, Login: "maintainer", Type: "User"}
+	outsider   = auth.Actor{ID: 8, Login: "outsider", Type: "User"}
+)
+
+func env(t *testing.T) commands.Env {
+	t.Helper()
+	cfg, err := config.Parse([]byte("repos: [{name: " + repo + ", sweep_workflow: .github/workflows/run-sweep.yml}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := cfg.Repo(repo)
+	runs := validator{10: {ID: 10, HeadSHA: "c1", Conclusion: "success", PRHead: "c2", URL: "https://github.com/" + repo + "/actions/runs/10"}}
+	pins := &reuse.Handler{Validators: func(int64) (reuse.Validator, error) { return runs, nil }}
+	return commands.Env{Repo: rc, Commands: commandstest.Registry(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
+		Lookup: roles{"maintainer": "maintain", "outsider": "read"}, Notices: &notices.Builder{}, Users: &auth.Directory{},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func comment(e commands.Env, id int64, a auth.Actor, body string) commands.Comment {
+	return commands.Comment{Invocation: commands.Invocation{Repo: repo, PR: 1, PRState: "open", Actor: a, Installation: 1,
+		Origin: commands.Origin{Kind: commands.OriginComment, ID: id, URL: "https://github.com/" + repo + "/pull/1#issuecomment-1"}},
+		Commands: e.Commands.Parse(body, e.Options()), Author: a}
+}
+
+func trail(tx *commandstest.Tx) string {
+	var out []string
+	for _, r := range tx.Records {
+		out = append(out, string(r.Kind)+"/"+r.Outcome)
+	}
+	return strings.Join(out, ",")
+}
+
+func said(tx *commandstest.Tx) (comments, reactions []string) {
+	for _, n := range tx.Notices {
+		switch n.Kind {
+		case record.NoticeComment:
+			comments = append(comments, n.Body)
+		case record.NoticeReaction:
+			reactions = append(reactions, n.Reaction)
+		}
+	}
+	return comments, reactions
+}
+
+// The handler's write, run on a transaction in memory: no store, no bbolt.
+// A maintainer's pin is granted from its origin, audited and answered; an
+// outsider deleting the comment keeps the pin and says so; the author
+// deleting it revokes it.
+func TestPinGrantedAndTakenBackWithoutAStore(t *testing.T) {
+	e := env(t)
+	tx := &commandstest.Tx{}
+	_, w := commands.Created(t.Context(), e, comment(e, 100, maintainer, "/reuse-sweep-run 10"))
+	if err := w(tx); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := tx.ActivePin(repo, 1)
+	if p == nil || p.RunID != 10 || p.PRHeadAtGrant != "c2" || !p.Origin().Same(record.Origin{Kind: record.OriginComment, ID: 100}) ||
+		p.CommentLine != "/reuse-sweep-run 10" {
+		t.Fatalf("active pin = %+v, want run 10 at head c2 from comment 100", p)
+	}
+	comments, reactions := said(tx)
+	if len(comments) != 1 || !strings.Contains(comments[0], "pinned run [10]") || strings.Join(reactions, ",") != "+1" {
+		t.Fatalf("comments %q, reactions %q", comments, reactions)
+	}
+	if got := trail(tx); got != "command/accepted,pin/active" {
+		t.Fatalf("audit %s", got)
+	}
+	if r := tx.Records[0]; r.RunID != 10 || r.HeadSHA != "c2" || r.CommentID != 100 || r.ActorID != maintainer.ID || r.Role != "maintain" {
+		t.Fatalf("command record %+v", r)
+	}
+
+	// An outsider deleting it (someone else's comment) cannot take it back.
+	byOutsider := comment(e, 100, maintainer, "/reuse-sweep-run 10")
+	byOutsider.Actor = outsider
+	_, w = commands.Deleted(t.Context(), e, byOutsider)
+	if err := w(tx); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := tx.ActivePin(repo, 1); p == nil {
+		t.Fatal("an outsider's deletion revoked the pin")
+	}
+	if got := trail(tx); got != "command/accepted,pin/active,pin/kept" {
+		t.Fatalf("audit %s", got)
+	}
+	// A deletion of another comment leaves it; the author's revokes it.
+	_, w = commands.Deleted(t.Context(), e, comment(e, 101, maintainer, ""))
+	if err := w(tx); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := tx.ActivePin(repo, 1); p == nil {
+		t.Fatal("deleting another comment revoked the pin")
+	}
+	_, w = commands.Deleted(t.Context(), e, comment(e, 100, maintainer, "/reuse-sweep-run 10"))
+	if err := w(tx); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := tx.ActivePin(repo, 1); p != nil {
+		t.Fatalf("the author's deletion left pin %+v", p)
+	}
+	if got := trail(tx); got != "command/accepted,pin/active,pin/kept,pin/revoked" {
+		t.Fatalf("audit %s", got)
+	}
+}
+
+// An outsider's pin is denied with a reaction only, and a run that fails a
+// rule is refused with the rule's reason: neither writes a pin.
+func TestPinRefusalsWithoutAStore(t *testing.T) {
+	e := env(t)
+	tx := &commandstest.Tx{}
+	_, w := commands.Created(t.Context(), e, comment(e, 100, outsider, "/reuse-sweep-run 10"))
+	if err := w(tx); err != nil {
+		t.Fatal(err)
+	}
+	_, w = commands.Created(t.Context(), e, comment(e, 101, maintainer, "/use 11"))
+	if err := w(tx); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := tx.ActivePin(repo, 1); p != nil {
+		t.Fatalf("pin %+v", p)
+	}
+	comments, reactions := said(tx)
+	if len(comments) != 1 || !strings.Contains(comments[0], "I did not pin run 11: run is not a sweep run of this repository") ||
+		strings.Join(reactions, ",") != "-1,-1" {
+		t.Fatalf("comments %q, reactions %q", comments, reactions)
+	}
+	if got := trail(tx); got != "command/denied,command/rejected" {
+		t.Fatalf("audit %s", got)
+	}
+}
