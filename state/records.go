@@ -19,6 +19,7 @@ type (
 	Notice       = record.Notice
 	NoticeKind   = record.NoticeKind
 	SlackMessage = record.SlackMessage
+	AllowedUser  = record.AllowedUser
 )
 
 // Pin states.

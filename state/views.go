@@ -267,15 +267,6 @@ func putInstallation(tx *bolt.Tx, repo string, id int64) error {
 	return tx.Bucket(bRepos).Put([]byte("installation\x00"+string(repoKey(repo))), u64(uint64(id)))
 }
 
-// AllowedUser is an allow_users login as resolved to an account when the
-// configuration loaded.
-type AllowedUser struct {
-	Login      string    `json:"login"`
-	ID         int64     `json:"id,omitempty"`    // 0: it did not resolve, and allows nobody
-	Error      string    `json:"error,omitempty"` // why it did not resolve
-	ResolvedAt time.Time `json:"resolved_at"`
-}
-
 func allowedUserKey(login string) []byte { return []byte("user\x00" + strings.ToLower(login)) }
 
 // PutAllowedUser records the latest resolution of an allow_users login.

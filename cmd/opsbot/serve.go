@@ -13,7 +13,6 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -543,84 +542,15 @@ func (a *app) serve(ln net.Listener) error {
 	return nil
 }
 
-// allowedUsers binds every allow_users login to an account id and keeps
-// each binding in the database. A login bound before (at an earlier start)
-// keeps its stored account: when GitHub now names another account for it
-// (renamed, and the login taken), the log says so loudly and the stored
-// account stays the one allowed. Logins never bound are resolved, one read
-// each; one that does not resolve allows nobody, and the log says so.
-// Bindings of logins no allow_users list names any more are forgotten (how
-// an operator re-binds a login: remove it, restart, add it back). A
-// repository whose GitHub client is not known yet (an App installation
-// learnt from webhooks) has its logins resolved at its first comment.
+// allowedUsers binds the configuration's allow_users logins to accounts
+// (auth.LoadDirectory), keeping the bindings in the store.
 func allowedUsers(ctx context.Context, cfg *config.Config, store *state.Store, log *slog.Logger,
 	client func(repo string) (auth.UserLookup, error)) (*auth.Directory, error) {
-	stored, err := store.AllowedUsers()
-	if err != nil {
-		return nil, fmt.Errorf("reading the stored allow_users accounts: %w", err)
-	}
-	listed := map[string]bool{}
+	var repos []auth.RepoLogins
 	for i := range cfg.Repos {
-		for _, login := range cfg.Repos[i].AllowUsers() {
-			listed[strings.ToLower(login)] = true
-		}
+		repos = append(repos, auth.RepoLogins{Repo: cfg.Repos[i].Name, Logins: cfg.Repos[i].AllowUsers()})
 	}
-	bound := map[string]int64{}
-	for _, u := range stored {
-		switch {
-		case !listed[strings.ToLower(u.Login)]:
-			if err := store.DeleteAllowedUser(u.Login); err != nil {
-				return nil, fmt.Errorf("forgetting allow_users login %s: %w", u.Login, err)
-			}
-			if u.ID > 0 {
-				log.Warn("an allow_users login no longer configured: its account is forgotten", "login", u.Login, "account_id", u.ID)
-			}
-		case u.ID > 0:
-			bound[strings.ToLower(u.Login)] = u.ID
-			log.Info("allow_users login bound to its stored account", "login", u.Login, "account_id", u.ID, "since", u.ResolvedAt)
-		}
-	}
-	d := &auth.Directory{Record: func(login string, id int64, err error) {
-		u := state.AllowedUser{Login: login, ID: id}
-		if err != nil {
-			u.Error = err.Error()
-			log.Warn("an allow_users login could not be resolved to an account: it allows nobody until opsbot restarts",
-				"login", login, "err", err)
-		} else {
-			log.Info("allow_users login resolved", "login", login, "account_id", id)
-		}
-		if err := store.PutAllowedUser(u); err != nil {
-			log.Error("recording an allow_users login's account", "login", login, "err", err)
-		}
-	}, Stored: func(login string) (int64, bool) {
-		id, ok := bound[strings.ToLower(login)]
-		return id, ok
-	}, Disagree: func(login string, stored, now int64, err error) {
-		if err != nil {
-			log.Warn("an allow_users login bound to a stored account could not be checked on GitHub; the stored account stays allowed",
-				"login", login, "stored_account_id", stored, "err", err)
-			return
-		}
-		log.Error("SECURITY: GitHub no longer names the stored account for an allow_users login (renamed, and the login taken?); "+
-			"the stored account stays allowed and the login's holder now is not. To allow the new holder, remove the login from "+
-			"allow_users, restart, add it back and restart", "login", login, "stored_account_id", stored, "github_account_id", now)
-	}}
-	for i := range cfg.Repos {
-		rc := &cfg.Repos[i]
-		logins := rc.AllowUsers()
-		if len(logins) == 0 {
-			continue
-		}
-		c, err := client(rc.Name)
-		if err != nil {
-			log.Info("allow_users logins are resolved at the repository's first comment", "repo", rc.Name, "reason", err)
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, time.Minute)
-		d.Resolve(rctx, c, logins)
-		cancel()
-	}
-	return d, nil
+	return auth.LoadDirectory(ctx, repos, store, log, client)
 }
 
 func dryReason(cfg *config.Config, s config.Secrets) string {
