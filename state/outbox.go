@@ -162,7 +162,7 @@ func (s *Store) NoticeSent(n *Notice, ref SentRef) error {
 		if n.Kind == NoticeComment {
 			ref.Marker = n.Marker()
 		}
-		if err := putJSON(tx.Bucket(bRepos), sentKey(n.ID), ref); err != nil {
+		if err := putJSON(tx.Bucket(bSent), sentKey(n.ID), ref); err != nil {
 			return err
 		}
 		if n.Kind == NoticeSlack && n.Slack != nil && n.Slack.Parent && ref.SlackTS != "" {
@@ -195,7 +195,7 @@ func (s *Store) SentRef(id uint64) (SentRef, bool, error) {
 	var ok bool
 	err := s.db.View(func(tx *bolt.Tx) error {
 		var err error
-		ok, err = getJSON(tx.Bucket(bRepos), sentKey(id), &ref)
+		ok, err = getJSON(tx.Bucket(bSent), sentKey(id), &ref)
 		return err
 	})
 	return ref, ok, err
@@ -219,9 +219,9 @@ func (s *Store) NoticeStatus(id uint64) (NoticeState, error) {
 		switch {
 		case findNotice(tx, id) != nil:
 			st = NoticePending
-		case tx.Bucket(bRepos).Get(sentKey(id)) != nil:
+		case tx.Bucket(bSent).Get(sentKey(id)) != nil:
 			st = NoticeDone
-		case tx.Bucket(bRepos).Get(failedKey(id)) != nil:
+		case tx.Bucket(bFailed).Get(failedKey(id)) != nil:
 			st = NoticeGaveUp
 		}
 		return nil
@@ -253,7 +253,7 @@ func (s *Store) NoticeFailed(id uint64, reason string) error {
 			return err
 		}
 		n.LastError, n.FailedAt = reason, t.now()
-		if err := putJSON(tx.Bucket(bRepos), failedKey(id), n); err != nil {
+		if err := putJSON(tx.Bucket(bFailed), failedKey(id), n); err != nil {
 			return err
 		}
 		t.dOut--
@@ -287,7 +287,7 @@ func (s *Store) NoticesDropped(ids []uint64, reason string) error {
 				continue // sent or failed meanwhile
 			}
 			n.LastError, n.FailedAt = reason, t.now()
-			if err := putJSON(t.tx.Bucket(bRepos), failedKey(id), n); err != nil {
+			if err := putJSON(t.tx.Bucket(bFailed), failedKey(id), n); err != nil {
 				return err
 			}
 			t.dOut--
@@ -309,7 +309,7 @@ func (s *Store) NoticesDropped(ids []uint64, reason string) error {
 func (s *Store) PruneFailed(cutoff time.Time, limit int) (int, error) {
 	n := 0
 	err := s.update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bRepos).Cursor()
+		c := tx.Bucket(bFailed).Cursor()
 		prefix := []byte("failed\x00")
 		var doomed [][]byte
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(doomed) < limit; k, v = c.Next() {
@@ -326,7 +326,7 @@ func (s *Store) PruneFailed(cutoff time.Time, limit int) (int, error) {
 			}
 		}
 		for _, k := range doomed {
-			if err := tx.Bucket(bRepos).Delete(k); err != nil {
+			if err := tx.Bucket(bFailed).Delete(k); err != nil {
 				return err
 			}
 		}
@@ -340,7 +340,7 @@ func (s *Store) PruneFailed(cutoff time.Time, limit int) (int, error) {
 func (s *Store) FailedNotices() ([]Notice, error) {
 	var out []Notice
 	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bRepos).Cursor()
+		c := tx.Bucket(bFailed).Cursor()
 		prefix := []byte("failed\x00")
 		for k, v := c.Seek(prefix); k != nil && len(k) > len(prefix) && string(k[:len(prefix)]) == string(prefix); k, v = c.Next() {
 			var n Notice
@@ -386,7 +386,7 @@ func (s *Store) PruneSent(cutoff time.Time, limit int) (int, error) {
 		if err != nil {
 			return err
 		}
-		c := tx.Bucket(bRepos).Cursor()
+		c := tx.Bucket(bSent).Cursor()
 		prefix := []byte("sent\x00")
 		var doomed [][]byte
 		for k, v := c.Seek(prefix); k != nil && len(k) > len(prefix) && string(k[:len(prefix)]) == string(prefix) && len(doomed) < limit; k, v = c.Next() {
@@ -399,7 +399,7 @@ func (s *Store) PruneSent(cutoff time.Time, limit int) (int, error) {
 			}
 		}
 		for _, k := range doomed {
-			if err := tx.Bucket(bRepos).Delete(k); err != nil {
+			if err := tx.Bucket(bSent).Delete(k); err != nil {
 				return err
 			}
 		}

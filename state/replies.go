@@ -12,7 +12,7 @@ import (
 const ReplyWindow = time.Hour
 
 // replyLog is the times of the replies one user got on one repository in
-// the last ReplyWindow, oldest first. Stored in bRepos under
+// the last ReplyWindow, oldest first. Stored in bBudgets under
 // "replies\x00" repo "\x00" user id(8).
 type replyLog struct {
 	V  int     `json:"v"`
@@ -35,7 +35,7 @@ func (t *Tx) TakeReply(repo string, userID int64, limit int) (bool, error) {
 
 // reactionKey is the key of the reactions one user (or, with userID
 // repoWide, every commenter below triage) got on one repository:
-// "reactions\x00" repo "\x00" user id(8), in bRepos.
+// "reactions\x00" repo "\x00" user id(8), in bBudgets.
 func reactionKey(repo string, userID uint64) []byte {
 	k := append([]byte("reactions\x00"), repoKey(repo)...)
 	k = append(k, 0)
@@ -72,7 +72,7 @@ func (t *Tx) TakeReaction(repo string, userID int64, perUser, perRepo int) (bool
 // answers whether it holds fewer than limit; when it does and count is
 // set, now is added.
 func (t *Tx) take(k []byte, limit int, count bool) (bool, error) {
-	b := t.tx.Bucket(bRepos)
+	b := t.tx.Bucket(bBudgets)
 	var log replyLog
 	if _, err := getJSON(b, k, &log); err != nil {
 		return false, err
@@ -103,7 +103,7 @@ func (s *Store) PruneReplies(cutoff time.Time, limit int) (int, error) {
 	n := 0
 	err := s.update(func(tx *bolt.Tx) error {
 		n = 0
-		b := tx.Bucket(bRepos)
+		b := tx.Bucket(bBudgets)
 		c := b.Cursor()
 		var doomed [][]byte
 		for _, prefix := range [][]byte{[]byte("replies\x00"), []byte("reactions\x00")} {

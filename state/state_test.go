@@ -854,3 +854,113 @@ func TestAppendDoneRecordsAndDeduplicates(t *testing.T) {
 		t.Fatalf("after pruning = %v, %v; want Stored", res, err)
 	}
 }
+
+// A schema 3 database keeps seven families of keys in one repos bucket;
+// opened by this build, each family moves to a bucket of its own and reads
+// as before: the run a head reused, what a sent notice produced, a failed
+// notice, the reply budget, the last reconcile, the installation, an
+// allow_users binding. A key of no known family stops the open.
+func TestMigrateReposByFamily(t *testing.T) {
+	write := func(t *testing.T, extra func(b *bolt.Bucket) error) string {
+		path := filepath.Join(t.TempDir(), "old.db")
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		err = db.Update(func(tx *bolt.Tx) error {
+			for _, b := range [][]byte{bMeta, bInbox, bDeliveries, bByTime, bSumTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
+				bPRs, bComments, bOutbox, bStage, bRepos} {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+			if err := outboxByChannel(tx); err != nil {
+				return err
+			}
+			b := tx.Bucket(bRepos)
+			at, _ := now.MarshalText()
+			for _, kv := range []struct {
+				k []byte
+				v any
+			}{
+				{reusedKey("o/r", "ABC"), nil},
+				{sentKey(5), SentRef{CommentID: 99}},
+				{failedKey(6), Notice{ID: 6, Channel: ChannelGitHub, Kind: NoticeComment, Repo: "o/r", LastError: "gone"}},
+				{replyKey("o/r", 7), replyLog{V: 1, At: []int64{now.UnixNano()}}},
+				{allowedUserKey("carol"), AllowedUser{Login: "carol", ID: 7001, ResolvedAt: now}},
+			} {
+				if kv.v == nil {
+					if err := b.Put(kv.k, u64(31)); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := putJSON(b, kv.k, kv.v); err != nil {
+					return err
+				}
+			}
+			if err := b.Put([]byte("reconciled\x00o/r"), at); err != nil {
+				return err
+			}
+			if err := b.Put([]byte("installation\x00o/r"), u64(4242)); err != nil {
+				return err
+			}
+			if extra != nil {
+				if err := extra(b); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket(bMeta).Put(keySchema, u64(3))
+		})
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	s, err := Open(write(t, nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if run, ok := s.ReusedRun("o/r", "abc"); !ok || run != 31 {
+		t.Errorf("reused run %d %v, want 31", run, ok)
+	}
+	if ref, ok, err := s.SentRef(5); err != nil || !ok || ref.CommentID != 99 {
+		t.Errorf("sent ref %+v %v %v", ref, ok, err)
+	}
+	if f, err := s.FailedNotices(); err != nil || len(f) != 1 || f[0].ID != 6 {
+		t.Errorf("failed notices %+v %v", f, err)
+	}
+	if id, err := s.RepoInstallation("o/r"); err != nil || id != 4242 {
+		t.Errorf("installation %d %v", id, err)
+	}
+	if at, err := s.ReconciledAt("o/r"); err != nil || at.IsZero() {
+		t.Errorf("reconciled at %v %v", at, err)
+	}
+	if u, err := s.AllowedUser("Carol"); err != nil || u == nil || u.ID != 7001 {
+		t.Errorf("allowed user %+v %v", u, err)
+	}
+	var again bool
+	if err := s.Update(func(tx *Tx) error {
+		var err error
+		again, err = tx.TakeReply("o/r", 7, 1)
+		return err
+	}); err != nil || again {
+		t.Errorf("a user who had their one reply this hour got another (%v, %v)", again, err)
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bRepos) != nil {
+			return errors.New("the schema 3 repos bucket is still there")
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+
+	_, err = Open(write(t, func(b *bolt.Bucket) error { return b.Put([]byte("mystery\x00x"), []byte("1")) }), Options{})
+	if err == nil || !strings.Contains(err.Error(), "no known family") {
+		t.Fatalf("open with an unknown key: %v, want the migration to stop", err)
+	}
+}

@@ -31,7 +31,7 @@ var (
 )
 
 // SchemaVersion is the layout this build reads and writes.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 var (
 	bMeta       = []byte("meta")
@@ -49,9 +49,17 @@ var (
 	bComments   = []byte("comments")     // repo -> comment id(8) -> seen mark (see CommentSeen)
 	bOutbox     = []byte("outbox")       // seq -> Notice
 	bStage      = []byte("stage")        // repo -> seq -> StageRequest
-	bRepos      = []byte("repos")        // repo -> per-repo keys
-	allBuckets  = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bSumTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
-		bPRs, bComments, bOutbox, bStage, bRepos}
+	bRepos      = []byte("repos")        // schema 3: the families below under one bucket; split by schema 4
+	// One bucket per family of keys (schema 4); each key keeps its family's prefix.
+	bReused        = []byte("reused")        // "reused\0" repo \0 sha -> run id(8): the run a skipped head reused
+	bSent          = []byte("sent")          // "sent\0" notice id(8) -> SentRef: what a sent notice produced
+	bFailed        = []byte("failed")        // "failed\0" notice id(8) -> Notice: given up
+	bBudgets       = []byte("budgets")       // "replies\0" / "reactions\0" repo \0 user(8) -> replyLog
+	bReconciled    = []byte("reconciled")    // "reconciled\0" repo -> time: the last reconcile
+	bInstallations = []byte("installations") // "installation\0" repo -> installation id(8)
+	bUsers         = []byte("allowed_users") // "user\0" login -> AllowedUser
+	allBuckets     = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bSumTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
+		bPRs, bComments, bOutbox, bStage, bReused, bSent, bFailed, bBudgets, bReconciled, bInstallations, bUsers}
 	keySchema = []byte("schema")
 )
 
@@ -156,6 +164,39 @@ var migrations = []func(tx *bolt.Tx) error{
 	0: func(tx *bolt.Tx) error { return nil }, // fresh file: buckets only
 	1: outboxByChannel,
 	2: digestsInTimeOrder,
+	3: reposByFamily,
+}
+
+// repoFamilies are the key prefixes of the schema 3 repos bucket and the
+// bucket each family moves to.
+var repoFamilies = []struct {
+	prefix string
+	to     []byte
+}{
+	{"reused\x00", bReused}, {"sent\x00", bSent}, {"failed\x00", bFailed}, {"replies\x00", bBudgets},
+	{"reactions\x00", bBudgets}, {"reconciled\x00", bReconciled}, {"installation\x00", bInstallations}, {"user\x00", bUsers},
+}
+
+// reposByFamily (schema 3 to 4) moves each family of keys of the shared
+// repos bucket to a bucket of its own, keys unchanged. A key of no known
+// family stops the migration: nothing is lost by guessing.
+func reposByFamily(tx *bolt.Tx) error {
+	old := tx.Bucket(bRepos)
+	if old == nil {
+		return nil
+	}
+	err := old.ForEach(func(k, v []byte) error {
+		for _, f := range repoFamilies {
+			if bytes.HasPrefix(k, []byte(f.prefix)) {
+				return tx.Bucket(f.to).Put(bytes.Clone(k), bytes.Clone(v))
+			}
+		}
+		return fmt.Errorf("repos bucket: key %q belongs to no known family", k)
+	})
+	if err != nil {
+		return err
+	}
+	return tx.DeleteBucket(bRepos)
 }
 
 // digestsInTimeOrder (schema 2 to 3) moves the digest index from digest
