@@ -1,0 +1,208 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Problems is every problem found in a configuration, each with its path.
+type Problems []string
+
+func (p Problems) Error() string {
+	return fmt.Sprintf("%d problem(s) in the configuration:\n  %s", len(p), strings.Join(p, "\n  "))
+}
+
+// Load reads and validates the file at path. The error, if any, is a
+// Problems listing everything wrong, or a read error.
+func Load(file string) (*Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading config %q: %w", file, err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	// A relative state path is relative to the working directory, as the
+	// README's commands expect; nothing to rewrite.
+	return cfg, nil
+}
+
+// Parse decodes and validates a configuration held in memory.
+func Parse(data []byte) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, Problems{fmt.Sprintf("not valid YAML: %v", err)}
+	}
+	if len(root.Content) == 0 {
+		return nil, Problems{"the file is empty: start from opsbot.example.yaml"}
+	}
+	var probs Problems
+	checkKeys(root.Content[0], reflect.TypeOf(Config{}), "", &probs)
+
+	var cfg Config
+	if err := root.Decode(&cfg); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			paths := map[int]string{}
+			keyPaths(root.Content[0], "", paths)
+			for _, e := range te.Errors {
+				probs = append(probs, withKeyPath(e, paths))
+			}
+		} else {
+			probs = append(probs, err.Error())
+		}
+	}
+	cfg.applyDefaults()
+	probs = append(probs, cfg.validate()...)
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return &cfg, nil
+}
+
+// keyPaths maps each line of a value in the YAML document to the key path
+// that names it (workers, repos[0].reuse.min_role).
+func keyPaths(n *yaml.Node, path string, out map[int]string) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := k.Value
+			if path != "" {
+				p = path + "." + k.Value
+			}
+			if _, ok := out[v.Line]; !ok || v.Kind == yaml.ScalarNode {
+				out[v.Line] = p
+			}
+			keyPaths(v, p, out)
+		}
+	case yaml.SequenceNode:
+		for i, v := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if _, ok := out[v.Line]; !ok || v.Kind == yaml.ScalarNode {
+				out[v.Line] = p
+			}
+			keyPaths(v, p, out)
+		}
+	}
+}
+
+var lineRE = regexp.MustCompile(`^line (\d+): `)
+
+// withKeyPath names the key of a YAML type error ("line 3: cannot
+// unmarshal …" becomes "workers (line 3): cannot unmarshal …").
+func withKeyPath(e string, paths map[int]string) string {
+	m := lineRE.FindStringSubmatch(e)
+	if m == nil {
+		return e
+	}
+	n, _ := strconv.Atoi(m[1])
+	p, ok := paths[n]
+	if !ok {
+		return e
+	}
+	return fmt.Sprintf("%s (line %d): %s", p, n, strings.TrimPrefix(e, m[0]))
+}
+
+// checkKeys walks a mapping node against a struct type, reporting every key
+// the type does not have with its full path and, when one is close, a hint.
+func checkKeys(n *yaml.Node, t reflect.Type, at string, probs *Problems) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return // the decoder reports the type mismatch
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i].Value, n.Content[i+1]
+			p := k
+			if at != "" {
+				p = at + "." + k
+			}
+			ft, ok := fields[k]
+			if !ok {
+				msg := fmt.Sprintf("%s: unknown key (line %d)", p, n.Content[i].Line)
+				if s := closest(k, fields); s != "" {
+					msg += fmt.Sprintf("; did you mean %q?", s)
+				}
+				*probs = append(*probs, msg)
+				continue
+			}
+			checkKeys(v, ft, p, probs)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, item := range n.Content {
+			checkKeys(item, t.Elem(), fmt.Sprintf("%s[%d]", at, i), probs)
+		}
+	}
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if opts == "inline" {
+			for k, v := range yamlFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "" || name == "-" {
+			continue
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func closest(k string, fields map[string]reflect.Type) string {
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(k, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,147 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/template"
+)
+
+// Repo is one repository opsbot serves.
+type Repo struct {
+	Name            string   `yaml:"name"`
+	SweepWorkflow   string   `yaml:"sweep_workflow"`
+	ResultArtifacts []string `yaml:"result_artifacts"`
+	GateActions     []string `yaml:"gate_actions"`
+	SlackChannel    string   `yaml:"slack_channel"`
+	AllowBots       []string `yaml:"allow_bots"`
+	Reuse           Reuse    `yaml:"reuse"`
+	Stage           Stage    `yaml:"stage"`
+	Help            Access   `yaml:"help"`
+	// DefaultBranch is the branch a push ask's ID token must be for; when
+	// empty it is read from GitHub once.
+	DefaultBranch string `yaml:"default_branch"`
+	// OIDCRequireWorkflow makes a gate ask's ID token name sweep_workflow
+	// in its workflow_ref.
+	OIDCRequireWorkflow bool `yaml:"oidc_require_workflow"`
+	// ProtectedPaths are globs the PR must not have changed up to a run's
+	// commit for the run to be pinned, used or staged (a pull_request run
+	// executes the PR's own workflow files). Absent: DefaultProtectedPaths;
+	// an empty list opts out, and Warnings says so.
+	ProtectedPaths []string `yaml:"protected_paths"`
+	// RepositoryID, when set, is the GitHub id an ID token's repository_id
+	// claim must carry; otherwise a repository is matched by name only.
+	RepositoryID int64 `yaml:"repository_id"`
+}
+
+// DefaultProtectedPaths are the paths a run's PR may not have changed when
+// the configuration does not say.
+var DefaultProtectedPaths = []string{".github/**"}
+
+// Access is who may run a command: a minimum role, or a listed user or team.
+type Access struct {
+	MinRole    string   `yaml:"min_role"`
+	AllowUsers []string `yaml:"allow_users"`
+	AllowTeams []string `yaml:"allow_teams"`
+}
+
+// Reuse configures /reuse-sweep-run.
+type Reuse struct {
+	Access             `yaml:",inline"`
+	AllowPartialPinned bool     `yaml:"allow_partial_pinned"`
+	AllowedPaths       []string `yaml:"allowed_paths"`
+}
+
+// Stage configures /stage-results.
+type Stage struct {
+	Access            `yaml:",inline"`
+	Dispatch          Dispatch `yaml:"dispatch"`
+	URLTemplate       string   `yaml:"url_template"`
+	RequiredArtifacts []string `yaml:"required_artifacts"`
+	RequiredLabels    []string `yaml:"required_labels"`
+	Slot              string   `yaml:"slot"`
+	// CallbackSenders are the accounts (logins, bound to their ids as
+	// allow_users are, or numeric ids) whose repository_dispatch reports of
+	// staging are taken; empty takes any sender that echoes the request's
+	// token.
+	CallbackSenders []string `yaml:"callback_senders"`
+}
+
+// Dispatch is the repository_dispatch that asks the staging side to stage a run.
+type Dispatch struct {
+	Repo      string `yaml:"repo"`
+	EventType string `yaml:"event_type"`
+}
+
+// StageURLData is what a stage url_template can use.
+type StageURLData struct {
+	RunID   int64
+	RunDate string
+	PR      int
+	Repo    string
+}
+
+func checkURLTemplate(s string) error {
+	t, err := template.New("url").Option("missingkey=error").Parse(s)
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, StageURLData{RunID: 1, RunDate: "2026-01-01", PR: 1, Repo: "o/r"}); err != nil {
+		return fmt.Errorf("uses a field it does not have (.RunID, .RunDate, .PR, .Repo): %v", err)
+	}
+	return nil
+}
+
+// Repo returns the configuration of the named repository (case-insensitive).
+func (c *Config) Repo(name string) (*Repo, bool) {
+	for i := range c.Repos {
+		if strings.EqualFold(c.Repos[i].Name, name) {
+			return &c.Repos[i], true
+		}
+	}
+	return nil, false
+}
+
+// SlackChannelFor is the channel a repository's notices go to.
+func (c *Config) SlackChannelFor(r *Repo) string {
+	if r != nil && r.SlackChannel != "" {
+		return r.SlackChannel
+	}
+	return c.Slack.Channel
+}
+
+// AllowUsers is every login the repository's allow_users lists and its
+// stage.callback_senders name, once each: the logins bound to account ids.
+func (r *Repo) AllowUsers() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(u string) {
+		if k := strings.ToLower(u); !seen[k] {
+			seen[k] = true
+			out = append(out, u)
+		}
+	}
+	for _, a := range []Access{r.Reuse.Access, r.Stage.Access, r.Help} {
+		for _, u := range a.AllowUsers {
+			add(u)
+		}
+	}
+	for _, u := range r.Stage.CallbackSenders {
+		if _, err := strconv.ParseInt(u, 10, 64); err != nil {
+			add(u) // a login, bound to its account id; an id needs no binding
+		}
+	}
+	return out
+}
+
+// IsGateAction reports whether a pull_request action decides the sweep for the repository.
+func (r *Repo) IsGateAction(action string) bool {
+	for _, a := range r.GateActions {
+		if a == action {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,133 @@
+package ghclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+
+	"opsbot/mdtext"
+)
+
+// WorkflowID returns the id of the workflow at path (.github/workflows/FILE),
+// remembered for the process's life.
+func (c *Client) WorkflowID(ctx context.Context, repo, workflowPath string) (int64, error) {
+	key := strings.ToLower(repo) + "\x00" + workflowPath
+	c.mu.Lock()
+	id, ok := c.workflowIDs[key]
+	c.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	o, r := split(repo)
+	wf, resp, err := c.gh.Actions.GetWorkflowByFileName(ctx, o, r, path.Base(workflowPath))
+	if err := wrap("reading workflow "+workflowPath, resp, err); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	c.workflowIDs[key] = wf.GetID()
+	c.mu.Unlock()
+	return wf.GetID(), nil
+}
+
+// Run reads a workflow run.
+func (c *Client) Run(ctx context.Context, repo string, id int64) (*github.WorkflowRun, error) {
+	o, r := split(repo)
+	run, resp, err := c.gh.Actions.GetWorkflowRunByID(AfterWebhook(ctx), o, r, id)
+	return run, wrap(fmt.Sprintf("reading run %d", id), resp, err)
+}
+
+// Artifacts lists every artifact of a run.
+func (c *Client) Artifacts(ctx context.Context, repo string, runID int64) ([]*github.Artifact, error) {
+	o, r := split(repo)
+	var all []*github.Artifact
+	opt := &github.ListOptions{PerPage: 100}
+	err := paginate(fmt.Sprintf("listing the artifacts of run %d", runID), opt, 20,
+		func() ([]*github.Artifact, *github.Response, error) {
+			list, resp, err := c.gh.Actions.ListWorkflowRunArtifacts(ctx, o, r, runID, opt)
+			if err != nil {
+				return nil, resp, err
+			}
+			return list.Artifacts, resp, nil
+		},
+		func(page []*github.Artifact) bool { all = append(all, page...); return true })
+	if err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// WorkflowRuns lists runs of a workflow for a branch and event, newest
+// first, at most max of them.
+func (c *Client) WorkflowRuns(ctx context.Context, repo string, workflowID int64, branch, event string, max int) ([]*github.WorkflowRun, error) {
+	o, r := split(repo)
+	var out []*github.WorkflowRun
+	opt := &github.ListWorkflowRunsOptions{Branch: branch, Event: event, ListOptions: github.ListOptions{PerPage: 100}}
+	if max <= 0 {
+		return nil, nil
+	}
+	err := paginate("listing the sweep runs of "+branch, &opt.ListOptions, max,
+		func() ([]*github.WorkflowRun, *github.Response, error) {
+			list, resp, err := c.gh.Actions.ListWorkflowRunsByID(ctx, o, r, workflowID, opt)
+			if err != nil {
+				return nil, resp, err
+			}
+			return list.WorkflowRuns, resp, nil
+		},
+		func(page []*github.WorkflowRun) bool { out = append(out, page...); return len(out) < max })
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > max {
+		out = out[:max]
+	}
+	return out, nil
+}
+
+// CommitRuns lists the workflow runs (every workflow) of a commit, at most
+// 5 pages of 100.
+func (c *Client) CommitRuns(ctx context.Context, repo, sha string) ([]*github.WorkflowRun, error) {
+	o, r := split(repo)
+	var out []*github.WorkflowRun
+	opt := &github.ListWorkflowRunsOptions{HeadSHA: sha, ListOptions: github.ListOptions{PerPage: 100}}
+	err := paginate("listing the runs of "+mdtext.ShortSHA(sha), &opt.ListOptions, 5,
+		func() ([]*github.WorkflowRun, *github.Response, error) {
+			list, resp, err := c.gh.Actions.ListRepositoryWorkflowRuns(ctx, o, r, opt)
+			if err != nil {
+				return nil, resp, err
+			}
+			return list.WorkflowRuns, resp, nil
+		},
+		func(page []*github.WorkflowRun) bool { out = append(out, page...); return true })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Dispatch sends a repository_dispatch event.
+func (c *Client) Dispatch(ctx context.Context, repo, eventType string, payload map[string]any) error {
+	if c.dryRun {
+		c.log.Info("dry-run: would dispatch", "repo", repo, "event_type", eventType, "payload", payload)
+		return nil
+	}
+	o, r := split(repo)
+	raw, err := jsonRaw(payload)
+	if err != nil {
+		return err
+	}
+	_, resp, err := c.gh.Repositories.Dispatch(ctx, o, r, github.DispatchRequestOptions{EventType: eventType, ClientPayload: raw})
+	return wrap("dispatching "+eventType+" to "+repo, resp, err)
+}
+
+func jsonRaw(v any) (*json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the dispatch payload: %w", err)
+	}
+	raw := json.RawMessage(b)
+	return &raw, nil
+}

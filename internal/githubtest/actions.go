@@ -1,0 +1,148 @@
+package githubtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+)
+
+func (f *Fake) workflow(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	file := r.PathValue("file")
+	id, ok := repo.Workflows[file]
+	if !ok {
+		return http.StatusNotFound, notFound()
+	}
+	return http.StatusOK, &github.Workflow{ID: github.Int64(id), Name: github.String(file), Path: github.String(".github/workflows/" + file), State: github.String("active")}
+}
+
+func (f *Fake) runJSON(repo *Repo, run *Run) *github.WorkflowRun {
+	full := repo.Owner + "/" + repo.Name
+	wr := &github.WorkflowRun{
+		ID: github.Int64(run.ID), WorkflowID: github.Int64(run.WorkflowID), Event: github.String(run.Event),
+		Status: github.String(run.Status), HeadSHA: github.String(run.HeadSHA), HeadBranch: github.String(run.HeadBranch),
+		RunAttempt: github.Int(run.Attempt), CreatedAt: &github.Timestamp{Time: run.CreatedAt},
+		HTMLURL:    github.String(fmt.Sprintf("https://github.com/%s/actions/runs/%d", full, run.ID)),
+		Repository: &github.Repository{FullName: github.String(full), ID: github.Int64(repo.ID)},
+	}
+	if run.Conclusion != "" {
+		wr.Conclusion = github.String(run.Conclusion)
+	}
+	headID, headName := run.HeadRepoID, run.HeadRepo
+	if headID == 0 {
+		headID, headName = repo.ID, full
+	}
+	wr.HeadRepository = &github.Repository{ID: github.Int64(headID), FullName: github.String(headName)}
+	prs := run.PRs
+	if prs == nil && headID == repo.ID {
+		for n, p := range repo.PRs {
+			if p.State == "open" && p.Branch == run.HeadBranch && (p.HeadRepoID == 0 || p.HeadRepoID == repo.ID) {
+				prs = append(prs, n)
+			}
+		}
+		sort.Ints(prs)
+	}
+	for _, n := range prs {
+		base := run.PRBase
+		if base == "" {
+			base = repo.DefaultBranch
+			if p := repo.PRs[n]; p != nil && p.BaseRef != "" {
+				base = p.BaseRef
+			}
+		}
+		wr.PullRequests = append(wr.PullRequests, &github.PullRequest{Number: github.Int(n),
+			Base: &github.PullRequestBranch{Ref: github.String(base)}})
+	}
+	return wr
+}
+
+func (f *Fake) run(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	run := repo.Runs[id]
+	if run == nil {
+		return http.StatusNotFound, notFound()
+	}
+	return http.StatusOK, f.runJSON(repo, run)
+}
+
+func (f *Fake) workflowRuns(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	q := r.URL.Query()
+	var runs []*Run
+	for _, run := range repo.Runs {
+		if run.WorkflowID != id ||
+			(q.Get("branch") != "" && run.HeadBranch != q.Get("branch")) ||
+			(q.Get("event") != "" && run.Event != q.Get("event")) ||
+			(q.Get("status") != "" && run.Status != q.Get("status") && run.Conclusion != q.Get("status")) ||
+			(q.Get("head_sha") != "" && run.HeadSHA != q.Get("head_sha")) {
+			continue
+		}
+		runs = append(runs, run)
+	}
+	sort.Slice(runs, func(i, j int) bool {
+		return runs[i].CreatedAt.After(runs[j].CreatedAt) || (runs[i].CreatedAt.Equal(runs[j].CreatedAt) && runs[i].ID > runs[j].ID)
+	})
+	page := paginate(w, r, len(runs))
+	out := &github.WorkflowRuns{TotalCount: github.Int(len(runs)), WorkflowRuns: []*github.WorkflowRun{}}
+	for _, run := range runs[page.from:page.to] {
+		out.WorkflowRuns = append(out.WorkflowRuns, f.runJSON(repo, run))
+	}
+	return http.StatusOK, out
+}
+
+// repoRuns lists the repository's runs of every workflow, newest first,
+// filtered by head_sha when asked.
+func (f *Fake) repoRuns(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	sha := r.URL.Query().Get("head_sha")
+	var runs []*Run
+	for _, run := range repo.Runs {
+		if sha == "" || run.HeadSHA == sha {
+			runs = append(runs, run)
+		}
+	}
+	sort.Slice(runs, func(i, j int) bool {
+		return runs[i].CreatedAt.After(runs[j].CreatedAt) || (runs[i].CreatedAt.Equal(runs[j].CreatedAt) && runs[i].ID > runs[j].ID)
+	})
+	page := paginate(w, r, len(runs))
+	out := &github.WorkflowRuns{TotalCount: github.Int(len(runs)), WorkflowRuns: []*github.WorkflowRun{}}
+	for _, run := range runs[page.from:page.to] {
+		out.WorkflowRuns = append(out.WorkflowRuns, f.runJSON(repo, run))
+	}
+	return http.StatusOK, out
+}
+
+func (f *Fake) artifacts(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	run := repo.Runs[id]
+	if run == nil {
+		return http.StatusNotFound, notFound()
+	}
+	page := paginate(w, r, len(run.Artifacts))
+	out := &github.ArtifactList{TotalCount: github.Int64(int64(len(run.Artifacts))), Artifacts: []*github.Artifact{}}
+	for i, a := range run.Artifacts[page.from:page.to] {
+		exp := run.CreatedAt.Add(90 * 24 * time.Hour)
+		if a.Expired {
+			exp = f.now().Add(-time.Hour)
+		}
+		out.Artifacts = append(out.Artifacts, &github.Artifact{ID: github.Int64(run.ID*100 + int64(i)), Name: github.String(a.Name),
+			Expired: github.Bool(a.Expired), SizeInBytes: github.Int64(1024), ExpiresAt: &github.Timestamp{Time: exp},
+			WorkflowRun: &github.ArtifactWorkflowRun{ID: github.Int64(run.ID), HeadSHA: github.String(run.HeadSHA)}})
+	}
+	return http.StatusOK, out
+}
+
+func (f *Fake) dispatch(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	var in struct {
+		EventType     string         `json:"event_type"`
+		ClientPayload map[string]any `json:"client_payload"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.EventType == "" {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"}
+	}
+	f.dispatches = append(f.dispatches, Dispatch{Repo: repo.Owner + "/" + repo.Name, EventType: in.EventType, ClientPayload: in.ClientPayload})
+	return http.StatusNoContent, nil
+}
