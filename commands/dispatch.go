@@ -121,9 +121,11 @@ func (e Env) MayTakeBack(ctx context.Context, ch Change, s *Spec) auth.Verdict {
 	return e.Check(ctx, ch.Actor, s)
 }
 
-// Line is one command line of an invocation, with the verdict on its actor.
+// Line is one command line of an invocation, with its command's spec and
+// the verdict on its actor.
 type Line struct {
 	Command
+	Spec    *Spec
 	Verdict auth.Verdict
 }
 
@@ -155,6 +157,8 @@ type Result struct {
 type Change struct {
 	Comment
 	Deleted bool
+	// Spec is the command whose handler is asked.
+	Spec *Spec
 }
 
 // step is what one command line comes to.
@@ -221,7 +225,7 @@ func Created(ctx context.Context, env Env, c Comment) (string, Write) {
 			s.Reply = fmt.Sprintf("%s (line %d) was not run: the last %s in a comment wins.", Code(cmd.Text), cmd.Line,
 				mdtext.Code(spec.Verbs[0].Word))
 		default:
-			s.Result = spec.Handler.Prepare(ctx, env, c.Invocation, Line{Command: cmd, Verdict: s.verdict})
+			s.Result = spec.Handler.Prepare(ctx, env, c.Invocation, Line{Command: cmd, Spec: spec, Verdict: s.verdict})
 		}
 	}
 	outcome := "commands"
@@ -462,13 +466,19 @@ func Edited(ctx context.Context, env Env, c Comment) (string, Write) {
 	if c.Recovered {
 		added = nil // recovery found the edit: what it added is not opsbot's to answer
 	}
+	// The editor is told only when they pass the rule of every command that
+	// answers edits (AnswersEdits: /reuse-sweep-run's), as opsbot always
+	// has: no one below it can make opsbot talk by editing a comment.
 	told := len(added) > 0
-	for _, cmd := range added {
-		spec, ok := env.Commands.Spec(cmd.Name)
-		if !ok || !env.Check(ctx, c.Actor, spec).Allowed {
-			told = false // no one can make opsbot talk by typing
+	answering := 0
+	for _, s := range env.Commands.Specs() {
+		if !s.AnswersEdits || !told {
+			continue
 		}
+		answering++
+		told = env.Check(ctx, c.Actor, s).Allowed
 	}
+	told = told && answering > 0
 	takeBack := takeBacks(ctx, env, Change{Comment: c})
 	return "edited", func(tx record.Tx) error {
 		if err := takeBack(tx); err != nil {
@@ -505,6 +515,7 @@ func takeBacks(ctx context.Context, env Env, ch Change) Write {
 	var ws []Write
 	for _, s := range env.Commands.Specs() {
 		if tb, ok := s.Handler.(TakeBacker); ok {
+			ch.Spec = s
 			if w := tb.TakeBack(ctx, env, ch); w != nil {
 				ws = append(ws, w)
 			}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,16 +14,15 @@ import (
 	"opsbot/commands"
 	"opsbot/commands/commandstest"
 	"opsbot/commands/reuse"
-	"opsbot/config"
-	"opsbot/ghclient"
 	"opsbot/internal/githubtest"
+	"opsbot/internal/testrig"
 	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
 )
 
 const (
-	repo     = "SemiAnalysisAI/InferenceX"
+	repo     = testrig.Repo
 	routeRun = "GET /repos/{owner}/{repo}/actions/runs/{id}"
 )
 
@@ -71,35 +69,9 @@ var (
 
 func newHRig(t *testing.T) *hrig {
 	t.Helper()
-	cfg, err := config.Parse([]byte("repos: [{name: " + repo + ", sweep_workflow: .github/workflows/run-sweep.yml}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, ok := cfg.Repo(repo)
-	if !ok {
-		t.Fatalf("config has no %s", repo)
-	}
-	st, err := state.Open(filepath.Join(t.TempDir(), "h.db"), state.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	gh := githubtest.New(t)
-	gh.AddRepo(repo, "run-sweep.yml", 77)
-	gh.AddPR(repo, 1, "author", "b", "b0", []string{"c1"})
-	for _, id := range []int64{10, 11} {
-		gh.AddRun(repo, githubtest.Run{ID: id, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
-			HeadSHA: "c1", HeadBranch: "b", Artifacts: []githubtest.Artifact{{Name: "results_bmk"}}})
-	}
-	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: gh.URL, Token: "t", MaxTries: 1,
-		Sleep: func(context.Context, time.Duration) error { return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := fac.For(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := testrig.New(t, state.Options{})
+	rc, st, gh, c := tr.Repo, tr.Store, tr.GH, tr.Client
+	gh.AddRun(repo, testrig.SweepRun(11, "c1"))
 	pins := &reuse.Handler{Validators: func(int64) (reuse.Validator, error) { return &runs.Validator{GH: c}, nil }}
 	env := commands.Env{Repo: rc, Commands: commandstest.Registry(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
 		Lookup:  roles{"maintainer": "maintain", "outsider": "read"},
@@ -388,6 +360,16 @@ func TestEdited(t *testing.T) {
 		comments, _ := r.outbox(t)
 		if r.activePin(t) != nil || len(comments) != 1 || !strings.Contains(comments[0], "/reuse-sweep-run 10") {
 			t.Fatalf("after the edit: pin %v, comments %q; want no pin and one reply naming the command", r.activePin(t), comments)
+		}
+		r.wantAudit(t, "edit/not_run")
+	})
+	t.Run("a command anyone may run, added by an outsider's edit, is not answered either", func(t *testing.T) {
+		r := newHRig(t)
+		r.env.Repo.Help.MinRole = "read" // outsiders may ask for help in a new comment
+		_, w := commands.Edited(t.Context(), r.env, edit(comment(100, outsider, "/opsbot help"), "lgtm"))
+		r.commit(t, w)
+		if comments, reactions := r.outbox(t); len(comments)+len(reactions) != 0 {
+			t.Fatalf("outsider's edit: comments %q, reactions %q; want nothing", comments, reactions)
 		}
 		r.wantAudit(t, "edit/not_run")
 	})

@@ -23,6 +23,9 @@ type Spec struct {
 	// LastWins runs only the last well-formed line of the command in a
 	// comment; the earlier ones are audited ignored.
 	LastWins bool
+	// AnswersEdits makes the command's rule one an editor must pass to be
+	// told that commands added by editing a comment are not run.
+	AnswersEdits bool
 	// Help is what /opsbot help says of it on a repository.
 	Help func(rc *config.Repo) Help
 	// Handler runs it.

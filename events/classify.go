@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -173,6 +174,9 @@ func (s *Schema) fromPayload(repo string, p *CommentPayload) *commentRecord {
 }
 
 func (s *Schema) classifyComment(env *envelope, id string, d *state.Delivery) (string, error) {
+	if s.Commands == nil {
+		return "", errors.New("events: the schema has no command registry")
+	}
 	// Comments on issues that are not pull requests carry no commands.
 	if env.Issue == nil || !isPR(env.Issue.PullRequest) {
 		return IgnoredIssue, nil

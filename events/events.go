@@ -76,6 +76,11 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 	if !ok {
 		return "ignored", nil, nil
 	}
+	if h.Commands == nil {
+		// Without the commands no comment could be read: nothing is
+		// decided, and the delivery stays to be tried again.
+		return "", nil, errors.New("events: the handler has no command registry")
+	}
 	return k.handle(h, ctx, rc, d)
 }
 

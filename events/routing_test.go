@@ -1,11 +1,9 @@
 package events_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,13 +17,14 @@ import (
 	"opsbot/ghclient"
 	"opsbot/internal/fixtures"
 	"opsbot/internal/githubtest"
+	"opsbot/internal/testrig"
 	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
 	"opsbot/worker"
 )
 
-const repo = "SemiAnalysisAI/InferenceX"
+const repo = testrig.Repo
 
 type erig struct {
 	h     *events.Handler
@@ -35,27 +34,10 @@ type erig struct {
 
 func newERig(t *testing.T) *erig {
 	t.Helper()
-	cfg, err := config.Parse([]byte("repos: [{name: " + repo + ", sweep_workflow: .github/workflows/run-sweep.yml}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := state.Open(filepath.Join(t.TempDir(), "e.db"), state.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	gh := githubtest.New(t)
-	gh.AddRepo(repo, "run-sweep.yml", 77)
-	gh.AddPR(repo, 1, "author", "b", "b0", []string{"c1"})
-	gh.AddRun(repo, githubtest.Run{ID: 10, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
-		HeadSHA: "c1", HeadBranch: "b", Artifacts: []githubtest.Artifact{{Name: "results_bmk"}}})
+	tr := testrig.New(t, state.Options{})
+	cfg, st, gh, fac := tr.Cfg, tr.Store, tr.GH, tr.Factory
 	gh.AddUser("maintainer", 7, "User")
 	gh.SetRole(repo, "maintainer", "maintain")
-	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: gh.URL, Token: "t", MaxTries: 1,
-		Sleep: func(context.Context, time.Duration) error { return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	n := &notices.Builder{}
 	clients := ghclient.NewClients(fac, st)

@@ -52,6 +52,14 @@ type Gate struct {
 	Observe func(decision string)
 }
 
+// reason is a decision's reason in words; without a notifier, its code.
+func (g *Gate) reason(why record.Why) string {
+	if g.Notifier == nil {
+		return string(why.Code)
+	}
+	return g.Notifier.Reason(why)
+}
+
 // Ask is one request for a decision.
 type Ask struct {
 	Repo         string
@@ -78,7 +86,7 @@ func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
 	if !rc.IsGateAction(a.Action) {
 		why := state.Why{Code: state.ReasonNotGateAction, Action: a.Action, GateActions: rc.GateActions}
 		return &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: state.Sweep, Action: a.Action, Source: a.Source,
-			Reason: g.Notifier.Reason(why), Why: why}, nil
+			Reason: g.reason(why), Why: why}, nil
 	}
 	pin, err := g.Store.ActivePin(a.Repo, a.PR)
 	if err != nil {
@@ -164,7 +172,7 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 			// A pin recorded after this decision began covers the next push.
 			p.why = state.Why{Code: state.ReasonNoPinWhenDecided}
 		}
-		d := &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: p.decision, Reason: g.Notifier.Reason(p.why), Why: p.why,
+		d := &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: p.decision, Reason: g.reason(p.why), Why: p.why,
 			Action: a.Action, Source: a.Source, DeliveryID: a.DeliveryID, MergeOf: p.merge}
 		if p.decision == state.Skip {
 			d.PinID, d.RunID, d.RunAttempt, d.RunURL, d.RunSHA = p.pin.ID, p.run.ID, p.run.Attempt, p.run.URL, p.run.HeadSHA

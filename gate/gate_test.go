@@ -6,24 +6,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"opsbot/config"
 	"opsbot/gate"
-	"opsbot/ghclient"
 	"opsbot/internal/githubtest"
 	_ "opsbot/internal/golden"
+	"opsbot/internal/testrig"
 	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
 	"opsbot/state/record"
 )
 
-const repo = "SemiAnalysisAI/InferenceX"
+const repo = testrig.Repo
 
 type rig struct {
 	g     *gate.Gate
@@ -52,32 +50,11 @@ func newRig(t *testing.T) *rig {
 
 func newRigWith(t *testing.T, opt state.Options) *rig {
 	t.Helper()
-	cfg, err := config.Parse([]byte("repos: [{name: " + repo + ", sweep_workflow: .github/workflows/run-sweep.yml}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := state.Open(filepath.Join(t.TempDir(), "g.db"), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	gh := githubtest.New(t)
-	gh.AddRepo(repo, "run-sweep.yml", 77)
-	gh.AddPR(repo, 1, "author", "b", "b0", []string{"c1"})
-	gh.AddRun(repo, githubtest.Run{ID: 10, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
-		HeadSHA: "c1", HeadBranch: "b", Artifacts: []githubtest.Artifact{{Name: "results_bmk"}}})
-	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: gh.URL, Token: "t", MaxTries: 1,
-		Sleep: func(context.Context, time.Duration) error { return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := testrig.New(t, opt)
 	n := &notes{}
-	g := &gate.Gate{Cfg: config.NewLive(cfg), Store: st, Notifier: n, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Validators: func(int64) (*runs.Validator, error) {
-			c, err := fac.For(0)
-			return &runs.Validator{GH: c}, err
-		}}
-	return &rig{g: g, store: st, gh: gh, notes: n}
+	g := &gate.Gate{Cfg: config.NewLive(tr.Cfg), Store: tr.Store, Notifier: n, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Validators: func(int64) (*runs.Validator, error) { return &runs.Validator{GH: tr.Client}, nil }}
+	return &rig{g: g, store: tr.Store, gh: tr.GH, notes: n}
 }
 
 func (r *rig) pin(t *testing.T, run int64, headAtGrant string) *state.Pin {

@@ -131,6 +131,10 @@ const IDPrefix = events.RecoveryIDPrefix
 // before the last reconcile; replaySince, when not zero, starts it there
 // instead and makes even a first reconcile run what it finds in it.
 func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time) (Report, error) {
+	if r.Commands == nil {
+		// Without the commands every comment would read as having none.
+		return Report{}, errors.New("reconcile: no command registry")
+	}
 	rc, ok := r.Cfg.Get().Repo(repo)
 	if !ok {
 		return Report{}, fmt.Errorf("%s is not served by this opsbot", repo)

@@ -49,8 +49,10 @@ func Spec(h *Handler) commands.Spec {
 		},
 		Access:   func(rc *config.Repo) config.Access { return rc.Reuse.Access },
 		LastWins: true,
-		Help:     help,
-		Handler:  h,
+		// Editors allowed to pin are told that added commands are not run.
+		AnswersEdits: true,
+		Help:         help,
+		Handler:      h,
 	}
 }
 
@@ -206,8 +208,7 @@ func revoke(tx record.Tx, in commands.Invocation, p *record.Pin, why string) err
 // did it may (the comment's author, the pin's owner, or the command's
 // role); otherwise the pin stays, audited and told.
 func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) commands.Write {
-	spec, _ := env.Commands.Spec(Name)
-	v := env.MayTakeBack(ctx, ch, spec)
+	v := env.MayTakeBack(ctx, ch, ch.Spec)
 	login := ch.Actor.Login
 	return func(tx record.Tx) error {
 		p, err := tx.ActivePin(ch.Repo, ch.PR)
@@ -252,8 +253,7 @@ func takeBackPin(tx record.Tx, env commands.Env, ch commands.Change, p *record.P
 		}
 		return env.Notices.PinClosed(tx, p, ch.Installation, closedWhy)
 	}
-	spec, _ := env.Commands.Spec(Name)
-	need := env.Policy(spec).Describe()
+	need := env.Policy(ch.Spec).Describe()
 	if err := tx.Audit(commands.AuditOf(ch.Invocation, record.AuditRecord{Kind: record.AuditPin, Outcome: record.Kept,
 		RunID: p.RunID, PinID: p.ID, Role: commands.RoleName(v),
 		Reason: fmt.Sprintf("@%s %s of @%s's pin, but revoking another's pin needs %s: the pin stays", ch.Actor.Login, did,

@@ -208,8 +208,7 @@ func (h *Handler) prepare(ctx context.Context, env commands.Env, in commands.Inv
 func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) commands.Write {
 	var v auth.Verdict
 	if env.Repo.Stage.Dispatch.Repo != "" {
-		spec, _ := env.Commands.Spec(Name)
-		v = env.MayTakeBack(ctx, ch, spec)
+		v = env.MayTakeBack(ctx, ch, ch.Spec)
 	}
 	why := "its comment was deleted"
 	if !ch.Deleted {
@@ -232,10 +231,9 @@ func cancel(tx record.Tx, env commands.Env, ch commands.Change, r *record.StageR
 	rec := record.AuditRecord{Kind: record.AuditStage, Repo: r.Repo, PR: r.PR, RunID: r.RunID, ActorID: ch.Actor.ID, ActorLogin: login}
 	rec.SetOrigin(r.Origin())
 	if !v.Allowed && !v.CheckFailed && r.RequesterID != ch.Actor.ID {
-		spec, _ := env.Commands.Spec(Name)
 		rec.Outcome = record.Kept
 		rec.Reason = fmt.Sprintf("%s by @%s, who may not cancel @%s's stage request (it needs %s)", why, login, r.Requester,
-			env.Policy(spec).Describe())
+			env.Policy(ch.Spec).Describe())
 		return tx.Audit(rec)
 	}
 	cancelled := false
