@@ -165,14 +165,6 @@ func (s *Schema) comment(repo string, env *envelope) *commentRecord {
 	return c
 }
 
-// fromPayload is the record of a comment delivery stored before ingest
-// parsed comments: the worker decodes and parses it as ingest now does.
-func (s *Schema) fromPayload(repo string, p *CommentPayload) *commentRecord {
-	env := envelope{Action: p.Action, Issue: p.Issue, Comment: p.Comment, Changes: p.Changes, Sender: p.Sender,
-		Installation: p.Installation}
-	return s.comment(repo, &env)
-}
-
 func (s *Schema) classifyComment(env *envelope, id string, d *state.Delivery) (string, error) {
 	if s.Commands == nil {
 		return "", errors.New("events: the schema has no command registry")
@@ -183,7 +175,8 @@ func (s *Schema) classifyComment(env *envelope, id string, d *state.Delivery) (s
 	}
 	d.PR = env.Issue.Number
 	if env.Comment == nil {
-		return "", nil // the worker reads the body and finds nothing to do
+		d.Parsed = json.RawMessage("{}") // no comment: the worker finds nothing to do
+		return "", nil
 	}
 	d.CommentID = env.Comment.ID
 	if !strings.HasPrefix(strings.ToLower(id), RecoveryIDPrefix) {

@@ -90,7 +90,7 @@ func (h *Handler) handleComment(ctx context.Context, rc *config.Repo, d *state.D
 		// (say, after an edit added a command).
 		return "no-commands", processed(rc.Name, d.CommentID), nil
 	}
-	c, err := h.commentOf(rc, d)
+	c, err := h.commentOf(d)
 	if err != nil || c == nil {
 		return "ignored-issue", nil, err
 	}
@@ -117,27 +117,51 @@ func (h *Handler) handleDispatch(ctx context.Context, _ *config.Repo, d *state.D
 	return out, stateWrite(w), err
 }
 
-// commentOf is a comment delivery as ingest recorded it; one stored before
-// ingest recorded comments is decoded and parsed here. Nil: the comment is
-// not on a PR.
-func (h *Handler) commentOf(rc *config.Repo, d *state.Delivery) (*commentRecord, error) {
-	if len(d.Parsed) > 0 {
-		var in ingested
-		if err := json.Unmarshal(d.Parsed, &in); err != nil {
-			return nil, worker.Permanent(fmt.Errorf("decoding what ingest recorded of the %s delivery: %w", d.Event, err))
+// commentOf is a comment delivery as ingest recorded it (Parsed). Nil: the
+// comment is not on a PR. A delivery stored without its parse (by a build
+// before ingest recorded it) is given one at start (UpgradeInbox); one
+// still without is refused, never read from its body here.
+func (h *Handler) commentOf(d *state.Delivery) (*commentRecord, error) {
+	if len(d.Parsed) == 0 {
+		return nil, worker.Permanent(fmt.Errorf("the %s delivery %s has no recorded parse: it was stored by an older opsbot "+
+			"and not upgraded (opsbot upgrades the inbox when it starts)", d.Event, d.ID))
+	}
+	var in ingested
+	if err := json.Unmarshal(d.Parsed, &in); err != nil {
+		return nil, worker.Permanent(fmt.Errorf("decoding what ingest recorded of the %s delivery: %w", d.Event, err))
+	}
+	return in.Comment, nil
+}
+
+// UpgradeInbox gives every pending comment delivery stored without its
+// parse (by a build before ingest recorded it) the record ingest makes
+// now, from its body, as Classify does: the worker then reads every
+// comment the same way. Run at start, before the workers. It returns how
+// many deliveries it upgraded.
+func UpgradeInbox(store interface {
+	RewritePending(fn func(d *state.Delivery) (bool, error)) (int, error)
+}, s *Schema) (int, error) {
+	return store.RewritePending(func(d *state.Delivery) (bool, error) {
+		if d.Event != EventComment || len(d.Parsed) > 0 || d.NoCommands {
+			return false, nil
 		}
-		if in.Comment != nil {
-			return in.Comment, nil
+		now, _, err := s.Classify(d.Event, d.ID, d.Body)
+		if err != nil {
+			// A body that is not a payload stays as it is: the worker
+			// refuses it, and it goes to the dead letters with why.
+			return false, nil
 		}
-	}
-	var ev CommentPayload
-	if err := decode(d, &ev); err != nil {
-		return nil, err
-	}
-	if !ev.OnPR() {
-		return nil, nil
-	}
-	return (&Schema{WebHost: h.Cfg.Get().WebHost(), Commands: h.Commands}).fromPayload(rc.Name, &ev), nil
+		if now == nil {
+			// Not on a PR, or of a repository no longer served: nothing to do.
+			d.Parsed = json.RawMessage("{}")
+			return true, nil
+		}
+		d.Parsed, d.NoCommands, d.CommentID = now.Parsed, now.NoCommands, now.CommentID
+		if d.NoCommands {
+			d.Parsed = nil
+		}
+		return true, nil
+	})
 }
 
 func decode(d *state.Delivery, v any) error {

@@ -81,7 +81,23 @@ func delivery(t *testing.T, event, action string, set map[string]any) *state.Del
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &state.Delivery{ID: "d-" + event + "-" + action, Event: event, Action: action, Repo: repo, PR: 1, Body: body}
+	d := &state.Delivery{ID: "d-" + event + "-" + action, Event: event, Action: action, Repo: repo, PR: 1, Body: body}
+	if event != events.EventComment {
+		return d
+	}
+	// A comment reaches the worker as ingest classified it, its parse
+	// recorded; one ingest ignores (not on a PR) is given the empty parse
+	// the inbox upgrade gives it.
+	s := &events.Schema{Repo: func(n string) (string, bool) { return n, true }, Commands: commandstest.Registry(nil, nil)}
+	c, _, err := s.Classify(event, d.ID, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == nil {
+		d.Parsed = json.RawMessage("{}")
+		return d
+	}
+	return c
 }
 
 // onPR is a comment on PR 1 by login (id) with body.

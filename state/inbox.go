@@ -629,3 +629,44 @@ func (s *Store) PruneDeliveries(cutoff time.Time, limit int) (int, error) {
 	})
 	return n, err
 }
+
+// RewritePending offers every pending delivery, with its body, to fn in one
+// transaction, and stores again each fn changed: how an older build's
+// deliveries gain what ingest records now (events.UpgradeInbox). It
+// returns how many changed.
+func (s *Store) RewritePending(fn func(d *Delivery) (changed bool, err error)) (int, error) {
+	n := 0
+	err := s.update(func(tx *bolt.Tx) error {
+		n = 0
+		b := tx.Bucket(bInbox)
+		var keys, vals [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			d, err := decodeDelivery(k, v, true)
+			if err != nil {
+				return fmt.Errorf("inbox entry %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			changed, err := fn(d)
+			if err != nil || !changed {
+				return err
+			}
+			d.Seq = 0 // the key, not the header, holds it
+			raw, err := encodeDelivery(d)
+			if err != nil {
+				return err
+			}
+			keys, vals = append(keys, bytes.Clone(k)), append(vals, raw)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i, k := range keys {
+			if err := b.Put(k, vals[i]); err != nil {
+				return err
+			}
+		}
+		n = len(keys)
+		return nil
+	})
+	return n, err
+}

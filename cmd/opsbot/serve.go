@@ -326,6 +326,11 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
 		Checker: &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL},
 		SelfID:  self.ID, SelfName: self.Login, Users: users, Marks: store}
+	if n, err := events.UpgradeInbox(store, events.NewSchema(live, reg, time.Now)); err != nil {
+		return nil, fmt.Errorf("upgrading the inbox: %w", err)
+	} else if n > 0 {
+		log.Info("pending comment deliveries from an older opsbot given their parse", "deliveries", n)
+	}
 	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})
 	a.pool = pool
 	a.loops = []*outbox.Loop{
