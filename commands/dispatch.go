@@ -11,6 +11,7 @@ import (
 	"opsbot/config"
 	"opsbot/mdtext"
 	"opsbot/notices"
+	"opsbot/state/plan"
 	"opsbot/state/record"
 )
 
@@ -75,8 +76,10 @@ type Env struct {
 	Checker  *auth.Checker
 	Lookup   auth.Lookup
 	Notices  *notices.Builder
-	Log      *slog.Logger
-	WebHost  string // host of run URLs in commands; default github.com
+	// State is opsbot's state as handlers read it before they plan.
+	State   record.Reader
+	Log     *slog.Logger
+	WebHost string // host of run URLs in commands; default github.com
 	// Users holds the account ids allow_users logins resolved to; a listed
 	// login that did not resolve allows nobody.
 	Users *auth.Directory
@@ -142,13 +145,15 @@ type Result struct {
 	RunID   int64
 	HeadSHA string
 	RunURL  string
-	// Commit, when set and the outcome is accepted, makes the line's
-	// change in the transaction, after its audit record; a reply it returns
-	// replaces Reply.
-	Commit func(tx record.Tx) (reply string, err error)
-	// Acknowledges says Commit posts the line's own acknowledgement (which
-	// it edits later): it runs after the comment's reply, and the line has
-	// no part in the reply.
+	// Plan, when the outcome is accepted, is the line's change, applied in
+	// the comment's transaction after the line's audit record.
+	Plan plan.Plan
+	// Err is a read that failed while the line was prepared: the delivery
+	// is processed again later, nothing written.
+	Err error
+	// Acknowledges says Plan posts the line's own acknowledgement (which
+	// it edits later): it is applied after the comment's reply, and the
+	// line has no part in the reply.
 	Acknowledges bool
 }
 
@@ -177,6 +182,9 @@ func Created(ctx context.Context, env Env, c Comment) (string, Write) {
 	cmds := c.Commands
 	if len(cmds) == 0 && len(c.Withdrawn) == 0 {
 		return "no-commands", nil
+	}
+	if env.State == nil {
+		return "commands", refuse(errNoState)
 	}
 	// For a command whose last line wins, the earlier ones are ignored.
 	last := map[string]int{}
@@ -246,6 +254,11 @@ func Created(ctx context.Context, env Env, c Comment) (string, Write) {
 		if seen, err := tx.CommentSeen(env.Repo.Name, id); err != nil || seen {
 			return err // a redelivered or replayed comment never runs again
 		}
+		for i := range steps {
+			if steps[i].Err != nil {
+				return steps[i].Err
+			}
+		}
 		for _, cmd := range c.Withdrawn {
 			if err := tx.Audit(AuditOf(c.Invocation, record.AuditRecord{Kind: record.AuditCommand, Command: cmd.Name,
 				Outcome: string(NotRun), RunID: cmd.RunID, Reason: c.WithdrawnWhy})); err != nil {
@@ -255,6 +268,12 @@ func Created(ctx context.Context, env Env, c Comment) (string, Write) {
 		return commitSteps(tx, env, c, steps)
 	}
 }
+
+// errNoState is a dispatcher wired without a state reader: handlers could
+// not plan, so nothing is written and the delivery is retried.
+var errNoState = errors.New("commands: the environment has no state reader (Env.State)")
+
+func refuse(err error) Write { return func(record.Tx) error { return err } }
 
 // AuditOf fills a record with who asked, where and from what origin.
 func AuditOf(in Invocation, r record.AuditRecord) record.AuditRecord {
@@ -336,11 +355,25 @@ func TakeReply(tx record.Tx, env Env, in Invocation) (bool, error) {
 		Reason: fmt.Sprintf("%s already got %d replies on %s in the last hour; reacting only", in.Actor.Login, limit, in.Repo)}))
 }
 
+// Reply is a plan's reply comment to the invocation's actor within their
+// hourly budget (notices.max_replies_per_user_per_hour); past it the
+// refusal is audited instead, as TakeReply does.
+func Reply(env Env, in Invocation, kind notices.Kind, body string, links notices.Links) plan.Reply {
+	limit := env.MaxReplies
+	if limit <= 0 {
+		limit = config.DefaultMaxRepliesPerUserPerHour
+	}
+	return plan.Reply{ActorID: in.Actor.ID, Limit: limit,
+		Comment: plan.Comment{Repo: in.Repo, PR: in.PR, Installation: in.Installation, Kind: string(kind), Body: body, Links: plan.Links(links)},
+		Held: AuditOf(in, record.AuditRecord{Kind: record.AuditReply, Outcome: string(record.Suppressed),
+			Reason: fmt.Sprintf("%s already got %d replies on %s in the last hour; reacting only", in.Actor.Login, limit, in.Repo)})}
+}
+
 func commitSteps(tx record.Tx, env Env, c Comment, steps []step) error {
 	var replies []string
 	var plus, minus, confused, quiet bool
 	links := notices.Links{PR: env.Notices.Web.PR(c.Repo, c.PR), Comment: c.Origin.URL}
-	var acks []func(tx record.Tx) (string, error)
+	var acks []plan.Plan
 	for i := range steps {
 		s := &steps[i]
 		rec := AuditOf(c.Invocation, record.AuditRecord{Kind: record.AuditCommand, Command: s.cmd.Name, Outcome: string(s.Outcome),
@@ -354,18 +387,14 @@ func commitSteps(tx record.Tx, env Env, c Comment, steps []step) error {
 		if err := tx.Audit(rec); err != nil {
 			return err
 		}
-		if s.Commit != nil && s.Outcome == Accepted {
+		if s.Outcome == Accepted {
 			if s.Acknowledges {
-				acks = append(acks, s.Commit)
+				acks = append(acks, s.Plan)
 				plus = true
 				continue // the handler posts its own acknowledgement, which it edits later
 			}
-			reply, err := s.Commit(tx)
-			if err != nil {
+			if err := plan.Apply(tx, env.Notices.Teller(), s.Plan); err != nil {
 				return err
-			}
-			if reply != "" {
-				s.Reply = reply
 			}
 		}
 		switch {
@@ -419,7 +448,7 @@ func commitSteps(tx record.Tx, env Env, c Comment, steps []step) error {
 		}
 	}
 	for _, ack := range acks {
-		if _, err := ack(tx); err != nil {
+		if err := plan.Apply(tx, env.Notices.Teller(), ack); err != nil {
 			return err
 		}
 	}
@@ -449,6 +478,9 @@ func HasLine(cmds []Command, text string) bool {
 // command's handler, and commands it adds are not run (the editor, if
 // allowed to run them, is told so).
 func Edited(ctx context.Context, env Env, c Comment) (string, Write) {
+	if env.State == nil {
+		return "edited", refuse(errNoState)
+	}
 	before, after := c.OldCommands, c.Commands
 	had := map[string]int{}
 	for _, cmd := range before {
@@ -506,24 +538,36 @@ func Edited(ctx context.Context, env Env, c Comment) (string, Write) {
 // Deleted takes back what a deleted comment started (each command's
 // handler decides what and whether the one who deleted it may).
 func Deleted(ctx context.Context, env Env, c Comment) (string, Write) {
+	if env.State == nil {
+		return "deleted", refuse(errNoState)
+	}
 	c.Commands, c.OldCommands = nil, c.Commands
 	return "deleted", takeBacks(ctx, env, Change{Comment: c, Deleted: true})
 }
 
 // takeBacks asks each command that can take its effects back, in order.
 func takeBacks(ctx context.Context, env Env, ch Change) Write {
-	var ws []Write
+	var plans []plan.Plan
+	var failed error
 	for _, s := range env.Commands.Specs() {
 		if tb, ok := s.Handler.(TakeBacker); ok {
 			ch.Spec = s
-			if w := tb.TakeBack(ctx, env, ch); w != nil {
-				ws = append(ws, w)
+			p, err := tb.TakeBack(ctx, env, ch)
+			if err != nil {
+				failed = fmt.Errorf("%s: %w", s.Name, err)
+				break
+			}
+			if !p.Empty() {
+				plans = append(plans, p)
 			}
 		}
 	}
 	return func(tx record.Tx) error {
-		for _, w := range ws {
-			if err := w(tx); err != nil {
+		if failed != nil {
+			return failed
+		}
+		for _, p := range plans {
+			if err := plan.Apply(tx, env.Notices.Teller(), p); err != nil {
 				return err
 			}
 		}

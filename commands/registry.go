@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"opsbot/config"
+	"opsbot/state/plan"
 )
 
 // Spec is one command: how it is typed, who may run it, what /opsbot help
@@ -60,9 +61,11 @@ type HelpRow struct {
 	Who     string // who may run it (Who)
 }
 
-// Handler runs a command. Prepare does the reads (GitHub, the run) outside
-// the transaction, once; what it returns is written in the delivery's
-// transaction, which may run more than once.
+// Handler runs a command. Prepare does the reads (GitHub, the run, opsbot's
+// state through env.State) outside the transaction, once, and returns what
+// the line comes to with its plan: data the dispatcher applies in the
+// delivery's transaction (plan.Apply), checking the facts the plan was
+// made on, as often as the commit is tried.
 type Handler interface {
 	Prepare(ctx context.Context, env Env, in Invocation, line Line) Result
 }
@@ -70,9 +73,11 @@ type Handler interface {
 // TakeBacker is a handler whose effects the edit or the deletion of their
 // origin takes back (a pin, a stage request not yet dispatched).
 type TakeBacker interface {
-	// TakeBack does the reads it needs (the actor's role) and returns the
-	// write that takes back what ch's comment started, or nil.
-	TakeBack(ctx context.Context, env Env, ch Change) Write
+	// TakeBack does the reads it needs (the actor's role, what ch's
+	// comment started) and returns the plan that takes it back, or an
+	// empty plan.
+	// An error (a read that failed) retries the delivery.
+	TakeBack(ctx context.Context, env Env, ch Change) (plan.Plan, error)
 }
 
 // Registry is the set of commands opsbot runs, in order.

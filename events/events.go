@@ -21,6 +21,7 @@ import (
 	"opsbot/ghclient"
 	"opsbot/notices"
 	"opsbot/state"
+	"opsbot/state/record"
 	"opsbot/worker"
 )
 
@@ -47,6 +48,8 @@ type Handler struct {
 	// processed after an edit or a deletion of its comment runs at most
 	// what the comment still says.
 	Marks Marks
+	// State is what command handlers read before they plan (the store).
+	State record.Reader
 }
 
 // Marks reads comments' seen marks.
@@ -181,7 +184,7 @@ func (h *Handler) env(ctx context.Context, rc *config.Repo, inst int64) (command
 	}
 	cfg := h.Cfg.Get()
 	return commands.Env{Repo: rc, Commands: h.Commands, Checker: h.Checker, Lookup: client,
-		Notices: h.Notices, Log: worker.Logger(ctx, h.Log), WebHost: cfg.WebHost(), Users: h.Users,
+		Notices: h.Notices, State: h.State, Log: worker.Logger(ctx, h.Log), WebHost: cfg.WebHost(), Users: h.Users,
 		MaxReplies:               cfg.Notices.MaxRepliesPerUserPerHour,
 		MaxOutsiderReactions:     cfg.Notices.MaxOutsiderReactionsPerUserPerHour,
 		MaxOutsiderReactionsRepo: cfg.Notices.MaxOutsiderReactionsPerRepoPerHour}, nil

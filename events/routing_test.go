@@ -45,7 +45,7 @@ func newERig(t *testing.T) *erig {
 	g := &gate.Gate{Cfg: config.NewLive(cfg), Store: st, Notifier: n, Log: log, Validators: validators.For}
 	pins := &reuse.Handler{Validators: func(inst int64) (reuse.Validator, error) { return validators.For(inst) }}
 	h := &events.Handler{Cfg: config.NewLive(cfg), Log: log, Clients: clients, Commands: commandstest.Registry(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
-		Gate: g, Notices: n, SelfID: githubtest.BotID, SelfName: githubtest.BotLogin, Users: &auth.Directory{}}
+		Gate: g, Notices: n, SelfID: githubtest.BotID, SelfName: githubtest.BotLogin, Users: &auth.Directory{}, State: st}
 	return &erig{h: h, store: st, gh: gh}
 }
 

@@ -136,10 +136,11 @@ func (m *Metrics) BuildInfo(version, commit string) {
 
 // Processed implements worker.Observer.
 func (m *Metrics) ObserveProcessed(event, outcome string, took time.Duration) {
-	m.Processed.WithLabelValues(EventLabel(event), outcome).Inc()
+	// The time first: a scrape that sees the count sees the time too.
 	if took > 0 {
 		m.Processing.WithLabelValues(EventLabel(event)).Observe(took.Seconds())
 	}
+	m.Processed.WithLabelValues(EventLabel(event), outcome).Inc()
 }
 
 var knownEvents = map[string]bool{

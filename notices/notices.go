@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"opsbot/mdtext"
+	"opsbot/state/plan"
 	"opsbot/state/record"
 )
 
@@ -173,9 +174,7 @@ func (b *Builder) pinInvalidComment(tx record.Tx, d *record.Decision, pin *recor
 // PinClosed tells that a pin was revoked or expired (not by a decision).
 // why is Markdown: escape what it quotes with mdtext.
 func (b *Builder) PinClosed(tx record.Tx, p *record.Pin, inst int64, why string) error {
-	_, err := b.Comment(tx, p.Repo, p.PR, inst, Kind(p.State), fmt.Sprintf("The pin of run %s by %s is **%s**: %s.",
-		runLink(p.RunID, b.Web.Run(p.Repo, p.RunID)), mdtext.Mention(p.ActorLogin), mdtext.Text(string(p.State)), why), Links{PR: b.Web.PR(p.Repo, p.PR), Comment: p.CommentURL,
-		Run: b.Web.Run(p.Repo, p.RunID)})
+	_, err := b.Teller().Comment(tx, b.PinClosedComment(p, inst, why))
 	return err
 }
 
@@ -282,3 +281,30 @@ func commitLink(web Web, repo, sha string) string {
 }
 
 func runLink(id int64, url string) string { return mdtext.Link(strconv.FormatInt(id, 10), url) }
+
+// Teller puts the notices of a command's plan into the outbox, with their
+// Slack mirror (plan.Teller): the plan carries their words.
+func (b *Builder) Teller() plan.Teller { return teller{b} }
+
+type teller struct{ b *Builder }
+
+func (t teller) Comment(tx record.Tx, c plan.Comment) (uint64, error) {
+	return t.b.Comment(tx, c.Repo, c.PR, c.Installation, Kind(c.Kind), c.Body, Links(c.Links))
+}
+
+func (t teller) Edit(tx record.Tx, e plan.Edit) error {
+	return t.b.Edit(tx, e.Repo, e.PR, e.Installation, e.Of, Kind(e.Kind), e.Body, Links(e.Links))
+}
+
+func (t teller) Dispatch(tx record.Tx, d plan.Dispatch) (uint64, error) {
+	return t.b.Dispatch(tx, d.FromRepo, d.PR, d.Installation, d.ToRepo, d.EventType, d.Payload)
+}
+
+// PinClosedComment is the PR comment that says pin p is closed (p.State)
+// and why.
+func (b *Builder) PinClosedComment(p *record.Pin, inst int64, why string) plan.Comment {
+	return plan.Comment{Repo: p.Repo, PR: p.PR, Installation: inst, Kind: string(p.State),
+		Body: fmt.Sprintf("The pin of run %s by %s is **%s**: %s.", runLink(p.RunID, b.Web.Run(p.Repo, p.RunID)),
+			mdtext.Mention(p.ActorLogin), mdtext.Text(string(p.State)), why),
+		Links: plan.Links{PR: b.Web.PR(p.Repo, p.PR), Comment: p.CommentURL, Run: b.Web.Run(p.Repo, p.RunID)}}
+}

@@ -57,6 +57,17 @@ func (t *Tx) StageRequestByComment(repo string, commentID int64) (*StageRequest,
 	return stageBySeq(b, b.Get(append([]byte(pStageComment), u64(uint64(commentID))...)))
 }
 
+// StageRequestByComment finds the request a comment made, outside a write.
+func (s *Store) StageRequestByComment(repo string, commentID int64) (*StageRequest, error) {
+	var r *StageRequest
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		r, err = (&Tx{tx: tx}).StageRequestByComment(repo, commentID)
+		return err
+	})
+	return r, err
+}
+
 // stageBySeq reads the request stored under seq (nil seq: none).
 func stageBySeq(b *bolt.Bucket, seq []byte) (*StageRequest, error) {
 	if seq == nil {

@@ -48,9 +48,7 @@ type echoHandler struct{}
 func (echoHandler) Prepare(_ context.Context, _ commands.Env, in commands.Invocation, line commands.Line) commands.Result {
 	word := line.Args[0]
 	return commands.Result{Outcome: commands.Accepted, Reason: "echoed " + word,
-		Commit: func(tx record.Tx) (string, error) {
-			return fmt.Sprintf("%s you said %s", mdtext.Mention(in.Actor.Login), commands.Code(word)), nil
-		}}
+		Reply: fmt.Sprintf("%s you said %s", mdtext.Mention(in.Actor.Login), commands.Code(word))}
 }
 
 // A command registered from outside opsbot's own set runs end to end

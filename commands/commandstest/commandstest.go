@@ -4,6 +4,8 @@ package commandstest
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"opsbot/commands"
@@ -187,3 +189,18 @@ func (t *Tx) StageRequests(repo string) ([]record.StageRequest, error) {
 
 func (t *Tx) SlotHolder(string) (*record.StageRequest, error) { return nil, nil }
 func (t *Tx) SetSlotHolder(*record.StageRequest) error        { return nil }
+
+// Clone is a copy of t that shares nothing with it: a test applies a write
+// to the copy and keeps it only if the write succeeded, as a store rolls
+// back a failed transaction.
+func (t *Tx) Clone() *Tx {
+	c := *t
+	c.Records = slices.Clone(t.Records)
+	c.Notices = slices.Clone(t.Notices)
+	c.PinList = slices.Clone(t.PinList)
+	c.Stages = slices.Clone(t.Stages)
+	c.Marks = maps.Clone(t.Marks)
+	c.Infos = maps.Clone(t.Infos)
+	c.slots = maps.Clone(t.slots)
+	return &c
+}

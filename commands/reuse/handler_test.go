@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"opsbot/config"
 	"opsbot/notices"
 	"opsbot/runs"
+	"opsbot/state/plan"
 	"opsbot/state/record"
 )
 
@@ -59,7 +61,7 @@ var (
 	outsider   = auth.Actor{ID: 8, Login: "outsider", Type: "User"}
 )
 
-func env(t *testing.T) commands.Env {
+func env(t *testing.T, st record.Reader) commands.Env {
 	t.Helper()
 	cfg, err := config.Parse([]byte("repos: [{name: " + repo + ", sweep_workflow: .github/workflows/run-sweep.yml}]\n"))
 	if err != nil {
@@ -69,7 +71,7 @@ func env(t *testing.T) commands.Env {
 	runs := validator{10: {ID: 10, HeadSHA: "c1", Conclusion: "success", PRHead: "c2", URL: "https://github.com/" + repo + "/actions/runs/10"}}
 	pins := &reuse.Handler{Validators: func(int64) (reuse.Validator, error) { return runs, nil }}
 	return commands.Env{Repo: rc, Commands: commandstest.Registry(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
-		Lookup: roles{"maintainer": "maintain", "outsider": "read"}, Notices: &notices.Builder{}, Users: &auth.Directory{},
+		Lookup: roles{"maintainer": "maintain", "outsider": "read"}, Notices: &notices.Builder{}, Users: &auth.Directory{}, State: st,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
@@ -104,8 +106,8 @@ func said(tx *commandstest.Tx) (comments, reactions []string) {
 // outsider deleting the comment keeps the pin and says so; the author
 // deleting it revokes it.
 func TestPinGrantedAndTakenBackWithoutAStore(t *testing.T) {
-	e := env(t)
 	tx := &commandstest.Tx{}
+	e := env(t, tx)
 	_, w := commands.Created(t.Context(), e, comment(e, 100, maintainer, "/reuse-sweep-run 10"))
 	if err := w(tx); err != nil {
 		t.Fatal(err)
@@ -162,8 +164,8 @@ func TestPinGrantedAndTakenBackWithoutAStore(t *testing.T) {
 // An outsider's pin is denied with a reaction only, and a run that fails a
 // rule is refused with the rule's reason: neither writes a pin.
 func TestPinRefusalsWithoutAStore(t *testing.T) {
-	e := env(t)
 	tx := &commandstest.Tx{}
+	e := env(t, tx)
 	_, w := commands.Created(t.Context(), e, comment(e, 100, outsider, "/reuse-sweep-run 10"))
 	if err := w(tx); err != nil {
 		t.Fatal(err)
@@ -183,4 +185,90 @@ func TestPinRefusalsWithoutAStore(t *testing.T) {
 	if got := trail(tx); got != "command/denied,command/rejected" {
 		t.Fatalf("audit %s", got)
 	}
+}
+
+// line is the first command of body as the dispatcher hands it to the
+// handler, allowed with the maintainer's role.
+func line(t *testing.T, e commands.Env, body string) commands.Line {
+	t.Helper()
+	cmds := e.Commands.Parse(body, e.Options())
+	if len(cmds) != 1 || cmds[0].Error != "" {
+		t.Fatalf("parse %q = %+v", body, cmds)
+	}
+	spec, _ := e.Commands.Spec(cmds[0].Name)
+	return commands.Line{Command: cmds[0], Spec: spec, Verdict: auth.Verdict{Allowed: true, Role: auth.RoleMaintain}}
+}
+
+// The handler returns its change as a plan: the fact it decided on (the
+// PR's active pin as it read it) and typed steps, with the reply already
+// worded. No transaction runs here.
+func TestPinPlans(t *testing.T) {
+	h := &reuse.Handler{Validators: func(int64) (reuse.Validator, error) {
+		return validator{10: {ID: 10, HeadSHA: "c1", Conclusion: "success", PRHead: "c2", URL: "https://github.com/" + repo + "/actions/runs/10"}}, nil
+	}}
+	held := &commandstest.Tx{}
+	old := record.Pin{Repo: repo, PR: 1, RunID: 9, RunURL: "https://github.com/" + repo + "/actions/runs/9", ActorID: 6, ActorLogin: "other", CommentID: 90}
+	if _, err := held.Grant(&old, record.PinChange{}); err != nil {
+		t.Fatal(err)
+	}
+	in := comment(env(t, held), 100, maintainer, "").Invocation
+	origin := record.Origin{Kind: record.OriginComment, ID: 100, URL: in.Origin.URL}
+
+	t.Run("a pin over another", func(t *testing.T) {
+		e := env(t, held)
+		r := h.Prepare(t.Context(), e, in, line(t, e, "/reuse-sweep-run 10"))
+		if r.Outcome != commands.Accepted || r.Err != nil {
+			t.Fatalf("result %+v", r)
+		}
+		want := record.Pin{Repo: repo, PR: 1, RunID: 10, RunSHA: "c1", RunURL: "https://github.com/" + repo + "/actions/runs/10",
+			RunConclusion: "success", PRHeadAtGrant: "c2", ActorID: 7, ActorLogin: "maintainer", Role: "maintain",
+			CommentLine: "/reuse-sweep-run 10"}
+		want.SetOrigin(origin)
+		ch := record.PinChange{ActorID: 7, ActorLogin: "maintainer"}
+		ch.SetOrigin(origin)
+		wantPlan := plan.Plan{Require: []plan.Fact{plan.ActivePin{Repo: repo, PR: 1, ID: old.ID}},
+			Steps: []plan.Step{plan.GrantPin{Pin: want, Change: ch}}}
+		if !reflect.DeepEqual(r.Plan, wantPlan) {
+			t.Fatalf("plan\n%+v\nwant\n%+v", r.Plan, wantPlan)
+		}
+		if !strings.Contains(r.Reply, "pinned run [10]") || !strings.Contains(r.Reply, "replaces the pin of run [9]") {
+			t.Fatalf("reply %q", r.Reply)
+		}
+	})
+	t.Run("cancel with no pin", func(t *testing.T) {
+		e := env(t, &commandstest.Tx{})
+		r := h.Prepare(t.Context(), e, in, line(t, e, "/reuse-sweep-run cancel"))
+		want := plan.Plan{Require: []plan.Fact{plan.ActivePin{Repo: repo, PR: 1}}}
+		if !reflect.DeepEqual(r.Plan, want) || !strings.Contains(r.Reply, "no active pin on this PR to cancel") {
+			t.Fatalf("plan %+v, reply %q", r.Plan, r.Reply)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		e := env(t, held)
+		r := h.Prepare(t.Context(), e, in, line(t, e, "/reuse-sweep-run cancel"))
+		if len(r.Plan.Steps) != 1 {
+			t.Fatalf("plan %+v", r.Plan)
+		}
+		step, ok := r.Plan.Steps[0].(plan.ClosePin)
+		if !ok || step.Pin.ID != old.ID || step.To != record.PinRevoked || step.Change.Reason != "cancelled by @maintainer" ||
+			!strings.Contains(r.Reply, "revoked the pin of run [9]") {
+			t.Fatalf("step %+v, reply %q", r.Plan.Steps[0], r.Reply)
+		}
+	})
+	t.Run("an outsider deleting the pin's comment", func(t *testing.T) {
+		e := env(t, held)
+		spec, _ := e.Commands.Spec(reuse.Name)
+		c := comment(e, old.CommentID, maintainer, "") // the maintainer's comment, deleted by an outsider
+		c.Actor, c.Origin = outsider, old.Origin()
+		p, err := h.TakeBack(t.Context(), e, commands.Change{Comment: c, Deleted: true, Spec: spec})
+		if err != nil || len(p.Steps) != 2 {
+			t.Fatalf("plan %+v, %v", p, err)
+		}
+		kept, ok := p.Steps[0].(plan.Audit)
+		reply, ok2 := p.Steps[1].(plan.Reply)
+		if !ok || !ok2 || kept.Record.Outcome != record.Kept || reply.ActorID != outsider.ID ||
+			!strings.Contains(reply.Comment.Body, "so the pin stays") {
+			t.Fatalf("steps %+v", p.Steps)
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"opsbot/mdtext"
 	"opsbot/notices"
 	"opsbot/runs"
+	"opsbot/state/plan"
 	"opsbot/state/record"
 )
 
@@ -90,8 +91,7 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 		return closed(in)
 	}
 	if line.Cancel {
-		return commands.Result{Outcome: commands.Accepted, // what it revokes is found in the write
-			Commit: func(tx record.Tx) (string, error) { return cancelPin(tx, in) }}
+		return cancelPin(env, in)
 	}
 	bare := line.RunID == 0
 	purpose := runs.ForNamedPin
@@ -129,12 +129,28 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 				"since it was posted (from %s to %s), so the push it meant has passed. Post the command again if it still holds.",
 				mdtext.Mention(in.Actor.Login), what, mdtext.Code(mdtext.ShortSHA(in.ExpectHead)), mdtext.Code(mdtext.ShortSHA(run.PRHead)))}
 	}
-	p := &record.Pin{Repo: in.Repo, PR: in.PR, RunID: run.ID, RunAttempt: run.Attempt, RunSHA: run.HeadSHA, RunURL: run.URL,
+	p := record.Pin{Repo: in.Repo, PR: in.PR, RunID: run.ID, RunAttempt: run.Attempt, RunSHA: run.HeadSHA, RunURL: run.URL,
 		RunConclusion: run.Conclusion, Bare: bare, PRHeadAtGrant: run.PRHead, ActorID: in.Actor.ID, ActorLogin: in.Actor.Login,
 		Role: commands.RoleName(line.Verdict), CommentLine: line.Text}
 	p.SetOrigin(in.Origin)
+	old, err := env.State.ActivePin(in.Repo, in.PR)
+	if err != nil {
+		return commands.Result{Err: fmt.Errorf("reading %s#%d's active pin: %w", in.Repo, in.PR, err)}
+	}
+	ch := record.PinChange{ActorID: in.Actor.ID, ActorLogin: in.Actor.Login}
+	ch.SetOrigin(in.Origin)
 	return commands.Result{Outcome: commands.Accepted, RunID: run.ID, HeadSHA: run.PRHead, RunURL: run.URL,
-		Commit: func(tx record.Tx) (string, error) { return grantPin(tx, in, *p) }}
+		Reply: GrantedReply(&p, old),
+		Plan:  plan.Plan{Require: []plan.Fact{activeIs(in, old)}, Steps: []plan.Step{plan.GrantPin{Pin: p, Change: ch}}}}
+}
+
+// activeIs is the fact that the PR's active pin is still p (or none).
+func activeIs(in commands.Invocation, p *record.Pin) plan.ActivePin {
+	f := plan.ActivePin{Repo: in.Repo, PR: in.PR}
+	if p != nil {
+		f.ID = p.ID
+	}
+	return f
 }
 
 func (h *Handler) validator(inst int64) (Validator, error) {
@@ -149,20 +165,15 @@ func closed(in commands.Invocation) commands.Result {
 		Reply: fmt.Sprintf("%s this PR is closed: a pin applies to the next push of an open PR.", mdtext.Mention(in.Actor.Login))}
 }
 
-// grantPin stores a copy of p (the write may run more than once).
-func grantPin(tx record.Tx, in commands.Invocation, p record.Pin) (string, error) {
-	ch := record.PinChange{ActorID: in.Actor.ID, ActorLogin: in.Actor.Login}
-	ch.SetOrigin(in.Origin)
-	old, err := tx.Grant(&p, ch)
-	if err != nil {
-		return "", err
-	}
+// GrantedReply answers a pin p granted over the PR's active pin old (nil:
+// none).
+func GrantedReply(p *record.Pin, old *record.Pin) string {
 	superseded := ""
 	if old != nil {
 		superseded = fmt.Sprintf("\n\nIt replaces the pin of run %s by %s, which is now superseded.", commands.RunLink(old.RunID, old.RunURL),
 			mdtext.Mention(old.ActorLogin))
 	}
-	return PinnedReply(&p) + superseded, nil
+	return PinnedReply(p) + superseded
 }
 
 // PinnedReply answers an accepted pin.
@@ -182,96 +193,94 @@ func PinnedReply(p *record.Pin) string {
 		attempt, mdtext.Code(mdtext.ShortSHA(p.PRHeadAtGrant)))
 }
 
-func cancelPin(tx record.Tx, in commands.Invocation) (string, error) {
-	p, err := tx.ActivePin(in.Repo, in.PR)
+// cancelPin revokes the PR's active pin, if it has one.
+func cancelPin(env commands.Env, in commands.Invocation) commands.Result {
+	p, err := env.State.ActivePin(in.Repo, in.PR)
 	if err != nil {
-		return "", err
+		return commands.Result{Err: fmt.Errorf("reading %s#%d's active pin: %w", in.Repo, in.PR, err)}
 	}
+	r := commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{Require: []plan.Fact{activeIs(in, p)}}}
 	if p == nil {
-		return fmt.Sprintf("%s there is no active pin on this PR to cancel.", mdtext.Mention(in.Actor.Login)), nil
+		r.Reply = fmt.Sprintf("%s there is no active pin on this PR to cancel.", mdtext.Mention(in.Actor.Login))
+		return r
 	}
-	if err := revoke(tx, in, p, fmt.Sprintf("cancelled by @%s", in.Actor.Login)); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s revoked the pin of run %s by %s; the next push sweeps.", mdtext.Mention(in.Actor.Login),
-		commands.RunLink(p.RunID, p.RunURL), mdtext.Mention(p.ActorLogin)), nil
+	r.Plan.Steps = []plan.Step{revoke(in, p, fmt.Sprintf("cancelled by @%s", in.Actor.Login))}
+	r.Reply = fmt.Sprintf("%s revoked the pin of run %s by %s; the next push sweeps.", mdtext.Mention(in.Actor.Login),
+		commands.RunLink(p.RunID, p.RunURL), mdtext.Mention(p.ActorLogin))
+	return r
 }
 
-func revoke(tx record.Tx, in commands.Invocation, p *record.Pin, why string) error {
+func revoke(in commands.Invocation, p *record.Pin, why string) plan.ClosePin {
 	ch := record.PinChange{Reason: why, ActorID: in.Actor.ID, ActorLogin: in.Actor.Login}
 	ch.SetOrigin(in.Origin)
-	return tx.Transition(p, record.PinRevoked, ch)
+	return plan.ClosePin{Pin: *p, To: record.PinRevoked, Change: ch}
 }
 
 // TakeBack revokes the PR's active pin when ch's comment started it and
 // the comment was deleted or its command line edited away, if the one who
 // did it may (the comment's author, the pin's owner, or the command's
 // role); otherwise the pin stays, audited and told.
-func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) commands.Write {
-	v := env.MayTakeBack(ctx, ch, ch.Spec)
-	login := ch.Actor.Login
-	return func(tx record.Tx) error {
-		p, err := tx.ActivePin(ch.Repo, ch.PR)
-		if err != nil || p == nil || !p.Origin().Same(ch.Origin) {
-			return err
-		}
-		if ch.Deleted {
-			how, closedWhy := fmt.Sprintf("its comment was deleted by @%s", login), "the comment that created it was deleted"
-			if ch.Recovered {
-				how = "recovery found its comment deleted (the deletion's webhook was lost)"
-				closedWhy += " (found by recovery: the deletion's webhook was lost)"
-			}
-			return takeBackPin(tx, env, ch, p, v, how, closedWhy, "deleted the comment", true)
-		}
-		if commands.HasLine(ch.Commands, p.CommentLine) {
-			return nil
-		}
-		// Told only when this edit removed the line: later edits of a
-		// comment without it say nothing again.
-		removed := commands.HasLine(ch.OldCommands, p.CommentLine)
-		how := fmt.Sprintf("its command was edited away by @%s", login)
-		closedWhy := fmt.Sprintf("the command that created it was edited away by %s", mdtext.Mention(login))
-		if ch.Recovered {
-			how = "recovery found its command edited away (the edit's webhook was lost)"
-			closedWhy = "the command that created it was edited away (found by recovery: the edit's webhook was lost)"
-		}
-		return takeBackPin(tx, env, ch, p, v, how, closedWhy, "edited the command away", removed)
+func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) (plan.Plan, error) {
+	p, err := env.State.ActivePin(ch.Repo, ch.PR)
+	if err != nil || p == nil || !p.Origin().Same(ch.Origin) {
+		return plan.Plan{}, err
 	}
+	login := ch.Actor.Login
+	if ch.Deleted {
+		how, closedWhy := fmt.Sprintf("its comment was deleted by @%s", login), "the comment that created it was deleted"
+		if ch.Recovered {
+			how = "recovery found its comment deleted (the deletion's webhook was lost)"
+			closedWhy += " (found by recovery: the deletion's webhook was lost)"
+		}
+		return takeBackPin(ctx, env, ch, p, how, closedWhy, "deleted the comment", true), nil
+	}
+	if commands.HasLine(ch.Commands, p.CommentLine) {
+		return plan.Plan{}, nil
+	}
+	// Told only when this edit removed the line: later edits of a
+	// comment without it say nothing again.
+	removed := commands.HasLine(ch.OldCommands, p.CommentLine)
+	how := fmt.Sprintf("its command was edited away by @%s", login)
+	closedWhy := fmt.Sprintf("the command that created it was edited away by %s", mdtext.Mention(login))
+	if ch.Recovered {
+		how = "recovery found its command edited away (the edit's webhook was lost)"
+		closedWhy = "the command that created it was edited away (found by recovery: the edit's webhook was lost)"
+	}
+	return takeBackPin(ctx, env, ch, p, how, closedWhy, "edited the command away", removed), nil
 }
 
-// takeBackPin revokes pin p, whose comment ch's actor edited or deleted,
-// when the actor may (v); otherwise it keeps the pin, audits why and, when
-// tell, says so on the PR. A role GitHub could not tell revokes: the next
-// push then sweeps, which is never wrong.
-func takeBackPin(tx record.Tx, env commands.Env, ch commands.Change, p *record.Pin, v auth.Verdict, how, closedWhy, did string, tell bool) error {
-	if v.Allowed || v.CheckFailed || p.ActorID == ch.Actor.ID {
-		if v.CheckFailed && p.ActorID != ch.Actor.ID {
+// takeBackPin plans to revoke pin p, whose comment ch's actor edited or
+// deleted, when the actor may; otherwise to keep the pin, audit why and,
+// when tell, say so on the PR. A role GitHub could not tell revokes: the
+// next push then sweeps, which is never wrong.
+func takeBackPin(ctx context.Context, env commands.Env, ch commands.Change, p *record.Pin, how, closedWhy, did string, tell bool) plan.Plan {
+	out := plan.Plan{Require: []plan.Fact{activeIs(ch.Invocation, p)}}
+	v := auth.Verdict{Allowed: true}
+	if p.ActorID != ch.Actor.ID {
+		v = env.MayTakeBack(ctx, ch, ch.Spec)
+	}
+	if v.Allowed || v.CheckFailed {
+		if v.CheckFailed {
 			how += " (whose role could not be checked: revoked, so the next push sweeps)"
 		}
-		if err := revoke(tx, ch.Invocation, p, how); err != nil {
-			return err
-		}
-		return env.Notices.PinClosed(tx, p, ch.Installation, closedWhy)
+		closed := *p
+		closed.State = record.PinRevoked
+		out.Steps = []plan.Step{revoke(ch.Invocation, p, how), env.Notices.PinClosedComment(&closed, ch.Installation, closedWhy)}
+		return out
 	}
 	need := env.Policy(ch.Spec).Describe()
-	if err := tx.Audit(commands.AuditOf(ch.Invocation, record.AuditRecord{Kind: record.AuditPin, Outcome: record.Kept,
+	out.Steps = []plan.Step{plan.Audit{Record: commands.AuditOf(ch.Invocation, record.AuditRecord{Kind: record.AuditPin, Outcome: record.Kept,
 		RunID: p.RunID, PinID: p.ID, Role: commands.RoleName(v),
 		Reason: fmt.Sprintf("@%s %s of @%s's pin, but revoking another's pin needs %s: the pin stays", ch.Actor.Login, did,
-			p.ActorLogin, need)})); err != nil {
-		return err
+			p.ActorLogin, need)})}}
+	if tell {
+		out.Steps = append(out.Steps, commands.Reply(env, ch.Invocation, notices.KindReply,
+			fmt.Sprintf("%s %s of %s's pin of run %s, but revoking someone else's pin needs %s, so the pin stays: the next push "+
+				"of this PR still reuses that run. Someone allowed to can revoke it with `/reuse-sweep-run cancel`.",
+				mdtext.Mention(ch.Actor.Login), did, mdtext.Mention(p.ActorLogin), commands.RunLink(p.RunID, p.RunURL), need),
+			notices.Links{PR: env.Notices.Web.PR(ch.Repo, ch.PR), Comment: p.CommentURL, Run: p.RunURL}))
 	}
-	if !tell {
-		return nil
-	}
-	if ok, err := commands.TakeReply(tx, env, ch.Invocation); err != nil || !ok {
-		return err
-	}
-	_, err := env.Notices.Comment(tx, ch.Repo, ch.PR, ch.Installation, notices.KindReply,
-		fmt.Sprintf("%s %s of %s's pin of run %s, but revoking someone else's pin needs %s, so the pin stays: the next push "+
-			"of this PR still reuses that run. Someone allowed to can revoke it with `/reuse-sweep-run cancel`.",
-			mdtext.Mention(ch.Actor.Login), did, mdtext.Mention(p.ActorLogin), commands.RunLink(p.RunID, p.RunURL), need),
-		notices.Links{PR: env.Notices.Web.PR(ch.Repo, ch.PR), Comment: p.CommentURL, Run: p.RunURL})
-	return err
+	return out
 }
 
 func help(rc *config.Repo) commands.Help {

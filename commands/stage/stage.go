@@ -25,6 +25,7 @@ import (
 	"opsbot/mdtext"
 	"opsbot/notices"
 	"opsbot/runs"
+	"opsbot/state/plan"
 	"opsbot/state/record"
 )
 
@@ -135,10 +136,11 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 		}
 		return commands.Result{Outcome: commands.Rejected, Reason: reply.text, Reply: reply.text}
 	}
-	return commands.Result{Outcome: commands.Accepted, Acknowledges: true, Commit: func(tx record.Tx) (string, error) {
-		r := *req // the write may run more than once
-		return "", h.record(tx, rc, &r, run)
-	}}
+	step, err := h.request(env, rc, req, run)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	return commands.Result{Outcome: commands.Accepted, Acknowledges: true, Plan: plan.Plan{Steps: []plan.Step{step}}}
 }
 
 type answer struct {
@@ -205,28 +207,23 @@ func (h *Handler) prepare(ctx context.Context, env commands.Env, in commands.Inv
 // been sent (not even tried): the staging side never hears of it. A
 // request already dispatched stays as it is, audited. The actor must be
 // the requester or hold the command's role.
-func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) commands.Write {
-	var v auth.Verdict
-	if env.Repo.Stage.Dispatch.Repo != "" {
-		v = env.MayTakeBack(ctx, ch, ch.Spec)
+func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) (plan.Plan, error) {
+	r, err := env.State.StageRequestByComment(ch.Repo, ch.Origin.ID)
+	if err != nil || r == nil || !r.Pending() || !r.Origin().Same(ch.Origin) {
+		return plan.Plan{}, err
+	}
+	if !ch.Deleted && (r.CommandLine == "" || commands.HasLine(ch.Commands, r.CommandLine)) {
+		return plan.Plan{}, nil
 	}
 	why := "its comment was deleted"
 	if !ch.Deleted {
 		why = "its command was edited away"
 	}
-	return func(tx record.Tx) error {
-		r, err := tx.StageRequestByComment(ch.Repo, ch.Origin.ID)
-		if err != nil || r == nil || !r.Pending() || !r.Origin().Same(ch.Origin) {
-			return err
-		}
-		if !ch.Deleted && (r.CommandLine == "" || commands.HasLine(ch.Commands, r.CommandLine)) {
-			return nil
-		}
-		return cancel(tx, env, ch, r, v, why)
+	var v auth.Verdict
+	if env.Repo.Stage.Dispatch.Repo != "" {
+		v = env.MayTakeBack(ctx, ch, ch.Spec)
 	}
-}
-
-func cancel(tx record.Tx, env commands.Env, ch commands.Change, r *record.StageRequest, v auth.Verdict, why string) error {
+	out := plan.Plan{Require: []plan.Fact{plan.StageRequest{Repo: r.Repo, CommentID: r.CommentID, State: r.State}}}
 	login := ch.Actor.Login
 	rec := record.AuditRecord{Kind: record.AuditStage, Repo: r.Repo, PR: r.PR, RunID: r.RunID, ActorID: ch.Actor.ID, ActorLogin: login}
 	rec.SetOrigin(r.Origin())
@@ -234,89 +231,62 @@ func cancel(tx record.Tx, env commands.Env, ch commands.Change, r *record.StageR
 		rec.Outcome = record.Kept
 		rec.Reason = fmt.Sprintf("%s by @%s, who may not cancel @%s's stage request (it needs %s)", why, login, r.Requester,
 			env.Policy(ch.Spec).Describe())
-		return tx.Audit(rec)
+		out.Steps = []plan.Step{plan.Audit{Record: rec}}
+		return out, nil
 	}
-	cancelled := false
-	if r.DispatchNotice != 0 {
-		var err error
-		if cancelled, err = tx.Withdraw(r.DispatchNotice); err != nil {
-			return err
-		}
-	}
-	if !cancelled {
-		rec.Outcome = "not_cancelled"
-		rec.Reason = fmt.Sprintf("%s by @%s after its dispatch was sent: the staging side has it, and its report is still taken", why, login)
-		return tx.Audit(rec)
-	}
-	r.State = record.StageCancelled
-	if err := tx.PutStageRequest(r); err != nil {
-		return err
-	}
-	rec.Outcome = string(record.StageCancelled)
-	rec.Reason = fmt.Sprintf("%s by @%s before its dispatch was sent: the staging side was never asked", why, login)
-	if err := tx.Audit(rec); err != nil {
-		return err
-	}
-	return env.Notices.Edit(tx, r.Repo, r.PR, r.Installation, r.AckNotice, notices.KindStage,
-		fmt.Sprintf("%s staging run %s was cancelled before the staging side was asked: %s by %s.", mdtext.Mention(r.Requester),
-			commands.RunLink(r.RunID, env.Notices.Web.Run(r.Repo, r.RunID)), why, mdtext.Mention(login)),
-		notices.Links{PR: env.Notices.Web.PR(r.Repo, r.PR), Comment: r.CommentURL})
+	sent, cancelled := rec, rec
+	sent.Outcome = "not_cancelled"
+	sent.Reason = fmt.Sprintf("%s by @%s after its dispatch was sent: the staging side has it, and its report is still taken", why, login)
+	cancelled.Outcome = string(record.StageCancelled)
+	cancelled.Reason = fmt.Sprintf("%s by @%s before its dispatch was sent: the staging side was never asked", why, login)
+	out.Steps = []plan.Step{plan.WithdrawStage{Request: *r, Sent: sent, Cancelled: cancelled,
+		Told: plan.Edit{Repo: r.Repo, PR: r.PR, Installation: r.Installation, Of: r.AckNotice, Kind: string(notices.KindStage),
+			Body: fmt.Sprintf("%s staging run %s was cancelled before the staging side was asked: %s by %s.", mdtext.Mention(r.Requester),
+				commands.RunLink(r.RunID, env.Notices.Web.Run(r.Repo, r.RunID)), why, mdtext.Mention(login)),
+			Links: plan.Links{PR: env.Notices.Web.PR(r.Repo, r.PR), Comment: r.CommentURL}}}}
+	return out, nil
 }
 
-func (h *Handler) record(tx record.Tx, rc *config.Repo, req *record.StageRequest, run runs.Run) error {
-	if existing, err := tx.StageRequestByComment(req.Repo, req.CommentID); err != nil || existing != nil {
-		return err
+// request plans req: its acknowledgement, the requests still waiting that
+// it replaces in a shared slot (each told), its dispatch and its audit.
+func (h *Handler) request(env commands.Env, rc *config.Repo, req *record.StageRequest, run runs.Run) (plan.RequestStage, error) {
+	web := env.Notices.Web
+	step := plan.RequestStage{Request: *req,
+		Ack: plan.Comment{Repo: req.Repo, PR: req.PR, Installation: req.Installation, Kind: string(notices.KindStage),
+			Body: AckText(req, run.URL), Links: plan.Links{PR: web.PR(req.Repo, req.PR), Comment: req.CommentURL, Run: run.URL}},
+		Dispatch: plan.Dispatch{FromRepo: req.Repo, PR: req.PR, Installation: req.Installation, ToRepo: rc.Stage.Dispatch.Repo,
+			EventType: rc.Stage.Dispatch.EventType, Payload: map[string]any{
+				"source-repository": req.Repo, "pr-number": strconv.Itoa(req.PR), "run-id": strconv.FormatInt(req.RunID, 10),
+				"run-attempt": strconv.Itoa(req.RunAttempt), "run-date": req.RunDate, "requested-by": req.Requester,
+				"comment-id": strconv.FormatInt(req.CommentID, 10), "request-token": req.Token,
+			}},
+		Audit: record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageRequested), Repo: req.Repo, PR: req.PR, HeadSHA: req.RunSHA,
+			RunID: req.RunID, ActorID: req.RequesterID, ActorLogin: req.Requester, CommentID: req.CommentID, CommentURL: req.CommentURL,
+			Reason: "dispatched " + rc.Stage.Dispatch.EventType + " to " + rc.Stage.Dispatch.Repo},
 	}
-	links := notices.Links{PR: h.Notices.Web.PR(req.Repo, req.PR), Comment: req.CommentURL, Run: run.URL}
-	ack, err := h.Notices.Comment(tx, req.Repo, req.PR, req.Installation, notices.KindStage, AckText(req, run.URL), links)
-	if err != nil {
-		return err
-	}
-	req.AckNotice = ack
 	// With a shared slot, requests still waiting are replaced by this one; each is told.
-	if rc.Stage.Slot == "shared" {
-		queue, err := tx.StageRequests(req.Repo)
-		if err != nil {
-			return err
+	if rc.Stage.Slot != "shared" {
+		return step, nil
+	}
+	step.Shared = true
+	queue, err := env.State.StageRequests(req.Repo)
+	if err != nil {
+		return step, fmt.Errorf("reading %s's stage requests: %w", req.Repo, err)
+	}
+	for _, old := range queue {
+		if !old.Pending() {
+			continue
 		}
-		for i := range queue {
-			old := &queue[i]
-			if !old.Pending() {
-				continue
-			}
-			old.State = record.StageReplaced
-			if err := tx.PutStageRequest(old); err != nil {
-				return err
-			}
-			if err := h.Notices.Edit(tx, old.Repo, old.PR, old.Installation, old.AckNotice, notices.KindStage,
-				fmt.Sprintf("%s staging run %d was replaced by a newer request (run %d of PR #%d) for the shared staging slot.",
-					mdtext.Mention(old.Requester), old.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(old.Repo, old.PR), Comment: old.CommentURL}); err != nil {
-				return err
-			}
-			if err := tx.Audit(record.AuditRecord{Kind: "stage", Outcome: string(record.StageReplaced), Repo: old.Repo, PR: old.PR, RunID: old.RunID,
+		step.Replaced = append(step.Replaced, plan.ReplaceStage{Request: old,
+			Edit: plan.Edit{Repo: old.Repo, PR: old.PR, Installation: old.Installation, Of: old.AckNotice, Kind: string(notices.KindStage),
+				Body: fmt.Sprintf("%s staging run %d was replaced by a newer request (run %d of PR #%d) for the shared staging slot.",
+					mdtext.Mention(old.Requester), old.RunID, req.RunID, req.PR),
+				Links: plan.Links{PR: web.PR(old.Repo, old.PR), Comment: old.CommentURL}},
+			Audit: record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageReplaced), Repo: old.Repo, PR: old.PR, RunID: old.RunID,
 				ActorLogin: old.Requester, CommentID: old.CommentID, CommentURL: old.CommentURL,
-				Reason: fmt.Sprintf("replaced by run %d of PR #%d", req.RunID, req.PR)}); err != nil {
-				return err
-			}
-		}
+				Reason: fmt.Sprintf("replaced by run %d of PR #%d", req.RunID, req.PR)}})
 	}
-	payload := map[string]any{
-		"source-repository": req.Repo, "pr-number": strconv.Itoa(req.PR), "run-id": strconv.FormatInt(req.RunID, 10),
-		"run-attempt": strconv.Itoa(req.RunAttempt), "run-date": req.RunDate, "requested-by": req.Requester,
-		"comment-id": strconv.FormatInt(req.CommentID, 10), "request-token": req.Token,
-	}
-	// The dispatch's notice is kept with the request: deleting the comment
-	// before it is sent withdraws it.
-	if req.DispatchNotice, err = h.Notices.Dispatch(tx, req.Repo, req.PR, req.Installation, rc.Stage.Dispatch.Repo,
-		rc.Stage.Dispatch.EventType, payload); err != nil {
-		return err
-	}
-	if err := tx.AddStageRequest(req); err != nil {
-		return err
-	}
-	return tx.Audit(record.AuditRecord{Kind: "stage", Outcome: string(record.StageRequested), Repo: req.Repo, PR: req.PR, HeadSHA: req.RunSHA,
-		RunID: req.RunID, ActorID: req.RequesterID, ActorLogin: req.Requester, CommentID: req.CommentID, CommentURL: req.CommentURL,
-		Reason: "dispatched " + rc.Stage.Dispatch.EventType + " to " + rc.Stage.Dispatch.Repo})
+	return step, nil
 }
 
 // AckText is the immediate reply to a stage request.

@@ -68,3 +68,12 @@ type Stages interface {
 	SlotHolder(repo string) (*StageRequest, error)
 	SetSlotHolder(r *StageRequest) error
 }
+
+// Reader is what a command's handler reads before it plans, outside the
+// transaction (the store's views, or a transaction in memory in tests);
+// the plan names what it relied on as facts, checked when it is written.
+type Reader interface {
+	ActivePin(repo string, pr int) (*Pin, error)
+	StageRequestByComment(repo string, commentID int64) (*StageRequest, error)
+	StageRequests(repo string) ([]StageRequest, error)
+}

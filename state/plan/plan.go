@@ -1,0 +1,350 @@
+// Package plan is what a command's handler changes, as data: the facts it
+// read before it decided (this pin is still the PR's active one, this
+// comment made no stage request yet) and the typed steps that follow
+// (audit this, grant that pin, post this reply within the budget, record
+// and dispatch this stage request). A handler reads state through
+// record.Reader outside the transaction and returns a Plan; the dispatcher
+// applies it in the delivery's transaction with Apply, which checks every
+// fact first and writes nothing when one no longer holds (ErrStale: the
+// delivery is processed again, from a fresh read). A retried commit applies
+// the same plan again: a plan holds values, never code.
+//
+// The package links no storage: handlers' tests read the plan they return,
+// and Apply runs on any record.Tx (the store's, or one in memory).
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"opsbot/state/record"
+)
+
+// Plan is the facts a handler decided on and the steps that follow.
+type Plan struct {
+	Require []Fact
+	Steps   []Step
+}
+
+// Empty reports whether the plan changes nothing.
+func (p Plan) Empty() bool { return len(p.Steps) == 0 }
+
+// Fact is something a handler read before deciding, checked by Apply.
+type Fact interface {
+	holds(tx record.Tx) (bool, string, error)
+}
+
+// Step is one change.
+type Step interface {
+	apply(tx record.Tx, t Teller) error
+}
+
+// ErrStale is a plan whose facts changed between the read and the write.
+var ErrStale = errors.New("plan: what the plan was made on changed before it was written")
+
+// Teller words nothing: it puts the notices a plan carries (their words
+// already rendered) into the outbox, with their Slack mirror
+// (notices.Builder.Teller).
+type Teller interface {
+	Comment(tx record.Tx, c Comment) (noticeID uint64, err error)
+	Edit(tx record.Tx, e Edit) error
+	Dispatch(tx record.Tx, d Dispatch) (noticeID uint64, err error)
+}
+
+// Apply checks p's facts and writes its steps in order. A fact that no
+// longer holds returns ErrStale before anything is written.
+func Apply(tx record.Tx, t Teller, p Plan) error {
+	for _, f := range p.Require {
+		ok, what, err := f.holds(tx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrStale, what)
+		}
+	}
+	for _, s := range p.Steps {
+		if err := s.apply(tx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ActivePin is the fact that a PR's active pin is the pin ID (0: that the
+// PR has none).
+type ActivePin struct {
+	Repo string
+	PR   int
+	ID   uint64
+}
+
+func (f ActivePin) holds(tx record.Tx) (bool, string, error) {
+	p, err := tx.ActivePin(f.Repo, f.PR)
+	if err != nil {
+		return false, "", err
+	}
+	var id uint64
+	if p != nil {
+		id = p.ID
+	}
+	return id == f.ID, fmt.Sprintf("%s#%d's active pin is %d, not %d", f.Repo, f.PR, id, f.ID), nil
+}
+
+// StageRequest is the fact that the request a comment made is in State
+// ("" for: the comment made none).
+type StageRequest struct {
+	Repo      string
+	CommentID int64
+	State     record.StageState
+}
+
+func (f StageRequest) holds(tx record.Tx) (bool, string, error) {
+	r, err := tx.StageRequestByComment(f.Repo, f.CommentID)
+	if err != nil {
+		return false, "", err
+	}
+	var st record.StageState
+	if r != nil {
+		st = r.State
+	}
+	return st == f.State, fmt.Sprintf("comment %d's stage request is %q, not %q", f.CommentID, st, f.State), nil
+}
+
+// Audit appends a record.
+type Audit struct{ Record record.AuditRecord }
+
+func (s Audit) apply(tx record.Tx, _ Teller) error { return tx.Audit(s.Record) }
+
+// GrantPin makes Pin the PR's active pin (superseding the one before).
+type GrantPin struct {
+	Pin    record.Pin
+	Change record.PinChange
+}
+
+func (s GrantPin) apply(tx record.Tx, _ Teller) error {
+	p := s.Pin // the step may be applied again: the plan's copy stays as it was
+	_, err := tx.Grant(&p, s.Change)
+	return err
+}
+
+// ClosePin moves the active pin Pin to To.
+type ClosePin struct {
+	Pin    record.Pin
+	To     record.PinState
+	Change record.PinChange
+}
+
+func (s ClosePin) apply(tx record.Tx, _ Teller) error {
+	p, err := tx.ActivePin(s.Pin.Repo, s.Pin.PR)
+	if err != nil {
+		return err
+	}
+	if p == nil || p.ID != s.Pin.ID {
+		return fmt.Errorf("%w: pin %d of %s#%d is no longer active", ErrStale, s.Pin.ID, s.Pin.Repo, s.Pin.PR)
+	}
+	return tx.Transition(p, s.To, s.Change)
+}
+
+// Links are the GitHub pages a notice is about (its Slack mirror links them).
+type Links struct {
+	PR, Comment, Run, Commit string
+}
+
+// Comment is a PR comment opsbot posts, and its Slack mirror; Kind is the
+// notices kind it is mirrored as.
+type Comment struct {
+	Repo         string
+	PR           int
+	Installation int64
+	Kind         string
+	Body         string
+	Links        Links
+}
+
+func (s Comment) apply(tx record.Tx, t Teller) error {
+	_, err := t.Comment(tx, s)
+	return err
+}
+
+// Edit replaces the body of the comment notice Of posted.
+type Edit struct {
+	Repo         string
+	PR           int
+	Installation int64
+	Of           uint64
+	Kind         string
+	Body         string
+	Links        Links
+}
+
+func (s Edit) apply(tx record.Tx, t Teller) error { return t.Edit(tx, s) }
+
+// Dispatch is a repository_dispatch to another repository.
+type Dispatch struct {
+	FromRepo     string
+	PR           int
+	Installation int64
+	ToRepo       string
+	EventType    string
+	Payload      map[string]any
+}
+
+// Reply is one more reply comment to ActorID within their hourly budget
+// (Limit a repository); past it the comment is not posted and Held is
+// audited instead.
+type Reply struct {
+	ActorID int64
+	Limit   int
+	Comment Comment
+	Held    record.AuditRecord
+}
+
+func (s Reply) apply(tx record.Tx, t Teller) error {
+	ok, err := tx.TakeReply(s.Comment.Repo, s.ActorID, s.Limit)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return tx.Audit(s.Held)
+	}
+	_, err = t.Comment(tx, s.Comment)
+	return err
+}
+
+// RequestStage records Request and sends its dispatch: the acknowledgement
+// Ack is posted first (the request keeps its notice, to edit as staging
+// goes on), each Replaced request is closed, told and audited, then the
+// dispatch is queued (the request keeps its notice, so that taking the
+// request back before it is sent withdraws it) and the request and Audit
+// are written. A comment makes one request: when its comment has one
+// already (a second line of the same comment), the step does nothing. In
+// a Shared slot, the requests still waiting must be Replaced's, else the
+// plan is stale.
+type RequestStage struct {
+	Request  record.StageRequest
+	Ack      Comment
+	Shared   bool
+	Replaced []ReplaceStage
+	Dispatch Dispatch
+	Audit    record.AuditRecord
+}
+
+// ReplaceStage is a waiting request a newer one replaces in the shared slot.
+type ReplaceStage struct {
+	Request record.StageRequest
+	Edit    Edit
+	Audit   record.AuditRecord
+}
+
+func (s RequestStage) apply(tx record.Tx, t Teller) error {
+	req := s.Request
+	if existing, err := tx.StageRequestByComment(req.Repo, req.CommentID); err != nil || existing != nil {
+		return err
+	}
+	if s.Shared {
+		if err := s.waiting(tx); err != nil {
+			return err
+		}
+	}
+	var err error
+	if req.AckNotice, err = t.Comment(tx, s.Ack); err != nil {
+		return err
+	}
+	for _, r := range s.Replaced {
+		old, err := current(tx, r.Request)
+		if err != nil {
+			return err
+		}
+		old.State = record.StageReplaced
+		if err := tx.PutStageRequest(old); err != nil {
+			return err
+		}
+		if err := t.Edit(tx, r.Edit); err != nil {
+			return err
+		}
+		if err := tx.Audit(r.Audit); err != nil {
+			return err
+		}
+	}
+	if req.DispatchNotice, err = t.Dispatch(tx, s.Dispatch); err != nil {
+		return err
+	}
+	if err := tx.AddStageRequest(&req); err != nil {
+		return err
+	}
+	return tx.Audit(s.Audit)
+}
+
+// waiting checks that the requests still waiting are those s replaces.
+func (s RequestStage) waiting(tx record.Tx) error {
+	queue, err := tx.StageRequests(s.Request.Repo)
+	if err != nil {
+		return err
+	}
+	var now, planned []uint64
+	for _, r := range queue {
+		if r.Pending() {
+			now = append(now, r.Seq)
+		}
+	}
+	for _, r := range s.Replaced {
+		planned = append(planned, r.Request.Seq)
+	}
+	if !slices.Equal(now, planned) {
+		return fmt.Errorf("%w: %s's waiting stage requests are %v, not %v", ErrStale, s.Request.Repo, now, planned)
+	}
+	return nil
+}
+
+// WithdrawStage takes back Request (pending, its dispatch Notice not yet
+// sent): when the outbox still holds the dispatch it is withdrawn, the
+// request becomes cancelled, Cancelled is audited and Told edits the
+// acknowledgement; when the dispatch was already sent (or tried), only
+// Sent is audited.
+type WithdrawStage struct {
+	Request   record.StageRequest
+	Cancelled record.AuditRecord
+	Told      Edit
+	Sent      record.AuditRecord
+}
+
+func (s WithdrawStage) apply(tx record.Tx, t Teller) error {
+	withdrawn := false
+	if s.Request.DispatchNotice != 0 {
+		var err error
+		if withdrawn, err = tx.Withdraw(s.Request.DispatchNotice); err != nil {
+			return err
+		}
+	}
+	if !withdrawn {
+		return tx.Audit(s.Sent)
+	}
+	r, err := current(tx, s.Request)
+	if err != nil {
+		return err
+	}
+	r.State = record.StageCancelled
+	if err := tx.PutStageRequest(r); err != nil {
+		return err
+	}
+	if err := tx.Audit(s.Cancelled); err != nil {
+		return err
+	}
+	return t.Edit(tx, s.Told)
+}
+
+// current is the stored request r was read as, as it is now: a plan's
+// copy only names it, so that a change the plan did not make (a callback's
+// URL, say) is never written back over.
+func current(tx record.Tx, r record.StageRequest) (*record.StageRequest, error) {
+	cur, err := tx.StageRequestByComment(r.Repo, r.CommentID)
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil || cur.Seq != r.Seq {
+		return nil, fmt.Errorf("%w: the stage request of comment %d is gone", ErrStale, r.CommentID)
+	}
+	return cur, nil
+}

@@ -1,0 +1,176 @@
+package plan_test
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"opsbot/commands/commandstest"
+	"opsbot/state"
+	"opsbot/state/plan"
+	"opsbot/state/record"
+)
+
+const repo = "acme/bench"
+
+// teller enqueues the notices as the outbox would get them, with no mirror.
+type teller struct{}
+
+func (teller) Comment(tx record.Tx, c plan.Comment) (uint64, error) {
+	n := &record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeComment, Repo: c.Repo, PR: c.PR, Body: c.Body}
+	err := tx.Enqueue(n)
+	return n.ID, err
+}
+
+func (teller) Edit(tx record.Tx, e plan.Edit) error {
+	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeEdit, Repo: e.Repo, PR: e.PR, EditOf: e.Of, Body: e.Body})
+}
+
+func (teller) Dispatch(tx record.Tx, d plan.Dispatch) (uint64, error) {
+	n := &record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeDispatch, Repo: d.ToRepo, PR: d.PR, EventType: d.EventType}
+	err := tx.Enqueue(n)
+	return n.ID, err
+}
+
+// stores are the transactions a plan is applied on: the store's (bbolt)
+// and the one in memory handlers' tests use. Each runs fn in one
+// transaction that commits only when fn returns nil.
+func stores(t *testing.T) map[string]func(fn func(tx record.Tx) error) error {
+	st, err := state.Open(filepath.Join(t.TempDir(), "plan.db"), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	mem := &commandstest.Tx{}
+	return map[string]func(fn func(tx record.Tx) error) error{
+		"store": func(fn func(tx record.Tx) error) error {
+			return st.Update(func(tx *state.Tx) error { return fn(tx) })
+		},
+		"memory": func(fn func(tx record.Tx) error) error {
+			// commandstest.Tx has no rollback: fn is tried on a copy first.
+			trial := mem.Clone()
+			if err := fn(trial); err != nil {
+				return err
+			}
+			*mem = *trial
+			return nil
+		},
+	}
+}
+
+func active(t *testing.T, update func(fn func(tx record.Tx) error) error) *record.Pin {
+	t.Helper()
+	var p *record.Pin
+	if err := update(func(tx record.Tx) error {
+		var err error
+		p, err = tx.ActivePin(repo, 1)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A plan made on a pin that is no longer the PR's active one is stale:
+// nothing of it is written. The same plan applied again (a retried
+// commit) does the same thing, since it holds values only.
+func TestApplyChecksItsFactsAndRepeats(t *testing.T) {
+	for name, update := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			grant := plan.Plan{Require: []plan.Fact{plan.ActivePin{Repo: repo, PR: 1}},
+				Steps: []plan.Step{plan.GrantPin{Pin: record.Pin{Repo: repo, PR: 1, RunID: 10, ActorLogin: "maintainer"}}}}
+			for range 2 { // the first try's commit is lost; the plan is applied again
+				err := update(func(tx record.Tx) error {
+					if err := plan.Apply(tx, teller{}, grant); err != nil {
+						return err
+					}
+					return errors.New("commit lost")
+				})
+				if err == nil || errors.Is(err, plan.ErrStale) {
+					t.Fatalf("apply = %v", err)
+				}
+			}
+			if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, grant) }); err != nil {
+				t.Fatal(err)
+			}
+			p := active(t, update)
+			if p == nil || p.RunID != 10 {
+				t.Fatalf("active pin %+v", p)
+			}
+			if g := grant.Steps[0].(plan.GrantPin); g.Pin.ID != 0 || g.Pin.State != "" {
+				t.Fatalf("applying changed the plan's pin: %+v", g.Pin)
+			}
+			// Made when the PR had no pin: stale now, and writes nothing.
+			err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, grant) })
+			if !errors.Is(err, plan.ErrStale) {
+				t.Fatalf("a second grant on the old fact = %v, want ErrStale", err)
+			}
+			if q := active(t, update); q == nil || q.ID != p.ID {
+				t.Fatalf("active pin after a stale plan %+v, want %d", q, p.ID)
+			}
+			// A plan made on the pin as it is revokes it; made on it again, it is stale.
+			revoke := plan.Plan{Require: []plan.Fact{plan.ActivePin{Repo: repo, PR: 1, ID: p.ID}},
+				Steps: []plan.Step{plan.ClosePin{Pin: *p, To: record.PinRevoked, Change: record.PinChange{Reason: "cancelled"}}}}
+			if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, revoke) }); err != nil {
+				t.Fatal(err)
+			}
+			if q := active(t, update); q != nil {
+				t.Fatalf("active pin after revoking %+v", q)
+			}
+			if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, revoke) }); !errors.Is(err, plan.ErrStale) {
+				t.Fatalf("revoking again = %v, want ErrStale", err)
+			}
+		})
+	}
+}
+
+// A stage request is made once per comment: a second line of the same
+// comment changes nothing. In a shared slot, the plan replaces the
+// requests it saw waiting, and is stale if another came meanwhile.
+func TestRequestStage(t *testing.T) {
+	for name, update := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			req := func(comment int64) plan.RequestStage {
+				return plan.RequestStage{Shared: true,
+					Request:  record.StageRequest{Repo: repo, PR: 1, RunID: comment, CommentID: comment, State: record.StageRequested},
+					Ack:      plan.Comment{Repo: repo, PR: 1, Body: "staging"},
+					Dispatch: plan.Dispatch{FromRepo: repo, PR: 1, ToRepo: "acme/site", EventType: "stage"},
+					Audit:    record.AuditRecord{Kind: record.AuditStage, Repo: repo, Outcome: string(record.StageRequested)}}
+			}
+			first := req(100)
+			for range 2 {
+				if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, plan.Plan{Steps: []plan.Step{first}}) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var queue []record.StageRequest
+			read := func() {
+				t.Helper()
+				if err := update(func(tx record.Tx) error {
+					var err error
+					queue, err = tx.StageRequests(repo)
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			read()
+			if len(queue) != 1 || queue[0].AckNotice == 0 || queue[0].DispatchNotice == 0 {
+				t.Fatalf("queue %+v", queue)
+			}
+			// Planned when nothing waited: stale, since the first waits.
+			second := req(200)
+			if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, plan.Plan{Steps: []plan.Step{second}}) }); !errors.Is(err, plan.ErrStale) {
+				t.Fatalf("a plan that missed a waiting request = %v, want ErrStale", err)
+			}
+			second.Replaced = []plan.ReplaceStage{{Request: queue[0], Edit: plan.Edit{Repo: repo, PR: 1, Of: queue[0].AckNotice, Body: "replaced"}}}
+			if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, plan.Plan{Steps: []plan.Step{second}}) }); err != nil {
+				t.Fatal(err)
+			}
+			read()
+			if len(queue) != 2 || queue[0].State != record.StageReplaced || queue[1].State != record.StageRequested {
+				t.Fatalf("queue %+v", queue)
+			}
+		})
+	}
+}
