@@ -191,14 +191,8 @@ func StatusText(d *record.Decision) string {
 	return mdtext.Line("sweep: " + DecisionReason(d))
 }
 
-// DecisionReason is a decision's reason in words: Reason(d.Why), or the
-// stored Reason of a decision made before decisions carried a code.
-func DecisionReason(d *record.Decision) string {
-	if d.Why.Code == "" {
-		return d.Reason
-	}
-	return Reason(d.Why)
-}
+// DecisionReason is a decision's reason in words.
+func DecisionReason(d *record.Decision) string { return Reason(d.Why) }
 
 // Reason words a decision's reason, as Markdown (a detail is quoted as
 // runs or mdtext wrote it). The gate stores it as the decision's Reason.
@@ -234,6 +228,8 @@ func Reason(w record.Why) string {
 		return fmt.Sprintf("merged reusing run %d, authorized by @%s", w.RunID, w.Actor)
 	case record.ReasonMergeRejected:
 		return fmt.Sprintf("pinned run %d no longer qualified at merge: %s", w.RunID, w.Detail)
+	case record.ReasonRecorded:
+		return w.Detail
 	}
 	return fmt.Sprintf("reason %q", w.Code)
 }
@@ -246,7 +242,7 @@ func pinWhy(w record.Why) string {
 		return "could not be checked: " + w.Detail
 	case record.ReasonGitHubError:
 		return fmt.Sprintf("could not be checked (GitHub: %s)", w.Detail)
-	case record.ReasonRunRejected, record.ReasonMergeRejected:
+	case record.ReasonRunRejected, record.ReasonMergeRejected, record.ReasonRecorded:
 		return w.Detail
 	}
 	return Reason(w)
@@ -267,10 +263,7 @@ func InvalidText(web Web, d *record.Decision, p *record.Pin) string {
 	if d.MergeOf {
 		what = "the merge reuses no run"
 	}
-	why := d.Reason
-	if d.Why.Code != "" {
-		why = pinWhy(d.Why)
-	}
+	why := pinWhy(d.Why)
 	return fmt.Sprintf("🔁 **The pin of run %s is invalid**: %s. It was authorized by %s; %s.\n\n"+
 		"Pin a run again with `/reuse-sweep-run <run>` if a later push should reuse one.",
 		runLink(p.RunID, web.Run(d.Repo, p.RunID)), why, mdtext.Mention(p.ActorLogin), what)

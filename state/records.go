@@ -51,6 +51,7 @@ const (
 	ReasonNotGateAction    = record.ReasonNotGateAction
 	ReasonNoPin            = record.ReasonNoPin
 	ReasonNoPinWhenDecided = record.ReasonNoPinWhenDecided
+	ReasonRecorded         = record.ReasonRecorded
 	ReasonPinnedAtHead     = record.ReasonPinnedAtHead
 	ReasonUncheckable      = record.ReasonUncheckable
 	ReasonGitHubError      = record.ReasonGitHubError

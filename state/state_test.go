@@ -964,3 +964,40 @@ func TestMigrateReposByFamily(t *testing.T) {
 		t.Fatalf("open with an unknown key: %v, want the migration to stop", err)
 	}
 }
+
+// A decision stored before decisions carried a reason code (schema 4 and
+// before kept some with words only) gets the code "recorded", its words as
+// the detail, when this build opens the file; a coded one is left as it is.
+func TestMigrateDecisionsCoded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(func(tx *Tx) error {
+		if err := tx.PutDecision(&Decision{Repo: "o/r", PR: 3, HeadSHA: "aaa", Decision: Sweep, Reason: "no authorization found"}); err != nil {
+			return err
+		}
+		return tx.PutDecision(&Decision{Repo: "o/r", PR: 3, HeadSHA: "bbb", Decision: Sweep, Reason: "no reuse authorization",
+			Why: Why{Code: ReasonNoPin}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(keySchema, u64(4)) }); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	old, err := s.Decision("o/r", 3, "aaa")
+	if err != nil || old == nil || old.Why.Code != ReasonRecorded || old.Why.Detail != "no authorization found" || old.Reason != "no authorization found" {
+		t.Fatalf("the uncoded decision reads %+v, %v", old, err)
+	}
+	coded, err := s.Decision("o/r", 3, "bbb")
+	if err != nil || coded == nil || coded.Why.Code != ReasonNoPin || coded.Why.Detail != "" {
+		t.Fatalf("the coded decision reads %+v, %v", coded, err)
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"opsbot/state/record"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
@@ -31,7 +33,7 @@ var (
 )
 
 // SchemaVersion is the layout this build reads and writes.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 var (
 	bMeta       = []byte("meta")
@@ -165,6 +167,59 @@ var migrations = []func(tx *bolt.Tx) error{
 	1: outboxByChannel,
 	2: digestsInTimeOrder,
 	3: reposByFamily,
+	4: decisionsCoded,
+}
+
+// decisionsCoded (schema 4 to 5) gives every decision stored before
+// decisions carried a reason code the code ReasonRecorded, with its words
+// as the detail: every reader then words a decision from its code alone.
+// Fields it does not know are kept as they are.
+func decisionsCoded(tx *bolt.Tx) error {
+	return tx.Bucket(bPRs).ForEachBucket(func(repo []byte) error {
+		rb := tx.Bucket(bPRs).Bucket(repo)
+		return rb.ForEachBucket(func(pr []byte) error {
+			b := rb.Bucket(pr)
+			var keys, vals [][]byte
+			c := b.Cursor()
+			for k, v := c.Seek([]byte(pDec)); k != nil && bytes.HasPrefix(k, []byte(pDec)); k, v = c.Next() {
+				var d map[string]json.RawMessage
+				if err := json.Unmarshal(v, &d); err != nil {
+					return fmt.Errorf("decision %q of %s: %w", k, repo, err)
+				}
+				var why Why
+				if raw, ok := d["why"]; ok {
+					if err := json.Unmarshal(raw, &why); err != nil {
+						return fmt.Errorf("decision %q of %s: its why: %w", k, repo, err)
+					}
+				}
+				if why.Code != "" {
+					continue
+				}
+				var reason string
+				if raw, ok := d["reason"]; ok {
+					if err := json.Unmarshal(raw, &reason); err != nil {
+						return fmt.Errorf("decision %q of %s: its reason: %w", k, repo, err)
+					}
+				}
+				raw, err := json.Marshal(Why{Code: record.ReasonRecorded, Detail: reason})
+				if err != nil {
+					return err
+				}
+				d["why"] = raw
+				out, err := json.Marshal(d)
+				if err != nil {
+					return err
+				}
+				keys, vals = append(keys, bytes.Clone(k)), append(vals, out)
+			}
+			for i, k := range keys {
+				if err := b.Put(k, vals[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
 }
 
 // repoFamilies are the key prefixes of the schema 3 repos bucket and the

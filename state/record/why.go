@@ -19,6 +19,9 @@ const (
 	ReasonPinChanged       ReasonCode = "pin_changed"         // the pin changed while the head was decided
 	ReasonMerged           ReasonCode = "merged"              // the merge consumed the pin
 	ReasonMergeRejected    ReasonCode = "merge_rejected"      // the run no longer qualified at merge (Detail)
+	// ReasonRecorded is the code schema 5 gave a decision made before
+	// decisions carried codes: Detail is its reason as it was recorded.
+	ReasonRecorded ReasonCode = "recorded"
 )
 
 // Why is a decision's reason: a code and the details its words need.
