@@ -343,30 +343,32 @@ func takeReaction(tx record.Tx, env Env, in Invocation) (bool, error) {
 // actor may be posted (notices.max_replies_per_user_per_hour); past the
 // limit the refusal is audited and opsbot only reacts.
 func TakeReply(tx record.Tx, env Env, in Invocation) (bool, error) {
-	limit := env.MaxReplies
-	if limit <= 0 {
-		limit = config.DefaultMaxRepliesPerUserPerHour
-	}
+	limit, held := replyBudget(env, in)
 	ok, err := tx.TakeReply(in.Repo, in.Actor.ID, limit)
 	if err != nil || ok {
 		return ok, err
 	}
-	return false, tx.Audit(AuditOf(in, record.AuditRecord{Kind: record.AuditReply, Outcome: string(record.Suppressed),
-		Reason: fmt.Sprintf("%s already got %d replies on %s in the last hour; reacting only", in.Actor.Login, limit, in.Repo)}))
+	return false, tx.Audit(held)
+}
+
+// replyBudget is the invocation's actor's hourly reply limit and the audit
+// record of a reply held back past it.
+func replyBudget(env Env, in Invocation) (int, record.AuditRecord) {
+	limit := env.MaxReplies
+	if limit <= 0 {
+		limit = config.DefaultMaxRepliesPerUserPerHour
+	}
+	return limit, AuditOf(in, record.AuditRecord{Kind: record.AuditReply, Outcome: string(record.Suppressed),
+		Reason: fmt.Sprintf("%s already got %d replies on %s in the last hour; reacting only", in.Actor.Login, limit, in.Repo)})
 }
 
 // Reply is a plan's reply comment to the invocation's actor within their
 // hourly budget (notices.max_replies_per_user_per_hour); past it the
 // refusal is audited instead, as TakeReply does.
 func Reply(env Env, in Invocation, kind notices.Kind, body string, links notices.Links) plan.Reply {
-	limit := env.MaxReplies
-	if limit <= 0 {
-		limit = config.DefaultMaxRepliesPerUserPerHour
-	}
-	return plan.Reply{ActorID: in.Actor.ID, Limit: limit,
-		Comment: plan.Comment{Repo: in.Repo, PR: in.PR, Installation: in.Installation, Kind: string(kind), Body: body, Links: plan.Links(links)},
-		Held: AuditOf(in, record.AuditRecord{Kind: record.AuditReply, Outcome: string(record.Suppressed),
-			Reason: fmt.Sprintf("%s already got %d replies on %s in the last hour; reacting only", in.Actor.Login, limit, in.Repo)})}
+	limit, held := replyBudget(env, in)
+	return plan.Reply{ActorID: in.Actor.ID, Limit: limit, Held: held,
+		Comment: plan.Comment{Repo: in.Repo, PR: in.PR, Installation: in.Installation, Kind: string(kind), Body: body, Links: plan.Links(links)}}
 }
 
 func commitSteps(tx record.Tx, env Env, c Comment, steps []step) error {

@@ -1,0 +1,73 @@
+package stage_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"opsbot/auth"
+	"opsbot/commands"
+	"opsbot/commands/commandstest"
+	"opsbot/commands/stage"
+	"opsbot/config"
+	"opsbot/notices"
+	"opsbot/state/plan"
+	"opsbot/state/record"
+)
+
+const repo = "SemiAnalysisAI/InferenceX"
+
+// Deleting the comment of a stage request not yet dispatched plans its
+// withdrawal, made on the request's state as read; a request already
+// finished, or another comment's, plans nothing.
+func TestTakeBackPlans(t *testing.T) {
+	cfg, err := config.Parse([]byte("repos: [{name: " + repo + ", sweep_workflow: .github/workflows/run-sweep.yml, " +
+		"stage: {dispatch: {repo: acme/site}}}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := cfg.Repo(repo)
+	st := &commandstest.Tx{}
+	req := record.StageRequest{Repo: repo, PR: 1, RunID: 10, Requester: "maintainer", RequesterID: 7, Installation: 1,
+		State: record.StageRequested, AckNotice: 3, DispatchNotice: 4, CommandLine: "/stage-results 10"}
+	req.SetOrigin(record.Origin{Kind: record.OriginComment, ID: 100, URL: "https://github.com/" + repo + "/pull/1#issuecomment-100"})
+	if err := st.AddStageRequest(&req); err != nil {
+		t.Fatal(err)
+	}
+	h := &stage.Handler{}
+	reg := commandstest.Registry(nil, h)
+	spec, _ := reg.Spec(stage.Name)
+	env := commands.Env{Repo: rc, Commands: reg, Checker: &auth.Checker{TTL: time.Minute, Now: time.Now}, Notices: &notices.Builder{},
+		Users: &auth.Directory{}, State: st}
+	maintainer := auth.Actor{ID: 7, Login: "maintainer", Type: "User"}
+	change := func(id int64) commands.Change {
+		return commands.Change{Deleted: true, Spec: spec, Comment: commands.Comment{Author: maintainer,
+			Invocation: commands.Invocation{Repo: repo, PR: 1, Installation: 1, Actor: maintainer,
+				Origin: commands.Origin{Kind: commands.OriginComment, ID: id}}}}
+	}
+
+	p, err := h.TakeBack(t.Context(), env, change(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []plan.Fact{plan.StageRequest{Repo: repo, CommentID: 100, State: record.StageRequested}}; !reflect.DeepEqual(p.Require, want) {
+		t.Fatalf("facts %+v, want %+v", p.Require, want)
+	}
+	if len(p.Steps) != 1 {
+		t.Fatalf("steps %+v", p.Steps)
+	}
+	w, ok := p.Steps[0].(plan.WithdrawStage)
+	if !ok || w.Request.Seq != req.Seq || w.Told.Of != 3 || !strings.Contains(w.Told.Body, "was cancelled before the staging side was asked") ||
+		w.Cancelled.Outcome != string(record.StageCancelled) || w.Sent.Outcome != "not_cancelled" {
+		t.Fatalf("step %+v", p.Steps[0])
+	}
+
+	if p, err := h.TakeBack(t.Context(), env, change(101)); err != nil || !p.Empty() {
+		t.Fatalf("another comment's deletion plans %+v, %v", p, err)
+	}
+	st.Stages[0].State = record.StageStaged
+	if p, err := h.TakeBack(t.Context(), env, change(100)); err != nil || !p.Empty() {
+		t.Fatalf("a staged request's deletion plans %+v, %v", p, err)
+	}
+}
