@@ -20,8 +20,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"opsbot/state/record"
 	berrors "go.etcd.io/bbolt/errors"
+	"opsbot/state/record"
 )
 
 // Errors callers test with errors.Is.
