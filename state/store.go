@@ -19,8 +19,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
 	berrors "go.etcd.io/bbolt/errors"
+
 	"opsbot/state/record"
 )
 
