@@ -144,10 +144,17 @@ func (h *Handler) commentOf(d *state.Delivery) (*commentRecord, error) {
 func UpgradeInbox(store interface {
 	RewritePending(fn func(d *state.Delivery) (bool, error)) (int, error)
 }, s *Schema) (int, error) {
-	return store.RewritePending(func(d *state.Delivery) (bool, error) {
+	return store.RewritePending(func(d *state.Delivery) (changed bool, _ error) {
 		if d.Event != EventComment || len(d.Parsed) > 0 || d.NoCommands {
 			return false, nil
 		}
+		// A body the parser cannot take stays as it is (the worker refuses
+		// it, to the dead letters with why); it never stops opsbot starting.
+		defer func() {
+			if recover() != nil {
+				changed = false
+			}
+		}()
 		now, _, err := s.Classify(d.Event, d.ID, d.Body)
 		if err != nil {
 			// A body that is not a payload stays as it is: the worker

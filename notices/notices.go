@@ -293,6 +293,12 @@ func (t teller) Dispatch(tx record.Tx, d plan.Dispatch) (uint64, error) {
 	return t.b.Dispatch(tx, d.FromRepo, d.PR, d.Installation, d.ToRepo, d.EventType, d.Payload)
 }
 
+func (t teller) StageReplaced(tx record.Tx, old, by record.StageRequest) error {
+	return t.b.Edit(tx, old.Repo, old.PR, old.Installation, old.AckNotice, KindStage,
+		fmt.Sprintf("%s staging run %d was replaced by a newer request (run %d of PR #%d) for the shared staging slot.",
+			mdtext.Mention(old.Requester), old.RunID, by.RunID, by.PR), Links{PR: t.b.Web.PR(old.Repo, old.PR), Comment: old.CommentURL})
+}
+
 // PinClosedComment is the PR comment that says pin p is closed (p.State)
 // and why.
 func (b *Builder) PinClosedComment(p *record.Pin, inst int64, why string) plan.Comment {

@@ -17,6 +17,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"opsbot/state"
+	"opsbot/state/plan"
 )
 
 // Handler decides what a delivery changes. It may read from the network; it
@@ -304,6 +305,11 @@ func (p *Pool) run(ctx context.Context) {
 	}
 }
 
+// MaxReplans is how many times one attempt decides a delivery again at once
+// when its plan went stale before it was written; past it the attempt
+// fails and is retried with back-off, as any failure.
+const MaxReplans = 8
+
 // process runs one attempt. It reports whether the delivery is finished
 // (completed or dead-lettered); false means try again later.
 func (p *Pool) process(ctx context.Context, it *item) (finished bool) {
@@ -321,12 +327,25 @@ func (p *Pool) process(ctx context.Context, it *item) (finished bool) {
 		return p.failed(log, it, err)
 	}
 	log = log.With("delivery", d.ID, "repo", d.Repo, "pr", d.PR, "action", d.Action)
-	outcome, w, err := p.handle(WithLogger(ctx, log), d)
-	if err != nil {
-		log.Warn("processing failed", "err", err, "attempt", it.attempts+1)
-		return p.failed(log, it, err)
+	var outcome string
+	for replans := 0; ; replans++ {
+		var w state.Write
+		outcome, w, err = p.handle(WithLogger(ctx, log), d)
+		if err != nil {
+			log.Warn("processing failed", "err", err, "attempt", it.attempts+1)
+			return p.failed(log, it, err)
+		}
+		err = p.store.Complete(d, outcome, w)
+		if errors.Is(err, plan.ErrStale) && replans < MaxReplans {
+			// What a handler read changed before its plan was written (another
+			// PR's request in the shared staging slot, a pin the gate used):
+			// decide again at once, from a fresh read, without counting a failure.
+			log.Info("deciding again: what the plan was made on changed", "reason", err, "replan", replans+1)
+			continue
+		}
+		break
 	}
-	if err := p.store.Complete(d, outcome, w); err != nil && !errors.Is(err, state.ErrNotFound) {
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
 		log.Error("committing the result", "err", err)
 		return p.failed(log, it, err)
 	}

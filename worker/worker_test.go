@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"opsbot/state"
+	"opsbot/state/plan"
 )
 
 type handlerFunc func(ctx context.Context, d *state.Delivery) (string, state.Write, error)
@@ -216,5 +217,50 @@ func TestResumeFromInbox(t *testing.T) {
 	}
 	if pend, _ := s.Pending(); len(pend) != 0 {
 		t.Fatalf("%d still pending", len(pend))
+	}
+}
+
+// A write whose plan went stale (what the handler read changed before the
+// commit) is decided again at once, from a fresh read, without a back-off
+// or a counted failure; one that stays stale past MaxReplans in every
+// attempt ends in the dead letters as any failure does.
+func TestStalePlanIsDecidedAgainAtOnce(t *testing.T) {
+	s := newStore(t)
+	var mu sync.Mutex
+	handled := map[string]int{}
+	h := handlerFunc(func(ctx context.Context, d *state.Delivery) (string, state.Write, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		handled[d.ID]++
+		n := handled[d.ID]
+		return "ok", func(tx *state.Tx) error {
+			if d.ID == "stale-forever" || n <= 3 {
+				return fmt.Errorf("%w: the active pin changed", plan.ErrStale)
+			}
+			return nil
+		}, nil
+	})
+	var delays int
+	after := func(_ time.Duration, f func()) { mu.Lock(); delays++; mu.Unlock(); go f() }
+	p := New(s, h, quiet, Options{Workers: 1, MaxAttempts: 2, After: after})
+	p.Start(context.Background())
+	defer p.Stop()
+	add(t, s, p, "stale-thrice", 1)
+	p.Wait()
+	mu.Lock()
+	if handled["stale-thrice"] != 4 || delays != 0 {
+		t.Fatalf("decided %d times with %d back-offs; want 4 decisions, none backed off", handled["stale-thrice"], delays)
+	}
+	mu.Unlock()
+	if pending, _ := s.Pending(); len(pending) != 0 {
+		t.Fatalf("still pending: %+v", pending)
+	}
+	add(t, s, p, "stale-forever", 2)
+	p.Wait()
+	dead, _ := s.DeadLetters()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dead) != 1 || dead[0].Delivery.ID != "stale-forever" || handled["stale-forever"] != 2*(MaxReplans+1) {
+		t.Fatalf("dead letters %+v after %d decisions; want stale-forever after %d", dead, handled["stale-forever"], 2*(MaxReplans+1))
 	}
 }

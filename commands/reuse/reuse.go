@@ -222,8 +222,13 @@ func revoke(in commands.Invocation, p *record.Pin, why string) plan.ClosePin {
 // role); otherwise the pin stays, audited and told.
 func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) (plan.Plan, error) {
 	p, err := env.State.ActivePin(ch.Repo, ch.PR)
-	if err != nil || p == nil || !p.Origin().Same(ch.Origin) {
+	if err != nil {
 		return plan.Plan{}, err
+	}
+	// Nothing to take back holds only while the PR's pin is what was read.
+	nothing := plan.Plan{Require: []plan.Fact{activeIs(ch.Invocation, p)}}
+	if p == nil || !p.Origin().Same(ch.Origin) {
+		return nothing, nil
 	}
 	login := ch.Actor.Login
 	if ch.Deleted {
@@ -235,7 +240,7 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 		return takeBackPin(ctx, env, ch, p, how, closedWhy, "deleted the comment", true), nil
 	}
 	if commands.HasLine(ch.Commands, p.CommentLine) {
-		return plan.Plan{}, nil
+		return nothing, nil
 	}
 	// Told only when this edit removed the line: later edits of a
 	// comment without it say nothing again.

@@ -136,10 +136,7 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 		}
 		return commands.Result{Outcome: commands.Rejected, Reason: reply.text, Reply: reply.text}
 	}
-	step, err := h.request(env, rc, req, run)
-	if err != nil {
-		return commands.Result{Err: err}
-	}
+	step := h.request(env, rc, req, run)
 	return commands.Result{Outcome: commands.Accepted, Acknowledges: true, Plan: plan.Plan{Steps: []plan.Step{step}}}
 }
 
@@ -209,8 +206,15 @@ func (h *Handler) prepare(ctx context.Context, env commands.Env, in commands.Inv
 // the requester or hold the command's role.
 func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) (plan.Plan, error) {
 	r, err := env.State.StageRequestByComment(ch.Repo, ch.Origin.ID)
-	if err != nil || r == nil || !r.Pending() || !r.Origin().Same(ch.Origin) {
+	if err != nil {
 		return plan.Plan{}, err
+	}
+	if r == nil {
+		// Nothing to take back holds only while the comment has no request.
+		return plan.Plan{Require: []plan.Fact{plan.StageRequest{Repo: ch.Repo, CommentID: ch.Origin.ID}}}, nil
+	}
+	if !r.Pending() || !r.Origin().Same(ch.Origin) {
+		return plan.Plan{}, nil // a request that no longer waits never waits again
 	}
 	if !ch.Deleted && (r.CommandLine == "" || commands.HasLine(ch.Commands, r.CommandLine)) {
 		return plan.Plan{}, nil
@@ -223,33 +227,30 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 	if env.Repo.Stage.Dispatch.Repo != "" {
 		v = env.MayTakeBack(ctx, ch, ch.Spec)
 	}
-	out := plan.Plan{Require: []plan.Fact{plan.StageRequest{Repo: r.Repo, CommentID: r.CommentID, State: r.State}}}
 	login := ch.Actor.Login
 	rec := record.AuditRecord{Kind: record.AuditStage, Repo: r.Repo, PR: r.PR, RunID: r.RunID, ActorID: ch.Actor.ID, ActorLogin: login}
 	rec.SetOrigin(r.Origin())
-	if !v.Allowed && !v.CheckFailed && r.RequesterID != ch.Actor.ID {
-		rec.Outcome = record.Kept
-		rec.Reason = fmt.Sprintf("%s by @%s, who may not cancel @%s's stage request (it needs %s)", why, login, r.Requester,
-			env.Policy(ch.Spec).Describe())
-		out.Steps = []plan.Step{plan.Audit{Record: rec}}
-		return out, nil
-	}
-	sent, cancelled := rec, rec
+	kept, sent, cancelled := rec, rec, rec
+	kept.Outcome = record.Kept
+	kept.Reason = fmt.Sprintf("%s by @%s, who may not cancel @%s's stage request (it needs %s)", why, login, r.Requester,
+		env.Policy(ch.Spec).Describe())
 	sent.Outcome = "not_cancelled"
 	sent.Reason = fmt.Sprintf("%s by @%s after its dispatch was sent: the staging side has it, and its report is still taken", why, login)
 	cancelled.Outcome = string(record.StageCancelled)
 	cancelled.Reason = fmt.Sprintf("%s by @%s before its dispatch was sent: the staging side was never asked", why, login)
-	out.Steps = []plan.Step{plan.WithdrawStage{Request: *r, Sent: sent, Cancelled: cancelled,
+	// What the request is now is read again in the transaction: a callback
+	// that moves it meanwhile (another PR's delivery) makes nothing stale.
+	return plan.Plan{Steps: []plan.Step{plan.WithdrawStage{Request: *r, Kept: kept, Sent: sent, Cancelled: cancelled,
+		Allowed: v.Allowed || v.CheckFailed || r.RequesterID == ch.Actor.ID,
 		Told: plan.Edit{Repo: r.Repo, PR: r.PR, Installation: r.Installation, Of: r.AckNotice, Kind: string(notices.KindStage),
 			Body: fmt.Sprintf("%s staging run %s was cancelled before the staging side was asked: %s by %s.", mdtext.Mention(r.Requester),
 				commands.RunLink(r.RunID, env.Notices.Web.Run(r.Repo, r.RunID)), why, mdtext.Mention(login)),
-			Links: plan.Links{PR: env.Notices.Web.PR(r.Repo, r.PR), Comment: r.CommentURL}}}}
-	return out, nil
+			Links: plan.Links{PR: env.Notices.Web.PR(r.Repo, r.PR), Comment: r.CommentURL}}}}}, nil
 }
 
-// request plans req: its acknowledgement, the requests still waiting that
-// it replaces in a shared slot (each told), its dispatch and its audit.
-func (h *Handler) request(env commands.Env, rc *config.Repo, req *record.StageRequest, run runs.Run) (plan.RequestStage, error) {
+// request plans req: its acknowledgement, whether it replaces the requests
+// still waiting in a shared slot, its dispatch and its audit.
+func (h *Handler) request(env commands.Env, rc *config.Repo, req *record.StageRequest, run runs.Run) plan.RequestStage {
 	web := env.Notices.Web
 	step := plan.RequestStage{Request: *req,
 		Ack: plan.Comment{Repo: req.Repo, PR: req.PR, Installation: req.Installation, Kind: string(notices.KindStage),
@@ -264,29 +265,10 @@ func (h *Handler) request(env commands.Env, rc *config.Repo, req *record.StageRe
 			RunID: req.RunID, ActorID: req.RequesterID, ActorLogin: req.Requester, CommentID: req.CommentID, CommentURL: req.CommentURL,
 			Reason: "dispatched " + rc.Stage.Dispatch.EventType + " to " + rc.Stage.Dispatch.Repo},
 	}
-	// With a shared slot, requests still waiting are replaced by this one; each is told.
-	if rc.Stage.Slot != "shared" {
-		return step, nil
-	}
-	step.Shared = true
-	queue, err := env.State.StageRequests(req.Repo)
-	if err != nil {
-		return step, fmt.Errorf("reading %s's stage requests: %w", req.Repo, err)
-	}
-	for _, old := range queue {
-		if !old.Pending() {
-			continue
-		}
-		step.Replaced = append(step.Replaced, plan.ReplaceStage{Request: old,
-			Edit: plan.Edit{Repo: old.Repo, PR: old.PR, Installation: old.Installation, Of: old.AckNotice, Kind: string(notices.KindStage),
-				Body: fmt.Sprintf("%s staging run %d was replaced by a newer request (run %d of PR #%d) for the shared staging slot.",
-					mdtext.Mention(old.Requester), old.RunID, req.RunID, req.PR),
-				Links: plan.Links{PR: web.PR(old.Repo, old.PR), Comment: old.CommentURL}},
-			Audit: record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageReplaced), Repo: old.Repo, PR: old.PR, RunID: old.RunID,
-				ActorLogin: old.Requester, CommentID: old.CommentID, CommentURL: old.CommentURL,
-				Reason: fmt.Sprintf("replaced by run %d of PR #%d", req.RunID, req.PR)}})
-	}
-	return step, nil
+	// With a shared slot, the requests still waiting when the step is
+	// written are replaced by this one; each is told.
+	step.Shared = rc.Stage.Slot == "shared"
+	return step
 }
 
 // AckText is the immediate reply to a stage request.

@@ -16,7 +16,6 @@ package plan
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"opsbot/state/record"
 )
@@ -27,8 +26,10 @@ type Plan struct {
 	Steps   []Step
 }
 
-// Empty reports whether the plan changes nothing.
-func (p Plan) Empty() bool { return len(p.Steps) == 0 }
+// Empty reports whether the plan neither checks nor changes anything. A
+// plan with facts and no steps still matters: it says nothing was to be
+// done only while its facts hold.
+func (p Plan) Empty() bool { return len(p.Require) == 0 && len(p.Steps) == 0 }
 
 // Fact is something a handler read before deciding, checked by Apply.
 type Fact interface {
@@ -50,6 +51,9 @@ type Teller interface {
 	Comment(tx record.Tx, c Comment) (noticeID uint64, err error)
 	Edit(tx record.Tx, e Edit) error
 	Dispatch(tx record.Tx, d Dispatch) (noticeID uint64, err error)
+	// StageReplaced edits the acknowledgement of old, a request still
+	// waiting in a shared slot, to say by replaced it.
+	StageReplaced(tx record.Tx, old, by record.StageRequest) error
 }
 
 // Apply checks p's facts and writes its steps in order. A fact that no
@@ -215,27 +219,19 @@ func (s Reply) apply(tx record.Tx, t Teller) error {
 
 // RequestStage records Request and sends its dispatch: the acknowledgement
 // Ack is posted first (the request keeps its notice, to edit as staging
-// goes on), each Replaced request is closed, told and audited, then the
-// dispatch is queued (the request keeps its notice, so that taking the
-// request back before it is sent withdraws it) and the request and Audit
-// are written. A comment makes one request: when its comment has one
-// already (a second line of the same comment), the step does nothing. In
-// a Shared slot, the requests still waiting must be Replaced's, else the
-// plan is stale.
+// goes on); in a Shared slot every request still waiting, as the
+// transaction finds them, is replaced by this one, told (Teller's
+// StageReplaced) and audited; then the dispatch is queued (the request
+// keeps its notice, so that taking the request back before it is sent
+// withdraws it) and the request and Audit are written. A comment makes one
+// request: when its comment has one already (a second line of the same
+// comment), the step does nothing.
 type RequestStage struct {
 	Request  record.StageRequest
 	Ack      Comment
 	Shared   bool
-	Replaced []ReplaceStage
 	Dispatch Dispatch
 	Audit    record.AuditRecord
-}
-
-// ReplaceStage is a waiting request a newer one replaces in the shared slot.
-type ReplaceStage struct {
-	Request record.StageRequest
-	Edit    Edit
-	Audit   record.AuditRecord
 }
 
 func (s RequestStage) apply(tx record.Tx, t Teller) error {
@@ -243,29 +239,32 @@ func (s RequestStage) apply(tx record.Tx, t Teller) error {
 	if existing, err := tx.StageRequestByComment(req.Repo, req.CommentID); err != nil || existing != nil {
 		return err
 	}
-	if s.Shared {
-		if err := s.waiting(tx); err != nil {
-			return err
-		}
-	}
 	var err error
 	if req.AckNotice, err = t.Comment(tx, s.Ack); err != nil {
 		return err
 	}
-	for _, r := range s.Replaced {
-		old, err := current(tx, r.Request)
+	if s.Shared {
+		queue, err := tx.StageRequests(req.Repo)
 		if err != nil {
 			return err
 		}
-		old.State = record.StageReplaced
-		if err := tx.PutStageRequest(old); err != nil {
-			return err
-		}
-		if err := t.Edit(tx, r.Edit); err != nil {
-			return err
-		}
-		if err := tx.Audit(r.Audit); err != nil {
-			return err
+		for i := range queue {
+			old := &queue[i]
+			if !old.Pending() {
+				continue
+			}
+			old.State = record.StageReplaced
+			if err := tx.PutStageRequest(old); err != nil {
+				return err
+			}
+			if err := t.StageReplaced(tx, *old, req); err != nil {
+				return err
+			}
+			if err := tx.Audit(record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageReplaced), Repo: old.Repo,
+				PR: old.PR, RunID: old.RunID, ActorLogin: old.Requester, CommentID: old.CommentID, CommentURL: old.CommentURL,
+				OriginKind: old.OriginKind, Reason: fmt.Sprintf("replaced by run %d of PR #%d", req.RunID, req.PR)}); err != nil {
+				return err
+			}
 		}
 	}
 	if req.DispatchNotice, err = t.Dispatch(tx, s.Dispatch); err != nil {
@@ -277,53 +276,38 @@ func (s RequestStage) apply(tx record.Tx, t Teller) error {
 	return tx.Audit(s.Audit)
 }
 
-// waiting checks that the requests still waiting are those s replaces.
-func (s RequestStage) waiting(tx record.Tx) error {
-	queue, err := tx.StageRequests(s.Request.Repo)
-	if err != nil {
-		return err
-	}
-	var now, planned []uint64
-	for _, r := range queue {
-		if r.Pending() {
-			now = append(now, r.Seq)
-		}
-	}
-	for _, r := range s.Replaced {
-		planned = append(planned, r.Request.Seq)
-	}
-	if !slices.Equal(now, planned) {
-		return fmt.Errorf("%w: %s's waiting stage requests are %v, not %v", ErrStale, s.Request.Repo, now, planned)
-	}
-	return nil
-}
-
-// WithdrawStage takes back Request (pending, its dispatch Notice not yet
-// sent): when the outbox still holds the dispatch it is withdrawn, the
-// request becomes cancelled, Cancelled is audited and Told edits the
-// acknowledgement; when the dispatch was already sent (or tried), only
-// Sent is audited.
+// WithdrawStage takes back the request of Request's comment while it still
+// waits for the staging side, as the transaction finds it (otherwise it
+// does nothing): when the one who took it back may not (Allowed false),
+// Kept is audited; else, when the outbox still holds its dispatch, the
+// dispatch is withdrawn, the request becomes cancelled, Cancelled is
+// audited and Told edits the acknowledgement; when the dispatch was already
+// sent (or tried), only Sent is audited.
 type WithdrawStage struct {
 	Request   record.StageRequest
+	Allowed   bool
+	Kept      record.AuditRecord
 	Cancelled record.AuditRecord
 	Told      Edit
 	Sent      record.AuditRecord
 }
 
 func (s WithdrawStage) apply(tx record.Tx, t Teller) error {
+	r, err := tx.StageRequestByComment(s.Request.Repo, s.Request.CommentID)
+	if err != nil || r == nil || r.Seq != s.Request.Seq || !r.Pending() {
+		return err
+	}
+	if !s.Allowed {
+		return tx.Audit(s.Kept)
+	}
 	withdrawn := false
-	if s.Request.DispatchNotice != 0 {
-		var err error
-		if withdrawn, err = tx.Withdraw(s.Request.DispatchNotice); err != nil {
+	if r.DispatchNotice != 0 {
+		if withdrawn, err = tx.Withdraw(r.DispatchNotice); err != nil {
 			return err
 		}
 	}
 	if !withdrawn {
 		return tx.Audit(s.Sent)
-	}
-	r, err := current(tx, s.Request)
-	if err != nil {
-		return err
 	}
 	r.State = record.StageCancelled
 	if err := tx.PutStageRequest(r); err != nil {
@@ -333,18 +317,4 @@ func (s WithdrawStage) apply(tx record.Tx, t Teller) error {
 		return err
 	}
 	return t.Edit(tx, s.Told)
-}
-
-// current is the stored request r was read as, as it is now: a plan's
-// copy only names it, so that a change the plan did not make (a callback's
-// URL, say) is never written back over.
-func current(tx record.Tx, r record.StageRequest) (*record.StageRequest, error) {
-	cur, err := tx.StageRequestByComment(r.Repo, r.CommentID)
-	if err != nil {
-		return nil, err
-	}
-	if cur == nil || cur.Seq != r.Seq {
-		return nil, fmt.Errorf("%w: the stage request of comment %d is gone", ErrStale, r.CommentID)
-	}
-	return cur, nil
 }

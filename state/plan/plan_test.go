@@ -26,6 +26,11 @@ func (teller) Edit(tx record.Tx, e plan.Edit) error {
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeEdit, Repo: e.Repo, PR: e.PR, EditOf: e.Of, Body: e.Body})
 }
 
+func (teller) StageReplaced(tx record.Tx, old, by record.StageRequest) error {
+	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeEdit, Repo: old.Repo, PR: old.PR, EditOf: old.AckNotice,
+		Body: "replaced"})
+}
+
 func (teller) Dispatch(tx record.Tx, d plan.Dispatch) (uint64, error) {
 	n := &record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeDispatch, Repo: d.ToRepo, PR: d.PR, EventType: d.EventType}
 	err := tx.Enqueue(n)
@@ -125,9 +130,12 @@ func TestApplyChecksItsFactsAndRepeats(t *testing.T) {
 }
 
 // A stage request is made once per comment: a second line of the same
-// comment changes nothing. In a shared slot, the plan replaces the
-// requests it saw waiting, and is stale if another came meanwhile.
-func TestRequestStage(t *testing.T) {
+// comment changes nothing, in the same transaction or a later one. In a
+// shared slot, a request replaces those the transaction finds waiting
+// (whatever the plan's author saw), and each is told; taking a request
+// back withdraws its dispatch while the outbox holds it, and does nothing
+// once the request no longer waits.
+func TestStageSteps(t *testing.T) {
 	for name, update := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			req := func(comment int64) plan.RequestStage {
@@ -137,11 +145,8 @@ func TestRequestStage(t *testing.T) {
 					Dispatch: plan.Dispatch{FromRepo: repo, PR: 1, ToRepo: "acme/site", EventType: "stage"},
 					Audit:    record.AuditRecord{Kind: record.AuditStage, Repo: repo, Outcome: string(record.StageRequested)}}
 			}
-			first := req(100)
-			for range 2 {
-				if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, plan.Plan{Steps: []plan.Step{first}}) }); err != nil {
-					t.Fatal(err)
-				}
+			apply := func(steps ...plan.Step) error {
+				return update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, plan.Plan{Steps: steps}) })
 			}
 			var queue []record.StageRequest
 			read := func() {
@@ -154,22 +159,42 @@ func TestRequestStage(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			first := req(100)
+			if err := apply(first, first); err != nil { // two lines of one comment
+				t.Fatal(err)
+			}
+			if err := apply(first); err != nil { // the same plan again
+				t.Fatal(err)
+			}
 			read()
-			if len(queue) != 1 || queue[0].AckNotice == 0 || queue[0].DispatchNotice == 0 {
+			if len(queue) != 1 || queue[0].AckNotice == 0 || queue[0].DispatchNotice == 0 || queue[0].State != record.StageRequested {
 				t.Fatalf("queue %+v", queue)
 			}
-			// Planned when nothing waited: stale, since the first waits.
-			second := req(200)
-			if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, plan.Plan{Steps: []plan.Step{second}}) }); !errors.Is(err, plan.ErrStale) {
-				t.Fatalf("a plan that missed a waiting request = %v, want ErrStale", err)
-			}
-			second.Replaced = []plan.ReplaceStage{{Request: queue[0], Edit: plan.Edit{Repo: repo, PR: 1, Of: queue[0].AckNotice, Body: "replaced"}}}
-			if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, plan.Plan{Steps: []plan.Step{second}}) }); err != nil {
+			if err := apply(req(200)); err != nil {
 				t.Fatal(err)
 			}
 			read()
 			if len(queue) != 2 || queue[0].State != record.StageReplaced || queue[1].State != record.StageRequested {
 				t.Fatalf("queue %+v", queue)
+			}
+
+			withdraw := plan.WithdrawStage{Request: queue[1], Allowed: true,
+				Cancelled: record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageCancelled)},
+				Sent:      record.AuditRecord{Kind: record.AuditStage, Outcome: "not_cancelled"}}
+			if err := apply(withdraw); err != nil {
+				t.Fatal(err)
+			}
+			read()
+			if queue[1].State != record.StageCancelled {
+				t.Fatalf("withdrawn request %+v", queue[1])
+			}
+			// The replaced one no longer waits: taking it back does nothing.
+			if err := apply(plan.WithdrawStage{Request: queue[0], Allowed: true}); err != nil {
+				t.Fatal(err)
+			}
+			read()
+			if queue[0].State != record.StageReplaced {
+				t.Fatalf("replaced request %+v", queue[0])
 			}
 		})
 	}
