@@ -26,6 +26,10 @@ type Schema struct {
 	// Commands read a comment's command lines.
 	Commands *commands.Registry
 	Now      func() time.Time
+	// Heads lists the PRs of a repository whose recorded head is a commit
+	// (state.Store.PRsOfHead): how an event that names only a commit finds
+	// the PR that orders it (classifyByHead). Nil: such events name no PR.
+	Heads func(repo, sha string) ([]int, error)
 }
 
 // NewSchema is the schema of the repositories the configuration in use
@@ -195,6 +199,31 @@ func (s *Schema) classifyComment(env *envelope, id string, d *state.Delivery) (s
 		return "", fmt.Errorf("events: recording the parsed comment: %w", err)
 	}
 	d.Parsed = raw
+	return "", nil
+}
+
+// IgnoredNoHead is why an event that names only a commit is ignored when
+// the commit is no PR's head as opsbot recorded it.
+const IgnoredNoHead = "commit is the head of no pull request opsbot knows"
+
+// classifyByHead orders an event that names only a commit (a status, a
+// check suite, a check run: a row of kinds for one uses it as its
+// classify) by the PR whose recorded head the commit is; when a branch
+// heads several PRs (into other bases), the lowest-numbered orders it, and
+// its route finds the others with the same index.
+func (s *Schema) classifyByHead(env *envelope, d *state.Delivery) (string, error) {
+	sha := env.commit()
+	if sha == "" || s.Heads == nil {
+		return IgnoredNoHead, nil
+	}
+	prs, err := s.Heads(d.Repo, sha)
+	if err != nil {
+		return "", fmt.Errorf("events: finding the PR of head %s: %w", sha, err)
+	}
+	if len(prs) == 0 {
+		return IgnoredNoHead, nil
+	}
+	d.PR = prs[0]
 	return "", nil
 }
 

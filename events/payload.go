@@ -143,4 +143,24 @@ type envelope struct {
 	Installation  Installation   `json:"installation"`
 	ClientPayload map[string]any `json:"client_payload"`
 	Recovery      *Recovery      `json:"opsbot_recovery"`
+	// The commit of an event that names only a commit: a status's sha, a
+	// check suite's or a check run's head_sha.
+	SHA        string      `json:"sha"`
+	CheckSuite *headCommit `json:"check_suite"`
+	CheckRun   *headCommit `json:"check_run"`
+}
+
+type headCommit struct {
+	HeadSHA string `json:"head_sha"`
+}
+
+// commit is the commit an event that names no PR is about ("" for none).
+func (e *envelope) commit() string {
+	switch {
+	case e.CheckRun != nil && e.CheckRun.HeadSHA != "":
+		return e.CheckRun.HeadSHA
+	case e.CheckSuite != nil && e.CheckSuite.HeadSHA != "":
+		return e.CheckSuite.HeadSHA
+	}
+	return e.SHA
 }

@@ -42,7 +42,10 @@ type Config struct {
 	WebHost string
 	// Commands read a comment's command lines at ingest.
 	Commands *commands.Registry
-	Metrics  *metrics.Metrics
+	// Heads finds the PRs whose head is a commit (state.Store.PRsOfHead),
+	// for events that name only a commit.
+	Heads   func(repo, sha string) ([]int, error)
+	Metrics *metrics.Metrics
 	// MetricsToken, when set, is the bearer GET /metrics needs.
 	MetricsToken auth.Secret
 	// MetricsElsewhere leaves GET /metrics off this server's routes (it is
@@ -92,7 +95,7 @@ func New(c Config) *Server {
 	if s.ctx == nil {
 		s.ctx = context.Background()
 	}
-	s.intake = &events.Intake{Schema: &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now},
+	s.intake = &events.Intake{Schema: &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now, Heads: c.Heads},
 		Store: c.Store, Queue: c.Queue}
 	s.routes(c.Extra)
 	return s

@@ -9,6 +9,7 @@ import (
 	_ "opsbot/internal/golden" // defines -update for go test ./... -update
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -999,5 +1000,66 @@ func TestMigrateDecisionsCoded(t *testing.T) {
 	coded, err := s.Decision("o/r", 3, "bbb")
 	if err != nil || coded == nil || coded.Why.Code != ReasonNoPin || coded.Why.Detail != "" {
 		t.Fatalf("the coded decision reads %+v, %v", coded, err)
+	}
+}
+
+// The index from a head to its PRs follows each PR's recorded head: a
+// branch that heads two PRs names both, a head that moves leaves its old
+// commit, and another repository's same commit is its own. A database
+// from before the index (schema 5) has it built from the PRs' records.
+func TestPRsOfHead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "heads.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(repo string, pr int, head string) {
+		t.Helper()
+		if err := s.Update(func(tx *Tx) error {
+			return tx.PutPRInfo(&PRInfo{Repo: repo, PR: pr, HeadSHA: head, Title: "t"})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heads := func(repo, sha string) []int {
+		t.Helper()
+		prs, err := s.PRsOfHead(repo, sha)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return prs
+	}
+	put("o/r", 7, "aaa")
+	put("o/r", 3, "AAA") // the same branch into another base
+	put("o/r2", 1, "aaa")
+	if got := heads("o/r", "aAa"); !slices.Equal(got, []int{3, 7}) {
+		t.Fatalf("PRs of aaa = %v, want [3 7]", got)
+	}
+	put("o/r", 7, "bbb")
+	put("o/r", 3, "AAA") // the same head again: nothing moves
+	if got, got2 := heads("o/r", "aaa"), heads("o/r", "bbb"); !slices.Equal(got, []int{3}) || !slices.Equal(got2, []int{7}) {
+		t.Fatalf("after PR 7 moved: aaa %v, bbb %v; want [3], [7]", got, got2)
+	}
+	if got := heads("o/r2", "aaa"); !slices.Equal(got, []int{1}) {
+		t.Fatalf("o/r2's aaa = %v, want [1]", got)
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bHeads); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bHeads); err != nil {
+			return err
+		}
+		return tx.Bucket(bMeta).Put(keySchema, u64(5))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = Open(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, got2 := heads("o/r", "aaa"), heads("o/r", "bbb"); !slices.Equal(got, []int{3}) || !slices.Equal(got2, []int{7}) {
+		t.Fatalf("rebuilt: aaa %v, bbb %v; want [3], [7]", got, got2)
 	}
 }

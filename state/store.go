@@ -33,7 +33,7 @@ var (
 )
 
 // SchemaVersion is the layout this build reads and writes.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 var (
 	bMeta       = []byte("meta")
@@ -60,8 +60,9 @@ var (
 	bReconciled    = []byte("reconciled")    // "reconciled\0" repo -> time: the last reconcile
 	bInstallations = []byte("installations") // "installation\0" repo -> installation id(8)
 	bUsers         = []byte("allowed_users") // "user\0" login -> AllowedUser
+	bHeads         = []byte("heads")         // repo \0 sha \0 pr(8) -> nil: the PRs whose recorded head is sha (schema 6)
 	allBuckets     = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bSumTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
-		bPRs, bComments, bOutbox, bStage, bReused, bSent, bFailed, bBudgets, bReconciled, bInstallations, bUsers}
+		bPRs, bComments, bOutbox, bStage, bReused, bSent, bFailed, bBudgets, bReconciled, bInstallations, bUsers, bHeads}
 	keySchema = []byte("schema")
 )
 
@@ -168,6 +169,27 @@ var migrations = []func(tx *bolt.Tx) error{
 	2: digestsInTimeOrder,
 	3: reposByFamily,
 	4: decisionsCoded,
+	5: headsIndexed,
+}
+
+// headsIndexed (schema 5 to 6) builds the index from each PR's recorded
+// head to the PR (PRsOfHead) from the PRs' records.
+func headsIndexed(tx *bolt.Tx) error {
+	root, heads := tx.Bucket(bPRs), tx.Bucket(bHeads)
+	return root.ForEachBucket(func(repo []byte) error {
+		rb := root.Bucket(repo)
+		return rb.ForEachBucket(func(pr []byte) error {
+			var info PRInfo
+			ok, err := getJSON(rb.Bucket(pr), kInfo, &info)
+			if err != nil {
+				return fmt.Errorf("the record of PR %x of %s: %w", pr, repo, err)
+			}
+			if !ok || info.HeadSHA == "" {
+				return nil
+			}
+			return heads.Put(headKey(info.Repo, info.HeadSHA, info.PR), nil)
+		})
+	})
 }
 
 // decisionsCoded (schema 4 to 5) gives every decision stored before

@@ -408,7 +408,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			}
 			return r.Name, true
 		},
-		WebHost: cfg.WebHost(), Commands: reg,
+		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead,
 		Metrics: m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",
 		Log: log, Ctx: context.WithoutCancel(ctx),
 		Ready: func() (string, []string) {
