@@ -175,16 +175,35 @@ type step struct {
 	Result
 }
 
-// Created runs the commands of a new comment. It does the reads (roles,
-// runs) and returns the write that records everything and adds the
-// notices, to be committed with the delivery.
+// Created runs the commands of a new comment: the write of its plan
+// (PlanCreated), committed with the delivery.
 func Created(ctx context.Context, env Env, c Comment) (string, Write) {
+	out, p, err := PlanCreated(ctx, env, c)
+	switch {
+	case err != nil:
+		return out, refuse(err)
+	case p.Empty():
+		return out, nil
+	}
+	return out, env.write(p)
+}
+
+// PlanCreated does the reads a new comment's commands need (roles, runs,
+// opsbot's state through each handler) and returns what they write as one
+// plan: the comment must still be as opsbot saw it when they were chosen
+// (an edit or a deletion noted since makes the plan stale, and they are
+// chosen again from what the comment says now) and run only once (a
+// redelivered or replayed comment writes nothing); then the audit of what
+// was taken back before it ran, each line's audit record and plan, the one
+// answer, and the plans of lines that post their own acknowledgement. An
+// error is a read that failed: the delivery is tried again.
+func PlanCreated(ctx context.Context, env Env, c Comment) (string, plan.Plan, error) {
 	cmds := c.Commands
 	if len(cmds) == 0 && len(c.Withdrawn) == 0 {
-		return "no-commands", nil
+		return "no-commands", plan.Plan{}, nil
 	}
 	if env.State == nil {
-		return "commands", refuse(errNoState)
+		return "commands", plan.Plan{}, errNoState
 	}
 	// For a command whose last line wins, the earlier ones are ignored.
 	last := map[string]int{}
@@ -240,33 +259,25 @@ func Created(ctx context.Context, env Env, c Comment) (string, Write) {
 	if len(cmds) == 0 {
 		outcome = "withdrawn"
 	}
-	return outcome, func(tx record.Tx) error {
-		id := c.Origin.ID
-		mark, err := tx.CommentMark(env.Repo.Name, id)
-		if err != nil {
-			return err
+	for i := range steps {
+		if steps[i].Err != nil {
+			return outcome, plan.Plan{}, steps[i].Err
 		}
-		if mark != c.Mark && mark != record.MarkProcessed {
-			// An edit or a deletion was recorded since the commands were
-			// chosen: choose again from what the comment says now.
-			return fmt.Errorf("%w: comment %d was %s while its commands were checked", ErrCommentChanged, id, mark)
-		}
-		if seen, err := tx.CommentSeen(env.Repo.Name, id); err != nil || seen {
-			return err // a redelivered or replayed comment never runs again
-		}
-		for i := range steps {
-			if steps[i].Err != nil {
-				return steps[i].Err
-			}
-		}
-		for _, cmd := range c.Withdrawn {
-			if err := tx.Audit(AuditOf(c.Invocation, record.AuditRecord{Kind: record.AuditCommand, Command: cmd.Name,
-				Outcome: string(NotRun), RunID: cmd.RunID, Reason: c.WithdrawnWhy})); err != nil {
-				return err
-			}
-		}
-		return commitSteps(tx, env, c, steps)
 	}
+	id := c.Origin.ID
+	p := plan.Plan{Require: []plan.Fact{plan.CommentMark{Repo: env.Repo.Name, CommentID: id, Mark: c.Mark}},
+		Steps: []plan.Step{plan.Once{Repo: env.Repo.Name, CommentID: id}}}
+	for _, cmd := range c.Withdrawn {
+		p.Steps = append(p.Steps, plan.Audit{Record: AuditOf(c.Invocation, record.AuditRecord{Kind: record.AuditCommand, Command: cmd.Name,
+			Outcome: string(NotRun), RunID: cmd.RunID, Reason: c.WithdrawnWhy})})
+	}
+	return outcome, answerSteps(p, env, c, steps), nil
+}
+
+// write is a plan as the delivery's transaction writes it.
+func (e Env) write(p plan.Plan) Write {
+	t := e.Notices.Teller()
+	return func(tx record.Tx) error { return plan.Apply(tx, t, p) }
 }
 
 // errNoState is a dispatcher wired without a state reader: handlers could
@@ -282,10 +293,6 @@ func AuditOf(in Invocation, r record.AuditRecord) record.AuditRecord {
 	r.SetOrigin(in.Origin)
 	return r
 }
-
-// ErrCommentChanged is a comment's write that found the comment edited or
-// deleted since its commands were chosen; processing it again chooses anew.
-var ErrCommentChanged = errors.New("commands: the comment changed while it was processed")
 
 // Outcome is what became of one command, as audited.
 type Outcome string
@@ -320,10 +327,10 @@ func answersDenial(v auth.Verdict) bool {
 	return v.Role >= auth.RoleTriage
 }
 
-// takeReaction decides whether a reaction to a commenter below triage may
-// be added (notices.max_outsider_reactions_per_user_per_hour and
-// _per_repo_per_hour); past either the audit alone records it.
-func takeReaction(tx record.Tx, env Env, in Invocation) (bool, error) {
+// outsiderBudget is the reaction budget of commenters below triage
+// (notices.max_outsider_reactions_per_user_per_hour and
+// _per_repo_per_hour); past either the audit alone records a reaction.
+func outsiderBudget(env Env, in Invocation) plan.ReactionBudget {
 	perUser, perRepo := env.MaxOutsiderReactions, env.MaxOutsiderReactionsRepo
 	if perUser <= 0 {
 		perUser = config.DefaultMaxOutsiderReactionsPerUserPerHour
@@ -331,24 +338,9 @@ func takeReaction(tx record.Tx, env Env, in Invocation) (bool, error) {
 	if perRepo <= 0 {
 		perRepo = config.DefaultMaxOutsiderReactionsPerRepoPerHour
 	}
-	ok, err := tx.TakeReaction(in.Repo, in.Actor.ID, perUser, perRepo)
-	if err != nil || ok {
-		return ok, err
-	}
-	return false, tx.Audit(AuditOf(in, record.AuditRecord{Kind: record.AuditReaction, Outcome: string(record.Suppressed),
-		Reason: fmt.Sprintf("reactions to commenters below triage on %s are spent for the hour (%d per user, %d in all); not reacting", in.Repo, perUser, perRepo)}))
-}
-
-// TakeReply decides whether one more reply comment to the invocation's
-// actor may be posted (notices.max_replies_per_user_per_hour); past the
-// limit the refusal is audited and opsbot only reacts.
-func TakeReply(tx record.Tx, env Env, in Invocation) (bool, error) {
-	limit, held := replyBudget(env, in)
-	ok, err := tx.TakeReply(in.Repo, in.Actor.ID, limit)
-	if err != nil || ok {
-		return ok, err
-	}
-	return false, tx.Audit(held)
+	return plan.ReactionBudget{PerUser: perUser, PerRepo: perRepo,
+		Suppressed: AuditOf(in, record.AuditRecord{Kind: record.AuditReaction, Outcome: string(record.Suppressed),
+			Reason: fmt.Sprintf("reactions to commenters below triage on %s are spent for the hour (%d per user, %d in all); not reacting", in.Repo, perUser, perRepo)})}
 }
 
 // replyBudget is the invocation's actor's hourly reply limit and the audit
@@ -371,11 +363,17 @@ func Reply(env Env, in Invocation, kind notices.Kind, body string, links notices
 		Comment: plan.Comment{Repo: in.Repo, PR: in.PR, Installation: in.Installation, Kind: string(kind), Body: body, Links: plan.Links(links)}}
 }
 
-func commitSteps(tx record.Tx, env Env, c Comment, steps []step) error {
+// answerSteps adds to p each line's audit record and plan, the comment's
+// one answer (its reply and reactions, within their budgets), then the
+// plans of lines that post their own acknowledgement (which they edit
+// later), after the reply.
+func answerSteps(p plan.Plan, env Env, c Comment, steps []step) plan.Plan {
 	var replies []string
-	var plus, minus, confused, quiet bool
+	a := plan.Answer{Repo: c.Repo, PR: c.PR, Installation: c.Installation, CommentID: c.Origin.ID, ActorID: c.Actor.ID,
+		Outsider: outsiderBudget(env, c.Invocation)}
+	a.ReplyLimit, a.Held = replyBudget(env, c.Invocation)
 	links := notices.Links{PR: env.Notices.Web.PR(c.Repo, c.PR), Comment: c.Origin.URL}
-	var acks []plan.Plan
+	var acks []plan.Step
 	for i := range steps {
 		s := &steps[i]
 		rec := AuditOf(c.Invocation, record.AuditRecord{Kind: record.AuditCommand, Command: s.cmd.Name, Outcome: string(s.Outcome),
@@ -386,75 +384,36 @@ func commitSteps(tx record.Tx, env Env, c Comment, steps []step) error {
 		if s.Outcome == Accepted && s.RunURL != "" {
 			links.Run = s.RunURL
 		}
-		if err := tx.Audit(rec); err != nil {
-			return err
-		}
+		p.Steps = append(p.Steps, plan.Audit{Record: rec})
 		if s.Outcome == Accepted {
 			if s.Acknowledges {
 				acks = append(acks, s.Plan)
-				plus = true
+				a.Plus = true
 				continue // the handler posts its own acknowledgement, which it edits later
 			}
-			if err := plan.Apply(tx, env.Notices.Teller(), s.Plan); err != nil {
-				return err
+			if !s.Plan.Empty() {
+				p.Steps = append(p.Steps, s.Plan)
 			}
 		}
 		switch {
 		case s.Outcome == Accepted:
-			plus = true
+			a.Plus = true
 		case s.quiet && s.verdict.CheckFailed:
-			confused = true
+			a.Confused = true
 		case s.Outcome == Denied, s.Outcome == Rejected, s.Outcome == Errored:
-			minus = true
+			a.Minus = true
 		}
-		quiet = quiet || s.quiet
+		a.Quiet = a.Quiet || s.quiet
 		if s.Reply != "" {
 			replies = append(replies, s.Reply)
 		}
 	}
 	if len(replies) > 0 {
-		ok, err := TakeReply(tx, env, c.Invocation)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			replies = nil
-			minus = minus || !plus // a reply held back still gets a reaction
-		}
+		a.Reply = &plan.Comment{Repo: c.Repo, PR: c.PR, Installation: c.Installation, Kind: string(notices.KindReply),
+			Body: strings.Join(replies, "\n\n---\n\n"), Links: plan.Links(links)}
 	}
-	if quiet && !plus && len(replies) == 0 {
-		// Only a reaction to someone below triage: it counts under their
-		// budgets.
-		ok, err := takeReaction(tx, env, c.Invocation)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return nil
-		}
-	}
-	for _, r := range []struct {
-		on      bool
-		content string
-	}{{confused && !minus, "confused"}, {plus, "+1"}, {minus, "-1"}} {
-		if !r.on {
-			continue
-		}
-		if err := env.Notices.React(tx, c.Repo, c.PR, c.Installation, c.Origin.ID, r.content); err != nil {
-			return err
-		}
-	}
-	if len(replies) > 0 {
-		if _, err := env.Notices.Comment(tx, c.Repo, c.PR, c.Installation, notices.KindReply, strings.Join(replies, "\n\n---\n\n"), links); err != nil {
-			return err
-		}
-	}
-	for _, ack := range acks {
-		if err := plan.Apply(tx, env.Notices.Teller(), ack); err != nil {
-			return err
-		}
-	}
-	return nil
+	p.Steps = append(p.Steps, a)
+	return plan.Plan{Require: p.Require, Steps: append(p.Steps, acks...)}
 }
 
 // RoleName is the verdict's role as audited ("" when unknown).
@@ -513,28 +472,19 @@ func Edited(ctx context.Context, env Env, c Comment) (string, Write) {
 		told = env.Check(ctx, c.Actor, s).Allowed
 	}
 	told = told && answering > 0
-	takeBack := takeBacks(ctx, env, Change{Comment: c})
-	return "edited", func(tx record.Tx) error {
-		if err := takeBack(tx); err != nil {
-			return err
-		}
-		if len(added) == 0 {
-			return nil
-		}
-		if err := tx.Audit(AuditOf(c.Invocation, record.AuditRecord{Kind: record.AuditEdit, Outcome: string(NotRun),
-			Reason: fmt.Sprintf("%d command(s) added by an edit were not run", len(added))})); err != nil {
-			return err
-		}
-		if !told {
-			return nil
-		}
-		if ok, err := TakeReply(tx, env, c.Invocation); err != nil || !ok {
-			return err
-		}
-		_, err := env.Notices.Comment(tx, c.Repo, c.PR, c.Installation, notices.KindEdited, EditedReply(c.Actor.Login, added),
-			notices.Links{PR: env.Notices.Web.PR(c.Repo, c.PR), Comment: c.Origin.URL})
-		return err
+	p, err := takeBacks(ctx, env, Change{Comment: c})
+	if err != nil {
+		return "edited", refuse(err)
 	}
+	if len(added) > 0 {
+		p.Steps = append(p.Steps, plan.Audit{Record: AuditOf(c.Invocation, record.AuditRecord{Kind: record.AuditEdit, Outcome: string(NotRun),
+			Reason: fmt.Sprintf("%d command(s) added by an edit were not run", len(added))})})
+		if told {
+			p.Steps = append(p.Steps, Reply(env, c.Invocation, notices.KindEdited, EditedReply(c.Actor.Login, added),
+				notices.Links{PR: env.Notices.Web.PR(c.Repo, c.PR), Comment: c.Origin.URL}))
+		}
+	}
+	return "edited", env.write(p)
 }
 
 // Deleted takes back what a deleted comment started (each command's
@@ -544,35 +494,28 @@ func Deleted(ctx context.Context, env Env, c Comment) (string, Write) {
 		return "deleted", refuse(errNoState)
 	}
 	c.Commands, c.OldCommands = nil, c.Commands
-	return "deleted", takeBacks(ctx, env, Change{Comment: c, Deleted: true})
+	p, err := takeBacks(ctx, env, Change{Comment: c, Deleted: true})
+	if err != nil {
+		return "deleted", refuse(err)
+	}
+	return "deleted", env.write(p)
 }
 
-// takeBacks asks each command that can take its effects back, in order.
-func takeBacks(ctx context.Context, env Env, ch Change) Write {
-	var plans []plan.Plan
-	var failed error
+// takeBacks asks each command that can take its effects back, in order,
+// for its plan: one plan holding each.
+func takeBacks(ctx context.Context, env Env, ch Change) (plan.Plan, error) {
+	var out plan.Plan
 	for _, s := range env.Commands.Specs() {
 		if tb, ok := s.Handler.(TakeBacker); ok {
 			ch.Spec = s
 			p, err := tb.TakeBack(ctx, env, ch)
 			if err != nil {
-				failed = fmt.Errorf("%s: %w", s.Name, err)
-				break
+				return plan.Plan{}, fmt.Errorf("%s: %w", s.Name, err)
 			}
 			if !p.Empty() {
-				plans = append(plans, p)
+				out.Steps = append(out.Steps, p)
 			}
 		}
 	}
-	return func(tx record.Tx) error {
-		if failed != nil {
-			return failed
-		}
-		for _, p := range plans {
-			if err := plan.Apply(tx, env.Notices.Teller(), p); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	return out, nil
 }

@@ -19,6 +19,7 @@ import (
 	"opsbot/notices"
 	"opsbot/runs"
 	"opsbot/state"
+	"opsbot/state/plan"
 )
 
 const (
@@ -191,8 +192,8 @@ func TestCreated(t *testing.T) {
 		if err := r.store.Update(func(tx *state.Tx) error { return tx.NoteComment(repo, 100, true) }); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.store.Update(func(tx *state.Tx) error { return w(tx) }); !errors.Is(err, commands.ErrCommentChanged) {
-			t.Fatalf("write after a deletion was noted = %v, want ErrCommentChanged", err)
+		if err := r.store.Update(func(tx *state.Tx) error { return w(tx) }); !errors.Is(err, plan.ErrStale) {
+			t.Fatalf("write after a deletion was noted = %v, want plan.ErrStale", err)
 		}
 		if p := r.activePin(t); p != nil {
 			t.Fatalf("active pin = %+v, want none", p)

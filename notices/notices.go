@@ -293,6 +293,10 @@ func (t teller) Dispatch(tx record.Tx, d plan.Dispatch) (uint64, error) {
 	return t.b.Dispatch(tx, d.FromRepo, d.PR, d.Installation, d.ToRepo, d.EventType, d.Payload)
 }
 
+func (t teller) React(tx record.Tx, repo string, pr int, inst int64, commentID int64, content string) error {
+	return t.b.React(tx, repo, pr, inst, commentID, content)
+}
+
 func (t teller) StageReplaced(tx record.Tx, old, by record.StageRequest) error {
 	return t.b.Edit(tx, old.Repo, old.PR, old.Installation, old.AckNotice, KindStage,
 		fmt.Sprintf("%s staging run %d was replaced by a newer request (run %d of PR #%d) for the shared staging slot.",

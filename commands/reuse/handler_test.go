@@ -272,3 +272,51 @@ func TestPinPlans(t *testing.T) {
 		}
 	})
 }
+
+// A comment's whole write is one plan: the comment must still be as seen,
+// it runs once, each line is audited and its own plan follows, then the
+// one answer (the reply within the budget, the reaction). An outsider's
+// command plans a quiet answer under the outsider reaction budget.
+func TestCommentPlan(t *testing.T) {
+	tx := &commandstest.Tx{}
+	e := env(t, tx)
+	out, p, err := commands.PlanCreated(t.Context(), e, comment(e, 100, maintainer, "/reuse-sweep-run 10"))
+	if err != nil || out != "commands" {
+		t.Fatalf("PlanCreated = %q, %v", out, err)
+	}
+	if want := []plan.Fact{plan.CommentMark{Repo: repo, CommentID: 100}}; !reflect.DeepEqual(p.Require, want) {
+		t.Fatalf("facts %+v", p.Require)
+	}
+	if len(p.Steps) != 4 {
+		t.Fatalf("steps %+v", p.Steps)
+	}
+	once, _ := p.Steps[0].(plan.Once)
+	audit, _ := p.Steps[1].(plan.Audit)
+	pin, _ := p.Steps[2].(plan.Plan)
+	answer, _ := p.Steps[3].(plan.Answer)
+	if once.CommentID != 100 || audit.Record.Outcome != string(commands.Accepted) || audit.Record.RunID != 10 || len(pin.Steps) != 1 {
+		t.Fatalf("steps %+v", p.Steps)
+	}
+	if _, ok := pin.Steps[0].(plan.GrantPin); !ok || !answer.Plus || answer.Minus || answer.Reply == nil ||
+		!strings.Contains(answer.Reply.Body, "pinned run [10]") || answer.ActorID != maintainer.ID {
+		t.Fatalf("pin %+v, answer %+v", pin, answer)
+	}
+	// Applied twice (a commit retried), it grants one pin and answers once.
+	for range 2 {
+		if err := plan.Apply(tx, e.Notices.Teller(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if comments, reactions := said(tx); len(comments) != 1 || strings.Join(reactions, ",") != "+1" || len(tx.PinList) != 1 {
+		t.Fatalf("comments %q, reactions %q, pins %d", comments, reactions, len(tx.PinList))
+	}
+
+	_, p, err = commands.PlanCreated(t.Context(), e, comment(e, 101, outsider, "/reuse-sweep-run 10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ = p.Steps[len(p.Steps)-1].(plan.Answer)
+	if !answer.Quiet || !answer.Minus || answer.Plus || answer.Reply != nil || answer.Outsider.PerUser == 0 {
+		t.Fatalf("an outsider's answer %+v", answer)
+	}
+}

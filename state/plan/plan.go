@@ -54,11 +54,20 @@ type Teller interface {
 	// StageReplaced edits the acknowledgement of old, a request still
 	// waiting in a shared slot, to say by replaced it.
 	StageReplaced(tx record.Tx, old, by record.StageRequest) error
+	React(tx record.Tx, repo string, pr int, inst int64, commentID int64, content string) error
 }
 
 // Apply checks p's facts and writes its steps in order. A fact that no
 // longer holds returns ErrStale before anything is written.
 func Apply(tx record.Tx, t Teller, p Plan) error {
+	if err := p.apply(tx, t); err != nil && !errors.Is(err, errDone) {
+		return err
+	}
+	return nil
+}
+
+// A Plan is a step too: a command line's plan inside its comment's.
+func (p Plan) apply(tx record.Tx, t Teller) error {
 	for _, f := range p.Require {
 		ok, what, err := f.holds(tx)
 		if err != nil {
@@ -72,6 +81,119 @@ func Apply(tx record.Tx, t Teller, p Plan) error {
 		if err := s.apply(tx, t); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// errDone ends a plan early with nothing more to write (Once).
+var errDone = errors.New("plan: done")
+
+// CommentMark is the fact that what opsbot has seen of a comment is still
+// Mark (or that the comment has been processed since, which Once then
+// finds): an edit or a deletion noted after the comment's commands were
+// chosen makes the plan stale, and they are chosen again from what the
+// comment says now.
+type CommentMark struct {
+	Repo      string
+	CommentID int64
+	Mark      record.CommentMark
+}
+
+func (f CommentMark) holds(tx record.Tx) (bool, string, error) {
+	m, err := tx.CommentMark(f.Repo, f.CommentID)
+	if err != nil {
+		return false, "", err
+	}
+	return m == f.Mark || m == record.MarkProcessed, fmt.Sprintf("comment %d was %s while its commands were checked", f.CommentID, m), nil
+}
+
+// Once marks a comment processed; when it was processed before (a
+// redelivered or replayed comment), the rest of the plan is not written:
+// a comment never runs twice.
+type Once struct {
+	Repo      string
+	CommentID int64
+}
+
+func (s Once) apply(tx record.Tx, _ Teller) error {
+	seen, err := tx.CommentSeen(s.Repo, s.CommentID)
+	if err != nil {
+		return err
+	}
+	if seen {
+		return errDone
+	}
+	return nil
+}
+
+// Answer is the one answer to a comment's commands: the reply (if any)
+// within the actor's hourly reply budget, and the reactions. When the
+// reply budget is spent, Held is audited and the comment gets a 👎 instead
+// (unless a command was accepted). An answer that is only a reaction to
+// someone below triage (Quiet, nothing accepted, no reply) counts under
+// the reaction budgets (Outsider); past them Suppressed is audited and
+// nothing is added. 😕 (Confused) is added only without a 👎.
+type Answer struct {
+	Repo         string
+	PR           int
+	Installation int64
+	CommentID    int64
+	ActorID      int64
+	Reply        *Comment
+	ReplyLimit   int
+	Held         record.AuditRecord
+	Plus, Minus  bool
+	Confused     bool
+	Quiet        bool
+	Outsider     ReactionBudget
+}
+
+// ReactionBudget is how many reactions commenters below triage get on a
+// repository in a rolling hour, each and all together, and the audit record
+// of one past them.
+type ReactionBudget struct {
+	PerUser, PerRepo int
+	Suppressed       record.AuditRecord
+}
+
+func (s Answer) apply(tx record.Tx, t Teller) error {
+	reply, minus := s.Reply != nil, s.Minus
+	if reply {
+		ok, err := tx.TakeReply(s.Repo, s.ActorID, s.ReplyLimit)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := tx.Audit(s.Held); err != nil {
+				return err
+			}
+			reply = false
+			minus = minus || !s.Plus // a reply held back still gets a reaction
+		}
+	}
+	if s.Quiet && !s.Plus && !reply {
+		ok, err := tx.TakeReaction(s.Repo, s.ActorID, s.Outsider.PerUser, s.Outsider.PerRepo)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return tx.Audit(s.Outsider.Suppressed)
+		}
+	}
+	for _, r := range []struct {
+		on      bool
+		content string
+	}{{s.Confused && !minus, "confused"}, {s.Plus, "+1"}, {minus, "-1"}} {
+		if !r.on {
+			continue
+		}
+		if err := t.React(tx, s.Repo, s.PR, s.Installation, s.CommentID, r.content); err != nil {
+			return err
+		}
+	}
+	if reply {
+		_, err := t.Comment(tx, *s.Reply)
+		return err
 	}
 	return nil
 }

@@ -26,6 +26,11 @@ func (teller) Edit(tx record.Tx, e plan.Edit) error {
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeEdit, Repo: e.Repo, PR: e.PR, EditOf: e.Of, Body: e.Body})
 }
 
+func (teller) React(tx record.Tx, repo string, pr int, _ int64, commentID int64, content string) error {
+	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeReaction, Repo: repo, PR: pr, TargetComment: commentID,
+		Reaction: content})
+}
+
 func (teller) StageReplaced(tx record.Tx, old, by record.StageRequest) error {
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeEdit, Repo: old.Repo, PR: old.PR, EditOf: old.AckNotice,
 		Body: "replaced"})
