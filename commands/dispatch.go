@@ -195,8 +195,10 @@ func Created(ctx context.Context, env Env, c Comment) (string, Write) {
 // chosen again from what the comment says now) and run only once (a
 // redelivered or replayed comment writes nothing); then the audit of what
 // was taken back before it ran, each line's audit record and plan, the one
-// answer, and the plans of lines that post their own acknowledgement. An
-// error is a read that failed: the delivery is tried again.
+// answer, and the plans of lines that post their own acknowledgement. A
+// read that failed while a line was prepared makes the plan fail after
+// Once (the delivery is tried again); an error is a dispatcher without
+// its state reader.
 func PlanCreated(ctx context.Context, env Env, c Comment) (string, plan.Plan, error) {
 	cmds := c.Commands
 	if len(cmds) == 0 && len(c.Withdrawn) == 0 {
@@ -259,14 +261,16 @@ func PlanCreated(ctx context.Context, env Env, c Comment) (string, plan.Plan, er
 	if len(cmds) == 0 {
 		outcome = "withdrawn"
 	}
-	for i := range steps {
-		if steps[i].Err != nil {
-			return outcome, plan.Plan{}, steps[i].Err
-		}
-	}
 	id := c.Origin.ID
 	p := plan.Plan{Require: []plan.Fact{plan.CommentMark{Repo: env.Repo.Name, CommentID: id, Mark: c.Mark}},
 		Steps: []plan.Step{plan.Once{Repo: env.Repo.Name, CommentID: id}}}
+	for i := range steps {
+		if steps[i].Err != nil {
+			// After Once: a comment processed before completes as ever.
+			p.Steps = append(p.Steps, plan.Fail{Err: steps[i].Err})
+			return outcome, p, nil
+		}
+	}
 	for _, cmd := range c.Withdrawn {
 		p.Steps = append(p.Steps, plan.Audit{Record: AuditOf(c.Invocation, record.AuditRecord{Kind: record.AuditCommand, Command: cmd.Name,
 			Outcome: string(NotRun), RunID: cmd.RunID, Reason: c.WithdrawnWhy})})

@@ -210,7 +210,11 @@ const IgnoredNoHead = "commit is the head of no pull request opsbot knows"
 // check suite, a check run: a row of kinds for one uses it as its
 // classify) by the PR whose recorded head the commit is; when a branch
 // heads several PRs (into other bases), the lowest-numbered orders it, and
-// its route finds the others with the same index.
+// its route finds the others with the same index. The index knows a head
+// once its pull_request delivery was processed: an event about a head
+// whose push is still in the inbox finds no PR and is ignored, so a row
+// whose event must not be lost (a button) stores it and resolves the PR in
+// the worker instead. A failed read of the index is ErrLookup.
 func (s *Schema) classifyByHead(env *envelope, d *state.Delivery) (string, error) {
 	sha := env.commit()
 	if sha == "" || s.Heads == nil {
@@ -218,7 +222,7 @@ func (s *Schema) classifyByHead(env *envelope, d *state.Delivery) (string, error
 	}
 	prs, err := s.Heads(d.Repo, sha)
 	if err != nil {
-		return "", fmt.Errorf("events: finding the PR of head %s: %w", sha, err)
+		return "", fmt.Errorf("%w: finding the PR of head %s: %w", ErrLookup, sha, err)
 	}
 	if len(prs) == 0 {
 		return IgnoredNoHead, nil

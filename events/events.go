@@ -143,7 +143,7 @@ func (h *Handler) commentOf(d *state.Delivery) (*commentRecord, error) {
 // many deliveries it upgraded.
 func UpgradeInbox(store interface {
 	RewritePending(fn func(d *state.Delivery) (bool, error)) (int, error)
-}, s *Schema) (int, error) {
+}, s *Schema, log *slog.Logger) (int, error) {
 	return store.RewritePending(func(d *state.Delivery) (changed bool, _ error) {
 		if d.Event != EventComment || len(d.Parsed) > 0 || d.NoCommands {
 			return false, nil
@@ -151,7 +151,8 @@ func UpgradeInbox(store interface {
 		// A body the parser cannot take stays as it is (the worker refuses
 		// it, to the dead letters with why); it never stops opsbot starting.
 		defer func() {
-			if recover() != nil {
+			if r := recover(); r != nil {
+				log.Error("a pending comment delivery could not be given its parse; the worker will refuse it", "delivery", d.ID, "panic", r)
 				changed = false
 			}
 		}()

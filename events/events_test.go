@@ -1,6 +1,7 @@
 package events
 
 import (
+	"log/slog"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -59,11 +60,11 @@ func TestUpgradeInboxGivesOlderDeliveriesTheirParse(t *testing.T) {
 	if _, err := h.commentOf(d); !worker.IsPermanent(err) {
 		t.Fatalf("a delivery without its parse: %v, want a permanent refusal", err)
 	}
-	n, err := UpgradeInbox(st, s)
+	n, err := UpgradeInbox(st, s, slog.New(slog.DiscardHandler))
 	if err != nil || n != len(cases) {
 		t.Fatalf("UpgradeInbox = %d, %v; want %d", n, err, len(cases))
 	}
-	if n, err := UpgradeInbox(st, s); err != nil || n != 0 {
+	if n, err := UpgradeInbox(st, s, slog.New(slog.DiscardHandler)); err != nil || n != 0 {
 		t.Fatalf("a second UpgradeInbox = %d, %v; want nothing to do", n, err)
 	}
 	pending, _ = st.Pending()

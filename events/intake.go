@@ -45,12 +45,20 @@ type Taken struct {
 // ErrBadBody is a delivery whose body is not a payload (not valid JSON).
 var ErrBadBody = errors.New("events: the body is not a valid payload")
 
+// ErrLookup is a delivery whose classify could not read what it needs of
+// opsbot's state (the index of heads): not the body's fault, so the
+// source asks for it again.
+var ErrLookup = errors.New("events: reading opsbot's state to classify the delivery failed")
+
 // Take classifies, stores and queues one delivery. sum, when not zero, is
 // the delivery's digest (a webhook's verified signature), which finds a
 // copy sent again. An error wrapping ErrBadBody is the body's fault; any
 // other is the store's, and the source should ask for the delivery again.
 func (in *Intake) Take(ctx context.Context, event, id string, body []byte, sum [32]byte) (Taken, error) {
 	d, ignored, err := in.Schema.Classify(event, id, body)
+	if errors.Is(err, ErrLookup) {
+		return Taken{}, err
+	}
 	if err != nil {
 		return Taken{}, fmt.Errorf("%w: %w", ErrBadBody, err)
 	}

@@ -326,7 +326,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
 		Checker: &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL},
 		SelfID:  self.ID, SelfName: self.Login, Users: users, Marks: store, State: store}
-	if n, err := events.UpgradeInbox(store, events.NewSchema(live, reg, time.Now)); err != nil {
+	if n, err := events.UpgradeInbox(store, events.NewSchema(live, reg, time.Now), log); err != nil {
 		return nil, fmt.Errorf("upgrading the inbox: %w", err)
 	} else if n > 0 {
 		log.Info("pending comment deliveries from an older opsbot given their parse", "deliveries", n)

@@ -57,14 +57,13 @@ type Teller interface {
 	React(tx record.Tx, repo string, pr int, inst int64, commentID int64, content string) error
 }
 
-// Apply checks p's facts and writes its steps in order. A fact that no
-// longer holds returns ErrStale before anything is written.
-func Apply(tx record.Tx, t Teller, p Plan) error {
-	if err := p.apply(tx, t); err != nil && !errors.Is(err, errDone) {
-		return err
-	}
-	return nil
-}
+// Apply checks p's facts and writes its steps in order, in tx, which must
+// roll back whole on an error: a fact that no longer holds returns
+// ErrStale before anything of its own plan is written, and a nested plan's
+// (a command line's inside its comment's) is checked when its turn comes,
+// after the steps before it, which the error then takes back with the
+// rest.
+func Apply(tx record.Tx, t Teller, p Plan) error { return p.apply(tx, t) }
 
 // A Plan is a step too: a command line's plan inside its comment's.
 func (p Plan) apply(tx record.Tx, t Teller) error {
@@ -78,15 +77,28 @@ func (p Plan) apply(tx record.Tx, t Teller) error {
 		}
 	}
 	for _, s := range p.Steps {
-		if err := s.apply(tx, t); err != nil {
+		err := s.apply(tx, t)
+		if errors.Is(err, errDone) {
+			return nil // Once ends the plan that holds it, and only that one
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// errDone ends a plan early with nothing more to write (Once).
+// errDone ends the plan that holds the step early, with nothing more to
+// write (Once).
 var errDone = errors.New("plan: done")
+
+// Fail is a read that failed while the plan was made: applied, it takes
+// back the whole transaction, and the delivery is tried again later. It
+// follows Once in a comment's plan, so that a comment processed before
+// completes with nothing written, whatever failed.
+type Fail struct{ Err error }
+
+func (s Fail) apply(record.Tx, Teller) error { return s.Err }
 
 // CommentMark is the fact that what opsbot has seen of a comment is still
 // Mark (or that the comment has been processed since, which Once then
@@ -108,8 +120,8 @@ func (f CommentMark) holds(tx record.Tx) (bool, string, error) {
 }
 
 // Once marks a comment processed; when it was processed before (a
-// redelivered or replayed comment), the rest of the plan is not written:
-// a comment never runs twice.
+// redelivered or replayed comment), the rest of the plan that holds it is
+// not written: a comment never runs twice.
 type Once struct {
 	Repo      string
 	CommentID int64
@@ -342,8 +354,9 @@ func (s Reply) apply(tx record.Tx, t Teller) error {
 // RequestStage records Request and sends its dispatch: the acknowledgement
 // Ack is posted first (the request keeps its notice, to edit as staging
 // goes on); in a Shared slot every request still waiting, as the
-// transaction finds them, is replaced by this one, told (Teller's
-// StageReplaced) and audited; then the dispatch is queued (the request
+// transaction finds them, is replaced by this one (its dispatch withdrawn
+// when the outbox still holds it), told (Teller's StageReplaced) and
+// audited; then the dispatch is queued (the request
 // keeps its notice, so that taking the request back before it is sent
 // withdraws it) and the request and Audit are written. A comment makes one
 // request: when its comment has one already (a second line of the same
@@ -376,6 +389,13 @@ func (s RequestStage) apply(tx record.Tx, t Teller) error {
 				continue
 			}
 			old.State = record.StageReplaced
+			if old.DispatchNotice != 0 {
+				// Not yet sent: the staging side never hears of a request
+				// replaced before it was asked.
+				if _, err := tx.Withdraw(old.DispatchNotice); err != nil {
+					return err
+				}
+			}
 			if err := tx.PutStageRequest(old); err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package plan_test
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"opsbot/commands/commandstest"
@@ -182,6 +183,15 @@ func TestStageSteps(t *testing.T) {
 			if len(queue) != 2 || queue[0].State != record.StageReplaced || queue[1].State != record.StageRequested {
 				t.Fatalf("queue %+v", queue)
 			}
+			// The replaced request's dispatch, not yet sent, was withdrawn with it.
+			var still bool
+			if err := update(func(tx record.Tx) error {
+				var err error
+				still, err = tx.Withdraw(queue[0].DispatchNotice)
+				return err
+			}); err != nil || still {
+				t.Fatalf("the replaced request's dispatch was still queued (%v, %v)", still, err)
+			}
 
 			withdraw := plan.WithdrawStage{Request: queue[1], Allowed: true,
 				Cancelled: record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageCancelled)},
@@ -202,5 +212,53 @@ func TestStageSteps(t *testing.T) {
 				t.Fatalf("replaced request %+v", queue[0])
 			}
 		})
+	}
+}
+
+// Once ends the plan that holds it when its comment was processed before,
+// and only that plan; a Fail after it then fails nothing, so a comment
+// processed before completes whatever its second preparation failed on.
+func TestOnceEndsItsOwnPlan(t *testing.T) {
+	for name, update := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			audit := func(why string) plan.Audit {
+				return plan.Audit{Record: record.AuditRecord{Kind: record.AuditCommand, Repo: repo, Reason: why}}
+			}
+			comment := plan.Plan{Steps: []plan.Step{plan.Once{Repo: repo, CommentID: 7}, audit("first"), plan.Fail{Err: errors.New("GitHub 502")}}}
+			if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, comment) }); err == nil {
+				t.Fatal("a Fail after a first Once wrote")
+			}
+			first := plan.Plan{Steps: []plan.Step{plan.Once{Repo: repo, CommentID: 7}, audit("first")}}
+			if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, first) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, comment) }); err != nil {
+				t.Fatalf("a processed comment whose preparation failed: %v, want nothing written", err)
+			}
+		})
+	}
+}
+
+// A Once inside a nested plan ends that plan alone: the steps after it in
+// the plan around it are still written.
+func TestOnceInANestedPlan(t *testing.T) {
+	tx := &commandstest.Tx{}
+	audit := func(why string) plan.Audit {
+		return plan.Audit{Record: record.AuditRecord{Kind: record.AuditCommand, Reason: why}}
+	}
+	if _, err := tx.CommentSeen(repo, 7); err != nil {
+		t.Fatal(err)
+	}
+	outer := plan.Plan{Steps: []plan.Step{audit("before"), plan.Plan{Steps: []plan.Step{plan.Once{Repo: repo, CommentID: 7}, audit("never")}},
+		audit("after")}}
+	if err := plan.Apply(tx, teller{}, outer); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range tx.Records {
+		got = append(got, r.Reason)
+	}
+	if strings.Join(got, ",") != "before,after" {
+		t.Fatalf("audited %v, want before, after", got)
 	}
 }
