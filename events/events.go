@@ -21,6 +21,7 @@ import (
 	"opsbot/ghclient"
 	"opsbot/notices"
 	"opsbot/state"
+	"opsbot/state/plan"
 	"opsbot/state/record"
 	"opsbot/worker"
 )
@@ -64,7 +65,7 @@ type CommentReader interface {
 
 // StageHandler takes the staging side's reports (repository_dispatch).
 type StageHandler interface {
-	Callback(ctx context.Context, repo string, ev *github.RepositoryDispatchEvent) (string, commands.Write, error)
+	Callback(ctx context.Context, st record.Reader, repo string, ev *github.RepositoryDispatchEvent) (string, plan.Plan, error)
 }
 
 var _ worker.Handler = (*Handler)(nil)
@@ -116,8 +117,15 @@ func (h *Handler) handleDispatch(ctx context.Context, _ *config.Repo, d *state.D
 	if h.Stage == nil {
 		return "ignored-dispatch", nil, nil
 	}
-	out, w, err := h.Stage.Callback(ctx, d.Repo, &ev)
-	return out, stateWrite(w), err
+	if h.State == nil {
+		return "", nil, errors.New("events: the handler has no state reader")
+	}
+	out, p, err := h.Stage.Callback(ctx, h.State, d.Repo, &ev)
+	if err != nil || p.Empty() {
+		return out, nil, err
+	}
+	t := h.Notices.Teller()
+	return out, func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 }
 
 // commentOf is a comment delivery as ingest recorded it (Parsed). Nil: the

@@ -297,6 +297,13 @@ func (t teller) React(tx record.Tx, repo string, pr int, inst int64, commentID i
 	return t.b.React(tx, repo, pr, inst, commentID, content)
 }
 
+func (t teller) StageUnstaged(tx record.Tx, prev, by record.StageRequest) error {
+	_, err := t.b.Comment(tx, prev.Repo, prev.PR, prev.Installation, KindStage,
+		fmt.Sprintf("Run %d of this PR is no longer staged: run %d of PR #%d took the shared staging slot. Comment `/stage-results` to stage it again.",
+			prev.RunID, by.RunID, by.PR), Links{PR: t.b.Web.PR(prev.Repo, prev.PR)})
+	return err
+}
+
 func (t teller) StageReplaced(tx record.Tx, old, by record.StageRequest) error {
 	return t.b.Edit(tx, old.Repo, old.PR, old.Installation, old.AckNotice, KindStage,
 		fmt.Sprintf("%s staging run %d was replaced by a newer request (run %d of PR #%d) for the shared staging slot.",

@@ -1,10 +1,14 @@
 package stage_test
 
 import (
+	"encoding/json"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-github/v62/github"
 
 	"opsbot/auth"
 	"opsbot/commands"
@@ -72,5 +76,52 @@ func TestTakeBackPlans(t *testing.T) {
 	st.Stages[0].State = record.StageStaged
 	if p, err := h.TakeBack(t.Context(), env, change(100)); err != nil || !p.Empty() {
 		t.Fatalf("a staged request's deletion plans %+v, %v", p, err)
+	}
+}
+
+// A staging side's report is decided on the request as read: the plan
+// holds its state as a fact, a report without the request's token is
+// refused in the audit alone, and a success in the shared slot takes the
+// slot with the staged URL in its words.
+func TestCallbackPlans(t *testing.T) {
+	cfg, err := config.Parse([]byte("repos: [{name: " + repo + ", sweep_workflow: .github/workflows/run-sweep.yml, " +
+		"stage: {dispatch: {repo: acme/site}, slot: shared, url_template: 'https://staging.example.com/r{{.RunID}}'}}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &commandstest.Tx{}
+	req := record.StageRequest{Repo: repo, PR: 1, RunID: 10, Requester: "maintainer", State: record.StageRequested, AckNotice: 3, Token: "secret"}
+	req.SetOrigin(record.Origin{Kind: record.OriginComment, ID: 100})
+	if err := st.AddStageRequest(&req); err != nil {
+		t.Fatal(err)
+	}
+	h := &stage.Handler{Cfg: config.NewLive(cfg), Notices: &notices.Builder{}, Log: slog.New(slog.DiscardHandler)}
+	report := func(token string) *github.RepositoryDispatchEvent {
+		payload, _ := json.Marshal(map[string]string{"comment-id": "100", "run-id": "10", "pr-number": "1", "stage-succeeded": "true",
+			"request-token": token})
+		return &github.RepositoryDispatchEvent{Action: github.String("stage-results-completed"), ClientPayload: payload,
+			Sender: &github.User{Login: github.String("stager"), ID: github.Int64(55)}}
+	}
+	fact := []plan.Fact{plan.StageRequest{Repo: repo, CommentID: 100, State: record.StageRequested}}
+
+	_, p, err := h.Callback(t.Context(), st, repo, report("forged"))
+	if err != nil || !reflect.DeepEqual(p.Require, fact) || len(p.Steps) != 1 {
+		t.Fatalf("plan %+v, %v", p, err)
+	}
+	if a, ok := p.Steps[0].(plan.Audit); !ok || a.Record.Outcome != "refused" || !strings.Contains(a.Record.Reason, "does not carry the request's token") {
+		t.Fatalf("a forged report plans %+v", p.Steps[0])
+	}
+
+	_, p, err = h.Callback(t.Context(), st, repo, report("secret"))
+	if err != nil || !reflect.DeepEqual(p.Require, fact) || len(p.Steps) != 1 {
+		t.Fatalf("plan %+v, %v", p, err)
+	}
+	r, ok := p.Steps[0].(plan.ReportStage)
+	if !ok || !r.TakesSlot || r.Request.State != record.StageStaged || r.Request.URL != "https://staging.example.com/r10" ||
+		r.Told.Of != 3 || !strings.Contains(r.Told.Body, "staged run") || r.Audit.Outcome != string(record.StageStaged) {
+		t.Fatalf("a report plans %+v", p.Steps[0])
+	}
+	if st.Stages[0].State != record.StageRequested {
+		t.Fatalf("planning changed the stored request: %+v", st.Stages[0])
 	}
 }

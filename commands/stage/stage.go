@@ -312,10 +312,10 @@ func (h *Handler) checkLabels(ctx context.Context, gh Reader, rc *config.Repo, p
 // echo the request's token (client_payload request-token), which only the
 // dispatch to the staging side carried: anyone else able to send a
 // repository_dispatch to the served repository cannot forge one.
-func (h *Handler) Callback(ctx context.Context, repo string, ev *github.RepositoryDispatchEvent) (string, commands.Write, error) {
+func (h *Handler) Callback(ctx context.Context, st record.Reader, repo string, ev *github.RepositoryDispatchEvent) (string, plan.Plan, error) {
 	rc, ok := h.Cfg.Get().Repo(repo)
 	if !ok {
-		return "ignored-repo", nil, nil
+		return "ignored-repo", plan.Plan{}, nil
 	}
 	p := payloadOf(ev)
 	commentID, _ := strconv.ParseInt(p["comment-id"], 10, 64)
@@ -325,90 +325,72 @@ func (h *Handler) Callback(ctx context.Context, repo string, ev *github.Reposito
 	succeeded := p["stage-succeeded"] == "true"
 	action := ev.GetAction()
 	sender := ev.GetSender()
+	refused := func(reason string, id int64) plan.Step {
+		return plan.Audit{Record: record.AuditRecord{Kind: record.AuditCallback, Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
+			CommentID: commentID, ActorID: id, ActorLogin: sender.GetLogin(), Reason: reason}}
+	}
 	if !h.senderListed(rc, sender.GetID()) {
 		reason := fmt.Sprintf("%s for comment %d and run %d came from @%s (account %d), who is not in stage.callback_senders", action,
 			commentID, runID, sender.GetLogin(), sender.GetID())
 		h.Log.Warn("stage callback refused", "reason", reason)
-		return "stage-callback-refused", func(tx record.Tx) error {
-			return tx.Audit(record.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
-				CommentID: commentID, ActorID: sender.GetID(), ActorLogin: sender.GetLogin(), Reason: reason})
-		}, nil
+		return "stage-callback-refused", plan.Plan{Steps: []plan.Step{refused(reason, sender.GetID())}}, nil
 	}
-	return "stage-callback", func(tx record.Tx) error {
-		req, err := tx.StageRequestByComment(rc.Name, commentID)
+	req, err := st.StageRequestByComment(rc.Name, commentID)
+	if err != nil {
+		return "", plan.Plan{}, fmt.Errorf("reading the stage request of comment %d: %w", commentID, err)
+	}
+	// The report is decided on the request as read: one that moved on
+	// before it is written (taken back, another report) is decided again.
+	out := plan.Plan{Require: []plan.Fact{plan.StageRequest{Repo: rc.Name, CommentID: commentID}}}
+	if req != nil {
+		out.Require[0] = plan.StageRequest{Repo: rc.Name, CommentID: commentID, State: req.State}
+	}
+	matches := req != nil && req.RunID == runID && req.Pending() && (action == "stage-results-started" || action == "stage-results-completed")
+	if matches && (req.Token == "" || subtle.ConstantTimeCompare([]byte(req.Token), []byte(p["request-token"])) != 1) {
+		reason := fmt.Sprintf("%s for comment %d and run %d does not carry the request's token (client_payload request-token)", action, commentID, runID)
+		h.Log.Warn("stage callback refused", "reason", reason, "sender", sender.GetLogin())
+		out.Steps = []plan.Step{refused(reason, sender.GetID())}
+		return "stage-callback", out, nil
+	}
+	if !matches {
+		reason := fmt.Sprintf("%s for comment %d and run %d matches no pending stage request", action, commentID, runID)
+		h.Log.Warn("stage callback refused", "reason", reason)
+		out.Steps = []plan.Step{refused(reason, 0)}
+		return "stage-callback", out, nil
+	}
+	web := h.Notices.Web
+	r := *req
+	r.AppRunID = appRun
+	step := plan.ReportStage{}
+	var text string
+	switch {
+	case action == "stage-results-started":
+		r.State = record.StageStarted
+		text = fmt.Sprintf("%s staging run %s … staging in progress%s.", mdtext.Mention(r.Requester),
+			runLink(r.RunID, web.Run(r.Repo, r.RunID)), h.appRunLink(rc, appRun))
+	case succeeded:
+		url, err := StageURL(rc, &r)
 		if err != nil {
-			return err
+			return "", plan.Plan{}, err
 		}
-		matches := req != nil && req.RunID == runID && req.Pending() && (action == "stage-results-started" || action == "stage-results-completed")
-		if matches && (req.Token == "" || subtle.ConstantTimeCompare([]byte(req.Token), []byte(p["request-token"])) != 1) {
-			reason := fmt.Sprintf("%s for comment %d and run %d does not carry the request's token (client_payload request-token)", action, commentID, runID)
-			h.Log.Warn("stage callback refused", "reason", reason, "sender", ev.GetSender().GetLogin())
-			return tx.Audit(record.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
-				CommentID: commentID, ActorID: ev.GetSender().GetID(), ActorLogin: ev.GetSender().GetLogin(), Reason: reason})
+		r.State, r.URL = record.StageStaged, url
+		text = fmt.Sprintf("%s staged run %s: %s", mdtext.Mention(r.Requester), runLink(r.RunID, web.Run(r.Repo, r.RunID)), stagedURL(url))
+		if rc.Stage.Slot == "shared" {
+			text += "\n\nThis shared staging slot stays with this run until the next `/stage-results` request."
+			step.TakesSlot = true
 		}
-		if !matches {
-			reason := fmt.Sprintf("%s for comment %d and run %d matches no pending stage request", action, commentID, runID)
-			h.Log.Warn("stage callback refused", "reason", reason)
-			return tx.Audit(record.AuditRecord{Kind: "callback", Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
-				CommentID: commentID, ActorLogin: ev.GetSender().GetLogin(), Reason: reason})
-		}
-		links := notices.Links{PR: h.Notices.Web.PR(req.Repo, req.PR), Comment: req.CommentURL, Run: h.Notices.Web.Run(req.Repo, req.RunID)}
-		req.AppRunID = appRun
-		var text string
-		switch {
-		case action == "stage-results-started":
-			req.State = record.StageStarted
-			text = fmt.Sprintf("%s staging run %s … staging in progress%s.", mdtext.Mention(req.Requester),
-				runLink(req.RunID, h.Notices.Web.Run(req.Repo, req.RunID)), h.appRunLink(rc, appRun))
-		case succeeded:
-			url, err := StageURL(rc, req)
-			if err != nil {
-				return err
-			}
-			req.State, req.URL = record.StageStaged, url
-			text = fmt.Sprintf("%s staged run %s: %s", mdtext.Mention(req.Requester), runLink(req.RunID, h.Notices.Web.Run(req.Repo, req.RunID)),
-				stagedURL(url))
-			if rc.Stage.Slot == "shared" {
-				text += "\n\nThis shared staging slot stays with this run until the next `/stage-results` request."
-				if err := h.unstagePrevious(tx, rc, req); err != nil {
-					return err
-				}
-				if err := tx.SetSlotHolder(req); err != nil {
-					return err
-				}
-			}
-		default:
-			req.State = record.StageFailed
-			text = fmt.Sprintf("%s staging run %s failed%s.", mdtext.Mention(req.Requester), runLink(req.RunID, h.Notices.Web.Run(req.Repo, req.RunID)),
-				h.appRunLink(rc, appRun))
-		}
-		if err := tx.PutStageRequest(req); err != nil {
-			return err
-		}
-		if err := h.Notices.Edit(tx, req.Repo, req.PR, req.Installation, req.AckNotice, notices.KindStage, text, links); err != nil {
-			return err
-		}
-		return tx.Audit(record.AuditRecord{Kind: "callback", Outcome: string(req.State), Repo: req.Repo, PR: req.PR, RunID: req.RunID,
-			ActorLogin: req.Requester, CommentID: req.CommentID, CommentURL: req.CommentURL, Reason: req.URL})
-	}, nil
-}
-
-func (h *Handler) unstagePrevious(tx record.Tx, rc *config.Repo, req *record.StageRequest) error {
-	prev, err := tx.SlotHolder(rc.Name)
-	if err != nil || prev == nil || prev.Seq == req.Seq || prev.State != record.StageStaged {
-		return err
+	default:
+		r.State = record.StageFailed
+		text = fmt.Sprintf("%s staging run %s failed%s.", mdtext.Mention(r.Requester), runLink(r.RunID, web.Run(r.Repo, r.RunID)),
+			h.appRunLink(rc, appRun))
 	}
-	prev.State = record.StageUnstaged
-	if err := tx.PutStageRequest(prev); err != nil {
-		return err
-	}
-	if _, err := h.Notices.Comment(tx, prev.Repo, prev.PR, prev.Installation, notices.KindStage,
-		fmt.Sprintf("Run %d of this PR is no longer staged: run %d of PR #%d took the shared staging slot. Comment `/stage-results` to stage it again.",
-			prev.RunID, req.RunID, req.PR), notices.Links{PR: h.Notices.Web.PR(prev.Repo, prev.PR)}); err != nil {
-		return err
-	}
-	return tx.Audit(record.AuditRecord{Kind: "stage", Outcome: string(record.StageUnstaged), Repo: prev.Repo, PR: prev.PR, RunID: prev.RunID,
-		ActorLogin: prev.Requester, Reason: fmt.Sprintf("run %d of PR #%d took the shared slot", req.RunID, req.PR)})
+	step.Request = r
+	step.Told = plan.Edit{Repo: r.Repo, PR: r.PR, Installation: r.Installation, Of: r.AckNotice, Kind: string(notices.KindStage), Body: text,
+		Links: plan.Links{PR: web.PR(r.Repo, r.PR), Comment: r.CommentURL, Run: web.Run(r.Repo, r.RunID)}}
+	step.Audit = record.AuditRecord{Kind: record.AuditCallback, Outcome: string(r.State), Repo: r.Repo, PR: r.PR, RunID: r.RunID,
+		ActorLogin: r.Requester, CommentID: r.CommentID, CommentURL: r.CommentURL, Reason: r.URL}
+	out.Steps = []plan.Step{step}
+	return "stage-callback", out, nil
 }
 
 // StageURL is the staging URL of a request, from the repository's template.

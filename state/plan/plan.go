@@ -54,6 +54,9 @@ type Teller interface {
 	// StageReplaced edits the acknowledgement of old, a request still
 	// waiting in a shared slot, to say by replaced it.
 	StageReplaced(tx record.Tx, old, by record.StageRequest) error
+	// StageUnstaged tells the PR of prev, a staged request, that by took
+	// the shared slot from it.
+	StageUnstaged(tx record.Tx, prev, by record.StageRequest) error
 	React(tx record.Tx, repo string, pr int, inst int64, commentID int64, content string) error
 }
 
@@ -459,4 +462,52 @@ func (s WithdrawStage) apply(tx record.Tx, t Teller) error {
 		return err
 	}
 	return t.Edit(tx, s.Told)
+}
+
+// ReportStage is a staging side's report on Request (its new state, URL
+// and app run already set): when it TakesSlot (staged in a shared slot),
+// the request staged before it, as the transaction finds the slot's
+// holder, becomes unstaged, is told (Teller's StageUnstaged) and audited,
+// and Request holds the slot; then Request is stored, Told edits its
+// acknowledgement and Audit is written. The plan's fact holds the state it
+// was reported on.
+type ReportStage struct {
+	Request   record.StageRequest
+	TakesSlot bool
+	Told      Edit
+	Audit     record.AuditRecord
+}
+
+func (s ReportStage) apply(tx record.Tx, t Teller) error {
+	req := s.Request
+	if s.TakesSlot {
+		prev, err := tx.SlotHolder(req.Repo)
+		if err != nil {
+			return err
+		}
+		if prev != nil && prev.Seq != req.Seq && prev.State == record.StageStaged {
+			prev.State = record.StageUnstaged
+			if err := tx.PutStageRequest(prev); err != nil {
+				return err
+			}
+			if err := t.StageUnstaged(tx, *prev, req); err != nil {
+				return err
+			}
+			if err := tx.Audit(record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageUnstaged), Repo: prev.Repo,
+				PR: prev.PR, RunID: prev.RunID, ActorLogin: prev.Requester,
+				Reason: fmt.Sprintf("run %d of PR #%d took the shared slot", req.RunID, req.PR)}); err != nil {
+				return err
+			}
+		}
+		if err := tx.SetSlotHolder(&req); err != nil {
+			return err
+		}
+	}
+	if err := tx.PutStageRequest(&req); err != nil {
+		return err
+	}
+	if err := t.Edit(tx, s.Told); err != nil {
+		return err
+	}
+	return tx.Audit(s.Audit)
 }

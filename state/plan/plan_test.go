@@ -32,6 +32,10 @@ func (teller) React(tx record.Tx, repo string, pr int, _ int64, commentID int64,
 		Reaction: content})
 }
 
+func (teller) StageUnstaged(tx record.Tx, prev, by record.StageRequest) error {
+	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeComment, Repo: prev.Repo, PR: prev.PR, Body: "unstaged"})
+}
+
 func (teller) StageReplaced(tx record.Tx, old, by record.StageRequest) error {
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeEdit, Repo: old.Repo, PR: old.PR, EditOf: old.AckNotice,
 		Body: "replaced"})
