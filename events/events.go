@@ -118,7 +118,7 @@ func (h *Handler) handleDispatch(ctx context.Context, _ *config.Repo, d *state.D
 		return "ignored-dispatch", nil, nil
 	}
 	if h.State == nil {
-		return "", nil, errors.New("events: the handler has no state reader")
+		return "", nil, worker.Permanent(errors.New("events: the handler has no state reader (events.Handler.State)"))
 	}
 	out, p, err := h.Stage.Callback(ctx, h.State, d.Repo, &ev)
 	if err != nil || p.Empty() {

@@ -187,8 +187,26 @@ func (t *Tx) StageRequests(repo string) ([]record.StageRequest, error) {
 	return out, nil
 }
 
-func (t *Tx) SlotHolder(string) (*record.StageRequest, error) { return nil, nil }
-func (t *Tx) SetSlotHolder(*record.StageRequest) error        { return nil }
+func (t *Tx) SlotHolder(repo string) (*record.StageRequest, error) {
+	seq, ok := t.slots[repo]
+	if !ok {
+		return nil, nil
+	}
+	for i := range t.Stages {
+		if r := t.Stages[i]; r.Seq == seq {
+			return &r, nil
+		}
+	}
+	return nil, nil
+}
+
+func (t *Tx) SetSlotHolder(r *record.StageRequest) error {
+	if t.slots == nil {
+		t.slots = map[string]uint64{}
+	}
+	t.slots[r.Repo] = r.Seq
+	return nil
+}
 
 // Clone is a copy of t that shares nothing with it: a test applies a write
 // to the copy and keeps it only if the write succeeded, as a store rolls

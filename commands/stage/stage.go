@@ -339,12 +339,10 @@ func (h *Handler) Callback(ctx context.Context, st record.Reader, repo string, e
 	if err != nil {
 		return "", plan.Plan{}, fmt.Errorf("reading the stage request of comment %d: %w", commentID, err)
 	}
-	// The report is decided on the request as read: one that moved on
-	// before it is written (taken back, another report) is decided again.
-	out := plan.Plan{Require: []plan.Fact{plan.StageRequest{Repo: rc.Name, CommentID: commentID}}}
-	if req != nil {
-		out.Require[0] = plan.StageRequest{Repo: rc.Name, CommentID: commentID, State: req.State}
-	}
+	// A refusal writes its audit alone; a report is written only on the
+	// request as read (ReportStage: one that moved on before it is
+	// written, taken back or replaced, is decided again).
+	var out plan.Plan
 	matches := req != nil && req.RunID == runID && req.Pending() && (action == "stage-results-started" || action == "stage-results-completed")
 	if matches && (req.Token == "" || subtle.ConstantTimeCompare([]byte(req.Token), []byte(p["request-token"])) != 1) {
 		reason := fmt.Sprintf("%s for comment %d and run %d does not carry the request's token (client_payload request-token)", action, commentID, runID)
@@ -361,7 +359,7 @@ func (h *Handler) Callback(ctx context.Context, st record.Reader, repo string, e
 	web := h.Notices.Web
 	r := *req
 	r.AppRunID = appRun
-	step := plan.ReportStage{}
+	step := plan.ReportStage{From: req.State}
 	var text string
 	switch {
 	case action == "stage-results-started":

@@ -464,22 +464,32 @@ func (s WithdrawStage) apply(tx record.Tx, t Teller) error {
 	return t.Edit(tx, s.Told)
 }
 
-// ReportStage is a staging side's report on Request (its new state, URL
-// and app run already set): when it TakesSlot (staged in a shared slot),
-// the request staged before it, as the transaction finds the slot's
-// holder, becomes unstaged, is told (Teller's StageUnstaged) and audited,
-// and Request holds the slot; then Request is stored, Told edits its
-// acknowledgement and Audit is written. The plan's fact holds the state it
-// was reported on.
+// ReportStage is a staging side's report on the request of Request's
+// comment: From is the state it was reported on, and Request carries the
+// new State, URL and AppRunID, the only fields the report changes on the
+// request as stored (a request no longer the same one, or no longer in
+// From, makes the plan stale). When it TakesSlot (staged in a shared
+// slot), the request staged before it, as the transaction finds the
+// slot's holder, becomes unstaged, is told (Teller's StageUnstaged) and
+// audited, and the request holds the slot; then it is stored, Told edits
+// its acknowledgement and Audit is written.
 type ReportStage struct {
 	Request   record.StageRequest
+	From      record.StageState
 	TakesSlot bool
 	Told      Edit
 	Audit     record.AuditRecord
 }
 
 func (s ReportStage) apply(tx record.Tx, t Teller) error {
-	req := s.Request
+	req, err := tx.StageRequestByComment(s.Request.Repo, s.Request.CommentID)
+	if err != nil {
+		return err
+	}
+	if req == nil || req.Seq != s.Request.Seq || req.State != s.From {
+		return fmt.Errorf("%w: the stage request of comment %d is no longer %s", ErrStale, s.Request.CommentID, s.From)
+	}
+	req.State, req.URL, req.AppRunID = s.Request.State, s.Request.URL, s.Request.AppRunID
 	if s.TakesSlot {
 		prev, err := tx.SlotHolder(req.Repo)
 		if err != nil {
@@ -490,7 +500,7 @@ func (s ReportStage) apply(tx record.Tx, t Teller) error {
 			if err := tx.PutStageRequest(prev); err != nil {
 				return err
 			}
-			if err := t.StageUnstaged(tx, *prev, req); err != nil {
+			if err := t.StageUnstaged(tx, *prev, *req); err != nil {
 				return err
 			}
 			if err := tx.Audit(record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageUnstaged), Repo: prev.Repo,
@@ -499,11 +509,11 @@ func (s ReportStage) apply(tx record.Tx, t Teller) error {
 				return err
 			}
 		}
-		if err := tx.SetSlotHolder(&req); err != nil {
+		if err := tx.SetSlotHolder(req); err != nil {
 			return err
 		}
 	}
-	if err := tx.PutStageRequest(&req); err != nil {
+	if err := tx.PutStageRequest(req); err != nil {
 		return err
 	}
 	if err := t.Edit(tx, s.Told); err != nil {

@@ -266,3 +266,87 @@ func TestOnceInANestedPlan(t *testing.T) {
 		t.Fatalf("audited %v, want before, after", got)
 	}
 }
+
+// Reports of the staging side: a success in the shared slot takes it from
+// the run staged before (A, then B, then C: each takes it from the one
+// before, which becomes unstaged), and a report made on a request that was
+// replaced since is stale and changes nothing.
+func TestReportStage(t *testing.T) {
+	for name, update := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			apply := func(steps ...plan.Step) error {
+				return update(func(tx record.Tx) error { return plan.Apply(tx, teller{}, plan.Plan{Steps: steps}) })
+			}
+			request := func(comment int64, shared bool) record.StageRequest {
+				t.Helper()
+				if err := apply(plan.RequestStage{Shared: shared,
+					Request:  record.StageRequest{Repo: repo, PR: int(comment), RunID: comment, CommentID: comment, State: record.StageRequested},
+					Dispatch: plan.Dispatch{ToRepo: "acme/site"}}); err != nil {
+					t.Fatal(err)
+				}
+				var r *record.StageRequest
+				if err := update(func(tx record.Tx) error {
+					var err error
+					r, err = tx.StageRequestByComment(repo, comment)
+					return err
+				}); err != nil || r == nil {
+					t.Fatalf("request %d: %+v, %v", comment, r, err)
+				}
+				return *r
+			}
+			staged := func(r record.StageRequest) plan.ReportStage {
+				done := r
+				done.State, done.URL = record.StageStaged, "https://staging.example.com/"
+				return plan.ReportStage{Request: done, From: r.State, TakesSlot: true,
+					Audit: record.AuditRecord{Kind: record.AuditCallback, Repo: repo, Outcome: string(record.StageStaged)}}
+			}
+			states := func() map[int64]record.StageState {
+				t.Helper()
+				out := map[int64]record.StageState{}
+				if err := update(func(tx record.Tx) error {
+					q, err := tx.StageRequests(repo)
+					for _, r := range q {
+						out[r.CommentID] = r.State
+					}
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			holder := func() int64 {
+				t.Helper()
+				var h *record.StageRequest
+				if err := update(func(tx record.Tx) error {
+					var err error
+					h, err = tx.SlotHolder(repo)
+					return err
+				}); err != nil || h == nil {
+					t.Fatalf("slot holder %+v, %v", h, err)
+				}
+				return h.CommentID
+			}
+			for _, c := range []int64{1, 2, 3} {
+				// Each is requested once the one before is staged (so none replaces another).
+				if err := apply(staged(request(c, false))); err != nil {
+					t.Fatal(err)
+				}
+				if got := holder(); got != c {
+					t.Fatalf("after %d was staged the slot holder is %d", c, got)
+				}
+			}
+			if got := states(); got[1] != record.StageUnstaged || got[2] != record.StageUnstaged || got[3] != record.StageStaged {
+				t.Fatalf("states %v, want 1 and 2 unstaged, 3 staged", got)
+			}
+			// A report planned on request 4, which request 5 then replaces: stale, and 4 stays replaced.
+			four := request(4, false)
+			request(5, true)
+			if err := apply(staged(four)); !errors.Is(err, plan.ErrStale) {
+				t.Fatalf("a report on a replaced request = %v, want ErrStale", err)
+			}
+			if got := states(); got[4] != record.StageReplaced || got[3] != record.StageStaged || holder() != 3 {
+				t.Fatalf("after a stale report: states %v, holder %d", got, holder())
+			}
+		})
+	}
+}
