@@ -168,6 +168,7 @@ func UpgradeInbox(store interface {
 		if err != nil {
 			// A body that is not a payload stays as it is: the worker
 			// refuses it, and it goes to the dead letters with why.
+			log.Warn("a pending comment delivery is not a payload; the worker will refuse it", "delivery", d.ID, "err", err)
 			return false, nil
 		}
 		if now == nil {

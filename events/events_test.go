@@ -67,7 +67,9 @@ func TestUpgradeInboxGivesOlderDeliveriesTheirParse(t *testing.T) {
 	if n, err := UpgradeInbox(st, s, slog.New(slog.DiscardHandler)); err != nil || n != 0 {
 		t.Fatalf("a second UpgradeInbox = %d, %v; want nothing to do", n, err)
 	}
-	pending, _ = st.Pending()
+	if pending, err = st.Pending(); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range pending {
 		d, err := st.Delivery(p.Seq)
 		if err != nil {
