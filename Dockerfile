@@ -12,7 +12,9 @@ ARG TARGETARCH
 ARG VERSION=dev
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="opsbot" org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}"
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="https://github.com/SemiAnalysisAI/opsbot" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY dist/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY dist/opsbot-linux-${TARGETARCH} /opsbot
 COPY opsbot.example.yaml /etc/opsbot/opsbot.yaml

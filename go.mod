@@ -1,4 +1,4 @@
-module opsbot
+module github.com/SemiAnalysisAI/opsbot
 
 go 1.26.0
 

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	_ "github.com/SemiAnalysisAI/opsbot/internal/golden" // defines -update for go test ./... -update
 	"log/slog"
-	_ "opsbot/internal/golden" // defines -update for go test ./... -update
 	"strings"
 	"testing"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // Bindings keeps allow_users logins bound to their accounts across

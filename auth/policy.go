@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
 
 // Policy is who may run one command on one repository.

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/auth"
-	"opsbot/ghclient"
-	"opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 const repo = "SemiAnalysisAI/InferenceX"

@@ -23,7 +23,7 @@ func TestCommandsLinkNoStore(t *testing.T) {
 			t.Fatalf("go list -deps %s: %v\n%s", p, err, out)
 		}
 		for _, dep := range strings.Fields(string(out)) {
-			if dep == "opsbot/state" || dep == "opsbot/outbox" || strings.HasPrefix(dep, "opsbot/outbox/") ||
+			if dep == "github.com/SemiAnalysisAI/opsbot/state" || dep == "github.com/SemiAnalysisAI/opsbot/outbox" || strings.HasPrefix(dep, "github.com/SemiAnalysisAI/opsbot/outbox/") ||
 				dep == "go.etcd.io/bbolt" || strings.HasPrefix(dep, "go.etcd.io/bbolt/") {
 				t.Errorf("%s links %s: commands must not depend on the store or the outbox", p, dep)
 			}

@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"strings"
 
-	"opsbot/auth"
-	"opsbot/config"
-	"opsbot/mdtext"
-	"opsbot/notices"
-	"opsbot/state/plan"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // OriginKind is what a command came from.

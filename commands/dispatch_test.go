@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/auth"
-	"opsbot/commands"
-	"opsbot/commands/commandstest"
-	"opsbot/commands/reuse"
-	"opsbot/internal/githubtest"
-	"opsbot/internal/testrig"
-	"opsbot/notices"
-	"opsbot/runs"
-	"opsbot/state"
-	"opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/commandstest"
+	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testrig"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
 )
 
 const (

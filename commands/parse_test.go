@@ -5,12 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"opsbot/commands"
-	"opsbot/commands/help"
-	"opsbot/commands/reuse"
-	"opsbot/commands/stage"
-	"opsbot/internal/fixtures"
-	"opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/help"
+	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
+	"github.com/SemiAnalysisAI/opsbot/commands/stage"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/golden"
 )
 
 type (

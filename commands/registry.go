@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"opsbot/config"
-	"opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
 )
 
 // Spec is one command: how it is typed, who may run it, what /opsbot help

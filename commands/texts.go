@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"strings"
 
-	"opsbot/auth"
-	"opsbot/config"
-	"opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
 
 // RunNote is the usage note of a verb that takes a run.

@@ -2,7 +2,7 @@ package config
 
 import (
 	"errors"
-	_ "opsbot/internal/golden" // defines -update for go test ./... -update
+	_ "github.com/SemiAnalysisAI/opsbot/internal/golden" // defines -update for go test ./... -update
 	"os"
 	"path/filepath"
 	"strings"

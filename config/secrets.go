@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/auth"
 )
 
 // Secrets are the credentials named by the configuration, read from the environment.

@@ -11,7 +11,7 @@ import (
 	"text/template"
 	"time"
 
-	"opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/auth"
 )
 
 // Warnings are what `config check` reports that does not stop opsbot.

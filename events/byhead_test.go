@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"opsbot/internal/fixtures"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // An event that names only a commit (GitHub's own status, check suite and

@@ -11,9 +11,9 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
-	"opsbot/commands"
-	"opsbot/config"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // Schema classifies verified webhook deliveries: which ones opsbot uses,

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/commands"
-	"opsbot/commands/commandstest"
-	"opsbot/commands/help"
-	"opsbot/commands/reuse"
-	"opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/commandstest"
+	"github.com/SemiAnalysisAI/opsbot/commands/help"
+	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
 )
 
 var stamp = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -14,16 +14,16 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/auth"
-	"opsbot/commands"
-	"opsbot/config"
-	"opsbot/gate"
-	"opsbot/ghclient"
-	"opsbot/notices"
-	"opsbot/state"
-	"opsbot/state/plan"
-	"opsbot/state/record"
-	"opsbot/worker"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/gate"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/worker"
 )
 
 // Handler routes deliveries. It implements worker.Handler.

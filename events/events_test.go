@@ -6,10 +6,10 @@ import (
 	"reflect"
 	"testing"
 
-	"opsbot/commands/commandstest"
-	"opsbot/config"
-	"opsbot/state"
-	"opsbot/worker"
+	"github.com/SemiAnalysisAI/opsbot/commands/commandstest"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/worker"
 )
 
 // A comment delivery stored before ingest recorded its parse (Parsed

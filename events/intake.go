@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // Intake takes deliveries into opsbot from every source: the GitHub

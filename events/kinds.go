@@ -3,8 +3,8 @@ package events
 import (
 	"context"
 
-	"opsbot/config"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // The GitHub events opsbot uses.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/mdtext"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // ErrBadAsk is an ask that lacks what a decision needs.

@@ -11,11 +11,11 @@ import (
 	"log/slog"
 	"strings"
 
-	"opsbot/config"
-	"opsbot/mdtext"
-	"opsbot/runs"
-	"opsbot/state"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // ErrUnknownRepo is asked about a repository opsbot does not serve.

@@ -10,15 +10,15 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"opsbot/config"
-	"opsbot/gate"
-	"opsbot/internal/githubtest"
-	_ "opsbot/internal/golden"
-	"opsbot/internal/testrig"
-	"opsbot/notices"
-	"opsbot/runs"
-	"opsbot/state"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/gate"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	_ "github.com/SemiAnalysisAI/opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/internal/testrig"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 const repo = testrig.Repo

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
 
 // WorkflowID returns the id of the workflow at path (.github/workflows/FILE),

@@ -22,8 +22,8 @@ import (
 	"github.com/gofri/go-github-ratelimit/v2/github_ratelimit/github_secondary_ratelimit"
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/auth"
-	"opsbot/metrics"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/metrics"
 )
 
 // ErrNotFound is what a read answers when GitHub has no such object.

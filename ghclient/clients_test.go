@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"opsbot/ghclient"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // TestClientsRememberInstallations: an installation noted from a webhook is

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
 
 // PullRequest reads a PR.

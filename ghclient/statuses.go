@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
 
 // SetStatus sets a commit status. The description is cut to GitHub's 140 characters.

@@ -15,7 +15,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/gofri/go-github-ratelimit/v2/github_ratelimit/github_primary_ratelimit"
 
-	"opsbot/metrics"
+	"github.com/SemiAnalysisAI/opsbot/metrics"
 )
 
 // RateLimitError says GitHub's primary rate limit is spent until Reset.

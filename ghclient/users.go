@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/auth"
 )
 
 // Permission reads a user's permission on a repository, raw, for auth to rank.

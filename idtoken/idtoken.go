@@ -22,8 +22,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
-	"opsbot/config"
-	"opsbot/gate"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/gate"
 )
 
 // Errors, each a different answer to the asker.

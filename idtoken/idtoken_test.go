@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/config"
-	"opsbot/gate"
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/gate"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 func TestCovers(t *testing.T) {

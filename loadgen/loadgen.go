@@ -26,8 +26,8 @@ import (
 	"syscall"
 	"time"
 
-	"opsbot/auth"
-	"opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 // Options configure a run.

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // buildScaleState writes a database with prs PRs and records audit records,

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/golden"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 const repo = "SemiAnalysisAI/InferenceX"

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/outbox"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/outbox"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 func enqueueInst(t *testing.T, st *state.Store, inst int64, repo string, pr int, kind state.NoticeKind, body string) uint64 {

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // ErrWaiting is what a sender returns when a notice must wait for an

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/outbox"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/outbox"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // clock is the test's time, moved by hand.

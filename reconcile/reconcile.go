@@ -22,12 +22,12 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/commands"
-	"opsbot/config"
-	"opsbot/events"
-	"opsbot/ghclient"
-	"opsbot/mdtext"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/events"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // MaxComments is how many comments one reconcile of a repository reads at

@@ -15,7 +15,7 @@ func TestRunValidationLinksNoStore(t *testing.T) {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
-		if pkg == "opsbot/state" || pkg == "opsbot/outbox" || strings.HasPrefix(pkg, "opsbot/outbox/") ||
+		if pkg == "github.com/SemiAnalysisAI/opsbot/state" || pkg == "github.com/SemiAnalysisAI/opsbot/outbox" || strings.HasPrefix(pkg, "github.com/SemiAnalysisAI/opsbot/outbox/") ||
 			pkg == "go.etcd.io/bbolt" || strings.HasPrefix(pkg, "go.etcd.io/bbolt/") {
 			t.Errorf("./runs links %s: run validation must not depend on the store or the outbox", pkg)
 		}

@@ -1,6 +1,6 @@
 package runs
 
-import "opsbot/config"
+import "github.com/SemiAnalysisAI/opsbot/config"
 
 // Purpose is what a run is checked for; each has its rules.
 type Purpose int

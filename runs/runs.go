@@ -15,8 +15,8 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/ghclient"
-	"opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
 
 // Reader is what validation reads from GitHub.

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/ghclient"
-	"opsbot/internal/githubtest"
-	"opsbot/internal/golden"
-	"opsbot/mdtext"
-	"opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/runs"
 )
 
 const repo = "SemiAnalysisAI/InferenceX"

@@ -1,6 +1,6 @@
 package runs
 
-import "opsbot/ghclient"
+import "github.com/SemiAnalysisAI/opsbot/ghclient"
 
 // Validators builds the run validator of an installation's client: the one
 // place the gate and commands get theirs.

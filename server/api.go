@@ -17,11 +17,11 @@ import (
 	"strings"
 	"time"
 
-	"opsbot/auth"
-	"opsbot/gate"
-	"opsbot/idtoken"
-	"opsbot/reconcile"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/gate"
+	"github.com/SemiAnalysisAI/opsbot/idtoken"
+	"github.com/SemiAnalysisAI/opsbot/reconcile"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // GateAnswerer answers the workflow's asks.

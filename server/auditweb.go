@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"opsbot/auth"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 //go:embed templates/*.html

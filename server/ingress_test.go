@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/auth"
-	"opsbot/commands/commandstest"
-	"opsbot/internal/fixtures"
-	"opsbot/internal/testkit"
-	"opsbot/metrics"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/commands/commandstest"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/metrics"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // limitedServer is serve.go's wiring on loopback, with scaled timeouts.

@@ -12,10 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"opsbot/auth"
-	"opsbot/commands"
-	"opsbot/events"
-	"opsbot/metrics"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/events"
+	"github.com/SemiAnalysisAI/opsbot/metrics"
 )
 
 // Appender stores deliveries durably (events.Inbox).

@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/auth"
-	"opsbot/commands/commandstest"
-	"opsbot/internal/fixtures"
-	_ "opsbot/internal/golden"
-	"opsbot/metrics"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/commands/commandstest"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	_ "github.com/SemiAnalysisAI/opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/metrics"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 type queue struct{ n atomic.Int64 }

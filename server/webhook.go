@@ -7,11 +7,11 @@ import (
 	"net/url"
 	"strings"
 
-	"opsbot/auth"
-	"opsbot/events"
-	"opsbot/metrics"
-	"opsbot/reconcile"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/events"
+	"github.com/SemiAnalysisAI/opsbot/metrics"
+	"github.com/SemiAnalysisAI/opsbot/reconcile"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // formContentType is GitHub's default webhook content type: the JSON payload

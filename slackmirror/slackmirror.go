@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"strings"
 
-	"opsbot/config"
-	"opsbot/mdtext"
-	"opsbot/notices"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // Mirror enqueues the Slack copy of notices. It implements notices.Mirror.

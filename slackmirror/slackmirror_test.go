@@ -4,11 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	_ "opsbot/internal/golden"
-	"opsbot/mdtext"
-	"opsbot/notices"
-	"opsbot/slackmirror"
-	"opsbot/state"
+	_ "github.com/SemiAnalysisAI/opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/slackmirror"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 const repo = "SemiAnalysisAI/InferenceX"

@@ -9,7 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 const auditVersion = 1

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // ErrPinNotActive is a transition of a pin that is no longer active (or was

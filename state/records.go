@@ -1,6 +1,6 @@
 package state
 
-import "opsbot/state/record"
+import "github.com/SemiAnalysisAI/opsbot/state/record"
 
 // The records live in state/record, which links no storage; these names
 // keep state's callers as they were.

@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	_ "opsbot/internal/golden" // defines -update for go test ./... -update
+	_ "github.com/SemiAnalysisAI/opsbot/internal/golden" // defines -update for go test ./... -update
 	"os"
 	"path/filepath"
 	"slices"

@@ -21,7 +21,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // Errors callers test with errors.Is.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
-	"opsbot/state"
-	"opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
 )
 
 // Handler decides what a delivery changes. It may read from the network; it

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	_ "github.com/SemiAnalysisAI/opsbot/internal/golden" // defines -update for go test ./... -update
 	"io"
 	"log/slog"
-	_ "opsbot/internal/golden" // defines -update for go test ./... -update
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"opsbot/state"
-	"opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
 )
 
 type handlerFunc func(ctx context.Context, d *state.Delivery) (string, state.Write, error)

@@ -21,8 +21,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"opsbot/internal/flagdoc"
-	"opsbot/loadgen"
+	"github.com/SemiAnalysisAI/opsbot/internal/flagdoc"
+	"github.com/SemiAnalysisAI/opsbot/loadgen"
 )
 
 func main() {

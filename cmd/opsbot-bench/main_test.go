@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/internal/golden"
 )
 
 // --help is the usage on stdout, exit 0; the text is a golden file

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/auth"
-	"opsbot/config"
-	"opsbot/internal/slacktest"
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // GitHub's default webhook content type is a form whose payload field holds

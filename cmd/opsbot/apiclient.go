@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/config"
 )
 
 // errNoToken is every API command's answer when OPSBOT_API_TOKEN is missing.

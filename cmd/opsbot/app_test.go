@@ -12,10 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"opsbot/config"
-	"opsbot/internal/fixtures"
-	"opsbot/internal/githubtest"
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // TestAppBuiltApartFromFlags builds the server with newApp from a

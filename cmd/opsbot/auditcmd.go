@@ -6,18 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/SemiAnalysisAI/opsbot/gate"
 	"io"
 	"net/http"
 	"net/url"
-	"opsbot/gate"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"opsbot/server"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/server"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 func runAudit(e *env, args []string) error {

@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 func runBackup(e *env, args []string) error {

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/fixtures"
-	"opsbot/internal/testkit"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // bigComment is a signed issue_comment of about n bytes with no command in

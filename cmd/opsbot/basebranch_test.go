@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 // A pull_request run executes the workflow files of the PR's base branch

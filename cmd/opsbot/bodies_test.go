@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/fixtures"
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // vmRSS is the resident memory of process pid, in bytes.

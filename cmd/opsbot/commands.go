@@ -1,10 +1,10 @@
 package main
 
 import (
-	"opsbot/commands"
-	"opsbot/commands/help"
-	"opsbot/commands/reuse"
-	"opsbot/commands/stage"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/help"
+	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
+	"github.com/SemiAnalysisAI/opsbot/commands/stage"
 )
 
 // commandSpecs are the commands opsbot runs, in the order /opsbot help

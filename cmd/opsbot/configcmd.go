@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/config"
 )
 
 func runConfig(e *env, args []string) error {

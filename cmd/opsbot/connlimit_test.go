@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/fixtures"
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // dialFrom opens a connection to the server from a loopback address (all

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
 )
 
 // The real opsbot binary, built once for the package's tests that run it as

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"opsbot/auth"
-	"opsbot/gate"
-	"opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/gate"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 // The demo's world: one benchmark repository on the in-repository fake

@@ -16,7 +16,7 @@ func TestBinaryLinksNoTestMachinery(t *testing.T) {
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		switch pkg {
-		case "net/http/httptest", "testing", "opsbot/loadgen":
+		case "net/http/httptest", "testing", "github.com/SemiAnalysisAI/opsbot/loadgen":
 			t.Errorf("./cmd/opsbot links %s", pkg)
 		}
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/fixtures"
-	"opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 func TestValidationAtPinTime(t *testing.T) {

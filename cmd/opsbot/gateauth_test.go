@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // issuer is a local GitHub Actions OIDC issuer (testkit's) minting tokens

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 // Whoever holds a gate token cannot spend opsbot's GitHub budget: asks are

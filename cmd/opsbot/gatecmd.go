@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"opsbot/gate"
+	"github.com/SemiAnalysisAI/opsbot/gate"
 )
 
 func runGate(e *env, args []string) error {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 // A gate ask waits (api.gate_wait) for the PR's webhooks already received;

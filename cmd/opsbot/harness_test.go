@@ -4,16 +4,16 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	_ "github.com/SemiAnalysisAI/opsbot/internal/golden" // defines -update for go test ./... -update
 	"io"
 	"net/http"
-	_ "opsbot/internal/golden" // defines -update for go test ./... -update
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 const testSecret = "test-webhook-secret"

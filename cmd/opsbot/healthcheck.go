@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/config"
 )
 
 func runHealthcheck(e *env, args []string) error {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/githubtest"
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // A client that sends its headers slowly is cut off; many open connections

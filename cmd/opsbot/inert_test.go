@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/commands"
-	"opsbot/internal/githubtest"
-	"opsbot/internal/golden"
-	"opsbot/internal/slacktest"
-	"opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
 
 // hostile is what an attacker puts in every name opsbot quotes: backticks

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/fixtures"
-	"opsbot/internal/githubtest"
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // The kill loop: while pins and pushes stream in, the real binary is

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 // A command taken back (its comment deleted, or the command edited away)

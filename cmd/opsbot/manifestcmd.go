@@ -3,8 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/SemiAnalysisAI/opsbot/events"
 	"net/url"
-	"opsbot/events"
 	"strings"
 )
 

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/githubtest"
-	"opsbot/internal/golden"
-	"opsbot/internal/testkit"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 func runCLI(t *testing.T, env map[string]string, args ...string) (string, string, error) {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/githubtest"
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // A notice that can never be sent wedges nothing: the staging

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands"
 )
 
 func runParse(e *env, args []string) error {

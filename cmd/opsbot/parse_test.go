@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
 )
 
 func TestParseCommand(t *testing.T) {

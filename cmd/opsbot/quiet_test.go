@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"opsbot/internal/githubtest"
-	"opsbot/internal/slacktest"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
 )
 
 const triageLog, triageID = "triager", int64(5003)

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"opsbot/reconcile"
+	"github.com/SemiAnalysisAI/opsbot/reconcile"
 )
 
 func runReconcile(e *env, args []string) error {

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/fixtures"
-	"opsbot/internal/githubtest"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // The end-to-end tests of recovery against copies of the database, replays

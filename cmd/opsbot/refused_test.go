@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 // A reaction to a comment its author deleted before opsbot's 👎 landed is

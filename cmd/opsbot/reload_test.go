@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // A reload (POST /api/v1/reload, or SIGHUP) reads the configuration file

@@ -11,14 +11,14 @@ import (
 	"strings"
 	"testing"
 
-	"opsbot/commands"
-	"opsbot/config"
-	"opsbot/internal/fixtures"
-	"opsbot/internal/githubtest"
-	"opsbot/internal/testkit"
-	"opsbot/mdtext"
-	"opsbot/state"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // echo is a command only this test has: `/echo <word>` answers the word.

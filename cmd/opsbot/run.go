@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"opsbot/internal/flagdoc"
+	"github.com/SemiAnalysisAI/opsbot/internal/flagdoc"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

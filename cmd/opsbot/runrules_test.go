@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 // The rules of issue 12 about which runs may stand in for a push: a run

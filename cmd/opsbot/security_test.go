@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/fixtures"
-	"opsbot/internal/githubtest"
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // The end-to-end tests of docs/security.md's threat model that concern

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"opsbot/config"
-	"opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
 )
 
 // learnSelf finds opsbot's own GitHub account, so it never runs a command it

@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/auth"
 )
 
 func runSend(e *env, args []string) error {

@@ -17,26 +17,26 @@ import (
 	"syscall"
 	"time"
 
-	"opsbot/auth"
-	"opsbot/commands"
-	"opsbot/commands/reuse"
-	"opsbot/commands/stage"
-	"opsbot/config"
-	"opsbot/events"
-	"opsbot/gate"
-	"opsbot/ghclient"
-	"opsbot/idtoken"
-	"opsbot/metrics"
-	"opsbot/notices"
-	"opsbot/outbox"
-	"opsbot/outbox/ghsend"
-	"opsbot/outbox/slacksend"
-	"opsbot/reconcile"
-	"opsbot/runs"
-	"opsbot/server"
-	"opsbot/slackmirror"
-	"opsbot/state"
-	"opsbot/worker"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
+	"github.com/SemiAnalysisAI/opsbot/commands/stage"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/events"
+	"github.com/SemiAnalysisAI/opsbot/gate"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/idtoken"
+	"github.com/SemiAnalysisAI/opsbot/metrics"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/outbox"
+	"github.com/SemiAnalysisAI/opsbot/outbox/ghsend"
+	"github.com/SemiAnalysisAI/opsbot/outbox/slacksend"
+	"github.com/SemiAnalysisAI/opsbot/reconcile"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/server"
+	"github.com/SemiAnalysisAI/opsbot/slackmirror"
+	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/worker"
 )
 
 func runServe(e *env, args []string) error {
@@ -276,7 +276,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		log.Warn("GitHub dry-run: notices are logged, not posted", "reason", dryReason(cfg, secrets))
 	}
 	a.dry = dry
-	opt := ghclient.Options{APIURL: cfg.GitHub.APIURL, Token: secrets.GitHubToken, UserAgent: "opsbot/" + fullVersion(),
+	opt := ghclient.Options{APIURL: cfg.GitHub.APIURL, Token: secrets.GitHubToken, UserAgent: "github.com/SemiAnalysisAI/opsbot/" + fullVersion(),
 		RequestTimeout: cfg.GitHub.RequestTimeout, Metrics: m, Log: log, DryRun: dry}
 	if ga := cfg.GitHub.App; ga != nil {
 		opt.AppID, opt.InstallationID, opt.AppKey = ga.ID, ga.InstallationID, secrets.AppPrivateKey

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"opsbot/internal/slacktest"
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 func slackWorld(t *testing.T, sl *slacktest.Fake) *world {

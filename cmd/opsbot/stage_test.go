@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 const stagingRepo = "SemiAnalysisAI/inferencemax-app"

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"opsbot/auth"
-	"opsbot/internal/fixtures"
-	"opsbot/internal/testkit"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 func post(t *testing.T, req *http.Request) (int, map[string]any) {

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/fixtures"
-	"opsbot/internal/githubtest"
-	"opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // The world of the end-to-end tests: one benchmark repository on a fake

@@ -8,11 +8,11 @@ import (
 	"slices"
 	"time"
 
-	"opsbot/commands"
-	"opsbot/commands/help"
-	"opsbot/commands/reuse"
-	"opsbot/commands/stage"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/help"
+	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
+	"github.com/SemiAnalysisAI/opsbot/commands/stage"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // Registry is a registry of opsbot's own commands in the server's order

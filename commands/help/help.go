@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"strings"
 
-	"opsbot/commands"
-	"opsbot/config"
-	"opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
 
 // Name is the command's canonical name.

@@ -3,10 +3,10 @@ package help_test
 import (
 	"testing"
 
-	"opsbot/commands/commandstest"
-	"opsbot/commands/help"
-	"opsbot/config"
-	"opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/commands/commandstest"
+	"github.com/SemiAnalysisAI/opsbot/commands/help"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/internal/golden"
 )
 
 // The help reply lists every registered command's rows, notes and

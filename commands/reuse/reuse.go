@@ -9,14 +9,14 @@ import (
 	"fmt"
 	"strings"
 
-	"opsbot/auth"
-	"opsbot/commands"
-	"opsbot/config"
-	"opsbot/mdtext"
-	"opsbot/notices"
-	"opsbot/runs"
-	"opsbot/state/plan"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // Name is the command's canonical name.

@@ -3,9 +3,9 @@ package reuse_test
 import (
 	"testing"
 
-	"opsbot/commands/reuse"
-	"opsbot/internal/golden"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
+	"github.com/SemiAnalysisAI/opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 func TestPinnedReplyGolden(t *testing.T) {

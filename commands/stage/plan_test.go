@@ -10,14 +10,14 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/auth"
-	"opsbot/commands"
-	"opsbot/commands/commandstest"
-	"opsbot/commands/stage"
-	"opsbot/config"
-	"opsbot/notices"
-	"opsbot/state/plan"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/commandstest"
+	"github.com/SemiAnalysisAI/opsbot/commands/stage"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 const repo = "SemiAnalysisAI/InferenceX"

@@ -18,15 +18,15 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/auth"
-	"opsbot/commands"
-	"opsbot/config"
-	"opsbot/ghclient"
-	"opsbot/mdtext"
-	"opsbot/notices"
-	"opsbot/runs"
-	"opsbot/state/plan"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // Reader is what staging reads from GitHub besides the run: the PR's labels.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/config"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // The staging URL is the repository's template filled with the request.

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/config"
-	"opsbot/ghclient"
-	"opsbot/internal/githubtest"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // Repo is the rig's repository.

@@ -17,9 +17,9 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"opsbot/ghclient"
-	"opsbot/outbox"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/outbox"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // Clients gives the GitHub client for a notice's installation (0: the

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/internal/slacktest"
-	"opsbot/notices"
-	"opsbot/outbox/slacksend"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/outbox/slacksend"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // quietNotice mirrors a notice of o/quiet, whose messages go to #quiet.

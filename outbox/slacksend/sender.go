@@ -15,9 +15,9 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"opsbot/auth"
-	"opsbot/outbox"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/outbox"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // Slack is what the sender calls; *slack.Client has it.

@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"opsbot/config"
-	"opsbot/internal/golden"
-	"opsbot/internal/slacktest"
-	"opsbot/notices"
-	"opsbot/outbox"
-	"opsbot/outbox/slacksend"
-	"opsbot/slackmirror"
-	"opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/outbox"
+	"github.com/SemiAnalysisAI/opsbot/outbox/slacksend"
+	"github.com/SemiAnalysisAI/opsbot/slackmirror"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 const repo = "SemiAnalysisAI/InferenceX"

@@ -17,7 +17,7 @@ import (
 	"errors"
 	"fmt"
 
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // Plan is the facts a handler decided on and the steps that follow.

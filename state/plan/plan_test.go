@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"opsbot/commands/commandstest"
-	"opsbot/state"
-	"opsbot/state/plan"
-	"opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/commands/commandstest"
+	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 const repo = "acme/bench"
