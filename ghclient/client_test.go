@@ -49,7 +49,7 @@ func setup(t *testing.T, mod func(*Options)) (*githubtest.Fake, *Client, *sleeps
 	f.AddRun(repo, githubtest.Run{ID: 31147925932, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success", HeadSHA: "c1"})
 	s := &sleeps{}
 	m := metrics.New(nil, nil, time.Now)
-	opt := Options{APIURL: f.URL, Token: "ghs_test", UserAgent: "github.com/SemiAnalysisAI/opsbot/test", Sleep: s.sleep, Metrics: m, RequestTimeout: time.Second}
+	opt := Options{APIURL: f.URL, Token: "ghs_test", UserAgent: "opsbot/test", Sleep: s.sleep, Metrics: m, RequestTimeout: time.Second}
 	if mod != nil {
 		mod(&opt)
 	}
@@ -74,7 +74,7 @@ func TestTokenAndUserAgent(t *testing.T) {
 	if got := r.Header.Get("Authorization"); got != "Bearer ghs_test" {
 		t.Errorf("Authorization = %q", got)
 	}
-	if got := r.Header.Get("User-Agent"); got != "github.com/SemiAnalysisAI/opsbot/test" {
+	if got := r.Header.Get("User-Agent"); got != "opsbot/test" {
 		t.Errorf("User-Agent = %q", got)
 	}
 }
@@ -265,7 +265,7 @@ func TestWritesAndMarkerLookup(t *testing.T) {
 	if err := c.React(t.Context(), repo, ref.ID, "+1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetStatus(t.Context(), repo, "c1", "success", strings.Repeat("x", 200), "", "github.com/SemiAnalysisAI/opsbot/sweep-gate"); err != nil {
+	if err := c.SetStatus(t.Context(), repo, "c1", "success", strings.Repeat("x", 200), "", "opsbot/sweep-gate"); err != nil {
 		t.Fatalf("SetStatus with a long description: %v", err)
 	}
 	if err := c.Dispatch(t.Context(), "acme/staging", "stage-results", map[string]any{"run-id": "1"}); err == nil {
@@ -296,7 +296,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	if _, err := c.CreateComment(t.Context(), repo, 1, "x"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetStatus(t.Context(), repo, "c1", "success", "x", "", "github.com/SemiAnalysisAI/opsbot/sweep-gate"); err != nil {
+	if err := c.SetStatus(t.Context(), repo, "c1", "success", "x", "", "opsbot/sweep-gate"); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.Count(""); n != 0 {

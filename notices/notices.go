@@ -78,7 +78,7 @@ type Links struct {
 func (b *Builder) Reason(w record.Why) string { return Reason(w) }
 
 // StatusContext is the commit status opsbot sets on every decided head.
-const StatusContext = "github.com/SemiAnalysisAI/opsbot/sweep-gate"
+const StatusContext = "opsbot/sweep-gate"
 
 // Comment posts a PR comment (with a hidden marker) and mirrors it.
 func (b *Builder) Comment(tx record.Tx, repo string, pr int, inst int64, kind Kind, body string, links Links) (uint64, error) {

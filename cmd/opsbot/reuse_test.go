@@ -22,7 +22,7 @@ func TestEverydayStory(t *testing.T) {
 
 	w.push("c2", "perf-changelog.yaml")
 	st := w.statuses("c2")
-	if len(st) != 1 || st[0].Context != "github.com/SemiAnalysisAI/opsbot/sweep-gate" || st[0].Description != "skip: reusing run 31147925932, authorized by @maintainer" {
+	if len(st) != 1 || st[0].Context != "opsbot/sweep-gate" || st[0].Description != "skip: reusing run 31147925932, authorized by @maintainer" {
 		t.Fatalf("status on c2 = %+v", st)
 	}
 	mustContain(t, "skip comment", w.lastReply(), "Sweep skipped for", "reusing run [31147925932]", "authorized by @maintainer",

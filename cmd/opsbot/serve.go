@@ -276,7 +276,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		log.Warn("GitHub dry-run: notices are logged, not posted", "reason", dryReason(cfg, secrets))
 	}
 	a.dry = dry
-	opt := ghclient.Options{APIURL: cfg.GitHub.APIURL, Token: secrets.GitHubToken, UserAgent: "github.com/SemiAnalysisAI/opsbot/" + fullVersion(),
+	opt := ghclient.Options{APIURL: cfg.GitHub.APIURL, Token: secrets.GitHubToken, UserAgent: "opsbot/" + fullVersion(),
 		RequestTimeout: cfg.GitHub.RequestTimeout, Metrics: m, Log: log, DryRun: dry}
 	if ga := cfg.GitHub.App; ga != nil {
 		opt.AppID, opt.InstallationID, opt.AppKey = ga.ID, ga.InstallationID, secrets.AppPrivateKey

@@ -35,7 +35,7 @@ func setup(t *testing.T) (*githubtest.Fake, *ghclient.Factory) {
 	f := githubtest.New(t)
 	f.AddRepo(repo, "run-sweep.yml", 77)
 	f.AddRun(repo, githubtest.Run{ID: 31147925932, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success", HeadSHA: "c1"})
-	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: f.URL, Token: "ghs_test", UserAgent: "github.com/SemiAnalysisAI/opsbot/test", RequestTimeout: time.Second,
+	fac, err := ghclient.NewFactory(ghclient.Options{APIURL: f.URL, Token: "ghs_test", UserAgent: "opsbot/test", RequestTimeout: time.Second,
 		Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestStatusRetryFindsEarlierAttempt(t *testing.T) {
 	f, fac := setup(t)
 	s := &Sender{Clients: fac}
 	n := &state.Notice{ID: 1, Kind: state.NoticeStatus, Repo: repo, SHA: "c2", State: "success",
-		Description: "skip: reusing run 1, authorized by @m", Context: "github.com/SemiAnalysisAI/opsbot/sweep-gate"}
+		Description: "skip: reusing run 1, authorized by @m", Context: "opsbot/sweep-gate"}
 	if _, err := s.Send(t.Context(), n, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestEditOfAMissingCommentPostsANewOne(t *testing.T) {
 
 func gateStatus() *state.Notice {
 	return &state.Notice{ID: 1, Kind: state.NoticeStatus, Repo: repo, PR: 1, SHA: "c1",
-		State: "success", Description: "sweep: no reuse authorization", Context: "github.com/SemiAnalysisAI/opsbot/sweep-gate"}
+		State: "success", Description: "sweep: no reuse authorization", Context: "opsbot/sweep-gate"}
 }
 
 // A secondary-limit answer asking to wait ten years holds the installation
