@@ -237,16 +237,21 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			continue
 		}
 		// The last reads decide for a comment its `created` webhook would run.
-		answered := r.SelfID == 0 // unknown self: fail closed
-		if !answered {
-			if answered, err = gh.ReactedBy(ctx, rc.Name, c.GetID(), r.SelfID); err != nil {
-				// One comment GitHub would not tell about stops no other
-				// comment's recovery; it is not run (fail closed), and said so.
-				rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
-				notRun(c, pr, "not_run", fmt.Sprintf("whether opsbot already answered the comment could not be read (%v): "+
-					"it is not run; post the command again", err))
-				continue
-			}
+		if r.SelfID == 0 {
+			// Whose reaction would be opsbot's is not known: fail closed.
+			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
+			notRun(c, pr, "not_run", "opsbot's own account is not known, so whether it already answered the comment cannot be read: "+
+				"it is not run; post the command again")
+			continue
+		}
+		answered, err := gh.ReactedBy(ctx, rc.Name, c.GetID(), r.SelfID)
+		if err != nil {
+			// One comment GitHub would not tell about stops no other
+			// comment's recovery; it is not run (fail closed), and said so.
+			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
+			notRun(c, pr, "not_run", fmt.Sprintf("whether opsbot already answered the comment could not be read (%v): "+
+				"it is not run; post the command again", err))
+			continue
 		}
 		if answered {
 			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())

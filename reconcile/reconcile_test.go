@@ -170,7 +170,8 @@ func TestRunDecidesEachLostCommand(t *testing.T) {
 				r.rec.SelfID = 0
 				return r.post(posted, "maintainer", command)
 			},
-			want: "not_run", why: "not_run: opsbot already answered the comment", mark: state.MarkProcessed},
+			want: "not_run", why: "not_run: opsbot's own account is not known, so whether it already answered the comment cannot be read",
+			mark: state.MarkProcessed},
 		{name: "reactions unreadable",
 			setup: func(t *testing.T, r *rig) int64 {
 				r.notFirst(t)
