@@ -8,7 +8,11 @@
 // consumed, if merged). It does so by putting the missing events into the
 // inbox, so they take the same path as any delivery. The first reconcile of a
 // repository (a fresh or restored database) runs nothing unless asked to
-// replay from a given time: it records what it finds as seen.
+// replay from a given time: it records what it finds as seen. A comment
+// whose `created` delivery is stored and not yet processed (a backlog, a
+// back-off, a slow read ahead of it) is never recorded or marked not run:
+// the store decides that in the write that marks the others, and the
+// delivery runs the comment as it would have had recovery never looked.
 package reconcile
 
 import (
@@ -17,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,7 +57,10 @@ type Reader interface {
 // Store is the state reconciling reads and writes.
 type Store interface {
 	CommentKnown(repo string, commentID int64) (bool, error)
-	NoteComments(repo string, commentIDs []int64, audit []state.AuditRecord) error
+	// NoteComments marks comments seen, leaving alone (and returning)
+	// those whose `created` delivery is waiting in the inbox or that were
+	// marked since they were read.
+	NoteComments(repo string, notes []state.CommentNote, audit []state.AuditRecord) (left []int64, err error)
 	PRsWithActivePin(repo string) ([]int, error)
 	ActivePin(repo string, pr int) (*state.Pin, error)
 	ReconciledAt(repo string) (time.Time, error)
@@ -96,7 +104,12 @@ type Report struct {
 	// CommandsNotRun are unseen command comments that their `created` webhook
 	// would not have run now (edited since posted, posted before the window,
 	// or on a PR closed then), or that opsbot already answered.
-	CommandsNotRun  []int64 `json:"commands_not_run"`
+	CommandsNotRun []int64 `json:"commands_not_run"`
+	// CommandsPending are command comments this reconcile would have
+	// recorded or not run, left alone because their `created` delivery
+	// was waiting in the inbox (or opsbot processed or noted them
+	// meanwhile): that delivery runs them as it would have anyway.
+	CommandsPending []int64 `json:"commands_pending"`
 	PinsOfClosedPRs []int   `json:"pins_of_closed_prs"` // PRs whose pin is being expired or consumed
 	// PinsTakenBack are PRs whose pin's comment was deleted, or its command
 	// edited away, while the webhook was lost: the pin is being revoked.
@@ -141,7 +154,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	}
 	start := r.now()
 	rep := Report{Repo: rc.Name, CommandsRecovered: []int64{}, CommandsRecorded: []int64{}, CommandsNotRun: []int64{},
-		PinsOfClosedPRs: []int{}, PinsTakenBack: []int{}}
+		CommandsPending: []int64{}, PinsOfClosedPRs: []int{}, PinsTakenBack: []int{}}
 	if replaySince.After(start) {
 		return rep, fmt.Errorf("%w: %s", ErrReplayInFuture, replaySince.UTC().Format(time.RFC3339))
 	}
@@ -175,13 +188,16 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	if err != nil {
 		return rep, err
 	}
-	var seen []int64 // comments found and not run: nothing runs them later
+	// Comments found and not run: nothing runs them later, unless their
+	// `created` delivery is waiting when the mark is written (the store
+	// decides that in the same write).
+	var seen []state.CommentNote
 	var audit []state.AuditRecord
 	notRun := func(c *github.IssueComment, pr int, outcome, reason string) {
-		seen = append(seen, c.GetID())
 		u := c.GetUser()
-		audit = append(audit, state.AuditRecord{Kind: "recovery", Outcome: outcome, Repo: rc.Name, PR: pr,
-			ActorID: u.GetID(), ActorLogin: u.GetLogin(), CommentID: c.GetID(), CommentURL: c.GetHTMLURL(), Reason: reason})
+		seen = append(seen, state.CommentNote{CommentID: c.GetID(), Audit: &state.AuditRecord{Kind: "recovery", Outcome: outcome,
+			Repo: rc.Name, PR: pr, ActorID: u.GetID(), ActorLogin: u.GetLogin(), CommentID: c.GetID(), CommentURL: c.GetHTMLURL(),
+			Reason: reason}})
 	}
 	for _, c := range comments {
 		rep.CommentsChecked++
@@ -199,7 +215,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		u := c.GetUser()
 		if (r.SelfID != 0 && u.GetID() == r.SelfID) ||
 			len(r.Commands.Parse(c.GetBody(), commands.Options{Repo: rc.Name, Host: r.Cfg.Get().WebHost()})) == 0 {
-			seen = append(seen, c.GetID()) // opsbot's own, or no command: seen, nothing to run
+			seen = append(seen, state.CommentNote{CommentID: c.GetID()}) // opsbot's own, or no command: seen, nothing to run
 			continue
 		}
 		created, updated := c.GetCreatedAt().Time, c.GetUpdatedAt().Time
@@ -221,16 +237,21 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			continue
 		}
 		// The last reads decide for a comment its `created` webhook would run.
-		answered := r.SelfID == 0 // unknown self: fail closed
-		if !answered {
-			if answered, err = gh.ReactedBy(ctx, rc.Name, c.GetID(), r.SelfID); err != nil {
-				// One comment GitHub would not tell about stops no other
-				// comment's recovery; it is not run (fail closed), and said so.
-				rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
-				notRun(c, pr, "not_run", fmt.Sprintf("whether opsbot already answered the comment could not be read (%v): "+
-					"it is not run; post the command again", err))
-				continue
-			}
+		if r.SelfID == 0 {
+			// Whose reaction would be opsbot's is not known: fail closed.
+			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
+			notRun(c, pr, "not_run", "opsbot's own account is not known, so whether it already answered the comment cannot be read: "+
+				"it is not run; post the command again")
+			continue
+		}
+		answered, err := gh.ReactedBy(ctx, rc.Name, c.GetID(), r.SelfID)
+		if err != nil {
+			// One comment GitHub would not tell about stops no other
+			// comment's recovery; it is not run (fail closed), and said so.
+			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
+			notRun(c, pr, "not_run", fmt.Sprintf("whether opsbot already answered the comment could not be read (%v): "+
+				"it is not run; post the command again", err))
+			continue
 		}
 		if answered {
 			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
@@ -279,9 +300,17 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			Reason: fmt.Sprintf("the first reconcile of this repository on this database recorded the %d comments posted or edited "+
 				"since %s as seen and ran none of them", rep.CommentsChecked, stamp(rep.Since))})
 	}
-	if err := r.Store.NoteComments(rc.Name, seen, audit); err != nil {
+	left, err := r.Store.NoteComments(rc.Name, seen, audit)
+	if err != nil {
 		return rep, err
 	}
+	for _, id := range left {
+		if slices.Contains(rep.CommandsRecorded, id) || slices.Contains(rep.CommandsNotRun, id) {
+			rep.CommandsPending = append(rep.CommandsPending, id)
+		}
+	}
+	rep.CommandsRecorded = slices.DeleteFunc(rep.CommandsRecorded, func(id int64) bool { return slices.Contains(left, id) })
+	rep.CommandsNotRun = slices.DeleteFunc(rep.CommandsNotRun, func(id int64) bool { return slices.Contains(left, id) })
 	prs, err := r.Store.PRsWithActivePin(rc.Name)
 	if err != nil {
 		return rep, err
@@ -330,7 +359,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	}
 	r.Log.Info("reconciled", "repo", rc.Name, "since", rep.Since, "first", rep.First, "comments", rep.CommentsChecked,
 		"recovered", len(rep.CommandsRecovered), "recorded", len(rep.CommandsRecorded), "not_run", len(rep.CommandsNotRun),
-		"closed", len(rep.PinsOfClosedPRs))
+		"pending", len(rep.CommandsPending), "closed", len(rep.PinsOfClosedPRs))
 	return rep, nil
 }
 

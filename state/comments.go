@@ -1,6 +1,9 @@
 package state
 
 import (
+	"encoding/binary"
+	"fmt"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -11,9 +14,10 @@ import (
 // bytes and a letter once an `edited` (markEdited) or `deleted` (markDeleted)
 // webhook named it before any `created` delivery was processed. Recovery runs
 // only comments with no mark, and gives those it lists and does not run the
-// processed mark; a `created` delivery runs a comment unless it was processed
-// before, and after an edit or a deletion runs at most what the comment still
-// says (events.Handler).
+// processed mark, except a comment whose `created` delivery is waiting in the
+// inbox when it writes (NoteComments); a `created` delivery runs a comment
+// unless it was processed before, and after an edit or a deletion runs at
+// most what the comment still says (events.Handler).
 const (
 	markEdited  = 'n'
 	markDeleted = 'd'
@@ -98,17 +102,44 @@ func noteComment(tx *bolt.Tx, repo string, commentID int64, now time.Time, delet
 	return rb.Put(k, append(u64(uint64(now.Unix())), letter))
 }
 
+// CommentNote is a comment recovery saw and does not run, with the audit
+// record that says why (nil for a comment that holds no command).
+type CommentNote struct {
+	CommentID int64
+	Audit     *AuditRecord
+}
+
 // NoteComments records, in one write, comments recovery saw and does not
-// run as processed (a `created` delivery of one that comes later, late,
-// redelivered or replayed, runs nothing), with the audit records that say why.
-func (s *Store) NoteComments(repo string, commentIDs []int64, audit []AuditRecord) error {
-	if len(commentIDs) == 0 && len(audit) == 0 {
-		return nil
+// run as processed (a `created` delivery of one stored later, late,
+// redelivered or replayed, runs nothing), with the audit records that say
+// why, and audit, which is written whatever is left alone. It decides in
+// that write, and leaves alone (no mark, no audit record of its own), every
+// comment whose `created` delivery is stored and not yet processed (that
+// delivery decides, as if recovery had never looked) and every comment
+// opsbot has marked since recovery read it (a delivery processed, an edit
+// or a deletion noted meanwhile). It returns the comments it left alone.
+func (s *Store) NoteComments(repo string, notes []CommentNote, audit []AuditRecord) (left []int64, err error) {
+	if len(notes) == 0 && len(audit) == 0 {
+		return nil, nil
 	}
-	return s.Update(func(t *Tx) error {
-		for _, id := range commentIDs {
-			if _, err := t.CommentSeen(repo, id); err != nil {
+	err = s.Update(func(t *Tx) error {
+		left = nil
+		pending, err := pendingCreated(t.tx, repo)
+		if err != nil {
+			return err
+		}
+		for _, n := range notes {
+			if pending[n.CommentID] || commentMark(t.tx, repo, n.CommentID) != MarkNone {
+				left = append(left, n.CommentID)
+				continue
+			}
+			if _, err := t.CommentSeen(repo, n.CommentID); err != nil {
 				return err
+			}
+			if n.Audit != nil {
+				if err := t.Audit(*n.Audit); err != nil {
+					return err
+				}
 			}
 		}
 		for _, r := range audit {
@@ -118,4 +149,26 @@ func (s *Store) NoteComments(repo string, commentIDs []int64, audit []AuditRecor
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return left, nil
+}
+
+// pendingCreated is the set of a repository's comments whose `created`
+// delivery (a webhook's, or one recovery queued) is in the inbox, read in
+// the transaction that is about to mark comments.
+func pendingCreated(tx *bolt.Tx, repo string) (map[int64]bool, error) {
+	out := map[int64]bool{}
+	err := tx.Bucket(bInbox).ForEach(func(k, v []byte) error {
+		d, err := decodeDelivery(k, v, false)
+		if err != nil {
+			return fmt.Errorf("inbox entry %d: %w", binary.BigEndian.Uint64(k), err)
+		}
+		if d.CommentID != 0 && d.Action == "created" && strings.EqualFold(d.Repo, repo) {
+			out[d.CommentID] = true
+		}
+		return nil
+	})
+	return out, err
 }

@@ -62,5 +62,9 @@ func runReconcile(e *env, args []string) error {
 			"or already answered %v (see the audit for each)\n",
 			len(rep.CommandsNotRun), rep.CommandsNotRun)
 	}
+	if len(rep.CommandsPending) > 0 {
+		fmt.Fprintf(e.stdout, "%d command comments left to their webhook delivery, which is waiting in the inbox %v\n",
+			len(rep.CommandsPending), rep.CommandsPending)
+	}
 	return nil
 }

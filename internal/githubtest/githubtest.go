@@ -188,6 +188,9 @@ type Fault struct {
 	Drop   bool          // close the connection without answering
 	Times  int           // how many requests it applies to; 0 means every one
 	used   int
+	// hold, when set (Hold), keeps the request waiting until it is closed;
+	// arrived is closed when the request starts waiting.
+	hold, arrived chan struct{}
 }
 
 // Cleaner is what New needs of a test (testing.TB has it): a way to close
@@ -268,6 +271,17 @@ func (f *Fake) Inject(route string, fault Fault) {
 	}
 	fc := fault
 	f.faults[route] = append(f.faults[route], &fc)
+}
+
+// Hold makes the next request on route wait until release is called (or
+// its client gives up), then answers it as usual. arrived is closed once
+// that request is waiting: a test orders what happens while a read is slow
+// without sleeping. release may be called more than once.
+func (f *Fake) Hold(route string) (arrived <-chan struct{}, release func()) {
+	fl := Fault{Pass: true, Times: 1, hold: make(chan struct{}), arrived: make(chan struct{})}
+	f.Inject(route, fl)
+	var once sync.Once
+	return fl.arrived, func() { once.Do(func() { close(fl.hold) }) }
 }
 
 // Heal removes the faults injected on a route.
@@ -388,6 +402,14 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h han
 	r.Body = io.NopCloser(strings.NewReader(string(body)))
 	rec := Request{Method: r.Method, Route: route, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: string(body)}
 	if fault := f.takeFault(route); fault != nil {
+		if fault.hold != nil {
+			close(fault.arrived)
+			select {
+			case <-fault.hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if fault.Delay > 0 {
 			select {
 			case <-time.After(fault.Delay):
