@@ -467,8 +467,9 @@ func yamlString(s string) string {
 func (a *appCreate) printNext(e *env, res *createdApp) {
 	w := e.stdout
 	fmt.Fprintf(w, "\nCreated the GitHub App %s (id %d), owned by %s: %s\n", res.Slug, res.ID, res.Owner, res.HTMLURL)
-	fmt.Fprintf(w, "Wrote:\n  %s  the App's private key (0600)\n  %s  the webhook secret (0600)\n  %s  the github: section of the configuration\n",
-		res.Key, res.Secret, res.Snippet)
+	width := max(len(res.Key), len(res.Secret), len(res.Snippet))
+	fmt.Fprintf(w, "Wrote:\n  %-*s  the App's private key (0600)\n  %-*s  the webhook secret (0600)\n  %-*s  the github: section of the configuration\n",
+		width, res.Key, width, res.Secret, width, res.Snippet)
 	fmt.Fprintf(w, "Next:\n")
 	fmt.Fprintf(w, "  1. Install the App on the benchmark repository (and on the staging repository when /stage-results is used): %s/installations/new\n",
 		res.HTMLURL)
