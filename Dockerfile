@@ -2,11 +2,13 @@
 # .ci/build-release (the release workflow runs it), so the image holds nothing but opsbot, the CA bundle, an empty
 # /tmp (for `opsbot demo`) and /data:
 #   .ci/build-release v1.2.0 && docker build --build-arg VERSION=v1.2.0 -t opsbot .
-#   docker run -p 8080:8080 -v opsbot-state:/data \
+#   docker run -p 8080:8080 -v opsbot-state:/data -v ./opsbot.yaml:/etc/opsbot/opsbot.yaml:ro \
 #     -e OPSBOT_WEBHOOK_SECRET=... -e GITHUB_TOKEN=... -e OPSBOT_GATE_TOKENS=... -e OPSBOT_ADMIN_TOKENS=... opsbot
 # It listens on 0.0.0.0:8080 (OPSBOT_LISTEN; the health check reads the same variable) and keeps its database in
 # /data. A bind mount for /data must be writable by uid 65532: `chown 65532:65532 DIR` on the host first.
-# Mount your configuration over /etc/opsbot/opsbot.yaml (the image holds the example, in dry-run).
+# Mount your configuration over /etc/opsbot/opsbot.yaml (the image holds the example, in dry-run). HEALTHCHECK is a
+# Docker instruction: where it is ignored (an OCI-format image, Kubernetes) probe with `/opsbot healthcheck`, or
+# /healthz and /readyz over HTTP (deploy/kubernetes).
 FROM scratch
 ARG TARGETARCH
 ARG VERSION=dev

@@ -37,15 +37,64 @@ func githubPermissions(staging, teams bool) []githubPermission {
 // githubEvents are the webhook events opsbot uses.
 var githubEvents = events.Used()
 
+// githubUsage is `opsbot github`'s synopsis: its two subcommands.
+const githubUsage = `Usage: opsbot github app-create --url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams]
+                            [--github-url URL] [--api-url URL] [--port N] [--timeout D]
+       opsbot github app-manifest --url URL [--name NAME] [--staging] [--teams]
+
+  app-create    create opsbot's GitHub App through GitHub's manifest flow, and keep its key and webhook secret
+  app-manifest  print the App manifest (exactly the permissions and events opsbot needs), to create the App by hand
+
+Examples:
+  opsbot github app-create --url https://opsbot.example.com --org SemiAnalysisAI --out /etc/opsbot/github
+  opsbot github app-manifest --url https://opsbot.example.com --staging --teams > manifest.json
+
+Run 'opsbot github app-create --help' or 'opsbot github app-manifest --help' for the flags.`
+
 func runGitHub(e *env, args []string) error {
-	if len(args) == 0 || args[0] != "app-manifest" {
-		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "-help") {
-			args = []string{"app-manifest", "--help"}
-		} else {
-			fmt.Fprintln(e.stderr, "Usage: opsbot github app-manifest --url URL [--name NAME] [--staging] [--teams]")
-			return exitCode(2)
+	if len(args) > 0 {
+		switch args[0] {
+		case "app-manifest":
+			return runAppManifest(e, args[1:])
+		case "app-create":
+			return runAppCreate(e, args[1:])
+		case "--help", "-h", "-help":
+			fmt.Fprintln(e.stdout, githubUsage)
+			return nil
 		}
 	}
+	fmt.Fprintln(e.stderr, githubUsage)
+	return exitCode(2)
+}
+
+// appManifest is the GitHub App manifest of an opsbot served at root (its
+// public https base URL, no trailing slash): the webhook goes to
+// root/webhook, with exactly the permissions and events opsbot uses.
+func appManifest(root, name string, staging, teams bool) map[string]any {
+	perms := map[string]string{}
+	for _, p := range githubPermissions(staging, teams) {
+		perms[p.Name] = p.Level
+	}
+	return map[string]any{
+		"name": name, "url": root, "public": false,
+		"description":         "opsbot: chat-ops for a benchmark repository's pull requests (pins, the sweep gate, staging).",
+		"hook_attributes":     map[string]any{"url": root + "/webhook", "active": true},
+		"default_permissions": perms,
+		"default_events":      githubEvents,
+	}
+}
+
+// publicBase checks opsbot's public base URL (https, a host) and returns it
+// without a trailing slash.
+func publicBase(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if raw == "" || err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", false
+	}
+	return strings.TrimSuffix(raw, "/"), true
+}
+
+func runAppManifest(e *env, args []string) error {
 	fs := newFlags(e, "github app-manifest", "--url URL [--name NAME] [--staging] [--teams]",
 		"opsbot github app-manifest --url https://opsbot.example.com",
 		"opsbot github app-manifest --url https://opsbot.example.com --staging --teams > manifest.json")
@@ -53,27 +102,15 @@ func runGitHub(e *env, args []string) error {
 	name := fs.String("name", "opsbot", "the App's name")
 	staging := fs.Bool("staging", false, "also contents: write, for /stage-results dispatches")
 	teams := fs.Bool("teams", false, "also members: read, for allow_teams")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	u, err := url.Parse(*base)
-	if *base == "" || err != nil || u.Scheme != "https" || u.Host == "" {
+	root, ok := publicBase(*base)
+	if !ok {
 		fmt.Fprintln(e.stderr, "opsbot github app-manifest: --url must be opsbot's public https:// base URL, such as https://opsbot.example.com")
 		return exitCode(2)
 	}
-	root := strings.TrimSuffix(*base, "/")
-	perms := map[string]string{}
-	for _, p := range githubPermissions(*staging, *teams) {
-		perms[p.Name] = p.Level
-	}
-	manifest := map[string]any{
-		"name": *name, "url": root, "public": false,
-		"description":         "opsbot: chat-ops for a benchmark repository's pull requests (pins, the sweep gate, staging).",
-		"hook_attributes":     map[string]any{"url": root + "/webhook", "active": true},
-		"default_permissions": perms,
-		"default_events":      githubEvents,
-	}
-	out, err := json.MarshalIndent(manifest, "", "  ")
+	out, err := json.MarshalIndent(appManifest(root, *name, *staging, *teams), "", "  ")
 	if err != nil {
 		return err
 	}

@@ -205,6 +205,10 @@ func TestHelpTextsGolden(t *testing.T) {
 		out, _, _ := runCLI(t, nil, name, "--help")
 		b.WriteString("\n$ opsbot " + name + " --help\n" + out)
 	}
+	for _, sub := range [][]string{{"github", "app-create"}} {
+		out, _, _ := runCLI(t, nil, append(sub, "--help")...)
+		b.WriteString("\n$ opsbot " + strings.Join(sub, " ") + " --help\n" + out)
+	}
 	golden.Assert(t, "help.txt", b.String())
 }
 

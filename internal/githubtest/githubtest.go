@@ -1,7 +1,8 @@
 // Package githubtest is a fake GitHub REST API for opsbot's tests and for
 // `opsbot demo`: a plain net/http handler with in-memory repositories, pull requests and their
 // commits, workflow runs and artifacts, collaborators, teams, comments,
-// reactions, statuses and dispatches. Answers have GitHub's documented JSON
+// reactions, statuses and dispatches, and the GitHub App manifest flow (the
+// web form that registers an App, the API's code conversion). Answers have GitHub's documented JSON
 // shapes (go-github's types marshal them), lists paginate with Link headers,
 // GETs carry ETags and answer 304 to If-None-Match, every request is
 // recorded, and faults can be injected per route. It imports neither
@@ -60,6 +61,9 @@ type Fake struct {
 	known      map[string]bool
 	watch      func(Request)
 	limits     limiter
+
+	manifestApps []*ManifestApp  // registered through the manifest flow
+	appNames     map[string]bool // App names in use (lower case)
 }
 
 // Watch calls fn (outside the fake's lock) with every request answered,
@@ -395,6 +399,10 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("GET /user", f.authenticatedUser)
 	add("GET /app", f.getApp)
 	add("GET /app/installations", f.listInstallations)
+	// The manifest flow: GitHub's web form, then the API's conversion.
+	add("POST /settings/apps/new", f.newAppFromManifest)
+	add("POST /organizations/{org}/settings/apps/new", f.newAppFromManifest)
+	add("POST /app-manifests/{code}/conversions", f.convertManifest)
 }
 
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h handler) {
