@@ -192,6 +192,9 @@ func TestDeploymentIsTheOneOpsbotSupports(t *testing.T) {
 	if tp := m.service.Spec.Ports; len(tp) != 1 || (tp[0].TargetPort.String() != named && tp[0].TargetPort.String() != port) {
 		t.Errorf("the Service's ports %+v do not reach the container's %s", tp, port)
 	}
+	if !m.service.Spec.PublishNotReadyAddresses {
+		t.Errorf("the Service drops the pod while /readyz answers 503, so webhooks GitHub sends then are refused: set publishNotReadyAddresses")
+	}
 	for k, v := range m.service.Spec.Selector {
 		if d.Spec.Template.Labels[k] != v {
 			t.Errorf("the Service selects %s=%s, which the pod does not carry", k, v)
