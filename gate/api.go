@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/runs"
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
@@ -59,6 +60,10 @@ type Answer struct {
 	// NotHead marks an ask for a commit that is not the PR's head: it
 	// answers sweep and nothing was decided or used up.
 	NotHead bool `json:"not_head,omitempty"`
+	// NotGated marks an ask for a push that the repository's workflow does
+	// not gate (a draft, the PR's labels): it answers sweep, and nothing was
+	// decided or used up.
+	NotGated bool `json:"not_gated,omitempty"`
 	// UnknownPR marks an ask for a PR opsbot has no record of (no webhook
 	// of it came): it answers sweep, read nothing from GitHub and decided
 	// nothing (a PR opsbot never heard of has no pin).
@@ -132,10 +137,26 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 	if r.Action == "" {
 		r.Action = "synchronize"
 	}
-	// A head already decided is answered from the store at once.
+	if !rc.IsGateAction(r.Action) {
+		// A label event restarts the sweep, whatever is stored for the head.
+		d, err := a.Gate.Decide(ctx, Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api"})
+		if err != nil {
+			return Answer{}, err
+		}
+		return FromDecision(r, d), nil
+	}
+	// A head already decided is answered from the store at once, unless
+	// the PR's labels (as its webhooks last carried them) no longer gate it.
 	if d, err := a.Gate.Store.Decision(r.Repo, r.PR, r.SHA); err != nil || d != nil {
 		if err != nil {
 			return Answer{}, err
+		}
+		if info, err := a.Gate.Store.PRInfo(r.Repo, r.PR); err != nil {
+			return Answer{}, err
+		} else if info != nil {
+			if nd := a.Gate.notGated(rc, labelAsk(r, info.Labels, info.Draft, info.LabelsKnown)); nd != nil {
+				return FromDecision(r, nd), nil
+			}
 		}
 		return FromDecision(r, d), nil
 	}
@@ -168,7 +189,14 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 		// Asked again before MissTTL passed, and no push of it came since.
 		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true, Reason: why}, nil
 	}
-	if head, err := a.head(ctx, r, info); err != nil || !strings.EqualFold(head, r.SHA) {
+	labels, draft, pr, err := a.labels(ctx, r, info)
+	if err != nil {
+		return Answer{}, err
+	}
+	if nd := a.Gate.notGated(rc, labelAsk(r, labels, draft, true)); nd != nil {
+		return FromDecision(r, nd), nil
+	}
+	if head, err := a.head(ctx, r, info, pr); err != nil || !strings.EqualFold(head, r.SHA) {
 		// Only the head is decided: an ask for another commit must not use
 		// up the pin that the real push is waiting for.
 		if err != nil {
@@ -179,20 +207,51 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 		a.misses.put(missKey, why, a.now())
 		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true, Reason: why}, nil
 	}
-	d, err := a.Gate.Decide(ctx, Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api", Installation: inst})
+	ask := labelAsk(r, labels, draft, true)
+	ask.Installation = inst
+	d, err := a.Gate.Decide(ctx, ask)
 	if err != nil {
 		return Answer{}, err
 	}
 	return FromDecision(r, d), nil
 }
 
+// labelAsk is an ask of r that carries the PR's labels and draft flag.
+func labelAsk(r Request, labels []string, draft, known bool) Ask {
+	return Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api", Labels: labels, Draft: draft, LabelsKnown: known}
+}
+
+// labels are the PR's labels and draft flag: as its webhooks last carried
+// them, or, for a PR recorded before opsbot kept them, as one read of the
+// PR on GitHub gives (returned, so the head is read from it too).
+func (a *API) labels(ctx context.Context, r Request, info *state.PRInfo) ([]string, bool, *github.PullRequest, error) {
+	if info.LabelsKnown {
+		return info.Labels, info.Draft, nil, nil
+	}
+	if a.Finder == nil {
+		return nil, false, nil, errors.New("gate: no GitHub client to read the PR's labels")
+	}
+	f, err := a.Finder(r.Repo)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	pr, err := f.PullRequest(ctx, r.Repo, r.PR)
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("reading the labels of PR #%d: %w", r.PR, err)
+	}
+	return runs.PRLabels(pr), pr.GetDraft(), pr, nil
+}
+
 // head is the PR's head as opsbot knows it: the head of the last opened,
 // reopened or synchronize webhook, and when that is not the asked commit
-// (or none came), the head one read of the PR on GitHub gives, since the
-// push's webhook may still be on its way.
-func (a *API) head(ctx context.Context, r Request, info *state.PRInfo) (string, error) {
+// (or none came), the head one read of the PR on GitHub gives (read, the
+// PR read already), since the push's webhook may still be on its way.
+func (a *API) head(ctx context.Context, r Request, info *state.PRInfo, read *github.PullRequest) (string, error) {
 	if info != nil && strings.EqualFold(info.HeadSHA, r.SHA) {
 		return info.HeadSHA, nil
+	}
+	if read != nil {
+		return read.GetHead().GetSHA(), nil
 	}
 	if a.Finder == nil {
 		return "", errors.New("gate: no GitHub client to read the PR's head")
@@ -211,7 +270,7 @@ func (a *API) head(ctx context.Context, r Request, info *state.PRInfo) (string, 
 // FromDecision shapes a decision for the workflow.
 func FromDecision(r Request, d *state.Decision) Answer {
 	ans := Answer{Repo: d.Repo, PR: d.PR, SHA: d.HeadSHA, Event: r.Event, Decision: d.Decision, Reason: d.Reason,
-		DecidedAt: d.DecidedAt}
+		DecidedAt: d.DecidedAt, NotGated: NotGated(d)}
 	if d.Decision == state.Skip {
 		ans.SkipPRSweep, ans.ReuseEnabled = true, true
 		ans.RunID, ans.RunAttempt, ans.RunURL, ans.RunHeadSHA = d.RunID, d.RunAttempt, d.RunURL, d.RunSHA
@@ -252,6 +311,12 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 		return ans, nil
 	}
 	ans.PR = merged.GetNumber()
+	if rc, ok := a.Gate.Cfg.Get().Repo(r.Repo); ok {
+		if rej := runs.LabelRejection(ans.PR, rc.Reuse.Judge(runs.PRLabels(merged), false)); rej != nil {
+			ans.Reason = "no reuse: " + rej.Reason
+			return ans, nil
+		}
+	}
 	for _, sha := range []string{r.SHA, merged.GetHead().GetSHA()} {
 		d, err := a.Gate.Store.Decision(r.Repo, ans.PR, sha)
 		if err != nil {
@@ -264,6 +329,11 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 			out := FromDecision(r, d)
 			out.SHA, out.Decision, out.SkipPRSweep = r.SHA, "", false
 			out.Reason = fmt.Sprintf("PR #%d's final head %s reused run %d, authorized by @%s", ans.PR, mdtext.ShortSHA(d.HeadSHA), d.RunID, d.ActorLogin)
+			if d.MergeOf {
+				// The merge itself consumed the pin: name the head that was decided.
+				out.Reason = fmt.Sprintf("the merge of PR #%d (head %s) reused run %d, authorized by @%s", ans.PR,
+					mdtext.ShortSHA(merged.GetHead().GetSHA()), d.RunID, d.ActorLogin)
+			}
 			return out, nil
 		}
 		ans.Reason = fmt.Sprintf("PR #%d's final head %s ran its own sweep (%s)", ans.PR, mdtext.ShortSHA(d.HeadSHA), d.Reason)

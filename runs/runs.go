@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
+	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
@@ -49,6 +50,7 @@ const (
 	RuleHead       = "not-pr-head" // the run's head repository or branch is not the PR's
 	RuleAncestor   = "not-in-head"
 	RuleSkipped    = "sweep-skipped"
+	RuleLabels     = "labels" // the PR's labels make its sweep partial
 )
 
 // Rejection is a run failing a rule. Reason is written for the PR.
@@ -96,6 +98,10 @@ type Rules struct {
 	// Attempt, when set, is the attempt the run must still be at: a re-run
 	// after it replaced what the maintainer saw.
 	Attempt int
+	// Labels, when set, are the label rules the PR must pass, as GitHub
+	// reads its labels now: a full sweep's label and none that make it
+	// partial.
+	Labels *config.Reuse
 }
 
 // Run is a validated run.
@@ -139,6 +145,9 @@ func (v *Validator) Validate(ctx context.Context, rules Rules, pr int, id int64)
 	if err != nil {
 		return Run{}, err
 	}
+	if rej := checkLabels(rules, pr, p); rej != nil {
+		return Run{PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}, rej
+	}
 	got, err := v.check(ctx, rules, p, run)
 	if err != nil {
 		// The PR as read, for a caller that decides for a head: a rule
@@ -154,6 +163,9 @@ func (v *Validator) Newest(ctx context.Context, rules Rules, pr int) (Run, error
 	p, err := v.GH.PullRequest(ctx, rules.Repo, pr)
 	if err != nil {
 		return Run{}, err
+	}
+	if rej := checkLabels(rules, pr, p); rej != nil {
+		return Run{PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}, rej
 	}
 	wf, err := v.GH.WorkflowID(ctx, rules.Repo, rules.SweepWorkflow)
 	if err != nil {
@@ -192,6 +204,14 @@ func (v *Validator) Newest(ctx context.Context, rules Rules, pr int) (Run, error
 		reason += " (the newest: " + firstReason + ")"
 	}
 	return Run{}, &Rejection{RuleNoRun, reason + "; pin a run explicitly with `/reuse-sweep-run <run-id>`"}
+}
+
+// checkLabels applies rules.Labels to the PR as read (nil: passes).
+func checkLabels(rules Rules, pr int, p *github.PullRequest) *Rejection {
+	if rules.Labels == nil {
+		return nil
+	}
+	return LabelRejection(pr, rules.Labels.Judge(PRLabels(p), p.GetDraft()))
 }
 
 func allowed(c []string) []string {

@@ -84,6 +84,7 @@ type PR struct {
 	Merged   bool
 	MergeSHA string
 	Labels   []string
+	Draft    bool
 	// HeadRepoID and HeadRepo are the repository the head branch is in
 	// (a fork's); 0 and "" mean the base repository.
 	HeadRepoID int64

@@ -43,6 +43,7 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 	for _, l := range p.Labels {
 		out.Labels = append(out.Labels, &github.Label{Name: github.String(l)})
 	}
+	out.Draft = github.Bool(p.Draft)
 	return out
 }
 

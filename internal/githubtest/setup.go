@@ -69,14 +69,19 @@ func (f *Fake) AddTeamMember(team, login string) {
 	f.teams[strings.ToLower(team)][strings.ToLower(login)] = true
 }
 
+// DefaultLabels are the labels AddPR gives a PR: a full sweep's, as the
+// served repository's PRs whose sweeps are reused carry.
+var DefaultLabels = []string{"full-sweep-enabled"}
+
 // AddPR opens a PR whose commits follow base in order; files[i] are the
-// files commit i touched (may be shorter than commits).
+// files commit i touched (may be shorter than commits). It carries
+// DefaultLabels (SetLabels changes them).
 func (f *Fake) AddPR(repo string, number int, author, branch, base string, commits []string, files ...[]string) *PR {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.repos[strings.ToLower(repo)]
 	p := &PR{Number: number, Title: fmt.Sprintf("PR %d", number), Author: author, Branch: branch, BaseSHA: base,
-		Commits: append([]string(nil), commits...), State: "open"}
+		Commits: append([]string(nil), commits...), State: "open", Labels: append([]string(nil), DefaultLabels...)}
 	r.PRs[number] = p
 	r.chain(base, commits, files)
 	return p
@@ -117,6 +122,28 @@ func (f *Fake) FromFork(repo string, number int, forkID int64, fork string) {
 	defer f.mu.Unlock()
 	p := f.repos[strings.ToLower(repo)].PRs[number]
 	p.HeadRepoID, p.HeadRepo = forkID, fork
+}
+
+// SetLabels replaces a PR's labels.
+func (f *Fake) SetLabels(repo string, number int, labels ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(repo)].PRs[number].Labels = append([]string(nil), labels...)
+}
+
+// SetDraft makes a PR a draft, or ready for review.
+func (f *Fake) SetDraft(repo string, number int, draft bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(repo)].PRs[number].Draft = draft
+}
+
+// PRLabels returns a PR's labels and draft flag.
+func (f *Fake) PRLabels(repo string, number int) ([]string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.repos[strings.ToLower(repo)].PRs[number]
+	return append([]string(nil), p.Labels...), p.Draft
 }
 
 // PRHead is a PR's head commit now.

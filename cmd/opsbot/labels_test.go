@@ -1,0 +1,135 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// The repository forces a fresh sweep by removing and re-adding its sweep
+// label: an ask for a label event answers sweep even for a head already
+// decided skip, and leaves the decision and the pin as they were.
+func TestLabelAskSweepsADecidedHead(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.push("c2")
+	out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
+	if out["skip-pr-sweep"] != "true" {
+		t.Fatalf("synchronize ask = %v", out)
+	}
+	before := w.trail()
+	out, _ = w.gate("--pr", "2512", "--sha", sha("c2"), "--action", "labeled")
+	if out["skip-pr-sweep"] != "false" || out["reuse-enabled"] != "false" || !strings.Contains(out["reuse-reason"], `"labeled" does not decide`) {
+		t.Fatalf("labeled ask for a head decided skip = %v", out)
+	}
+	if after := w.trail(); strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Fatalf("the labeled ask changed the audit:\nbefore %v\nafter  %v", before, after)
+	}
+	out, _ = w.gate("--pr", "2512", "--sha", sha("c2"))
+	if out["skip-pr-sweep"] != "true" || out["reuse-source-run-id"] != "31147925932" {
+		t.Fatalf("the stored decision changed after a labeled ask: %v", out)
+	}
+}
+
+// A run of a PR whose labels make its sweep partial is not pinned, and the
+// reply names the labels.
+func TestPinRefusedOnAPartialSweep(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	mustContain(t, "reply", w.lastReply(), "I did not pin run 31147925932", "labelled `evals-only`", "partial")
+	w.gh.SetLabels(theRepo, thePR, "sweep-enabled")
+	w.comment(maintainer, "/reuse-sweep-run")
+	mustContain(t, "bare pin reply", w.lastReply(), "I did not pin a run", "none of the full-sweep labels", "`full-sweep-enabled`")
+	if tr := w.trail(); len(tr) != 2 || tr[0] != "command reuse-sweep-run rejected" || tr[1] != "command reuse-sweep-run rejected" {
+		t.Fatalf("audit = %v", tr)
+	}
+}
+
+// A pinned PR that becomes agentx-fast before its push is not gated: the
+// push decides nothing, posts no status, uses up no pin, and says so once;
+// an ask answers sweep saying why; once the label goes, the next push
+// reuses the run.
+func TestUngatedPushKeepsThePin(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled", "agentx-fast")
+	w.push("c2")
+	if st := w.statuses("c2"); len(st) != 0 {
+		t.Fatalf("a push that is not gated got a status: %+v", st)
+	}
+	mustContain(t, "not gated notice", w.lastReply(), "Not gated: labelled `agentx-fast`", "stays for the next push that is gated")
+	out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
+	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "not gated: labelled `agentx-fast`") {
+		t.Fatalf("ask for a push that is not gated = %v", out)
+	}
+	replies := len(w.replies())
+	w.push("c3")
+	if got := len(w.replies()); got != replies {
+		t.Fatalf("the second push that is not gated for the same reason said it again: %v", w.replies()[replies:])
+	}
+	tr := w.trail()
+	if tr[len(tr)-1] != "decision not_gated" || tr[len(tr)-2] != "decision not_gated" {
+		t.Fatalf("audit = %v", tr)
+	}
+	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled")
+	w.push("c4")
+	if st := w.statuses("c4"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+		t.Fatalf("the first gated push after the label went = %+v", st)
+	}
+}
+
+// A draft's push uses up no pin and posts no skip status.
+func TestDraftPushUsesUpNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.gh.SetDraft(theRepo, thePR, true)
+	w.push("c2")
+	if st := w.statuses("c2"); len(st) != 0 {
+		t.Fatalf("a draft's push got a status: %+v", st)
+	}
+	mustContain(t, "not gated notice", w.lastReply(), "Not gated: draft")
+	w.gh.SetDraft(theRepo, thePR, false)
+	w.push("c3")
+	if st := w.statuses("c3"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+		t.Fatalf("the first push after ready for review = %+v", st)
+	}
+}
+
+// The push to main after merging a PR whose sweep was partial reuses
+// nothing, naming the labels; a PR merged with its pin reuses the run, and
+// the reason names the head that was decided.
+func TestPushGateJudgesTheMergedPRsLabels(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.gh.SetLabels(theRepo, thePR, "sweep-enabled")
+	w.close(true, "a1")
+	out, _ := w.gate("--event", "push", "--sha", sha("a1"))
+	if out["reuse-enabled"] != "false" || !strings.Contains(out["reuse-reason"], "none of the full-sweep labels") ||
+		!strings.Contains(out["reuse-reason"], "full-sweep-fail-fast") {
+		t.Fatalf("push gate after a trimmed sweep = %v", out)
+	}
+	w2 := newWorld(t, "")
+	w2.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w2.close(true, "a2")
+	out, _ = w2.gate("--event", "push", "--sha", sha("a2"))
+	if out["reuse-enabled"] != "true" || !strings.Contains(out["reuse-reason"], "the merge of PR #2512 (head c1c1c1c) reused run 31147925932") {
+		t.Fatalf("push gate after a merge that consumed the pin = %v", out)
+	}
+}
+
+// An empty list turns a label rule off.
+func TestLabelRulesTurnedOff(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "    reuse:\n      full_sweep_labels: []\n      incompatible_labels: []\n")
+	w.gh.SetLabels(theRepo, thePR, "evals-only")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.push("c2")
+	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+		t.Fatalf("with the label rules off = %+v (%s)", st, w.lastReply())
+	}
+}
