@@ -301,7 +301,7 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 		head = p.GetHead().GetSHA()
 	}
 	if head != sha && (rules.NewHead != "" || len(rules.AllowedPaths) > 0) {
-		if err := v.checkHead(ctx, rules, id, sha, head); err != nil {
+		if err := v.checkHead(ctx, rules, id, sha, head, base); err != nil {
 			return Run{}, err
 		}
 	}
@@ -313,8 +313,11 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 // checkHead requires the run's commit to be an ancestor of the head being
 // decided (a three-dot compare of a diverged pair shows only the head's
 // side, so a head without the measured change would pass the path guard),
-// then applies the path guard to the commits in between.
-func (v *Validator) checkHead(ctx context.Context, rules Rules, id int64, sha, head string) error {
+// then applies the path guard to the commits in between: a file counts only
+// when the head differs in it from the run's commit and from the default
+// branch base (a second compare), so a merge of the default branch into the
+// PR does not count the default branch's files.
+func (v *Validator) checkHead(ctx context.Context, rules Rules, id int64, sha, head, base string) error {
 	cmp, err := v.GH.Compare(ctx, rules.Repo, sha, head)
 	if errors.Is(err, ghclient.ErrNotFound) {
 		return &Rejection{RuleAncestor, fmt.Sprintf("run %d's commit %s cannot be compared with head %s (force-pushed away?), so whether that head "+
@@ -340,6 +343,21 @@ func (v *Validator) checkHead(ctx context.Context, rules Rules, id int64, sha, h
 		}
 	}
 	if len(outside) > 0 {
+		own, err := v.prOwnFiles(ctx, rules.Repo, base, head)
+		if err != nil {
+			return err
+		}
+		if own != nil {
+			kept := outside[:0]
+			for _, f := range outside {
+				if own[f] {
+					kept = append(kept, f)
+				}
+			}
+			outside = kept
+		}
+	}
+	if len(outside) > 0 {
 		more := ""
 		if len(outside) > 3 {
 			more = fmt.Sprintf(" and %d more", len(outside)-3)
@@ -349,6 +367,28 @@ func (v *Validator) checkHead(ctx context.Context, rules Rules, id int64, sha, h
 			id, codeList(outside), more, codeList(rules.AllowedPaths))}
 	}
 	return nil
+}
+
+// prOwnFiles are the files in which head differs from the default branch
+// base (a three-dot compare: the PR's own changes, not the default branch's
+// merged into it), or nil when GitHub could not list them all, so that every
+// file counts.
+func (v *Validator) prOwnFiles(ctx context.Context, repo, base, head string) (map[string]bool, error) {
+	cmp, err := v.GH.Compare(ctx, repo, base, head)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !cmp.FilesComplete {
+		return nil, nil
+	}
+	own := make(map[string]bool, len(cmp.Files))
+	for _, f := range cmp.Files {
+		own[f] = true
+	}
+	return own, nil
 }
 
 // defaultBranch is the branch a PR must be based on: the configured

@@ -133,3 +133,27 @@ func TestLabelRulesTurnedOff(t *testing.T) {
 		t.Fatalf("with the label rules off = %+v (%s)", st, w.lastReply())
 	}
 }
+
+// A merge of the default branch into the PR brings the default branch's
+// files: under allowed_paths they do not count, since the PR does not change
+// them; a file the PR itself changes after the run still does.
+func TestPathGuardCountsOnlyThePRsOwnChanges(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\", \"docs/**\"]\n")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.gh.MergeDefault(theRepo, thePR, sha("c2"), "benchmarks/other-model.sh", "utils/ingest.py")
+	w.sendSync(sha("c2"), "")
+	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+		t.Fatalf("a merge of main under allowed_paths = %+v (%s)", st, w.lastReply())
+	}
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.gh.MergeDefault(theRepo, thePR, sha("c3"), "benchmarks/other-model.sh")
+	w.push("c4", "benchmarks/kimi.sh")
+	if st := w.statuses("c4"); len(st) != 1 || strings.HasPrefix(st[0].Description, "skip") {
+		t.Fatalf("the PR's own change outside allowed_paths after a merge of main = %+v", st)
+	}
+	mustContain(t, "invalid comment", w.lastReply(), "touch `benchmarks/kimi.sh`", "outside the allowed paths")
+	if strings.Contains(w.lastReply(), "other-model") {
+		t.Fatalf("the refusal counts the default branch's file: %s", w.lastReply())
+	}
+}

@@ -19,6 +19,7 @@ type Repo struct {
 	Roles         map[string]string   // login -> role_name
 	parents       map[string]string   // commit -> parent
 	files         map[string][]string // commit -> files it touched
+	fromDefault   map[string]bool     // merges of the default branch: their files are the default branch's
 }
 
 // AddUser registers an account. kind is "User" or "Bot". Adding a login
@@ -40,7 +41,7 @@ func (f *Fake) AddRepo(fullName string, workflowFile string, workflowID int64) *
 	owner, name, _ := strings.Cut(fullName, "/")
 	r := &Repo{Owner: owner, Name: name, ID: int64(len(f.repos) + 100), DefaultBranch: "main",
 		Workflows: map[string]int64{workflowFile: workflowID}, Runs: map[int64]*Run{}, PRs: map[int]*PR{},
-		Roles: map[string]string{}, parents: map[string]string{}, files: map[string][]string{}}
+		Roles: map[string]string{}, parents: map[string]string{}, files: map[string][]string{}, fromDefault: map[string]bool{}}
 	f.repos[strings.ToLower(fullName)] = r
 	return r
 }
@@ -95,6 +96,20 @@ func (f *Fake) Push(repo string, number int, commits []string, files ...[]string
 	p := r.PRs[number]
 	r.chain(p.Head(), commits, files)
 	p.Commits = append(p.Commits, commits...)
+}
+
+// MergeDefault pushes commit to a PR: a merge of the default branch into it,
+// bringing files the default branch changed. A three-dot compare from the
+// default branch leaves those files out, as GitHub's does (they are the
+// same on both sides); a compare from an older commit of the PR lists them.
+func (f *Fake) MergeDefault(repo string, number int, commit string, files ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repos[strings.ToLower(repo)]
+	p := r.PRs[number]
+	r.chain(p.Head(), []string{commit}, [][]string{files})
+	r.fromDefault[commit] = true
+	p.Commits = append(p.Commits, commit)
 }
 
 // ForcePush replaces a PR's commits (a rebase): the old ones leave the PR.
