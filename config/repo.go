@@ -33,7 +33,15 @@ type Repo struct {
 	// RepositoryID, when set, is the GitHub id an ID token's repository_id
 	// claim must carry; otherwise a repository is matched by name only.
 	RepositoryID int64 `yaml:"repository_id"`
+	// MainSweeps says whether a push to the default branch runs a sweep of
+	// its own (absent: true). When false, the push gate answers
+	// reuse-enabled=true also with the merged PR's final head's own real
+	// sweep, since nothing else gives the default branch results.
+	MainSweeps *bool `yaml:"main_sweeps"`
 }
+
+// SweepsOnMain reports whether a push to the default branch sweeps.
+func (r *Repo) SweepsOnMain() bool { return r.MainSweeps == nil || *r.MainSweeps }
 
 // DefaultProtectedPaths are the paths a run's PR may not have changed when
 // the configuration does not say.

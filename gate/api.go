@@ -337,9 +337,53 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 			return out, nil
 		}
 		ans.Reason = fmt.Sprintf("PR #%d's final head %s ran its own sweep (%s)", ans.PR, mdtext.ShortSHA(d.HeadSHA), d.Reason)
-		return ans, nil
+		return a.ownSweep(ctx, r, ans, merged)
 	}
 	ans.Reason = fmt.Sprintf("opsbot made no decision for PR #%d's final head %s", ans.PR, mdtext.ShortSHA(merged.GetHead().GetSHA()))
+	return a.ownSweep(ctx, r, ans, merged)
+}
+
+// ownSweep answers a push whose merged PR's final head reused nothing: in
+// a repository whose pushes to the default branch do not sweep
+// (main_sweeps: false), the final head's own real sweep, validated as a
+// reuse is, is the run whose results the default branch takes; else ans
+// as it is, reuse-enabled=false with its reason.
+func (a *API) ownSweep(ctx context.Context, r Request, ans Answer, merged *github.PullRequest) (Answer, error) {
+	rc, ok := a.Gate.Cfg.Get().Repo(r.Repo)
+	if !ok || rc.SweepsOnMain() {
+		return ans, nil
+	}
+	head := strings.ToLower(merged.GetHead().GetSHA())
+	var inst int64
+	if info, err := a.Gate.Store.PRInfo(r.Repo, ans.PR); err != nil {
+		return ans, err
+	} else if info != nil {
+		inst = info.Installation
+	}
+	v, err := a.Gate.Validators(inst)
+	if err != nil {
+		return ans, err
+	}
+	rules := runs.RulesFor(rc, runs.ForBarePin)
+	rules.NewHead = head
+	rules.Labels = nil // judged above
+	run, err := v.Newest(ctx, rules, ans.PR)
+	if rej, ok := runs.IsRejection(err); ok {
+		ans.Reason += fmt.Sprintf("; and no real sweep of that head can stand in: %s", rej.Reason)
+		return ans, nil
+	}
+	if err != nil {
+		return ans, fmt.Errorf("finding the sweep of PR #%d's final head %s: %w", ans.PR, mdtext.ShortSHA(head), err)
+	}
+	if !strings.EqualFold(run.HeadSHA, head) {
+		ans.Reason += fmt.Sprintf("; and the final head has no real sweep of its own (the newest that qualifies, run %d, ran on %s)",
+			run.ID, mdtext.ShortSHA(run.HeadSHA))
+		return ans, nil
+	}
+	ans.ReuseEnabled = true
+	ans.RunID, ans.RunAttempt, ans.RunURL, ans.RunHeadSHA, ans.SourcePR = run.ID, run.Attempt, run.URL, run.HeadSHA, ans.PR
+	ans.Reason = fmt.Sprintf("PR #%d's final head %s ran its own sweep, run %d, whose results the default branch takes (main_sweeps: false)",
+		ans.PR, mdtext.ShortSHA(head), run.ID)
 	return ans, nil
 }
 

@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 // The repository forces a fresh sweep by removing and re-adding its sweep
@@ -155,5 +158,40 @@ func TestPathGuardCountsOnlyThePRsOwnChanges(t *testing.T) {
 	mustContain(t, "invalid comment", w.lastReply(), "touch `benchmarks/kimi.sh`", "outside the allowed paths")
 	if strings.Contains(w.lastReply(), "other-model") {
 		t.Fatalf("the refusal counts the default branch's file: %s", w.lastReply())
+	}
+}
+
+// With main_sweeps: false the push to the default branch takes the merged
+// PR's final head's own real sweep, validated as a reuse is; a final head
+// without one answers reuse-enabled=false saying so.
+func TestMainWithoutSweepsTakesTheFinalHeadsOwnSweep(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "    main_sweeps: false\n")
+	w.push("c2")
+	w.gh.AddRun(theRepo, githubtest.Run{ID: 31200000001, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
+	w.close(true, "a1")
+	out, _ := w.gate("--event", "push", "--sha", sha("a1"))
+	if out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31200000001" || out["reuse-source-head-sha"] != sha("c2") ||
+		!strings.Contains(out["reuse-reason"], "ran its own sweep, run 31200000001") {
+		t.Fatalf("push gate after a final head that swept, main_sweeps false = %v", out)
+	}
+
+	w2 := newWorld(t, "    main_sweeps: false\n")
+	w2.push("c2")
+	w2.close(true, "a2")
+	out, _ = w2.gate("--event", "push", "--sha", sha("a2"))
+	if out["reuse-enabled"] != "false" || !strings.Contains(out["reuse-reason"], "the final head has no real sweep of its own") {
+		t.Fatalf("push gate after a final head without its own sweep = %v", out)
+	}
+
+	w3 := newWorld(t, "")
+	w3.push("c2")
+	w3.gh.AddRun(theRepo, githubtest.Run{ID: 31200000001, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
+	w3.close(true, "a3")
+	out, _ = w3.gate("--event", "push", "--sha", sha("a3"))
+	if out["reuse-enabled"] != "false" || !strings.Contains(out["reuse-reason"], "ran its own sweep") {
+		t.Fatalf("push gate where pushes to main sweep = %v", out)
 	}
 }
