@@ -359,8 +359,8 @@ func (c *Config) validate() Problems {
 			list []string
 		}{{"full_sweep_labels", r.Reuse.FullSweepLabels}, {"incompatible_labels", r.Reuse.IncompatibleLabels}} {
 			for j, l := range rule.list {
-				if strings.TrimSpace(l) == "" || len(l) > 100 {
-					add(fmt.Sprintf("%s.reuse.%s[%d]", rp, rule.key, j), "%q is not a label name (1 to 100 characters, as GitHub allows)", l)
+				if strings.TrimSpace(l) != l || l == "" || len(l) > 100 {
+					add(fmt.Sprintf("%s.reuse.%s[%d]", rp, rule.key, j), "%q is not a label name (1 to 100 characters without spaces around them, as GitHub names labels)", l)
 				}
 			}
 		}

@@ -316,7 +316,7 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 		return "decision-" + string(dec.Decision), recordInfo, nil
 	case action == "closed" && pr.Merged:
 		dec, err := h.Gate.Merged(ctx, gate.Ask{Repo: rc.Name, PR: n, SHA: pr.MergeCommitSHA, Action: action, Source: "webhook",
-			DeliveryID: d.ID, Installation: inst}, pr.Head.SHA)
+			DeliveryID: d.ID, Installation: inst, Labels: labels, LabelsKnown: known}, pr.Head.SHA)
 		if err != nil {
 			return "", nil, err
 		}

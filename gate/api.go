@@ -145,18 +145,10 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 		}
 		return FromDecision(r, d), nil
 	}
-	// A head already decided is answered from the store at once, unless
-	// the PR's labels (as its webhooks last carried them) no longer gate it.
+	// A head already decided is answered from the store at once.
 	if d, err := a.Gate.Store.Decision(r.Repo, r.PR, r.SHA); err != nil || d != nil {
 		if err != nil {
 			return Answer{}, err
-		}
-		if info, err := a.Gate.Store.PRInfo(r.Repo, r.PR); err != nil {
-			return Answer{}, err
-		} else if info != nil {
-			if nd := a.Gate.notGated(rc, labelAsk(r, info.Labels, info.Draft, info.LabelsKnown)); nd != nil {
-				return FromDecision(r, nd), nil
-			}
 		}
 		return FromDecision(r, d), nil
 	}
@@ -189,26 +181,29 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 		// Asked again before MissTTL passed, and no push of it came since.
 		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true, Reason: why}, nil
 	}
-	labels, draft, pr, err := a.labels(ctx, r, info)
-	if err != nil {
-		return Answer{}, err
-	}
-	if nd := a.Gate.notGated(rc, labelAsk(r, labels, draft, true)); nd != nil {
-		return FromDecision(r, nd), nil
-	}
-	if head, err := a.head(ctx, r, info, pr); err != nil || !strings.EqualFold(head, r.SHA) {
-		// Only the head is decided: an ask for another commit must not use
-		// up the pin that the real push is waiting for.
-		if err != nil {
+	// The PR as one read of GitHub gives it, when the asked commit is not
+	// the head its webhooks carried: its head, labels and draft flag then.
+	var read *github.PullRequest
+	if !strings.EqualFold(info.HeadSHA, r.SHA) || !info.LabelsKnown {
+		if read, err = a.readPR(ctx, r); err != nil {
 			return Answer{}, err
 		}
+	}
+	if head := headOf(info, read); !strings.EqualFold(head, r.SHA) {
+		// Only the head is decided: an ask for another commit must not use
+		// up the pin that the real push is waiting for.
 		why := fmt.Sprintf("commit %s is not the head of PR #%d (%s is); only the head's sweep can be skipped, and this ask used up nothing",
 			mdtext.ShortSHA(r.SHA), r.PR, mdtext.ShortSHA(head))
 		a.misses.put(missKey, why, a.now())
 		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true, Reason: why}, nil
 	}
-	ask := labelAsk(r, labels, draft, true)
-	ask.Installation = inst
+	ask := Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api", Installation: inst,
+		Labels: info.Labels, Draft: info.Draft, LabelsKnown: true}
+	if read != nil {
+		// Labels as they are now, with the head GitHub gave: the webhook
+		// that carried them may be older than the push asked about.
+		ask.Labels, ask.Draft = runs.PRLabels(read), read.GetDraft()
+	}
 	d, err := a.Gate.Decide(ctx, ask)
 	if err != nil {
 		return Answer{}, err
@@ -221,50 +216,29 @@ func labelAsk(r Request, labels []string, draft, known bool) Ask {
 	return Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api", Labels: labels, Draft: draft, LabelsKnown: known}
 }
 
-// labels are the PR's labels and draft flag: as its webhooks last carried
-// them, or, for a PR recorded before opsbot kept them, as one read of the
-// PR on GitHub gives (returned, so the head is read from it too).
-func (a *API) labels(ctx context.Context, r Request, info *state.PRInfo) ([]string, bool, *github.PullRequest, error) {
-	if info.LabelsKnown {
-		return info.Labels, info.Draft, nil, nil
-	}
+// readPR reads the PR on GitHub.
+func (a *API) readPR(ctx context.Context, r Request) (*github.PullRequest, error) {
 	if a.Finder == nil {
-		return nil, false, nil, errors.New("gate: no GitHub client to read the PR's labels")
+		return nil, errors.New("gate: no GitHub client to read the PR")
 	}
 	f, err := a.Finder(r.Repo)
 	if err != nil {
-		return nil, false, nil, err
+		return nil, err
 	}
 	pr, err := f.PullRequest(ctx, r.Repo, r.PR)
 	if err != nil {
-		return nil, false, nil, fmt.Errorf("reading the labels of PR #%d: %w", r.PR, err)
+		return nil, fmt.Errorf("reading PR #%d: %w", r.PR, err)
 	}
-	return runs.PRLabels(pr), pr.GetDraft(), pr, nil
+	return pr, nil
 }
 
-// head is the PR's head as opsbot knows it: the head of the last opened,
-// reopened or synchronize webhook, and when that is not the asked commit
-// (or none came), the head one read of the PR on GitHub gives (read, the
-// PR read already), since the push's webhook may still be on its way.
-func (a *API) head(ctx context.Context, r Request, info *state.PRInfo, read *github.PullRequest) (string, error) {
-	if info != nil && strings.EqualFold(info.HeadSHA, r.SHA) {
-		return info.HeadSHA, nil
-	}
+// headOf is the PR's head: as GitHub gave it when it was read, else the
+// head of the last opened, reopened or synchronize webhook.
+func headOf(info *state.PRInfo, read *github.PullRequest) string {
 	if read != nil {
-		return read.GetHead().GetSHA(), nil
+		return read.GetHead().GetSHA()
 	}
-	if a.Finder == nil {
-		return "", errors.New("gate: no GitHub client to read the PR's head")
-	}
-	f, err := a.Finder(r.Repo)
-	if err != nil {
-		return "", err
-	}
-	pr, err := f.PullRequest(ctx, r.Repo, r.PR)
-	if err != nil {
-		return "", fmt.Errorf("reading the head of PR #%d: %w", r.PR, err)
-	}
-	return pr.GetHead().GetSHA(), nil
+	return info.HeadSHA
 }
 
 // FromDecision shapes a decision for the workflow.
@@ -365,8 +339,7 @@ func (a *API) ownSweep(ctx context.Context, r Request, ans Answer, merged *githu
 		return ans, err
 	}
 	rules := runs.RulesFor(rc, runs.ForBarePin)
-	rules.NewHead = head
-	rules.Labels = nil // judged above
+	rules.NewHead = head // the labels are judged again, now and when the run was made
 	run, err := v.Newest(ctx, rules, ans.PR)
 	if rej, ok := runs.IsRejection(err); ok {
 		ans.Reason += fmt.Sprintf("; and no real sweep of that head can stand in: %s", rej.Reason)

@@ -87,7 +87,10 @@ func NotGated(d *state.Decision) bool { return d != nil && d.Why.Code == state.R
 // Decide returns the decision for a head, making and storing it on the
 // first ask of a gate action. Asks for other actions answer sweep and change
 // nothing, whatever is stored for the head (a label event restarts the
-// sweep); so do asks for a push the workflow does not gate (NotGated).
+// sweep). A head not yet decided whose push the repository's workflow does
+// not gate (a draft, the PR's labels; NotGated) is answered sweep, decides
+// nothing and keeps the pin; it stays not gated, so the webhook and the
+// workflow's ask never answer one head two ways.
 func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
 	rc, ok := g.Cfg.Get().Repo(a.Repo)
 	if !ok {
@@ -97,10 +100,10 @@ func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
 	if !rc.IsGateAction(a.Action) {
 		return g.unstored(a, state.Why{Code: state.ReasonNotGateAction, Action: a.Action, GateActions: rc.GateActions}), nil
 	}
-	if d := g.notGated(rc, a); d != nil {
-		return d, nil
-	}
 	if d, err := g.Store.Decision(a.Repo, a.PR, a.SHA); err != nil || d != nil {
+		return d, err
+	}
+	if d, err := g.notGated(ctx, rc, a); err != nil || d != nil {
 		return d, err
 	}
 	pin, err := g.Store.ActivePin(a.Repo, a.PR)
@@ -112,17 +115,44 @@ func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
 }
 
 // notGated is the answer for a push the repository's workflow does not
-// gate, judged by the ask's labels (nil when it is gated or the labels are
-// not known).
-func (g *Gate) notGated(rc *config.Repo, a Ask) *state.Decision {
+// gate (nil when it is gated): a head answered so before stays so; else
+// the ask's labels judge it, read from GitHub when the ask does not carry
+// them. A head found not gated is recorded as such.
+func (g *Gate) notGated(ctx context.Context, rc *config.Repo, a Ask) (*state.Decision, error) {
+	info, err := g.Store.PRInfo(a.Repo, a.PR)
+	if err != nil {
+		return nil, err
+	}
+	if info != nil && info.NotGatedHead != "" && strings.EqualFold(info.NotGatedHead, a.SHA) {
+		return g.unstored(a, state.Why{Code: state.ReasonNotGated, Detail: info.NotGatedWhy, SHA: a.SHA, PR: a.PR}), nil
+	}
 	if !a.LabelsKnown {
-		return nil
+		v, err := g.Validators(a.Installation)
+		if err != nil {
+			return nil, err
+		}
+		pr, err := v.GH.PullRequest(ctx, a.Repo, a.PR)
+		if err != nil {
+			return nil, fmt.Errorf("reading the labels of PR #%d: %w", a.PR, err)
+		}
+		a.Labels, a.Draft, a.LabelsKnown = runs.PRLabels(pr), pr.GetDraft(), true
 	}
 	why := runs.NotGated(rc.Reuse.Judge(a.Labels, a.Draft))
 	if why == "" {
-		return nil
+		return nil, nil
 	}
-	return g.unstored(a, state.Why{Code: state.ReasonNotGated, Detail: why, SHA: a.SHA, PR: a.PR})
+	err = g.Store.Update(func(tx *state.Tx) error {
+		info, err := tx.PRInfo(a.Repo, a.PR)
+		if err != nil || info == nil {
+			return err
+		}
+		info.NotGatedHead, info.NotGatedWhy = a.SHA, why
+		return tx.PutPRInfo(info)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g.unstored(a, state.Why{Code: state.ReasonNotGated, Detail: why, SHA: a.SHA, PR: a.PR}), nil
 }
 
 // unstored is a sweep answer that decides nothing.
@@ -278,10 +308,11 @@ func (g *Gate) NotGatedPush(tx *state.Tx, d *state.Decision, installation int64,
 		return err
 	}
 	info, err := tx.PRInfo(d.Repo, d.PR)
-	if err != nil || info == nil || info.NotGatedSaid == d.Why.Detail {
+	said := fmt.Sprintf("pin %d: %s", pin.ID, d.Why.Detail) // a new pin, or another reason, is told again
+	if err != nil || info == nil || info.NotGatedSaid == said {
 		return err
 	}
-	info.NotGatedSaid = d.Why.Detail
+	info.NotGatedSaid = said
 	if err := tx.PutPRInfo(info); err != nil {
 		return err
 	}
@@ -313,7 +344,21 @@ func (g *Gate) Merged(ctx context.Context, a Ask, finalHead string) (*state.Deci
 	if d, err := g.Store.Decision(a.Repo, a.PR, a.SHA); err != nil || d != nil {
 		return d, err
 	}
-	if finalHead != "" && finalHead != pin.PRHeadAtGrant {
+	if a.LabelsKnown {
+		// The labels the merge carried: a partial sweep's merge reuses nothing.
+		if rej := runs.LabelRejection(a.PR, rc.Reuse.Judge(a.Labels, false)); rej != nil {
+			return g.commit(a, plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid, merge: true,
+				why: state.Why{Code: state.ReasonMergeRejected, RunID: pin.RunID, Detail: rej.Reason}})
+		}
+	}
+	info, err := g.Store.PRInfo(a.Repo, a.PR)
+	if err != nil {
+		return nil, err
+	}
+	// A final head answered not gated stays undecided: its push swept as
+	// its labels said, and the merge is judged below.
+	ungated := info != nil && finalHead != "" && strings.EqualFold(info.NotGatedHead, finalHead)
+	if finalHead != "" && finalHead != pin.PRHeadAtGrant && !ungated {
 		d, err := g.Store.Decision(a.Repo, a.PR, finalHead)
 		if err != nil {
 			return nil, err
@@ -331,7 +376,6 @@ func (g *Gate) Merged(ctx context.Context, a Ask, finalHead string) (*state.Deci
 		rules := runs.RulesFor(rc, runs.ForNamedPin)
 		rules.NewHead = finalHead // the path guard runs to the PR's final head, not into the default branch
 		rules.Attempt = pin.RunAttempt
-		rules.Labels = nil // the push to the default branch judges the merged PR's labels
 		var run runs.Run
 		run, err = v.Validate(ctx, rules, a.PR, pin.RunID)
 		p.run = run

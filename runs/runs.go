@@ -30,6 +30,7 @@ type Reader interface {
 	Compare(ctx context.Context, repo, base, head string) (ghclient.Comparison, error)
 	WorkflowRuns(ctx context.Context, repo string, workflowID int64, branch, event string, max int) ([]*github.WorkflowRun, error)
 	Timeline(ctx context.Context, repo string, n int) ([]ghclient.TimelineEvent, error)
+	LabelEvents(ctx context.Context, repo string, n int) ([]ghclient.LabelEvent, error)
 	PullsWithHead(ctx context.Context, repo, label string) ([]*github.PullRequest, error)
 }
 
@@ -180,6 +181,7 @@ func (v *Validator) Newest(ctx context.Context, rules Rules, pr int) (Run, error
 	})
 	var firstReason string
 	headRepo := p.GetHead().GetRepo().GetID()
+	v = &Validator{GH: &onceLabels{Reader: v.GH}, Reused: v.Reused, Now: v.Now} // one label timeline read for every candidate
 	for _, run := range list {
 		if run.GetStatus() != "completed" || !slices.Contains(allowed(rules.Conclusions), run.GetConclusion()) {
 			continue
@@ -204,6 +206,57 @@ func (v *Validator) Newest(ctx context.Context, rules Rules, pr int) (Run, error
 		reason += " (the newest: " + firstReason + ")"
 	}
 	return Run{}, &Rejection{RuleNoRun, reason + "; pin a run explicitly with `/reuse-sweep-run <run-id>`"}
+}
+
+// checkLabelsAt applies rules.Labels to the labels the PR had when the run
+// was created (from its label timeline): a partial sweep's run stays one
+// after its labels change.
+func (v *Validator) checkLabelsAt(ctx context.Context, rules Rules, p *github.PullRequest, run *github.WorkflowRun) error {
+	evs, err := v.GH.LabelEvents(ctx, rules.Repo, p.GetNumber())
+	if err != nil {
+		return err
+	}
+	made := run.GetCreatedAt().Time
+	on := map[string]bool{}
+	for _, e := range evs {
+		if e.At.After(made) {
+			continue
+		}
+		on[strings.ToLower(e.Label)] = e.Added
+	}
+	var then []string
+	for l, ok := range on {
+		if ok {
+			then = append(then, l)
+		}
+	}
+	slices.Sort(then)
+	vd := rules.Labels.Judge(then, false)
+	if vd.Full() {
+		return nil
+	}
+	if len(vd.Incompatible) > 0 {
+		return &Rejection{RuleLabels, fmt.Sprintf("run %d was made while PR #%d was labelled %s, so it is a partial sweep's run, and a "+
+			"partial sweep's run is not reused (run a full sweep and pin that)", run.GetID(), p.GetNumber(), codeList(vd.Incompatible))}
+	}
+	return &Rejection{RuleLabels, fmt.Sprintf("run %d was made while PR #%d had none of the full-sweep labels (%s), so it is not a full "+
+		"sweep's run, and only a full sweep's run is reused (run a full sweep and pin that)", run.GetID(), p.GetNumber(), orList(vd.FullSweep))}
+}
+
+// onceLabels reads a PR's label timeline once, for several runs checked.
+type onceLabels struct {
+	Reader
+	evs  []ghclient.LabelEvent
+	err  error
+	read bool
+}
+
+func (o *onceLabels) LabelEvents(ctx context.Context, repo string, n int) ([]ghclient.LabelEvent, error) {
+	if !o.read {
+		o.evs, o.err = o.Reader.LabelEvents(ctx, repo, n)
+		o.read = true
+	}
+	return o.evs, o.err
 }
 
 // checkLabels applies rules.Labels to the PR as read (nil: passes).
@@ -277,6 +330,13 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 	}
 	if len(rules.ProtectedPaths) > 0 {
 		if err := v.checkProtected(ctx, rules, base, id, sha); err != nil {
+			return Run{}, err
+		}
+	}
+	if rules.Labels != nil {
+		// The labels now passed (checkLabels); the run's sweep is what the
+		// labels said when it was made.
+		if err := v.checkLabelsAt(ctx, rules, p, run); err != nil {
 			return Run{}, err
 		}
 	}

@@ -195,3 +195,98 @@ func TestMainWithoutSweepsTakesTheFinalHeadsOwnSweep(t *testing.T) {
 		t.Fatalf("push gate where pushes to main sweep = %v", out)
 	}
 }
+
+// A run made while the PR was labelled for a partial sweep stays a partial
+// sweep's run after the labels change: neither a named nor a bare pin takes
+// it, though the PR's labels now ask for a full sweep.
+func TestPartialSweepRunStaysPartial(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	now := time.Now()
+	w.gh.SetLabelsAt(theRepo, thePR, now.Add(-3*time.Hour), "evals-only")       // before run R1 was made (2 h ago)
+	w.gh.SetLabelsAt(theRepo, thePR, now.Add(-time.Hour), "full-sweep-enabled") // after
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	mustContain(t, "named pin", w.lastReply(), "I did not pin run 31147925932", "was made while PR #2512 was labelled `evals-only`")
+	w.comment(maintainer, "/reuse-sweep-run")
+	mustContain(t, "bare pin", w.lastReply(), "I did not pin a run", "labelled `evals-only`")
+}
+
+// The workflow's ask for a push whose webhook has not come yet judges the
+// PR as GitHub reads it then, not the draft flag an older webhook carried,
+// and the webhook that follows reads the same decision.
+func TestAskBeforeThePushWebhookReadsTheLabelsOfThatPush(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.gh.SetDraft(theRepo, thePR, true)
+	w.sendSync(sha("c1"), "") // a webhook carrying draft=true
+	w.gh.SetDraft(theRepo, thePR, false)
+	w.gh.Push(theRepo, thePR, []string{sha("c2")}, nil)
+	out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
+	if out["skip-pr-sweep"] != "true" {
+		t.Fatalf("ask for a ready PR's push before its webhook = %v", out)
+	}
+	w.sendSync(sha("c2"), "")
+	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+		t.Fatalf("statuses of c2 = %+v", st)
+	}
+}
+
+// A head answered not gated stays so: the webhook of that push, carrying
+// labels that would gate it, uses up no pin and records no skip.
+func TestAHeadAnsweredNotGatedStaysSo(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.gh.SetDraft(theRepo, thePR, true)
+	w.gh.Push(theRepo, thePR, []string{sha("c2")}, nil)
+	out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
+	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "not gated: draft") {
+		t.Fatalf("ask for a draft's push = %v", out)
+	}
+	w.gh.SetDraft(theRepo, thePR, false)
+	w.sendSync(sha("c2"), "") // its webhook now says ready for review
+	if st := w.statuses("c2"); len(st) != 0 {
+		t.Fatalf("the head answered not gated was decided: %+v", st)
+	}
+	out, _ = w.gate("--pr", "2512", "--sha", sha("c2"))
+	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "not gated: draft") {
+		t.Fatalf("second ask for the head answered not gated = %v", out)
+	}
+	w.push("c3")
+	if st := w.statuses("c3"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+		t.Fatalf("the next gated push = %+v", st)
+	}
+}
+
+// A new pin is told that a push was not gated, though the pin before it was
+// told the same.
+func TestNotGatedIsToldToEachPin(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.gh.SetDraft(theRepo, thePR, true)
+	w.push("c2")
+	mustContain(t, "first", w.lastReply(), "Not gated: draft")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.push("c3")
+	mustContain(t, "second pin", w.lastReply(), "Not gated: draft", "c3c3c3c")
+}
+
+// A merge whose labels make the PR's sweep partial reuses nothing, though
+// a pin was active: the pin is invalid, and the push to the default branch
+// says why.
+func TestMergeWithPartialLabelsReusesNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
+	w.close(true, "a1")
+	if tr := w.trail(); tr[len(tr)-1] != "pin invalid" || tr[len(tr)-2] != "decision sweep" {
+		t.Fatalf("audit = %v", tr)
+	}
+	out, _ := w.gate("--event", "push", "--sha", sha("a1"))
+	if out["reuse-enabled"] != "false" || !strings.Contains(out["reuse-reason"], "labelled `evals-only`") {
+		t.Fatalf("push gate after a partial merge = %v", out)
+	}
+}

@@ -334,8 +334,12 @@ func help(rc *config.Repo) commands.Help {
 	default:
 		h.Settings = append(h.Settings, "no label rule: a run of any PR may be reused")
 	}
-	h.Settings = append(h.Settings, "a push of a draft, or of a PR these labels exclude, is not gated: opsbot decides nothing for it, "+
-		"and a pin waits for the next gated push")
+	if len(full) > 0 || len(partial) > 0 {
+		h.Settings = append(h.Settings, "a push of a draft, or of a PR these labels exclude, is not gated: opsbot decides nothing for it, "+
+			"and a pin waits for the next gated push")
+	} else {
+		h.Settings = append(h.Settings, "a push of a draft is not gated: opsbot decides nothing for it, and a pin waits for the next gated push")
+	}
 	if len(rc.GateActions) > 0 {
 		h.Settings = append(h.Settings, "the sweep is decided on `pull_request` "+mdtext.CodeList(rc.GateActions))
 	}

@@ -139,11 +139,43 @@ func (f *Fake) FromFork(repo string, number int, forkID int64, fork string) {
 	p.HeadRepoID, p.HeadRepo = forkID, fork
 }
 
-// SetLabels replaces a PR's labels.
+// SetLabels replaces a PR's labels now: the timeline gains a labeled or
+// unlabeled event for each change.
 func (f *Fake) SetLabels(repo string, number int, labels ...string) {
+	f.SetLabelsAt(repo, number, f.clock(), labels...)
+}
+
+// SetLabelsAt replaces a PR's labels as of at (the timeline's events are
+// dated at).
+func (f *Fake) SetLabelsAt(repo string, number int, at time.Time, labels ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.repos[strings.ToLower(repo)].PRs[number].Labels = append([]string(nil), labels...)
+	p := f.repos[strings.ToLower(repo)].PRs[number]
+	has := func(list []string, l string) bool {
+		for _, x := range list {
+			if x == l {
+				return true
+			}
+		}
+		return false
+	}
+	for _, l := range p.Labels {
+		if !has(labels, l) {
+			p.LabelHistory = append(p.LabelHistory, LabelChange{Label: l, At: at})
+		}
+	}
+	for _, l := range labels {
+		if !has(p.Labels, l) {
+			p.LabelHistory = append(p.LabelHistory, LabelChange{Label: l, Added: true, At: at})
+		}
+	}
+	p.Labels = append([]string(nil), labels...)
+}
+
+func (f *Fake) clock() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now()
 }
 
 // SetDraft makes a PR a draft, or ready for review.

@@ -103,9 +103,13 @@ type PRInfo struct {
 	Draft       bool      `json:"draft,omitempty"`
 	LabelsKnown bool      `json:"labels_known,omitempty"`
 	LabelsAt    time.Time `json:"labels_at,omitzero"`
-	// NotGatedSaid is the reason opsbot last told the PR that a push was not
-	// gated (a draft, its labels) while a pin waited: said once until a gated
-	// push or another reason.
+	// NotGatedHead is the last head answered not gated (a draft, its
+	// labels), for NotGatedWhy: it stays so, and is never decided.
+	NotGatedHead string `json:"not_gated_head,omitempty"`
+	NotGatedWhy  string `json:"not_gated_why,omitempty"`
+	// NotGatedSaid is the pin and reason opsbot last told the PR of, that a
+	// push was not gated while the pin waited: said once until a gated push,
+	// another pin or another reason.
 	NotGatedSaid string `json:"not_gated_said,omitempty"`
 }
 
