@@ -287,6 +287,52 @@ func TestProtectedPaths(t *testing.T) {
 	}
 }
 
+// The label rules: their defaults, the empty list that turns one off, and
+// what a PR's labels and draft flag make of its sweep.
+func TestLabelRules(t *testing.T) {
+	const head = "repos:\n  - name: o/r\n    sweep_workflow: .github/workflows/run-sweep.yml\n"
+	cfg, err := Parse([]byte(head))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Repos[0].Reuse
+	if got := strings.Join(r.FullSweepLabels, ","); got != "full-sweep-fail-fast,full-sweep-enabled,non-canary-full-sweep-enabled" {
+		t.Fatalf("full_sweep_labels default = %q", got)
+	}
+	if got := strings.Join(r.IncompatibleLabels, ","); got != "evals-only,agentx-fast" {
+		t.Fatalf("incompatible_labels default = %q", got)
+	}
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		draft  bool
+		full   bool
+		gated  bool
+	}{
+		{"a full sweep", []string{"Full-Sweep-Enabled"}, false, true, true},
+		{"a full sweep's draft", []string{"full-sweep-enabled"}, true, true, false},
+		{"a partial sweep", []string{"full-sweep-enabled", "evals-only"}, false, false, false},
+		{"a trimmed sweep", []string{"sweep-enabled"}, false, false, false},
+		{"no labels", nil, false, false, false},
+	} {
+		v := r.Judge(tc.labels, tc.draft)
+		if v.Full() != tc.full || v.Gated() != tc.gated {
+			t.Errorf("%s: full %v gated %v, want %v %v (%+v)", tc.name, v.Full(), v.Gated(), tc.full, tc.gated, v)
+		}
+	}
+	cfg, err = Parse([]byte(head + "    reuse:\n      full_sweep_labels: []\n      incompatible_labels: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := cfg.Repos[0].Reuse.Judge([]string{"evals-only"}, false); !v.Gated() {
+		t.Fatalf("with both rules off, an evals-only PR is not gated: %+v", v)
+	}
+	_, err = Parse([]byte(head + "    reuse:\n      full_sweep_labels: [evals-only]\n"))
+	if err == nil || !strings.Contains(err.Error(), "repos[0].reuse.incompatible_labels: \"evals-only\" is also a full-sweep label") {
+		t.Fatalf("a label in both lists: %v", err)
+	}
+}
+
 // The ingress limits: defaults, and each bad value named with what to do.
 func TestIngressLimits(t *testing.T) {
 	const repos = "repos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n"

@@ -33,7 +33,15 @@ type Repo struct {
 	// RepositoryID, when set, is the GitHub id an ID token's repository_id
 	// claim must carry; otherwise a repository is matched by name only.
 	RepositoryID int64 `yaml:"repository_id"`
+	// MainSweeps says whether a push to the default branch runs a sweep of
+	// its own (absent: true). When false, the push gate answers
+	// reuse-enabled=true also with the merged PR's final head's own real
+	// sweep, since nothing else gives the default branch results.
+	MainSweeps *bool `yaml:"main_sweeps"`
 }
+
+// SweepsOnMain reports whether a push to the default branch sweeps.
+func (r *Repo) SweepsOnMain() bool { return r.MainSweeps == nil || *r.MainSweeps }
 
 // DefaultProtectedPaths are the paths a run's PR may not have changed when
 // the configuration does not say.
@@ -51,7 +59,78 @@ type Reuse struct {
 	Access             `yaml:",inline"`
 	AllowPartialPinned bool     `yaml:"allow_partial_pinned"`
 	AllowedPaths       []string `yaml:"allowed_paths"`
+	// FullSweepLabels say a PR's sweep is a full one: a PR needs one of them
+	// (matched case-insensitively, as GitHub names labels) for its runs to be
+	// pinned and for its pushes to be gated. Absent: DefaultFullSweepLabels;
+	// an empty list turns the rule off.
+	FullSweepLabels []string `yaml:"full_sweep_labels"`
+	// IncompatibleLabels make a PR's sweep partial: a PR with any of them
+	// cannot pin a run, its pushes are not gated, and its merge reuses
+	// nothing. Absent: DefaultIncompatibleLabels; an empty list turns the
+	// rule off.
+	IncompatibleLabels []string `yaml:"incompatible_labels"`
 }
+
+// DefaultFullSweepLabels are the labels of a full sweep when the
+// configuration does not say: the repository's workflow runs its gate only
+// for a PR with one of them.
+var DefaultFullSweepLabels = []string{"full-sweep-fail-fast", "full-sweep-enabled", "non-canary-full-sweep-enabled"}
+
+// DefaultIncompatibleLabels make a sweep partial when the configuration
+// does not say: runs of such PRs are not reused.
+var DefaultIncompatibleLabels = []string{"evals-only", "agentx-fast"}
+
+// LabelVerdict is what a PR's labels and draft flag say of its sweep under
+// a repository's reuse rules. Its zero value is a gated, full sweep.
+type LabelVerdict struct {
+	// Draft is a draft PR: the workflow does not gate its pushes.
+	Draft bool
+	// Incompatible are the PR's labels that make its sweep partial.
+	Incompatible []string
+	// NoFullSweep is set when the PR has none of FullSweep, which the rule requires.
+	NoFullSweep bool
+	FullSweep   []string
+}
+
+// Judge judges a PR's labels and draft flag by the reuse rules. The draft
+// flag counts only for gating (Gated); the labels decide whether the PR's
+// sweep is a full one that may be reused (Full).
+func (r *Reuse) Judge(labels []string, draft bool) LabelVerdict {
+	v := LabelVerdict{Draft: draft}
+	has := func(want string) bool {
+		for _, l := range labels {
+			if strings.EqualFold(l, want) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, l := range r.IncompatibleLabels {
+		if has(l) {
+			v.Incompatible = append(v.Incompatible, l)
+		}
+	}
+	if len(r.FullSweepLabels) > 0 {
+		v.NoFullSweep = true
+		for _, l := range r.FullSweepLabels {
+			if has(l) {
+				v.NoFullSweep = false
+				break
+			}
+		}
+		if v.NoFullSweep {
+			v.FullSweep = r.FullSweepLabels
+		}
+	}
+	return v
+}
+
+// Full reports whether the labels make the PR's sweep a full one.
+func (v LabelVerdict) Full() bool { return len(v.Incompatible) == 0 && !v.NoFullSweep }
+
+// Gated reports whether the repository's workflow gates the PR's pushes:
+// a full sweep's labels on a PR that is not a draft.
+func (v LabelVerdict) Gated() bool { return v.Full() && !v.Draft }
 
 // Stage configures /stage-results.
 type Stage struct {

@@ -167,6 +167,12 @@ func (c *Config) applyDefaults() {
 		if r.ProtectedPaths == nil { // absent; `protected_paths: []` opts out
 			r.ProtectedPaths = append([]string(nil), DefaultProtectedPaths...)
 		}
+		if r.Reuse.FullSweepLabels == nil { // absent; `full_sweep_labels: []` turns the rule off
+			r.Reuse.FullSweepLabels = append([]string(nil), DefaultFullSweepLabels...)
+		}
+		if r.Reuse.IncompatibleLabels == nil {
+			r.Reuse.IncompatibleLabels = append([]string(nil), DefaultIncompatibleLabels...)
+		}
 		for _, a := range []*Access{&r.Reuse.Access, &r.Stage.Access, &r.Help} {
 			if a.MinRole == "" {
 				a.MinRole = DefaultMinRole
@@ -346,6 +352,23 @@ func (c *Config) validate() Problems {
 		for j, g := range r.Reuse.AllowedPaths {
 			if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil {
 				add(fmt.Sprintf("%s.reuse.allowed_paths[%d]", rp, j), "bad glob %q: %v", g, err)
+			}
+		}
+		for _, rule := range []struct {
+			key  string
+			list []string
+		}{{"full_sweep_labels", r.Reuse.FullSweepLabels}, {"incompatible_labels", r.Reuse.IncompatibleLabels}} {
+			for j, l := range rule.list {
+				if strings.TrimSpace(l) != l || l == "" || len(l) > 100 {
+					add(fmt.Sprintf("%s.reuse.%s[%d]", rp, rule.key, j), "%q is not a label name (1 to 100 characters without spaces around them, as GitHub names labels)", l)
+				}
+			}
+		}
+		for _, f := range r.Reuse.FullSweepLabels {
+			for _, in := range r.Reuse.IncompatibleLabels {
+				if strings.EqualFold(f, in) {
+					add(rp+".reuse.incompatible_labels", "%q is also a full-sweep label: no PR could pass both rules", in)
+				}
 			}
 		}
 		if r.RepositoryID < 0 {

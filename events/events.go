@@ -281,8 +281,13 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 	// GitHub sends lower-case SHAs; opsbot keys decisions by that spelling.
 	pr.Head.SHA, pr.MergeCommitSHA = strings.ToLower(pr.Head.SHA), strings.ToLower(pr.MergeCommitSHA)
 	n := ev.PRNumber()
+	// GitHub's pull_request webhooks always carry the PR's labels (an empty
+	// list for none); a payload without the key says nothing of them, and
+	// the gate API then reads them from GitHub.
+	labels, known := pr.LabelNames(), pr.Labels != nil
 	info := &state.PRInfo{Repo: rc.Name, PR: n, Title: pr.Title, Author: pr.User.Login,
-		Branch: pr.Head.Ref, HeadSHA: pr.Head.SHA, HeadAt: pr.UpdatedAt, State: pr.State}
+		Branch: pr.Head.Ref, HeadSHA: pr.Head.SHA, HeadAt: pr.UpdatedAt, State: pr.State,
+		Labels: labels, Draft: pr.Draft, LabelsKnown: known, LabelsAt: pr.UpdatedAt}
 	if a := ev.Action; a != "opened" && a != "reopened" && a != "synchronize" {
 		// The head opsbot knows (which the gate API decides for) moves only
 		// with a push; a late label or edit event may carry an older one.
@@ -297,14 +302,21 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 	switch {
 	case rc.IsGateAction(action):
 		dec, err := h.Gate.Decide(ctx, gate.Ask{Repo: rc.Name, PR: n, SHA: pr.Head.SHA, Action: action, Source: "webhook",
-			DeliveryID: d.ID, Installation: inst})
+			DeliveryID: d.ID, Installation: inst, Labels: labels, Draft: pr.Draft, LabelsKnown: known})
 		if err != nil {
 			return "", nil, fmt.Errorf("deciding %s#%d@%s: %w", rc.Name, n, pr.Head.SHA, err)
+		}
+		if gate.NotGated(dec) {
+			// The workflow does not ask about this push: nothing is decided,
+			// a pin stays, and the PR is told once.
+			return "not-gated", then(recordInfo, func(tx *state.Tx) error {
+				return h.Gate.NotGatedPush(tx, dec, inst, d.ID)
+			}), nil
 		}
 		return "decision-" + string(dec.Decision), recordInfo, nil
 	case action == "closed" && pr.Merged:
 		dec, err := h.Gate.Merged(ctx, gate.Ask{Repo: rc.Name, PR: n, SHA: pr.MergeCommitSHA, Action: action, Source: "webhook",
-			DeliveryID: d.ID, Installation: inst}, pr.Head.SHA)
+			DeliveryID: d.ID, Installation: inst, Labels: labels, LabelsKnown: known}, pr.Head.SHA)
 		if err != nil {
 			return "", nil, err
 		}
@@ -470,6 +482,11 @@ func mergeInfo(tx *state.Tx, info *state.PRInfo) error {
 		old.HeadSHA, old.HeadAt = info.HeadSHA, info.HeadAt
 	}
 	set(&old.State, info.State)
+	if info.LabelsKnown && !info.LabelsAt.Before(old.LabelsAt) {
+		// Labels move both ways; a delivery stamped before the one that set
+		// them is late and changes nothing.
+		old.Labels, old.Draft, old.LabelsKnown, old.LabelsAt = info.Labels, info.Draft, true, info.LabelsAt
+	}
 	if info.Installation != 0 {
 		old.Installation = info.Installation
 	}

@@ -95,6 +95,20 @@ type PullHead struct {
 	Ref string `json:"ref"`
 }
 
+// Label is a PR's label as a webhook carries it.
+type Label struct {
+	Name string `json:"name"`
+}
+
+// LabelNames are the names of the PR's labels.
+func (p *PullRequest) LabelNames() []string {
+	out := make([]string, 0, len(p.Labels))
+	for _, l := range p.Labels {
+		out = append(out, l.Name)
+	}
+	return out
+}
+
 // PullRequest is the PR of a pull_request delivery.
 type PullRequest struct {
 	Number         int      `json:"number"`
@@ -104,6 +118,8 @@ type PullRequest struct {
 	MergeCommitSHA string   `json:"merge_commit_sha,omitempty"`
 	User           Account  `json:"user"`
 	Head           PullHead `json:"head"`
+	Draft          bool     `json:"draft"`
+	Labels         []Label  `json:"labels"`
 	// UpdatedAt orders deliveries, which GitHub does not send in order.
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }

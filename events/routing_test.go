@@ -114,7 +114,8 @@ func onPR(login string, id int64, body string) map[string]any {
 
 func pull(action string, set map[string]any) map[string]any {
 	m := map[string]any{"repository.full_name": repo, "number": 1, "pull_request.number": 1,
-		"pull_request.head.sha": "c2", "pull_request.state": "open", "installation": map[string]any{"id": 1}}
+		"pull_request.head.sha": "c2", "pull_request.state": "open", "installation": map[string]any{"id": 1},
+		"pull_request.labels": []any{map[string]any{"name": "full-sweep-enabled"}}}
 	for k, v := range set {
 		m[k] = v
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/runs"
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
@@ -59,6 +60,10 @@ type Answer struct {
 	// NotHead marks an ask for a commit that is not the PR's head: it
 	// answers sweep and nothing was decided or used up.
 	NotHead bool `json:"not_head,omitempty"`
+	// NotGated marks an ask for a push that the repository's workflow does
+	// not gate (a draft, the PR's labels): it answers sweep, and nothing was
+	// decided or used up.
+	NotGated bool `json:"not_gated,omitempty"`
 	// UnknownPR marks an ask for a PR opsbot has no record of (no webhook
 	// of it came): it answers sweep, read nothing from GitHub and decided
 	// nothing (a PR opsbot never heard of has no pin).
@@ -132,6 +137,14 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 	if r.Action == "" {
 		r.Action = "synchronize"
 	}
+	if !rc.IsGateAction(r.Action) {
+		// A label event restarts the sweep, whatever is stored for the head.
+		d, err := a.Gate.Decide(ctx, Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api"})
+		if err != nil {
+			return Answer{}, err
+		}
+		return FromDecision(r, d), nil
+	}
 	// A head already decided is answered from the store at once.
 	if d, err := a.Gate.Store.Decision(r.Repo, r.PR, r.SHA); err != nil || d != nil {
 		if err != nil {
@@ -168,50 +181,70 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 		// Asked again before MissTTL passed, and no push of it came since.
 		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true, Reason: why}, nil
 	}
-	if head, err := a.head(ctx, r, info); err != nil || !strings.EqualFold(head, r.SHA) {
-		// Only the head is decided: an ask for another commit must not use
-		// up the pin that the real push is waiting for.
-		if err != nil {
+	// The PR as one read of GitHub gives it, when the asked commit is not
+	// the head its webhooks carried: its head, labels and draft flag then.
+	var read *github.PullRequest
+	if !strings.EqualFold(info.HeadSHA, r.SHA) || !info.LabelsKnown {
+		if read, err = a.readPR(ctx, r); err != nil {
 			return Answer{}, err
 		}
+	}
+	if head := headOf(info, read); !strings.EqualFold(head, r.SHA) {
+		// Only the head is decided: an ask for another commit must not use
+		// up the pin that the real push is waiting for.
 		why := fmt.Sprintf("commit %s is not the head of PR #%d (%s is); only the head's sweep can be skipped, and this ask used up nothing",
 			mdtext.ShortSHA(r.SHA), r.PR, mdtext.ShortSHA(head))
 		a.misses.put(missKey, why, a.now())
 		return Answer{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Event: r.Event, Decision: state.Sweep, NotHead: true, Reason: why}, nil
 	}
-	d, err := a.Gate.Decide(ctx, Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api", Installation: inst})
+	ask := Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api", Installation: inst,
+		Labels: info.Labels, Draft: info.Draft, LabelsKnown: true}
+	if read != nil {
+		// Labels as they are now, with the head GitHub gave: the webhook
+		// that carried them may be older than the push asked about.
+		ask.Labels, ask.Draft = runs.PRLabels(read), read.GetDraft()
+	}
+	d, err := a.Gate.Decide(ctx, ask)
 	if err != nil {
 		return Answer{}, err
 	}
 	return FromDecision(r, d), nil
 }
 
-// head is the PR's head as opsbot knows it: the head of the last opened,
-// reopened or synchronize webhook, and when that is not the asked commit
-// (or none came), the head one read of the PR on GitHub gives, since the
-// push's webhook may still be on its way.
-func (a *API) head(ctx context.Context, r Request, info *state.PRInfo) (string, error) {
-	if info != nil && strings.EqualFold(info.HeadSHA, r.SHA) {
-		return info.HeadSHA, nil
-	}
+// labelAsk is an ask of r that carries the PR's labels and draft flag.
+func labelAsk(r Request, labels []string, draft, known bool) Ask {
+	return Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api", Labels: labels, Draft: draft, LabelsKnown: known}
+}
+
+// readPR reads the PR on GitHub.
+func (a *API) readPR(ctx context.Context, r Request) (*github.PullRequest, error) {
 	if a.Finder == nil {
-		return "", errors.New("gate: no GitHub client to read the PR's head")
+		return nil, errors.New("gate: no GitHub client to read the PR")
 	}
 	f, err := a.Finder(r.Repo)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	pr, err := f.PullRequest(ctx, r.Repo, r.PR)
 	if err != nil {
-		return "", fmt.Errorf("reading the head of PR #%d: %w", r.PR, err)
+		return nil, fmt.Errorf("reading PR #%d: %w", r.PR, err)
 	}
-	return pr.GetHead().GetSHA(), nil
+	return pr, nil
+}
+
+// headOf is the PR's head: as GitHub gave it when it was read, else the
+// head of the last opened, reopened or synchronize webhook.
+func headOf(info *state.PRInfo, read *github.PullRequest) string {
+	if read != nil {
+		return read.GetHead().GetSHA()
+	}
+	return info.HeadSHA
 }
 
 // FromDecision shapes a decision for the workflow.
 func FromDecision(r Request, d *state.Decision) Answer {
 	ans := Answer{Repo: d.Repo, PR: d.PR, SHA: d.HeadSHA, Event: r.Event, Decision: d.Decision, Reason: d.Reason,
-		DecidedAt: d.DecidedAt}
+		DecidedAt: d.DecidedAt, NotGated: NotGated(d)}
 	if d.Decision == state.Skip {
 		ans.SkipPRSweep, ans.ReuseEnabled = true, true
 		ans.RunID, ans.RunAttempt, ans.RunURL, ans.RunHeadSHA = d.RunID, d.RunAttempt, d.RunURL, d.RunSHA
@@ -252,6 +285,12 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 		return ans, nil
 	}
 	ans.PR = merged.GetNumber()
+	if rc, ok := a.Gate.Cfg.Get().Repo(r.Repo); ok {
+		if rej := runs.LabelRejection(ans.PR, rc.Reuse.Judge(runs.PRLabels(merged), false)); rej != nil {
+			ans.Reason = "no reuse: " + rej.Reason
+			return ans, nil
+		}
+	}
 	for _, sha := range []string{r.SHA, merged.GetHead().GetSHA()} {
 		d, err := a.Gate.Store.Decision(r.Repo, ans.PR, sha)
 		if err != nil {
@@ -264,12 +303,60 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 			out := FromDecision(r, d)
 			out.SHA, out.Decision, out.SkipPRSweep = r.SHA, "", false
 			out.Reason = fmt.Sprintf("PR #%d's final head %s reused run %d, authorized by @%s", ans.PR, mdtext.ShortSHA(d.HeadSHA), d.RunID, d.ActorLogin)
+			if d.MergeOf {
+				// The merge itself consumed the pin: name the head that was decided.
+				out.Reason = fmt.Sprintf("the merge of PR #%d (head %s) reused run %d, authorized by @%s", ans.PR,
+					mdtext.ShortSHA(merged.GetHead().GetSHA()), d.RunID, d.ActorLogin)
+			}
 			return out, nil
 		}
 		ans.Reason = fmt.Sprintf("PR #%d's final head %s ran its own sweep (%s)", ans.PR, mdtext.ShortSHA(d.HeadSHA), d.Reason)
-		return ans, nil
+		return a.ownSweep(ctx, r, ans, merged)
 	}
 	ans.Reason = fmt.Sprintf("opsbot made no decision for PR #%d's final head %s", ans.PR, mdtext.ShortSHA(merged.GetHead().GetSHA()))
+	return a.ownSweep(ctx, r, ans, merged)
+}
+
+// ownSweep answers a push whose merged PR's final head reused nothing: in
+// a repository whose pushes to the default branch do not sweep
+// (main_sweeps: false), the final head's own real sweep, validated as a
+// reuse is, is the run whose results the default branch takes; else ans
+// as it is, reuse-enabled=false with its reason.
+func (a *API) ownSweep(ctx context.Context, r Request, ans Answer, merged *github.PullRequest) (Answer, error) {
+	rc, ok := a.Gate.Cfg.Get().Repo(r.Repo)
+	if !ok || rc.SweepsOnMain() {
+		return ans, nil
+	}
+	head := strings.ToLower(merged.GetHead().GetSHA())
+	var inst int64
+	if info, err := a.Gate.Store.PRInfo(r.Repo, ans.PR); err != nil {
+		return ans, err
+	} else if info != nil {
+		inst = info.Installation
+	}
+	v, err := a.Gate.Validators(inst)
+	if err != nil {
+		return ans, err
+	}
+	rules := runs.RulesFor(rc, runs.ForBarePin)
+	rules.NewHead = head // the labels are judged again, now and when the run was made
+	run, err := v.Newest(ctx, rules, ans.PR)
+	if rej, ok := runs.IsRejection(err); ok {
+		ans.Reason += fmt.Sprintf("; and no real sweep of that head can stand in: %s", rej.Reason)
+		return ans, nil
+	}
+	if err != nil {
+		return ans, fmt.Errorf("finding the sweep of PR #%d's final head %s: %w", ans.PR, mdtext.ShortSHA(head), err)
+	}
+	if !strings.EqualFold(run.HeadSHA, head) {
+		ans.Reason += fmt.Sprintf("; and the final head has no real sweep of its own (the newest that qualifies, run %d, ran on %s)",
+			run.ID, mdtext.ShortSHA(run.HeadSHA))
+		return ans, nil
+	}
+	ans.ReuseEnabled = true
+	ans.RunID, ans.RunAttempt, ans.RunURL, ans.RunHeadSHA, ans.SourcePR = run.ID, run.Attempt, run.URL, run.HeadSHA, ans.PR
+	ans.Reason = fmt.Sprintf("PR #%d's final head %s ran its own sweep, run %d, whose results the default branch takes (main_sweeps: false)",
+		ans.PR, mdtext.ShortSHA(head), run.ID)
 	return ans, nil
 }
 

@@ -39,6 +39,8 @@ type Notifier interface {
 	Reason(why record.Why) string
 	Decided(tx record.Tx, d *state.Decision, pin *state.Pin, installation int64) error
 	PinClosed(tx record.Tx, p *state.Pin, installation int64, why string) error
+	// NotGated tells a PR with an active pin that a push was not gated.
+	NotGated(tx record.Tx, d *state.Decision, pin *state.Pin, installation int64) error
 }
 
 // Gate makes decisions.
@@ -69,24 +71,40 @@ type Ask struct {
 	Source       string // webhook or api
 	DeliveryID   string
 	Installation int64
+	// Labels and Draft are the PR's labels and draft flag when the asker
+	// knows them (LabelsKnown): a push that the repository's workflow does
+	// not gate (a draft, a PR without a full sweep's labels) is decided
+	// nothing and uses up no pin.
+	Labels      []string
+	Draft       bool
+	LabelsKnown bool
 }
+
+// NotGated reports whether d is the answer for a push that the
+// repository's workflow does not gate: nothing was decided or stored.
+func NotGated(d *state.Decision) bool { return d != nil && d.Why.Code == state.ReasonNotGated }
 
 // Decide returns the decision for a head, making and storing it on the
 // first ask of a gate action. Asks for other actions answer sweep and change
-// nothing.
+// nothing, whatever is stored for the head (a label event restarts the
+// sweep). A head not yet decided whose push the repository's workflow does
+// not gate (a draft, the PR's labels; NotGated) is answered sweep, decides
+// nothing and keeps the pin; it stays not gated, so the webhook and the
+// workflow's ask never answer one head two ways.
 func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
 	rc, ok := g.Cfg.Get().Repo(a.Repo)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownRepo, a.Repo)
 	}
 	a.Repo = rc.Name
+	if !rc.IsGateAction(a.Action) {
+		return g.unstored(a, state.Why{Code: state.ReasonNotGateAction, Action: a.Action, GateActions: rc.GateActions}), nil
+	}
 	if d, err := g.Store.Decision(a.Repo, a.PR, a.SHA); err != nil || d != nil {
 		return d, err
 	}
-	if !rc.IsGateAction(a.Action) {
-		why := state.Why{Code: state.ReasonNotGateAction, Action: a.Action, GateActions: rc.GateActions}
-		return &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: state.Sweep, Action: a.Action, Source: a.Source,
-			Reason: g.reason(why), Why: why}, nil
+	if d, err := g.notGated(ctx, rc, a); err != nil || d != nil {
+		return d, err
 	}
 	pin, err := g.Store.ActivePin(a.Repo, a.PR)
 	if err != nil {
@@ -94,6 +112,53 @@ func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
 	}
 	p := g.plan(ctx, rc, a, pin)
 	return g.commit(a, p)
+}
+
+// notGated is the answer for a push the repository's workflow does not
+// gate (nil when it is gated): a head answered so before stays so; else
+// the ask's labels judge it, read from GitHub when the ask does not carry
+// them. A head found not gated is recorded as such.
+func (g *Gate) notGated(ctx context.Context, rc *config.Repo, a Ask) (*state.Decision, error) {
+	info, err := g.Store.PRInfo(a.Repo, a.PR)
+	if err != nil {
+		return nil, err
+	}
+	if info != nil && info.NotGatedHead != "" && strings.EqualFold(info.NotGatedHead, a.SHA) {
+		return g.unstored(a, state.Why{Code: state.ReasonNotGated, Detail: info.NotGatedWhy, SHA: a.SHA, PR: a.PR}), nil
+	}
+	if !a.LabelsKnown {
+		v, err := g.Validators(a.Installation)
+		if err != nil {
+			return nil, err
+		}
+		pr, err := v.GH.PullRequest(ctx, a.Repo, a.PR)
+		if err != nil {
+			return nil, fmt.Errorf("reading the labels of PR #%d: %w", a.PR, err)
+		}
+		a.Labels, a.Draft, a.LabelsKnown = runs.PRLabels(pr), pr.GetDraft(), true
+	}
+	why := runs.NotGated(rc.Reuse.Judge(a.Labels, a.Draft))
+	if why == "" {
+		return nil, nil
+	}
+	err = g.Store.Update(func(tx *state.Tx) error {
+		info, err := tx.PRInfo(a.Repo, a.PR)
+		if err != nil || info == nil {
+			return err
+		}
+		info.NotGatedHead, info.NotGatedWhy = a.SHA, why
+		return tx.PutPRInfo(info)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g.unstored(a, state.Why{Code: state.ReasonNotGated, Detail: why, SHA: a.SHA, PR: a.PR}), nil
+}
+
+// unstored is a sweep answer that decides nothing.
+func (g *Gate) unstored(a Ask, why state.Why) *state.Decision {
+	return &state.Decision{Repo: a.Repo, PR: a.PR, HeadSHA: a.SHA, Decision: state.Sweep, Action: a.Action, Source: a.Source,
+		Reason: g.reason(why), Why: why}
 }
 
 type plan struct {
@@ -120,6 +185,9 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 	rules := runs.RulesFor(rc, runs.ForNamedPin)
 	rules.NewHead = a.SHA
 	rules.Attempt = pin.RunAttempt // a re-run since the pin replaced what the maintainer saw
+	// The labels were judged before (Decide: a push not gated keeps the
+	// pin); a label changed since the push is the next push's to judge.
+	rules.Labels = nil
 	run, err := v.Validate(ctx, rules, a.PR, pin.RunID)
 	if rej, ok := runs.IsRejection(err); ok {
 		if run.PRHead != "" && !strings.EqualFold(run.PRHead, a.SHA) {
@@ -183,6 +251,17 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 		if err := tx.PutDecision(d); err != nil {
 			return err
 		}
+		if !p.merge {
+			// A gated push: a later push that is not gated is told again.
+			if info, err := tx.PRInfo(a.Repo, a.PR); err != nil {
+				return err
+			} else if info != nil && info.NotGatedSaid != "" {
+				info.NotGatedSaid = ""
+				if err := tx.PutPRInfo(info); err != nil {
+					return err
+				}
+			}
+		}
 		if err := tx.Audit(state.AuditRecord{Kind: "decision", Outcome: string(d.Decision), DeliveryID: a.DeliveryID, Repo: a.Repo, PR: a.PR,
 			HeadSHA: a.SHA, RunID: d.RunID, PinID: d.PinID, ActorID: d.ActorID, ActorLogin: d.ActorLogin,
 			CommentURL: d.CommentURL, Reason: d.Reason}); err != nil {
@@ -215,6 +294,34 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 	return out, nil
 }
 
+// NotGatedPush records a push the repository's workflow does not gate (d
+// is Decide's unstored answer) in the delivery's transaction: the audit
+// says why, and a PR with an active pin is told once per reason that the
+// pin stays for the next gated push.
+func (g *Gate) NotGatedPush(tx *state.Tx, d *state.Decision, installation int64, deliveryID string) error {
+	if err := tx.Audit(state.AuditRecord{Kind: record.AuditDecision, Outcome: string(state.ReasonNotGated), DeliveryID: deliveryID,
+		Repo: d.Repo, PR: d.PR, HeadSHA: d.HeadSHA, Reason: d.Reason}); err != nil {
+		return err
+	}
+	pin, err := tx.ActivePin(d.Repo, d.PR)
+	if err != nil || pin == nil {
+		return err
+	}
+	info, err := tx.PRInfo(d.Repo, d.PR)
+	said := fmt.Sprintf("pin %d: %s", pin.ID, d.Why.Detail) // a new pin, or another reason, is told again
+	if err != nil || info == nil || info.NotGatedSaid == said {
+		return err
+	}
+	info.NotGatedSaid = said
+	if err := tx.PutPRInfo(info); err != nil {
+		return err
+	}
+	if g.Notifier == nil {
+		return nil
+	}
+	return g.Notifier.NotGated(tx, d, pin, installation)
+}
+
 // Merged consumes a PR's active pin at merge: the merge commit (a.SHA) is
 // the head it covers, recorded as a decision, so a push gate on the default
 // branch can name the run that stood in for the PR. The run must still
@@ -237,7 +344,21 @@ func (g *Gate) Merged(ctx context.Context, a Ask, finalHead string) (*state.Deci
 	if d, err := g.Store.Decision(a.Repo, a.PR, a.SHA); err != nil || d != nil {
 		return d, err
 	}
-	if finalHead != "" && finalHead != pin.PRHeadAtGrant {
+	if a.LabelsKnown {
+		// The labels the merge carried: a partial sweep's merge reuses nothing.
+		if rej := runs.LabelRejection(a.PR, rc.Reuse.Judge(a.Labels, false)); rej != nil {
+			return g.commit(a, plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid, merge: true,
+				why: state.Why{Code: state.ReasonMergeRejected, RunID: pin.RunID, Detail: rej.Reason}})
+		}
+	}
+	info, err := g.Store.PRInfo(a.Repo, a.PR)
+	if err != nil {
+		return nil, err
+	}
+	// A final head answered not gated stays undecided: its push swept as
+	// its labels said, and the merge is judged below.
+	ungated := info != nil && finalHead != "" && strings.EqualFold(info.NotGatedHead, finalHead)
+	if finalHead != "" && finalHead != pin.PRHeadAtGrant && !ungated {
 		d, err := g.Store.Decision(a.Repo, a.PR, finalHead)
 		if err != nil {
 			return nil, err

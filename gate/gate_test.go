@@ -31,7 +31,7 @@ type rig struct {
 }
 
 // notes records what the gate asks to tell.
-type notes struct{ decided, closed int }
+type notes struct{ decided, closed, notGated int }
 
 func (n *notes) Decided(tx record.Tx, d *state.Decision, p *state.Pin, inst int64) error {
 	n.decided++
@@ -40,6 +40,10 @@ func (n *notes) Decided(tx record.Tx, d *state.Decision, p *state.Pin, inst int6
 func (n *notes) Reason(w record.Why) string { return notices.Reason(w) }
 func (n *notes) PinClosed(tx record.Tx, p *state.Pin, inst int64, why string) error {
 	n.closed++
+	return nil
+}
+func (n *notes) NotGated(tx record.Tx, d *state.Decision, p *state.Pin, inst int64) error {
+	n.notGated++
 	return nil
 }
 

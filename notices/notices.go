@@ -59,6 +59,7 @@ const (
 	KindEdited    Kind = "edited"    // commands an edit added were not run
 	KindStage     Kind = "stage"     // a staging request and its progress
 	KindUnchecked Kind = "unchecked" // a pinned push swept because GitHub failed; the pin stays
+	KindNotGated  Kind = "not-gated" // a push the workflow does not gate; the pin stays
 )
 
 // Mirror turns a GitHub notice into its Slack message.
@@ -157,6 +158,23 @@ func (b *Builder) Decided(tx record.Tx, d *record.Decision, pin *record.Pin, ins
 	return nil
 }
 
+// NotGated tells a PR with an active pin that a push was not gated (d is
+// the gate's unstored answer): nothing was decided and the pin stays.
+func (b *Builder) NotGated(tx record.Tx, d *record.Decision, pin *record.Pin, inst int64) error {
+	_, err := b.Comment(tx, d.Repo, d.PR, inst, KindNotGated, NotGatedText(b.Web, d, pin), Links{PR: b.Web.PR(d.Repo, d.PR),
+		Comment: pin.CommentURL, Run: b.Web.Run(d.Repo, pin.RunID), Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
+	return err
+}
+
+// NotGatedText is the PR comment of a push the workflow does not gate
+// while a pin waits.
+func NotGatedText(web Web, d *record.Decision, pin *record.Pin) string {
+	return fmt.Sprintf("⏸️ **Not gated: %s.** The sweep workflow runs its gate only for a PR that is not a draft, has a full sweep's "+
+		"label and none that makes the sweep partial, so it does not ask opsbot about %s and sweeps as the labels say. opsbot decided "+
+		"nothing for it: the pin of run %s by %s stays for the next push that is gated. (Said once; opsbot says it again only when "+
+		"the reason changes.)", d.Why.Detail, commitLink(web, d.Repo, d.HeadSHA), runLink(pin.RunID, pin.RunURL), mdtext.Mention(pin.ActorLogin))
+}
+
 // UncheckedText is the PR comment when GitHub failed while a pinned run
 // was checked: the push sweeps and the pin waits for the next.
 func UncheckedText(web Web, d *record.Decision) string {
@@ -200,6 +218,9 @@ func Reason(w record.Why) string {
 	switch w.Code {
 	case record.ReasonNotGateAction:
 		return fmt.Sprintf("pull_request action %q does not decide the sweep (only %v do)", w.Action, w.GateActions)
+	case record.ReasonNotGated:
+		return fmt.Sprintf("not gated: %s; the workflow sweeps as the PR's labels ask, opsbot decided nothing for %s, and a pin stays "+
+			"for the next gated push", w.Detail, mdtext.ShortSHA(w.SHA))
 	case record.ReasonNoPin:
 		return "no reuse authorization"
 	case record.ReasonNoPinWhenDecided:

@@ -31,6 +31,7 @@ func RulesFor(rc *config.Repo, p Purpose) Rules {
 		r.Conclusions = []string{"success", "failure", "cancelled"}
 	case ForNamedPin, ForBarePin:
 		r.AllowedPaths = rc.Reuse.AllowedPaths
+		r.Labels = &rc.Reuse
 		if p == ForNamedPin && rc.Reuse.AllowPartialPinned {
 			r.Conclusions = []string{"success", "failure", "cancelled"}
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
+	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
@@ -29,6 +30,7 @@ type Reader interface {
 	Compare(ctx context.Context, repo, base, head string) (ghclient.Comparison, error)
 	WorkflowRuns(ctx context.Context, repo string, workflowID int64, branch, event string, max int) ([]*github.WorkflowRun, error)
 	Timeline(ctx context.Context, repo string, n int) ([]ghclient.TimelineEvent, error)
+	LabelEvents(ctx context.Context, repo string, n int) ([]ghclient.LabelEvent, error)
 	PullsWithHead(ctx context.Context, repo, label string) ([]*github.PullRequest, error)
 }
 
@@ -49,6 +51,7 @@ const (
 	RuleHead       = "not-pr-head" // the run's head repository or branch is not the PR's
 	RuleAncestor   = "not-in-head"
 	RuleSkipped    = "sweep-skipped"
+	RuleLabels     = "labels" // the PR's labels make its sweep partial
 )
 
 // Rejection is a run failing a rule. Reason is written for the PR.
@@ -96,6 +99,10 @@ type Rules struct {
 	// Attempt, when set, is the attempt the run must still be at: a re-run
 	// after it replaced what the maintainer saw.
 	Attempt int
+	// Labels, when set, are the label rules the PR must pass, as GitHub
+	// reads its labels now: a full sweep's label and none that make it
+	// partial.
+	Labels *config.Reuse
 }
 
 // Run is a validated run.
@@ -139,6 +146,9 @@ func (v *Validator) Validate(ctx context.Context, rules Rules, pr int, id int64)
 	if err != nil {
 		return Run{}, err
 	}
+	if rej := checkLabels(rules, pr, p); rej != nil {
+		return Run{PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}, rej
+	}
 	got, err := v.check(ctx, rules, p, run)
 	if err != nil {
 		// The PR as read, for a caller that decides for a head: a rule
@@ -155,6 +165,9 @@ func (v *Validator) Newest(ctx context.Context, rules Rules, pr int) (Run, error
 	if err != nil {
 		return Run{}, err
 	}
+	if rej := checkLabels(rules, pr, p); rej != nil {
+		return Run{PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}, rej
+	}
 	wf, err := v.GH.WorkflowID(ctx, rules.Repo, rules.SweepWorkflow)
 	if err != nil {
 		return Run{}, err
@@ -168,6 +181,7 @@ func (v *Validator) Newest(ctx context.Context, rules Rules, pr int) (Run, error
 	})
 	var firstReason string
 	headRepo := p.GetHead().GetRepo().GetID()
+	v = &Validator{GH: &onceLabels{Reader: v.GH}, Reused: v.Reused, Now: v.Now} // one label timeline read for every candidate
 	for _, run := range list {
 		if run.GetStatus() != "completed" || !slices.Contains(allowed(rules.Conclusions), run.GetConclusion()) {
 			continue
@@ -192,6 +206,65 @@ func (v *Validator) Newest(ctx context.Context, rules Rules, pr int) (Run, error
 		reason += " (the newest: " + firstReason + ")"
 	}
 	return Run{}, &Rejection{RuleNoRun, reason + "; pin a run explicitly with `/reuse-sweep-run <run-id>`"}
+}
+
+// checkLabelsAt applies rules.Labels to the labels the PR had when the run
+// was created (from its label timeline): a partial sweep's run stays one
+// after its labels change.
+func (v *Validator) checkLabelsAt(ctx context.Context, rules Rules, p *github.PullRequest, run *github.WorkflowRun) error {
+	evs, err := v.GH.LabelEvents(ctx, rules.Repo, p.GetNumber())
+	if err != nil {
+		return err
+	}
+	made := run.GetCreatedAt().Time
+	on := map[string]bool{}
+	for _, e := range evs {
+		if e.At.After(made) {
+			continue
+		}
+		on[strings.ToLower(e.Label)] = e.Added
+	}
+	var then []string
+	for l, ok := range on {
+		if ok {
+			then = append(then, l)
+		}
+	}
+	slices.Sort(then)
+	vd := rules.Labels.Judge(then, false)
+	if vd.Full() {
+		return nil
+	}
+	if len(vd.Incompatible) > 0 {
+		return &Rejection{RuleLabels, fmt.Sprintf("run %d was made while PR #%d was labelled %s, so it is a partial sweep's run, and a "+
+			"partial sweep's run is not reused (run a full sweep and pin that)", run.GetID(), p.GetNumber(), codeList(vd.Incompatible))}
+	}
+	return &Rejection{RuleLabels, fmt.Sprintf("run %d was made while PR #%d had none of the full-sweep labels (%s), so it is not a full "+
+		"sweep's run, and only a full sweep's run is reused (run a full sweep and pin that)", run.GetID(), p.GetNumber(), orList(vd.FullSweep))}
+}
+
+// onceLabels reads a PR's label timeline once, for several runs checked.
+type onceLabels struct {
+	Reader
+	evs  []ghclient.LabelEvent
+	err  error
+	read bool
+}
+
+func (o *onceLabels) LabelEvents(ctx context.Context, repo string, n int) ([]ghclient.LabelEvent, error) {
+	if !o.read {
+		o.evs, o.err = o.Reader.LabelEvents(ctx, repo, n)
+		o.read = true
+	}
+	return o.evs, o.err
+}
+
+// checkLabels applies rules.Labels to the PR as read (nil: passes).
+func checkLabels(rules Rules, pr int, p *github.PullRequest) *Rejection {
+	if rules.Labels == nil {
+		return nil
+	}
+	return LabelRejection(pr, rules.Labels.Judge(PRLabels(p), p.GetDraft()))
 }
 
 func allowed(c []string) []string {
@@ -260,6 +333,13 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 			return Run{}, err
 		}
 	}
+	if rules.Labels != nil {
+		// The labels now passed (checkLabels); the run's sweep is what the
+		// labels said when it was made.
+		if err := v.checkLabelsAt(ctx, rules, p, run); err != nil {
+			return Run{}, err
+		}
+	}
 	if v.Reused != nil {
 		// A run on a head whose sweep opsbot skipped measured nothing, whatever
 		// artifacts its other jobs uploaded (an aggregate of the reused results).
@@ -281,7 +361,7 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 		head = p.GetHead().GetSHA()
 	}
 	if head != sha && (rules.NewHead != "" || len(rules.AllowedPaths) > 0) {
-		if err := v.checkHead(ctx, rules, id, sha, head); err != nil {
+		if err := v.checkHead(ctx, rules, id, sha, head, base); err != nil {
 			return Run{}, err
 		}
 	}
@@ -293,8 +373,11 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 // checkHead requires the run's commit to be an ancestor of the head being
 // decided (a three-dot compare of a diverged pair shows only the head's
 // side, so a head without the measured change would pass the path guard),
-// then applies the path guard to the commits in between.
-func (v *Validator) checkHead(ctx context.Context, rules Rules, id int64, sha, head string) error {
+// then applies the path guard to the commits in between: a file counts only
+// when the head differs in it from the run's commit and from the default
+// branch base (a second compare), so a merge of the default branch into the
+// PR does not count the default branch's files.
+func (v *Validator) checkHead(ctx context.Context, rules Rules, id int64, sha, head, base string) error {
 	cmp, err := v.GH.Compare(ctx, rules.Repo, sha, head)
 	if errors.Is(err, ghclient.ErrNotFound) {
 		return &Rejection{RuleAncestor, fmt.Sprintf("run %d's commit %s cannot be compared with head %s (force-pushed away?), so whether that head "+
@@ -320,6 +403,21 @@ func (v *Validator) checkHead(ctx context.Context, rules Rules, id int64, sha, h
 		}
 	}
 	if len(outside) > 0 {
+		own, err := v.prOwnFiles(ctx, rules.Repo, base, head)
+		if err != nil {
+			return err
+		}
+		if own != nil {
+			kept := outside[:0]
+			for _, f := range outside {
+				if own[f] {
+					kept = append(kept, f)
+				}
+			}
+			outside = kept
+		}
+	}
+	if len(outside) > 0 {
 		more := ""
 		if len(outside) > 3 {
 			more = fmt.Sprintf(" and %d more", len(outside)-3)
@@ -329,6 +427,28 @@ func (v *Validator) checkHead(ctx context.Context, rules Rules, id int64, sha, h
 			id, codeList(outside), more, codeList(rules.AllowedPaths))}
 	}
 	return nil
+}
+
+// prOwnFiles are the files in which head differs from the default branch
+// base (a three-dot compare: the PR's own changes, not the default branch's
+// merged into it), or nil when GitHub could not list them all, so that every
+// file counts.
+func (v *Validator) prOwnFiles(ctx context.Context, repo, base, head string) (map[string]bool, error) {
+	cmp, err := v.GH.Compare(ctx, repo, base, head)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !cmp.FilesComplete {
+		return nil, nil
+	}
+	own := make(map[string]bool, len(cmp.Files))
+	for _, f := range cmp.Files {
+		own[f] = true
+	}
+	return own, nil
 }
 
 // defaultBranch is the branch a PR must be based on: the configured

@@ -283,6 +283,8 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 			res.outcome = "unknown_pr"
 		case ans.NotHead:
 			res.outcome = "not_head"
+		case ans.NotGated:
+			res.outcome = "not_gated"
 		case ans.Event == "push" && ans.ReuseEnabled:
 			res.outcome = "reuse"
 		case ans.Event == "push":
@@ -297,7 +299,7 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 }
 
 // AskOutcomes are every outcome a gate ask is counted under.
-var AskOutcomes = []string{"skip", "sweep", "not_head", "unknown_pr", "reuse", "no_reuse", "bad_request", "unknown_repo",
+var AskOutcomes = []string{"skip", "sweep", "not_head", "not_gated", "unknown_pr", "reuse", "no_reuse", "bad_request", "unknown_repo",
 	"unauthorized", "forbidden", "rate_limited", "unavailable", "error"}
 
 // ReloadResult is what a configuration reload did.

@@ -49,6 +49,7 @@ const (
 // Reason codes.
 const (
 	ReasonNotGateAction    = record.ReasonNotGateAction
+	ReasonNotGated         = record.ReasonNotGated
 	ReasonNoPin            = record.ReasonNoPin
 	ReasonNoPinWhenDecided = record.ReasonNoPinWhenDecided
 	ReasonRecorded         = record.ReasonRecorded

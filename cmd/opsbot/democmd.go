@@ -340,8 +340,9 @@ func (d *demo) push(name string) error {
 		"action": "synchronize",
 		"number": demoPR,
 		"pull_request": map[string]any{"number": demoPR, "state": "open", "title": "Tune Kimi K2 on MI355X",
-			"user": map[string]any{"login": "author", "id": 5000, "type": "User"},
-			"head": map[string]any{"sha": demoSHA(name), "ref": "kimi-tune"}},
+			"user":   map[string]any{"login": "author", "id": 5000, "type": "User"},
+			"head":   map[string]any{"sha": demoSHA(name), "ref": "kimi-tune"},
+			"labels": []any{map[string]any{"name": "full-sweep-enabled"}}, "draft": false},
 		"repository": map[string]any{"full_name": demoRepo},
 		"sender":     map[string]any{"login": "author", "id": 5000, "type": "User"},
 	})

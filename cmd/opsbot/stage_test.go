@@ -186,9 +186,10 @@ func TestStageSharedSlot(t *testing.T) {
 func TestStageRequiredLabels(t *testing.T) {
 	t.Parallel()
 	w := stageWorld(t, "      required_labels: [\"full-sweep-fail-fast\", \"full-sweep-enabled\"]\n")
+	w.gh.Repo(theRepo).PRs[thePR].Labels = nil // created without labels
 	w.comment(maintainer, "/stage-results 31147925932")
 	mustContain(t, "no label", w.lastReply(), "none of the labels")
-	w.gh.Repo(theRepo).PRs[thePR].Labels = []string{"full-sweep-enabled"}
+	w.gh.Repo(theRepo).PRs[thePR].Labels = []string{"full-sweep-enabled"} // as if it had been there from the start
 	w.comment(maintainer, "/stage-results 31147925932")
 	mustContain(t, "label", w.lastReply(), "staging run [31147925932]")
 }

@@ -260,7 +260,20 @@ func (w *world) syncPayload(head string) map[string]any {
 	setPath(p, "pull_request.number", thePR)
 	setPath(p, "pull_request.head.sha", head)
 	setPath(p, "pull_request.head.ref", "kimi-tune")
+	w.setLabels(p)
 	return p
+}
+
+// setLabels gives a pull_request payload the PR's labels and draft flag
+// as the fake GitHub has them, as GitHub's webhooks carry them.
+func (w *world) setLabels(p map[string]any) {
+	labels, draft := w.gh.PRLabels(theRepo, thePR)
+	list := []any{}
+	for _, l := range labels {
+		list = append(list, map[string]any{"name": l})
+	}
+	setPath(p, "pull_request.labels", list)
+	setPath(p, "pull_request.draft", draft)
 }
 
 func (w *world) sendSync(head, id string) string {
@@ -287,6 +300,7 @@ func (w *world) close(merged bool, merge string) {
 	setPath(p, "pull_request.merge_commit_sha", mergeSHA)
 	setPath(p, "pull_request.head.ref", "kimi-tune")
 	setPath(p, "pull_request.head.sha", w.gh.PRHead(theRepo, thePR))
+	w.setLabels(p)
 	w.send("pull_request", p)
 }
 

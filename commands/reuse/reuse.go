@@ -320,6 +320,26 @@ func help(rc *config.Repo) commands.Help {
 	} else {
 		h.Settings = append(h.Settings, "no protected paths: a run made by a workflow this PR changed may be used")
 	}
+	full, partial := rc.Reuse.FullSweepLabels, rc.Reuse.IncompatibleLabels
+	switch {
+	case len(full) > 0 && len(partial) > 0:
+		h.Settings = append(h.Settings, "a run is reused only from a PR labelled one of "+mdtext.CodeList(full)+" (a full sweep) and none of "+
+			mdtext.CodeList(partial)+" (a partial sweep): another PR cannot pin a run, and its merge reuses nothing")
+	case len(full) > 0:
+		h.Settings = append(h.Settings, "a run is reused only from a PR labelled one of "+mdtext.CodeList(full)+
+			" (a full sweep): another PR cannot pin a run, and its merge reuses nothing")
+	case len(partial) > 0:
+		h.Settings = append(h.Settings, "a run is never reused from a PR labelled "+mdtext.CodeList(partial)+
+			" (a partial sweep): such a PR cannot pin a run, and its merge reuses nothing")
+	default:
+		h.Settings = append(h.Settings, "no label rule: a run of any PR may be reused")
+	}
+	if len(full) > 0 || len(partial) > 0 {
+		h.Settings = append(h.Settings, "a push of a draft, or of a PR these labels exclude, is not gated: opsbot decides nothing for it, "+
+			"and a pin waits for the next gated push")
+	} else {
+		h.Settings = append(h.Settings, "a push of a draft is not gated: opsbot decides nothing for it, and a pin waits for the next gated push")
+	}
 	if len(rc.GateActions) > 0 {
 		h.Settings = append(h.Settings, "the sweep is decided on `pull_request` "+mdtext.CodeList(rc.GateActions))
 	}

@@ -87,7 +87,11 @@ type PR struct {
 	State    string   // open, closed
 	Merged   bool
 	MergeSHA string
-	Labels   []string
+	// Labels are the PR's labels now: the default ones since its creation,
+	// then LabelHistory's changes (SetLabels), which its timeline lists.
+	Labels       []string
+	LabelHistory []LabelChange
+	Draft        bool
 	// HeadRepoID and HeadRepo are the repository the head branch is in
 	// (a fork's); 0 and "" mean the base repository.
 	HeadRepoID int64
@@ -96,6 +100,13 @@ type PR struct {
 	// none); States are the closes and reopens, oldest first (the timeline).
 	ClosedAt, UpdatedAt time.Time
 	States              []StateEvent
+}
+
+// LabelChange is a label added to or removed from a PR, at a time.
+type LabelChange struct {
+	Label string
+	Added bool
+	At    time.Time
 }
 
 // StateEvent is a PR closed, reopened or retargeted, as its timeline shows it.

@@ -150,9 +150,28 @@ func (f *Fake) timeline(w http.ResponseWriter, r *http.Request, repo *Repo) (int
 		return http.StatusNotFound, notFound()
 	}
 	out := []map[string]any{}
-	for _, l := range p.Labels {
+	// The labels it was created with: today's, less those added since, plus
+	// those removed since (walking the history back).
+	initial := append([]string(nil), p.Labels...)
+	for i := len(p.LabelHistory) - 1; i >= 0; i-- {
+		c := p.LabelHistory[i]
+		if c.Added {
+			initial = slices.DeleteFunc(initial, func(l string) bool { return l == c.Label })
+		} else {
+			initial = append(initial, c.Label)
+		}
+	}
+	for _, l := range initial {
 		out = append(out, map[string]any{"event": "labeled", "label": map[string]string{"name": l},
 			"created_at": time.Unix(0, 0).UTC().Format(time.RFC3339)})
+	}
+	for _, c := range p.LabelHistory {
+		ev := "unlabeled"
+		if c.Added {
+			ev = "labeled"
+		}
+		out = append(out, map[string]any{"event": ev, "label": map[string]string{"name": c.Label},
+			"created_at": c.At.UTC().Format(time.RFC3339)})
 	}
 	for _, e := range p.States {
 		out = append(out, map[string]any{"event": e.Event, "created_at": e.At.UTC().Format(time.RFC3339)})

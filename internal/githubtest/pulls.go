@@ -43,6 +43,7 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 	for _, l := range p.Labels {
 		out.Labels = append(out.Labels, &github.Label{Name: github.String(l)})
 	}
+	out.Draft = github.Bool(p.Draft)
 	return out
 }
 
@@ -141,6 +142,9 @@ func (f *Fake) compare(w http.ResponseWriter, r *http.Request, repo *Repo) (int,
 	}
 	files := map[string]bool{}
 	for _, c := range between {
+		if base == repo.DefaultBranch && repo.fromDefault[c] {
+			continue // the default branch's own changes, merged in: the same on both sides
+		}
 		for _, fl := range repo.files[c] {
 			files[fl] = true
 		}

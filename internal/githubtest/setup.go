@@ -19,6 +19,7 @@ type Repo struct {
 	Roles         map[string]string   // login -> role_name
 	parents       map[string]string   // commit -> parent
 	files         map[string][]string // commit -> files it touched
+	fromDefault   map[string]bool     // merges of the default branch: their files are the default branch's
 }
 
 // AddUser registers an account. kind is "User" or "Bot". Adding a login
@@ -40,7 +41,7 @@ func (f *Fake) AddRepo(fullName string, workflowFile string, workflowID int64) *
 	owner, name, _ := strings.Cut(fullName, "/")
 	r := &Repo{Owner: owner, Name: name, ID: int64(len(f.repos) + 100), DefaultBranch: "main",
 		Workflows: map[string]int64{workflowFile: workflowID}, Runs: map[int64]*Run{}, PRs: map[int]*PR{},
-		Roles: map[string]string{}, parents: map[string]string{}, files: map[string][]string{}}
+		Roles: map[string]string{}, parents: map[string]string{}, files: map[string][]string{}, fromDefault: map[string]bool{}}
 	f.repos[strings.ToLower(fullName)] = r
 	return r
 }
@@ -69,14 +70,19 @@ func (f *Fake) AddTeamMember(team, login string) {
 	f.teams[strings.ToLower(team)][strings.ToLower(login)] = true
 }
 
+// DefaultLabels are the labels AddPR gives a PR: a full sweep's, as the
+// served repository's PRs whose sweeps are reused carry.
+var DefaultLabels = []string{"full-sweep-enabled"}
+
 // AddPR opens a PR whose commits follow base in order; files[i] are the
-// files commit i touched (may be shorter than commits).
+// files commit i touched (may be shorter than commits). It carries
+// DefaultLabels (SetLabels changes them).
 func (f *Fake) AddPR(repo string, number int, author, branch, base string, commits []string, files ...[]string) *PR {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.repos[strings.ToLower(repo)]
 	p := &PR{Number: number, Title: fmt.Sprintf("PR %d", number), Author: author, Branch: branch, BaseSHA: base,
-		Commits: append([]string(nil), commits...), State: "open"}
+		Commits: append([]string(nil), commits...), State: "open", Labels: append([]string(nil), DefaultLabels...)}
 	r.PRs[number] = p
 	r.chain(base, commits, files)
 	return p
@@ -90,6 +96,20 @@ func (f *Fake) Push(repo string, number int, commits []string, files ...[]string
 	p := r.PRs[number]
 	r.chain(p.Head(), commits, files)
 	p.Commits = append(p.Commits, commits...)
+}
+
+// MergeDefault pushes commit to a PR: a merge of the default branch into it,
+// bringing files the default branch changed. A three-dot compare from the
+// default branch leaves those files out, as GitHub's does (they are the
+// same on both sides); a compare from an older commit of the PR lists them.
+func (f *Fake) MergeDefault(repo string, number int, commit string, files ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repos[strings.ToLower(repo)]
+	p := r.PRs[number]
+	r.chain(p.Head(), []string{commit}, [][]string{files})
+	r.fromDefault[commit] = true
+	p.Commits = append(p.Commits, commit)
 }
 
 // ForcePush replaces a PR's commits (a rebase): the old ones leave the PR.
@@ -117,6 +137,60 @@ func (f *Fake) FromFork(repo string, number int, forkID int64, fork string) {
 	defer f.mu.Unlock()
 	p := f.repos[strings.ToLower(repo)].PRs[number]
 	p.HeadRepoID, p.HeadRepo = forkID, fork
+}
+
+// SetLabels replaces a PR's labels now: the timeline gains a labeled or
+// unlabeled event for each change.
+func (f *Fake) SetLabels(repo string, number int, labels ...string) {
+	f.SetLabelsAt(repo, number, f.clock(), labels...)
+}
+
+// SetLabelsAt replaces a PR's labels as of at (the timeline's events are
+// dated at).
+func (f *Fake) SetLabelsAt(repo string, number int, at time.Time, labels ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.repos[strings.ToLower(repo)].PRs[number]
+	has := func(list []string, l string) bool {
+		for _, x := range list {
+			if x == l {
+				return true
+			}
+		}
+		return false
+	}
+	for _, l := range p.Labels {
+		if !has(labels, l) {
+			p.LabelHistory = append(p.LabelHistory, LabelChange{Label: l, At: at})
+		}
+	}
+	for _, l := range labels {
+		if !has(p.Labels, l) {
+			p.LabelHistory = append(p.LabelHistory, LabelChange{Label: l, Added: true, At: at})
+		}
+	}
+	p.Labels = append([]string(nil), labels...)
+}
+
+func (f *Fake) clock() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now()
+}
+
+// SetDraft makes a PR a draft, or ready for review.
+func (f *Fake) SetDraft(repo string, number int, draft bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(repo)].PRs[number].Draft = draft
+}
+
+// PRLabels returns a PR's labels and draft flag.
+func (f *Fake) PRLabels(repo string, number int) ([]string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.repos[strings.ToLower(repo)].PRs[number]
+	return append([]string(nil), p.Labels...), p.Draft
 }
 
 // PRHead is a PR's head commit now.

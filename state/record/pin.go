@@ -95,6 +95,22 @@ type PRInfo struct {
 	// HeadAt is the PR's updated_at in the event that set HeadSHA: an event
 	// stamped earlier (a late delivery) does not move the head back.
 	HeadAt time.Time `json:"head_at,omitzero"`
+	// Labels and Draft are the PR's labels and draft flag as the newest
+	// pull_request webhook (by LabelsAt, its updated_at) carried them;
+	// LabelsKnown is false for a PR recorded before opsbot kept them (then
+	// GitHub is read).
+	Labels      []string  `json:"labels,omitempty"`
+	Draft       bool      `json:"draft,omitempty"`
+	LabelsKnown bool      `json:"labels_known,omitempty"`
+	LabelsAt    time.Time `json:"labels_at,omitzero"`
+	// NotGatedHead is the last head answered not gated (a draft, its
+	// labels), for NotGatedWhy: it stays so, and is never decided.
+	NotGatedHead string `json:"not_gated_head,omitempty"`
+	NotGatedWhy  string `json:"not_gated_why,omitempty"`
+	// NotGatedSaid is the pin and reason opsbot last told the PR of, that a
+	// push was not gated while the pin waited: said once until a gated push,
+	// another pin or another reason.
+	NotGatedSaid string `json:"not_gated_said,omitempty"`
 }
 
 // PinState is where a pin is in its lifecycle. A pin is created active and

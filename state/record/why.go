@@ -6,6 +6,7 @@ type ReasonCode string
 // Reason codes, as stored.
 const (
 	ReasonNotGateAction    ReasonCode = "not_gate_action"     // Action is not one of GateActions
+	ReasonNotGated         ReasonCode = "not_gated"           // the workflow does not gate the PR's pushes (Detail: draft, its labels); nothing decided
 	ReasonNoPin            ReasonCode = "no_pin"              // no active pin
 	ReasonNoPinWhenDecided ReasonCode = "no_pin_when_decided" // a pin came while the head was decided
 	ReasonPinnedAtHead     ReasonCode = "pinned_at_head"      // the pin was taken on this head: it covers the next
