@@ -308,6 +308,9 @@ type ReloadResult struct {
 	Problems []string `json:"problems,omitempty"`
 	// Restart names settings that changed but take effect at the next start.
 	Restart []string `json:"restart_needed_for,omitempty"`
+	// ExpiredPins counts the active pins of the repositories the reload
+	// removed, expired (audited) so none covers a later push.
+	ExpiredPins int `json:"expired_pins,omitempty"`
 }
 
 func (a *API) reload(w http.ResponseWriter, r *http.Request) {

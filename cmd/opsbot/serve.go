@@ -260,6 +260,10 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		}
 	}()
 
+	if err := expireUnservedPins(store, cfg, log); err != nil {
+		return nil, err
+	}
+
 	m = metrics.New(func() (int, time.Time, int, error) {
 		st, err := store.InboxStats()
 		return st.Depth, st.Oldest, st.DeadLetter, err
@@ -463,9 +467,15 @@ func (a *app) reload() server.ReloadResult {
 	}
 	a.overrides(next)
 	res.Restart = config.RestartOnly(a.cfg, next)
+	prev := a.live.Get()
 	a.live.Swap(next)
 	res.Applied = true
 	a.log.Info("configuration reloaded", "file", a.file, "repos", len(next.Repos), "restart_needed_for", res.Restart)
+	for _, r := range prev.Repos {
+		if _, ok := next.Repo(r.Name); !ok {
+			res.ExpiredPins += expireRemovedRepo(a.store, r.Name, "its repository was removed from opsbot's configuration (a reload of "+a.file+")", a.log)
+		}
+	}
 	for _, w := range next.Warnings() {
 		a.log.Warn(w)
 	}
@@ -633,4 +643,44 @@ func reconcileEvery(ctx context.Context, rec *reconcile.Reconciler, cfg *config.
 			cancel()
 		}
 	}
+}
+
+// expireRemovedRepo expires the active pins of a repository opsbot no
+// longer serves (audited with why), so that none of them covers a push
+// made after it is served again. It returns how many it expired; a
+// failure is logged (the pins are expired at the next start).
+func expireRemovedRepo(store *state.Store, repo, why string, log *slog.Logger) int {
+	pins, err := store.ExpireRepoPins(repo, why)
+	if err != nil {
+		log.Error("could not expire the pins of a repository no longer served; they are expired at the next start",
+			"repo", repo, "err", err)
+		return 0
+	}
+	for _, p := range pins {
+		log.Info("pin expired: its repository is no longer served", "repo", p.Repo, "pr", p.PR, "pin", p.ID, "run", p.RunID)
+	}
+	return len(pins)
+}
+
+// expireUnservedPins expires, at start, the active pins of repositories the
+// configuration no longer lists (removed while opsbot was stopped), as a
+// reload that removes one does.
+func expireUnservedPins(store *state.Store, cfg *config.Config, log *slog.Logger) error {
+	repos, err := store.ReposWithActivePins()
+	if err != nil {
+		return fmt.Errorf("reading the repositories with active pins: %w", err)
+	}
+	for _, repo := range repos {
+		if _, ok := cfg.Repo(repo); ok {
+			continue
+		}
+		pins, err := store.ExpireRepoPins(repo, "its repository is not in opsbot's configuration (found at start)")
+		if err != nil {
+			return fmt.Errorf("expiring the pins of %s, which the configuration no longer lists: %w", repo, err)
+		}
+		for _, p := range pins {
+			log.Info("pin expired: its repository is no longer served", "repo", p.Repo, "pr", p.PR, "pin", p.ID, "run", p.RunID)
+		}
+	}
+	return nil
 }
