@@ -24,6 +24,11 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
+// ErrNotReady is what the gate and reconcile say while opsbot cannot
+// process anything yet (it is learning its own GitHub account): answered
+// 503, with why, so a workflow sweeps or asks again.
+var ErrNotReady = errors.New("opsbot is not ready")
+
 // GateAnswerer answers the workflow's asks.
 type GateAnswerer interface {
 	Answer(ctx context.Context, r gate.Request) (gate.Answer, error)
@@ -270,7 +275,7 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 	switch {
 	case errors.Is(err, gate.ErrBadAsk):
 		res.code, res.outcome, res.msg = http.StatusBadRequest, "bad_request", err.Error()
-	case errors.Is(err, gate.ErrBusy):
+	case errors.Is(err, gate.ErrBusy), errors.Is(err, ErrNotReady):
 		res.code, res.outcome, res.msg = http.StatusServiceUnavailable, "unavailable", err.Error()
 	case errors.Is(err, gate.ErrUnknownRepo):
 		res.code, res.outcome, res.msg = http.StatusNotFound, "unknown_repo", err.Error()
@@ -535,6 +540,11 @@ func (a *API) reconcile(w http.ResponseWriter, r *http.Request) {
 	}
 	if errors.Is(err, reconcile.ErrReplayTooOld) {
 		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+		return
+	}
+	if errors.Is(err, ErrNotReady) {
+		w.Header().Set("Retry-After", "30")
+		writeJSON(w, http.StatusServiceUnavailable, apiError{"reconcile not run: " + err.Error()})
 		return
 	}
 	if err != nil {
