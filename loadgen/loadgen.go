@@ -307,6 +307,9 @@ repos:
 		return nil, errors.New("the server did not start")
 	}
 	go io.Copy(io.Discard, out)
+	if err := waitReady(ctx, s.url, 30*time.Second); err != nil {
+		return nil, err
+	}
 	s.pid = cmd.Process.Pid
 	fmt.Fprintf(opt.Log, "server pid %d on %s, up in %s\n", s.pid, s.url, time.Since(began).Round(time.Millisecond))
 	return s, nil
@@ -821,4 +824,30 @@ func selfCPUSeconds() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// waitReady polls the server's /readyz until it is ready (it knows its own
+// GitHub account and processes deliveries), or within passes.
+func waitReady(ctx context.Context, url string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the server at %s was not ready within %s (see its /readyz)", url, within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

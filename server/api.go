@@ -24,6 +24,11 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
+// ErrNotReady is what the gate and reconcile say while opsbot cannot
+// process anything yet (it is learning its own GitHub account): answered
+// 503, with why, so a workflow sweeps or asks again.
+var ErrNotReady = errors.New("opsbot is not ready")
+
 // GateAnswerer answers the workflow's asks.
 type GateAnswerer interface {
 	Answer(ctx context.Context, r gate.Request) (gate.Answer, error)
@@ -270,7 +275,7 @@ func (a *API) askGate(w http.ResponseWriter, r *http.Request) gateResult {
 	switch {
 	case errors.Is(err, gate.ErrBadAsk):
 		res.code, res.outcome, res.msg = http.StatusBadRequest, "bad_request", err.Error()
-	case errors.Is(err, gate.ErrBusy):
+	case errors.Is(err, gate.ErrBusy), errors.Is(err, ErrNotReady):
 		res.code, res.outcome, res.msg = http.StatusServiceUnavailable, "unavailable", err.Error()
 	case errors.Is(err, gate.ErrUnknownRepo):
 		res.code, res.outcome, res.msg = http.StatusNotFound, "unknown_repo", err.Error()
@@ -310,6 +315,9 @@ type ReloadResult struct {
 	Problems []string `json:"problems,omitempty"`
 	// Restart names settings that changed but take effect at the next start.
 	Restart []string `json:"restart_needed_for,omitempty"`
+	// ExpiredPins counts the active pins of the repositories the reload
+	// removed, expired (audited) so none covers a later push.
+	ExpiredPins int `json:"expired_pins,omitempty"`
 }
 
 func (a *API) reload(w http.ResponseWriter, r *http.Request) {
@@ -534,6 +542,11 @@ func (a *API) reconcile(w http.ResponseWriter, r *http.Request) {
 	}
 	if errors.Is(err, reconcile.ErrReplayTooOld) {
 		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+		return
+	}
+	if errors.Is(err, ErrNotReady) {
+		w.Header().Set("Retry-After", "30")
+		writeJSON(w, http.StatusServiceUnavailable, apiError{"reconcile not run: " + err.Error()})
 		return
 	}
 	if err != nil {

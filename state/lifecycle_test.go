@@ -127,3 +127,57 @@ func TestGrantSupersedesAndAuditsEachChange(t *testing.T) {
 		}
 	}
 }
+
+// ExpireRepoPins expires every active pin of one repository (every PR,
+// audited with the reason) and nothing of a repository whose name it
+// prefixes; ReposWithActivePins finds the repositories that hold one.
+func TestExpireRepoPins(t *testing.T) {
+	s := openTest(t, nil)
+	grant := func(repo string, pr int, run int64) {
+		t.Helper()
+		if err := s.Update(func(tx *Tx) error {
+			_, err := tx.Grant(&Pin{Repo: repo, PR: pr, RunID: run, ActorID: 7, ActorLogin: "maintainer"}, PinChange{ActorID: 7})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant("O/R", 1, 10)
+	grant("O/R", 2, 20)
+	grant("o/r2", 1, 30)
+	repos, err := s.ReposWithActivePins()
+	if err != nil || len(repos) != 2 || repos[0] != "o/r" || repos[1] != "o/r2" {
+		t.Fatalf("ReposWithActivePins = %q, %v; want [o/r o/r2]", repos, err)
+	}
+	pins, err := s.ExpireRepoPins("o/r", "removed")
+	if err != nil || len(pins) != 2 || pins[0].State != PinExpired || pins[1].State != PinExpired {
+		t.Fatalf("ExpireRepoPins = %+v, %v; want both o/r pins expired", pins, err)
+	}
+	for pr := 1; pr <= 2; pr++ {
+		if p, err := s.ActivePin("o/r", pr); err != nil || p != nil {
+			t.Fatalf("o/r#%d still has %+v, %v", pr, p, err)
+		}
+	}
+	if p, err := s.ActivePin("o/r2", 1); err != nil || p == nil {
+		t.Fatalf("o/r2#1 lost its pin: %+v, %v", p, err)
+	}
+	recs, _, err := s.Audit(AuditQuery{Repo: "o/r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := 0
+	for _, r := range recs {
+		if r.Kind == "pin" && r.Outcome == string(PinExpired) && r.Reason == "removed" {
+			expired++
+		}
+	}
+	if expired != 2 {
+		t.Fatalf("audited %d expiries, want 2: %+v", expired, recs)
+	}
+	if pins, err := s.ExpireRepoPins("o/r", "again"); err != nil || len(pins) != 0 {
+		t.Fatalf("expiring again = %+v, %v; want nothing", pins, err)
+	}
+	if repos, err := s.ReposWithActivePins(); err != nil || len(repos) != 1 || repos[0] != "o/r2" {
+		t.Fatalf("ReposWithActivePins after = %q, %v", repos, err)
+	}
+}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/binary"
 	"encoding/json"
 
 	bolt "go.etcd.io/bbolt"
@@ -92,4 +93,64 @@ func (s *Store) ActivePin(repo string, pr int) (*Pin, error) {
 		return err
 	})
 	return p, err
+}
+
+// ExpireRepoPins expires every active pin of a repository, each audited
+// with why, in one transaction, and returns the pins expired. opsbot calls
+// it for a repository no longer in its configuration: a pin kept while
+// nothing watched the repository's pushes would cover whatever push came
+// first once the repository was served again, not the one it was given for.
+func (s *Store) ExpireRepoPins(repo, why string) ([]Pin, error) {
+	var out []Pin
+	err := s.Update(func(t *Tx) error {
+		out = out[:0] // the write may run again with its group
+		rb := t.tx.Bucket(bPRs).Bucket(repoKey(repo))
+		if rb == nil {
+			return nil
+		}
+		var prs []int
+		if err := rb.ForEachBucket(func(k []byte) error {
+			if len(k) == 8 && rb.Bucket(k).Get(kActive) != nil {
+				prs = append(prs, int(binary.BigEndian.Uint64(k)))
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, pr := range prs {
+			p, err := activePin(t.tx, repo, pr)
+			if err != nil {
+				return err
+			}
+			if p == nil {
+				continue
+			}
+			if err := t.Transition(p, PinExpired, PinChange{Reason: why}); err != nil {
+				return err
+			}
+			out = append(out, *p)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ReposWithActivePins lists the repositories (as the store keys them:
+// lower-case) that hold an active pin on some PR.
+func (s *Store) ReposWithActivePins() ([]string, error) {
+	var out []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bPRs).ForEachBucket(func(rk []byte) error {
+			rb := tx.Bucket(bPRs).Bucket(rk)
+			return rb.ForEachBucket(func(k []byte) error {
+				if len(k) == 8 && rb.Bucket(k).Get(kActive) != nil {
+					if len(out) == 0 || out[len(out)-1] != string(rk) {
+						out = append(out, string(rk))
+					}
+				}
+				return nil
+			})
+		})
+	})
+	return out, err
 }

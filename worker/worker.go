@@ -138,22 +138,33 @@ func New(store Store, h Handler, log *slog.Logger, opt Options) *Pool {
 	return p
 }
 
-// Start queues every delivery left in the inbox (after a crash or a stop)
-// and starts the workers on ctx, the server's lifetime context.
+// Start queues every delivery in the inbox (left by a crash or a stop, or
+// stored while the pool was not started) and starts the workers on ctx,
+// the server's lifetime context. Deliveries enqueued while Start loads the
+// inbox are queued once.
 func (p *Pool) Start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return errors.New("worker: the pool is stopped")
+	}
+	// From here Enqueue queues; whatever was stored before is in the inbox
+	// read below.
+	p.started = true
+	p.mu.Unlock()
 	pending, err := p.store.Pending()
 	if err != nil {
+		p.mu.Lock()
+		p.started = false
+		p.mu.Unlock()
 		return fmt.Errorf("loading the inbox: %w", err)
 	}
 	for _, d := range pending {
-		p.Enqueue(d)
+		p.enqueue(d, true)
 	}
 	if len(pending) > 0 {
 		p.log.Info("resuming deliveries left in the inbox", "count", len(pending))
 	}
-	p.mu.Lock()
-	p.started = true
-	p.mu.Unlock()
 	for i := 0; i < p.opt.Workers; i++ {
 		p.wg.Add(1)
 		go p.run(ctx)
@@ -161,14 +172,25 @@ func (p *Pool) Start(ctx context.Context) error {
 	return nil
 }
 
-// Enqueue schedules a stored delivery.
-func (p *Pool) Enqueue(d *state.Delivery) {
+// Enqueue schedules a stored delivery. Before Start (opsbot waiting to
+// learn its own account) and after Stop it does nothing: the delivery
+// stays in the inbox, and Start loads it.
+func (p *Pool) Enqueue(d *state.Delivery) { p.enqueue(d, false) }
+
+func (p *Pool) enqueue(d *state.Delivery, once bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || !p.started {
 		return // it stays in the inbox and is picked up at the next start
 	}
 	k := d.Key()
+	if once {
+		for _, it := range p.queues[k] {
+			if it.seq == d.Seq {
+				return // enqueued as it was stored, while Start read the inbox
+			}
+		}
+	}
 	it := &item{seq: d.Seq, event: d.Event}
 	if d.NoCommands && d.ID != "" {
 		h := *d

@@ -264,3 +264,39 @@ func TestStalePlanIsDecidedAgainAtOnce(t *testing.T) {
 		t.Fatalf("dead letters %+v after %d decisions; want stale-forever after %d", dead, handled["stale-forever"], 2*(MaxReplans+1))
 	}
 }
+
+// Deliveries stored before the pool starts (opsbot waiting to learn its own
+// account) are not queued in memory: they wait in the inbox, and Start
+// processes each once, also one enqueued again while Start reads the inbox.
+func TestEnqueueBeforeStartWaitsInTheInbox(t *testing.T) {
+	s := newStore(t)
+	var mu sync.Mutex
+	handled := map[string]int{}
+	h := handlerFunc(func(ctx context.Context, d *state.Delivery) (string, state.Write, error) {
+		mu.Lock()
+		handled[d.ID]++
+		mu.Unlock()
+		return "ok", nil, nil
+	})
+	p := New(s, h, quiet, Options{Workers: 2})
+	a := add(t, s, p, "before-1", 1)
+	add(t, s, p, "before-2", 2)
+	if p.Depth() != 0 || p.Running() {
+		t.Fatalf("before Start: depth %d, running %v; want nothing queued in memory", p.Depth(), p.Running())
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	p.Enqueue(a) // the server's enqueue of a delivery Start also read
+	add(t, s, p, "after", 1)
+	p.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if handled["before-1"] != 1 || handled["before-2"] != 1 || handled["after"] != 1 {
+		t.Fatalf("handled %v, want each delivery once", handled)
+	}
+	if pend, _ := s.Pending(); len(pend) != 0 {
+		t.Fatalf("%d still pending", len(pend))
+	}
+}

@@ -68,8 +68,25 @@ func testEnv(extra map[string]string) func(string) string {
 	}
 }
 
-// startServer runs `opsbot serve` in-process and waits for /healthz.
+// startServer runs `opsbot serve` in-process and waits until it is ready
+// (/readyz: it knows its own GitHub account and its workers run).
 func startServer(t *testing.T, configPath string, getenv func(string) string, args ...string) *testServer {
+	t.Helper()
+	ts := startServing(t, configPath, getenv, args...)
+	testkit.Eventually(t, "the server is ready", func() bool {
+		resp, err := http.Get(ts.URL + "/readyz")
+		if err != nil {
+			t.Fatalf("/readyz: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return ts
+}
+
+// startServing runs `opsbot serve` in-process and waits for /healthz only:
+// the server takes webhooks, and may not be ready to process them.
+func startServing(t *testing.T, configPath string, getenv func(string) string, args ...string) *testServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()

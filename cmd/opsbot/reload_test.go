@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/signal"
@@ -74,4 +75,57 @@ func TestConfigReload(t *testing.T) {
 func r2s(v any) string {
 	b, _ := json.Marshal(v)
 	return strings.ReplaceAll(strings.ReplaceAll(string(b), `"`, ""), ",", " ")
+}
+
+// A repository removed from the configuration (by a reload, or while opsbot
+// was stopped) and added back does not keep its active pins: they are
+// expired when it is removed, audited with why, and the push after it is
+// served again sweeps instead of reusing a run pinned for an earlier push.
+func TestRemovedRepositoryExpiresItsPins(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"reload", "restart"} {
+		t.Run(how, func(t *testing.T) {
+			w := newWorld(t, "")
+			path := filepath.Join(w.dir, "opsbot.yaml")
+			orig, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.comment(maintainer, "/reuse-sweep-run 31147925932")
+			mustContain(t, "the pin", w.lastReply(), "pinned run")
+			without := strings.Replace(string(orig), theRepo, "octo-org/elsewhere", 1)
+			switch how {
+			case "reload":
+				for i, cfg := range []string{without, string(orig)} {
+					if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					r := w.call(http.MethodPost, "/api/v1/reload", apiToken, "", "")
+					var body map[string]any
+					json.Unmarshal([]byte(r.body), &body)
+					if want := []any{float64(1), nil}[i]; r.code != http.StatusOK || body["expired_pins"] != want {
+						t.Fatalf("reload %d: %d %v, want expired_pins %v", i, r.code, body, want)
+					}
+				}
+			case "restart":
+				w.restart(func(string) string { return without })
+				w.restart(func(string) string { return string(orig) })
+			}
+			w.push("c2")
+			if got := w.statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "sweep") {
+				t.Fatalf("the first push after the repository is served again = %+v, want a sweep", got)
+			}
+			var expired []string
+			for _, r := range w.audit() {
+				if r["kind"] == "pin" && r["outcome"] == "expired" {
+					expired = append(expired, fmt.Sprint(r["reason"]))
+				}
+			}
+			want := map[string]string{"reload": "its repository was removed from opsbot's configuration (a reload of " + path + ")",
+				"restart": "its repository is not in opsbot's configuration (found at start)"}[how]
+			if len(expired) != 1 || expired[0] != want {
+				t.Fatalf("audited expiries %q, want one saying %q", expired, want)
+			}
+		})
+	}
 }

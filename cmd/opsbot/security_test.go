@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
-	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // The end-to-end tests of docs/security.md's threat model that concern
@@ -103,30 +101,6 @@ func TestNeverRunsACommandItWrote(t *testing.T) {
 	if n := w.gh.Count("GET /user"); n < 1 {
 		t.Fatalf("GET /user asked %d times", n)
 	}
-}
-
-// Without knowing its own account opsbot does not start, and says why; in a
-// dry run without credentials it starts.
-func TestDoesNotStartWithoutKnowingItself(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, "")
-	w.srv.Stop(t)
-	w.gh.Inject("GET /user", githubtest.Fault{Status: 401, Body: `{"message":"Bad credentials"}`})
-	var stdout, stderr testkit.SyncBuffer
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second) // a server that starts anyway returns nil at this deadline
-	defer cancel()
-	err := run(ctx, []string{"serve", "--config", filepath.Join(w.dir, "opsbot.yaml")}, w.env, strings.NewReader(""), &stdout, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "cannot learn opsbot's own GitHub account") ||
-		!strings.Contains(err.Error(), "check the token in $TEST_GITHUB_TOKEN (GET /user)") {
-		t.Fatalf("serve without knowing itself = %v\n%s", err, stderr.String())
-	}
-	noToken := func(k string) string {
-		if k == "TEST_GITHUB_TOKEN" {
-			return ""
-		}
-		return w.env(k)
-	}
-	startServer(t, filepath.Join(w.dir, "opsbot.yaml"), noToken, "--dry-run")
 }
 
 // github.bot_login and bot_user_id stay accepted; config check says they are learned now.

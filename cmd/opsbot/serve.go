@@ -200,6 +200,11 @@ type appDeps struct {
 	Secrets config.Secrets
 	// Commands are registered after opsbot's own (a test's command).
 	Commands []commands.Spec
+	// Wait replaces the wait between tries to learn opsbot's own GitHub
+	// account (tests step it); nil sleeps.
+	Wait func(ctx context.Context, d time.Duration) error
+	// GitHub adjusts the GitHub client's options (tests: its retries).
+	GitHub func(*ghclient.Options)
 }
 
 // app is opsbot's server wired from its configuration: the store, the
@@ -226,14 +231,24 @@ type app struct {
 	tls   *tls.Config
 	conns *server.ConnLimiter
 
-	ctx    context.Context // the app's lifetime: cancelled at shutdown
-	cancel context.CancelFunc
-	bg     sync.WaitGroup
+	// ready says why nothing is processed yet; learn and begin make it
+	// ready (start runs them, trying again with back-off).
+	ready readiness
+	learn func(context.Context) (ghclient.Identity, error)
+	begin func(ghclient.Identity) error
+	wait  func(context.Context, time.Duration) error
+
+	ctx      context.Context // the app's lifetime: cancelled at shutdown
+	cancel   context.CancelFunc
+	bg       sync.WaitGroup
+	mu       sync.Mutex // orders stop after a begin under way
+	stopping bool
 }
 
-// newApp opens the store and builds everything the server runs. It asks
-// GitHub for opsbot's own account and Slack whether it takes the token; on
-// error nothing is left open.
+// newApp opens the store and builds everything the server runs, asking
+// GitHub nothing: start learns opsbot's own account and only then runs
+// the workers. It asks Slack whether it takes the token; on error nothing
+// is left open.
 func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err error) {
 	log, secrets := d.Log, d.Secrets
 	live := config.NewLive(cfg)
@@ -260,6 +275,10 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		}
 	}()
 
+	if err := expireUnservedPins(store, cfg, log); err != nil {
+		return nil, err
+	}
+
 	m = metrics.New(func() (int, time.Time, int, error) {
 		st, err := store.InboxStats()
 		return st.Depth, st.Oldest, st.DeadLetter, err
@@ -281,19 +300,25 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	if ga := cfg.GitHub.App; ga != nil {
 		opt.AppID, opt.InstallationID, opt.AppKey = ga.ID, ga.InstallationID, secrets.AppPrivateKey
 	}
+	if d.GitHub != nil {
+		d.GitHub(&opt)
+	}
 	factory, err := ghclient.NewFactory(opt)
 	if err != nil {
 		return nil, err
 	}
 	clients := ghclient.NewClients(factory, store)
 	a.clients = clients
-	self, err := learnSelf(ctx, factory, cfg, secrets, log)
-	if err != nil {
-		return nil, err
+	a.ready.set("learning opsbot's own GitHub account from " + selfSource(cfg) + "; webhooks are stored and processed once it is known")
+	if secrets.GitHubToken == "" && cfg.GitHub.App == nil {
+		a.ready.set("starting")
 	}
-	users, err := allowedUsers(ctx, cfg, store, log, func(repo string) (auth.UserLookup, error) { return clients.ForRepo(repo) })
-	if err != nil {
-		return nil, err
+	a.learn = func(ctx context.Context) (ghclient.Identity, error) {
+		return learnSelf(ctx, factory, cfg, secrets, log)
+	}
+	a.wait = d.Wait
+	if a.wait == nil {
+		a.wait = sleepCtx
 	}
 	web := notices.Web(cfg.GitHub.WebURL)
 	builder := &notices.Builder{Web: web, Mirror: &slackmirror.Mirror{Cfg: live, Web: web}}
@@ -317,15 +342,16 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	validator := func(inst int64) (*runs.Validator, error) { return validators.For(inst) }
 	stager := &stage.Handler{Cfg: live, Notices: builder, Staged: store.StagedRun, Log: log,
 		Validators: func(inst int64) (stage.Validator, error) { return validator(inst) },
-		Clients:    func(inst int64) (stage.Reader, error) { return clients.For(inst) }, Users: users}
+		Clients:    func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
 	pins := &reuse.Handler{Validators: func(inst int64) (reuse.Validator, error) { return validator(inst) }}
 	reg, err := commands.NewRegistry(append(commandSpecs(pins, stager), d.Commands...)...)
 	if err != nil {
 		return nil, err
 	}
+	// Who opsbot is and the allow_users accounts are set by begin, before
+	// the workers start.
 	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
-		Checker: &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL},
-		SelfID:  self.ID, SelfName: self.Login, Users: users, Marks: store, State: store}
+		Marks: store, State: store}
 	if n, err := events.UpgradeInbox(store, events.NewSchema(live, reg, time.Now), log); err != nil {
 		return nil, fmt.Errorf("upgrading the inbox: %w", err)
 	} else if n > 0 {
@@ -351,19 +377,33 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			}},
 	}
 
-	rec := &reconcile.Reconciler{Cfg: live, Store: store, Queue: pool, Log: log, SelfID: self.ID, Commands: reg,
+	rec := &reconcile.Reconciler{Cfg: live, Store: store, Queue: pool, Log: log, Commands: reg,
 		Clients: func(repo string) (reconcile.Reader, error) { return clients.ForRepo(repo) }}
 	a.rec = rec
+	a.begin = func(self ghclient.Identity) error {
+		// allow_users logins are bound to accounts with GitHub's answers:
+		// after GitHub answered who opsbot is, not while it cannot.
+		users, err := allowedUsers(ctx, cfg, store, log, func(repo string) (auth.UserLookup, error) { return clients.ForRepo(repo) })
+		if err != nil {
+			return err
+		}
+		// Read only by the workers and reconciles, which run after this.
+		handler.Checker = &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL}
+		handler.SelfID, handler.SelfName, handler.Users = self.ID, self.Login, users
+		stager.Users = users
+		rec.SelfID = self.ID
+		return a.run()
+	}
 	api := &server.API{Tokens: secrets.APITokens, GateTokens: secrets.GateTokens, AdminTokens: secrets.AdminTokens,
-		Audit: store, Log: log, Ctx: ctx, Reconcile: rec, Reload: func() server.ReloadResult { return a.reload() },
+		Audit: store, Log: log, Ctx: ctx, Reconcile: readyReconciler{rec, &a.ready}, Reload: func() server.ReloadResult { return a.reload() },
 		AskLimit:   &server.RateLimiter{Burst: cfg.API.GateRate.Burst, PerMinute: cfg.API.GateRate.PerMinute},
 		AskOutcome: func(o string) { m.GateAsks.WithLabelValues(o).Inc() },
-		Gate: &gate.API{Gate: g, QuietWait: cfg.API.GateWait,
+		Gate: readyGate{&gate.API{Gate: g, QuietWait: cfg.API.GateWait,
 			Quiet: func(ctx context.Context, repo string, pr int) error {
 				return pool.WaitQuiet(ctx, (&state.Delivery{Repo: repo, PR: pr}).Key())
 			},
 			Finder: func(repo string) (gate.PRFinder, error) { return clients.ForRepo(repo) },
-		}}
+		}, &a.ready}}
 	for _, o := range server.AskOutcomes {
 		m.GateAsks.WithLabelValues(o) // every outcome is reported, at 0 until it happens
 	}
@@ -415,6 +455,9 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			if _, err := store.InboxStats(); err != nil {
 				return "database: " + err.Error(), nil
 			}
+			if why := a.ready.notReady(); why != "" {
+				return "github: " + why, nil
+			}
 			if !pool.Running() {
 				return "workers are not running", nil
 			}
@@ -463,18 +506,45 @@ func (a *app) reload() server.ReloadResult {
 	}
 	a.overrides(next)
 	res.Restart = config.RestartOnly(a.cfg, next)
+	prev := a.live.Get()
 	a.live.Swap(next)
 	res.Applied = true
 	a.log.Info("configuration reloaded", "file", a.file, "repos", len(next.Repos), "restart_needed_for", res.Restart)
+	for _, r := range prev.Repos {
+		if _, ok := next.Repo(r.Name); !ok {
+			res.ExpiredPins += expireRemovedRepo(a.store, r.Name, "its repository was removed from opsbot's configuration (a reload of "+a.file+")", a.log)
+		}
+	}
 	for _, w := range next.Warnings() {
 		a.log.Warn(w)
 	}
 	return res
 }
 
-// start runs the workers (recovering what the inbox holds), the outbox
-// loops, pruning and periodic reconciles.
+// start runs pruning and, in the background, learns opsbot's own GitHub
+// account (trying again with back-off for as long as GitHub does not
+// answer); once it is known the workers (recovering what the inbox
+// holds), the outbox loops and periodic reconciles run. Until then
+// webhooks are stored and nothing is processed: /readyz, the gate and the
+// reconcile API say why.
 func (a *app) start() error {
+	a.bg.Add(2)
+	go func() { defer a.bg.Done(); retain(a.ctx, a.store, a.cfg.Retention.Processed, a.log) }()
+	go func() {
+		defer a.bg.Done()
+		becomeReady(a.ctx, &a.ready, selfBackoff(), a.wait, a.log, a.learn, a.begin)
+	}()
+	return nil
+}
+
+// run starts the workers, the outbox loops and periodic reconciles, unless
+// the app is stopping.
+func (a *app) run() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopping {
+		return errStopping
+	}
 	if err := a.pool.Start(a.ctx); err != nil {
 		return err
 	}
@@ -482,8 +552,6 @@ func (a *app) start() error {
 		a.bg.Add(1)
 		go func() { defer a.bg.Done(); l.Run(a.ctx) }()
 	}
-	a.bg.Add(1)
-	go func() { defer a.bg.Done(); retain(a.ctx, a.store, a.cfg.Retention.Processed, a.log) }()
 	if a.cfg.Reconcile.Period > 0 {
 		a.bg.Add(1)
 		go func() { defer a.bg.Done(); reconcileEvery(a.ctx, a.rec, a.cfg, a.log) }()
@@ -493,6 +561,9 @@ func (a *app) start() error {
 
 // stop stops the workers and the background loops.
 func (a *app) stop() {
+	a.mu.Lock()
+	a.stopping = true
+	a.mu.Unlock()
 	a.pool.Stop()
 	a.cancel()
 	a.bg.Wait()
@@ -633,4 +704,44 @@ func reconcileEvery(ctx context.Context, rec *reconcile.Reconciler, cfg *config.
 			cancel()
 		}
 	}
+}
+
+// expireRemovedRepo expires the active pins of a repository opsbot no
+// longer serves (audited with why), so that none of them covers a push
+// made after it is served again. It returns how many it expired; a
+// failure is logged (the pins are expired at the next start).
+func expireRemovedRepo(store *state.Store, repo, why string, log *slog.Logger) int {
+	pins, err := store.ExpireRepoPins(repo, why)
+	if err != nil {
+		log.Error("could not expire the pins of a repository no longer served; they are expired at the next start",
+			"repo", repo, "err", err)
+		return 0
+	}
+	for _, p := range pins {
+		log.Info("pin expired: its repository is no longer served", "repo", p.Repo, "pr", p.PR, "pin", p.ID, "run", p.RunID)
+	}
+	return len(pins)
+}
+
+// expireUnservedPins expires, at start, the active pins of repositories the
+// configuration no longer lists (removed while opsbot was stopped), as a
+// reload that removes one does.
+func expireUnservedPins(store *state.Store, cfg *config.Config, log *slog.Logger) error {
+	repos, err := store.ReposWithActivePins()
+	if err != nil {
+		return fmt.Errorf("reading the repositories with active pins: %w", err)
+	}
+	for _, repo := range repos {
+		if _, ok := cfg.Repo(repo); ok {
+			continue
+		}
+		pins, err := store.ExpireRepoPins(repo, "its repository is not in opsbot's configuration (found at start)")
+		if err != nil {
+			return fmt.Errorf("expiring the pins of %s, which the configuration no longer lists: %w", repo, err)
+		}
+		for _, p := range pins {
+			log.Info("pin expired: its repository is no longer served", "repo", p.Repo, "pr", p.PR, "pin", p.ID, "run", p.RunID)
+		}
+	}
+	return nil
 }

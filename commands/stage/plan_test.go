@@ -1,7 +1,9 @@
 package stage_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -121,5 +123,85 @@ func TestCallbackPlans(t *testing.T) {
 	}
 	if st.Stages[0].State != record.StageRequested {
 		t.Fatalf("planning changed the stored request: %+v", st.Stages[0])
+	}
+}
+
+// lookup answers role checks: err, or role for every login.
+type lookup struct {
+	role string
+	err  error
+}
+
+func (l *lookup) Permission(_ context.Context, _, login string) (auth.PermissionResponse, error) {
+	if l.err != nil {
+		return auth.PermissionResponse{}, l.err
+	}
+	r := auth.PermissionResponse{Permission: l.role, RoleName: l.role}
+	return r, nil
+}
+func (l *lookup) TeamMember(context.Context, string, string) (bool, error) { return false, l.err }
+func (l *lookup) UserID(context.Context, string) (int64, error)            { return 0, l.err }
+
+// A stage request's comment deleted by someone else whose role GitHub
+// cannot tell is neither withdrawn nor kept: the take-back is an error, the
+// deletion's write changes nothing (the delivery is tried again), and once
+// the role is known the deletion is decided.
+func TestTakeBackWhoseRoleCannotBeCheckedIsRetried(t *testing.T) {
+	cfg, err := config.Parse([]byte("repos: [{name: " + repo + ", sweep_workflow: .github/workflows/run-sweep.yml, " +
+		"stage: {dispatch: {repo: acme/site}}}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := cfg.Repo(repo)
+	st := &commandstest.Tx{}
+	req := record.StageRequest{Repo: repo, PR: 1, RunID: 10, Requester: "maintainer", RequesterID: 7, Installation: 1,
+		State: record.StageRequested, AckNotice: 3, DispatchNotice: 4, CommandLine: "/stage-results 10"}
+	req.SetOrigin(record.Origin{Kind: record.OriginComment, ID: 100, URL: "https://github.com/" + repo + "/pull/1#issuecomment-100"})
+	if err := st.AddStageRequest(&req); err != nil {
+		t.Fatal(err)
+	}
+	h := &stage.Handler{}
+	reg := commandstest.Registry(nil, h)
+	spec, _ := reg.Spec(stage.Name)
+	gh := &lookup{err: errors.New("GET /repos/o/r/collaborators/deleter/permission: 502 Bad Gateway")}
+	env := commands.Env{Repo: rc, Commands: reg, Checker: &auth.Checker{TTL: time.Minute, Now: time.Now}, Lookup: gh,
+		Notices: &notices.Builder{}, Users: &auth.Directory{}, State: st, Log: slog.New(slog.DiscardHandler)}
+	maintainer := auth.Actor{ID: 7, Login: "maintainer", Type: "User"}
+	deleter := auth.Actor{ID: 8, Login: "deleter", Type: "User"}
+	comment := commands.Comment{Author: maintainer, Invocation: commands.Invocation{Repo: repo, PR: 1, Installation: 1, Actor: deleter,
+		Origin: commands.Origin{Kind: commands.OriginComment, ID: 100}}}
+
+	p, err := h.TakeBack(t.Context(), env, commands.Change{Deleted: true, Spec: spec, Comment: comment})
+	if !errors.Is(err, stage.ErrTakeBackUnchecked) || !p.Empty() {
+		t.Fatalf("a take-back whose role could not be checked = %+v, %v; want no plan and ErrTakeBackUnchecked", p, err)
+	}
+	if !strings.Contains(err.Error(), "502 Bad Gateway") || !strings.Contains(err.Error(), "@deleter") {
+		t.Fatalf("the error does not say whose role and why: %v", err)
+	}
+	// Through the dispatcher: the deletion's write fails, so the delivery
+	// is retried, and writes nothing.
+	_, w := commands.Deleted(t.Context(), env, comment)
+	if err := w(st); !errors.Is(err, stage.ErrTakeBackUnchecked) {
+		t.Fatalf("the deletion's write = %v, want ErrTakeBackUnchecked (retried)", err)
+	}
+	if st.Stages[0].State != record.StageRequested || len(st.Records) != 0 || len(st.Notices) != 0 {
+		t.Fatalf("an unchecked deletion changed the request %+v, audited %+v, sent %+v", st.Stages[0], st.Records, st.Notices)
+	}
+
+	// GitHub answers on the retry: a reader may not withdraw it (kept,
+	// audited); a writer may.
+	for _, c := range []struct {
+		role    string
+		allowed bool
+	}{{"read", false}, {"write", true}} {
+		gh.err, gh.role = nil, c.role
+		env.Checker = &auth.Checker{TTL: time.Minute, Now: time.Now}
+		p, err := h.TakeBack(t.Context(), env, commands.Change{Deleted: true, Spec: spec, Comment: comment})
+		if err != nil || len(p.Steps) != 1 {
+			t.Fatalf("%s: %+v, %v", c.role, p, err)
+		}
+		if ws, ok := p.Steps[0].(plan.WithdrawStage); !ok || ws.Allowed != c.allowed {
+			t.Fatalf("%s: step %+v, want a withdrawal allowed=%v", c.role, p.Steps[0], c.allowed)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -199,11 +200,16 @@ func (h *Handler) prepare(ctx context.Context, env commands.Env, in commands.Inv
 	return answer{ok: true}, req, run
 }
 
+// ErrTakeBackUnchecked is a take-back whose actor's role GitHub could not
+// tell: nothing is decided, and the delivery is tried again.
+var ErrTakeBackUnchecked = errors.New("stage: the role of the account that took a stage request back could not be checked")
+
 // TakeBack cancels the stage request ch's comment made when the comment
 // was deleted or the request's line edited away, and its dispatch has not
 // been sent (not even tried): the staging side never hears of it. A
 // request already dispatched stays as it is, audited. The actor must be
-// the requester or hold the command's role.
+// the requester or hold the command's role; when GitHub cannot tell the
+// role, TakeBack returns ErrTakeBackUnchecked and plans nothing.
 func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) (plan.Plan, error) {
 	r, err := env.State.StageRequestByComment(ch.Repo, ch.Origin.ID)
 	if err != nil {
@@ -228,6 +234,13 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 		v = env.MayTakeBack(ctx, ch, ch.Spec)
 	}
 	login := ch.Actor.Login
+	if v.CheckFailed && r.RequesterID != ch.Actor.ID {
+		// Neither withdrawn nor kept on a role nobody knows: the delivery
+		// is tried again (and dead-lettered, the request kept, if GitHub
+		// never answers).
+		return plan.Plan{}, fmt.Errorf("%w (@%s's stage request of run %d: %s by @%s): %w", ErrTakeBackUnchecked,
+			r.Requester, r.RunID, why, login, v.Err)
+	}
 	rec := record.AuditRecord{Kind: record.AuditStage, Repo: r.Repo, PR: r.PR, RunID: r.RunID, ActorID: ch.Actor.ID, ActorLogin: login}
 	rec.SetOrigin(r.Origin())
 	kept, sent, cancelled := rec, rec, rec

@@ -124,7 +124,7 @@ const (
 	PinSuperseded PinState = "superseded" // a newer pin replaced it
 	PinRevoked    PinState = "revoked"    // cancelled, or its comment edited away or deleted
 	PinInvalid    PinState = "invalid"    // its run no longer qualified when a decision checked it
-	PinExpired    PinState = "expired"    // the PR closed without merging
+	PinExpired    PinState = "expired"    // the PR closed without merging, or its repository is no longer served
 )
 
 // Closed reports whether s is one of the states a pin leaves active for.
