@@ -306,6 +306,61 @@ func TestOpenLockedAndNewerSchema(t *testing.T) {
 	}
 }
 
+func TestOpenReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	if _, err := OpenReadOnly(missing, 0); !errors.Is(err, ErrNoDatabase) {
+		t.Fatalf("OpenReadOnly of a missing file = %v, want ErrNoDatabase", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("OpenReadOnly created %s: %v", missing, err)
+	}
+	other := filepath.Join(dir, "other.db")
+	db, err := bolt.Open(other, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := OpenReadOnly(other, 0); err == nil || !strings.Contains(err.Error(), "not an opsbot database") {
+		t.Fatalf("OpenReadOnly of a bbolt file of another program = %v", err)
+	}
+	path := filepath.Join(dir, "opsbot.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenReadOnly(path, 50*time.Millisecond); !errors.Is(err, ErrLocked) {
+		t.Fatalf("OpenReadOnly of a held file = %v, want ErrLocked", err)
+	}
+	s.Close()
+	r, err := OpenReadOnly(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Append(context.Background(), delivery("ro", 1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append to a read-only store = %v, want ErrClosed", err)
+	}
+	if recs, _, err := r.Audit(AuditQuery{}); err != nil || len(recs) != 0 {
+		t.Fatalf("Audit = %v, %v", recs, err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.db.Update(func(tx *bolt.Tx) error {
+		b := make([]byte, 8)
+		binary.BigEndian.PutUint64(b, SchemaVersion+1)
+		return tx.Bucket(bMeta).Put(keySchema, b)
+	})
+	s.Close()
+	if _, err := OpenReadOnly(path, 0); !errors.Is(err, ErrNewer) {
+		t.Fatalf("OpenReadOnly of a newer schema = %v, want ErrNewer", err)
+	}
+}
+
 func TestBackupIsConsistent(t *testing.T) {
 	s := openTest(t, nil)
 	s.Append(context.Background(), delivery("b", 1))

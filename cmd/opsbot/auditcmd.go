@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"github.com/SemiAnalysisAI/opsbot/gate"
 	"io"
@@ -133,10 +132,7 @@ type auditSource struct {
 
 func openAuditSource(e *env, serverURL, db string) (*auditSource, error) {
 	if db != "" {
-		st, err := state.Open(db, state.Options{Timeout: 2 * time.Second})
-		if errors.Is(err, state.ErrLocked) {
-			return nil, fmt.Errorf("%s is held by a running opsbot: use --server URL instead", db)
-		}
+		st, err := openForReading(db, "use --server URL instead")
 		if err != nil {
 			return nil, err
 		}
