@@ -227,6 +227,49 @@ func TestAuditIndexesDoNotCollide(t *testing.T) {
 	}
 }
 
+// A SHA prefix finds the one commit it begins; one that begins several is
+// an error listing them.
+func TestAuditBySHAPrefix(t *testing.T) {
+	s := openTest(t, nil)
+	c2, c2d, ab := strings.Repeat("c2", 20), "c2c2c2d"+strings.Repeat("0", 33), "ab"+strings.Repeat("12", 19)
+	for _, r := range []AuditRecord{
+		{Kind: "decision", Repo: "o/r", PR: 1, HeadSHA: c2},
+		{Kind: "pin", Repo: "o/r", PR: 1, HeadSHA: c2},
+		{Kind: "decision", Repo: "o/r", PR: 2, HeadSHA: c2d},
+		{Kind: "decision", Repo: "o/r", PR: 3, HeadSHA: ab},
+	} {
+		if err := s.Update(func(tx *Tx) error { return tx.Audit(r) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		q    AuditQuery
+		want int
+	}{
+		{AuditQuery{SHA: c2}, 2},
+		{AuditQuery{SHA: "c2c2c2c"}, 2},
+		{AuditQuery{SHA: "C2C2C2C2"}, 2},
+		{AuditQuery{SHA: "c2c2c2d"}, 1},
+		{AuditQuery{SHA: "ab12121"}, 1},
+		{AuditQuery{SHA: "ffffff0"}, 0},
+		{AuditQuery{SHA: "c2c2c2c", Repo: "o/r", PR: 1, Kind: "pin"}, 1},
+		{AuditQuery{SHA: "c2c2c2c", Repo: "o/r", PR: 2}, 0},
+	} {
+		got, _, err := s.Audit(tc.q)
+		if err != nil || len(got) != tc.want {
+			t.Errorf("Audit(%+v) = %d records, %v; want %d", tc.q, len(got), err, tc.want)
+		}
+	}
+	_, _, err := s.Audit(AuditQuery{SHA: "c2c2c2"})
+	var amb *AmbiguousSHAError
+	if !errors.As(err, &amb) || !slices.Equal(amb.Matches, []string{c2, c2d}) || amb.More {
+		t.Fatalf("Audit of a prefix of two commits = %v, want AmbiguousSHAError listing both", err)
+	}
+	if !strings.Contains(err.Error(), c2) || !strings.Contains(err.Error(), c2d) {
+		t.Fatalf("the error does not list the matches: %v", err)
+	}
+}
+
 func TestAuditPagination(t *testing.T) {
 	s := openTest(t, nil)
 	for i := 0; i < 25; i++ {
