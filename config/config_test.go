@@ -395,3 +395,14 @@ func TestTypeErrorsNameTheKey(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckListenAddr(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"127.0.0.1:8080": true, ":8080": true, "0.0.0.0:0": true, "[::1]:443": true, "localhost:http": true,
+		"127.0.0.1:notaport": false, "127.0.0.1": false, "127.0.0.1:70000": false, "127.0.0.1:-1": false, "127.0.0.1:": false, "": false,
+	} {
+		if err := CheckListenAddr(addr); (err == nil) != ok {
+			t.Errorf("CheckListenAddr(%q) = %v, want ok %v", addr, err, ok)
+		}
+	}
+}

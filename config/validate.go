@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -190,23 +191,56 @@ func (c *Config) applyDefaults() {
 	}
 }
 
+// CheckListenAddr reports whether addr is an address opsbot can listen on:
+// host:port with a port number (0 to 65535) or a service name. A host name
+// is not resolved here.
+func CheckListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not a host:port address (for example 127.0.0.1:8080)", addr)
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		if n < 0 || n > 65535 {
+			return fmt.Errorf("%q: port %d is not between 0 and 65535", addr, n)
+		}
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil || port == "" {
+		return fmt.Errorf("%q: %q is not a port number (for example 127.0.0.1:8080)", addr, port)
+	}
+	return nil
+}
+
+// CheckPaths checks what the configuration names on this machine: that
+// state_path's directory exists and state_path is no directory. Load runs it;
+// `config check --no-env`, which lints the file alone, does not.
+func (c *Config) CheckPaths() Problems {
+	var p Problems
+	if dir := filepath.Dir(c.StatePath); dir != "" {
+		if fi, err := os.Stat(dir); err != nil {
+			p = append(p, fmt.Sprintf("state_path: directory %q cannot be used: %v", dir, err))
+		} else if !fi.IsDir() {
+			p = append(p, fmt.Sprintf("state_path: %q is not a directory", dir))
+		}
+	}
+	if fi, err := os.Stat(c.StatePath); err == nil && fi.IsDir() {
+		p = append(p, fmt.Sprintf("state_path: %q is a directory; name a file", c.StatePath))
+	}
+	return p
+}
+
 func (c *Config) validate() Problems {
 	var p Problems
 	add := func(path, format string, args ...any) {
 		p = append(p, path+": "+fmt.Sprintf(format, args...))
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		add("listen", "%q is not a host:port address (for example 127.0.0.1:8080)", c.Listen)
+	if err := CheckListenAddr(c.Listen); err != nil {
+		add("listen", "%v", err)
 	}
-	if dir := filepath.Dir(c.StatePath); dir != "" {
-		if fi, err := os.Stat(dir); err != nil {
-			add("state_path", "directory %q cannot be used: %v", dir, err)
-		} else if !fi.IsDir() {
-			add("state_path", "%q is not a directory", dir)
+	if c.Metrics.Listen != "" {
+		if err := CheckListenAddr(c.Metrics.Listen); err != nil {
+			add("metrics.listen", "%v", err)
 		}
-	}
-	if fi, err := os.Stat(c.StatePath); err == nil && fi.IsDir() {
-		add("state_path", "%q is a directory; name a file", c.StatePath)
 	}
 	if c.Workers < 1 || c.Workers > 256 {
 		add("workers", "must be between 1 and 256, got %d", c.Workers)

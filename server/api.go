@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -456,8 +457,14 @@ func ParseAuditQuery(q map[string][]string) (state.AuditQuery, error) {
 	if aq.PR > 0 && aq.Repo == "" && err == nil {
 		err = errors.New("pr needs repo")
 	}
+	if aq.SHA != "" && err == nil && !shaPrefixRE.MatchString(aq.SHA) {
+		err = fmt.Errorf("sha %q: give the commit's SHA, or at least its first 7 hex characters", aq.SHA)
+	}
 	return aq, err
 }
+
+// shaPrefixRE is an audit filter's commit: 7 to 64 hex digits.
+var shaPrefixRE = regexp.MustCompile(`^[0-9a-fA-F]{7,64}$`)
 
 func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 	q, err := ParseAuditQuery(r.URL.Query())
@@ -466,6 +473,11 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	recs, next, err := a.Audit.Audit(q)
+	var amb *state.AmbiguousSHAError
+	if errors.As(err, &amb) {
+		writeJSON(w, http.StatusBadRequest, apiError{"bad filter: " + err.Error()})
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiError{err.Error()})
 		return

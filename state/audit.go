@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -99,6 +100,13 @@ func (s *Store) Audit(q AuditQuery) ([]AuditRecord, uint64, error) {
 			out = append(out, r)
 			return false, nil
 		}
+		if q.SHA != "" {
+			full, err := resolveSHA(tx.Bucket(bAuditSHA), q.SHA)
+			if err != nil || full == "" {
+				return err // no record names a commit beginning with it
+			}
+			q.SHA = full
+		}
 		// Choose an index: each yields sequence numbers in order.
 		var bucket *bolt.Bucket
 		var prefix []byte
@@ -153,6 +161,59 @@ func (q *AuditQuery) matches(r *AuditRecord) bool {
 		return false
 	}
 	return true
+}
+
+// AmbiguousSHAError is Audit's answer for a SHA prefix that begins more
+// than one commit the audit names.
+type AmbiguousSHAError struct {
+	Prefix  string
+	Matches []string // the commits it begins (at most maxSHAMatches), in order
+	More    bool     // there are more than Matches
+}
+
+func (e *AmbiguousSHAError) Error() string {
+	more := ""
+	if e.More {
+		more = ", …"
+	}
+	return fmt.Sprintf("sha %s is ambiguous: it begins %s%s; give more characters", e.Prefix, strings.Join(e.Matches, ", "), more)
+}
+
+// maxSHAMatches is how many commits an AmbiguousSHAError lists.
+const maxSHAMatches = 10
+
+// resolveSHA finds the one commit in the index by head SHA that sha names:
+// itself when the index has it, else the only commit it is a prefix of
+// (case-insensitive). "" is no commit; more than one is AmbiguousSHAError.
+func resolveSHA(idx *bolt.Bucket, sha string) (string, error) {
+	p := []byte(strings.ToLower(sha))
+	c := idx.Cursor()
+	if k, _ := c.Seek(append(bytes.Clone(p), 0)); k != nil && bytes.HasPrefix(k, append(bytes.Clone(p), 0)) {
+		return string(p), nil
+	}
+	var found []string
+	more := false
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); {
+		end := bytes.IndexByte(k, 0)
+		if end < 0 {
+			k, _ = c.Next()
+			continue
+		}
+		if len(found) == maxSHAMatches {
+			more = true
+			break
+		}
+		found = append(found, string(k[:end]))
+		// Past every record of this commit: its key, then \x01.
+		k, _ = c.Seek(append(bytes.Clone(k[:end]), 1))
+	}
+	switch len(found) {
+	case 0:
+		return "", nil
+	case 1:
+		return found[0], nil
+	}
+	return "", &AmbiguousSHAError{Prefix: sha, Matches: found, More: more}
 }
 
 // AuditKinds are every kind of audit record opsbot writes.

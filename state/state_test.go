@@ -227,6 +227,49 @@ func TestAuditIndexesDoNotCollide(t *testing.T) {
 	}
 }
 
+// A SHA prefix finds the one commit it begins; one that begins several is
+// an error listing them.
+func TestAuditBySHAPrefix(t *testing.T) {
+	s := openTest(t, nil)
+	c2, c2d, ab := strings.Repeat("c2", 20), "c2c2c2d"+strings.Repeat("0", 33), "ab"+strings.Repeat("12", 19)
+	for _, r := range []AuditRecord{
+		{Kind: "decision", Repo: "o/r", PR: 1, HeadSHA: c2},
+		{Kind: "pin", Repo: "o/r", PR: 1, HeadSHA: c2},
+		{Kind: "decision", Repo: "o/r", PR: 2, HeadSHA: c2d},
+		{Kind: "decision", Repo: "o/r", PR: 3, HeadSHA: ab},
+	} {
+		if err := s.Update(func(tx *Tx) error { return tx.Audit(r) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		q    AuditQuery
+		want int
+	}{
+		{AuditQuery{SHA: c2}, 2},
+		{AuditQuery{SHA: "c2c2c2c"}, 2},
+		{AuditQuery{SHA: "C2C2C2C2"}, 2},
+		{AuditQuery{SHA: "c2c2c2d"}, 1},
+		{AuditQuery{SHA: "ab12121"}, 1},
+		{AuditQuery{SHA: "ffffff0"}, 0},
+		{AuditQuery{SHA: "c2c2c2c", Repo: "o/r", PR: 1, Kind: "pin"}, 1},
+		{AuditQuery{SHA: "c2c2c2c", Repo: "o/r", PR: 2}, 0},
+	} {
+		got, _, err := s.Audit(tc.q)
+		if err != nil || len(got) != tc.want {
+			t.Errorf("Audit(%+v) = %d records, %v; want %d", tc.q, len(got), err, tc.want)
+		}
+	}
+	_, _, err := s.Audit(AuditQuery{SHA: "c2c2c2"})
+	var amb *AmbiguousSHAError
+	if !errors.As(err, &amb) || !slices.Equal(amb.Matches, []string{c2, c2d}) || amb.More {
+		t.Fatalf("Audit of a prefix of two commits = %v, want AmbiguousSHAError listing both", err)
+	}
+	if !strings.Contains(err.Error(), c2) || !strings.Contains(err.Error(), c2d) {
+		t.Fatalf("the error does not list the matches: %v", err)
+	}
+}
+
 func TestAuditPagination(t *testing.T) {
 	s := openTest(t, nil)
 	for i := 0; i < 25; i++ {
@@ -303,6 +346,61 @@ func TestOpenLockedAndNewerSchema(t *testing.T) {
 	s.Close()
 	if _, err := Open(path, Options{}); !errors.Is(err, ErrNewer) {
 		t.Fatalf("Open of a newer schema = %v, want ErrNewer", err)
+	}
+}
+
+func TestOpenReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	if _, err := OpenReadOnly(missing, 0); !errors.Is(err, ErrNoDatabase) {
+		t.Fatalf("OpenReadOnly of a missing file = %v, want ErrNoDatabase", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("OpenReadOnly created %s: %v", missing, err)
+	}
+	other := filepath.Join(dir, "other.db")
+	db, err := bolt.Open(other, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := OpenReadOnly(other, 0); err == nil || !strings.Contains(err.Error(), "not an opsbot database") {
+		t.Fatalf("OpenReadOnly of a bbolt file of another program = %v", err)
+	}
+	path := filepath.Join(dir, "opsbot.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenReadOnly(path, 50*time.Millisecond); !errors.Is(err, ErrLocked) {
+		t.Fatalf("OpenReadOnly of a held file = %v, want ErrLocked", err)
+	}
+	s.Close()
+	r, err := OpenReadOnly(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Append(context.Background(), delivery("ro", 1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append to a read-only store = %v, want ErrClosed", err)
+	}
+	if recs, _, err := r.Audit(AuditQuery{}); err != nil || len(recs) != 0 {
+		t.Fatalf("Audit = %v, %v", recs, err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.db.Update(func(tx *bolt.Tx) error {
+		b := make([]byte, 8)
+		binary.BigEndian.PutUint64(b, SchemaVersion+1)
+		return tx.Bucket(bMeta).Put(keySchema, b)
+	})
+	s.Close()
+	if _, err := OpenReadOnly(path, 0); !errors.Is(err, ErrNewer) {
+		t.Fatalf("OpenReadOnly of a newer schema = %v, want ErrNewer", err)
 	}
 }
 

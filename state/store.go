@@ -162,6 +162,62 @@ func Open(path string, opt Options) (*Store, error) {
 	return s, nil
 }
 
+// ErrNoDatabase is OpenReadOnly's answer for a path where there is no file.
+var ErrNoDatabase = errors.New("state: no database at that path")
+
+// OpenReadOnly opens an existing database for reading only, as the commands
+// that read one (audit, backup) do: a path with no file is ErrNoDatabase and
+// nothing is created there; a file that is not an opsbot database, or is of
+// a newer schema than this build's, is refused; nothing is migrated or
+// written. bbolt's shared lock lets several readers in but no writer, so a
+// file a running opsbot holds fails with ErrLocked after the timeout (zero:
+// one second). Writes to the store fail (ErrClosed, or bbolt's read-only
+// error).
+func OpenReadOnly(path string, timeout time.Duration) (*Store, error) {
+	if timeout == 0 {
+		timeout = time.Second
+	}
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s does not exist", ErrNoDatabase, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening state %q: %w", path, err)
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s is a directory", ErrNoDatabase, path)
+	}
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, fmt.Errorf("%w: another opsbot holds %s", ErrLocked, path)
+		}
+		return nil, fmt.Errorf("opening state %q: %w", path, err)
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bMeta)
+		if meta == nil {
+			return fmt.Errorf("%s is a bbolt file but not an opsbot database (no meta bucket)", path)
+		}
+		if raw := meta.Get(keySchema); raw != nil {
+			if v := int(binary.BigEndian.Uint64(raw)); v > SchemaVersion {
+				return fmt.Errorf("%w: schema %d, this build knows %d; upgrade opsbot", ErrNewer, v, SchemaVersion)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	// No committer: stop and done are closed, appends is nil, so a write
+	// is answered ErrClosed at once.
+	s := &Store{db: db, path: path, now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
+	s.closeOnce.Do(func() { close(s.stop) })
+	close(s.done)
+	return s, nil
+}
+
 // migrations[i] moves a database from schema i to i+1.
 var migrations = []func(tx *bolt.Tx) error{
 	0: func(tx *bolt.Tx) error { return nil }, // fresh file: buckets only

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"github.com/SemiAnalysisAI/opsbot/gate"
 	"io"
@@ -29,7 +28,7 @@ func runAudit(e *env, args []string) error {
 	db := fs.String("db", "", "read a database file no server holds")
 	repo := fs.String("repo", "", "OWNER/REPO")
 	pr := fs.Int("pr", 0, "PR number (with --repo)")
-	sha := fs.String("sha", "", "head commit")
+	sha := fs.String("sha", "", "head commit: its SHA, or its first 7 or more hex characters (as the table shows it)")
 	run := fs.Int64("run", 0, "run id")
 	kind := fs.String("kind", "", "only records of this kind: "+strings.Join(state.AuditKinds, ", "))
 	since := fs.String("since", "", "only records at or after this time (RFC 3339, or a duration such as 24h)")
@@ -74,6 +73,10 @@ func runAudit(e *env, args []string) error {
 			return exitCode(2)
 		}
 		set("since", t.Format(time.RFC3339))
+	}
+	if _, err := server.ParseAuditQuery(q); err != nil {
+		fmt.Fprintf(e.stderr, "opsbot audit: %v\n", err)
+		return exitCode(2)
 	}
 	src, err := openAuditSource(e, *serverURL, *db)
 	if err != nil {
@@ -133,10 +136,7 @@ type auditSource struct {
 
 func openAuditSource(e *env, serverURL, db string) (*auditSource, error) {
 	if db != "" {
-		st, err := state.Open(db, state.Options{Timeout: 2 * time.Second})
-		if errors.Is(err, state.ErrLocked) {
-			return nil, fmt.Errorf("%s is held by a running opsbot: use --server URL instead", db)
-		}
+		st, err := openForReading(db, "use --server URL instead")
 		if err != nil {
 			return nil, err
 		}

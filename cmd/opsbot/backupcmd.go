@@ -64,10 +64,7 @@ func runBackup(e *env, args []string) error {
 
 func copyBackup(e *env, serverURL, db string, w io.Writer) (int64, error) {
 	if db != "" {
-		st, err := state.Open(db, state.Options{Timeout: 2 * time.Second})
-		if errors.Is(err, state.ErrLocked) {
-			return 0, fmt.Errorf("%s is held by a running opsbot: use --server URL for a hot backup", db)
-		}
+		st, err := openForReading(db, "use --server URL for a hot backup")
 		if err != nil {
 			return 0, err
 		}
@@ -86,4 +83,21 @@ func copyBackup(e *env, serverURL, db string, w io.Writer) (int64, error) {
 	}
 	defer resp.Body.Close()
 	return io.Copy(w, resp.Body)
+}
+
+// openForReading opens the database file a command reads (--db PATH):
+// read-only, never created. A path with no file, and a file a running
+// opsbot holds, are errors saying what to do; busy is the advice for the
+// latter.
+func openForReading(path, busy string) (*state.Store, error) {
+	st, err := state.OpenReadOnly(path, 2*time.Second)
+	switch {
+	case errors.Is(err, state.ErrNoDatabase):
+		return nil, fmt.Errorf("--db %s: no database file there; nothing was created (give the server's state_path)", path)
+	case errors.Is(err, state.ErrLocked):
+		return nil, fmt.Errorf("%s is held by a running opsbot: %s", path, busy)
+	case err != nil:
+		return nil, err
+	}
+	return st, nil
 }

@@ -9,16 +9,21 @@ import (
 )
 
 func runConfig(e *env, args []string) error {
+	const synopsis = "check --config FILE [--no-env]"
 	if len(args) == 0 || args[0] != "check" {
 		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "-help") {
-			fmt.Fprintln(e.stdout, "Usage: opsbot config check --config FILE\n\nExample:\n  opsbot config check --config opsbot.example.yaml")
+			fmt.Fprintln(e.stdout, "Usage: opsbot config "+synopsis+"\n\nExamples:\n  opsbot config check --config opsbot.example.yaml\n"+
+				"  opsbot config check --config deploy/opsbot.yaml --no-env   # CI: the file alone, no secrets needed")
 			return nil
 		}
-		fmt.Fprintln(e.stderr, "Usage: opsbot config check --config FILE")
+		fmt.Fprintln(e.stderr, "Usage: opsbot config "+synopsis)
 		return exitCode(2)
 	}
-	fs := newFlags(e, "config check", "--config FILE", "opsbot config check --config opsbot.example.yaml")
+	fs := newFlags(e, "config check", "--config FILE [--no-env]", "opsbot config check --config opsbot.example.yaml",
+		"opsbot config check --config deploy/opsbot.yaml --no-env   # CI: the file alone, no secrets needed")
 	file := fs.String("config", "", "the YAML configuration file")
+	noEnv := fs.Bool("no-env", false, "check the file alone: not the environment variables and secrets it names, nor the files it names on this\n"+
+		"machine (state_path's directory, the TLS pair, the GitHub App's key); for linting a configuration in CI")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -26,27 +31,37 @@ func runConfig(e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "opsbot config check: --config FILE is required")
 		return exitCode(2)
 	}
-	cfg, err := config.Load(*file)
+	load := config.Load
+	if *noEnv {
+		load = config.LoadFileOnly
+	}
+	cfg, err := load(*file)
 	if err != nil {
 		var probs config.Problems
 		if errors.As(err, &probs) {
-			fmt.Fprintf(e.stdout, "%s: %d problem(s):\n", *file, len(probs))
-			for _, p := range probs {
-				fmt.Fprintln(e.stdout, "  "+p)
-			}
+			printProblems(e, probs)
+			fmt.Fprintf(e.stdout, "%s: %d problem(s): opsbot serve would refuse this file\n", *file, len(probs))
 			return exitCode(1)
 		}
 		fmt.Fprintf(e.stderr, "opsbot config check: %v\n", err)
 		return exitCode(1)
 	}
-	if weak := cfg.WeakSecrets(e.getenv); len(weak) > 0 {
-		fmt.Fprintf(e.stdout, "%s: %d problem(s):\n", *file, len(weak))
-		for _, p := range weak {
-			fmt.Fprintln(e.stdout, "  "+p)
+	var probs config.Problems
+	if !*noEnv {
+		// As serve does: the environment overrides the file's listen and
+		// state_path (the container image sets OPSBOT_LISTEN).
+		for _, o := range []struct {
+			variable string
+			field    *string
+		}{{"OPSBOT_LISTEN", &cfg.Listen}, {"OPSBOT_STATE_PATH", &cfg.StatePath}} {
+			if v := e.getenv(o.variable); v != "" {
+				*o.field = v
+				fmt.Fprintf(e.stdout, "  $%s overrides the file: %s\n", o.variable, v)
+			}
 		}
-		return exitCode(1)
+		_, probs = preflight(cfg, e.getenv)
 	}
-	fmt.Fprintf(e.stdout, "%s: ok\n", *file)
+	fmt.Fprintf(e.stdout, "%s:\n", *file)
 	fmt.Fprintf(e.stdout, "  listen:      %s\n  state_path:  %s\n  github:      %s", cfg.Listen, cfg.StatePath, cfg.GitHub.APIURL)
 	switch {
 	case cfg.GitHub.App != nil:
@@ -60,6 +75,7 @@ func runConfig(e *env, args []string) error {
 	switch {
 	case cfg.DryRun:
 		fmt.Fprintln(e.stdout, "  dry run:     on (dry_run is set): notices are logged, not posted")
+	case *noEnv:
 	case cfg.GitHub.App == nil && (cfg.GitHub.TokenEnv == "" || strings.TrimSpace(tok) == ""):
 		fmt.Fprintln(e.stdout, "  dry run:     on: "+noTokenSaying(cfg))
 	default:
@@ -80,11 +96,25 @@ func runConfig(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  repo %s: sweep %s, reuse needs %s, stage needs %s, help needs %s\n",
 			r.Name, r.SweepWorkflow, r.Reuse.MinRole, r.Stage.MinRole, r.Help.MinRole)
 	}
-	if stops := reportEnvironment(e, cfg); stops > 0 {
-		fmt.Fprintf(e.stdout, "%s: the file is valid, but opsbot serve would not start in this environment (%d variable(s) above)\n", *file, stops)
+	if *noEnv {
+		fmt.Fprintf(e.stdout, "%s: ok: the file alone is valid (--no-env: the environment, its secrets and the files it names here were not checked)\n", *file)
+		return nil
+	}
+	reportEnvironment(e, cfg)
+	if len(probs) > 0 {
+		printProblems(e, probs)
+		fmt.Fprintf(e.stdout, "%s: %d problem(s): the file is valid, but opsbot serve would not start in this environment\n", *file, len(probs))
 		return exitCode(1)
 	}
+	fmt.Fprintf(e.stdout, "%s: ok: opsbot serve would start with it in this environment\n", *file)
 	return nil
+}
+
+func printProblems(e *env, probs config.Problems) {
+	fmt.Fprintf(e.stdout, "%d problem(s):\n", len(probs))
+	for _, p := range probs {
+		fmt.Fprintln(e.stdout, "  "+p)
+	}
 }
 
 // noTokenSaying is what opsbot says, at start and in config check, when it
@@ -101,7 +131,8 @@ func noTokenSaying(cfg *config.Config) string {
 // reportEnvironment says, for each environment variable the configuration
 // names, whether it (or its VAR_FILE twin) is set here and what opsbot does
 // without it, and returns how many unset ones stop opsbot serve from
-// starting. Values are never printed, nor files read.
+// starting (preflight reports those as problems too). Values are never
+// printed, nor files read.
 func reportEnvironment(e *env, cfg *config.Config) int {
 	type named struct{ key, variable, without string }
 	vars := []named{

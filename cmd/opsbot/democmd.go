@@ -380,7 +380,7 @@ func (d *demo) push(name string) error {
 // ask is the workflow's gate step for head name.
 func (d *demo) ask(name string) error {
 	ans, err := askGate(d.e.ctx, d.url, demoGateToken, gate.Request{Repo: demoRepo, PR: demoPR, SHA: demoSHA(name),
-		Event: "pull_request", Action: "synchronize"}, 10*time.Second)
+		Event: "pull_request", Action: "synchronize"}, 10*time.Second, func(string) {})
 	if err != nil {
 		return fmt.Errorf("asking the gate for %s: %w", name, err)
 	}

@@ -256,8 +256,9 @@ func TestGateAPI(t *testing.T) {
 	}
 }
 
-// `opsbot gate` fails closed: any error answers skip-pr-sweep=false with a
-// warning and exits 0, or 1 with --strict.
+// `opsbot gate` fails closed: a server that does not answer within the
+// timeout answers skip-pr-sweep=false with a warning and exits 0, or 1 with
+// --strict; no token fails the step.
 func TestGateCommandFailsClosed(t *testing.T) {
 	t.Parallel()
 	out := filepath.Join(t.TempDir(), "out")
@@ -268,7 +269,8 @@ func TestGateCommandFailsClosed(t *testing.T) {
 		}
 		return ""
 	}
-	args := []string{"gate", "--server", "http://127.0.0.1:1", "--repo", theRepo, "--pr", "1", "--sha", sha("c1"), "--github-output", out}
+	args := []string{"gate", "--server", "http://127.0.0.1:1", "--repo", theRepo, "--pr", "1", "--sha", sha("c1"), "--github-output", out,
+		"--timeout", "1s"}
 	if err := run(t.Context(), args, env, strings.NewReader(""), &stdout, &stderr); err != nil {
 		t.Fatalf("gate with the server down: %v", err)
 	}
@@ -280,10 +282,11 @@ func TestGateCommandFailsClosed(t *testing.T) {
 		t.Fatalf("--strict: %v, want exit 1", err)
 	}
 	stdout.Reset()
-	if err := run(t.Context(), args, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr); err != nil {
-		t.Fatal(err)
+	err = run(t.Context(), args, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+	if code, ok := err.(exitCode); !ok || code != 1 {
+		t.Fatalf("without a token: %v, want exit 1", err)
 	}
-	mustContain(t, "without a token", stdout.String(), "skip-pr-sweep=false", "OPSBOT_API_TOKEN is not set")
+	mustContain(t, "without a token", stdout.String(), "::error::", "skip-pr-sweep=false", "OPSBOT_API_TOKEN is not set")
 }
 
 // A gate ask decides only for the PR's head: an ask for another commit,

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -13,98 +16,233 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/gate"
 )
 
+// The gate's failures come in two kinds, as in the action (actions/gate/gate.sh).
+// A refusal will not pass by itself (a wrong token, an admin token, a
+// short SHA, a missing flag, plain http to another host): the step fails
+// (::error::, exit 1) so the mistake is seen. A transient failure (no
+// answer, a 5xx or a 429 until the timeout; a push that names no commit)
+// warns and the step passes, unless --strict. Either way the outputs say
+// skip-pr-sweep=false and the sweep runs.
+type gateFailure struct {
+	refused bool
+	cause   string
+}
+
+func (f *gateFailure) Error() string { return f.cause }
+
+func gateRefusal(format string, a ...any) *gateFailure {
+	return &gateFailure{refused: true, cause: fmt.Sprintf(format, a...)}
+}
+
+func gateTransient(format string, a ...any) *gateFailure {
+	return &gateFailure{cause: fmt.Sprintf(format, a...)}
+}
+
 func runGate(e *env, args []string) error {
 	fs := newFlags(e, "gate", "--server URL --repo OWNER/REPO (--pr N --sha SHA | --event push --sha SHA) [flags]",
 		"opsbot gate --server https://opsbot.example.com --repo SemiAnalysisAI/InferenceX --pr 2512 --sha $HEAD_SHA",
 		"opsbot gate --server https://opsbot.example.com --repo SemiAnalysisAI/InferenceX --event push --sha $GITHUB_SHA")
-	serverURL := fs.String("server", "", "the opsbot server's base URL")
+	serverURL := fs.String("server", "", "the opsbot server's base URL: https://, or http:// only to this machine (127.0.0.0/8, localhost, [::1])")
 	repo := fs.String("repo", "", "OWNER/REPO")
 	pr := fs.Int("pr", 0, "the pull request number (pull_request events)")
-	sha := fs.String("sha", "", "the head commit (pull_request) or the pushed commit (push)")
+	sha := fs.String("sha", "", "the head commit (pull_request) or the pushed commit (push), all 40 (or 64) hex digits")
 	event := fs.String("event", "pull_request", "pull_request or push")
 	action := fs.String("action", "synchronize", "the pull_request action that triggered the workflow")
 	output := fs.String("github-output", "", "file to append the step outputs to (default $GITHUB_OUTPUT)")
-	strict := fs.Bool("strict", false, "exit 1 on any error instead of answering skip-pr-sweep=false")
-	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the server")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	strict := fs.Bool("strict", false, "fail the step (exit 1) also when no decision could be had in time, not only when the ask was refused")
+	timeout := fs.Duration("timeout", 2*time.Minute, "how long to keep asking a server that does not answer (retries included)")
+	perr := parseFlags(fs, args)
+	if errors.Is(perr, flag.ErrHelp) {
+		return perr
 	}
 	if *output == "" {
 		*output = e.getenv("GITHUB_OUTPUT")
 	}
 	var ans gate.Answer
-	token, err := e.apiToken()
-	if err == nil {
-		ans, err = askGate(e.ctx, *serverURL, token, gate.Request{Repo: *repo, PR: *pr, SHA: *sha,
-			Event: *event, Action: *action}, *timeout)
-	}
-	var values map[string]string
-	if err != nil {
-		// Fail closed: an error never skips a sweep.
-		values = gate.FailedOutputs("opsbot gate failed: " + err.Error())
-		fmt.Fprintf(e.stdout, "::warning::opsbot gate could not get a decision, so the sweep runs: %s\n", gate.OneLine(err.Error()))
+	var err error
+	if perr != nil {
+		err = gateRefusal("the step's flags are wrong (opsbot gate --help lists them)")
 	} else {
-		values = ans.Outputs()
+		ans, err = askGateFor(e, *serverURL, gate.Request{Repo: *repo, PR: *pr, SHA: *sha, Event: *event, Action: *action}, *timeout)
+	}
+	var f *gateFailure
+	if err != nil && !errors.As(err, &f) {
+		f = gateRefusal("%s", err.Error())
+	}
+	values := ans.Outputs()
+	failed := false
+	if f != nil {
+		cause := gate.OneLine(f.cause)
+		values = gate.FailedOutputs("opsbot gate failed: " + cause)
+		if f.refused || *strict {
+			failed = true
+			fmt.Fprintf(e.stdout, "::error::opsbot gate was refused, so the sweep runs (and every push will sweep until this is fixed): %s\n",
+				escapeData(cause))
+			if !f.refused {
+				fmt.Fprintf(e.stdout, "::error::opsbot gate could not get a decision (--strict), so the sweep runs: %s\n", escapeData(cause))
+			}
+		} else {
+			fmt.Fprintf(e.stdout, "::warning::opsbot gate could not get a decision, so the sweep runs: %s\n", escapeData(cause))
+		}
 	}
 	var lines bytes.Buffer
 	lines.WriteString(gate.OutputLines(values))
 	e.stdout.Write(lines.Bytes())
 	if *output != "" {
-		f, ferr := os.OpenFile(*output, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if ferr == nil {
-			_, ferr = f.Write(lines.Bytes())
-			if cerr := f.Close(); ferr == nil {
-				ferr = cerr
-			}
-		}
-		if ferr != nil {
-			fmt.Fprintf(e.stdout, "::warning::opsbot gate could not write %s: %s\n", *output, ferr)
-			if err == nil {
-				err = ferr
-			}
+		if err := appendFile(*output, lines.Bytes()); err != nil {
+			fmt.Fprintf(e.stdout, "::error::opsbot gate could not write the step outputs to %s: %s\n", escapeData(*output), escapeData(err.Error()))
+			failed = true
 		}
 	}
-	if err != nil && *strict {
-		fmt.Fprintln(e.stderr, "opsbot gate:", err)
+	if failed {
 		return exitCode(1)
 	}
 	return nil
 }
 
-func askGate(ctx context.Context, serverURL, token string, req gate.Request, timeout time.Duration) (gate.Answer, error) {
+// askGateFor checks the ask and the transport, then asks.
+func askGateFor(e *env, serverURL string, req gate.Request, timeout time.Duration) (gate.Answer, error) {
 	var ans gate.Answer
-	switch {
-	case req.Repo == "":
-		return ans, fmt.Errorf("--repo is required")
-	case req.SHA == "":
-		return ans, fmt.Errorf("--sha is required")
-	case req.Event == "pull_request" && req.PR <= 0:
-		return ans, fmt.Errorf("--pr is required for a pull_request event")
+	if err := checkGateServer(serverURL); err != nil {
+		return ans, err
 	}
+	switch {
+	case timeout <= 0:
+		return ans, gateRefusal("--timeout %s is not a positive duration", timeout)
+	case req.Repo == "":
+		return ans, gateRefusal("--repo OWNER/REPO is required")
+	case req.Event != "pull_request" && req.Event != "push":
+		return ans, gateRefusal("--event %q: the gate answers pull_request and push events", req.Event)
+	case req.SHA == "":
+		return ans, gateRefusal("--sha is required (the head commit of the PR, or the pushed commit)")
+	case strings.Trim(req.SHA, "0") == "":
+		// A push that deleted a branch (after = 000…0) names no commit.
+		return ans, gateTransient("the %s event names no commit (--sha %s)", req.Event, req.SHA)
+	case req.Event == "pull_request" && req.PR <= 0:
+		return ans, gateRefusal("--pr N is required for a pull_request event")
+	}
+	token, err := e.apiToken()
+	if err != nil {
+		return ans, gateRefusal("%s", err.Error())
+	}
+	if token == "" {
+		return ans, gateRefusal("%s", errNoToken.Error())
+	}
+	return askGate(e.ctx, serverURL, token, req, timeout, func(msg string) { fmt.Fprintln(e.stderr, "opsbot gate: "+msg) })
+}
+
+// checkGateServer refuses a server URL the bearer must not go to: anything
+// but https, except plain http to this machine (a sidecar, tests), and any
+// URL naming a user, whose host may be another than it seems.
+func checkGateServer(serverURL string) error {
+	if serverURL == "" {
+		return gateRefusal("--server URL is required (the opsbot server's https:// address)")
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return gateRefusal("--server %q is not a URL: %v", serverURL, err)
+	}
+	if u.User != nil {
+		return gateRefusal("--server %q names a user (an @ in its host part): give the server's plain https:// URL", serverURL)
+	}
+	switch {
+	case u.Scheme == "https" && u.Host != "":
+		return nil
+	case u.Scheme == "http" && isLoopbackHost(u.Hostname()):
+		return nil
+	}
+	return gateRefusal("--server %q is not an https:// URL (plain http is taken only for 127.0.0.0/8, localhost and [::1]: "+
+		"the gate token would cross the network in the clear)", serverURL)
+}
+
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// escapeData escapes a workflow command's message (%, CR, LF).
+func escapeData(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}
+
+func appendFile(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// askGate asks until an answer that is not a connection error, a 5xx or a
+// 429, backing off 1, 2, 4, 8, 10, 10 … s (or the answer's Retry-After)
+// while the timeout allows; logf says each retry. Running out of time is
+// transient; any other failure is a refusal.
+func askGate(ctx context.Context, serverURL, token string, req gate.Request, timeout time.Duration, logf func(string)) (gate.Answer, error) {
+	var ans gate.Answer
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	for {
+	wait := time.Second
+	var last error // the last failure that was not the timeout itself
+	giveUp := func(n int) error {
+		return gateTransient("gave up after %d attempts in %s; last: %s", n, timeout, gate.OneLine(last.Error()))
+	}
+	for n := 1; ; n++ {
 		err := getJSON(ctx, serverURL, token, http.MethodPost, "/api/v1/gate", req, &ans)
-		// 503: the server decided nothing (the PR's webhooks are still being
-		// processed, or an ID token could not be checked yet); 429: this
-		// token asked too often. Ask again while the timeout allows.
-		var se *serverError
-		if !errors.As(err, &se) || (se.code != http.StatusServiceUnavailable && se.code != http.StatusTooManyRequests) {
-			if err == nil {
-				err = answerFor(req, ans)
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
+		if err == nil {
+			if err := answerFor(req, ans); err != nil {
+				return ans, gateRefusal("%s", err.Error())
 			}
-			return ans, err
+			return ans, nil
 		}
-		wait := 2 * time.Second
-		if se.retryAfter > 0 {
-			wait = min(se.retryAfter, 30*time.Second)
+		var se *serverError
+		isServer := errors.As(err, &se)
+		if isServer && se.code != http.StatusTooManyRequests && se.code/100 != 5 {
+			cause := err.Error()
+			if se.code == http.StatusUnauthorized {
+				cause += " (OPSBOT_API_TOKEN is not one of the server's gate tokens, api.gate_tokens_env)"
+			}
+			return ans, gateRefusal("%s", cause)
 		}
+		if !isServer && !isTransport(err) {
+			return ans, gateRefusal("%s", err.Error())
+		}
+		pause := wait
+		if isServer && se.retryAfter > 0 {
+			pause = se.retryAfter
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < pause {
+			pause = max(time.Until(dl), 0)
+		}
+		if ctx.Err() != nil || pause <= 0 {
+			return ans, giveUp(n)
+		}
+		logf(fmt.Sprintf("attempt %d: %s; retrying in %s", n, gate.OneLine(err.Error()), pause.Round(time.Millisecond)))
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
-			return ans, err
-		case <-time.After(wait):
+			t.Stop()
+			return ans, giveUp(n)
+		case <-t.C:
 		}
+		wait = min(wait*2, 10*time.Second)
 	}
+}
+
+// isTransport reports whether err is a failure to get any answer at all
+// (a refused or reset connection, a timeout), which may pass by itself.
+func isTransport(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // answerFor checks that an answer is for what was asked (repository, event,

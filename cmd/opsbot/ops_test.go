@@ -177,9 +177,16 @@ func TestEveryCommandHasHelpWithExamples(t *testing.T) {
 			t.Errorf("opsbot help %s: %v, and it differs from %s --help:\n%s", name, err, name, viaHelp)
 		}
 	}
-	_, errOut, err := runCLI(t, nil, "gate", "--bogus")
+	_, errOut, err := runCLI(t, nil, "audit", "--bogus")
 	if code, ok := err.(exitCode); !ok || code != 2 || !strings.Contains(errOut, "flag provided but not defined: -bogus") {
 		t.Errorf("bad flag: %v %s", err, errOut)
+	}
+	// The gate is a workflow step: a bad flag fails it as a refusal does
+	// (exit 1, ::error::, the outputs saying sweep).
+	out, errOut, err := runCLI(t, nil, "gate", "--bogus")
+	if code, ok := err.(exitCode); !ok || code != 1 || !strings.Contains(errOut, "flag provided but not defined: -bogus") ||
+		!strings.Contains(out, "::error::") || !strings.Contains(out, "skip-pr-sweep=false") {
+		t.Errorf("gate, bad flag: %v %s %s", err, out, errOut)
 	}
 	_ = io.Discard
 }

@@ -105,9 +105,9 @@ func runServe(e *env, args []string) error {
 		}
 	}
 	overrides(cfg)
-	secrets, err := cfg.ResolveSecrets(e.getenv)
-	if err != nil {
-		return err
+	secrets, probs := preflight(cfg, e.getenv)
+	if len(probs) > 0 {
+		return fmt.Errorf("%w\n(check it with: opsbot config check --config %s)", probs, *file)
 	}
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration weakens a guard", "warning", w)
@@ -139,14 +139,14 @@ func runServe(e *env, args []string) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		a.stop()
-		return fmt.Errorf("listening on %s: %w (is another server using the port?)", cfg.Listen, err)
+		return listenError("listen", cfg.Listen, err)
 	}
 	if a.metricsHandler != nil {
 		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
 		if err != nil {
 			ln.Close()
 			a.stop()
-			return fmt.Errorf("listening on metrics.listen %s: %w (is another server using the port?)", cfg.Metrics.Listen, err)
+			return listenError("metrics.listen", cfg.Metrics.Listen, err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", a.metricsHandler)

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/server"
+)
+
+// preflight is every refusal opsbot serve makes, before it opens anything,
+// about a configuration that config.Load accepted and the environment it
+// runs in: the one validation `serve` and `config check` share. It checks
+// the listen addresses and paths again after the flags and environment
+// overrode them, reads every secret the file names (a webhook secret,
+// metrics.token_env naming an unset variable, short secrets, an unreadable
+// VAR_FILE or App key), parses the GitHub App's key, and loads the TLS
+// pair. It returns the secrets and every problem found (nil: serve starts).
+func preflight(cfg *config.Config, getenv func(string) string) (config.Secrets, config.Problems) {
+	var probs config.Problems
+	if err := config.CheckListenAddr(cfg.Listen); err != nil {
+		probs = append(probs, "listen: "+err.Error())
+	}
+	probs = append(probs, cfg.CheckPaths()...)
+	secrets, err := cfg.ResolveSecrets(getenv)
+	var sp config.Problems
+	switch {
+	case errors.As(err, &sp):
+		probs = append(probs, sp...)
+	case err != nil:
+		probs = append(probs, err.Error())
+	}
+	if ga := cfg.GitHub.App; ga != nil && len(secrets.AppPrivateKey) > 0 {
+		if _, err := ghclient.NewFactory(ghclient.Options{APIURL: cfg.GitHub.APIURL, AppID: ga.ID, AppKey: secrets.AppPrivateKey}); err != nil {
+			probs = append(probs, err.Error())
+		}
+	}
+	if cfg.TLS.CertFile != "" {
+		if err := (&server.CertFiles{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile}).Load(); err != nil {
+			probs = append(probs, err.Error())
+		}
+	}
+	return secrets, probs
+}
+
+// listenError says why serve could not listen on addr (the setting key
+// names): another server on the port only when that is what happened.
+func listenError(key, addr string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("listening on %s %s: %w (another server is using the port: stop it, or choose another %s)", key, addr, err, key)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("listening on %s %s: %w (a port below 1024 needs privileges: choose a port above 1023)", key, addr, err)
+	}
+	return fmt.Errorf("listening on %s %s: %w", key, addr, err)
+}
