@@ -20,6 +20,8 @@ type (
 	NoticeKind   = record.NoticeKind
 	SlackMessage = record.SlackMessage
 	AllowedUser  = record.AllowedUser
+	Sequence     = record.Sequence
+	SeqRef       = record.SeqRef
 )
 
 // Pin states.

@@ -61,8 +61,9 @@ var (
 	bInstallations = []byte("installations") // "installation\0" repo -> installation id(8)
 	bUsers         = []byte("allowed_users") // "user\0" login -> AllowedUser
 	bHeads         = []byte("heads")         // repo \0 sha \0 pr(8) -> nil: the PRs whose recorded head is sha (schema 6)
+	bSeqWake       = []byte("seqwake")       // wake unix nanos(8) pr(8) repo \0 kind -> nil: when each sequence is due
 	allBuckets     = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bSumTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
-		bPRs, bComments, bOutbox, bStage, bReused, bSent, bFailed, bBudgets, bReconciled, bInstallations, bUsers, bHeads}
+		bPRs, bComments, bOutbox, bStage, bReused, bSent, bFailed, bBudgets, bReconciled, bInstallations, bUsers, bHeads, bSeqWake}
 	keySchema = []byte("schema")
 )
 

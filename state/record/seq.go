@@ -1,0 +1,58 @@
+package record
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Sequence is a multi-step request's durable record (a merge request, a
+// stage request, an approval): one per PR and kind. Its step changes only
+// through guarded writes (Tx.PutSequence checks the version read), and its
+// wake-up time is data: whatever is due is due again after a restart.
+type Sequence struct {
+	V    int    `json:"v"`
+	Kind string `json:"kind"`
+	Repo string `json:"repo"`
+	PR   int    `json:"pr"`
+	// Head is the head commit the sequence acts for.
+	Head string `json:"head,omitempty"`
+	// Step is where the sequence is; Done marks a step it never leaves.
+	Step string `json:"step"`
+	Done bool   `json:"done,omitempty"`
+	// Why says, for a sequence that stopped, why (a code and its words).
+	Why string `json:"why,omitempty"`
+	// Data is the kind's own state, as its JSON.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Origin is the invocation that started it, and who.
+	OriginKind OriginKind `json:"origin_kind,omitempty"`
+	OriginID   int64      `json:"origin_id,omitempty"`
+	OriginURL  string     `json:"origin_url,omitempty"`
+	ActorID    int64      `json:"actor_id,omitempty"`
+	ActorLogin string     `json:"actor_login,omitempty"`
+	// WakeAt is when the sequence is woken (zero: never, it waits for
+	// events); Deadline is when it gives up.
+	WakeAt   time.Time `json:"wake_at,omitzero"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Version counts its writes; a write names the version it read.
+	Version uint64    `json:"version"`
+	Started time.Time `json:"started,omitzero"`
+	Updated time.Time `json:"updated,omitzero"`
+}
+
+// Origin is the invocation that started the sequence.
+func (s *Sequence) Origin() Origin { return originOf(s.OriginKind, s.OriginID, s.OriginURL) }
+
+// SetOrigin records the invocation that started the sequence.
+func (s *Sequence) SetOrigin(o Origin) {
+	s.OriginID, s.OriginURL, s.OriginKind = o.ID, o.URL, storedKind(o.Kind)
+}
+
+// SeqRef names a sequence: its repository, PR and kind.
+type SeqRef struct {
+	Repo string `json:"repo"`
+	PR   int    `json:"pr"`
+	Kind string `json:"kind"`
+	// Version is the version that was due (a wake-up names it, so a
+	// wake-up of a sequence that moved on meanwhile finds it changed).
+	Version uint64 `json:"version"`
+}

@@ -1,0 +1,138 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrSeqChanged is a sequence write that named a version the sequence no
+// longer has (or a new sequence where one is recorded): someone moved it
+// meanwhile, and the writer decides again from what is stored now.
+var ErrSeqChanged = errors.New("state: the sequence changed since it was read")
+
+const pSeq = "seq:"
+
+func seqKey(kind string) []byte { return []byte(pSeq + kind) }
+
+// wakeKey orders the wake index by time: wake unix nanos(8) pr(8) repo \0 kind.
+func wakeKey(at time.Time, repo string, pr int, kind string) []byte {
+	k := make([]byte, 0, 16+len(repo)+1+len(kind))
+	k = binary.BigEndian.AppendUint64(k, uint64(max(at.UnixNano(), 0)))
+	k = binary.BigEndian.AppendUint64(k, uint64(pr))
+	k = append(k, repoKey(repo)...)
+	k = append(k, 0)
+	return append(k, kind...)
+}
+
+// Sequence returns the PR's sequence of a kind, if any (done or not).
+func (t *Tx) Sequence(repo string, pr int, kind string) (*Sequence, error) {
+	return sequence(t.tx, repo, pr, kind)
+}
+
+func sequence(tx *bolt.Tx, repo string, pr int, kind string) (*Sequence, error) {
+	b, err := prBucket(tx, repo, pr, false)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var s Sequence
+	ok, err := getJSON(b, seqKey(kind), &s)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// PutSequence writes s as the next version of the PR's sequence of its
+// kind, provided the stored one is still at version read (0: none is
+// stored, or only a done one); otherwise ErrSeqChanged and nothing is
+// written. It keeps the wake index: a sequence not done with a wake-up
+// time is due then. s.Version becomes the version written.
+func (t *Tx) PutSequence(s *Sequence, read uint64) error {
+	if s.Kind == "" || s.Repo == "" || s.PR <= 0 {
+		return fmt.Errorf("state: a sequence needs a kind, a repository and a PR (%q %q %d)", s.Kind, s.Repo, s.PR)
+	}
+	cur, err := sequence(t.tx, s.Repo, s.PR, s.Kind)
+	if err != nil {
+		return err
+	}
+	switch {
+	case cur == nil && read != 0, cur != nil && cur.Version != read && !(read == 0 && cur.Done):
+		return fmt.Errorf("%w: %s %s#%d", ErrSeqChanged, s.Kind, s.Repo, s.PR)
+	}
+	wake := t.tx.Bucket(bSeqWake)
+	if cur != nil && !cur.WakeAt.IsZero() {
+		if err := wake.Delete(wakeKey(cur.WakeAt, cur.Repo, cur.PR, cur.Kind)); err != nil {
+			return err
+		}
+	}
+	now := t.now()
+	if cur == nil || cur.Done {
+		s.Started = now
+	}
+	if cur != nil {
+		s.Version = cur.Version + 1
+	} else {
+		s.Version = 1
+	}
+	s.V, s.Updated = 1, now
+	if s.Done {
+		s.WakeAt = time.Time{}
+	}
+	b, err := prBucket(t.tx, s.Repo, s.PR, true)
+	if err != nil {
+		return err
+	}
+	if err := putJSON(b, seqKey(s.Kind), s); err != nil {
+		return err
+	}
+	if s.WakeAt.IsZero() {
+		return nil
+	}
+	return wake.Put(wakeKey(s.WakeAt, s.Repo, s.PR, s.Kind), nil)
+}
+
+// DueSequences lists the sequences whose wake-up time is at or before now,
+// earliest first, at most max of them, with the version that is due.
+func (s *Store) DueSequences(now time.Time, max int) ([]SeqRef, error) {
+	var out []SeqRef
+	err := s.db.View(func(tx *bolt.Tx) error {
+		wake := tx.Bucket(bSeqWake)
+		if wake == nil {
+			return nil // a database opened read-only before sequences existed
+		}
+		c := wake.Cursor()
+		end := binary.BigEndian.AppendUint64(nil, uint64(max64(now.UnixNano(), 0)))
+		for k, _ := c.First(); k != nil && len(out) < max; k, _ = c.Next() {
+			if len(k) < 17 || bytes.Compare(k[:8], end) > 0 {
+				break
+			}
+			pr := int(binary.BigEndian.Uint64(k[8:16]))
+			repo, kind, ok := bytes.Cut(k[16:], []byte{0})
+			if !ok {
+				return fmt.Errorf("state: corrupt wake-up key %x", k)
+			}
+			seq, err := sequence(tx, string(repo), pr, string(kind))
+			if err != nil {
+				return err
+			}
+			if seq == nil || seq.Done {
+				continue // written by a build that did not clean up: nothing to wake
+			}
+			out = append(out, SeqRef{Repo: seq.Repo, PR: pr, Kind: seq.Kind, Version: seq.Version})
+		}
+		return nil
+	})
+	return out, err
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,86 @@
+package state
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A sequence changes only from the version its writer read; its wake-up
+// time is an index that lists what is due, earliest first, and survives a
+// restart; a done sequence is never due, and a new one may replace it.
+func TestSequencesAreGuardedAndDurable(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	path := filepath.Join(t.TempDir(), "opsbot.db")
+	s, err := Open(path, Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(seq *Sequence, read uint64) error {
+		return s.Update(func(tx *Tx) error { return tx.PutSequence(seq, read) })
+	}
+	merge := &Sequence{Kind: "merge", Repo: "o/r", PR: 7, Head: "c1", Step: "pinned", WakeAt: now.Add(time.Minute)}
+	if err := put(merge, 0); err != nil || merge.Version != 1 {
+		t.Fatalf("first write: %v (version %d)", err, merge.Version)
+	}
+	if err := put(&Sequence{Kind: "merge", Repo: "o/r", PR: 7, Step: "pinned"}, 0); !errors.Is(err, ErrSeqChanged) {
+		t.Fatalf("a second merge sequence for the PR while one runs: %v, want ErrSeqChanged", err)
+	}
+	stage := &Sequence{Kind: "stage", Repo: "o/r2", PR: 7, Step: "requested", WakeAt: now.Add(-2 * time.Second)}
+	if err := put(stage, 0); err != nil {
+		t.Fatal(err)
+	}
+	due, err := s.DueSequences(now, 10)
+	if err != nil || len(due) != 1 || due[0] != (SeqRef{Repo: "o/r2", PR: 7, Kind: "stage", Version: 1}) {
+		t.Fatalf("due now = %+v, %v; want the stage request of o/r2 only (o/r is not o/r2)", due, err)
+	}
+	moved := *merge
+	moved.Step, moved.WakeAt = "updating", now.Add(-time.Second)
+	if err := put(&moved, 1); err != nil || moved.Version != 2 {
+		t.Fatalf("guarded write from version 1: %v (version %d)", err, moved.Version)
+	}
+	stale := *merge
+	stale.Step = "merging"
+	if err := put(&stale, 1); !errors.Is(err, ErrSeqChanged) {
+		t.Fatalf("a write from a version read before: %v, want ErrSeqChanged", err)
+	}
+	s.Close()
+
+	later := now.Add(time.Hour)
+	s, err = Open(path, Options{Now: func() time.Time { return later }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	due, err = s.DueSequences(later, 10)
+	if err != nil || len(due) != 2 || due[0].Kind != "stage" || due[1] != (SeqRef{Repo: "o/r", PR: 7, Kind: "merge", Version: 2}) {
+		t.Fatalf("due after a restart = %+v, %v; want both, earliest first, the merge at version 2 (its old wake-up gone)", due, err)
+	}
+	var got *Sequence
+	if err := s.Update(func(tx *Tx) error {
+		done := moved
+		done.Step, done.Done, done.Why = "stopped", true, "cancelled"
+		if err := tx.PutSequence(&done, 2); err != nil {
+			return err
+		}
+		got, err = tx.Sequence("o/r", 7, "merge")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || !got.Done || got.Version != 3 || !got.WakeAt.IsZero() {
+		t.Fatalf("done sequence = %+v", got)
+	}
+	due, _ = s.DueSequences(later, 10)
+	if len(due) != 1 || due[0].Kind != "stage" {
+		t.Fatalf("a done sequence is due: %+v", due)
+	}
+	again := &Sequence{Kind: "merge", Repo: "o/r", PR: 7, Head: "c9", Step: "pinned"}
+	if err := s.Update(func(tx *Tx) error { return tx.PutSequence(again, 0) }); err != nil || again.Version != 4 || !again.Started.Equal(later) {
+		t.Fatalf("a new sequence after a done one: %v (%+v)", err, again)
+	}
+	if errs := s.Check(); len(errs) > 0 {
+		t.Fatalf("bbolt check: %v", errs)
+	}
+}
