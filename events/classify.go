@@ -13,6 +13,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/commands"
 	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
@@ -237,6 +238,21 @@ func classifyPull(env *envelope, d *state.Delivery) string {
 		d.PR = env.PullRequest.Number
 	}
 	if d.PR == 0 {
+		return IgnoredNoPR
+	}
+	return ""
+}
+
+// IgnoredWakeup is a wake-up that opsbot did not make (its id is not
+// opsbot's own).
+const IgnoredWakeup = "wake-up not made by opsbot"
+
+func classifyWakeup(env *envelope, id string, d *state.Delivery) string {
+	if !strings.HasPrefix(id, seq.IDPrefix) || env.Wakeup == nil || env.Wakeup.Kind == "" {
+		return IgnoredWakeup
+	}
+	d.PR = env.Number
+	if d.PR <= 0 {
 		return IgnoredNoPR
 	}
 	return ""

@@ -20,6 +20,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/gate"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
@@ -51,6 +52,8 @@ type Handler struct {
 	Marks Marks
 	// State is what command handlers read before they plan (the store).
 	State record.Reader
+	// Sequences are the kinds of sequence opsbot steps, by name.
+	Sequences map[string]seq.Kind
 }
 
 // Marks reads comments' seen marks.
@@ -132,6 +135,24 @@ func (h *Handler) handleDispatch(ctx context.Context, _ *config.Repo, d *state.D
 // comment is not on a PR. A delivery stored without its parse (by a build
 // before ingest recorded it) is given one at start (UpgradeInbox); one
 // still without is refused, never read from its body here.
+// handleWakeup steps a due sequence (seq.Ticker's delivery) through its
+// kind. A kind this build does not know changes nothing.
+func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error) {
+	var p seq.Payload
+	if err := decode(d, &p); err != nil {
+		return "", nil, err
+	}
+	k, ok := h.Sequences[p.Wakeup.Kind]
+	if !ok || k.Wake == nil {
+		h.Log.Warn("a wake-up of a kind of sequence this opsbot does not know; nothing done", "kind", p.Wakeup.Kind,
+			"repo", rc.Name, "pr", d.PR)
+		return "wakeup-unknown-kind", nil, nil
+	}
+	ref := p.Wakeup
+	ref.Repo, ref.PR = rc.Name, d.PR
+	return k.Wake(ctx, rc, ref)
+}
+
 func (h *Handler) commentOf(d *state.Delivery) (*commentRecord, error) {
 	if len(d.Parsed) == 0 {
 		return nil, worker.Permanent(fmt.Errorf("the %s delivery %s has no recorded parse: it was stored by an older opsbot "+

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
@@ -24,6 +25,9 @@ type kind struct {
 	classify func(s *Schema, env *envelope, id string, d *state.Delivery) (ignored string, err error)
 	// handle is what a stored delivery means.
 	handle func(h *Handler, ctx context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error)
+	// internal is an event opsbot makes itself (never GitHub): not
+	// subscribed to, and taken only with opsbot's own ids.
+	internal bool
 }
 
 var kinds = []kind{
@@ -38,6 +42,11 @@ var kinds = []kind{
 			return classifyDispatch(env, d), nil
 		},
 		handle: (*Handler).handleDispatch},
+	{name: seq.Event, internal: true,
+		classify: func(_ *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
+			return classifyWakeup(env, id, d), nil
+		},
+		handle: (*Handler).handleWakeup},
 }
 
 func kindOf(event string) (*kind, bool) {
@@ -52,9 +61,11 @@ func kindOf(event string) (*kind, bool) {
 // Used are the events opsbot acts on, in order: the GitHub App subscribes
 // to them, and the metrics count each from the start.
 func Used() []string {
-	out := make([]string, len(kinds))
-	for i, k := range kinds {
-		out[i] = k.name
+	var out []string
+	for _, k := range kinds {
+		if !k.internal {
+			out = append(out, k.name)
+		}
 	}
 	return out
 }

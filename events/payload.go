@@ -3,6 +3,8 @@ package events
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // The payload types are the webhook schema opsbot reads: only what it uses,
@@ -159,6 +161,7 @@ type envelope struct {
 	Installation  Installation   `json:"installation"`
 	ClientPayload map[string]any `json:"client_payload"`
 	Recovery      *Recovery      `json:"opsbot_recovery"`
+	Wakeup        *state.SeqRef  `json:"opsbot_wakeup"`
 	// The commit of an event that names only a commit: a status's sha, a
 	// check suite's or a check run's head_sha.
 	SHA        string      `json:"sha"`

@@ -11,6 +11,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/events"
 	"github.com/SemiAnalysisAI/opsbot/metrics"
 	"github.com/SemiAnalysisAI/opsbot/reconcile"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
@@ -47,6 +48,12 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		// would make recovery's delivery a duplicate.
 		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",
 			Error: "X-GitHub-Delivery ids starting with " + reconcile.IDPrefix + " are opsbot's own; send GitHub's delivery id"})
+		return
+	}
+	if strings.HasPrefix(strings.ToLower(id), seq.IDPrefix) || event == seq.Event {
+		// Wake-ups are opsbot's own deliveries, made by its ticker only.
+		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",
+			Error: "X-GitHub-Delivery ids starting with " + seq.IDPrefix + " and the event " + seq.Event + " are opsbot's own; send GitHub's"})
 		return
 	}
 	// GitHub sends JSON, or (its default) a form whose payload field holds

@@ -15,6 +15,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
@@ -444,5 +445,18 @@ func TestRecoveryTakesBackALostDeletionOrEdit(t *testing.T) {
 				t.Fatalf("a second reconcile took back again: %v", rep)
 			}
 		})
+	}
+}
+
+// Wake-ups are opsbot's own deliveries: a signed body sent as one, under a
+// wake-up id or the wake-up event, is refused and steps no sequence.
+func TestWebhookDeliveryAsAWakeupIsRefused(t *testing.T) {
+	w := newWorld(t, "")
+	id, body := seq.Delivery(state.SeqRef{Repo: theRepo, PR: thePR, Kind: "merge", Version: 1})
+	for _, tc := range []struct{ event, id string }{{seq.Event, "a-github-id"}, {"pull_request", id}, {seq.Event, id}} {
+		code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", tc.event, tc.id, body, testSecret))
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(rep["error"]), "opsbot's own") {
+			t.Fatalf("%s %q: %d %v, want 400", tc.event, tc.id, code, rep)
+		}
 	}
 }
