@@ -131,10 +131,6 @@ func (h *Handler) handleDispatch(ctx context.Context, _ *config.Repo, d *state.D
 	return out, func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 }
 
-// commentOf is a comment delivery as ingest recorded it (Parsed). Nil: the
-// comment is not on a PR. A delivery stored without its parse (by a build
-// before ingest recorded it) is given one at start (UpgradeInbox); one
-// still without is refused, never read from its body here.
 // handleWakeup steps a due sequence (seq.Ticker's delivery) through its
 // kind. A kind this build does not know changes nothing.
 func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error) {
@@ -153,6 +149,10 @@ func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.De
 	return k.Wake(ctx, rc, ref)
 }
 
+// commentOf is a comment delivery as ingest recorded it (Parsed). Nil: the
+// comment is not on a PR. A delivery stored without its parse (by a build
+// before ingest recorded it) is given one at start (UpgradeInbox); one
+// still without is refused, never read from its body here.
 func (h *Handler) commentOf(d *state.Delivery) (*commentRecord, error) {
 	if len(d.Parsed) == 0 {
 		return nil, worker.Permanent(fmt.Errorf("the %s delivery %s has no recorded parse: it was stored by an older opsbot "+
