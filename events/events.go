@@ -146,7 +146,11 @@ func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.De
 	}
 	ref := p.Wakeup
 	ref.Repo, ref.PR = rc.Name, d.PR
-	return k.Wake(ctx, rc, ref)
+	out, w, err := k.Wake(ctx, rc, ref)
+	if err != nil || w == nil {
+		return out, nil, err
+	}
+	return out, func(tx *state.Tx) error { return w(tx) }, nil
 }
 
 // commentOf is a comment delivery as ingest recorded it (Parsed). Nil: the

@@ -28,7 +28,7 @@ func TestWakeupsReachTheirKind(t *testing.T) {
 
 	r := newERig(t)
 	var woken []state.SeqRef
-	r.h.Sequences = map[string]seq.Kind{"probe": {Name: "probe", Wake: func(_ context.Context, rc *config.Repo, got state.SeqRef) (string, state.Write, error) {
+	r.h.Sequences = map[string]seq.Kind{"probe": {Name: "probe", Wake: func(_ context.Context, rc *config.Repo, got state.SeqRef) (string, seq.Write, error) {
 		woken = append(woken, got)
 		return "probed", nil, nil
 	}}}

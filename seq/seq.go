@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
-	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // Event is the event name of a wake-up delivery. Wake-ups come only from
@@ -36,13 +36,13 @@ type Payload struct {
 		FullName string `json:"full_name"`
 	} `json:"repository"`
 	Number int          `json:"number"`
-	Wakeup state.SeqRef `json:"opsbot_wakeup"`
+	Wakeup record.SeqRef `json:"opsbot_wakeup"`
 }
 
 // Delivery is the wake-up delivery of a due sequence: its id (one per
 // sequence and version, so a sequence handed over twice before it moved is
 // stored once) and its body.
-func Delivery(ref state.SeqRef) (id string, body []byte) {
+func Delivery(ref record.SeqRef) (id string, body []byte) {
 	var p Payload
 	p.Repository.FullName, p.Number, p.Wakeup = ref.Repo, ref.PR, ref
 	body, _ = json.Marshal(p) // plain strings and numbers: cannot fail
@@ -53,18 +53,21 @@ func Delivery(ref state.SeqRef) (id string, body []byte) {
 // step, which a wake-up runs.
 type Kind struct {
 	Name string
-	// Wake steps the sequence ref names, due now: it reads the record
-	// (a version other than ref's: it moved meanwhile, and its own wake-up
-	// comes), re-reads the world, and returns the write of its next version
-	// (Tx.PutSequence from the version read) with what it does. An error is
-	// retried as any delivery's.
-	Wake func(ctx context.Context, rc *config.Repo, ref state.SeqRef) (outcome string, w state.Write, err error)
+	// Wake steps the sequence ref names, due now: it re-reads the world and
+	// returns the write of the sequence's next version (in the write, the
+	// record is read again: a version other than ref's moved meanwhile, and
+	// its own wake-up comes) with what it does. An error is retried as any
+	// delivery's.
+	Wake func(ctx context.Context, rc *config.Repo, ref record.SeqRef) (outcome string, w Write, err error)
 }
+
+// Write is a step's change, committed with the wake-up's processing.
+type Write func(tx record.Tx) error
 
 // Ticker hands a wake-up delivery to the intake for each due sequence.
 type Ticker struct {
 	// Due lists the sequences due now (state.Store.DueSequences).
-	Due func(now time.Time, max int) ([]state.SeqRef, error)
+	Due func(now time.Time, max int) ([]record.SeqRef, error)
 	// Take stores and queues a delivery (the intake); a duplicate is fine.
 	Take func(ctx context.Context, event, id string, body []byte) error
 	Now  func() time.Time

@@ -9,6 +9,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 type taken struct {
@@ -57,7 +58,7 @@ func TestTickerHandsOverWhatIsDue(t *testing.T) {
 	if err := json.Unmarshal(got[0].body, &p); err != nil {
 		t.Fatal(err)
 	}
-	if p.Repository.FullName != "o/r" || p.Number != 7 || p.Wakeup != (state.SeqRef{Repo: "o/r", PR: 7, Kind: "merge", Version: 1}) {
+	if p.Repository.FullName != "o/r" || p.Number != 7 || p.Wakeup != (record.SeqRef{Repo: "o/r", PR: 7, Kind: "merge", Version: 1}) {
 		t.Fatalf("payload = %+v", p)
 	}
 }

@@ -40,6 +40,7 @@ type Tx struct {
 	Stages  []record.StageRequest
 	Marks   map[int64]record.CommentMark
 	Infos   map[string]record.PRInfo
+	Seqs    map[string]record.Sequence // by repo#PR kind
 	// NoReplies and NoReactions spend the budgets.
 	NoReplies, NoReactions bool
 	nextID                 uint64
@@ -96,6 +97,37 @@ func (t *Tx) PutPRInfo(p *record.PRInfo) error {
 		t.Infos = map[string]record.PRInfo{}
 	}
 	t.Infos[prKey(p.Repo, p.PR)] = *p
+	return nil
+}
+
+func (t *Tx) Sequence(repo string, pr int, kind string) (*record.Sequence, error) {
+	if s, ok := t.Seqs[prKey(repo, pr)+" "+kind]; ok {
+		return &s, nil
+	}
+	return nil, nil
+}
+
+// PutSequence keeps the store's guard: the version read must be the one
+// stored (0: none, or a done one).
+func (t *Tx) PutSequence(s *record.Sequence, read uint64) error {
+	cur, _ := t.Sequence(s.Repo, s.PR, s.Kind)
+	if (cur == nil && read != 0) || (cur != nil && cur.Version != read && !(read == 0 && cur.Done)) {
+		return fmt.Errorf("commandstest: the sequence %s %s#%d changed since it was read", s.Kind, s.Repo, s.PR)
+	}
+	if cur == nil || cur.Done {
+		s.Started = t.Now()
+	}
+	s.Version, s.Updated = 1, t.Now()
+	if cur != nil {
+		s.Version = cur.Version + 1
+	}
+	if s.Done {
+		s.WakeAt = time.Time{}
+	}
+	if t.Seqs == nil {
+		t.Seqs = map[string]record.Sequence{}
+	}
+	t.Seqs[prKey(s.Repo, s.PR)+" "+s.Kind] = *s
 	return nil
 }
 

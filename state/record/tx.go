@@ -14,6 +14,15 @@ type Tx interface {
 	Comments
 	Budgets
 	Stages
+	Sequences
+}
+
+// Sequences are the multi-step requests, one per PR and kind.
+type Sequences interface {
+	Sequence(repo string, pr int, kind string) (*Sequence, error)
+	// PutSequence writes s as the next version of the PR's sequence of its
+	// kind, provided it is still at version read (0: none, or a done one).
+	PutSequence(s *Sequence, read uint64) error
 }
 
 // Auditor appends to the audit.
