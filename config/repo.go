@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 )
 
 // Repo is one repository opsbot serves.
@@ -42,6 +43,10 @@ type Repo struct {
 
 // SweepsOnMain reports whether a push to the default branch sweeps.
 func (r *Repo) SweepsOnMain() bool { return r.MainSweeps == nil || *r.MainSweeps }
+
+// DefaultStageReportTimeout is how long the staging side has to report a
+// request when the configuration does not say.
+const DefaultStageReportTimeout = 6 * time.Hour
 
 // DefaultProtectedPaths are the paths a run's PR may not have changed when
 // the configuration does not say.
@@ -140,6 +145,10 @@ type Stage struct {
 	RequiredArtifacts []string `yaml:"required_artifacts"`
 	RequiredLabels    []string `yaml:"required_labels"`
 	Slot              string   `yaml:"slot"`
+	// ReportTimeout is how long the staging side has to report a request
+	// (started or completed) before opsbot marks it failed and says so
+	// (absent: DefaultStageReportTimeout).
+	ReportTimeout time.Duration `yaml:"report_timeout"`
 	// CallbackSenders are the accounts (logins, bound to their ids as
 	// allow_users are, or numeric ids) whose repository_dispatch reports of
 	// staging are taken; empty takes any sender that echoes the request's

@@ -168,6 +168,9 @@ func (c *Config) applyDefaults() {
 		if r.ProtectedPaths == nil { // absent; `protected_paths: []` opts out
 			r.ProtectedPaths = append([]string(nil), DefaultProtectedPaths...)
 		}
+		if r.Stage.ReportTimeout == 0 {
+			r.Stage.ReportTimeout = DefaultStageReportTimeout
+		}
 		if r.Reuse.FullSweepLabels == nil { // absent; `full_sweep_labels: []` turns the rule off
 			r.Reuse.FullSweepLabels = append([]string(nil), DefaultFullSweepLabels...)
 		}
@@ -417,6 +420,9 @@ func (c *Config) validate() Problems {
 			}
 		}
 		st := r.Stage
+		if st.ReportTimeout < time.Minute {
+			add(rp+".stage.report_timeout", "%v is too short: the staging side needs time to stage a run (for example 6h; at least 1m)", st.ReportTimeout)
+		}
 		if st.Slot != "shared" && st.Slot != "accumulate" {
 			add(rp+".stage.slot", "%q must be shared or accumulate", st.Slot)
 		}

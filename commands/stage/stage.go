@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"text/template"
+	"time"
 
 	"github.com/google/go-github/v62/github"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/notices"
 	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
@@ -281,7 +283,75 @@ func (h *Handler) request(env commands.Env, rc *config.Repo, req *record.StageRe
 	// With a shared slot, the requests still waiting when the step is
 	// written are replaced by this one; each is told.
 	step.Shared = rc.Stage.Slot == "shared"
+	step.ReportWithin = rc.Stage.ReportTimeout
 	return step
+}
+
+// Kind is the sequence that holds a PR's stage requests' report deadlines
+// (plan.StageSeqKind): when one passes with its request still waiting for
+// the staging side, the request is failed, its acknowledgement says why,
+// and the audit records it.
+func Kind(h *Handler) seq.Kind {
+	return seq.Kind{Name: plan.StageSeqKind, Wake: h.wake}
+}
+
+func (h *Handler) wake(_ context.Context, rc *config.Repo, ref record.SeqRef) (string, seq.Write, error) {
+	return "stage-deadline", func(tx record.Tx) error {
+		s, err := tx.Sequence(ref.Repo, ref.PR, plan.StageSeqKind)
+		if err != nil || s == nil || s.Done || s.Version != ref.Version {
+			return err // moved on since it was due: its own wake-up comes
+		}
+		var data plan.StageDeadlines
+		if err := json.Unmarshal(s.Data, &data); err != nil {
+			return fmt.Errorf("reading the stage deadlines of %s#%d: %w", ref.Repo, ref.PR, err)
+		}
+		reqs, err := tx.StageRequests(ref.Repo)
+		if err != nil {
+			return err
+		}
+		now := tx.Now()
+		var left []plan.StageDeadline
+		var steps []plan.Step
+		for _, d := range data.Requests {
+			i := slices.IndexFunc(reqs, func(r record.StageRequest) bool { return r.Seq == d.Seq })
+			if i < 0 || !reqs[i].Pending() {
+				continue // reported, replaced or cancelled meanwhile
+			}
+			if now.Before(d.By) {
+				left = append(left, d)
+				continue
+			}
+			steps = append(steps, h.expired(rc, reqs[i], rc.Stage.ReportTimeout))
+		}
+		if err := plan.Apply(tx, h.Notices.Teller(), plan.Plan{Steps: steps}); err != nil {
+			return err
+		}
+		data.Requests = left
+		next := *s
+		if next.Data, err = json.Marshal(data); err != nil {
+			return err
+		}
+		next.WakeAt, next.Deadline = data.Next(), data.Next()
+		if len(left) == 0 {
+			next.Step, next.Done = "done", true
+		}
+		return tx.PutSequence(&next, s.Version)
+	}, nil
+}
+
+// expired fails a request the staging side did not report within d.
+func (h *Handler) expired(rc *config.Repo, r record.StageRequest, d time.Duration) plan.Step {
+	web := h.Notices.Web
+	from := r.State
+	r.State = record.StageFailed
+	why := fmt.Sprintf("the staging side (%s) did not report within %s", rc.Stage.Dispatch.Repo, d)
+	text := fmt.Sprintf("%s staging run %s failed: %s of the request, so opsbot stopped waiting. Ask again with `/stage-results %d` "+
+		"if the run should still be staged.", mdtext.Mention(r.Requester), runLink(r.RunID, web.Run(r.Repo, r.RunID)), mdtext.Text(why), r.RunID)
+	return plan.ReportStage{Request: r, From: from,
+		Told: plan.Edit{Repo: r.Repo, PR: r.PR, Installation: r.Installation, Of: r.AckNotice, Kind: string(notices.KindStage), Body: text,
+			Links: plan.Links{PR: web.PR(r.Repo, r.PR), Comment: r.CommentURL, Run: web.Run(r.Repo, r.RunID)}},
+		Audit: record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageFailed), Repo: r.Repo, PR: r.PR, RunID: r.RunID,
+			ActorLogin: r.Requester, CommentID: r.CommentID, CommentURL: r.CommentURL, OriginKind: r.OriginKind, Reason: why}}
 }
 
 // AckText is the immediate reply to a stage request.

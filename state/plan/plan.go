@@ -14,8 +14,10 @@
 package plan
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
@@ -370,6 +372,68 @@ type RequestStage struct {
 	Shared   bool
 	Dispatch Dispatch
 	Audit    record.AuditRecord
+	// ReportWithin, when set, is how long the staging side has to report
+	// from when the request is written: the PR's stage sequence
+	// (StageSeqKind) wakes then and marks the request failed if it still
+	// waits.
+	ReportWithin time.Duration
+}
+
+// StageSeqKind is the kind of the sequence that holds a PR's stage
+// requests' report deadlines.
+const StageSeqKind = "stage"
+
+// StageDeadlines is the data of a PR's stage sequence: each request still
+// tracked, by its sequence number, and when its report is due.
+type StageDeadlines struct {
+	Requests []StageDeadline `json:"requests"`
+}
+
+// StageDeadline is one request's report deadline.
+type StageDeadline struct {
+	Seq uint64    `json:"seq"`
+	By  time.Time `json:"by"`
+}
+
+// Next is the earliest deadline (zero: none).
+func (d StageDeadlines) Next() time.Time {
+	var next time.Time
+	for _, r := range d.Requests {
+		if next.IsZero() || r.By.Before(next) {
+			next = r.By
+		}
+	}
+	return next
+}
+
+// trackStage adds req's deadline to its PR's stage sequence.
+func trackStage(tx record.Tx, req record.StageRequest, by time.Time) error {
+	cur, err := tx.Sequence(req.Repo, req.PR, StageSeqKind)
+	if err != nil {
+		return err
+	}
+	var data StageDeadlines
+	var read uint64
+	if cur != nil && !cur.Done {
+		read = cur.Version
+		if len(cur.Data) > 0 {
+			if err := json.Unmarshal(cur.Data, &data); err != nil {
+				return fmt.Errorf("reading the stage deadlines of %s#%d: %w", req.Repo, req.PR, err)
+			}
+		}
+	}
+	data.Requests = append(data.Requests, StageDeadline{Seq: req.Seq, By: by})
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	next := &record.Sequence{Kind: StageSeqKind, Repo: req.Repo, PR: req.PR, Step: "waiting_report", Data: raw,
+		WakeAt: data.Next(), Deadline: data.Next(), ActorID: req.RequesterID, ActorLogin: req.Requester}
+	next.SetOrigin(req.Origin())
+	if cur != nil && !cur.Done {
+		next.Started, next.Head = cur.Started, cur.Head
+	}
+	return tx.PutSequence(next, read)
 }
 
 func (s RequestStage) apply(tx record.Tx, t Teller) error {
@@ -417,6 +481,11 @@ func (s RequestStage) apply(tx record.Tx, t Teller) error {
 	}
 	if err := tx.AddStageRequest(&req); err != nil {
 		return err
+	}
+	if s.ReportWithin > 0 {
+		if err := trackStage(tx, req, tx.Now().Add(s.ReportWithin)); err != nil {
+			return err
+		}
 	}
 	return tx.Audit(s.Audit)
 }
