@@ -5,6 +5,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/commands/help"
 	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
 	"github.com/SemiAnalysisAI/opsbot/commands/stage"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 )
 
 // commandSpecs are the commands opsbot runs, in the order /opsbot help
@@ -15,6 +16,12 @@ func commandSpecs(pins *reuse.Handler, stager *stage.Handler) []commands.Spec {
 		stage.Spec(stager),
 		help.Spec(),
 	}
+}
+
+// sequenceKinds are the kinds of sequence the commands step, each declared
+// by its command's package.
+func sequenceKinds(stager *stage.Handler) []seq.Kind {
+	return []seq.Kind{stage.Kind(stager)}
 }
 
 // grammar is the registry for reading comments only (opsbot parse): the

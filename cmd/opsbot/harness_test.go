@@ -72,7 +72,14 @@ func testEnv(extra map[string]string) func(string) string {
 // (/readyz: it knows its own GitHub account and its workers run).
 func startServer(t *testing.T, configPath string, getenv func(string) string, args ...string) *testServer {
 	t.Helper()
-	ts := startServing(t, configPath, getenv, args...)
+	return startServerWith(t, configPath, getenv, nil, args...)
+}
+
+// startServerWith is startServer with the server's dependencies adjusted
+// by deps (a clock the test moves).
+func startServerWith(t *testing.T, configPath string, getenv func(string) string, deps func(*appDeps), args ...string) *testServer {
+	t.Helper()
+	ts := startServingWith(t, configPath, getenv, deps, args...)
 	testkit.Eventually(t, "the server is ready", func() bool {
 		resp, err := http.Get(ts.URL + "/readyz")
 		if err != nil {
@@ -88,12 +95,18 @@ func startServer(t *testing.T, configPath string, getenv func(string) string, ar
 // the server takes webhooks, and may not be ready to process them.
 func startServing(t *testing.T, configPath string, getenv func(string) string, args ...string) *testServer {
 	t.Helper()
+	return startServingWith(t, configPath, getenv, nil, args...)
+}
+
+func startServingWith(t *testing.T, configPath string, getenv func(string) string, deps func(*appDeps), args ...string) *testServer {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	ts := &testServer{Dir: filepath.Dir(configPath), DB: filepath.Join(filepath.Dir(configPath), "opsbot.db"),
 		cancel: cancel, done: make(chan error, 1), stderr: &testkit.SyncBuffer{}}
 	go func() {
-		err := run(ctx, append([]string{"serve", "--config", configPath}, args...), getenv, strings.NewReader(""), pw, ts.stderr)
+		e := &env{ctx: ctx, getenv: getenv, stdin: strings.NewReader(""), stdout: pw, stderr: ts.stderr, deps: deps}
+		err := runEnv(e, append([]string{"serve", "--config", configPath}, args...))
 		pw.Close()
 		ts.done <- err
 	}()

@@ -27,6 +27,9 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// deps, set by tests only, adjusts what serve builds the server with
+	// (a clock they move, how often sequences are woken).
+	deps func(*appDeps)
 }
 
 type subcommand struct {
@@ -63,7 +66,11 @@ func runVersion(e *env, args []string) error {
 
 // run is the whole program: main only wires the process to it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	e := &env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	return runEnv(&env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}, args)
+}
+
+// runEnv is run in env e.
+func runEnv(e *env, args []string) error {
 	if len(args) == 0 {
 		usage(e.stderr)
 		return exitCode(2)

@@ -33,6 +33,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/outbox/slacksend"
 	"github.com/SemiAnalysisAI/opsbot/reconcile"
 	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/server"
 	"github.com/SemiAnalysisAI/opsbot/slackmirror"
 	"github.com/SemiAnalysisAI/opsbot/state"
@@ -113,7 +114,11 @@ func runServe(e *env, args []string) error {
 		log.Warn("configuration weakens a guard", "warning", w)
 	}
 
-	a, err := newApp(e.ctx, cfg, appDeps{Log: log, Secrets: secrets})
+	deps := appDeps{Log: log, Secrets: secrets}
+	if e.deps != nil {
+		e.deps(&deps)
+	}
+	a, err := newApp(e.ctx, cfg, deps)
 	if err != nil {
 		return err
 	}
@@ -205,6 +210,13 @@ type appDeps struct {
 	Wait func(ctx context.Context, d time.Duration) error
 	// GitHub adjusts the GitHub client's options (tests: its retries).
 	GitHub func(*ghclient.Options)
+	// Sequences are kinds of sequence stepped after opsbot's own (a test's).
+	Sequences []seq.Kind
+	// SeqEvery is how often due sequences are woken (0: seq.Ticker's default).
+	SeqEvery time.Duration
+	// Now is the clock of the store's records and of what is due (tests
+	// move it); nil is time.Now.
+	Now func() time.Time
 }
 
 // app is opsbot's server wired from its configuration: the store, the
@@ -224,6 +236,7 @@ type app struct {
 	pool      *worker.Pool
 	loops     []*outbox.Loop
 	rec       *reconcile.Reconciler
+	ticker    *seq.Ticker  // wakes the sequences that are due
 	handler   http.Handler // the HTTP server's handler, connection limits included
 	// metricsHandler serves GET /metrics on metrics.listen (nil: on listen).
 	metricsHandler http.Handler
@@ -254,7 +267,11 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	live := config.NewLive(cfg)
 	a := &app{cfg: cfg, live: live, log: log}
 	var m *metrics.Metrics // set below; the store reports commits to it
-	store, err := state.Open(cfg.StatePath, state.Options{OnCommit: func(n int, d time.Duration) {
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	store, err := state.Open(cfg.StatePath, state.Options{Now: now, OnCommit: func(n int, d time.Duration) {
 		if m != nil {
 			m.Commit.Observe(d.Seconds())
 			m.GroupSize.Observe(float64(n))
@@ -351,7 +368,13 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	// Who opsbot is and the allow_users accounts are set by begin, before
 	// the workers start.
 	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
-		Marks: store, State: store}
+		Marks: store, State: store, Sequences: map[string]seq.Kind{}}
+	for _, k := range append(sequenceKinds(stager), d.Sequences...) {
+		if _, dup := handler.Sequences[k.Name]; dup || k.Name == "" {
+			return nil, fmt.Errorf("the sequence kind %q is registered twice (or has no name)", k.Name)
+		}
+		handler.Sequences[k.Name] = k
+	}
 	if n, err := events.UpgradeInbox(store, events.NewSchema(live, reg, time.Now), log); err != nil {
 		return nil, fmt.Errorf("upgrading the inbox: %w", err)
 	} else if n > 0 {
@@ -359,6 +382,12 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	}
 	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})
 	a.pool = pool
+	wakeups := &events.Intake{Schema: events.NewSchema(live, reg, time.Now), Store: store, Queue: pool}
+	a.ticker = &seq.Ticker{Due: store.DueSequences, Now: now, Log: log, Every: d.SeqEvery,
+		Take: func(ctx context.Context, event, id string, body []byte) error {
+			_, err := wakeups.Take(ctx, event, id, body, [32]byte{})
+			return err
+		}}
 	a.loops = []*outbox.Loop{
 		{Store: store, Channel: state.ChannelGitHub, Log: log,
 			Sender: &ghsend.Sender{Clients: factory, SentRef: store.SentRef, Status: store.NoticeStatus},
@@ -556,6 +585,8 @@ func (a *app) run() error {
 		a.bg.Add(1)
 		go func() { defer a.bg.Done(); reconcileEvery(a.ctx, a.rec, a.cfg, a.log) }()
 	}
+	a.bg.Add(1)
+	go func() { defer a.bg.Done(); a.ticker.Run(a.ctx) }()
 	return nil
 }
 

@@ -62,6 +62,8 @@ func newWorldWith(t *testing.T, topExtra, repoExtra string, env map[string]strin
 type worldOpts struct {
 	top, github, repo string
 	env               map[string]string
+	// deps adjusts the server's dependencies (a clock the test moves).
+	deps func(*appDeps)
 }
 
 func newWorldOpts(t *testing.T, o worldOpts) *world {
@@ -103,7 +105,7 @@ repos:
 		vars[k] = v
 	}
 	w.env = testEnv(vars)
-	w.srv = startServer(t, path, w.env)
+	w.srv = startServerWith(t, path, w.env, o.deps)
 	return w
 }
 
