@@ -17,7 +17,7 @@ import (
 func TestWakeupsReachTheirKind(t *testing.T) {
 	s := &events.Schema{Repo: func(n string) (string, bool) { return n, n == repo }}
 	ref := state.SeqRef{Repo: repo, PR: 12, Kind: "probe", Version: 3}
-	id, body := seq.Delivery(ref)
+	id, body := seq.Delivery(ref, 0)
 	d, ignored, err := s.Classify(seq.Event, id, body)
 	if err != nil || d == nil || d.PR != 12 {
 		t.Fatalf("Classify(wake-up) = %+v, %q, %v", d, ignored, err)
@@ -36,7 +36,7 @@ func TestWakeupsReachTheirKind(t *testing.T) {
 	if err != nil || out != "probed" || len(woken) != 1 || woken[0] != ref {
 		t.Fatalf("Handle = %q, %v; woken %+v", out, err, woken)
 	}
-	id, body = seq.Delivery(state.SeqRef{Repo: repo, PR: 12, Kind: "retired", Version: 1})
+	id, body = seq.Delivery(state.SeqRef{Repo: repo, PR: 12, Kind: "retired", Version: 1}, 0)
 	d, _, _ = s.Classify(seq.Event, id, body)
 	if out, w, err := r.h.Handle(context.Background(), d); err != nil || out != "wakeup-unknown-kind" || w != nil {
 		t.Fatalf("a kind not known = %q, %v, write %v", out, err, w != nil)

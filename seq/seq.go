@@ -11,10 +11,13 @@ package seq
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
@@ -35,19 +38,27 @@ type Payload struct {
 	Repository struct {
 		FullName string `json:"full_name"`
 	} `json:"repository"`
-	Number int          `json:"number"`
+	Number int           `json:"number"`
 	Wakeup record.SeqRef `json:"opsbot_wakeup"`
 }
 
-// Delivery is the wake-up delivery of a due sequence: its id (one per
-// sequence and version, so a sequence handed over twice before it moved is
-// stored once) and its body.
-func Delivery(ref record.SeqRef) (id string, body []byte) {
+// Delivery is the wake-up delivery of a due sequence, handed over in
+// retry window w (Retry apart): its id names the sequence, the version that
+// is due and the window, so a sequence handed over again before it moved is
+// stored once, while one whose wake-up failed for good (dead-lettered) or
+// changed nothing is woken again in the next window. The id is a digest: no
+// two sequences share one, whatever their names hold.
+func Delivery(ref record.SeqRef, w int64) (id string, body []byte) {
 	var p Payload
 	p.Repository.FullName, p.Number, p.Wakeup = ref.Repo, ref.PR, ref
 	body, _ = json.Marshal(p) // plain strings and numbers: cannot fail
-	return fmt.Sprintf("%s%s-%s-%d-v%d", IDPrefix, ref.Kind, strings.ReplaceAll(ref.Repo, "/", "-"), ref.PR, ref.Version), body
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d\x00%d\x00%d", strings.ToLower(ref.Repo), ref.Kind, ref.PR, ref.Version, w))
+	return IDPrefix + hex.EncodeToString(sum[:16]), body
 }
+
+// Retry is how long a due sequence whose wake-up was handed over waits
+// before it is handed over again, should it not have moved meanwhile.
+const Retry = 10 * time.Minute
 
 // Kind is one kind of sequence: its name (stored in the record) and its
 // step, which a wake-up runs.
@@ -68,30 +79,64 @@ type Write func(tx record.Tx) error
 type Ticker struct {
 	// Due lists the sequences due now (state.Store.DueSequences).
 	Due func(now time.Time, max int) ([]record.SeqRef, error)
+	// Served says whether opsbot serves a repository: the sequences of one
+	// it no longer serves wait, handed over to nobody, until it is again.
+	Served func(repo string) bool
 	// Take stores and queues a delivery (the intake); a duplicate is fine.
 	Take func(ctx context.Context, event, id string, body []byte) error
 	Now  func() time.Time
 	Log  *slog.Logger
 	// Every is the time between passes; 0 is 5 s.
 	Every time.Duration
+
+	mu     sync.Mutex
+	handed map[string]bool // the wake-up ids handed over that are still due
 }
 
 // MaxPerTick bounds the wake-ups one pass hands over; the rest come next.
 const MaxPerTick = 500
 
-// Tick hands over what is due now, once, and says how many.
+// maxListed bounds the due sequences one pass reads (those of repositories
+// not served, and those handed over already, are passed over).
+const maxListed = 20 * MaxPerTick
+
+// Tick hands over what is due now and was not handed over in this retry
+// window, at most MaxPerTick, and says how many.
 func (t *Ticker) Tick(ctx context.Context) (int, error) {
-	due, err := t.Due(t.Now(), MaxPerTick)
+	now := t.Now()
+	due, err := t.Due(now, maxListed)
 	if err != nil {
 		return 0, fmt.Errorf("listing the sequences due: %w", err)
 	}
-	for i, ref := range due {
-		id, body := Delivery(ref)
-		if err := t.Take(ctx, Event, id, body); err != nil {
-			return i, fmt.Errorf("handing over the wake-up of %s %s#%d: %w", ref.Kind, ref.Repo, ref.PR, err)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	handed := map[string]bool{} // what stays handed over: still due, in this window
+	n := 0
+	var failed error
+	for _, ref := range due {
+		if t.Served != nil && !t.Served(ref.Repo) {
+			continue
 		}
+		id, body := Delivery(ref, now.Unix()/int64(Retry/time.Second))
+		if t.handed[id] {
+			handed[id] = true // stored already: its processing comes
+			continue
+		}
+		if n >= MaxPerTick || failed != nil {
+			continue // the next pass
+		}
+		if err := t.Take(ctx, Event, id, body); err != nil {
+			failed = fmt.Errorf("handing over the wake-up of %s %s#%d: %w", ref.Kind, ref.Repo, ref.PR, err)
+			continue
+		}
+		handed[id] = true
+		n++
 	}
-	return len(due), nil
+	t.handed = handed
+	if failed != nil {
+		return n, failed
+	}
+	return n, nil
 }
 
 // Run ticks until ctx ends; a failed pass is logged and tried at the next.

@@ -51,7 +51,7 @@ func TestTickerHandsOverWhatIsDue(t *testing.T) {
 	if err != nil || n != 1 || len(got) != 1 {
 		t.Fatalf("Tick = %d, %v; handed over %d", n, err, len(got))
 	}
-	if got[0].event != seq.Event || got[0].id != "opsbot-wake-merge-o-r-7-v1" {
+	if wantID, _ := seq.Delivery(state.SeqRef{Repo: "o/r", PR: 7, Kind: "merge", Version: 1}, now.Unix()/int64(seq.Retry/time.Second)); got[0].event != seq.Event || got[0].id != wantID {
 		t.Fatalf("wake-up = %s %s", got[0].event, got[0].id)
 	}
 	var p seq.Payload
@@ -60,5 +60,47 @@ func TestTickerHandsOverWhatIsDue(t *testing.T) {
 	}
 	if p.Repository.FullName != "o/r" || p.Number != 7 || p.Wakeup != (record.SeqRef{Repo: "o/r", PR: 7, Kind: "merge", Version: 1}) {
 		t.Fatalf("payload = %+v", p)
+	}
+}
+
+// A sequence that stays due (its wake-up failed for good, or changed
+// nothing) is handed over once in each retry window, not at every pass;
+// the sequences of a repository no longer served wait; no two sequences
+// share a wake-up id, whatever their names hold.
+func TestTickerRetriesOncePerWindow(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	store, err := state.Open(filepath.Join(t.TempDir(), "opsbot.db"), state.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, s := range []*state.Sequence{
+		{Kind: "stage", Repo: "o/r-x", PR: 1, Step: "waiting_report", WakeAt: now.Add(-time.Minute)},
+		{Kind: "stage", Repo: "o-r/x", PR: 1, Step: "waiting_report", WakeAt: now.Add(-time.Minute)},
+		{Kind: "stage", Repo: "gone/repo", PR: 1, Step: "waiting_report", WakeAt: now.Add(-time.Minute)},
+	} {
+		if err := store.Update(func(tx *state.Tx) error { return tx.PutSequence(s, 0) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	clock := now
+	tk := &seq.Ticker{Due: store.DueSequences, Now: func() time.Time { return clock },
+		Served: func(repo string) bool { return repo != "gone/repo" },
+		Take: func(_ context.Context, _, id string, _ []byte) error {
+			ids = append(ids, id)
+			return nil
+		}}
+	for range 3 {
+		if _, err := tk.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ids) != 2 || ids[0] == ids[1] {
+		t.Fatalf("three passes in one window handed over %q; want the two served sequences once each, under two ids", ids)
+	}
+	clock = clock.Add(seq.Retry)
+	if n, err := tk.Tick(context.Background()); err != nil || n != 2 || len(ids) != 4 || ids[2] == ids[0] || ids[3] == ids[1] {
+		t.Fatalf("the next window: %d handed, %v; ids %q; want both again under new ids", n, err, ids)
 	}
 }

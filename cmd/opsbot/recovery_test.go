@@ -452,7 +452,7 @@ func TestRecoveryTakesBackALostDeletionOrEdit(t *testing.T) {
 // wake-up id or the wake-up event, is refused and steps no sequence.
 func TestWebhookDeliveryAsAWakeupIsRefused(t *testing.T) {
 	w := newWorld(t, "")
-	id, body := seq.Delivery(state.SeqRef{Repo: theRepo, PR: thePR, Kind: "merge", Version: 1})
+	id, body := seq.Delivery(state.SeqRef{Repo: theRepo, PR: thePR, Kind: "merge", Version: 1}, 0)
 	for _, tc := range []struct{ event, id string }{{seq.Event, "a-github-id"}, {"pull_request", id}, {seq.Event, id}} {
 		code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", tc.event, tc.id, body, testSecret))
 		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(rep["error"]), "opsbot's own") {

@@ -305,23 +305,25 @@ func (h *Handler) wake(_ context.Context, rc *config.Repo, ref record.SeqRef) (s
 		if err := json.Unmarshal(s.Data, &data); err != nil {
 			return fmt.Errorf("reading the stage deadlines of %s#%d: %w", ref.Repo, ref.PR, err)
 		}
-		reqs, err := tx.StageRequests(ref.Repo)
-		if err != nil {
-			return err
-		}
 		now := tx.Now()
 		var left []plan.StageDeadline
 		var steps []plan.Step
 		for _, d := range data.Requests {
-			i := slices.IndexFunc(reqs, func(r record.StageRequest) bool { return r.Seq == d.Seq })
-			if i < 0 || !reqs[i].Pending() {
-				continue // reported, replaced or cancelled meanwhile
+			r, err := tx.StageRequestByComment(ref.Repo, d.CommentID)
+			if err != nil {
+				return err
+			}
+			if r == nil || r.Seq != d.Seq || r.State != record.StageRequested {
+				continue // reported on (started, or done), replaced or cancelled meanwhile
 			}
 			if now.Before(d.By) {
 				left = append(left, d)
 				continue
 			}
-			steps = append(steps, h.expired(rc, reqs[i], rc.Stage.ReportTimeout))
+			steps = append(steps, h.expired(rc, *r, d.Within))
+		}
+		if len(steps) == 0 && len(left) == len(data.Requests) {
+			return nil // nothing due yet (the clock went back): the next window wakes it again
 		}
 		if err := plan.Apply(tx, h.Notices.Teller(), plan.Plan{Steps: steps}); err != nil {
 			return err
@@ -339,19 +341,23 @@ func (h *Handler) wake(_ context.Context, rc *config.Repo, ref record.SeqRef) (s
 	}, nil
 }
 
-// expired fails a request the staging side did not report within d.
+// expired fails a request the staging side did not report on within d:
+// its dispatch, if the outbox still holds it, is withdrawn (the staging
+// side is never asked), and its acknowledgement says so.
 func (h *Handler) expired(rc *config.Repo, r record.StageRequest, d time.Duration) plan.Step {
 	web := h.Notices.Web
-	from := r.State
-	r.State = record.StageFailed
-	why := fmt.Sprintf("the staging side (%s) did not report within %s", rc.Stage.Dispatch.Repo, d)
-	text := fmt.Sprintf("%s staging run %s failed: %s of the request, so opsbot stopped waiting. Ask again with `/stage-results %d` "+
-		"if the run should still be staged.", mdtext.Mention(r.Requester), runLink(r.RunID, web.Run(r.Repo, r.RunID)), mdtext.Text(why), r.RunID)
-	return plan.ReportStage{Request: r, From: from,
-		Told: plan.Edit{Repo: r.Repo, PR: r.PR, Installation: r.Installation, Of: r.AckNotice, Kind: string(notices.KindStage), Body: text,
-			Links: plan.Links{PR: web.PR(r.Repo, r.PR), Comment: r.CommentURL, Run: web.Run(r.Repo, r.RunID)}},
-		Audit: record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageFailed), Repo: r.Repo, PR: r.PR, RunID: r.RunID,
-			ActorLogin: r.Requester, CommentID: r.CommentID, CommentURL: r.CommentURL, OriginKind: r.OriginKind, Reason: why}}
+	why := fmt.Sprintf("the staging side (%s) did not report within %s of the request", rc.Stage.Dispatch.Repo, d)
+	told := plan.Edit{Repo: r.Repo, PR: r.PR, Installation: r.Installation, Of: r.AckNotice, Kind: string(notices.KindStage),
+		Body: fmt.Sprintf("%s staging run %s failed: %s, so opsbot stopped waiting. Ask again with `/stage-results %d` if the run "+
+			"should still be staged.", mdtext.Mention(r.Requester), runLink(r.RunID, web.Run(r.Repo, r.RunID)), mdtext.Text(why), r.RunID),
+		Links: plan.Links{PR: web.PR(r.Repo, r.PR), Comment: r.CommentURL, Run: web.Run(r.Repo, r.RunID)}}
+	audit := record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageFailed), Repo: r.Repo, PR: r.PR, RunID: r.RunID,
+		ActorLogin: r.Requester, CommentID: r.CommentID, CommentURL: r.CommentURL, OriginKind: r.OriginKind, Reason: why}
+	neverSent := told
+	neverSent.Body = fmt.Sprintf("%s staging run %s failed: its dispatch to the staging side (%s) could not be sent within %s, so "+
+		"opsbot withdrew it and the staging side was never asked. Ask again with `/stage-results %d` if the run should still be staged.",
+		mdtext.Mention(r.Requester), runLink(r.RunID, web.Run(r.Repo, r.RunID)), mdtext.Text(rc.Stage.Dispatch.Repo), d, r.RunID)
+	return plan.ExpireStage{Request: r, Told: told, NeverSent: neverSent, Audit: audit}
 }
 
 // AckText is the immediate reply to a stage request.
@@ -426,7 +432,8 @@ func (h *Handler) Callback(ctx context.Context, st record.Reader, repo string, e
 	// request as read (ReportStage: one that moved on before it is
 	// written, taken back or replaced, is decided again).
 	var out plan.Plan
-	matches := req != nil && req.RunID == runID && req.Pending() && (action == "stage-results-started" || action == "stage-results-completed")
+	matches := req != nil && req.RunID == runID && req.PR == pr && req.Pending() &&
+		(action == "stage-results-started" || action == "stage-results-completed")
 	if matches && (req.Token == "" || subtle.ConstantTimeCompare([]byte(req.Token), []byte(p["request-token"])) != 1) {
 		reason := fmt.Sprintf("%s for comment %d and run %d does not carry the request's token (client_payload request-token)", action, commentID, runID)
 		h.Log.Warn("stage callback refused", "reason", reason, "sender", sender.GetLogin())
@@ -434,7 +441,7 @@ func (h *Handler) Callback(ctx context.Context, st record.Reader, repo string, e
 		return "stage-callback", out, nil
 	}
 	if !matches {
-		reason := fmt.Sprintf("%s for comment %d and run %d matches no pending stage request", action, commentID, runID)
+		reason := fmt.Sprintf("%s for comment %d, run %d and PR #%d matches no pending stage request", action, commentID, runID, pr)
 		h.Log.Warn("stage callback refused", "reason", reason)
 		out.Steps = []plan.Step{refused(reason, 0)}
 		return "stage-callback", out, nil

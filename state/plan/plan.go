@@ -389,10 +389,14 @@ type StageDeadlines struct {
 	Requests []StageDeadline `json:"requests"`
 }
 
-// StageDeadline is one request's report deadline.
+// StageDeadline is one request's report deadline: the request (its
+// sequence number and comment), when its report is due, and the timeout it
+// was given.
 type StageDeadline struct {
-	Seq uint64    `json:"seq"`
-	By  time.Time `json:"by"`
+	Seq       uint64        `json:"seq"`
+	CommentID int64         `json:"comment_id"`
+	By        time.Time     `json:"by"`
+	Within    time.Duration `json:"within"`
 }
 
 // Next is the earliest deadline (zero: none).
@@ -407,7 +411,7 @@ func (d StageDeadlines) Next() time.Time {
 }
 
 // trackStage adds req's deadline to its PR's stage sequence.
-func trackStage(tx record.Tx, req record.StageRequest, by time.Time) error {
+func trackStage(tx record.Tx, req record.StageRequest, within time.Duration) error {
 	cur, err := tx.Sequence(req.Repo, req.PR, StageSeqKind)
 	if err != nil {
 		return err
@@ -422,7 +426,7 @@ func trackStage(tx record.Tx, req record.StageRequest, by time.Time) error {
 			}
 		}
 	}
-	data.Requests = append(data.Requests, StageDeadline{Seq: req.Seq, By: by})
+	data.Requests = append(data.Requests, StageDeadline{Seq: req.Seq, CommentID: req.CommentID, By: tx.Now().Add(within), Within: within})
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return err
@@ -483,9 +487,46 @@ func (s RequestStage) apply(tx record.Tx, t Teller) error {
 		return err
 	}
 	if s.ReportWithin > 0 {
-		if err := trackStage(tx, req, tx.Now().Add(s.ReportWithin)); err != nil {
+		if err := trackStage(tx, req, s.ReportWithin); err != nil {
 			return err
 		}
+	}
+	return tx.Audit(s.Audit)
+}
+
+// ExpireStage fails the request of Request's comment when its report did
+// not come in time, as the transaction finds it: only while it is still
+// requested (a report that came meanwhile wins). Its dispatch, if the
+// outbox still holds it, is withdrawn, and NeverSent tells the PR instead
+// of Told; Audit is recorded.
+type ExpireStage struct {
+	Request   record.StageRequest
+	Told      Edit
+	NeverSent Edit
+	Audit     record.AuditRecord
+}
+
+func (s ExpireStage) apply(tx record.Tx, t Teller) error {
+	req, err := tx.StageRequestByComment(s.Request.Repo, s.Request.CommentID)
+	if err != nil || req == nil || req.Seq != s.Request.Seq || req.State != record.StageRequested {
+		return err
+	}
+	told := s.Told
+	if req.DispatchNotice != 0 {
+		withdrawn, err := tx.Withdraw(req.DispatchNotice)
+		if err != nil {
+			return err
+		}
+		if withdrawn && s.NeverSent.Body != "" {
+			told = s.NeverSent
+		}
+	}
+	req.State = record.StageFailed
+	if err := tx.PutStageRequest(req); err != nil {
+		return err
+	}
+	if err := t.Edit(tx, told); err != nil {
+		return err
 	}
 	return tx.Audit(s.Audit)
 }

@@ -350,3 +350,47 @@ func TestReportStage(t *testing.T) {
 		})
 	}
 }
+
+// A stage request whose report did not come in time is failed, as the
+// transaction finds it: its dispatch, still in the outbox, is withdrawn and
+// the PR told it was never sent; a request reported on meanwhile is left.
+func TestExpireStage(t *testing.T) {
+	tx := &commandstest.Tx{}
+	req := record.StageRequest{Repo: "o/r", PR: 1, RunID: 9, CommentID: 77, State: record.StageRequested}
+	if err := tx.AddStageRequest(&req); err != nil {
+		t.Fatal(err)
+	}
+	d := &record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeDispatch, Repo: "o/r", PR: 1}
+	if err := tx.Enqueue(d); err != nil {
+		t.Fatal(err)
+	}
+	req.DispatchNotice = d.ID
+	if err := tx.PutStageRequest(&req); err != nil {
+		t.Fatal(err)
+	}
+	step := plan.ExpireStage{Request: req, Told: plan.Edit{Repo: "o/r", PR: 1, Of: 5, Body: "no report"},
+		NeverSent: plan.Edit{Repo: "o/r", PR: 1, Of: 5, Body: "never sent"},
+		Audit:     record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageFailed), Repo: "o/r", PR: 1}}
+	if err := plan.Apply(tx, teller{}, plan.Plan{Steps: []plan.Step{step}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := tx.StageRequestByComment("o/r", 77)
+	if got.State != record.StageFailed {
+		t.Fatalf("state = %s", got.State)
+	}
+	for _, n := range tx.Notices {
+		if n.Kind == record.NoticeDispatch {
+			t.Fatalf("the dispatch was not withdrawn: %+v", tx.Notices)
+		}
+	}
+	if len(tx.Notices) != 1 || tx.Notices[0].Body != "never sent" {
+		t.Fatalf("told %+v, want the never-sent edit", tx.Notices)
+	}
+	if len(tx.Records) != 1 || tx.Records[0].Outcome != "failed" {
+		t.Fatalf("audit = %+v", tx.Records)
+	}
+	// Applied again (a retried commit, or a report came first): nothing more.
+	if err := plan.Apply(tx, teller{}, plan.Plan{Steps: []plan.Step{step}}); err != nil || len(tx.Records) != 1 {
+		t.Fatalf("applied again: %v, audit %+v", err, tx.Records)
+	}
+}
