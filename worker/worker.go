@@ -139,29 +139,27 @@ func New(store Store, h Handler, log *slog.Logger, opt Options) *Pool {
 }
 
 // Start queues every delivery in the inbox (left by a crash or a stop, or
-// stored while the pool was not started) and starts the workers on ctx,
-// the server's lifetime context. Deliveries enqueued while Start loads the
-// inbox are queued once.
+// stored while the pool was not started), in the order they were stored,
+// and starts the workers on ctx, the server's lifetime context. The inbox
+// is read under the pool's lock: a delivery stored meanwhile is either in
+// what Start reads (its Enqueue, waiting on the lock, then finds it queued)
+// or enqueued after Start, behind the older ones of its PR.
 func (p *Pool) Start(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return errors.New("worker: the pool is stopped")
 	}
-	// From here Enqueue queues; whatever was stored before is in the inbox
-	// read below.
-	p.started = true
-	p.mu.Unlock()
 	pending, err := p.store.Pending()
 	if err != nil {
-		p.mu.Lock()
-		p.started = false
 		p.mu.Unlock()
 		return fmt.Errorf("loading the inbox: %w", err)
 	}
+	p.started = true
 	for _, d := range pending {
-		p.enqueue(d, true)
+		p.enqueueLocked(d)
 	}
+	p.mu.Unlock()
 	if len(pending) > 0 {
 		p.log.Info("resuming deliveries left in the inbox", "count", len(pending))
 	}
@@ -175,20 +173,21 @@ func (p *Pool) Start(ctx context.Context) error {
 // Enqueue schedules a stored delivery. Before Start (opsbot waiting to
 // learn its own account) and after Stop it does nothing: the delivery
 // stays in the inbox, and Start loads it.
-func (p *Pool) Enqueue(d *state.Delivery) { p.enqueue(d, false) }
-
-func (p *Pool) enqueue(d *state.Delivery, once bool) {
+func (p *Pool) Enqueue(d *state.Delivery) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.enqueueLocked(d)
+}
+
+// enqueueLocked queues d behind its PR's deliveries, once. p.mu must be held.
+func (p *Pool) enqueueLocked(d *state.Delivery) {
 	if p.closed || !p.started {
 		return // it stays in the inbox and is picked up at the next start
 	}
 	k := d.Key()
-	if once {
-		for _, it := range p.queues[k] {
-			if it.seq == d.Seq {
-				return // enqueued as it was stored, while Start read the inbox
-			}
+	for _, it := range p.queues[k] {
+		if it.seq == d.Seq {
+			return // queued already: Start read it from the inbox
 		}
 	}
 	it := &item{seq: d.Seq, event: d.Event}

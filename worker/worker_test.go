@@ -300,3 +300,57 @@ func TestEnqueueBeforeStartWaitsInTheInbox(t *testing.T) {
 		t.Fatalf("%d still pending", len(pend))
 	}
 }
+
+// blockingPending is a store whose first Pending read waits until it is
+// released: the window in which a webhook is stored while Start reads the
+// inbox.
+type blockingPending struct {
+	*state.Store
+	reading, release chan struct{}
+	once             sync.Once
+}
+
+func (b *blockingPending) Pending() ([]*state.Delivery, error) {
+	pending, err := b.Store.Pending()
+	b.once.Do(func() {
+		close(b.reading)
+		<-b.release
+	})
+	return pending, err
+}
+
+// A delivery stored while Start reads the inbox (a webhook taken the moment
+// opsbot became ready) runs after the older deliveries of its PR, never
+// before: a cancel stored after a pin is never run before the pin.
+func TestStartKeepsOrderWithDeliveriesStoredMeanwhile(t *testing.T) {
+	s := newStore(t)
+	var mu sync.Mutex
+	var order []string
+	h := handlerFunc(func(ctx context.Context, d *state.Delivery) (string, state.Write, error) {
+		mu.Lock()
+		order = append(order, d.ID)
+		mu.Unlock()
+		return "ok", nil, nil
+	})
+	b := &blockingPending{Store: s, reading: make(chan struct{}), release: make(chan struct{})}
+	p := New(b, h, quiet, Options{Workers: 2})
+	add(t, s, p, "pin-during-outage", 1) // stored before the pool starts: in the inbox only
+	started := make(chan error, 1)
+	go func() { started <- p.Start(context.Background()) }()
+	<-b.reading
+	late := add(t, s, nil, "cancel-after-ready", 1) // stored after Start read the inbox
+	enqueued := make(chan struct{})
+	go func() { p.Enqueue(late); close(enqueued) }()
+	close(b.release)
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	<-enqueued
+	defer p.Stop()
+	p.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 2 || order[0] != "pin-during-outage" || order[1] != "cancel-after-ready" {
+		t.Fatalf("order %v, want the pin stored first, then the cancel", order)
+	}
+}
