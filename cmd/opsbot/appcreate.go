@@ -46,16 +46,20 @@ var errAppNameTaken = errors.New("the App's name is already in use on GitHub")
 // appCreate is one run of GitHub's manifest flow: the manifest, where the
 // form posts it, and the state the redirect must carry back.
 type appCreate struct {
-	name     string
-	org      string
-	action   string // GitHub's "new App from a manifest" URL, with ?state=
-	state    string
-	manifest map[string]any
-	api      *github.Client
-	web      string // GitHub's web URL, with a trailing slash
-	apiURL   string // with a trailing slash
-	out      string // absolute
-	root     string // opsbot's public base URL
+	name   string
+	org    string
+	action string // GitHub's "new App from a manifest" URL, with ?state=
+	state  string
+	// token is in the URL printed to the terminal: only a browser that
+	// opened it gets the page (and the state in it), and a session cookie
+	// that the redirect back must carry.
+	token, session string
+	manifest       map[string]any
+	api            *github.Client
+	web            string // GitHub's web URL, with a trailing slash
+	apiURL         string // with a trailing slash
+	out            string // absolute
+	root           string // opsbot's public base URL
 }
 
 func runAppCreate(e *env, args []string) error {
@@ -114,6 +118,10 @@ func runAppCreate(e *env, args []string) error {
 	if err != nil {
 		return usage("--api-url: " + err.Error())
 	}
+	if u, _ := url.Parse(api); u.Scheme != "https" && !isLoopbackHost(u.Hostname()) {
+		return usage("--api-url must be https:// (plain http only to this machine): GitHub's code, which is exchanged there " +
+			"for the App's private key, must not cross the network in the clear")
+	}
 	if *timeout <= 0 {
 		return usage("--timeout must be positive, such as 1h")
 	}
@@ -133,12 +141,14 @@ func runAppCreate(e *env, args []string) error {
 		return fmt.Errorf("listening on a loopback port for the page to open: %w (pick another --port)", err)
 	}
 	local := "http://" + ln.Addr().String() + "/"
-	state, err := randomHex(32)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("making the flow's state: %w", err)
+	var state, token, session string
+	for _, v := range []*string{&state, &token, &session} {
+		if *v, err = randomHex(32); err != nil {
+			ln.Close()
+			return fmt.Errorf("making the flow's secrets: %w", err)
+		}
 	}
-	a := &appCreate{name: *name, org: *org, state: state, web: web, apiURL: api, out: dir, root: root,
+	a := &appCreate{name: *name, org: *org, state: state, token: token, session: session, web: web, apiURL: api, out: dir, root: root,
 		manifest: appManifest(root, *name, *staging, *teams)}
 	a.manifest["redirect_url"] = local + "callback"
 	a.action = web + "settings/apps/new?state=" + url.QueryEscape(state)
@@ -170,7 +180,7 @@ func runAppCreate(e *env, args []string) error {
 	if *org != "" {
 		owner = "the organization " + *org + " (you must be one of its owners)"
 	}
-	fmt.Fprintf(e.stdout, "Open %s in a browser signed in to GitHub (%s), to create the GitHub App %q for %s.\n", local, web, *name, owner)
+	fmt.Fprintf(e.stdout, "Open %s?t=%s in a browser signed in to GitHub (%s), to create the GitHub App %q for %s.\n", local, token, web, *name, owner)
 	fmt.Fprintf(e.stdout, "The page posts opsbot's App manifest to GitHub; after you confirm, GitHub sends the browser back here.\n")
 	fmt.Fprintf(e.stdout, "(On another machine, forward the port first: ssh -L %s:%s HOST, and pass the same --port.)\n",
 		portOf(ln.Addr()), ln.Addr())
@@ -203,6 +213,17 @@ func githubBaseURL(raw string) (string, error) {
 		return "", fmt.Errorf("%q is not an http(s) URL such as https://github.com/", raw)
 	}
 	return strings.TrimSuffix(raw, "/") + "/", nil
+}
+
+// appSessionCookie ties GitHub's redirect to the browser that opened the
+// printed URL.
+const appSessionCookie = "opsbot_app_create"
+
+func orYou(org string) string {
+	if org == "" {
+		return "your account"
+	}
+	return org
 }
 
 func portOf(a net.Addr) string {
@@ -287,6 +308,12 @@ func (a *appCreate) handler(host string, codes chan<- appCallback, stop <-chan s
 		appDonePage.Execute(w, map[string]string{"Title": title, "Text": text})
 	}
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.URL.Query().Get("t")), []byte(a.token)) != 1 {
+			page(w, http.StatusForbidden, "Open the URL opsbot printed", "This page is served only at the URL opsbot printed in the "+
+				"terminal (with its ?t=…).")
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: appSessionCookie, Value: a.session, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
 		m, _ := json.Marshal(a.manifest)
 		pretty, _ := json.MarshalIndent(a.manifest, "", "  ")
 		where := "your account"
@@ -298,6 +325,12 @@ func (a *appCreate) handler(host string, codes chan<- appCallback, stop <-chan s
 			"Action": template.URL(a.action), "Manifest": string(m), "Pretty": string(pretty)})
 	})
 	mux.HandleFunc("GET /callback", func(w http.ResponseWriter, r *http.Request) {
+		if c, err := r.Cookie(appSessionCookie); err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(a.session)) != 1 {
+			fmt.Fprintln(e.stderr, "opsbot github app-create: refused a redirect from a browser that did not open the page opsbot printed; still waiting")
+			page(w, http.StatusForbidden, "Refused", "This browser did not open the page opsbot printed, so the redirect was not "+
+				"used. Open the URL opsbot printed in the terminal and create the App from there.")
+			return
+		}
 		q := r.URL.Query()
 		if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(a.state)) != 1 {
 			fmt.Fprintln(e.stderr, "opsbot github app-create: refused a redirect whose state is not this run's (missing or wrong); still waiting")
@@ -356,7 +389,20 @@ func (a *appCreate) finish(ctx context.Context, code string) (*createdApp, error
 					"if the App was created, delete it in its settings and run this again")
 			}
 		}
-		return nil, fmt.Errorf("exchanging GitHub's code at %sapp-manifests/{code}/conversions: %w; nothing was written", a.apiURL, err)
+		// The error's URL holds the code, which buys the App's key: never shown.
+		why := err.Error()
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			why = ue.Op + ": " + ue.Err.Error()
+		} else if errors.As(err, &er) && er.Response != nil {
+			why = fmt.Sprintf("GitHub answered %d: %s", er.Response.StatusCode, errorText(er))
+		}
+		return nil, fmt.Errorf("exchanging GitHub's code at %sapp-manifests/…/conversions: %s; nothing was written", a.apiURL, why)
+	}
+	if a.org != "" && !strings.EqualFold(cfg.GetOwner().GetLogin(), a.org) || !strings.EqualFold(cfg.GetName(), a.name) {
+		return nil, fmt.Errorf("GitHub's code is for the App %q owned by %q, not the App %q this run asked for (owner %q): nothing was "+
+			"written; if you did not create that App, someone else completed this flow: run it again", cfg.GetName(),
+			cfg.GetOwner().GetLogin(), a.name, orYou(a.org))
 	}
 	if cfg.GetID() <= 0 || cfg.GetPEM() == "" || cfg.GetWebhookSecret() == "" {
 		return nil, fmt.Errorf("GitHub's answer lacks the App's id, private key or webhook secret: nothing was written; " +

@@ -8,6 +8,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,7 +27,8 @@ import (
 type appFlow struct {
 	t      *testing.T
 	gh     *githubtest.Fake
-	page   string // the loopback URL the command printed
+	page   string // the loopback URL the command printed, with its token
+	base   string // the loopback server's root
 	done   chan error
 	cancel context.CancelFunc
 
@@ -39,7 +41,7 @@ func startAppCreate(t *testing.T, gh *githubtest.Fake, args ...string) *appFlow 
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	f := &appFlow{t: t, gh: gh, done: make(chan error, 1), cancel: cancel,
-		browser: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+		browser: &http.Client{Jar: newJar(t), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	pr, pw := io.Pipe()
 	urls := make(chan string, 1)
 	go func() {
@@ -50,7 +52,7 @@ func startAppCreate(t *testing.T, gh *githubtest.Fake, args ...string) *appFlow 
 			f.mu.Lock()
 			f.stdout.WriteString(line + "\n")
 			f.mu.Unlock()
-			if m := regexp.MustCompile(`^Open (http://127\.0\.0\.1:\d+/) `).FindStringSubmatch(line); m != nil && !sent {
+			if m := regexp.MustCompile(`^Open (http://127\.0\.0\.1:\d+/\?t=[0-9a-f]{64}) `).FindStringSubmatch(line); m != nil && !sent {
 				urls <- m[1]
 				sent = true
 			}
@@ -72,6 +74,7 @@ func startAppCreate(t *testing.T, gh *githubtest.Fake, args ...string) *appFlow 
 			t.Fatalf("app-create printed no page to open: %v\nstdout:\n%s\nstderr:\n%s", err, f.out(), f.errOut())
 		}
 		f.page = u
+		f.base = u[:strings.Index(u, "?")]
 	case err := <-f.done:
 		t.Fatalf("app-create ended before printing a page: %v\nstderr:\n%s", err, f.errOut())
 	}
@@ -139,6 +142,15 @@ func (f *appFlow) submit() *url.URL {
 
 const conversions = "POST /app-manifests/{code}/conversions"
 
+func newJar(t *testing.T) http.CookieJar {
+	t.Helper()
+	j, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
 // `opsbot github app-create` runs GitHub's manifest flow end to end: the
 // page posts opsbot's manifest to the organization's "new App" form with a
 // state, GitHub's redirect comes back to the loopback server, a redirect
@@ -167,7 +179,7 @@ func TestAppCreateRunsTheManifestFlow(t *testing.T) {
 	if app.Owner != "acme" || app.OwnerType != "Organization" {
 		t.Errorf("owner = %s %s, want the organization acme", app.OwnerType, app.Owner)
 	}
-	if m["redirect_url"] != strings.TrimSuffix(f.page, "/")+"/callback" || m["url"] != "https://opsbot.example.com" ||
+	if m["redirect_url"] != strings.TrimSuffix(f.base, "/")+"/callback" || m["url"] != "https://opsbot.example.com" ||
 		m["hook_attributes"].(map[string]any)["url"] != "https://opsbot.example.com/webhook" || m["public"] != false ||
 		!strings.Contains(string(perms), `"contents":"write"`) || !strings.Contains(string(perms), `"statuses":"write"`) {
 		t.Errorf("the manifest GitHub received = %v", m)
@@ -194,6 +206,24 @@ func TestAppCreateRunsTheManifestFlow(t *testing.T) {
 		t.Fatalf("%d conversions after redirects without this run's state, want 0", n)
 	}
 	mustContain(t, "stderr", f.errOut(), "refused a redirect whose state is not this run's")
+
+	// Another client on this machine, which did not open the printed URL,
+	// gets neither the page (and the state in it) nor the redirect taken.
+	stranger := &http.Client{Jar: newJar(t), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, u := range []string{f.base, f.base + "?t=" + strings.Repeat("0", 64), back.String()} {
+		resp, err := stranger.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || strings.Contains(string(b), app.State) {
+			t.Fatalf("a client that did not open the printed URL got %s: %d\n%s", u, resp.StatusCode, b)
+		}
+	}
+	if n := gh.Count(conversions); n != 0 {
+		t.Fatalf("%d conversions after a stranger's redirect, want 0", n)
+	}
 
 	code, body := f.get(back.String())
 	if code != http.StatusOK || !strings.Contains(body, "Created") {
@@ -304,7 +334,7 @@ func TestAppCreateStops(t *testing.T) {
 	if err := f.wait(); err == nil || !strings.Contains(err.Error(), "stopped before GitHub sent the browser back") {
 		t.Fatalf("after Ctrl-C: %v", err)
 	}
-	if _, err := http.Get(f.page); err == nil {
+	if _, err := http.Get(f.base); err == nil {
 		t.Errorf("the page is still served after the command returned")
 	}
 	_, _, err := runCLI(t, nil, "github", "app-create", "--url", "https://opsbot.example.com", "--org", "acme", "--out", out, "--timeout", "1ns")
