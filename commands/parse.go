@@ -60,14 +60,28 @@ type Options struct {
 // known command but has bad arguments is a Command with Error set. After
 // MaxPerComment commands, the rest become one usage error.
 func (r *Registry) Parse(body string, opt Options) []Command {
-	if strings.IndexByte(body, '/') < 0 {
-		return nil
-	}
-	body = strings.TrimPrefix(body, "\ufeff")
-	if !mayHoldCommand(body) {
+	if !MayHoldCommand(body) {
 		return nil // most comments: no line starts with '/', nothing to parse
 	}
-	return r.parseLines(paragraphLines(body), opt)
+	return r.parseLines(paragraphLines(strings.TrimPrefix(body, "\ufeff")), opt)
+}
+
+// ParserVersion names what Parse does. A stored parse of another version
+// is read again (events: the worker, and the inbox upgrade at start), so a
+// delivery that waited through an upgrade runs what this build reads in
+// it. Raise it with any change that can change a comment's commands.
+//
+//	1: goldmark's blocks read with a linear-time column count (no inlines)
+const ParserVersion = 1
+
+// MayHoldCommand reports whether some line of body starts with '/' after
+// at most three spaces: only then can Parse find a command in it. It reads
+// the body once and allocates nothing.
+func MayHoldCommand(body string) bool {
+	if strings.IndexByte(body, '/') < 0 {
+		return false
+	}
+	return mayHoldCommand(strings.TrimPrefix(body, "\ufeff"))
 }
 
 // parseLines reads the command lines among the top-level paragraph lines.
