@@ -93,16 +93,16 @@ type ingested struct {
 
 // commentRecord is a comment delivery as the worker uses it.
 type commentRecord struct {
-	Action       string          `json:"action"`
-	PR           int             `json:"pr"`
-	PRState      string          `json:"pr_state,omitempty"`
-	PRTitle      string          `json:"pr_title,omitempty"`
-	PRAuthor     string          `json:"pr_author,omitempty"`
-	ID           int64           `json:"id"`
-	URL          string          `json:"url,omitempty"`
-	Author       Account         `json:"author"`
-	Sender       Account         `json:"sender"`
-	Installation int64           `json:"installation,omitempty"`
+	Action       string  `json:"action"`
+	PR           int     `json:"pr"`
+	PRState      string  `json:"pr_state,omitempty"`
+	PRTitle      string  `json:"pr_title,omitempty"`
+	PRAuthor     string  `json:"pr_author,omitempty"`
+	ID           int64   `json:"id"`
+	URL          string  `json:"url,omitempty"`
+	Author       Account `json:"author"`
+	Sender       Account `json:"sender"`
+	Installation int64   `json:"installation,omitempty"`
 	// Parser is the version of the command parser (commands.ParserVersion)
 	// that read Commands and OldCommands; 0: not read yet (ingest stores
 	// the record without them), or read by a build before the parser had
