@@ -120,7 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		floorCmd = []string{self, loadgen.FloorArg}
 	}
-	results, err := loadgen.Run(ctx, loadgen.Options{FloorCommand: floorCmd,Scenario: *scenario, Concurrency: *conc, Rate: *rate, Duration: *dur,
+	results, err := loadgen.Run(ctx, loadgen.Options{FloorCommand: floorCmd, Scenario: *scenario, Concurrency: *conc, Rate: *rate, Duration: *dur,
 		BodySize: *size, PRs: *prs, Exe: exe, Dir: *dir, Log: stderr, ScalePRs: *scalePRs, ScaleAudit: *scaleAudit, CPUProfile: *profile,
 		ContentPerMinute: *perMinute, ContentPerHour: *perHour, TimeScale: *timeScale, Burst: *burst})
 	if err != nil {
