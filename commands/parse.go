@@ -14,7 +14,9 @@ import (
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
 )
 
 // MaxPerComment is how many commands one comment may run.
@@ -58,15 +60,34 @@ type Options struct {
 // known command but has bad arguments is a Command with Error set. After
 // MaxPerComment commands, the rest become one usage error.
 func (r *Registry) Parse(body string, opt Options) []Command {
-	if strings.IndexByte(body, '/') < 0 {
-		return nil
-	}
-	body = strings.TrimPrefix(body, "\ufeff")
-	if !mayHoldCommand(body) {
+	if !MayHoldCommand(body) {
 		return nil // most comments: no line starts with '/', nothing to parse
 	}
-	p := parser{reg: r, opt: opt}
-	for _, l := range paragraphLines(body) {
+	return r.parseLines(paragraphLines(strings.TrimPrefix(body, "\ufeff")), opt)
+}
+
+// ParserVersion names what Parse does. A stored parse of another version
+// is read again (events: the worker, and the inbox upgrade at start), so a
+// delivery that waited through an upgrade runs what this build reads in
+// it. Raise it with any change that can change a comment's commands.
+//
+//	1: goldmark's blocks read with a linear-time column count (no inlines)
+const ParserVersion = 1
+
+// MayHoldCommand reports whether some line of body starts with '/' after
+// at most three spaces: only then can Parse find a command in it. It reads
+// the body once and allocates nothing.
+func MayHoldCommand(body string) bool {
+	if strings.IndexByte(body, '/') < 0 {
+		return false
+	}
+	return mayHoldCommand(strings.TrimPrefix(body, "\ufeff"))
+}
+
+// parseLines reads the command lines among the top-level paragraph lines.
+func (r *Registry) parseLines(lines []sourceLine, opt Options) []Command {
+	p := lineParser{reg: r, opt: opt}
+	for _, l := range lines {
 		if l.blockN != p.block {
 			p.block, p.inComment = l.blockN, false // an inline HTML comment ends with its paragraph
 		}
@@ -97,14 +118,40 @@ type sourceLine struct {
 	blockN int    // which block it belongs to (HTML comments do not span blocks)
 }
 
+// blocks is the Markdown parser commands are read with: goldmark's block
+// structure with GitHub's (GFM's tables are the one extension that
+// changes it), and no inline parsers. Which lines belong to top-level
+// paragraphs is decided by the blocks alone; inlines (links, emphasis,
+// code spans) never move a line in or out of one, and goldmark's link
+// parser is quadratic in runs of "[a](".
+var blocks = parser.NewParser(
+	parser.WithBlockParsers(parser.DefaultBlockParsers()...),
+	parser.WithParagraphTransformers(append(parser.DefaultParagraphTransformers(),
+		util.Prioritized(extension.NewTableParagraphTransformer(), 200))...),
+)
+
+// markdown is the whole of goldmark with GitHub's extensions: the parser
+// commands were read with before blocks, kept as the reference the tests
+// hold blocks to.
 var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM))
 
 // paragraphLines are the source lines of the top-level paragraphs and
 // headings of body, in order, each whole as written (its indent included,
-// for the grammar to judge).
+// for the grammar to judge). Its cost is linear in the body: the block
+// parser without inlines, reading with columnReader.
 func paragraphLines(body string) []sourceLine {
 	src := []byte(body)
-	doc := markdown.Parser().Parse(text.NewReader(src))
+	return topLevelLines(src, blocks.Parse(newColumnReader(src)))
+}
+
+// paragraphLinesFull is paragraphLines with the whole of goldmark and its
+// own reader (quadratic on some bodies): the reference for tests.
+func paragraphLinesFull(body string) []sourceLine {
+	src := []byte(body)
+	return topLevelLines(src, markdown.Parser().Parse(text.NewReader(src)))
+}
+
+func topLevelLines(src []byte, doc ast.Node) []sourceLine {
 	starts := lineStarts(src)
 	var out []sourceLine
 	block := 0
@@ -144,7 +191,7 @@ func lineStarts(src []byte) []int {
 	return starts
 }
 
-type parser struct {
+type lineParser struct {
 	reg       *Registry
 	opt       Options
 	out       []Command
@@ -153,7 +200,7 @@ type parser struct {
 	extra     int
 }
 
-func (p *parser) line(n int, line string) {
+func (p *lineParser) line(n int, line string) {
 	line = strings.TrimSuffix(line, "\r")
 	if p.inComment || strings.Contains(line, "<!--") {
 		// An HTML comment inline in a paragraph, over several of its lines.

@@ -328,3 +328,124 @@ func TestSkippedLinesDoNotAllocate(t *testing.T) {
 		t.Fatalf("Parse allocated %.0f times for a body with no command", allocs)
 	}
 }
+
+// adversarialBodies are 64 KiB comments built to make a Markdown parser do
+// quadratic work (goldmark did: seconds each), each with a command line
+// after the noise, and the commands a reader finds in them.
+func adversarialBodies() []struct {
+	name, body string
+	want       []Command
+} {
+	const size = 64 << 10
+	fill := func(unit string) string { return strings.Repeat(unit, size/len(unit)) }
+	lines := func(f func(i int) string) string {
+		var b strings.Builder
+		for i := 0; b.Len() < size; i++ {
+			b.WriteString(f(i))
+		}
+		return b.String()
+	}
+	growing := lines(func(i int) string { return strings.Repeat(">", i%300) + " a\n" })
+	return []struct {
+		name, body string
+		want       []Command
+	}{
+		// One line of nested quotes: no paragraph in it, so the next line is a paragraph of its own.
+		{"nested quotes on one line", fill(">") + "\n/use 1\n", []Command{c(2, Reuse, 1)}},
+		{"spaced nested quotes", fill("> ") + "\n/use 1\n", []Command{c(2, Reuse, 1)}},
+		{"nested quotes ending in text", fill("> ") + "x\n/use 1\n\n/use 2\n", []Command{c(4, Reuse, 2)}},
+		{"nested quotes growing line by line", growing + "\n/use 3\n", []Command{c(strings.Count(growing, "\n")+2, Reuse, 3)}},
+		{"link openers", fill("[a](") + "\n\n/use 4\n", []Command{c(3, Reuse, 4)}},
+		{"brackets", "/use 5\n" + fill("["), []Command{c(1, Reuse, 5)}},
+		{"quote and list mix", fill("> - ") + "\n\n/use 6\n", []Command{c(3, Reuse, 6)}},
+		{"list and quote mix", fill("- > ") + "\n\n/use 7\n", []Command{c(3, Reuse, 7)}},
+		{"emphasis runs", fill("*a_") + "\n\n/use 8\n", []Command{c(3, Reuse, 8)}},
+	}
+}
+
+// plainBody is an ordinary 64 KiB comment: paragraphs of prose.
+func plainBody() string {
+	var b strings.Builder
+	for b.Len() < 64<<10 {
+		b.WriteString("Verified on the staging cluster: the later commits only touch the changelog and the docs.\n")
+		b.WriteString("The numbers match the previous sweep within noise, see the attached table.\n\n")
+	}
+	b.WriteString("/use 9\n")
+	return b.String()
+}
+
+// Adversarial bodies are read like any other: the command after the noise
+// is found, the ones inside it are not.
+func TestParseAdversarialBodies(t *testing.T) {
+	for _, tc := range adversarialBodies() {
+		t.Run(tc.name, func(t *testing.T) {
+			assertCommands(t, Parse(tc.body, opt), tc.want)
+		})
+	}
+}
+
+// The bounded parser (goldmark's blocks without inlines, with a reader
+// that counts columns in linear time) finds the same commands as the whole
+// of goldmark with its own reader, on the table, the fixtures and bodies
+// shaped like the adversarial ones but small enough for goldmark.
+func TestBoundedParseMatchesGoldmark(t *testing.T) {
+	bodies := []string{}
+	for _, tc := range parseCases {
+		bodies = append(bodies, tc.body)
+	}
+	for _, f := range fixtures.CommentFiles(t) {
+		bodies = append(bodies, fixtures.Comment(t, f))
+	}
+	for _, unit := range []string{">", "> ", "[a](", "[", "> - ", "- > ", "*a_", "\t>", " > 1. ", "<a ", "|", "`"} {
+		for _, n := range []int{1, 3, 40, 400} {
+			noise := strings.Repeat(unit, n)
+			bodies = append(bodies, noise+"\n/use 1\n", "/use 1\n"+noise, noise+"x\n/use 1\n\n/use 2", noise+"\n```\n/use 3\n```\n/use 4")
+		}
+	}
+	for _, body := range bodies {
+		assertSame(t, body)
+	}
+}
+
+func assertSame(t *testing.T, body string) {
+	t.Helper()
+	got, want := Parse(body, opt), parser.ParseFull(body, opt)
+	if js(got) != js(want) {
+		t.Fatalf("body %q:\nbounded %s\ngoldmark %s", body, js(got), js(want))
+	}
+}
+
+// FuzzBoundedParse holds the bounded parser to the whole of goldmark on
+// any body.
+func FuzzBoundedParse(f *testing.F) {
+	for _, tc := range parseCases {
+		f.Add(tc.body)
+	}
+	for _, s := range []string{">>>>\n/use 1", "> - > 1. x\n  > /use 2", "\t> >\t- x\n/use 3", "[a]([a](\n/use 4", "   > > \n /use 5\n---"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		if len(body) > 4<<10 {
+			return // goldmark's own reader is quadratic: keep the reference affordable
+		}
+		assertSame(t, body)
+	})
+}
+
+// BenchmarkParse64KiB compares ordinary prose with the adversarial bodies
+// (docs/BENCHMARKS.md records the numbers).
+func BenchmarkParse64KiB(b *testing.B) {
+	run := func(name, body string) {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				Parse(body, opt)
+			}
+		})
+	}
+	run("plain", plainBody())
+	for _, tc := range adversarialBodies() {
+		run(strings.ReplaceAll(tc.name, " ", "-"), tc.body)
+	}
+}

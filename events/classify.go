@@ -2,7 +2,6 @@ package events
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,7 +17,8 @@ import (
 )
 
 // Schema classifies verified webhook deliveries: which ones opsbot uses,
-// the PR that orders each, and for a comment its commands, parsed once here.
+// the PR that orders each, and for a comment what the worker needs of it
+// but its commands (the worker reads those).
 type Schema struct {
 	// Repo gives a served repository's configured name; ok false: not served.
 	Repo func(fullName string) (name string, ok bool)
@@ -59,13 +59,7 @@ const (
 // means the body is not valid JSON.
 func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, string, error) {
 	var env envelope
-	// The JSON v2 decoder makes one pass over the body where encoding/json
-	// makes two (validate, then decode): it was a third of the server's CPU
-	// under ingest (docs/BENCHMARKS.md). The options keep encoding/json's
-	// leniency: duplicate names, invalid UTF-8 in strings and names in any
-	// case are accepted as GitHub's payloads always were.
-	if err := jsonv2.Unmarshal(body, &env, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true),
-		jsonv2.MatchCaseInsensitiveNames(true)); err != nil {
+	if err := decodeBody(body, &env); err != nil {
 		return nil, "", fmt.Errorf("events: decoding the %s delivery: %w", event, err)
 	}
 	k, used := kindOf(event)
@@ -91,25 +85,31 @@ func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, strin
 }
 
 // ingested is what Classify read from a delivery's body, stored with it as
-// state.Delivery.Parsed so the worker neither decodes the body nor parses
-// the comment again.
+// state.Delivery.Parsed so the worker does not decode the envelope again;
+// a comment's commands the worker reads itself (parseCommands), unless a
+// parse of the running parser's version is stored already.
 type ingested struct {
 	Comment *commentRecord `json:"comment,omitempty"`
 }
 
 // commentRecord is a comment delivery as the worker uses it.
 type commentRecord struct {
-	Action       string          `json:"action"`
-	PR           int             `json:"pr"`
-	PRState      string          `json:"pr_state,omitempty"`
-	PRTitle      string          `json:"pr_title,omitempty"`
-	PRAuthor     string          `json:"pr_author,omitempty"`
-	ID           int64           `json:"id"`
-	URL          string          `json:"url,omitempty"`
-	Author       Account         `json:"author"`
-	Sender       Account         `json:"sender"`
-	Installation int64           `json:"installation,omitempty"`
-	Commands     []storedCommand `json:"commands,omitempty"`
+	Action       string  `json:"action"`
+	PR           int     `json:"pr"`
+	PRState      string  `json:"pr_state,omitempty"`
+	PRTitle      string  `json:"pr_title,omitempty"`
+	PRAuthor     string  `json:"pr_author,omitempty"`
+	ID           int64   `json:"id"`
+	URL          string  `json:"url,omitempty"`
+	Author       Account `json:"author"`
+	Sender       Account `json:"sender"`
+	Installation int64   `json:"installation,omitempty"`
+	// Parser is the version of the command parser (commands.ParserVersion)
+	// that read Commands and OldCommands; 0: not read yet (ingest stores
+	// the record without them), or read by a build before the parser had
+	// versions. Any other version than the running one is read again.
+	Parser   int             `json:"parser,omitempty"`
+	Commands []storedCommand `json:"commands,omitempty"`
 	// OldCommands are, for an edit, the commands of the body before it.
 	OldCommands []storedCommand `json:"old_commands,omitempty"`
 	// ExpectHead is, for a comment recovery found, the PR's head when the
@@ -154,26 +154,58 @@ func loadCommands(cmds []storedCommand) []commands.Command {
 	return out
 }
 
-func (s *Schema) comment(repo string, env *envelope) *commentRecord {
-	opt := commands.Options{Repo: repo, Host: s.WebHost}
+// comment is the record of a comment delivery as ingest stores it: who,
+// where and what, but not its commands. Reading those (goldmark's block
+// parse, the one part of ingest whose cost grows with what the comment
+// holds) is left out of the webhook request: the worker does it
+// (commentOf), after the delivery is stored.
+func (s *Schema) comment(env *envelope) *commentRecord {
 	c := &commentRecord{Action: env.Action, PR: env.Issue.Number, PRState: env.Issue.State, PRTitle: env.Issue.Title,
 		PRAuthor: env.Issue.User.Login, ID: env.Comment.ID, URL: env.Comment.HTMLURL, Author: env.Comment.User,
-		Sender: env.Sender, Installation: env.Installation.ID,
-		Commands: storeCommands(s.Commands.Parse(env.Comment.Body, opt))}
+		Sender: env.Sender, Installation: env.Installation.ID}
 	if env.Recovery != nil {
 		c.ExpectHead = strings.ToLower(env.Recovery.HeadSHA)
 		c.TakenBack = env.Recovery.TakenBack
 	}
-	if env.Action == "edited" && env.Changes != nil && env.Changes.Body != nil {
-		c.OldCommands = storeCommands(s.Commands.Parse(env.Changes.Body.From, opt))
-	}
 	return c
 }
 
-func (s *Schema) classifyComment(env *envelope, id string, d *state.Delivery) (string, error) {
-	if s.Commands == nil {
-		return "", errors.New("events: the schema has no command registry")
+// parseCommands reads the commands of a comment record from its delivery's
+// body (the comment, and for an edit the body before it) with reg, and
+// stamps the record with the parser's version.
+func parseCommands(c *commentRecord, body []byte, reg *commands.Registry, opt commands.Options) error {
+	var env struct {
+		Comment *struct {
+			Body string `json:"body"`
+		} `json:"comment"`
+		Changes *BodyChange `json:"changes"`
 	}
+	if err := decodeBody(body, &env); err != nil {
+		return fmt.Errorf("events: decoding the comment to read its commands: %w", err)
+	}
+	c.Commands, c.OldCommands = nil, nil
+	if env.Comment != nil {
+		c.Commands = storeCommands(reg.Parse(env.Comment.Body, opt))
+	}
+	if c.Action == "edited" && env.Changes != nil && env.Changes.Body != nil {
+		c.OldCommands = storeCommands(reg.Parse(env.Changes.Body.From, opt))
+	}
+	c.Parser = commands.ParserVersion
+	return nil
+}
+
+// decodeBody decodes a delivery's body as ingest does.
+func decodeBody(body []byte, v any) error {
+	// The JSON v2 decoder makes one pass over the body where encoding/json
+	// makes two (validate, then decode): it was a third of the server's CPU
+	// under ingest (docs/BENCHMARKS.md). The options keep encoding/json's
+	// leniency: duplicate names, invalid UTF-8 in strings and names in any
+	// case are accepted as GitHub's payloads always were.
+	return jsonv2.Unmarshal(body, v, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true),
+		jsonv2.MatchCaseInsensitiveNames(true))
+}
+
+func (s *Schema) classifyComment(env *envelope, id string, d *state.Delivery) (string, error) {
 	// Comments on issues that are not pull requests carry no commands.
 	if env.Issue == nil || !isPR(env.Issue.PullRequest) {
 		return IgnoredIssue, nil
@@ -187,11 +219,11 @@ func (s *Schema) classifyComment(env *envelope, id string, d *state.Delivery) (s
 	if !strings.HasPrefix(strings.ToLower(id), RecoveryIDPrefix) {
 		env.Recovery = nil // only recovery's own deliveries say what recovery knew
 	}
-	c := s.comment(d.Repo, env)
-	// A new comment that holds no command line (most comments) is
-	// completed by the worker without reading anything more. Any
-	// line that could be a command, even a malformed one, goes through.
-	d.NoCommands = env.Action == "created" && len(c.Commands) == 0
+	c := s.comment(env)
+	// A new comment none of whose lines starts with '/' (most comments)
+	// holds no command: it is completed at intake. Any other goes to the
+	// worker, which reads its commands.
+	d.NoCommands = env.Action == "created" && !commands.MayHoldCommand(env.Comment.Body)
 	if d.NoCommands {
 		return "", nil // the worker completes it from the header alone: nothing more to record
 	}

@@ -150,6 +150,14 @@ func TestClassify(t *testing.T) {
 			if err := json.Unmarshal(d.Parsed, &in); err != nil || in.Comment == nil {
 				t.Fatalf("Parsed = %s (%v), want the comment", d.Parsed, err)
 			}
+			// Ingest stores the comment without reading its commands:
+			// the worker reads them, out of the webhook request.
+			if in.Comment.Parser != 0 || len(in.Comment.Commands) != 0 {
+				t.Fatalf("ingest read the commands: %s", d.Parsed)
+			}
+			if err := parseCommands(in.Comment, d.Body, s.Commands, commands.Options{Repo: d.Repo}); err != nil {
+				t.Fatal(err)
+			}
 			var names []string
 			for _, c := range loadCommands(in.Comment.Commands) {
 				names = append(names, c.Name)
@@ -161,8 +169,9 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// TestClassifyKeepsTheParse: what the worker reads back is exactly what
-// commands.Parse gives, every field, for the comment and an edit's old body.
+// TestClassifyKeepsTheParse: what the worker reads back of a record ingest
+// stored is exactly what commands.Parse gives, every field, for the
+// comment and an edit's old body, through a stored parse too.
 func TestClassifyKeepsTheParse(t *testing.T) {
 	s := serveAll()
 	s.WebHost = "github.example.com"
@@ -180,6 +189,17 @@ func TestClassifyKeepsTheParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	opt := commands.Options{Repo: "Codertocat/Hello-World", Host: s.WebHost}
+	if err := parseCommands(in.Comment, d.Body, s.Commands, opt); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in = ingested{}
+	if err := json.Unmarshal(stored, &in); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name   string
 		stored []storedCommand

@@ -153,10 +153,12 @@ func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.De
 	return out, func(tx *state.Tx) error { return w(tx) }, nil
 }
 
-// commentOf is a comment delivery as ingest recorded it (Parsed). Nil: the
-// comment is not on a PR. A delivery stored without its parse (by a build
-// before ingest recorded it) is given one at start (UpgradeInbox); one
-// still without is refused, never read from its body here.
+// commentOf is a comment delivery as ingest recorded it (Parsed), with its
+// commands: read here from the body unless a parse of the running parser's
+// version is stored (ingest stores none; the inbox upgrade at start may
+// have). Nil: the comment is not on a PR. A delivery stored without a
+// record (by a build before ingest made one) is given one at start
+// (UpgradeInbox); one still without is refused.
 func (h *Handler) commentOf(d *state.Delivery) (*commentRecord, error) {
 	if len(d.Parsed) == 0 {
 		return nil, worker.Permanent(fmt.Errorf("the %s delivery %s has no recorded parse: it was stored by an older opsbot "+
@@ -166,19 +168,29 @@ func (h *Handler) commentOf(d *state.Delivery) (*commentRecord, error) {
 	if err := json.Unmarshal(d.Parsed, &in); err != nil {
 		return nil, worker.Permanent(fmt.Errorf("decoding what ingest recorded of the %s delivery: %w", d.Event, err))
 	}
-	return in.Comment, nil
+	c := in.Comment
+	if c == nil || c.Parser == commands.ParserVersion {
+		return c, nil
+	}
+	opt := commands.Options{Repo: d.Repo, Host: h.Cfg.Get().WebHost()}
+	if err := parseCommands(c, d.Body, h.Commands, opt); err != nil {
+		return nil, worker.Permanent(err)
+	}
+	return c, nil
 }
 
-// UpgradeInbox gives every pending comment delivery stored without its
-// parse (by a build before ingest recorded it) the record ingest makes
-// now, from its body, as Classify does: the worker then reads every
-// comment the same way. Run at start, before the workers. It returns how
-// many deliveries it upgraded.
+// UpgradeInbox gives every pending comment delivery the record ingest
+// would make of it now, with its commands read by the running parser, when
+// it has none (stored by a build before ingest recorded one) or a parse of
+// another parser version (stored by an older build, or not read yet): a
+// delivery that waited through an upgrade runs what this build reads in
+// it, and the worker reads every comment the same way. Run at start,
+// before the workers. It returns how many deliveries it upgraded.
 func UpgradeInbox(store interface {
 	RewritePending(fn func(d *state.Delivery) (bool, error)) (int, error)
 }, s *Schema, log *slog.Logger) (int, error) {
 	return store.RewritePending(func(d *state.Delivery) (changed bool, _ error) {
-		if d.Event != EventComment || len(d.Parsed) > 0 || d.NoCommands {
+		if d.Event != EventComment || d.NoCommands {
 			return false, nil
 		}
 		// A body the parser cannot take stays as it is (the worker refuses
@@ -189,6 +201,9 @@ func UpgradeInbox(store interface {
 				changed = false
 			}
 		}()
+		if len(d.Parsed) > 0 {
+			return reparse(d, s, log), nil
+		}
 		now, _, err := s.Classify(d.Event, d.ID, d.Body)
 		if err != nil {
 			// A body that is not a payload stays as it is: the worker
@@ -204,9 +219,37 @@ func UpgradeInbox(store interface {
 		d.Parsed, d.NoCommands, d.CommentID = now.Parsed, now.NoCommands, now.CommentID
 		if d.NoCommands {
 			d.Parsed = nil
+			return true, nil
 		}
+		reparse(d, s, log)
 		return true, nil
 	})
+}
+
+// reparse reads again the commands of a pending comment delivery whose
+// stored parse is of another parser version than the running one, and
+// reports whether it changed the record.
+func reparse(d *state.Delivery, s *Schema, log *slog.Logger) bool {
+	var in ingested
+	if err := json.Unmarshal(d.Parsed, &in); err != nil || in.Comment == nil || in.Comment.Parser == commands.ParserVersion {
+		return false // not a record to read again: the worker decides as it would have
+	}
+	if s.Commands == nil {
+		return false
+	}
+	was := in.Comment.Parser
+	if err := parseCommands(in.Comment, d.Body, s.Commands, commands.Options{Repo: d.Repo, Host: s.WebHost}); err != nil {
+		log.Warn("a pending comment delivery's commands could not be read again; the worker will refuse it", "delivery", d.ID, "err", err)
+		return false
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return false
+	}
+	log.Info("read a pending comment's commands again with this build's parser", "delivery", d.ID,
+		"parser_was", was, "parser", commands.ParserVersion)
+	d.Parsed = raw
+	return true
 }
 
 func decode(d *state.Delivery, v any) error {

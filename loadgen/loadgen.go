@@ -54,6 +54,11 @@ type Options struct {
 	ContentPerHour   int
 	TimeScale        float64
 	Burst            int // burst: commands on one PR (default 500)
+	// FloorCommand starts the reference receiver (ServeFloor) as its own
+	// process: ingest then measures it first, for the same time at the
+	// same concurrency, and reports opsbot's rate and p99 against it. Nil:
+	// no reference.
+	FloorCommand []string
 }
 
 // contentRate fills in the scenario's defaults for the content limits; a
@@ -146,10 +151,30 @@ func Run(ctx context.Context, opt Options) ([]Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		var floor *Result
+		if len(opt.FloorCommand) > 0 {
+			url, err := startFloor(ctx, opt.FloorCommand, cl)
+			if err != nil {
+				return nil, err
+			}
+			lat, errs, took := env.ingestLoad(ctx, opt, url)
+			f := summarize("ingest-floor", lat, errs, took)
+			fmt.Fprintf(opt.Log, "ingest-floor: %d requests in %.1fs\n", f.Requests, f.Seconds)
+			floor = &f
+		}
 		r, err := env.ingest(ctx, opt)
 		r.Extra["fsync_per_s"] = fs.Throughput
 		r.Extra["vs_fsync_limit"] = r.Throughput / fs.Throughput
-		return []Result{r}, err
+		if floor == nil {
+			return []Result{r}, err
+		}
+		if floor.Throughput > 0 && floor.P99ms > 0 {
+			r.Extra["floor_per_s"] = floor.Throughput
+			r.Extra["floor_p99_ms"] = floor.P99ms
+			r.Extra["rate_vs_floor"] = r.Throughput / floor.Throughput
+			r.Extra["p99_vs_floor"] = r.P99ms / floor.P99ms
+		}
+		return []Result{*floor, r}, err
 	case "commands":
 		r, err := env.commands(ctx, opt)
 		return []Result{r}, err
@@ -352,8 +377,13 @@ func (s *server) expect(key string) chan time.Time {
 }
 
 func (s *server) post(ctx context.Context, event string, body []byte) (int, error) {
+	return s.postTo(ctx, s.url, event, body)
+}
+
+// postTo sends a signed delivery to the webhook of the server at url.
+func (s *server) postTo(ctx context.Context, url, event string, body []byte) (int, error) {
 	id := strconv.FormatInt(s.next.Add(1), 16)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/webhook", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/webhook", bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -555,27 +585,10 @@ func summarize(name string, lat []time.Duration, errs int, took time.Duration) R
 }
 
 func (s *server) ingest(ctx context.Context, opt Options) (Result, error) {
-	// Real comments hold links, so the body has slashes: each delivery is
-	// decoded and parsed, as a comment without a command would be.
-	pad := strings.Repeat("Benchmark notes, see https://github.com/o/r/actions/runs/1 for the sweep. ", opt.BodySize/70+1)[:opt.BodySize-600]
-	// The body is built from parts once; each delivery varies the PR and the
-	// comment id without encoding the whole payload again.
-	tmpl := newTemplate(string(s.commentBody(424242, 171717171717, pad)), "424242", "171717171717")
 	idle := s.rssMB()
 	srvCPU, selfCPU := s.cpuSeconds(), selfCPUSeconds()
 	sm := s.sample()
-	lat, errs, took := closedLoop(ctx, opt.Concurrency, opt.Duration, func(ctx context.Context, w, i int) error {
-		id := s.next.Add(1)
-		body := tmpl.fill(strconv.Itoa(1+int(id)%opt.PRs), strconv.FormatInt(id, 10))
-		code, err := s.post(ctx, "issue_comment", body)
-		if err != nil {
-			return err
-		}
-		if code != http.StatusAccepted {
-			return fmt.Errorf("status %d", code)
-		}
-		return nil
-	})
+	lat, errs, took := s.ingestLoad(ctx, opt, s.url)
 	sm.end()
 	r := summarize("ingest", lat, errs, took)
 	r.Extra["server_cores"] = (s.cpuSeconds() - srvCPU) / took.Seconds()
@@ -590,6 +603,29 @@ func (s *server) ingest(ctx context.Context, opt Options) (Result, error) {
 	r.Extra["rss_max_mb"] = sm.maxRSS
 	fmt.Fprintf(opt.Log, "ingest: %d deliveries in %.1fs\n", r.Requests, r.Seconds)
 	return r, nil
+}
+
+// ingestLoad sends comment deliveries to the webhook at url from
+// opt.Concurrency connections for opt.Duration, each answered 202.
+func (s *server) ingestLoad(ctx context.Context, opt Options, url string) ([]time.Duration, int, time.Duration) {
+	// Real comments hold links, so the body has slashes: each delivery is
+	// decoded and parsed, as a comment without a command would be.
+	pad := strings.Repeat("Benchmark notes, see https://github.com/o/r/actions/runs/1 for the sweep. ", opt.BodySize/70+1)[:opt.BodySize-600]
+	// The body is built from parts once; each delivery varies the PR and the
+	// comment id without encoding the whole payload again.
+	tmpl := newTemplate(string(s.commentBody(424242, 171717171717, pad)), "424242", "171717171717")
+	return closedLoop(ctx, opt.Concurrency, opt.Duration, func(ctx context.Context, w, i int) error {
+		id := s.next.Add(1)
+		body := tmpl.fill(strconv.Itoa(1+int(id)%opt.PRs), strconv.FormatInt(id, 10))
+		code, err := s.postTo(ctx, url, "issue_comment", body)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusAccepted {
+			return fmt.Errorf("status %d", code)
+		}
+		return nil
+	})
 }
 
 func (s *server) commands(ctx context.Context, opt Options) (Result, error) {

@@ -37,10 +37,10 @@ type Config struct {
 	// Body bounds reading bodies before their signatures are checked.
 	Body     BodyLimits
 	RepoName func(fullName string) (canonical string, served bool)
-	// WebHost is the host of run URLs in commands (default github.com):
-	// comments are parsed at ingest.
+	// WebHost is the host of run URLs in commands (default github.com).
 	WebHost string
-	// Commands read a comment's command lines at ingest.
+	// Commands are the commands opsbot reads; ingest stores comments
+	// without reading them (the worker does).
 	Commands *commands.Registry
 	// Heads finds the PRs whose head is a commit (state.Store.PRsOfHead),
 	// for events that name only a commit.
@@ -75,6 +75,8 @@ type Server struct {
 	now     func() time.Time
 	ctx     context.Context
 	mux     *http.ServeMux
+	// refusals logs deliveries refused for their bodies.
+	refusals *refusalLog
 
 	metricsToken     auth.Secret
 	metricsElsewhere bool
@@ -83,7 +85,7 @@ type Server struct {
 // New builds a Server and registers every route.
 func New(c Config) *Server {
 	if c.Commands == nil {
-		// Without the commands every comment would read as having none.
+		// The schema ingest classifies with carries them.
 		panic("server: Config.Commands is required")
 	}
 	s := &Server{secrets: c.Secrets, maxBody: c.MaxBody, limits: c.Body, bodies: newBodyBudget(c.Body),
@@ -95,6 +97,7 @@ func New(c Config) *Server {
 	if s.ctx == nil {
 		s.ctx = context.Background()
 	}
+	s.refusals = newRefusalLog(s.log, s.now)
 	s.intake = &events.Intake{Schema: &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now, Heads: c.Heads},
 		Store: c.Store, Queue: c.Queue}
 	s.routes(c.Extra)

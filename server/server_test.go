@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -129,8 +130,9 @@ func FuzzWebhook(f *testing.F) {
 	})
 }
 
-// Ingest stores every comment on a PR; the ones with no command line are
-// marked so the worker completes them without decoding. Payloads GitHub could
+// Ingest stores every comment on a PR; the ones with no line starting with
+// '/' are marked so the worker completes them without decoding. Any other
+// goes to the worker, which reads its commands (out of the request). Payloads GitHub could
 // send with duplicate names or invalid UTF-8 in a string are taken as before.
 func TestIngestMarksCommentsWithoutCommands(t *testing.T) {
 	s, st, _ := newServer(t, nil)
@@ -143,7 +145,7 @@ func TestIngestMarksCommentsWithoutCommands(t *testing.T) {
 		noCommands bool
 	}{
 		{payload("see https://github.com/o/r/actions/runs/1 and a/b"), true},
-		{payload("```\n/reuse-sweep-run 1\n```"), true},
+		{payload("```\n/reuse-sweep-run 1\n```"), false}, // the worker finds no command in the fence
 		{payload("looks good\n/reuse-sweep-run 12345"), false},
 		{payload("/use"), false}, // a malformed command still gets its usage reply
 		{[]byte(`{"action":"created","action":"created","issue":{"number":4,"pull_request":{}},"comment":{"body":"ok ` + "\xff" + ` /x"},"Repository":{"full_name":"Codertocat/Hello-World"}}`), true},
@@ -163,7 +165,7 @@ func TestIngestMarksCommentsWithoutCommands(t *testing.T) {
 		t.Fatalf("%d deliveries stored, want 5", len(pending))
 	}
 	for i, d := range pending {
-		want := []bool{true, true, false, false, true}[i]
+		want := []bool{true, false, false, false, true}[i]
 		if d.NoCommands != want || d.PR != 4 {
 			t.Errorf("delivery %s: no_commands=%v pr=%d, want %v and 4", d.ID, d.NoCommands, d.PR, want)
 		}
@@ -208,5 +210,44 @@ func TestWantsText(t *testing.T) {
 		if got := wantsText(tc.accept); got != tc.want {
 			t.Errorf("wantsText(%q) = %v, want %v", tc.accept, got, tc.want)
 		}
+	}
+}
+
+// The webhook request reads no comment's commands: an edit of two 64 KiB
+// bodies of nested quotes (seconds of goldmark's time each, when the
+// request read them) is stored with who and where, and its commands are
+// left to the worker.
+func TestIngestLeavesCommandsToTheWorker(t *testing.T) {
+	s, st, _ := newServer(t, nil)
+	noise := strings.Repeat("> ", 32<<10)
+	body := []byte(`{"action":"edited","issue":{"number":4,"pull_request":{"url":"x"}},"comment":{"id":9,"body":` +
+		strconv.Quote(noise+"\n\n/use 1") + `},"changes":{"body":{"from":` + strconv.Quote(noise+"\n\n/use 2") +
+		`}},"repository":{"full_name":"Codertocat/Hello-World"}}`)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, fixtures.SignedRequest(t, "/webhook", "issue_comment", "edit-1", body, secret))
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	pending, err := st.Pending()
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending = %v, %v; want the edit", pending, err)
+	}
+	d, err := st.Delivery(pending[0].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec2 struct {
+		Comment map[string]json.RawMessage `json:"comment"`
+	}
+	if err := json.Unmarshal(d.Parsed, &rec2); err != nil || rec2.Comment == nil {
+		t.Fatalf("stored record %s: %v", d.Parsed, err)
+	}
+	for _, k := range []string{"commands", "old_commands", "parser"} {
+		if v, ok := rec2.Comment[k]; ok {
+			t.Errorf("the request read the commands: %s = %s", k, v)
+		}
+	}
+	if string(rec2.Comment["id"]) != "9" || d.PR != 4 || d.CommentID != 9 {
+		t.Fatalf("stored %+v with %s", d, d.Parsed)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
@@ -34,7 +35,9 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		rep.Delivery = id
 		writeJSON(w, code, rep)
 	}
+	refused := func(cause, detail string) { s.refusals.refused(cause, id, event, r.RemoteAddr, detail) }
 	if r.ContentLength > s.maxBody {
+		refused(causeTooLarge, "")
 		answer(http.StatusRequestEntityTooLarge, "too_large", webhookReply{Status: "rejected", Error: "body larger than the limit"})
 		return
 	}
@@ -60,6 +63,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	// the JSON; the signature is over the raw body either way.
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || (mt != "application/json" && mt != formContentType) {
+		refused(causeContentType, "Content-Type "+strconv.Quote(clip(r.Header.Get("Content-Type"), 64)))
 		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",
 			Error: "content type must be application/json or application/x-www-form-urlencoded (set it in the webhook's settings on GitHub)"})
 		return
@@ -68,6 +72,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		switch {
 		case errors.Is(err, errTooLarge):
+			refused(causeTooLarge, "")
 			w.Header().Set("Connection", "close")
 			answer(http.StatusRequestEntityTooLarge, "too_large", webhookReply{Status: "rejected", Error: "body larger than the limit"})
 		case errors.Is(err, errBusy), errors.Is(err, errGiveWay):
@@ -96,6 +101,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if mt == formContentType {
 		form, err := url.ParseQuery(string(body))
 		if err != nil || form.Get("payload") == "" {
+			refused(causeFormPayload, "")
 			answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",
 				Error: "a form-encoded delivery needs a payload field holding the JSON"})
 			return
@@ -110,6 +116,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	taken, err := s.intake.Take(s.ctx, event, id, body, sum)
 	switch {
 	case errors.Is(err, events.ErrBadBody):
+		refused(causeBadJSON, err.Error())
 		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected", Error: "body is not valid JSON"})
 		return
 	case err != nil:

@@ -49,7 +49,7 @@ const synopsis = "Usage: opsbot-bench --opsbot PATH --scenario ingest|commands|g
 
 var examples = []string{
 	"go build -o opsbot ./cmd/opsbot && go build -o opsbot-bench ./cmd/opsbot-bench",
-	"./opsbot-bench --opsbot ./opsbot --scenario ingest --concurrency 64 --duration 30s",
+	"./opsbot-bench --opsbot ./opsbot --scenario ingest --concurrency 64 --duration 30s   # also measures the reference receiver",
 	"./opsbot-bench --opsbot ./opsbot --scenario commands --rate 0.5 --duration 60s --json",
 	"./opsbot-bench --opsbot ./opsbot --scenario scale --scale-prs 100000 --scale-audit 1000000",
 	"./opsbot-bench --opsbot ./opsbot --scenario burst --burst 500 --time-scale 60",
@@ -58,6 +58,10 @@ var examples = []string{
 // run is the whole program. --help prints the usage on stdout and
 // succeeds; a bad flag prints it on stderr and exits 2.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && args[0] == loadgen.FloorArg {
+		// The reference receiver, as the ingest scenario starts it.
+		return loadgen.ServeFloor(ctx, stdout)
+	}
 	fs := flag.NewFlagSet("opsbot-bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	usage := func(w io.Writer) {
@@ -81,6 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "working directory for the state (default: a new temporary one)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	profile := fs.String("server-cpuprofile", "", "have the server write a CPU profile to this file")
+	floor := fs.Bool("floor", true, "ingest: first measure a reference receiver that checks the signature and answers 202, storing nothing, and report opsbot's rate and p99 against it")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout)
@@ -107,7 +112,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer os.RemoveAll(d)
 		*dir = d
 	}
-	results, err := loadgen.Run(ctx, loadgen.Options{Scenario: *scenario, Concurrency: *conc, Rate: *rate, Duration: *dur,
+	var floorCmd []string
+	if *floor && *scenario == "ingest" {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("finding this program to start the reference receiver: %w (or pass --floor=false)", err)
+		}
+		floorCmd = []string{self, loadgen.FloorArg}
+	}
+	results, err := loadgen.Run(ctx, loadgen.Options{FloorCommand: floorCmd, Scenario: *scenario, Concurrency: *conc, Rate: *rate, Duration: *dur,
 		BodySize: *size, PRs: *prs, Exe: exe, Dir: *dir, Log: stderr, ScalePRs: *scalePRs, ScaleAudit: *scaleAudit, CPUProfile: *profile,
 		ContentPerMinute: *perMinute, ContentPerHour: *perHour, TimeScale: *timeScale, Burst: *burst})
 	if err != nil {

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// Edits whose bodies are 64 KiB built to make a Markdown parser do
+// quadratic work (nested quotes, runs of "[a](", quote and list mixes; one
+// such comment cost goldmark seconds, in the webhook request, twice per
+// edit) are stored and answered 202 like any delivery, and read right: a
+// command line after the noise keeps the pin, one only inside the noise
+// (in a quote) is no command, and the edit that drops the real line
+// revokes it.
+func TestAdversarialEditsAreStoredAndReadRight(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	const line = "/reuse-sweep-run 31147925932"
+	c := w.comment(maintainer, "LGTM\n"+line)
+	noise := []struct{ name, body string }{
+		{"nested quotes", strings.Repeat(">", 64<<10)},
+		{"spaced nested quotes", strings.Repeat("> ", 32<<10) + line},
+		{"link openers", strings.Repeat("[a](", 16<<10)},
+		{"quote and list mix", strings.Repeat("> - ", 16<<10) + line},
+		{"list and quote mix", strings.Repeat("- > ", 16<<10)},
+	}
+	old := c.Body
+	for _, n := range noise {
+		body := n.body + "\n\n" + line
+		code := w.sendAs(w.id(), "issue_comment", w.commentPayload("edited", maintainer, maintainer, c.ID, body, old))
+		if code != http.StatusAccepted {
+			t.Fatalf("%s: answered %d, want 202 (stored)", n.name, code)
+		}
+		if tr := w.trail(); tr[len(tr)-1] != "pin active" {
+			t.Fatalf("%s: an edit keeping the command changed the pin: %v", n.name, tr)
+		}
+		old = body
+	}
+	// The command is left only inside the noise, where it is no command.
+	body := strings.Repeat("> ", 32<<10) + line
+	if code := w.sendAs(w.id(), "issue_comment", w.commentPayload("edited", maintainer, maintainer, c.ID, body, old)); code != http.StatusAccepted {
+		t.Fatalf("answered %d, want 202", code)
+	}
+	mustContain(t, "edit reply", w.lastReply(), "is **revoked**", "edited away")
+	w.push("c2")
+	if st := w.statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
+		t.Fatalf("after the edit: %+v", st)
+	}
+}
