@@ -199,6 +199,16 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			Repo: rc.Name, PR: pr, ActorID: u.GetID(), ActorLogin: u.GetLogin(), CommentID: c.GetID(), CommentURL: c.GetHTMLURL(),
 			Reason: reason}})
 	}
+	// unread is a comment whose recovery waits on a read that failed: not
+	// run now and left unmarked, so its created webhook, late rather than
+	// lost, still runs it, and the next reconcile looks at it again.
+	unread := func(c *github.IssueComment, pr int, reason string) {
+		u := c.GetUser()
+		rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
+		audit = append(audit, state.AuditRecord{Kind: "recovery", Outcome: "not_run", Repo: rc.Name, PR: pr, ActorID: u.GetID(),
+			ActorLogin: u.GetLogin(), CommentID: c.GetID(), CommentURL: c.GetHTMLURL(),
+			Reason: reason + ": it is not run now; its created webhook, if it comes, runs it, and the next reconcile looks again"})
+	}
 	for _, c := range comments {
 		rep.CommentsChecked++
 		pr, isPR := prNumber(c)
@@ -239,18 +249,14 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		// The last reads decide for a comment its `created` webhook would run.
 		if r.SelfID == 0 {
 			// Whose reaction would be opsbot's is not known: fail closed.
-			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
-			notRun(c, pr, "not_run", "opsbot's own account is not known, so whether it already answered the comment cannot be read: "+
-				"it is not run; post the command again")
+			unread(c, pr, "opsbot's own account is not known, so whether it already answered the comment cannot be read")
 			continue
 		}
 		answered, err := gh.ReactedBy(ctx, rc.Name, c.GetID(), r.SelfID)
 		if err != nil {
 			// One comment GitHub would not tell about stops no other
 			// comment's recovery; it is not run (fail closed), and said so.
-			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
-			notRun(c, pr, "not_run", fmt.Sprintf("whether opsbot already answered the comment could not be read (%v): "+
-				"it is not run; post the command again", err))
+			unread(c, pr, fmt.Sprintf("whether opsbot already answered the comment could not be read (%v)", err))
 			continue
 		}
 		if answered {
@@ -261,9 +267,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		}
 		head, why, err := r.sameSince(ctx, gh, rc.Name, pr, created)
 		if err != nil {
-			rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
-			notRun(c, pr, "not_run", fmt.Sprintf("what became of PR #%d since the comment was posted could not be read (%v): "+
-				"it is not run; post the command again", pr, err))
+			unread(c, pr, fmt.Sprintf("what became of PR #%d since the comment was posted could not be read (%v)", pr, err))
 			continue
 		}
 		if why != "" {
