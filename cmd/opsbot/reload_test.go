@@ -129,3 +129,44 @@ func TestRemovedRepositoryExpiresItsPins(t *testing.T) {
 		})
 	}
 }
+
+// A pin command in flight when a reload removes its repository commits
+// after the removal's expiry; when the repository is added back, that pin
+// is expired too, so it covers no push made after.
+func TestPinInFlightAcrossARemovalIsExpiredWhenTheRepositoryReturns(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	path := filepath.Join(w.dir, "opsbot.yaml")
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived, release := w.gh.Hold(permissionRoute)
+	t.Cleanup(release)
+	c := w.gh.AddComment(theRepo, thePR, maintainer.login, "/reuse-sweep-run 31147925932")
+	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	waitFor(t, arrived, "the pin's role read")
+	reload := func(cfg string) map[string]any {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := w.call(http.MethodPost, "/api/v1/reload", apiToken, "", "")
+		var body map[string]any
+		json.Unmarshal([]byte(r.body), &body)
+		if r.code != http.StatusOK {
+			t.Fatalf("reload: %d %v", r.code, body)
+		}
+		return body
+	}
+	reload(strings.Replace(string(orig), theRepo, "octo-org/elsewhere", 1))
+	release() // the pin commits now, after its repository was removed
+	w.settle()
+	if body := reload(string(orig)); body["expired_pins"] != float64(1) {
+		t.Fatalf("adding the repository back: %v, want the pin from before expired", body)
+	}
+	w.push("c2")
+	if got := w.statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "sweep") {
+		t.Fatalf("the first push after the repository is served again = %+v, want a sweep", got)
+	}
+}

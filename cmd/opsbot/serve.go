@@ -545,6 +545,15 @@ func (a *app) reload() server.ReloadResult {
 			res.ExpiredPins += expireRemovedRepo(a.store, r.Name, "its repository was removed from opsbot's configuration (a reload of "+a.file+")", a.log)
 		}
 	}
+	for _, r := range next.Repos {
+		if _, ok := prev.Repo(r.Name); !ok {
+			// A pin still active for a repository served again was given before
+			// it was removed (a command in flight when it was): it covers no
+			// later push.
+			res.ExpiredPins += expireRemovedRepo(a.store, r.Name, "its repository was added back to opsbot's configuration (a reload of "+
+				a.file+"): a pin from before it was removed covers no later push", a.log)
+		}
+	}
 	for _, w := range next.Warnings() {
 		a.log.Warn(w)
 	}
