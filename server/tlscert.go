@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 )
 
 // CertFiles serves a certificate and key from files, loading them again
@@ -13,8 +14,9 @@ import (
 // load is an error at start; later, the last good pair stays in use and the
 // error is reported through OnError once per change of the files: a pair
 // that failed is not read again until a file changes (its stamps: inode,
-// size and modification time), so handshakes against a half-written
-// renewal cost a stat of each file, not a read and a parse each.
+// size and modification time) or RetryFailed passes, so handshakes against
+// a half-written renewal cost a stat of each file, not a read and a parse
+// each.
 type CertFiles struct {
 	CertFile, KeyFile string
 	// OnError is told when a changed pair does not load (optional), once
@@ -23,13 +25,21 @@ type CertFiles struct {
 
 	// read loads a pair (tls.LoadX509KeyPair; tests count the reads).
 	read func(certFile, keyFile string) (tls.Certificate, error)
+	// now is the clock of the retry of a pair that failed (time.Now).
+	now func() time.Time
 
 	mu     sync.Mutex
 	cert   *tls.Certificate
 	good   [2]fileStamp // the files as cert was read from them
 	bad    [2]fileStamp // the files as they last failed to load
 	badErr error        // why they failed; nil when the last read loaded
+	badAt  time.Time    // when they were last read and failed
 }
+
+// RetryFailed is how long a pair that failed to load waits before it is
+// read again though its files' stamps did not change (a fix copied in place
+// with the same size and modification time, as cp -p or tar make it).
+const RetryFailed = 30 * time.Second
 
 // fileStamp is what tells that a file changed: its identity (inode and
 // device), size and modification time, or that it could not be found.
@@ -74,8 +84,16 @@ func (c *CertFiles) load() (news bool, err error) {
 	if c.cert != nil && samePair(now, c.good) {
 		return false, nil
 	}
+	clock := time.Now
+	if c.now != nil {
+		clock = c.now
+	}
+	retry := false
 	if c.badErr != nil && samePair(now, c.bad) {
-		return false, c.badErr // failed as the files are now: not read again
+		if clock().Sub(c.badAt) < RetryFailed {
+			return false, c.badErr // failed as the files are now: not read again yet
+		}
+		retry = true
 	}
 	switch {
 	case serr[0] != nil:
@@ -94,8 +112,9 @@ func (c *CertFiles) load() (news bool, err error) {
 		}
 		err = fmt.Errorf("loading tls.cert_file %s and tls.key_file %s: %w", c.CertFile, c.KeyFile, rerr)
 	}
-	c.bad, c.badErr = now, err
-	return true, err
+	news = !retry || c.badErr == nil || err.Error() != c.badErr.Error()
+	c.bad, c.badErr, c.badAt = now, err, clock()
+	return news, err
 }
 
 // GetCertificate is tls.Config's hook: the pair as the files hold it now

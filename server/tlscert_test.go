@@ -139,3 +139,54 @@ func TestBrokenCertificatePairWithoutGoodOne(t *testing.T) {
 		t.Fatalf("%d reads, %d reports; want 1 and 1", reads, reported)
 	}
 }
+
+// A fix copied over a broken file in place, keeping its size and its
+// modification time (cp -p, tar), changes no stamp: the pair that failed
+// is read again after RetryFailed all the same, and served, without a
+// second report of the old failure.
+func TestBrokenPairFixedInPlaceIsReadAgainAfterAWhile(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	c1, k1 := pemPair(t, "first")
+	replace(t, certFile, c1)
+	replace(t, keyFile, k1)
+	clock := time.Now()
+	reported := 0
+	c := &CertFiles{CertFile: certFile, KeyFile: keyFile, OnError: func(error) { reported++ }, now: func() time.Time { return clock }}
+	if err := c.Load(); err != nil {
+		t.Fatal(err)
+	}
+	c2, k2 := pemPair(t, "second")
+	replace(t, certFile, c2) // mismatched with the key now
+	if _, err := c.GetCertificate(nil); err != nil || reported != 1 {
+		t.Fatalf("broken pair: %v, %d reports", err, reported)
+	}
+	fi, err := os.Stat(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k2) != int(fi.Size()) {
+		t.Skipf("the two keys' PEM differ in size (%d, %d): this test needs a fix of the same size", len(k2), fi.Size())
+	}
+	if err := os.WriteFile(keyFile, k2, 0o600); err != nil { // in place: same inode and size
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(keyFile, fi.ModTime(), fi.ModTime()); err != nil { // and the old modification time
+		t.Fatal(err)
+	}
+	name := func() string {
+		cert, err := c.GetCertificate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+		return leaf.Subject.CommonName
+	}
+	if got := name(); got != "first" {
+		t.Fatalf("before RetryFailed: served %q, want the last good pair (no stamp changed)", got)
+	}
+	clock = clock.Add(RetryFailed + time.Second)
+	if got := name(); got != "second" || reported != 1 {
+		t.Fatalf("after RetryFailed: served %q with %d reports, want the fixed pair and still 1", got, reported)
+	}
+}
