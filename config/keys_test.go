@@ -167,9 +167,9 @@ func docRows(t *testing.T) []docRow {
 }
 
 // documented reports whether a row documents the key: it names it in its
-// first column (or as .sibling shorthand anywhere), names a section it is in as SECTION.*, or names a section
-// it is in and the rest of its path as a word (`repos[].reuse` ...
-// `allow_users`).
+// first column (or as .sibling shorthand anywhere), or names a section it
+// is in (also as SECTION.*) and the rest of its path as a word
+// (`repos[].reuse` ... `allow_users`).
 func (r docRow) documented(key string) bool {
 	for _, tok := range append(r.first, r.short...) {
 		if tok == key {
@@ -177,9 +177,9 @@ func (r docRow) documented(key string) bool {
 		}
 	}
 	for _, tok := range r.all {
-		if sec, ok := strings.CutSuffix(tok, ".*"); ok && strings.HasPrefix(key, sec+".") {
-			return true
-		}
+		// A section named as SECTION.* documents a key of it only when the row
+		// names the rest of its path too: a new key in it needs its own words.
+		tok = strings.TrimSuffix(tok, ".*")
 		if rest, ok := strings.CutPrefix(key, tok+"."); ok {
 			if regexp.MustCompile(`(^|[^a-z_.\[])` + regexp.QuoteMeta(rest) + `($|[^a-z_])`).MatchString(r.text) {
 				return true
