@@ -205,9 +205,10 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	unread := func(c *github.IssueComment, pr int, reason string) {
 		u := c.GetUser()
 		rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
-		audit = append(audit, state.AuditRecord{Kind: "recovery", Outcome: "not_run", Repo: rc.Name, PR: pr, ActorID: u.GetID(),
-			ActorLogin: u.GetLogin(), CommentID: c.GetID(), CommentURL: c.GetHTMLURL(),
-			Reason: reason + ": it is not run now; its created webhook, if it comes, runs it, and the next reconcile looks again"})
+		seen = append(seen, state.CommentNote{CommentID: c.GetID(), Unmarked: true, Audit: &state.AuditRecord{Kind: "recovery",
+			Outcome: "not_run", Repo: rc.Name, PR: pr, ActorID: u.GetID(), ActorLogin: u.GetLogin(), CommentID: c.GetID(),
+			CommentURL: c.GetHTMLURL(),
+			Reason:     reason + ": it is not run now; its created webhook, if it comes, runs it, and the next reconcile looks again"}})
 	}
 	for _, c := range comments {
 		rep.CommentsChecked++

@@ -107,6 +107,10 @@ func noteComment(tx *bolt.Tx, repo string, commentID int64, now time.Time, delet
 type CommentNote struct {
 	CommentID int64
 	Audit     *AuditRecord
+	// Unmarked notes a comment recovery could not judge (a read failed):
+	// its audit record is written, but no mark, so its created delivery,
+	// late rather than lost, still runs it.
+	Unmarked bool
 }
 
 // NoteComments records, in one write, comments recovery saw and does not
@@ -133,8 +137,10 @@ func (s *Store) NoteComments(repo string, notes []CommentNote, audit []AuditReco
 				left = append(left, n.CommentID)
 				continue
 			}
-			if _, err := t.CommentSeen(repo, n.CommentID); err != nil {
-				return err
+			if !n.Unmarked {
+				if _, err := t.CommentSeen(repo, n.CommentID); err != nil {
+					return err
+				}
 			}
 			if n.Audit != nil {
 				if err := t.Audit(*n.Audit); err != nil {

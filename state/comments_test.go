@@ -33,7 +33,7 @@ func TestNoteCommentsLeavesWaitingDeliveriesAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 		summary := AuditRecord{Kind: "recovery", Outcome: "recorded", Repo: "o/r"}
-		left, err := s.NoteComments("o/r", []CommentNote{{41, why(41)}, {42, why(42)}}, []AuditRecord{summary})
+		left, err := s.NoteComments("o/r", []CommentNote{{CommentID: 41, Audit: why(41)}, {CommentID: 42, Audit: why(42)}}, []AuditRecord{summary})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestNoteCommentsLeavesWaitingDeliveriesAlone(t *testing.T) {
 	})
 	t.Run("recovery's mark, then the delivery", func(t *testing.T) {
 		s := openTest(t, nil)
-		left, err := s.NoteComments("o/r", []CommentNote{{41, why(41)}}, nil)
+		left, err := s.NoteComments("o/r", []CommentNote{{CommentID: 41, Audit: why(41)}}, nil)
 		if err != nil || len(left) != 0 {
 			t.Fatalf("NoteComments = %v, %v; want 41 marked", left, err)
 		}
@@ -95,7 +95,7 @@ func TestNoteCommentsLeavesWaitingDeliveriesAlone(t *testing.T) {
 		if err := s.Update(func(tx *Tx) error { return tx.NoteComment("o/r", 41, false) }); err != nil {
 			t.Fatal(err)
 		}
-		left, err := s.NoteComments("o/r", []CommentNote{{41, why(41)}}, nil)
+		left, err := s.NoteComments("o/r", []CommentNote{{CommentID: 41, Audit: why(41)}}, nil)
 		if err != nil || !slices.Equal(left, []int64{41}) {
 			t.Fatalf("NoteComments = %v, %v; want 41 left alone", left, err)
 		}
