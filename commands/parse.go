@@ -63,7 +63,87 @@ func (r *Registry) Parse(body string, opt Options) []Command {
 	if !MayHoldCommand(body) {
 		return nil // most comments: no line starts with '/', nothing to parse
 	}
+	if TooDeep(body) {
+		return nil // nested past MaxNesting: no command is read in it (goldmark's cost grows with depth × lines)
+	}
 	return r.parseLines(paragraphLines(strings.TrimPrefix(body, "\ufeff")), opt)
+}
+
+// MaxNesting bounds how deeply a comment opsbot reads may nest quotes and
+// lists. A Markdown parser walks every open container on every line (and
+// goldmark keeps a record per open container per blank line), so a
+// comment nested thousands deep, from anyone, would cost seconds and
+// gigabytes; nobody nests a comment holding a command this deep.
+const MaxNesting = 24
+
+// TooDeep reports whether some line of body may nest deeper than
+// MaxNesting: its quote and list markers (each '>', each '-', '+' or '*'
+// or number followed by '.' or ')' that a blank follows), counted from the
+// line's start across the blanks between them, plus half its leading
+// indent (a list level continues at an indent of at least two columns).
+// It over-counts (a thematic break, a deeply indented line in a fence),
+// never under-counts, and reads the body once.
+func TooDeep(body string) bool {
+	for rest := body; rest != ""; {
+		line := rest
+		if i := strings.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
+		if lineDepth(line) > MaxNesting {
+			return true
+		}
+	}
+	return false
+}
+
+// lineDepth is TooDeep's bound of one line's nesting.
+func lineDepth(line string) int {
+	depth, col, indent, leading := 0, 0, 0, true
+	for i := 0; i < len(line); {
+		switch c := line[i]; {
+		case c == ' ':
+			col++
+			i++
+			if leading {
+				indent++
+			}
+			continue
+		case c == '\t':
+			col += 4 - col%4
+			i++
+			if leading {
+				indent = col
+			}
+			continue
+		case c == '>':
+			depth++
+			i++
+		case (c == '-' || c == '+' || c == '*') && (i+1 == len(line) || line[i+1] == ' ' || line[i+1] == '\t'):
+			depth++
+			i++
+		case c >= '0' && c <= '9':
+			j := i
+			for j < len(line) && j-i < 9 && line[j] >= '0' && line[j] <= '9' {
+				j++
+			}
+			if j < len(line) && (line[j] == '.' || line[j] == ')') && (j+1 == len(line) || line[j+1] == ' ' || line[j+1] == '\t') {
+				depth++
+				i = j + 1
+				break
+			}
+			return depth + indent/2
+		default:
+			return depth + indent/2
+		}
+		leading = false
+		col++
+		if depth+indent/2 > MaxNesting {
+			return depth + indent/2
+		}
+	}
+	return depth + indent/2
 }
 
 // ParserVersion names what Parse does. A stored parse of another version

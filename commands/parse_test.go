@@ -350,15 +350,21 @@ func adversarialBodies() []struct {
 		name, body string
 		want       []Command
 	}{
-		// One line of nested quotes: no paragraph in it, so the next line is a paragraph of its own.
-		{"nested quotes on one line", fill(">") + "\n/use 1\n", []Command{c(2, Reuse, 1)}},
-		{"spaced nested quotes", fill("> ") + "\n/use 1\n", []Command{c(2, Reuse, 1)}},
-		{"nested quotes ending in text", fill("> ") + "x\n/use 1\n\n/use 2\n", []Command{c(4, Reuse, 2)}},
-		{"nested quotes growing line by line", growing + "\n/use 3\n", []Command{c(strings.Count(growing, "\n")+2, Reuse, 3)}},
+		// Nested past MaxNesting: no command is read in the comment at all.
+		{"nested quotes on one line", fill(">") + "\n/use 1\n", nil},
+		{"spaced nested quotes", fill("> ") + "\n/use 1\n", nil},
+		{"nested quotes ending in text", fill("> ") + "x\n/use 1\n\n/use 2\n", nil},
+		{"nested quotes growing line by line", growing + "\n/use 3\n", nil},
+		{"tabbed nested quotes", fill(">\t") + "\n/use 1\n", nil},
+		{"a deep list, then blank lines", "/x\n" + strings.Repeat("- ", 3000) + "a" + strings.Repeat("\n", 6000) + "/use 1\n", nil},
+		{"a deep list, then deeply indented lines", strings.Repeat("- ", 30) + "a\n" + lines(func(int) string { return strings.Repeat(" ", 2000) + "b\n" }) + "\n/use 1\n", nil},
+		// Nested no deeper than MaxNesting: read as ever.
+		{"nested quotes within the bound", lines(func(i int) string { return strings.Repeat("> ", i%commands.MaxNesting) + "a\n" }) + "\n/use 3\n",
+			[]Command{c(strings.Count(lines(func(i int) string { return strings.Repeat("> ", i%commands.MaxNesting) + "a\n" }), "\n")+2, Reuse, 3)}},
 		{"link openers", fill("[a](") + "\n\n/use 4\n", []Command{c(3, Reuse, 4)}},
 		{"brackets", "/use 5\n" + fill("["), []Command{c(1, Reuse, 5)}},
-		{"quote and list mix", fill("> - ") + "\n\n/use 6\n", []Command{c(3, Reuse, 6)}},
-		{"list and quote mix", fill("- > ") + "\n\n/use 7\n", []Command{c(3, Reuse, 7)}},
+		{"quote and list mix", fill("> - ") + "\n\n/use 6\n", nil},
+		{"list and quote mix", fill("- > ") + "\n\n/use 7\n", nil},
 		{"emphasis runs", fill("*a_") + "\n\n/use 8\n", []Command{c(3, Reuse, 8)}},
 	}
 }
