@@ -19,11 +19,9 @@ func TestAdversarialEditsAreStoredAndReadRight(t *testing.T) {
 	const line = "/reuse-sweep-run 31147925932"
 	c := w.comment(maintainer, "LGTM\n"+line)
 	noise := []struct{ name, body string }{
-		{"nested quotes", strings.Repeat(">", 64<<10)},
-		{"spaced nested quotes", strings.Repeat("> ", 32<<10) + line},
 		{"link openers", strings.Repeat("[a](", 16<<10)},
-		{"quote and list mix", strings.Repeat("> - ", 16<<10) + line},
-		{"list and quote mix", strings.Repeat("- > ", 16<<10)},
+		{"brackets", strings.Repeat("[", 64<<10)},
+		{"emphasis runs", strings.Repeat("*a_", 20<<10)},
 	}
 	old := c.Body
 	for _, n := range noise {
@@ -37,8 +35,9 @@ func TestAdversarialEditsAreStoredAndReadRight(t *testing.T) {
 		}
 		old = body
 	}
-	// The command is left only inside the noise, where it is no command.
-	body := strings.Repeat("> ", 32<<10) + line
+	// Nested past commands.MaxNesting, the comment is read for no command:
+	// the pin's line is gone from it as opsbot reads it.
+	body := strings.Repeat("> ", 32<<10) + "\n\n" + line
 	if code := w.sendAs(w.id(), "issue_comment", w.commentPayload("edited", maintainer, maintainer, c.ID, body, old)); code != http.StatusAccepted {
 		t.Fatalf("answered %d, want 202", code)
 	}
@@ -47,4 +46,19 @@ func TestAdversarialEditsAreStoredAndReadRight(t *testing.T) {
 	if st := w.statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
 		t.Fatalf("after the edit: %+v", st)
 	}
+}
+
+// A comment from anyone nested thousands deep (list markers, then blank
+// lines: seconds and gigabytes for a Markdown parser) is stored, read for
+// no command in one linear pass, and holds up nothing after it.
+func TestDeeplyNestedCommentIsReadForNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	w.comment(reader, "/x\n"+strings.Repeat("- ", 20<<10)+"a"+strings.Repeat("\n", 20<<10)+"/reuse-sweep-run 31147925932\n")
+	w.comment(maintainer, strings.Repeat("- ", 3000)+"a\n"+strings.Repeat("\n", 6000)+"/reuse-sweep-run 31147925932\n")
+	if tr := w.trail(); len(tr) != 0 {
+		t.Fatalf("audit after deeply nested comments = %v, want nothing read", tr)
+	}
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	mustContain(t, "the pin after them", w.lastReply(), "pinned run")
 }
