@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 )
@@ -13,6 +14,7 @@ const (
 	causeContentType = "content_type"
 	causeBadJSON     = "malformed_json"
 	causeFormPayload = "form_without_payload"
+	causeSignature   = "bad_signature"
 )
 
 // refusalLogEvery is how often, at most, a refusal of one cause is logged:
@@ -22,8 +24,10 @@ const (
 // the first one.
 const refusalLogEvery = time.Minute
 
-// refusalLog logs deliveries refused for their bodies, rate-limited per
-// cause. The set of causes is fixed, so its memory is too.
+// refusalLog logs deliveries refused for their bodies or signatures,
+// rate-limited per cause and sender network (an address, or its /64 for
+// IPv6): one sender's flood cannot hide GitHub's refusals of the same
+// cause. At most maxRefusalKeys keys are kept.
 type refusalLog struct {
 	log   *slog.Logger
 	now   func() time.Time
@@ -50,11 +54,22 @@ func (l *refusalLog) refused(cause, id, event, remote, detail string) {
 		return
 	}
 	now := l.now()
+	key := cause + "|" + senderNet(remote)
 	l.mu.Lock()
-	c := l.causes[cause]
+	c := l.causes[key]
 	if c == nil {
+		if len(l.causes) >= maxRefusalKeys {
+			for k, v := range l.causes {
+				if now.Sub(v.last) >= l.every {
+					delete(l.causes, k)
+				}
+			}
+			if len(l.causes) >= maxRefusalKeys {
+				clear(l.causes) // a flood from many networks: log afresh rather than grow
+			}
+		}
 		c = &refusalCause{}
-		l.causes[cause] = c
+		l.causes[key] = c
 	} else if now.Sub(c.last) < l.every {
 		c.suppressed++
 		l.mu.Unlock()
@@ -70,7 +85,31 @@ func (l *refusalLog) refused(cause, id, event, remote, detail string) {
 	if left > 0 {
 		attrs = append(attrs, "not_logged_since_last", left)
 	}
-	l.log.Warn("webhook delivery refused for its body", attrs...)
+	msg := "webhook delivery refused for its body"
+	if cause == causeSignature {
+		msg = "webhook signature rejected"
+	}
+	l.log.Warn(msg, attrs...)
+}
+
+// maxRefusalKeys bounds the senders the refusal log keeps apart.
+const maxRefusalKeys = 4096
+
+// senderNet is the network a refusal is counted for: the address, or its
+// /64 for IPv6 (one host holds many).
+func senderNet(remote string) string {
+	host := remote
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		host = h
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return clip(host, 64)
+	}
+	if ip.To4() == nil {
+		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	}
+	return ip.String()
 }
 
 // clip cuts s to at most n bytes: the values come from whoever sent the

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -136,4 +137,26 @@ func TestBodyRefusalsAreLoggedRateLimited(t *testing.T) {
 		{causeTooLarge, "big-1", ""}, {causeFormPayload, "form-1", ""},
 		{causeContentType, "type-6", `"text/plain"`}, {causeBadJSON, "json-3", "delivery"},
 	}, map[string]float64{"type-6": 4, "json-3": 1})
+}
+
+// One sender's flood of refusals does not hide another sender's refusal
+// of the same cause, and signature rejections are limited the same way.
+func TestRefusalsAreLimitedPerSender(t *testing.T) {
+	sink := &syncBuffer{}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	l := newRefusalLog(slog.New(slog.NewJSONHandler(sink, nil)), func() time.Time { return now })
+	for i := range 50 {
+		l.refused(causeTooLarge, fmt.Sprintf("flood-%d", i), "push", "203.0.113.9:1000", "")
+		l.refused(causeSignature, fmt.Sprintf("forged-%d", i), "push", "[2001:db8::1]:1000", "wrong signature")
+		l.refused(causeSignature, fmt.Sprintf("forged-b-%d", i), "push", "[2001:db8::2]:1000", "wrong signature") // the same /64
+	}
+	l.refused(causeTooLarge, "real-github-1", "issue_comment", "140.82.115.10:443", "")
+	var deliveries []string
+	for _, line := range sink.lines(t) {
+		deliveries = append(deliveries, fmt.Sprint(line["delivery"]))
+	}
+	want := []string{"flood-0", "forged-0", "real-github-1"}
+	if strings.Join(deliveries, ",") != strings.Join(want, ",") {
+		t.Fatalf("logged %v, want %v", deliveries, want)
+	}
 }

@@ -90,7 +90,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := auth.VerifySignatureParts(parts, r.Header.Get("X-Hub-Signature-256"), s.secrets); err != nil {
 		release()
-		s.log.Warn("webhook signature rejected", "delivery", id, "event", label, "err", err)
+		s.refusals.refused(causeSignature, id, label, r.RemoteAddr, err.Error())
 		answer(http.StatusUnauthorized, "bad_signature", webhookReply{Status: "rejected",
 			Error: "missing or wrong X-Hub-Signature-256"})
 		return
