@@ -28,6 +28,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	opsserver "github.com/SemiAnalysisAI/opsbot/server"
 )
 
 // Options configure a run.
@@ -332,7 +333,7 @@ repos:
 		return nil, errors.New("the server did not start")
 	}
 	go io.Copy(io.Discard, out)
-	if err := waitReady(ctx, s.url, 30*time.Second); err != nil {
+	if err := opsserver.WaitReady(ctx, s.url, 30*time.Second); err != nil {
 		return nil, err
 	}
 	s.pid = cmd.Process.Pid
@@ -860,30 +861,4 @@ func selfCPUSeconds() float64 {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
-// waitReady polls the server's /readyz until it is ready (it knows its own
-// GitHub account and processes deliveries), or within passes.
-func waitReady(ctx context.Context, url string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the server at %s was not ready within %s (see its /readyz)", url, within)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/gate"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/server"
 )
 
 // The demo's world: one benchmark repository on the in-repository fake
@@ -118,7 +119,7 @@ repos:
 	}()
 	serverURL, err := waitServing(pr, done, 10*time.Second)
 	if err == nil {
-		err = waitReady(ctx, serverURL, 10*time.Second)
+		err = server.WaitReady(ctx, serverURL, 10*time.Second)
 	}
 	if err != nil {
 		return fmt.Errorf("starting opsbot for the demo: %w\n%s", err, logs.String())
@@ -166,32 +167,6 @@ func waitServing(r io.Reader, done <-chan error, within time.Duration) (string, 
 		return "", fmt.Errorf("opsbot stopped before serving: %v", err)
 	case <-time.After(within):
 		return "", fmt.Errorf("opsbot was not serving within %s", within)
-	}
-}
-
-// waitReady asks opsbot's /readyz until it is ready (it knows its own
-// GitHub account and processes deliveries), or within passes.
-func waitReady(ctx context.Context, url string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/readyz", nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("opsbot was not ready within %s (see %s/readyz)", within, url)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
 	}
 }
 
