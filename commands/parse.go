@@ -63,10 +63,22 @@ func (r *Registry) Parse(body string, opt Options) []Command {
 	if !MayHoldCommand(body) {
 		return nil // most comments: no line starts with '/', nothing to parse
 	}
+	body = Newlines(body)
 	if TooDeep(body) {
 		return nil // nested past MaxNesting: no command is read in it (goldmark's cost grows with depth × lines)
 	}
 	return r.parseLines(paragraphLines(strings.TrimPrefix(body, "\ufeff")), opt)
+}
+
+// Newlines makes every line ending of body a "\n": a CRLF, and a lone CR,
+// which CommonMark (and GitHub) read as a line ending but goldmark does not
+// (a fence opened after one would otherwise hide nothing from opsbot, and
+// a command after one would be missed).
+func Newlines(body string) string {
+	if strings.IndexByte(body, '\r') < 0 {
+		return body
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(body, "\r\n", "\n"), "\r", "\n")
 }
 
 // MaxNesting bounds how deeply a comment opsbot reads may nest quotes and
@@ -152,7 +164,8 @@ func lineDepth(line string) int {
 // it. Raise it with any change that can change a comment's commands.
 //
 //	1: goldmark's blocks read with a linear-time column count (no inlines)
-const ParserVersion = 1
+//	2: a lone CR ends a line; a comment nested past MaxNesting holds none
+const ParserVersion = 2
 
 // MayHoldCommand reports whether some line of body starts with '/' after
 // at most three spaces: only then can Parse find a command in it. It reads
@@ -161,7 +174,7 @@ func MayHoldCommand(body string) bool {
 	if strings.IndexByte(body, '/') < 0 {
 		return false
 	}
-	return mayHoldCommand(strings.TrimPrefix(body, "\ufeff"))
+	return mayHoldCommand(strings.TrimPrefix(Newlines(body), "\ufeff"))
 }
 
 // parseLines reads the command lines among the top-level paragraph lines.

@@ -69,6 +69,9 @@ var parseCases = []struct {
 	{"max int64", "/use 9223372036854775807", []Command{c(1, Reuse, 9223372036854775807)}},
 	{"leading zeros", "/use 007", []Command{c(1, Reuse, 7)}},
 	{"CRLF", "hello\r\n/use 5\r\n/opsbot help\r\n", []Command{c(2, Reuse, 5), c(3, Help, 0)}},
+	// A lone CR ends a line, as CommonMark and GitHub read it.
+	{"a lone CR before a command", "LGTM\r/use 5", []Command{c(2, Reuse, 5)}},
+	{"a fence opened after a lone CR", "a\r```\n/use 1\n```", nil},
 	{"BOM", "\ufeff/use 5", []Command{c(1, Reuse, 5)}},
 	{"several in order", "/stage-results 1\n/use 2\n/opsbot help\n/reuse-sweep-run cancel",
 		[]Command{c(1, Stage, 1), c(2, Reuse, 2), c(3, Help, 0), cancel(4)}},
@@ -263,7 +266,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("/use 1\n" + strings.Repeat("/opsbot help\n", 12))
 	f.Fuzz(func(t *testing.T, body string) {
 		got := Parse(body, opt)
-		lines := strings.Count(body, "\n") + 1
+		lines := strings.Count(commands.Newlines(body), "\n") + 1 // a lone CR ends a line too
 		if !strings.Contains(body, "/") && len(got) != 0 {
 			t.Fatalf("no '/' in the body, yet %d commands", len(got))
 		}
