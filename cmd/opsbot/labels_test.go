@@ -290,3 +290,22 @@ func TestMergeWithPartialLabelsReusesNothing(t *testing.T) {
 		t.Fatalf("push gate after a partial merge = %v", out)
 	}
 }
+
+// GitHub does not promise the order of deliveries: a label event stamped
+// before the one opsbot recorded (late) does not move the labels back, so
+// the workflow's ask for the recorded head judges the labels the newest
+// event carried (GitHub, read here, would say otherwise).
+func TestLateLabelEventDoesNotMoveTheLabelsBack(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	t0 := time.Now().Add(-time.Hour)
+	w.sendPRAt("opened", sha("c1"), t0) // the head recorded, not decided (opened is no gate action here)
+	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
+	w.sendPRAt("labeled", sha("c1"), t0.Add(2*time.Minute)) // evals-only added: the newest event
+	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled")
+	w.sendPRAt("unlabeled", sha("c1"), t0.Add(time.Minute)) // an older event, without evals-only, delivered late
+	out, _ := w.gate("--pr", "2512", "--sha", sha("c1"))
+	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "not gated: labelled `evals-only`") {
+		t.Fatalf("ask after a late label event = %v, want not gated by the newest labels", out)
+	}
+}
