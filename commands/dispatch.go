@@ -505,21 +505,60 @@ func Deleted(ctx context.Context, env Env, c Comment) (string, Write) {
 	return "deleted", env.write(p)
 }
 
+// Undecided is a take-back a command cannot decide now (GitHub could not
+// tell the role of whoever took it back): alone, the delivery is tried
+// again; beside another command's take-back that changes something (a
+// pin revoked), that one is written at once, fail closed, and Fallback
+// stands in for this one.
+type Undecided struct {
+	Err      error
+	Fallback plan.Plan
+}
+
+func (u *Undecided) Error() string { return u.Err.Error() }
+func (u *Undecided) Unwrap() error { return u.Err }
+
 // takeBacks asks each command that can take its effects back, in order,
 // for its plan: one plan holding each.
 func takeBacks(ctx context.Context, env Env, ch Change) (plan.Plan, error) {
 	var out plan.Plan
+	var undecided []*Undecided
+	changes := false
 	for _, s := range env.Commands.Specs() {
 		if tb, ok := s.Handler.(TakeBacker); ok {
 			ch.Spec = s
 			p, err := tb.TakeBack(ctx, env, ch)
+			var u *Undecided
+			if errors.As(err, &u) {
+				undecided = append(undecided, u)
+				continue
+			}
 			if err != nil {
 				return plan.Plan{}, fmt.Errorf("%s: %w", s.Name, err)
 			}
 			if !p.Empty() {
 				out.Steps = append(out.Steps, p)
+				changes = changes || hasSteps(p)
 			}
 		}
 	}
+	if len(undecided) > 0 {
+		if !changes {
+			return plan.Plan{}, undecided[0]
+		}
+		for _, u := range undecided {
+			out.Steps = append(out.Steps, u.Fallback)
+		}
+	}
 	return out, nil
+}
+
+// hasSteps reports whether p changes anything (facts alone do not).
+func hasSteps(p plan.Plan) bool {
+	for _, s := range p.Steps {
+		if inner, ok := s.(plan.Plan); !ok || hasSteps(inner) {
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
@@ -126,4 +127,30 @@ func TestStageRequestStartedIsNotFailedAtTheDeadline(t *testing.T) {
 	mustContain(t, "in progress", w.ack(), "staging in progress")
 	w.callback("stage-results-completed", c.ID, runR1, true)
 	mustContain(t, "staged", w.ack(), "@maintainer staged run [31147925932]")
+}
+
+// A comment holding a pin and a stage request, deleted by another
+// maintainer while GitHub cannot tell that maintainer's role: the pin is
+// revoked at once (fail closed), and the stage request, whose take-back
+// cannot be decided, stays, audited, instead of holding the revocation up.
+func TestDeletedCommentRevokesItsPinWhileTheStageTakeBackCannotBeChecked(t *testing.T) {
+	t.Parallel()
+	w := stageWorld(t, "")
+	m2 := user{"maintainer2", 5003, "User"}
+	w.gh.AddUser(m2.login, m2.id, "User")
+	w.gh.SetRole(theRepo, m2.login, "write")
+	c := w.comment(maintainer, "/reuse-sweep-run 31147925932\n/stage-results 31147925932")
+	mustContain(t, "pin", strings.Join(w.replies(), "\n"), "pinned run")
+	w.gh.Inject(permissionRoute, githubtest.Fault{Status: 502})
+	w.gh.DeleteComment(c.ID)
+	w.commentEvent("deleted", maintainer, m2, c.ID, c.Body, "")
+	tr := w.trail()
+	if !slices.Contains(tr, "pin revoked") || !slices.Contains(tr, "stage kept") {
+		t.Fatalf("audit = %v, want the pin revoked and the stage request kept", tr)
+	}
+	w.gh.Heal(permissionRoute)
+	w.push("c2")
+	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "sweep") {
+		t.Fatalf("the push after the deletion = %+v, want a sweep", st)
+	}
 }

@@ -236,15 +236,22 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 		v = env.MayTakeBack(ctx, ch, ch.Spec)
 	}
 	login := ch.Actor.Login
+	rec := record.AuditRecord{Kind: record.AuditStage, Repo: r.Repo, PR: r.PR, RunID: r.RunID, ActorID: ch.Actor.ID, ActorLogin: login}
+	rec.SetOrigin(r.Origin())
 	if v.CheckFailed && r.RequesterID != ch.Actor.ID {
 		// Neither withdrawn nor kept on a role nobody knows: the delivery
 		// is tried again (and dead-lettered, the request kept, if GitHub
-		// never answers).
-		return plan.Plan{}, fmt.Errorf("%w (@%s's stage request of run %d: %s by @%s): %w", ErrTakeBackUnchecked,
-			r.Requester, r.RunID, why, login, v.Err)
+		// never answers). Beside another take-back of the comment that
+		// must be written now (a pin revoked), the request is kept.
+		stays := rec
+		stays.Outcome = record.Kept
+		stays.Reason = fmt.Sprintf("%s by @%s, whose role GitHub could not tell while the comment's other take-back was written: "+
+			"the stage request stays", why, login)
+		return plan.Plan{}, &commands.Undecided{
+			Err: fmt.Errorf("%w (@%s's stage request of run %d: %s by @%s): %w", ErrTakeBackUnchecked,
+				r.Requester, r.RunID, why, login, v.Err),
+			Fallback: plan.Plan{Steps: []plan.Step{plan.Audit{Record: stays}}}}
 	}
-	rec := record.AuditRecord{Kind: record.AuditStage, Repo: r.Repo, PR: r.PR, RunID: r.RunID, ActorID: ch.Actor.ID, ActorLogin: login}
-	rec.SetOrigin(r.Origin())
 	kept, sent, cancelled := rec, rec, rec
 	kept.Outcome = record.Kept
 	kept.Reason = fmt.Sprintf("%s by @%s, who may not cancel @%s's stage request (it needs %s)", why, login, r.Requester,
