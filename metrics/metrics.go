@@ -27,6 +27,9 @@ type Metrics struct {
 	SlackUp    *KnownGauge              // absent until auth.test or the first Slack call
 	Commit     prometheus.Histogram     // seconds per group commit
 	GroupSize  prometheus.Histogram     // writes per group commit
+	// SeqDue is how many sequences were due at the ticker's last pass (one
+	// that stays due is stuck: its wake-ups fail).
+	SeqDue prometheus.Gauge
 }
 
 // InboxReader reports the inbox for the gauges read at scrape time.
@@ -41,6 +44,8 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{
 		Registry: r,
+		SeqDue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "opsbot_sequences_due",
+			Help: "Sequences due at the last pass of the ticker that wakes them (one that stays due is stuck)."}),
 		Webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opsbot_webhook_deliveries_total", Help: "Webhook deliveries received, by event and how they were answered.",
 		}, []string{"event", "outcome"}),
@@ -76,7 +81,7 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 	m.GroupSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "opsbot_commit_writes",
 		Help: "Writes sharing one group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
 	r.MustRegister(m.Commit, m.GroupSize)
-	r.MustRegister(m.Webhooks, m.Processed, m.Processing, m.APIReqs, m.RateLeft, m.Notices, m.Decisions, m.Commands, m.GateAsks, m.SlackUp)
+	r.MustRegister(m.Webhooks, m.Processed, m.Processing, m.APIReqs, m.RateLeft, m.Notices, m.Decisions, m.Commands, m.GateAsks, m.SlackUp, m.SeqDue)
 	if inbox != nil {
 		r.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_inbox_depth", Help: "Deliveries stored and not yet processed."},

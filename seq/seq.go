@@ -88,6 +88,9 @@ type Ticker struct {
 	Log  *slog.Logger
 	// Every is the time between passes; 0 is 5 s.
 	Every time.Duration
+	// Observe, when set, is told how many sequences were due at each pass
+	// (of repositories served), handed over or not.
+	Observe func(due int)
 
 	mu     sync.Mutex
 	handed map[string]bool // the wake-up ids handed over that are still due
@@ -111,12 +114,18 @@ func (t *Ticker) Tick(ctx context.Context) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	handed := map[string]bool{} // what stays handed over: still due, in this window
-	n := 0
+	n, served := 0, 0
 	var failed error
+	defer func() {
+		if t.Observe != nil {
+			t.Observe(served)
+		}
+	}()
 	for _, ref := range due {
 		if t.Served != nil && !t.Served(ref.Repo) {
 			continue
 		}
+		served++
 		id, body := Delivery(ref, now.Unix()/int64(Retry/time.Second))
 		if t.handed[id] {
 			handed[id] = true // stored already: its processing comes

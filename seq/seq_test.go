@@ -85,7 +85,8 @@ func TestTickerRetriesOncePerWindow(t *testing.T) {
 	}
 	var ids []string
 	clock := now
-	tk := &seq.Ticker{Due: store.DueSequences, Now: func() time.Time { return clock },
+	observed := -1
+	tk := &seq.Ticker{Due: store.DueSequences, Now: func() time.Time { return clock }, Observe: func(n int) { observed = n },
 		Served: func(repo string) bool { return repo != "gone/repo" },
 		Take: func(_ context.Context, _, id string, _ []byte) error {
 			ids = append(ids, id)
@@ -98,6 +99,9 @@ func TestTickerRetriesOncePerWindow(t *testing.T) {
 	}
 	if len(ids) != 2 || ids[0] == ids[1] {
 		t.Fatalf("three passes in one window handed over %q; want the two served sequences once each, under two ids", ids)
+	}
+	if observed != 2 {
+		t.Fatalf("observed %d due, want the 2 of served repositories (still due: handed over, not moved)", observed)
 	}
 	clock = clock.Add(seq.Retry)
 	if n, err := tk.Tick(context.Background()); err != nil || n != 2 || len(ids) != 4 || ids[2] == ids[0] || ids[3] == ids[1] {

@@ -384,7 +384,8 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	a.pool = pool
 	wakeups := &events.Intake{Schema: events.NewSchema(live, reg, time.Now), Store: store, Queue: pool}
 	a.ticker = &seq.Ticker{Due: store.DueSequences, Now: now, Log: log, Every: d.SeqEvery,
-		Served: func(repo string) bool { _, ok := live.Get().Repo(repo); return ok },
+		Served:  func(repo string) bool { _, ok := live.Get().Repo(repo); return ok },
+		Observe: func(due int) { m.SeqDue.Set(float64(due)) },
 		Take: func(ctx context.Context, event, id string, body []byte) error {
 			_, err := wakeups.Take(ctx, event, id, body, [32]byte{})
 			return err
