@@ -151,3 +151,30 @@ func setListen(t *testing.T, path, addr string) {
 		t.Fatal(err)
 	}
 }
+
+// A file at state_path that is no opsbot database is refused by config
+// check as serve refuses it; one a running opsbot holds is not a problem.
+func TestConfigCheckReadsTheDatabase(t *testing.T) {
+	t.Parallel()
+	d := t.TempDir()
+	path := writeConfig(t, d, "")
+	if err := os.WriteFile(filepath.Join(d, "opsbot.db"), []byte(strings.Repeat("not a database ", 512)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	err := run(t.Context(), []string{"config", "check", "--config", path}, testEnv(nil), strings.NewReader(""), &stdout, &stderr)
+	if code, ok := err.(exitCode); !ok || code != 1 || !strings.Contains(stdout.String(), "state_path: ") {
+		t.Fatalf("config check of a file that is no database = %v:\n%s", err, stdout.String())
+	}
+	if err := run(t.Context(), []string{"serve", "--config", path}, testEnv(nil), strings.NewReader(""), &stdout, &stderr); err == nil {
+		t.Fatal("serve started on a file that is no database")
+	}
+
+	held := t.TempDir()
+	heldPath := writeConfig(t, held, "")
+	startServer(t, heldPath, testEnv(nil))
+	stdout.Reset()
+	if err := run(t.Context(), []string{"config", "check", "--config", heldPath}, testEnv(nil), strings.NewReader(""), &stdout, &stderr); err != nil {
+		t.Fatalf("config check beside a running opsbot = %v:\n%s", err, stdout.String())
+	}
+}

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/server"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // preflight is every refusal opsbot serve makes, before it opens anything,
@@ -41,6 +43,14 @@ func preflight(cfg *config.Config, getenv func(string) string) (config.Secrets, 
 		if err := (&server.CertFiles{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile}).Load(); err != nil {
 			probs = append(probs, err.Error())
 		}
+	}
+	// The database, when there is one: a file that is not opsbot's, one of a
+	// newer schema or one that cannot be read is refused by serve too. One
+	// a running opsbot holds, or none yet (serve makes it), is fine here.
+	if st, err := state.OpenReadOnly(cfg.StatePath, 200*time.Millisecond); err == nil {
+		st.Close()
+	} else if !errors.Is(err, state.ErrLocked) && !errors.Is(err, state.ErrNoDatabase) {
+		probs = append(probs, "state_path: "+err.Error())
 	}
 	return secrets, probs
 }
