@@ -211,11 +211,6 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 	return FromDecision(r, d), nil
 }
 
-// labelAsk is an ask of r that carries the PR's labels and draft flag.
-func labelAsk(r Request, labels []string, draft, known bool) Ask {
-	return Ask{Repo: r.Repo, PR: r.PR, SHA: r.SHA, Action: r.Action, Source: "api", Labels: labels, Draft: draft, LabelsKnown: known}
-}
-
 // readPR reads the PR on GitHub.
 func (a *API) readPR(ctx context.Context, r Request) (*github.PullRequest, error) {
 	if a.Finder == nil {

@@ -68,7 +68,6 @@ type Server struct {
 	maxBody int64
 	limits  BodyLimits
 	bodies  *bodyBudget
-	schema  *events.Schema
 	m       *metrics.Metrics
 	log     *slog.Logger
 	ready   ReadyCheck
