@@ -79,13 +79,24 @@ func startFloor(ctx context.Context, command []string, cl *cleanup) (string, err
 		return "", errors.New("loadgen: no command to start the reference receiver (Options.FloorCommand)")
 	}
 	cmd := exec.CommandContext(ctx, command[0], command[1:]...)
+	u, err := startServing(cmd, "floor serving on ", 10*time.Second, cl)
+	if err != nil {
+		return "", fmt.Errorf("the reference receiver %s: %w", command[0], err)
+	}
+	return u, nil
+}
+
+// startServing starts cmd (its stderr shown), waits for the stdout line
+// that starts with prefix and returns the rest (its URL), and registers its
+// stop with cl: an interrupt, then a kill after grace.
+func startServing(cmd *exec.Cmd, prefix string, grace time.Duration, cl *cleanup) (string, error) {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("starting the reference receiver %s: %w", command[0], err)
+		return "", fmt.Errorf("starting it: %w", err)
 	}
 	cl.Cleanup(func() {
 		cmd.Process.Signal(os.Interrupt)
@@ -93,16 +104,16 @@ func startFloor(ctx context.Context, command []string, cl *cleanup) (string, err
 		go func() { cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(grace):
 			cmd.Process.Kill()
 		}
 	})
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "floor serving on "); ok {
+		if u, ok := strings.CutPrefix(sc.Text(), prefix); ok {
 			go io.Copy(io.Discard, out)
 			return u, nil
 		}
 	}
-	return "", errors.New("the reference receiver did not start")
+	return "", errors.New("it did not start (no line " + strings.TrimSpace(prefix) + ")")
 }

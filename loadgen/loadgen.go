@@ -303,36 +303,12 @@ repos:
 	}
 	cmd := exec.CommandContext(ctx, opt.Exe, args...)
 	cmd.Env = append(os.Environ(), "BENCH_GITHUB_TOKEN=ghs_bench", "BENCH_WEBHOOK_SECRET="+secret, "BENCH_API_TOKENS="+apiToken)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
 	began := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", opt.Exe, err)
+	u, err := startServing(cmd, "opsbot serving on ", 20*time.Second, cl)
+	if err != nil {
+		return nil, fmt.Errorf("the server %s: %w", opt.Exe, err)
 	}
-	cl.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-		}
-	})
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if u, ok := strings.CutPrefix(sc.Text(), "opsbot serving on "); ok {
-			s.url = u
-			break
-		}
-	}
-	if s.url == "" {
-		return nil, errors.New("the server did not start")
-	}
-	go io.Copy(io.Discard, out)
+	s.url = u
 	if err := opsserver.WaitReady(ctx, s.url, 30*time.Second); err != nil {
 		return nil, err
 	}
