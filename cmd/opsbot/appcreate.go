@@ -219,13 +219,6 @@ func githubBaseURL(raw string) (string, error) {
 // printed URL.
 const appSessionCookie = "opsbot_app_create"
 
-func orYou(org string) string {
-	if org == "" {
-		return "your account"
-	}
-	return org
-}
-
 func portOf(a net.Addr) string {
 	_, p, _ := net.SplitHostPort(a.String())
 	return p
@@ -399,10 +392,11 @@ func (a *appCreate) finish(ctx context.Context, code string) (*createdApp, error
 		}
 		return nil, fmt.Errorf("exchanging GitHub's code at %sapp-manifests/…/conversions: %s; nothing was written", a.apiURL, why)
 	}
-	if a.org != "" && !strings.EqualFold(cfg.GetOwner().GetLogin(), a.org) || !strings.EqualFold(cfg.GetName(), a.name) {
-		return nil, fmt.Errorf("GitHub's code is for the App %q owned by %q, not the App %q this run asked for (owner %q): nothing was "+
-			"written; if you did not create that App, someone else completed this flow: run it again", cfg.GetName(),
-			cfg.GetOwner().GetLogin(), a.name, orYou(a.org))
+	// The name may have been changed on GitHub's page (one taken, say); the
+	// owner asked for may not.
+	if a.org != "" && !strings.EqualFold(cfg.GetOwner().GetLogin(), a.org) {
+		return nil, fmt.Errorf("GitHub's code is for the App %q owned by %q, not by %q as this run asked: nothing was written; "+
+			"if you did not create that App, someone else completed this flow: run it again", cfg.GetName(), cfg.GetOwner().GetLogin(), a.org)
 	}
 	if cfg.GetID() <= 0 || cfg.GetPEM() == "" || cfg.GetWebhookSecret() == "" {
 		return nil, fmt.Errorf("GitHub's answer lacks the App's id, private key or webhook secret: nothing was written; " +
