@@ -5,6 +5,7 @@ package commands
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,8 +68,17 @@ func (r *Registry) Parse(body string, opt Options) []Command {
 	if TooDeep(body) {
 		return nil // nested past MaxNesting: no command is read in it (goldmark's cost grows with depth × lines)
 	}
+	parsing <- struct{}{}
+	defer func() { <-parsing }()
 	return r.parseLines(paragraphLines(strings.TrimPrefix(body, "\ufeff")), opt)
 }
+
+// parsing bounds how many comments goldmark reads at once. Its cost is
+// CPU alone, so more at once than there are cores finishes none sooner,
+// and a comment of many short lines briefly takes hundreds of times its
+// size (20 MB for 64 KiB, goldmark's nodes and segments a line): 64
+// workers reading such comments at once would take over a gigabyte.
+var parsing = make(chan struct{}, runtime.GOMAXPROCS(0))
 
 // Newlines makes every line ending of body a "\n": a CRLF, and a lone CR,
 // which CommonMark (and GitHub) read as a line ending but goldmark does not
@@ -234,18 +244,19 @@ var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM))
 // parser without inlines, reading with columnReader.
 func paragraphLines(body string) []sourceLine {
 	src := []byte(body)
-	return topLevelLines(src, blocks.Parse(newColumnReader(src)))
+	return topLevelLines(body, blocks.Parse(newColumnReader(src)))
 }
 
 // paragraphLinesFull is paragraphLines with the whole of goldmark and its
 // own reader (quadratic on some bodies): the reference for tests.
 func paragraphLinesFull(body string) []sourceLine {
-	src := []byte(body)
-	return topLevelLines(src, markdown.Parser().Parse(text.NewReader(src)))
+	return topLevelLines(body, markdown.Parser().Parse(text.NewReader([]byte(body))))
 }
 
-func topLevelLines(src []byte, doc ast.Node) []sourceLine {
-	starts := lineStarts(src)
+// topLevelLines are the lines of doc's top-level paragraphs and headings,
+// each a slice of body (nothing is copied per line).
+func topLevelLines(body string, doc ast.Node) []sourceLine {
+	starts := lineStarts(body)
 	var out []sourceLine
 	block := 0
 	for n := doc.FirstChild(); n != nil; n = n.NextSibling() {
@@ -260,28 +271,30 @@ func topLevelLines(src []byte, doc ast.Node) []sourceLine {
 			seg := lines.At(i)
 			ln := sort.SearchInts(starts, seg.Start+1) - 1 // the line holding the segment's start
 			from := starts[ln]
-			if strings.TrimLeft(string(src[from:seg.Start]), " \t") != "" {
+			if strings.TrimLeft(body[from:seg.Start], " \t") != "" {
 				continue // the segment does not begin its line (a container's marker precedes it)
 			}
-			to := len(src)
+			to := len(body)
 			if ln+1 < len(starts) {
 				to = starts[ln+1] - 1
 			}
-			out = append(out, sourceLine{n: ln + 1, text: string(src[from:to]), blockN: block})
+			out = append(out, sourceLine{n: ln + 1, text: body[from:to], blockN: block})
 		}
 	}
 	return out
 }
 
 // lineStarts is the offset of each line's first byte.
-func lineStarts(src []byte) []int {
-	starts := []int{0}
-	for i, c := range src {
-		if c == '\n' {
-			starts = append(starts, i+1)
+func lineStarts(body string) []int {
+	starts := make([]int, 1, strings.Count(body, "\n")+1)
+	for i := 0; ; {
+		j := strings.IndexByte(body[i:], '\n')
+		if j < 0 {
+			return starts
 		}
+		i += j + 1
+		starts = append(starts, i)
 	}
-	return starts
 }
 
 type lineParser struct {

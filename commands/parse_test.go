@@ -369,6 +369,12 @@ func adversarialBodies() []struct {
 		{"quote and list mix", fill("> - ") + "\n\n/use 6\n", nil},
 		{"list and quote mix", fill("- > ") + "\n\n/use 7\n", nil},
 		{"emphasis runs", fill("*a_") + "\n\n/use 8\n", []Command{c(3, Reuse, 8)}},
+		// No nesting at all, only many short lines: goldmark's cost per line
+		// is what these measure.
+		{"short lines", fill("a\n") + "\n/use 10\n", []Command{c(size/2+2, Reuse, 10)}},
+		{"empty list items", fill("-\n") + "\n/use 11\n", []Command{c(size/2+2, Reuse, 11)}},
+		{"empty headings", fill("#\n") + "/use 12\n", []Command{c(size/2+1, Reuse, 12)}},
+		{"HTML lines", fill("<a>\n\n") + "/use 13\n", []Command{c(size/5*2+1, Reuse, 13)}},
 	}
 }
 
@@ -405,7 +411,7 @@ func TestBoundedParseMatchesGoldmark(t *testing.T) {
 	for _, f := range fixtures.CommentFiles(t) {
 		bodies = append(bodies, fixtures.Comment(t, f))
 	}
-	for _, unit := range []string{">", "> ", "[a](", "[", "> - ", "- > ", "*a_", "\t>", " > 1. ", "<a ", "|", "`"} {
+	for _, unit := range []string{">", "> ", "[a](", "[", "> - ", "- > ", "*a_", "\t>", " > 1. ", "<a ", "|", "`", "a\n", "-\n", "#\n", "<a>\n\n"} {
 		for _, n := range []int{1, 3, 40, 400} {
 			noise := strings.Repeat(unit, n)
 			bodies = append(bodies, noise+"\n/use 1\n", "/use 1\n"+noise, noise+"x\n/use 1\n\n/use 2", noise+"\n```\n/use 3\n```\n/use 4")
