@@ -19,6 +19,7 @@ type Repo struct {
 	AllowBots       []string `yaml:"allow_bots"`
 	Reuse           Reuse    `yaml:"reuse"`
 	Stage           Stage    `yaml:"stage"`
+	Merge           Merge    `yaml:"merge"`
 	Help            Access   `yaml:"help"`
 	// DefaultBranch is the branch a push ask's ID token must be for; when
 	// empty it is read from GitHub once.
@@ -58,6 +59,24 @@ type Access struct {
 	AllowUsers []string `yaml:"allow_users"`
 	AllowTeams []string `yaml:"allow_teams"`
 }
+
+// Merge configures /merge-with-reuse.
+type Merge struct {
+	Access `yaml:",inline"`
+	// Method is how the PR is merged: squash (absent), merge or rebase.
+	Method string `yaml:"method"`
+	// ChecksTimeout is how long the merge waits for the head's checks
+	// (absent: DefaultMergeChecksTimeout).
+	ChecksTimeout time.Duration `yaml:"checks_timeout"`
+}
+
+// DefaultMergeChecksTimeout is how long /merge-with-reuse waits for the
+// checks when the configuration does not say.
+const DefaultMergeChecksTimeout = 2 * time.Hour
+
+// DefaultMergeMinRole is who may run /merge-with-reuse when the
+// configuration does not say: merging is a maintainer's act.
+const DefaultMergeMinRole = "maintain"
 
 // Reuse configures /reuse-sweep-run.
 type Reuse struct {
@@ -211,7 +230,7 @@ func (r *Repo) AllowUsers() []string {
 			out = append(out, u)
 		}
 	}
-	for _, a := range []Access{r.Reuse.Access, r.Stage.Access, r.Help} {
+	for _, a := range []Access{r.Reuse.Access, r.Stage.Access, r.Merge.Access, r.Help} {
 		for _, u := range a.AllowUsers {
 			add(u)
 		}

@@ -182,6 +182,15 @@ func (c *Config) applyDefaults() {
 				a.MinRole = DefaultMinRole
 			}
 		}
+		if r.Merge.MinRole == "" {
+			r.Merge.MinRole = DefaultMergeMinRole
+		}
+		if r.Merge.Method == "" {
+			r.Merge.Method = "squash"
+		}
+		if r.Merge.ChecksTimeout == 0 {
+			r.Merge.ChecksTimeout = DefaultMergeChecksTimeout
+		}
 		if r.Stage.Dispatch.EventType == "" {
 			r.Stage.Dispatch.EventType = "stage-results"
 		}
@@ -376,7 +385,7 @@ func (c *Config) validate() Problems {
 		for _, acc := range []struct {
 			path string
 			a    Access
-		}{{rp + ".reuse", r.Reuse.Access}, {rp + ".stage", r.Stage.Access}, {rp + ".help", r.Help}} {
+		}{{rp + ".reuse", r.Reuse.Access}, {rp + ".stage", r.Stage.Access}, {rp + ".merge", r.Merge.Access}, {rp + ".help", r.Help}} {
 			if _, err := auth.ParseRole(acc.a.MinRole); err != nil {
 				add(acc.path+".min_role", "%q is not a role (none, read, triage, write, maintain, admin)", acc.a.MinRole)
 			}
@@ -385,6 +394,14 @@ func (c *Config) validate() Problems {
 					add(fmt.Sprintf("%s.allow_teams[%d]", acc.path, j), "%q is not ORG/TEAM-SLUG", t)
 				}
 			}
+		}
+		switch r.Merge.Method {
+		case "squash", "merge", "rebase":
+		default:
+			add(rp+".merge.method", "%q is not a merge method (squash, merge or rebase)", r.Merge.Method)
+		}
+		if r.Merge.ChecksTimeout < time.Minute || r.Merge.ChecksTimeout > 7*24*time.Hour {
+			add(rp+".merge.checks_timeout", "%v is out of range: how long a merge waits for the head's checks, from 1m to 168h (for example 2h)", r.Merge.ChecksTimeout)
 		}
 		for j, g := range r.Reuse.AllowedPaths {
 			if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil {

@@ -88,7 +88,18 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 		// decided, and the delivery stays to be tried again.
 		return "", nil, errors.New("events: the handler has no command registry")
 	}
-	return k.handle(h, ctx, rc, d)
+	out, w, err := k.handle(h, ctx, rc, d)
+	if err != nil || !k.wakes {
+		return out, w, err
+	}
+	return out, func(tx *state.Tx) error {
+		if w != nil {
+			if err := w(tx); err != nil {
+				return err
+			}
+		}
+		return tx.WakeSequences(rc.Name, d.PR, tx.Now())
+	}, nil
 }
 
 func (h *Handler) handleComment(ctx context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error) {

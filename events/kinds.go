@@ -13,6 +13,12 @@ const (
 	EventComment  = "issue_comment"       // PR comments: commands
 	EventPull     = "pull_request"        // pushes (the gate), merges and closes
 	EventDispatch = "repository_dispatch" // the staging side's reports
+	// Completions on a PR's head, which wake the PR's sequences (a merge
+	// waiting for its checks).
+	EventCheckSuite  = "check_suite"
+	EventCheckRun    = "check_run"
+	EventStatus      = "status"
+	EventWorkflowRun = "workflow_run"
 )
 
 // kind is one event opsbot uses: how ingest reads what a delivery is about
@@ -25,6 +31,9 @@ type kind struct {
 	classify func(s *Schema, env *envelope, id string, d *state.Delivery) (ignored string, err error)
 	// handle is what a stored delivery means.
 	handle func(h *Handler, ctx context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error)
+	// wakes makes the PR's sequences due when the delivery is processed:
+	// something they wait for may have happened (a step re-reads it).
+	wakes bool
 	// internal is an event opsbot makes itself (never GitHub): not
 	// subscribed to, and taken only with opsbot's own ids.
 	internal bool
@@ -36,12 +45,16 @@ var kinds = []kind{
 		classify: func(_ *Schema, env *envelope, _ string, d *state.Delivery) (string, error) {
 			return classifyPull(env, d), nil
 		},
-		handle: (*Handler).handlePull},
+		handle: (*Handler).handlePull, wakes: true},
 	{name: EventDispatch,
 		classify: func(_ *Schema, env *envelope, _ string, d *state.Delivery) (string, error) {
 			return classifyDispatch(env, d), nil
 		},
 		handle: (*Handler).handleDispatch},
+	{name: EventCheckSuite, classify: completions("completed"), handle: wakeOnly, wakes: true},
+	{name: EventCheckRun, classify: completions("completed"), handle: wakeOnly, wakes: true},
+	{name: EventStatus, classify: completions(""), handle: wakeOnly, wakes: true},
+	{name: EventWorkflowRun, classify: completions("completed"), handle: wakeOnly, wakes: true},
 	{name: seq.Event, internal: true,
 		classify: func(_ *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
 			return classifyWakeup(env, id, d), nil
@@ -68,4 +81,28 @@ func Used() []string {
 		}
 	}
 	return out
+}
+
+// IgnoredNotCompleted is a check or status event that completes nothing
+// (a check queued or started, a pending status): nothing waits for it.
+const IgnoredNotCompleted = "not a completion"
+
+// completions classifies an event that names only a commit and wakes the
+// sequences of the PR it heads: only a completion (action, or for a status
+// a state other than pending) is stored. One about a head whose push is
+// still queued finds no PR and is ignored: a sequence waiting for it
+// re-reads the checks at its next wake-up anyway.
+func completions(action string) func(s *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
+	return func(s *Schema, env *envelope, _ string, d *state.Delivery) (string, error) {
+		if env.Action != action || env.State == "pending" {
+			return IgnoredNotCompleted, nil
+		}
+		return s.classifyByHead(env, d)
+	}
+}
+
+// wakeOnly is a completion: its only effect is the wake-up of the PR's
+// sequences (kind.wakes).
+func wakeOnly(*Handler, context.Context, *config.Repo, *state.Delivery) (string, state.Write, error) {
+	return "woke-sequences", nil, nil
 }

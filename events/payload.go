@@ -164,9 +164,11 @@ type envelope struct {
 	Wakeup        *state.SeqRef  `json:"opsbot_wakeup"`
 	// The commit of an event that names only a commit: a status's sha, a
 	// check suite's or a check run's head_sha.
-	SHA        string      `json:"sha"`
-	CheckSuite *headCommit `json:"check_suite"`
-	CheckRun   *headCommit `json:"check_run"`
+	SHA         string      `json:"sha"`
+	State       string      `json:"state"` // a status's
+	CheckSuite  *headCommit `json:"check_suite"`
+	CheckRun    *headCommit `json:"check_run"`
+	WorkflowRun *headCommit `json:"workflow_run"`
 }
 
 type headCommit struct {
@@ -180,6 +182,8 @@ func (e *envelope) commit() string {
 		return e.CheckRun.HeadSHA
 	case e.CheckSuite != nil && e.CheckSuite.HeadSHA != "":
 		return e.CheckSuite.HeadSHA
+	case e.WorkflowRun != nil && e.WorkflowRun.HeadSHA != "":
+		return e.WorkflowRun.HeadSHA
 	}
 	return e.SHA
 }

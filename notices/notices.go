@@ -58,6 +58,7 @@ const (
 	KindReply     Kind = "reply"     // opsbot's answer to a command
 	KindEdited    Kind = "edited"    // commands an edit added were not run
 	KindStage     Kind = "stage"     // a staging request and its progress
+	KindMerge     Kind = "merge"     // a merge with reuse and its progress
 	KindUnchecked Kind = "unchecked" // a pinned push swept because GitHub failed; the pin stays
 	KindNotGated  Kind = "not-gated" // a push the workflow does not gate; the pin stays
 )

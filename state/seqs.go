@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -94,6 +95,46 @@ func (t *Tx) PutSequence(s *Sequence, read uint64) error {
 		return nil
 	}
 	return wake.Put(wakeKey(s.WakeAt, s.Repo, s.PR, s.Kind), nil)
+}
+
+// Sequence reads the PR's sequence of a kind, if any (done or not).
+func (s *Store) Sequence(repo string, pr int, kind string) (*Sequence, error) {
+	var out *Sequence
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		out, err = sequence(tx, repo, pr, kind)
+		return err
+	})
+	return out, err
+}
+
+// WakeSequences makes the PR's sequences that are not done due by at
+// (record.Sequences).
+func (t *Tx) WakeSequences(repo string, pr int, at time.Time) error {
+	b, err := prBucket(t.tx, repo, pr, false)
+	if err != nil || b == nil {
+		return err
+	}
+	var wake []Sequence
+	c := b.Cursor()
+	for k, v := c.Seek([]byte(pSeq)); k != nil && bytes.HasPrefix(k, []byte(pSeq)); k, v = c.Next() {
+		var s Sequence
+		if err := json.Unmarshal(v, &s); err != nil {
+			return fmt.Errorf("state: reading the sequence %s of %s#%d: %w", k, repo, pr, err)
+		}
+		if !s.Done && (s.WakeAt.IsZero() || s.WakeAt.After(at)) {
+			wake = append(wake, s)
+		}
+	}
+	for i := range wake {
+		s := wake[i]
+		read := s.Version
+		s.WakeAt = at
+		if err := t.PutSequence(&s, read); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // DueSequences lists the sequences whose wake-up time is at or before now,

@@ -64,7 +64,7 @@ type appCreate struct {
 
 func runAppCreate(e *env, args []string) error {
 	fs := newFlags(e, "github app-create",
-		"--url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--github-url URL] [--api-url URL] [--port N] [--timeout D]",
+		"--url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--github-url URL] [--api-url URL] [--port N] [--timeout D]",
 		"opsbot github app-create --url https://opsbot.example.com --org SemiAnalysisAI --out /etc/opsbot/github",
 		"opsbot github app-create --url https://opsbot.example.com --name opsbot-alice --staging --teams",
 		"opsbot github app-create --url https://opsbot.example.com --org acme --github-url https://ghe.example.com/")
@@ -75,6 +75,7 @@ func runAppCreate(e *env, args []string) error {
 	name := fs.String("name", "", "the App's name, unique across GitHub, at most 34 characters (default opsbot-ORG; required without --org)")
 	staging := fs.Bool("staging", false, "also contents: write, for /stage-results dispatches")
 	teams := fs.Bool("teams", false, "also members: read, for allow_teams")
+	merge := fs.Bool("merge", false, "also contents: write and pull_requests: write, for /merge-with-reuse")
 	webURL := fs.String("github-url", "https://github.com/", "GitHub's web URL, where the manifest is posted (GitHub Enterprise Server: https://HOST/)")
 	apiURL := fs.String("api-url", "", "GitHub's API URL, where the code is exchanged (default https://api.github.com/ for github.com, "+
 		"else GITHUB-URL/api/v3/)")
@@ -149,7 +150,7 @@ func runAppCreate(e *env, args []string) error {
 		}
 	}
 	a := &appCreate{name: *name, org: *org, state: state, token: token, session: session, web: web, apiURL: api, out: dir, root: root,
-		manifest: appManifest(root, *name, *staging, *teams)}
+		manifest: appManifest(root, *name, appFeatures{staging: *staging, teams: *teams, merge: *merge})}
 	a.manifest["redirect_url"] = local + "callback"
 	a.action = web + "settings/apps/new?state=" + url.QueryEscape(state)
 	if *org != "" {

@@ -3,29 +3,40 @@ package main
 import (
 	"github.com/SemiAnalysisAI/opsbot/commands"
 	"github.com/SemiAnalysisAI/opsbot/commands/help"
+	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
 	"github.com/SemiAnalysisAI/opsbot/commands/stage"
 	"github.com/SemiAnalysisAI/opsbot/seq"
 )
 
-// commandSpecs are the commands opsbot runs, in the order /opsbot help
-// lists them. A new command is a package under commands/ and one line here.
-func commandSpecs(pins *reuse.Handler, stager *stage.Handler) []commands.Spec {
+// commandSet is the handlers of the commands opsbot runs: the server and
+// the tests (and `opsbot parse`) share this one list. A new command is a
+// package under commands/, a field here and a line in specs (and in kinds
+// when it steps a sequence).
+type commandSet struct {
+	pins   *reuse.Handler
+	stager *stage.Handler
+	merger *merge.Handler
+}
+
+// specs are the commands, in the order /opsbot help lists them.
+func (c commandSet) specs() []commands.Spec {
 	return []commands.Spec{
-		reuse.Spec(pins),
-		stage.Spec(stager),
+		reuse.Spec(c.pins),
+		merge.Spec(c.merger),
+		stage.Spec(c.stager),
 		help.Spec(),
 	}
 }
 
-// sequenceKinds are the kinds of sequence the commands step, each declared
-// by its command's package.
-func sequenceKinds(stager *stage.Handler) []seq.Kind {
-	return []seq.Kind{stage.Kind(stager)}
+// kinds are the kinds of sequence the commands step, each declared by its
+// command's package.
+func (c commandSet) kinds() []seq.Kind {
+	return []seq.Kind{stage.Kind(c.stager), merge.Kind(c.merger)}
 }
 
 // grammar is the registry for reading comments only (opsbot parse): the
 // commands with handlers that reach nothing.
 func grammar() *commands.Registry {
-	return commands.MustRegistry(commandSpecs(&reuse.Handler{}, &stage.Handler{})...)
+	return commands.MustRegistry(commandSet{pins: &reuse.Handler{}, stager: &stage.Handler{}, merger: &merge.Handler{}}.specs()...)
 }

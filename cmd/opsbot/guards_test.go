@@ -252,14 +252,18 @@ func TestAppManifests(t *testing.T) {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	want := map[string]string{"metadata": "read", "actions": "read", "contents": "read", "pull_requests": "read", "issues": "write",
-		"statuses": "write", "members": "read"}
+		"statuses": "write", "members": "read", "checks": "read"}
 	if fmt.Sprint(gh.Perms) != fmt.Sprint(want) || gh.Hook["url"] != "https://opsbot.example.com/webhook" || gh.Public ||
-		strings.Join(gh.Events, ",") != "issue_comment,pull_request,repository_dispatch" {
+		strings.Join(gh.Events, ",") != "issue_comment,pull_request,repository_dispatch,check_suite,check_run,status,workflow_run" {
 		t.Fatalf("manifest = %+v", gh)
 	}
 	out, _, _ = runCLI(t, nil, "github", "app-manifest", "--url", "https://opsbot.example.com", "--staging")
 	if !strings.Contains(out, `"contents": "write"`) || strings.Contains(out, "members") {
 		t.Fatalf("--staging manifest:\n%s", out)
+	}
+	out, _, _ = runCLI(t, nil, "github", "app-manifest", "--url", "https://opsbot.example.com", "--merge")
+	if !strings.Contains(out, `"contents": "write"`) || !strings.Contains(out, `"pull_requests": "write"`) {
+		t.Fatalf("--merge manifest:\n%s", out)
 	}
 	if _, errOut, err := runCLI(t, nil, "github", "app-manifest", "--url", "http://opsbot.example.com"); err == nil || !strings.Contains(errOut, "https://") {
 		t.Fatalf("an http URL: %v %s", err, errOut)
@@ -285,7 +289,7 @@ func TestCredentialsDocNamesEveryPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := strings.ToLower(string(raw))
-	for _, p := range githubPermissions(true, true) {
+	for _, p := range append(githubPermissions(appFeatures{staging: true, teams: true}), githubPermissions(appFeatures{merge: true})...) {
 		name := strings.ReplaceAll(p.Name, "_", " ")
 		if name == "statuses" {
 			name = "commit statuses"

@@ -14,21 +14,33 @@ type githubPermission struct {
 	Name, Level, Why string
 }
 
+// appFeatures are the optional features an App is made for: each adds
+// what it needs to the permissions.
+type appFeatures struct {
+	staging, teams, merge bool
+}
+
 // githubPermissions are what opsbot's features need of a repository it
-// serves. staging and teams add what those features need.
-func githubPermissions(staging, teams bool) []githubPermission {
+// serves. staging, teams and merge add what those features need.
+func githubPermissions(f appFeatures) []githubPermission {
 	ps := []githubPermission{
 		{"metadata", "read", "every App has it"},
 		{"actions", "read", "runs, their attempts and artifacts, the sweep workflow's id"},
 		{"contents", "read", "compares (protected and allowed paths), the repository's default branch, repository_dispatch webhooks"},
 		{"pull_requests", "read", "the PR, its commits and head, the PRs of a merge commit"},
 		{"issues", "write", "replies and reactions on PR conversations, reading comments and the PR timeline"},
-		{"statuses", "write", "the opsbot/sweep-gate commit status"},
+		{"statuses", "write", "the opsbot/sweep-gate commit status; the statuses on a head a merge waits for"},
+		{"checks", "read", "the check runs on a head a merge waits for, and their completion events"},
 	}
-	if staging {
+	switch {
+	case f.merge:
+		ps[2] = githubPermission{"contents", "write", "as read, and /merge-with-reuse: updating a PR's branch and merging it" +
+			map[bool]string{true: "; sending the staging repository_dispatch (install the App on the staging repository too)"}[f.staging]}
+		ps[3] = githubPermission{"pull_requests", "write", "as read, and /merge-with-reuse: updating a PR's branch and merging it"}
+	case f.staging:
 		ps[2] = githubPermission{"contents", "write", "as read, and sending the staging repository_dispatch (install the App on the staging repository too)"}
 	}
-	if teams {
+	if f.teams {
 		ps = append(ps, githubPermission{"members", "read", "allow_teams: team membership (an organization permission)"})
 	}
 	return ps
@@ -38,9 +50,9 @@ func githubPermissions(staging, teams bool) []githubPermission {
 var githubEvents = events.Used()
 
 // githubUsage is `opsbot github`'s synopsis: its two subcommands.
-const githubUsage = `Usage: opsbot github app-create --url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams]
+const githubUsage = `Usage: opsbot github app-create --url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge]
                             [--github-url URL] [--api-url URL] [--port N] [--timeout D]
-       opsbot github app-manifest --url URL [--name NAME] [--staging] [--teams]
+       opsbot github app-manifest --url URL [--name NAME] [--staging] [--teams] [--merge]
 
   app-create    create opsbot's GitHub App through GitHub's manifest flow, and keep its key and webhook secret
   app-manifest  print the App manifest (exactly the permissions and events opsbot needs), to create the App by hand
@@ -70,9 +82,9 @@ func runGitHub(e *env, args []string) error {
 // appManifest is the GitHub App manifest of an opsbot served at root (its
 // public https base URL, no trailing slash): the webhook goes to
 // root/webhook, with exactly the permissions and events opsbot uses.
-func appManifest(root, name string, staging, teams bool) map[string]any {
+func appManifest(root, name string, f appFeatures) map[string]any {
 	perms := map[string]string{}
-	for _, p := range githubPermissions(staging, teams) {
+	for _, p := range githubPermissions(f) {
 		perms[p.Name] = p.Level
 	}
 	return map[string]any{
@@ -95,13 +107,14 @@ func publicBase(raw string) (string, bool) {
 }
 
 func runAppManifest(e *env, args []string) error {
-	fs := newFlags(e, "github app-manifest", "--url URL [--name NAME] [--staging] [--teams]",
+	fs := newFlags(e, "github app-manifest", "--url URL [--name NAME] [--staging] [--teams] [--merge]",
 		"opsbot github app-manifest --url https://opsbot.example.com",
 		"opsbot github app-manifest --url https://opsbot.example.com --staging --teams > manifest.json")
 	base := fs.String("url", "", "opsbot's public base URL (the webhook goes to URL/webhook)")
 	name := fs.String("name", "opsbot", "the App's name")
 	staging := fs.Bool("staging", false, "also contents: write, for /stage-results dispatches")
 	teams := fs.Bool("teams", false, "also members: read, for allow_teams")
+	merge := fs.Bool("merge", false, "also contents: write and pull_requests: write, for /merge-with-reuse")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -110,7 +123,7 @@ func runAppManifest(e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "opsbot github app-manifest: --url must be opsbot's public https:// base URL, such as https://opsbot.example.com")
 		return exitCode(2)
 	}
-	out, err := json.MarshalIndent(appManifest(root, *name, *staging, *teams), "", "  ")
+	out, err := json.MarshalIndent(appManifest(root, *name, appFeatures{staging: *staging, teams: *teams, merge: *merge}), "", "  ")
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
 	"github.com/SemiAnalysisAI/opsbot/commands/stage"
 	"github.com/SemiAnalysisAI/opsbot/config"
@@ -361,7 +362,10 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		Validators: func(inst int64) (stage.Validator, error) { return validator(inst) },
 		Clients:    func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
 	pins := &reuse.Handler{Validators: func(inst int64) (reuse.Validator, error) { return validator(inst) }}
-	reg, err := commands.NewRegistry(append(commandSpecs(pins, stager), d.Commands...)...)
+	merger := &merge.Handler{Pins: pins, Sequence: store.Sequence, Decision: store.Decision, Notices: builder, Log: log, Now: now,
+		Clients: func(inst int64) (merge.GitHub, error) { return clients.For(inst) }}
+	set := commandSet{pins: pins, stager: stager, merger: merger}
+	reg, err := commands.NewRegistry(append(set.specs(), d.Commands...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +373,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	// the workers start.
 	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
 		Marks: store, State: store, Sequences: map[string]seq.Kind{}}
-	for _, k := range append(sequenceKinds(stager), d.Sequences...) {
+	for _, k := range append(set.kinds(), d.Sequences...) {
 		if _, dup := handler.Sequences[k.Name]; dup || k.Name == "" {
 			return nil, fmt.Errorf("the sequence kind %q is registered twice (or has no name)", k.Name)
 		}

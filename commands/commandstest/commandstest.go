@@ -131,6 +131,17 @@ func (t *Tx) PutSequence(s *record.Sequence, read uint64) error {
 	return nil
 }
 
+// WakeSequences makes the PR's sequences not done due by at.
+func (t *Tx) WakeSequences(repo string, pr int, at time.Time) error {
+	for k, s := range t.Seqs {
+		if s.Repo == repo && s.PR == pr && !s.Done && (s.WakeAt.IsZero() || s.WakeAt.After(at)) {
+			s.WakeAt, s.Version, s.Updated = at, s.Version+1, t.Now()
+			t.Seqs[k] = s
+		}
+	}
+	return nil
+}
+
 func (t *Tx) ActivePin(repo string, pr int) (*record.Pin, error) {
 	for i := range t.PinList {
 		if p := t.PinList[i]; p.Repo == repo && p.PR == pr && p.State == record.PinActive {

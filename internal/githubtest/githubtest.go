@@ -52,6 +52,8 @@ type Fake struct {
 	nextID     int64
 	comments   []*Comment
 	statuses   []Status
+	checkRuns  []CheckRun
+	merges     []Merge
 	reactions  []Reaction
 	dispatches []Dispatch
 	tokens     int
@@ -92,6 +94,15 @@ type PR struct {
 	Labels       []string
 	LabelHistory []LabelChange
 	Draft        bool
+	// Behind says the branch lacks the base branch's newest commits
+	// (mergeable_state behind; update-branch merges them in).
+	// UpdateConflict makes update-branch fail as a conflict does;
+	// ReviewRequired makes branch protection block the merge for want of
+	// a review (mergeable_state blocked); MergeableUnknown is GitHub still
+	// computing whether the PR can be merged.
+	Behind, UpdateConflict, ReviewRequired, MergeableUnknown bool
+	// UpdateFiles are the files update-branch's merge brings from the base.
+	UpdateFiles []string
 	// HeadRepoID and HeadRepo are the repository the head branch is in
 	// (a fork's); 0 and "" mean the base repository.
 	HeadRepoID int64
@@ -378,6 +389,10 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("POST /repos/{owner}/{repo}/statuses/{sha}", f.status)
 	add("GET /repos/{owner}/{repo}/commits/{sha}/statuses", f.listStatuses)
 	add("POST /repos/{owner}/{repo}/dispatches", f.dispatch)
+	add("PUT /repos/{owner}/{repo}/pulls/{n}/update-branch", f.updateBranch)
+	add("PUT /repos/{owner}/{repo}/pulls/{n}/merge", f.mergePull)
+	add("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", f.listCheckRuns)
+	add("GET /repos/{owner}/{repo}/commits/{ref}/status", f.combinedStatus)
 	// Three GET routes share one shape; one handler tells them apart.
 	issueGets := map[string]handler{
 		"GET /repos/{owner}/{repo}/issues/{n}/comments":  f.listComments,

@@ -44,6 +44,25 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 		out.Labels = append(out.Labels, &github.Label{Name: github.String(l)})
 	}
 	out.Draft = github.Bool(p.Draft)
+	if p.State == "open" {
+		state := "clean"
+		switch {
+		case p.MergeableUnknown:
+			state = "unknown"
+		case p.Draft:
+			state = "draft"
+		case p.UpdateConflict:
+			state = "dirty"
+		case p.Behind:
+			state = "behind"
+		case p.ReviewRequired:
+			state = "blocked"
+		}
+		out.MergeableState = github.String(state)
+		if !p.MergeableUnknown {
+			out.Mergeable = github.Bool(state != "dirty")
+		}
+	}
 	return out
 }
 

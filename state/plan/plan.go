@@ -631,3 +631,69 @@ func (s ReportStage) apply(tx record.Tx, t Teller) error {
 	}
 	return tx.Audit(s.Audit)
 }
+
+// SequenceAt is the fact that the PR's sequence of Kind is still at
+// Version (0: there is none, or only a done one).
+type SequenceAt struct {
+	Repo    string
+	PR      int
+	Kind    string
+	Version uint64
+}
+
+func (f SequenceAt) holds(tx record.Tx) (bool, string, error) {
+	s, err := tx.Sequence(f.Repo, f.PR, f.Kind)
+	if err != nil {
+		return false, "", err
+	}
+	now := uint64(0)
+	if s != nil && !s.Done {
+		now = s.Version
+	}
+	return now == f.Version, fmt.Sprintf("the %s sequence of %s#%d moved from version %d to %d", f.Kind, f.Repo, f.PR, f.Version, now), nil
+}
+
+// PutSequence writes Seq as the next version of its PR's sequence of its
+// kind, read at version Read (SequenceAt's guard, in the write); with
+// Status, the sequence's status comment is posted first (Seq keeps its
+// notice, which later steps edit), else with Edit its status comment is
+// edited; WakeNow makes it due when the transaction commits. Audit, when
+// it has a kind, is written after.
+type PutSequence struct {
+	Seq     record.Sequence
+	Read    uint64
+	Status  *Comment
+	Edit    *Edit
+	WakeNow bool
+	Audit   record.AuditRecord
+}
+
+func (s PutSequence) apply(tx record.Tx, t Teller) error {
+	next := s.Seq
+	if s.WakeNow {
+		next.WakeAt = tx.Now()
+	}
+	if s.Status != nil {
+		id, err := t.Comment(tx, *s.Status)
+		if err != nil {
+			return err
+		}
+		next.Notice = id
+	}
+	if err := tx.PutSequence(&next, s.Read); err != nil {
+		return err
+	}
+	if s.Edit != nil {
+		e := *s.Edit
+		e.Of = next.Notice
+		if e.Of != 0 {
+			if err := t.Edit(tx, e); err != nil {
+				return err
+			}
+		}
+	}
+	if s.Audit.Kind != "" {
+		return tx.Audit(s.Audit)
+	}
+	return nil
+}

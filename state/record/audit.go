@@ -45,11 +45,12 @@ const (
 	AuditReaction AuditKind = "reaction" // a reaction held back by its budget
 	AuditReply    AuditKind = "reply"    // a reply held back by its budget
 	AuditNotice   AuditKind = "notice"   // a notice given up
+	AuditMerge    AuditKind = "merge"    // a merge request's step
 )
 
 // AuditKinds are every kind, in the order `opsbot audit --kind` lists them.
 var AuditKinds = []AuditKind{AuditCommand, AuditPin, AuditDecision, AuditStage, AuditCallback, AuditEdit, AuditRecovery,
-	AuditReaction, AuditReply, AuditNotice}
+	AuditReaction, AuditReply, AuditNotice, AuditMerge}
 
 // Audit outcomes shared by several kinds (each kind has its own besides:
 // a command's Outcome, a pin's state, a decision's verdict, a stage

@@ -21,6 +21,9 @@ type Sequence struct {
 	Done bool   `json:"done,omitempty"`
 	// Why says, for a sequence that stopped, why (a code and its words).
 	Why string `json:"why,omitempty"`
+	// Notice is the outbox notice of the sequence's status comment, which
+	// its steps edit (0: none).
+	Notice uint64 `json:"notice,omitempty"`
 	// Data is the kind's own state, as its JSON.
 	Data json.RawMessage `json:"data,omitempty"`
 	// Origin is the invocation that started it, and who.

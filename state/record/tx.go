@@ -23,6 +23,11 @@ type Sequences interface {
 	// PutSequence writes s as the next version of the PR's sequence of its
 	// kind, provided it is still at version read (0: none, or a done one).
 	PutSequence(s *Sequence, read uint64) error
+	// WakeSequences makes every sequence of the PR that is not done due by
+	// at, when it waits for events or is due later: what it waits for may
+	// have happened. One due by then already is left as it is, so a burst
+	// of events wakes it once.
+	WakeSequences(repo string, pr int, at time.Time) error
 }
 
 // Auditor appends to the audit.

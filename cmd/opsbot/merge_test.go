@@ -1,0 +1,296 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+)
+
+const (
+	routeUpdateBranch = "PUT /repos/{owner}/{repo}/pulls/{n}/update-branch"
+	routeMerge        = "PUT /repos/{owner}/{repo}/pulls/{n}/merge"
+)
+
+// mergeWorld is a world whose maintainer may merge (merge.min_role write)
+// and whose server's clock the test moves, looking for due sequences often.
+func mergeWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
+	t.Helper()
+	if !strings.Contains(repoExtra, "merge:") {
+		repoExtra = "    merge:\n      min_role: write\n" + repoExtra
+	}
+	return newWorldOpts(t, worldOpts{repo: repoExtra, deps: func(d *appDeps) {
+		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
+	}})
+}
+
+// mergeStatus is the merge's status comment on the PR ("" for none).
+func (w *world) mergeStatus() string {
+	for _, r := range w.replies() {
+		if strings.Contains(r, "**Merge with reuse**") {
+			return r
+		}
+	}
+	return ""
+}
+
+// waitStatus waits until the merge's status comment says each of subs.
+func (w *world) waitStatus(what string, subs ...string) string {
+	w.t.Helper()
+	testkit.Eventually(w.t, what, func() bool {
+		s := w.mergeStatus()
+		for _, sub := range subs {
+			if !strings.Contains(s, sub) {
+				return false
+			}
+		}
+		return true
+	})
+	w.settle()
+	return w.mergeStatus()
+}
+
+// greenChecks gives a head the checks a swept (or skipped) PR head has.
+func (w *world) greenChecks(head string) {
+	w.gh.SetCheckRun(theRepo, head, "sweep / gate", "completed", "success")
+	w.gh.SetCheckRun(theRepo, head, "sweep / benchmarks", "completed", "skipped")
+	w.gh.SetCheckRun(theRepo, head, "lint", "completed", "success")
+}
+
+// checkEvent sends check_suite completed for head, as GitHub does when a
+// head's checks finish.
+func (w *world) checkEvent(head string) {
+	w.t.Helper()
+	p := payload(w.t, "check_suite", "completed")
+	setPath(p, "repository.full_name", theRepo)
+	setPath(p, "check_suite.head_sha", head)
+	w.send("check_suite", p)
+}
+
+// The happy path: a branch behind its base is updated by opsbot, the
+// update's push skips its sweep on the pin the command took, the checks
+// pass and opsbot merges exactly that head with the configured method; one
+// status comment tells each step and the audit keeps them with who asked.
+func TestMergeWithReuseUpdatesWaitsAndMerges(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "    main_sweeps: false\n", clock)
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	testkit.Eventually(t, "the branch update", func() bool { return w.gh.Count(routeUpdateBranch) == 1 })
+	st := w.waitStatus("the update asked", "update asked")
+	mustContain(t, "status", st, "pinned run [31147925932](", "asked by @maintainer", "`squash`")
+	if n := len(w.gh.Merges()); n != 0 {
+		t.Fatalf("merged before the update's push: %d merges", n)
+	}
+	// GitHub makes the merge commit and sends its synchronize.
+	updated := w.gh.PRHead(theRepo, thePR)
+	w.greenChecks(updated)
+	w.sendSync(updated, "")
+	st = w.waitStatus("the merge", "merged")
+	mustContain(t, "status", st, "branch updated to `"+updated[:7]+"`: its sweep is skipped, reusing run [31147925932](",
+		"checks of `"+updated[:7]+"` passed", "🎉 merged `"+updated[:7]+"`")
+	t.Log(st)
+	merges := w.gh.Merges()
+	if len(merges) != 1 || merges[0].SHA != updated || merges[0].Method != "squash" {
+		t.Fatalf("merges %+v; want one squash of %s", merges, updated)
+	}
+	if n := w.gh.Count(routeUpdateBranch); n != 1 {
+		t.Fatalf("update-branch asked %d times", n)
+	}
+	var outcomes []string
+	for _, r := range w.audit() {
+		if r["kind"] == "merge" {
+			outcomes = append(outcomes, r["outcome"].(string))
+			if r["actor_login"] != maintLog {
+				t.Errorf("merge audit record without who asked: %v", r)
+			}
+		}
+	}
+	if strings.Join(outcomes, " ") != "pinned updating merged" {
+		t.Fatalf("merge audit %v; want pinned updating merged", outcomes)
+	}
+	// GitHub tells the merge; the push to the default branch then reuses
+	// the run the merge's pin covered.
+	w.closedMerged(merges[0].Commit)
+	out, _ := w.gate("--event", "push", "--sha", merges[0].Commit)
+	if out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" {
+		t.Fatalf("push gate after the merge = %v", out)
+	}
+}
+
+// closedMerged sends pull_request closed for a merge GitHub made as commit.
+func (w *world) closedMerged(commit string) {
+	w.t.Helper()
+	p := payload(w.t, "pull_request", "closed")
+	setPath(p, "repository.full_name", theRepo)
+	p["number"] = thePR
+	setPath(p, "pull_request.number", thePR)
+	setPath(p, "pull_request.merged", true)
+	setPath(p, "pull_request.merge_commit_sha", commit)
+	setPath(p, "pull_request.head.ref", "kimi-tune")
+	setPath(p, "pull_request.head.sha", w.gh.PRHead(theRepo, thePR))
+	w.setLabels(p)
+	w.send("pull_request", p)
+}
+
+// A branch already up to date goes straight to its checks: a cancelled
+// check does not count as failed, and the head itself is merged; nothing
+// asks GitHub to update the branch.
+func TestMergeWithReuseUpToDateTakesCancelledChecksAsNotFailed(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "    merge:\n      min_role: write\n      method: rebase\n", clock)
+	w.greenChecks(sha("c1"))
+	w.gh.SetCheckRun(theRepo, sha("c1"), "sweep / evals", "completed", "cancelled")
+	w.comment(maintainer, "/merge-with-reuse")
+	st := w.waitStatus("the merge", "merged")
+	mustContain(t, "status", st, ", the newest real sweep run of this PR (", "up to date with its base (head `c1c1c1c`)", "🎉 merged `c1c1c1c`")
+	if m := w.gh.Merges(); len(m) != 1 || m[0].SHA != sha("c1") || m[0].Method != "rebase" {
+		t.Fatalf("merges %+v; want one rebase of c1", m)
+	}
+	if n := w.gh.Count(routeUpdateBranch); n != 0 {
+		t.Fatalf("update-branch asked %d times for a branch up to date", n)
+	}
+}
+
+// What stops a merge, each said in the status comment, with nothing
+// merged: GitHub refusing the update (the pin stays for that push), a
+// failed check (named), a push by someone else, cancel (which revokes the
+// pin the merge took), closing the PR, the deadline, branch protection
+// wanting a review, and GitHub refusing the merge.
+func TestMergeWithReuseStops(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		setup func(w *world)
+		// act happens once the merge waits for the checks (or, for the
+		// update's refusal, nothing).
+		act  func(w *world, clock *movingClock)
+		want []string
+	}{
+		{"update refused", func(w *world) {
+			w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+			w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 422, Body: `{"message":"merge conflict between base and head"}`})
+		}, nil, []string{"⛔ stopped: GitHub refused to update the branch (merge conflict between base and head). Update the branch by hand: the pin stays"}},
+		{"failed check", func(w *world) {
+			w.greenChecks(sha("c1"))
+			w.gh.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "failure")
+		}, nil, []string{"⛔ stopped: `sweep / benchmarks` failed on c1c1c1c"}},
+		{"a failed status", func(w *world) {
+			w.greenChecks(sha("c1"))
+			w.gh.SetStatus(theRepo, sha("c1"), "ci/external", "error")
+		}, nil, []string{"⛔ stopped: `ci/external` failed on c1c1c1c"}},
+		{"a push by someone else", pendingChecks, func(w *world, _ *movingClock) {
+			w.push("c2")
+		}, []string{"⛔ stopped: a new push (head c2c2c2c) came after c1c1c1c"}},
+		{"cancel", pendingChecks, func(w *world, _ *movingClock) {
+			w.comment(maintainer, "/merge-with-reuse cancel")
+			mustContain(w.t, "cancel reply", w.lastReply(), "@maintainer cancelled the merge of this PR asked by @maintainer. The pin of run [31147925932](")
+		}, []string{"⛔ stopped: cancelled by @maintainer"}},
+		{"the PR closed", pendingChecks, func(w *world, _ *movingClock) {
+			w.close(false, "")
+		}, []string{"⛔ stopped: the PR was closed"}},
+		{"the deadline", pendingChecks, func(w *world, clock *movingClock) {
+			w.passTime(clock, 2*time.Hour+time.Minute)
+		}, []string{"⛔ stopped: the checks of c1c1c1c did not all pass within 2h"}},
+		{"a review wanted", func(w *world) {
+			w.greenChecks(sha("c1"))
+			w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.ReviewRequired = true })
+		}, nil, []string{"⛔ stopped: the checks are green, but branch protection blocks the merge", "opsbot does not bypass it"}},
+		{"the merge refused", func(w *world) {
+			w.greenChecks(sha("c1"))
+			w.gh.Inject(routeMerge, githubtest.Fault{Status: 405, Body: `{"message":"Repository rule violations found"}`})
+		}, nil, []string{"⛔ stopped: GitHub refused the merge of c1c1c1c (405: Repository rule violations found)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &movingClock{t: time.Now()}
+			w := mergeWorld(t, "", clock)
+			tc.setup(w)
+			w.comment(maintainer, "/merge-with-reuse 31147925932")
+			if tc.act != nil {
+				w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+				tc.act(w, clock)
+			}
+			st := w.waitStatus("the stop", "⛔ stopped")
+			mustContain(t, "status", st, tc.want...)
+			if m := w.gh.Merges(); len(m) != 0 {
+				t.Fatalf("merged %+v", m)
+			}
+			var stopped bool
+			for _, r := range w.audit() {
+				if r["kind"] == "merge" && r["outcome"] == "stopped" {
+					stopped = true
+				}
+			}
+			if !stopped {
+				t.Fatal("the audit has no stopped merge")
+			}
+		})
+	}
+}
+
+// pendingChecks leaves a check of c1 running.
+func pendingChecks(w *world) {
+	w.greenChecks(sha("c1"))
+	w.gh.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "in_progress", "")
+}
+
+// A merge survives a restart in each waiting state: what it waited for is
+// read again when its wake-up comes.
+func TestMergeWithReuseResumesAfterARestart(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	deps := func(d *appDeps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond }
+	w := mergeWorld(t, "", clock)
+	restart := func() {
+		w.srv.Stop(t)
+		w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, deps)
+	}
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the update asked", "update asked")
+	restart() // waiting for the update's push
+	updated := w.gh.PRHead(theRepo, thePR)
+	w.gh.SetCheckRun(theRepo, updated, "lint", "in_progress", "")
+	w.sendSync(updated, "")
+	w.waitStatus("waiting for the checks", "waiting for the checks of `"+updated[:7]+"`")
+	restart() // waiting for the checks
+	w.gh.SetCheckRun(theRepo, updated, "lint", "completed", "success")
+	w.checkEvent(updated)
+	w.waitStatus("the merge", "🎉 merged")
+	if m := w.gh.Merges(); len(m) != 1 || m[0].SHA != updated {
+		t.Fatalf("merges %+v; want one of %s", m, updated)
+	}
+}
+
+// A reader cannot merge: the command is refused before anything is pinned
+// or asked of GitHub.
+func TestMergeWithReuseRefusesAReader(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "", clock)
+	w.greenChecks(sha("c1"))
+	w.comment(reader, "/merge-with-reuse 31147925932")
+	clock.add(time.Minute)
+	w.settle()
+	if st := w.mergeStatus(); st != "" {
+		t.Fatalf("a reader started a merge: %s", st)
+	}
+	if len(w.gh.Merges()) != 0 || w.gh.Count(routeUpdateBranch) != 0 {
+		t.Fatal("a reader's command reached GitHub's merge")
+	}
+	var refused bool
+	for _, r := range w.audit() {
+		if r["kind"] == "command" && r["command"] == "merge-with-reuse" && r["outcome"] == "denied" {
+			refused = true
+		}
+	}
+	if !refused {
+		t.Fatalf("no denied merge-with-reuse in the audit: %v", w.trail())
+	}
+}

@@ -1,0 +1,592 @@
+// Package merge is /merge-with-reuse: a maintainer lands a swept PR in one
+// command. opsbot pins the run (as /reuse-sweep-run does), brings the
+// branch up to date with its base when it is behind (the push that makes is
+// the one the pin covers, so its sweep is skipped), waits for the head's
+// checks and merges that exact head with the configured method. It is a
+// sequence (package seq): each step is a wake-up that re-reads the PR and
+// its checks from GitHub and acts only while they still match, naming the
+// head it expects so GitHub refuses a stale act. Nothing is bypassed: a
+// review or check that branch protection wants stops the merge, said why.
+package merge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// Name is the command's canonical name; SeqKind its sequence's kind.
+const (
+	Name    = "merge-with-reuse"
+	SeqKind = "merge"
+	Usage   = "usage: /merge-with-reuse [<run-id or run URL>] | /merge-with-reuse cancel"
+)
+
+// The steps of a merge sequence.
+const (
+	StepPinned   = "pinned"         // the run is pinned; the branch is looked at next
+	StepUpdating = "updating"       // update-branch was asked; its push is awaited
+	StepChecks   = "waiting_checks" // the decided head's checks are awaited
+	StepMerged   = "merged"
+	StepStopped  = "stopped"
+)
+
+// Poll is how long a waiting merge sleeps before it reads GitHub again when
+// no event wakes it sooner (a completed check, a push, a close).
+const Poll = 30 * time.Second
+
+// UpdateWait is how long a merge waits for the push update-branch makes
+// (GitHub makes it shortly after it answers) before it gives up.
+const UpdateWait = 10 * time.Minute
+
+// GitHub is what a merge reads and does on GitHub (ghclient.Client).
+type GitHub interface {
+	PullRequest(ctx context.Context, repo string, n int) (*github.PullRequest, error)
+	UpdateBranch(ctx context.Context, repo string, n int, expectedHead string) error
+	MergePR(ctx context.Context, repo string, n int, sha, method string) (string, error)
+	HeadChecks(ctx context.Context, repo, sha string) ([]ghclient.Check, error)
+}
+
+// Pinner pins a run as /reuse-sweep-run does (reuse.Handler).
+type Pinner interface {
+	Prepare(ctx context.Context, env commands.Env, in commands.Invocation, line commands.Line) commands.Result
+}
+
+// Handler runs /merge-with-reuse and steps its sequences.
+type Handler struct {
+	Pins    Pinner
+	Clients func(installation int64) (GitHub, error)
+	// Sequence and Decision read opsbot's state (state.Store).
+	Sequence func(repo string, pr int, kind string) (*record.Sequence, error)
+	Decision func(repo string, pr int, sha string) (*record.Decision, error)
+	Notices  *notices.Builder
+	Log      *slog.Logger
+	Now      func() time.Time
+}
+
+// Data is a merge sequence's own state.
+type Data struct {
+	Installation int64  `json:"installation"`
+	Method       string `json:"method"`
+	RunID        int64  `json:"run_id"`
+	RunURL       string `json:"run_url,omitempty"`
+	// Decided is the head the merge is for: the push the pin covered, or
+	// the head itself when the branch was up to date.
+	Decided string `json:"decided,omitempty"`
+	// UpdateAsked is when update-branch was asked.
+	UpdateAsked time.Time `json:"update_asked,omitzero"`
+	MergeCommit string    `json:"merge_commit,omitempty"`
+	// Trail is what the status comment says happened, a line a step.
+	Trail []string `json:"trail"`
+}
+
+// Spec is the command, run by h.
+func Spec(h *Handler) commands.Spec {
+	return commands.Spec{
+		Name:     Name,
+		Verbs:    []commands.Verb{{Word: "/merge-with-reuse", Usage: Usage, Args: args, UsageNote: commands.RunNote}},
+		Access:   func(rc *config.Repo) config.Access { return rc.Merge.Access },
+		LastWins: true,
+		Help:     help,
+		Handler:  h,
+	}
+}
+
+// Kind is the merge sequence, stepped by h.
+func Kind(h *Handler) seq.Kind { return seq.Kind{Name: SeqKind, Wake: h.wake} }
+
+func args(c *commands.Command, args []string, opt commands.Options) string {
+	switch {
+	case len(args) > 1:
+		return fmt.Sprintf("%s takes at most one argument, got %d", c.Verb, len(args))
+	case len(args) == 0:
+		return ""
+	case strings.EqualFold(args[0], "cancel"):
+		c.Cancel = true
+		return ""
+	}
+	var reason string
+	c.RunID, c.Attempt, reason = commands.RunArgument(args[0], opt)
+	return reason
+}
+
+func help(rc *config.Repo) commands.Help {
+	who := commands.Who(rc.Merge.Access)
+	return commands.Help{
+		Rows: []commands.HelpRow{
+			{Command: "`/merge-with-reuse [<run>]`", What: "pin `<run>` (or the newest real sweep), update the branch if it is behind, wait for the checks, merge", Who: who},
+			{Command: "`/merge-with-reuse cancel`", What: "stop this PR's merge", Who: who},
+		},
+		About: "**What a merge with reuse does.** It pins the run as `/reuse-sweep-run` does. If the branch is behind its base, opsbot " +
+			"updates it (GitHub's update-branch, naming the head it read): that push is the one the pin covers, so its sweep is skipped. " +
+			"Then it waits for every check and status on that head and merges exactly that head (" + mdtext.Code(rc.Merge.Method) + "). " +
+			"A failed check, a new push by anyone, closing the PR, `/merge-with-reuse cancel` or " + span(rc.Merge.ChecksTimeout) +
+			" without green checks stops it; a cancelled check does not count as failed. It never bypasses branch protection: " +
+			"a missing review or required check stops it, said why. One comment on the PR shows each step.\n\n",
+		Settings: []string{fmt.Sprintf("merges with %s and waits at most %s for the checks", mdtext.Code(rc.Merge.Method), span(rc.Merge.ChecksTimeout))},
+	}
+}
+
+// Prepare pins the run and starts the PR's merge, or cancels it.
+func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Invocation, line commands.Line) commands.Result {
+	me := mdtext.Mention(in.Actor.Login)
+	if in.PRState == "closed" {
+		return commands.Result{Outcome: commands.Rejected, Reason: "the PR is closed",
+			Reply: fmt.Sprintf("%s this PR is closed: there is nothing to merge.", me)}
+	}
+	cur, err := h.current(in.Repo, in.PR)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	if line.Cancel {
+		return h.cancel(env, in, cur)
+	}
+	if cur != nil {
+		return commands.Result{Outcome: commands.Rejected, Reason: "a merge of this PR is under way",
+			Reply: fmt.Sprintf("%s a merge of this PR is already under way (asked by %s, now %s); `/merge-with-reuse cancel` stops it.",
+				me, mdtext.Mention(cur.ActorLogin), stepWords(cur.Step))}
+	}
+	pinLine := line
+	pinLine.Cancel = false
+	r := h.Pins.Prepare(ctx, env, in, pinLine)
+	switch {
+	case r.Err != nil:
+		return r
+	case r.Outcome != commands.Accepted:
+		reason := r.Reason
+		if reason == "" {
+			reason = "the run could not be pinned"
+		}
+		r.Reply = fmt.Sprintf("%s I did not start the merge: %s.", me, strings.TrimSuffix(mdtext.Text(reason), "."))
+		return r
+	}
+	var pin *record.Pin
+	for _, s := range r.Plan.Steps {
+		if g, ok := s.(plan.GrantPin); ok {
+			pin = &g.Pin
+		}
+	}
+	if pin == nil {
+		return commands.Result{Err: errors.New("merge: the pin's plan grants no pin")}
+	}
+	rc := env.Repo
+	data := Data{Installation: in.Installation, Method: rc.Merge.Method, RunID: pin.RunID, RunURL: pin.RunURL,
+		Trail: []string{fmt.Sprintf("📌 pinned run %s%s (%s, on commit %s)", commands.RunLink(pin.RunID, pin.RunURL), newest(pin.Bare),
+			mdtext.Code(pin.RunConclusion), mdtext.Code(mdtext.ShortSHA(pin.RunSHA)))}}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	s := record.Sequence{Kind: SeqKind, Repo: in.Repo, PR: in.PR, Head: pin.PRHeadAtGrant, Step: StepPinned, Data: raw,
+		ActorID: in.Actor.ID, ActorLogin: in.Actor.Login, Deadline: h.now().Add(rc.Merge.ChecksTimeout)}
+	s.SetOrigin(in.Origin)
+	status := h.statusComment(in.Repo, in.PR, in.Installation, &s, data, "⏳ looking at the branch next")
+	start := plan.PutSequence{Seq: s, Status: &status, WakeNow: true,
+		Audit: commands.AuditOf(in, record.AuditRecord{Kind: record.AuditMerge, Outcome: StepPinned, RunID: pin.RunID, HeadSHA: pin.PRHeadAtGrant,
+			Reason: fmt.Sprintf("merge with reuse asked; method %s", rc.Merge.Method)})}
+	return commands.Result{Outcome: commands.Accepted, RunID: r.RunID, HeadSHA: r.HeadSHA, RunURL: r.RunURL, Acknowledges: true,
+		Plan: plan.Plan{Require: append(r.Plan.Require, plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}),
+			Steps: append(r.Plan.Steps, start)}}
+}
+
+// current is the PR's merge sequence that is not done, if any.
+func (h *Handler) current(repo string, pr int) (*record.Sequence, error) {
+	if h.Sequence == nil {
+		return nil, errors.New("merge: no sequence reader")
+	}
+	s, err := h.Sequence(repo, pr, SeqKind)
+	if err != nil {
+		return nil, fmt.Errorf("reading the merge of %s#%d: %w", repo, pr, err)
+	}
+	if s == nil || s.Done {
+		return nil, nil
+	}
+	return s, nil
+}
+
+// cancel stops the PR's merge and revokes the pin it took, if that pin is
+// still waiting for its push.
+func (h *Handler) cancel(env commands.Env, in commands.Invocation, cur *record.Sequence) commands.Result {
+	me := mdtext.Mention(in.Actor.Login)
+	if cur == nil {
+		return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}}},
+			Reply: fmt.Sprintf("%s there is no merge of this PR under way to cancel.", me)}
+	}
+	data, err := decode(cur)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	why := fmt.Sprintf("cancelled by @%s", in.Actor.Login)
+	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: cur.Version}}}
+	pin, err := env.State.ActivePin(in.Repo, in.PR)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	f := plan.ActivePin{Repo: in.Repo, PR: in.PR}
+	revoked := ""
+	if pin != nil {
+		f.ID = pin.ID
+		if pin.Origin().Same(cur.Origin()) {
+			ch := record.PinChange{Reason: "its merge was " + why, ActorID: in.Actor.ID, ActorLogin: in.Actor.Login}
+			ch.SetOrigin(in.Origin)
+			p.Steps = append(p.Steps, plan.ClosePin{Pin: *pin, To: record.PinRevoked, Change: ch})
+			revoked = fmt.Sprintf(" The pin of run %s it took is revoked; the next push sweeps.", commands.RunLink(pin.RunID, pin.RunURL))
+		}
+	}
+	p.Require = append(p.Require, f)
+	p.Steps = append(p.Steps, h.stop(cur, data, "cancelled", why, in.Actor.ID, in.Actor.Login))
+	return commands.Result{Outcome: commands.Accepted, Plan: p,
+		Reply: fmt.Sprintf("%s cancelled the merge of this PR asked by %s.%s", me, mdtext.Mention(cur.ActorLogin), revoked)}
+}
+
+func decode(s *record.Sequence) (Data, error) {
+	var d Data
+	if err := json.Unmarshal(s.Data, &d); err != nil {
+		return d, fmt.Errorf("reading the merge of %s#%d: %w", s.Repo, s.PR, err)
+	}
+	return d, nil
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// stop ends the merge with a reason code and its words (Markdown, made of
+// opsbot's words and escaped values): the status comment
+// says it and the audit keeps it. A pin the merge took stays (cancel
+// revokes it itself).
+func (h *Handler) stop(cur *record.Sequence, data Data, code, why string, actorID int64, actor string) plan.PutSequence {
+	next := *cur
+	next.Step, next.Done, next.Why = StepStopped, true, code+": "+why
+	data.Trail = append(data.Trail, "⛔ stopped: "+why)
+	next.Data, _ = json.Marshal(data) // plain fields: cannot fail
+	edit := h.statusEdit(&next, data, "")
+	rec := record.AuditRecord{Kind: record.AuditMerge, Outcome: StepStopped, Repo: cur.Repo, PR: cur.PR, RunID: data.RunID,
+		HeadSHA: data.Decided, ActorID: actorID, ActorLogin: actor, Reason: code + ": " + mdtext.Plain(mdtext.Parse(why))}
+	rec.SetOrigin(cur.Origin())
+	return plan.PutSequence{Seq: next, Read: cur.Version, Edit: &edit, Audit: rec}
+}
+
+// statusComment is the merge's status comment: what happened, then now.
+func (h *Handler) statusComment(repo string, pr int, inst int64, s *record.Sequence, data Data, now string) plan.Comment {
+	return plan.Comment{Repo: repo, PR: pr, Installation: inst, Kind: string(notices.KindMerge),
+		Body: statusText(s, data, now), Links: plan.Links{PR: h.Notices.Web.PR(repo, pr), Comment: s.OriginURL, Run: data.RunURL}}
+}
+
+func (h *Handler) statusEdit(s *record.Sequence, data Data, now string) plan.Edit {
+	return plan.Edit{Repo: s.Repo, PR: s.PR, Installation: data.Installation, Kind: string(notices.KindMerge),
+		Body: statusText(s, data, now), Links: plan.Links{PR: h.Notices.Web.PR(s.Repo, s.PR), Comment: s.OriginURL, Run: data.RunURL}}
+}
+
+func statusText(s *record.Sequence, data Data, now string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "🔀 **Merge with reuse**, asked by %s (%s):\n\n", mdtext.Mention(s.ActorLogin), mdtext.Code(data.Method))
+	for _, l := range data.Trail {
+		b.WriteString("- " + l + "\n")
+	}
+	if now != "" {
+		b.WriteString("- " + now + "\n")
+	}
+	return b.String()
+}
+
+func stepWords(step string) string {
+	switch step {
+	case StepPinned:
+		return "about to look at the branch"
+	case StepUpdating:
+		return "updating the branch"
+	case StepChecks:
+		return "waiting for the checks"
+	}
+	return step
+}
+
+// wake steps the merge ref names: it re-reads the PR (and its checks) and
+// acts only while they match what the merge is for.
+func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) (string, seq.Write, error) {
+	cur, err := h.current(ref.Repo, ref.PR)
+	if err != nil || cur == nil || cur.Version != ref.Version {
+		return "merge-moved-on", nil, err // done, or moved since it was due: its own wake-up comes
+	}
+	data, err := decode(cur)
+	if err != nil {
+		return "", nil, err
+	}
+	gh, err := h.Clients(data.Installation)
+	if err != nil {
+		return "", nil, err
+	}
+	pr, err := gh.PullRequest(ctx, ref.Repo, ref.PR)
+	if err != nil {
+		return "", nil, err
+	}
+	st := &stepper{h: h, rc: rc, gh: gh, cur: cur, data: data, pr: pr, now: h.now()}
+	p, out, err := st.step(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	t := h.Notices.Teller()
+	return out, func(tx record.Tx) error {
+		err := plan.Apply(tx, t, p)
+		if errors.Is(err, plan.ErrStale) {
+			return nil // moved meanwhile: the next wake-up reads it again
+		}
+		return err
+	}, nil
+}
+
+// stepper is one wake-up of a merge.
+type stepper struct {
+	h    *Handler
+	rc   *config.Repo
+	gh   GitHub
+	cur  *record.Sequence
+	data Data
+	pr   *github.PullRequest
+	now  time.Time
+}
+
+func (st *stepper) guard() plan.Fact {
+	return plan.SequenceAt{Repo: st.cur.Repo, PR: st.cur.PR, Kind: SeqKind, Version: st.cur.Version}
+}
+
+func (st *stepper) stopped(code, why string) (plan.Plan, string, error) {
+	return plan.Plan{Require: []plan.Fact{st.guard()}, Steps: []plan.Step{st.h.stop(st.cur, st.data, code, why, 0, "")}}, "merge-stopped-" + code, nil
+}
+
+// wait sleeps until the next poll (or an event), saying now in the status
+// comment when it changed.
+func (st *stepper) wait(step, now string, out string) (plan.Plan, string, error) {
+	next := *st.cur
+	next.Step = step
+	next.WakeAt = st.now.Add(Poll)
+	next.Data, _ = json.Marshal(st.data)
+	ps := plan.PutSequence{Seq: next, Read: st.cur.Version}
+	if step != st.cur.Step || len(st.data.Trail) != len(mustData(st.cur).Trail) {
+		e := st.h.statusEdit(&next, st.data, now)
+		ps.Edit = &e
+		rec := record.AuditRecord{Kind: record.AuditMerge, Outcome: step, Repo: st.cur.Repo, PR: st.cur.PR, RunID: st.data.RunID,
+			HeadSHA: firstNonEmpty(st.data.Decided, st.cur.Head), ActorLogin: st.cur.ActorLogin, ActorID: st.cur.ActorID, Reason: mdtext.Plain(mdtext.Parse(now))}
+		rec.SetOrigin(st.cur.Origin())
+		ps.Audit = rec
+	}
+	return plan.Plan{Require: []plan.Fact{st.guard()}, Steps: []plan.Step{ps}}, out, nil
+}
+
+func mustData(s *record.Sequence) Data {
+	d, _ := decode(s)
+	return d
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
+	pr, cur := st.pr, st.cur
+	head := pr.GetHead().GetSHA()
+	if pr.GetMerged() {
+		if st.data.Decided != "" && strings.EqualFold(head, st.data.Decided) {
+			return st.merged(pr.GetMergeCommitSHA())
+		}
+		return st.stopped("merged_elsewhere", "the PR was merged by someone else")
+	}
+	if pr.GetState() != "open" {
+		return st.stopped("closed", "the PR was closed")
+	}
+	switch cur.Step {
+	case StepPinned:
+		if !strings.EqualFold(head, cur.Head) {
+			return st.stopped("pushed", fmt.Sprintf("a new push (head %s) came before the branch was looked at; the pin covers that push. "+
+				"Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(head)))
+		}
+		switch pr.GetMergeableState() {
+		case "", "unknown":
+			return st.wait(StepPinned, "⏳ GitHub is still working out whether the branch can be merged", "merge-waiting-mergeable")
+		case "dirty":
+			return st.stopped("conflict", "the branch has conflicts with its base: resolve them by hand")
+		case "draft":
+			return st.stopped("draft", "the PR is a draft")
+		case "behind":
+			err := st.gh.UpdateBranch(ctx, cur.Repo, cur.PR, head)
+			var ref *ghclient.Refusal
+			if errors.As(err, &ref) {
+				return st.stopped("update_refused", fmt.Sprintf("GitHub refused to update the branch (%s). Update the branch by hand: "+
+					"the pin stays for that push", mdtext.Text(ref.Message)))
+			}
+			if err != nil {
+				return plan.Plan{}, "", err
+			}
+			st.data.UpdateAsked = st.now
+			st.data.Trail = append(st.data.Trail, fmt.Sprintf("🔄 the branch was behind its base: update asked (from %s)", mdtext.Code(mdtext.ShortSHA(head))))
+			return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-update-asked")
+		}
+		// Up to date: the head the merge is for is the head itself.
+		st.data.Decided = head
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("✅ the branch is up to date with its base (head %s)", mdtext.Code(mdtext.ShortSHA(head))))
+		return st.checks(ctx, head)
+	case StepUpdating:
+		if strings.EqualFold(head, cur.Head) {
+			if st.now.Sub(st.data.UpdateAsked) > UpdateWait {
+				return st.stopped("update_lost", fmt.Sprintf("GitHub made no push %s after the update was asked: update the branch by hand", span(UpdateWait)))
+			}
+			return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-waiting-update")
+		}
+		d, err := st.h.Decision(cur.Repo, cur.PR, head)
+		if err != nil {
+			return plan.Plan{}, "", err
+		}
+		if d == nil {
+			if st.now.Sub(st.data.UpdateAsked) > UpdateWait {
+				return st.stopped("undecided", fmt.Sprintf("the push %s was never decided by opsbot's gate", mdtext.ShortSHA(head)))
+			}
+			return st.wait(StepUpdating, "⏳ waiting for opsbot's gate to decide the update's push", "merge-waiting-decision")
+		}
+		if d.Decision != record.Skip || d.RunID != st.data.RunID {
+			return st.stopped("pushed", fmt.Sprintf("the push %s after the update did not reuse run %d (%s): it sweeps. "+
+				"Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(head), st.data.RunID, mdtext.Text(d.Reason)))
+		}
+		st.data.Decided = head
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("✅ branch updated to %s: its sweep is skipped, reusing run %s",
+			mdtext.Code(mdtext.ShortSHA(head)), commands.RunLink(st.data.RunID, st.data.RunURL)))
+		return st.checks(ctx, head)
+	case StepChecks:
+		if !strings.EqualFold(head, st.data.Decided) {
+			return st.stopped("pushed", fmt.Sprintf("a new push (head %s) came after %s, the head the merge was for", mdtext.ShortSHA(head), mdtext.ShortSHA(st.data.Decided)))
+		}
+		return st.checks(ctx, head)
+	}
+	return plan.Plan{}, "merge-unknown-step", nil
+}
+
+// failedConclusions are the check run conclusions that fail a merge; a
+// cancelled check does not (as the repository's merge helper treats it).
+var failedConclusions = []string{"failure", "timed_out", "action_required", "startup_failure", "stale"}
+
+// checks looks at the decided head's checks: a failed one stops the merge,
+// pending ones wait, and green ones merge, when GitHub says the PR can be
+// merged without bypassing anything.
+func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, error) {
+	cur := st.cur
+	if st.now.After(cur.Deadline) {
+		return st.stopped("timeout", fmt.Sprintf("the checks of %s did not all pass within %s", mdtext.ShortSHA(head), span(st.rc.Merge.ChecksTimeout)))
+	}
+	checks, err := st.gh.HeadChecks(ctx, cur.Repo, head)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	var failed, pending []string
+	for _, c := range checks {
+		switch {
+		case c.IsStatus && (c.Status == "failure" || c.Status == "error"),
+			!c.IsStatus && c.Status == "completed" && slices.Contains(failedConclusions, c.Conclusion):
+			failed = append(failed, mdtext.Code(c.Name))
+		case c.IsStatus && c.Status != "success", !c.IsStatus && c.Status != "completed":
+			pending = append(pending, mdtext.Code(c.Name))
+		}
+	}
+	if len(failed) > 0 {
+		return st.stopped("check_failed", fmt.Sprintf("%s failed on %s", listed(failed), mdtext.ShortSHA(head)))
+	}
+	if len(pending) > 0 || len(checks) == 0 {
+		now := fmt.Sprintf("⏳ waiting for the checks of %s (%d running; until %s)", mdtext.Code(mdtext.ShortSHA(head)), len(pending),
+			cur.Deadline.UTC().Format("15:04 UTC"))
+		if len(checks) == 0 {
+			now = fmt.Sprintf("⏳ waiting for the checks of %s (none yet; until %s)", mdtext.Code(mdtext.ShortSHA(head)), cur.Deadline.UTC().Format("15:04 UTC"))
+		}
+		return st.wait(StepChecks, now, "merge-waiting-checks")
+	}
+	switch state := st.pr.GetMergeableState(); state {
+	case "clean", "unstable", "has_hooks":
+	case "", "unknown":
+		return st.wait(StepChecks, "⏳ checks green; GitHub is still working out whether the PR can be merged", "merge-waiting-mergeable")
+	case "blocked":
+		return st.stopped("blocked", "the checks are green, but branch protection blocks the merge (a required review, or a required check "+
+			"that has not passed): opsbot does not bypass it")
+	case "behind":
+		return st.stopped("behind", "the base branch moved on while the checks ran; run `/merge-with-reuse` again")
+	case "dirty":
+		return st.stopped("conflict", "the branch has conflicts with its base: resolve them by hand")
+	case "draft":
+		return st.stopped("draft", "the PR is a draft")
+	default:
+		return st.stopped("not_mergeable", fmt.Sprintf("GitHub says the PR cannot be merged (%s)", mdtext.Text(state)))
+	}
+	commit, err := st.gh.MergePR(ctx, cur.Repo, cur.PR, head, st.data.Method)
+	var ref *ghclient.Refusal
+	if errors.As(err, &ref) {
+		return st.stopped("merge_refused", fmt.Sprintf("GitHub refused the merge of %s (%d: %s)", mdtext.ShortSHA(head), ref.Status, mdtext.Text(ref.Message)))
+	}
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	st.data.Trail = append(st.data.Trail, fmt.Sprintf("✅ the checks of %s passed", mdtext.Code(mdtext.ShortSHA(head))))
+	return st.merged(commit)
+}
+
+// merged ends the merge: the PR was merged at the decided head.
+func (st *stepper) merged(commit string) (plan.Plan, string, error) {
+	cur := st.cur
+	next := *cur
+	next.Step, next.Done = StepMerged, true
+	st.data.MergeCommit = commit
+	st.data.Trail = append(st.data.Trail, fmt.Sprintf("🎉 merged %s as %s", mdtext.Code(mdtext.ShortSHA(st.data.Decided)), mdtext.Code(mdtext.ShortSHA(commit))))
+	next.Data, _ = json.Marshal(st.data)
+	e := st.h.statusEdit(&next, st.data, "")
+	rec := record.AuditRecord{Kind: record.AuditMerge, Outcome: StepMerged, Repo: cur.Repo, PR: cur.PR, RunID: st.data.RunID,
+		HeadSHA: st.data.Decided, ActorID: cur.ActorID, ActorLogin: cur.ActorLogin,
+		Reason: fmt.Sprintf("merged %s as %s (%s)", st.data.Decided, commit, st.data.Method)}
+	rec.SetOrigin(cur.Origin())
+	return plan.Plan{Require: []plan.Fact{st.guard()}, Steps: []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &e, Audit: rec}}},
+		"merge-merged", nil
+}
+
+// listed names at most three checks, then how many more.
+func listed(names []string) string {
+	if len(names) <= 3 {
+		return mdtext.List(names)
+	}
+	return fmt.Sprintf("%s and %d more", mdtext.List(names[:3]), len(names)-3)
+}
+
+func newest(bare bool) string {
+	if bare {
+		return ", the newest real sweep run of this PR"
+	}
+	return ""
+}
+
+// span is a duration as people write it: 2h, 1h30m, 10m.
+func span(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

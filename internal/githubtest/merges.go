@@ -1,0 +1,198 @@
+package githubtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+)
+
+// CheckRun is a check run on a commit (a workflow's job, an app's check).
+type CheckRun struct {
+	Repo, SHA, Name string
+	Status          string // queued, in_progress, completed
+	Conclusion      string // success, failure, cancelled, skipped, neutral, timed_out, action_required
+}
+
+// Merge is a merge the API was asked for and made.
+type Merge struct {
+	Repo   string
+	PR     int
+	SHA    string // the head it was asked to merge (the request's sha)
+	Method string
+	Commit string // the merge commit made
+}
+
+// SetCheckRun adds a check run to a commit, or changes the one of that name.
+func (f *Fake) SetCheckRun(repo, sha, name, status, conclusion string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.checkRuns {
+		c := &f.checkRuns[i]
+		if strings.EqualFold(c.Repo, repo) && c.SHA == sha && c.Name == name {
+			c.Status, c.Conclusion = status, conclusion
+			return
+		}
+	}
+	f.checkRuns = append(f.checkRuns, CheckRun{Repo: repo, SHA: sha, Name: name, Status: status, Conclusion: conclusion})
+}
+
+// SetStatus sets a commit status as another integration would.
+func (f *Fake) SetStatus(repo, sha, context, state string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statuses = append(f.statuses, Status{Repo: repo, SHA: sha, State: state, Context: context})
+}
+
+// SetPR changes a PR's state under the fake's lock (Behind, ReviewRequired,
+// ...).
+func (f *Fake) SetPR(repo string, number int, change func(p *PR)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	change(f.repos[strings.ToLower(repo)].PRs[number])
+}
+
+// Merges are the merges made through the API, oldest first.
+func (f *Fake) Merges() []Merge {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Merge(nil), f.merges...)
+}
+
+// UpdateCommit is the commit update-branch adds to PR number: a merge of
+// the default branch into its head.
+func UpdateCommit(number int, n int) string { return fmt.Sprintf("d0d0%04d%032x", number, n) }
+
+func unprocessable(msg string) (int, any) {
+	return http.StatusUnprocessableEntity, map[string]string{"message": msg,
+		"documentation_url": "https://docs.github.com/rest/pulls/pulls#update-a-pull-request-branch"}
+}
+
+// updateBranch merges the default branch into a PR's head as GitHub's
+// update-branch does: refused when expected_head_sha is not the head, when
+// the branch is not behind, or on a conflict; otherwise the merge commit is
+// the PR's new head (files the default branch brought, as MergeDefault).
+func (f *Fake) updateBranch(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	p := repo.PRs[n]
+	if p == nil {
+		return http.StatusNotFound, notFound()
+	}
+	var in struct {
+		ExpectedHeadSHA string `json:"expected_head_sha"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil && err.Error() != "EOF" {
+		return http.StatusBadRequest, map[string]string{"message": "Problems parsing JSON"}
+	}
+	switch {
+	case p.State != "open":
+		return unprocessable("Pull request is closed.")
+	case in.ExpectedHeadSHA != "" && in.ExpectedHeadSHA != p.Head():
+		return unprocessable("expected head sha didn't match current head ref.")
+	case p.UpdateConflict:
+		return unprocessable("merge conflict between base and head")
+	case !p.Behind:
+		return unprocessable("There are no new commits on the base branch.")
+	}
+	commit := UpdateCommit(n, len(p.Commits))
+	repo.chain(p.Head(), []string{commit}, [][]string{p.UpdateFiles})
+	repo.fromDefault[commit] = true
+	p.Commits = append(p.Commits, commit)
+	p.Behind = false
+	return http.StatusAccepted, map[string]string{"message": "Updating pull request branch.",
+		"url": fmt.Sprintf("https://github.com/%s/%s/pull/%d", repo.Owner, repo.Name, n)}
+}
+
+// mergePull merges a PR as GitHub's merge endpoint does: 409 when sha is
+// not the head, 405 when it cannot be merged (closed, a conflict, branch
+// protection wanting a review or an update), else the merge.
+func (f *Fake) mergePull(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	n, _ := strconv.Atoi(r.PathValue("n"))
+	p := repo.PRs[n]
+	if p == nil {
+		return http.StatusNotFound, notFound()
+	}
+	var in struct {
+		SHA         string `json:"sha"`
+		MergeMethod string `json:"merge_method"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		return http.StatusBadRequest, map[string]string{"message": "Problems parsing JSON"}
+	}
+	switch in.MergeMethod {
+	case "", "merge", "squash", "rebase":
+	default:
+		return unprocessable("Invalid request.\n\n" + strconv.Quote(in.MergeMethod) + " is not a member of [\"merge\", \"squash\", \"rebase\"].")
+	}
+	notMergeable := func(msg string) (int, any) {
+		return http.StatusMethodNotAllowed, map[string]string{"message": msg}
+	}
+	switch {
+	case p.State != "open":
+		return notMergeable("Pull Request is not mergeable")
+	case in.SHA != "" && in.SHA != p.Head():
+		return http.StatusConflict, map[string]string{"message": "Head branch was modified. Review and try the merge again."}
+	case p.UpdateConflict:
+		return notMergeable("Pull Request is not mergeable")
+	case p.ReviewRequired:
+		return notMergeable("At least 1 approving review is required by reviewers with write access.")
+	}
+	commit := fmt.Sprintf("e0e0%04d%032x", n, len(f.merges))
+	p.State, p.Merged, p.MergeSHA = "closed", true, commit
+	p.ClosedAt, p.UpdatedAt = f.now(), f.now()
+	p.States = append(p.States, StateEvent{Event: "closed", At: f.now()})
+	method := in.MergeMethod
+	if method == "" {
+		method = "merge"
+	}
+	f.merges = append(f.merges, Merge{Repo: repo.Owner + "/" + repo.Name, PR: n, SHA: p.Head(), Method: method, Commit: commit})
+	return http.StatusOK, map[string]any{"sha": commit, "merged": true, "message": "Pull Request successfully merged"}
+}
+
+func (f *Fake) listCheckRuns(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	full := repo.Owner + "/" + repo.Name
+	out := []*github.CheckRun{}
+	for i, c := range f.checkRuns {
+		if strings.EqualFold(c.Repo, full) && c.SHA == r.PathValue("ref") {
+			cr := &github.CheckRun{ID: github.Int64(int64(7000 + i)), Name: github.String(c.Name), Status: github.String(c.Status),
+				HeadSHA: github.String(c.SHA)}
+			if c.Conclusion != "" {
+				cr.Conclusion = github.String(c.Conclusion)
+			}
+			out = append(out, cr)
+		}
+	}
+	page := paginate(w, r, len(out))
+	return http.StatusOK, map[string]any{"total_count": len(out), "check_runs": out[page.from:page.to]}
+}
+
+// combinedStatus is the newest status of each context on a commit, and
+// their combined state as GitHub combines them.
+func (f *Fake) combinedStatus(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	full := repo.Owner + "/" + repo.Name
+	seen := map[string]bool{}
+	out := []*github.RepoStatus{}
+	state := "success"
+	for i := len(f.statuses) - 1; i >= 0; i-- {
+		st := f.statuses[i]
+		if !strings.EqualFold(st.Repo, full) || st.SHA != r.PathValue("ref") || seen[st.Context] {
+			continue
+		}
+		seen[st.Context] = true
+		out = append(out, &github.RepoStatus{State: github.String(st.State), Context: github.String(st.Context),
+			Description: github.String(st.Description), TargetURL: github.String(st.TargetURL)})
+		switch {
+		case st.State == "error" || st.State == "failure":
+			state = "failure"
+		case st.State == "pending" && state == "success":
+			state = "pending"
+		}
+	}
+	if len(out) == 0 {
+		state = "pending"
+	}
+	return http.StatusOK, map[string]any{"state": state, "sha": r.PathValue("ref"), "total_count": len(out), "statuses": out}
+}
