@@ -207,11 +207,12 @@ func PlanCreated(ctx context.Context, env Env, c Comment) (string, plan.Plan, er
 	if env.State == nil {
 		return "commands", plan.Plan{}, errNoState
 	}
-	// For a command whose last line wins, the earlier ones are ignored.
+	// For a command whose last line wins, the earlier ones (of its group)
+	// are ignored.
 	last := map[string]int{}
 	for i, cmd := range cmds {
 		if cmd.Error == "" {
-			last[cmd.Name] = i
+			last[env.Commands.group(cmd.Name)] = i
 		}
 	}
 	steps := make([]step, len(cmds))
@@ -249,10 +250,18 @@ func PlanCreated(ctx context.Context, env Env, c Comment) (string, plan.Plan, er
 				break
 			}
 			s.Reply = fmt.Sprintf("%s I did not run %s: %s.", mdtext.Mention(c.Actor.Login), Code(cmd.Text), s.verdict.Reason)
-		case spec.LastWins && i != last[cmd.Name]:
-			s.Outcome, s.Reason = Ignored, fmt.Sprintf("a later %s in this comment wins", spec.Verbs[0].Word)
+		case spec.LastWins && i != last[env.Commands.group(cmd.Name)]:
+			later := spec.Verbs[0].Word
+			if ls, ok := env.Commands.Spec(cmds[last[env.Commands.group(cmd.Name)]].Name); ok {
+				later = ls.Verbs[0].Word
+			}
+			s.Outcome, s.Reason = Ignored, fmt.Sprintf("a later %s in this comment wins", later)
 			s.Reply = fmt.Sprintf("%s (line %d) was not run: the last %s in a comment wins.", Code(cmd.Text), cmd.Line,
-				mdtext.Code(spec.Verbs[0].Word))
+				mdtext.Code(later))
+			if later != spec.Verbs[0].Word {
+				s.Reply = fmt.Sprintf("%s (line %d) was not run: %s later in this comment wins (each pins a run, and a PR has one pin).",
+					Code(cmd.Text), cmd.Line, mdtext.Code(later))
+			}
 		default:
 			s.Result = spec.Handler.Prepare(ctx, env, c.Invocation, Line{Command: cmd, Spec: spec, Verdict: s.verdict})
 		}

@@ -24,6 +24,10 @@ type Spec struct {
 	// LastWins runs only the last well-formed line of the command in a
 	// comment; the earlier ones are audited ignored.
 	LastWins bool
+	// Group, when set, makes LastWins hold across the commands of the
+	// group: of their lines in a comment, only the last well-formed one
+	// runs (commands that each grant the PR's one pin).
+	Group string
 	// AnswersEdits makes the command's rule one an editor must pass to be
 	// told that commands added by editing a comment are not run.
 	AnswersEdits bool
@@ -163,4 +167,13 @@ func (r *Registry) lookup(word string) (registered, bool) {
 	}
 	v, ok := r.verbs[string(b)]
 	return v, ok
+}
+
+// group is the LastWins group of the command named name: its Group, else
+// its name.
+func (r *Registry) group(name string) string {
+	if s, ok := r.byName[name]; ok && s.Group != "" {
+		return s.Group
+	}
+	return name
 }

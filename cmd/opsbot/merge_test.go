@@ -294,3 +294,45 @@ func TestMergeWithReuseRefusesAReader(t *testing.T) {
 		t.Fatalf("no denied merge-with-reuse in the audit: %v", w.trail())
 	}
 }
+
+// A pin and a merge in one comment each grant the PR's one pin: the last
+// line of the two runs and the earlier is answered as not run, as two pins
+// in one comment are, in either order.
+func TestMergeWithReuseAndAPinInOneComment(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "", clock)
+	w.greenChecks(sha("c1"))
+	w.comment(maintainer, "/reuse-sweep-run 31147925932\n\n/merge-with-reuse 31147925932")
+	w.waitStatus("the merge", "🎉 merged")
+	mustContain(t, "reply", strings.Join(w.replies(), "\n"), "`/reuse-sweep-run 31147925932` (line 1) was not run: `/merge-with-reuse` later in this comment wins")
+
+	w2 := mergeWorld(t, "", clock)
+	w2.comment(maintainer, "/merge-with-reuse 31147925932\n\n/use 31147925932")
+	mustContain(t, "reply", strings.Join(w2.replies(), "\n"), "`/merge-with-reuse 31147925932` (line 1) was not run: `/reuse-sweep-run` later in this comment wins", "📌 @maintainer pinned run")
+	if st := w2.mergeStatus(); st != "" {
+		t.Fatalf("a merge started although a later pin won: %s", st)
+	}
+}
+
+// Under allowed_paths, the update's merge of the default branch brings the
+// default branch's files into the PR, which do not count: the update's
+// push still skips its sweep on the pin, and the merge goes on.
+func TestMergeWithReuseUnderAllowedPaths(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n", clock)
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) {
+		p.Behind, p.UpdateFiles = true, []string{"benchmarks/other.sh", "utils/merge.py"}
+	})
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the update asked", "update asked")
+	updated := w.gh.PRHead(theRepo, thePR)
+	w.greenChecks(updated)
+	w.sendSync(updated, "")
+	st := w.waitStatus("the merge", "🎉 merged")
+	mustContain(t, "status", st, "its sweep is skipped, reusing run")
+	if got := w.gh.Statuses(theRepo, updated); len(got) == 0 || got[len(got)-1].State != "success" {
+		t.Fatalf("the update's push was not skipped: statuses %+v", got)
+	}
+}

@@ -103,6 +103,7 @@ func Spec(h *Handler) commands.Spec {
 		Verbs:    []commands.Verb{{Word: "/merge-with-reuse", Usage: Usage, Args: args, UsageNote: commands.RunNote}},
 		Access:   func(rc *config.Repo) config.Access { return rc.Merge.Access },
 		LastWins: true,
+		Group:    "pin", // it grants the PR's one pin, as /reuse-sweep-run does
 		Help:     help,
 		Handler:  h,
 	}

@@ -50,6 +50,7 @@ func Spec(h *Handler) commands.Spec {
 		},
 		Access:   func(rc *config.Repo) config.Access { return rc.Reuse.Access },
 		LastWins: true,
+		Group:    "pin", // /merge-with-reuse grants the PR's one pin too
 		// Editors allowed to pin are told that added commands are not run.
 		AnswersEdits: true,
 		Help:         help,
