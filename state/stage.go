@@ -2,8 +2,11 @@ package state
 
 import (
 	"encoding/json"
+	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 func stageBucket(tx *bolt.Tx, repo string, write bool) (*bolt.Bucket, error) {
@@ -38,11 +41,22 @@ func (t *Tx) AddStageRequest(r *StageRequest) error {
 	return b.Put(append([]byte(pStageComment), u64(uint64(r.CommentID))...), u64(seq))
 }
 
-// PutStageRequest saves a changed request.
-func (t *Tx) PutStageRequest(r *StageRequest) error {
+// MoveStageRequest stores r in its new State, provided the stored request
+// is still in from and the move is allowed (record.StageMoves).
+func (t *Tx) MoveStageRequest(r *StageRequest, from record.StageState) error {
 	b, err := stageBucket(t.tx, r.Repo, true)
 	if err != nil {
 		return err
+	}
+	cur, err := stageBySeq(b, u64(r.Seq))
+	if err != nil {
+		return err
+	}
+	if cur == nil {
+		return fmt.Errorf("%w: stage request %d of %s is not stored", record.ErrStageMoved, r.Seq, r.Repo)
+	}
+	if err := record.CheckStageMove(cur.State, from, r.State); err != nil {
+		return fmt.Errorf("stage request %d of %s: %w", r.Seq, r.Repo, err)
 	}
 	r.UpdatedAt = t.now()
 	return putJSON(b, append([]byte(pStageReq), u64(r.Seq)...), r)

@@ -201,9 +201,14 @@ func (t *Tx) AddStageRequest(r *record.StageRequest) error {
 	return nil
 }
 
-func (t *Tx) PutStageRequest(r *record.StageRequest) error {
+// MoveStageRequest keeps the store's guard: the stored request must be in
+// from, and the move one record.StageMoves allows.
+func (t *Tx) MoveStageRequest(r *record.StageRequest, from record.StageState) error {
 	for i := range t.Stages {
 		if t.Stages[i].Seq == r.Seq {
+			if err := record.CheckStageMove(t.Stages[i].State, from, r.State); err != nil {
+				return err
+			}
 			t.Stages[i] = *r
 			return nil
 		}

@@ -459,6 +459,7 @@ func (s RequestStage) apply(tx record.Tx, t Teller) error {
 			if !old.Pending() {
 				continue
 			}
+			from := old.State
 			old.State = record.StageReplaced
 			if old.DispatchNotice != 0 {
 				// Not yet sent: the staging side never hears of a request
@@ -467,7 +468,7 @@ func (s RequestStage) apply(tx record.Tx, t Teller) error {
 					return err
 				}
 			}
-			if err := tx.PutStageRequest(old); err != nil {
+			if err := tx.MoveStageRequest(old, from); err != nil {
 				return err
 			}
 			if err := t.StageReplaced(tx, *old, req); err != nil {
@@ -522,7 +523,7 @@ func (s ExpireStage) apply(tx record.Tx, t Teller) error {
 		}
 	}
 	req.State = record.StageFailed
-	if err := tx.PutStageRequest(req); err != nil {
+	if err := tx.MoveStageRequest(req, record.StageRequested); err != nil {
 		return err
 	}
 	if err := t.Edit(tx, told); err != nil {
@@ -564,8 +565,9 @@ func (s WithdrawStage) apply(tx record.Tx, t Teller) error {
 	if !withdrawn {
 		return tx.Audit(s.Sent)
 	}
+	from := r.State
 	r.State = record.StageCancelled
-	if err := tx.PutStageRequest(r); err != nil {
+	if err := tx.MoveStageRequest(r, from); err != nil {
 		return err
 	}
 	if err := tx.Audit(s.Cancelled); err != nil {
@@ -607,7 +609,7 @@ func (s ReportStage) apply(tx record.Tx, t Teller) error {
 		}
 		if prev != nil && prev.Seq != req.Seq && prev.State == record.StageStaged {
 			prev.State = record.StageUnstaged
-			if err := tx.PutStageRequest(prev); err != nil {
+			if err := tx.MoveStageRequest(prev, record.StageStaged); err != nil {
 				return err
 			}
 			if err := t.StageUnstaged(tx, *prev, *req); err != nil {
@@ -623,7 +625,7 @@ func (s ReportStage) apply(tx record.Tx, t Teller) error {
 			return err
 		}
 	}
-	if err := tx.PutStageRequest(req); err != nil {
+	if err := tx.MoveStageRequest(req, s.From); err != nil {
 		return err
 	}
 	if err := t.Edit(tx, s.Told); err != nil {

@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -356,16 +357,12 @@ func TestReportStage(t *testing.T) {
 // the PR told it was never sent; a request reported on meanwhile is left.
 func TestExpireStage(t *testing.T) {
 	tx := &commandstest.Tx{}
-	req := record.StageRequest{Repo: "o/r", PR: 1, RunID: 9, CommentID: 77, State: record.StageRequested}
-	if err := tx.AddStageRequest(&req); err != nil {
-		t.Fatal(err)
-	}
 	d := &record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeDispatch, Repo: "o/r", PR: 1}
 	if err := tx.Enqueue(d); err != nil {
 		t.Fatal(err)
 	}
-	req.DispatchNotice = d.ID
-	if err := tx.PutStageRequest(&req); err != nil {
+	req := record.StageRequest{Repo: "o/r", PR: 1, RunID: 9, CommentID: 77, State: record.StageRequested, DispatchNotice: d.ID}
+	if err := tx.AddStageRequest(&req); err != nil {
 		t.Fatal(err)
 	}
 	step := plan.ExpireStage{Request: req, Told: plan.Edit{Repo: "o/r", PR: 1, Of: 5, Body: "no report"},
@@ -392,5 +389,57 @@ func TestExpireStage(t *testing.T) {
 	// Applied again (a retried commit, or a report came first): nothing more.
 	if err := plan.Apply(tx, teller{}, plan.Plan{Steps: []plan.Step{step}}); err != nil || len(tx.Records) != 1 {
 		t.Fatalf("applied again: %v, audit %+v", err, tx.Records)
+	}
+}
+
+// A stage request moves only from the state it is in, and only as
+// record.StageMoves allows: a report on a request that moved meanwhile,
+// or a move the lifecycle has no arrow for (a staged run failed, a
+// cancelled one started), is refused and writes nothing, on the store and
+// in memory alike.
+func TestStageRequestsMoveOnlyAsTheLifecycleAllows(t *testing.T) {
+	for name, update := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			req := record.StageRequest{Repo: repo, PR: 1, RunID: 9, CommentID: 88, State: record.StageRequested}
+			if err := update(func(tx record.Tx) error { return tx.AddStageRequest(&req) }); err != nil {
+				t.Fatal(err)
+			}
+			move := func(from, to record.StageState) error {
+				return update(func(tx record.Tx) error {
+					r, err := tx.StageRequestByComment(repo, 88)
+					if err != nil {
+						return err
+					}
+					r.State = to
+					return tx.MoveStageRequest(r, from)
+				})
+			}
+			for _, tc := range []struct {
+				from, to record.StageState
+				ok       bool
+			}{
+				{record.StageStarted, record.StageStaged, false},     // it is requested, not started
+				{record.StageRequested, record.StageUnstaged, false}, // no such arrow
+				{record.StageRequested, record.StageStarted, true},
+				{record.StageStarted, record.StageStaged, true},
+				{record.StageStaged, record.StageFailed, false},
+				{record.StageStaged, record.StageUnstaged, true},
+				{record.StageUnstaged, record.StageStaged, false}, // a state it never leaves
+			} {
+				err := move(tc.from, tc.to)
+				if tc.ok != (err == nil) || (err != nil && !errors.Is(err, record.ErrStageMoved)) {
+					t.Fatalf("%s -> %s: err %v, want ok %v", tc.from, tc.to, err, tc.ok)
+				}
+			}
+			if err := update(func(tx record.Tx) error {
+				r, err := tx.StageRequestByComment(repo, 88)
+				if err == nil && r.State != record.StageUnstaged {
+					return fmt.Errorf("stored state %s, want unstaged", r.State)
+				}
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

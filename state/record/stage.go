@@ -1,6 +1,8 @@
 package record
 
 import (
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -17,6 +19,36 @@ const (
 	StageUnstaged  StageState = "unstaged"  // was staged; a newer run took the shared slot
 	StageCancelled StageState = "cancelled" // its comment was deleted (or its command edited away) before the dispatch was sent
 )
+
+// StageMoves are the moves a stage request may make, from each state: a
+// request is asked (requested: acknowledged, its dispatch queued), the
+// staging side starts it and reports it staged or failed, a newer request
+// in a shared slot replaces it while it waits, its comment's deletion
+// cancels it before its dispatch leaves, the deadline fails it, and a newer
+// staged run unstages it. Every other move is refused.
+var StageMoves = map[StageState][]StageState{
+	StageRequested: {StageStarted, StageStaged, StageFailed, StageReplaced, StageCancelled},
+	StageStarted:   {StageStaged, StageFailed, StageReplaced},
+	StageStaged:    {StageUnstaged},
+}
+
+// ErrStageMoved is a stage request's move from a state it is no longer in
+// (it moved meanwhile), or a move StageMoves does not allow.
+var ErrStageMoved = errors.New("record: the stage request is not in the state the move is from")
+
+// CheckStageMove says whether a request stored in state now may move from
+// from to to.
+func CheckStageMove(now, from, to StageState) error {
+	if now != from {
+		return fmt.Errorf("%w: it is %s, not %s", ErrStageMoved, now, from)
+	}
+	for _, ok := range StageMoves[from] {
+		if ok == to {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s cannot become %s", ErrStageMoved, from, to)
+}
 
 // StageRequest is one /stage-results request, kept in order per repository.
 type StageRequest struct {

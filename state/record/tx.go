@@ -76,7 +76,11 @@ type Budgets interface {
 // Stages are the stage requests of each repository, in order.
 type Stages interface {
 	AddStageRequest(r *StageRequest) error
-	PutStageRequest(r *StageRequest) error
+	// MoveStageRequest stores r, whose State is the state it moves to,
+	// provided the stored request is r (its Seq) and still in from, and
+	// the move is one StageMoves allows; otherwise ErrStageMoved and
+	// nothing is written.
+	MoveStageRequest(r *StageRequest, from StageState) error
 	StageRequestByComment(repo string, commentID int64) (*StageRequest, error)
 	StageRequests(repo string) ([]StageRequest, error)
 	SlotHolder(repo string) (*StageRequest, error)
