@@ -40,6 +40,9 @@ type Repo struct {
 	// reuse-enabled=true also with the merged PR's final head's own real
 	// sweep, since nothing else gives the default branch results.
 	MainSweeps *bool `yaml:"main_sweeps"`
+	// GPUsPerRunner maps runner label globs to the GPUs a runner with such
+	// a label has: the runner time a reuse saves, weighed into GPU time.
+	GPUsPerRunner map[string]int `yaml:"gpus_per_runner"`
 }
 
 // SweepsOnMain reports whether a push to the default branch sweeps.
@@ -81,8 +84,11 @@ const DefaultMergeMinRole = "maintain"
 // Reuse configures /reuse-sweep-run.
 type Reuse struct {
 	Access             `yaml:",inline"`
-	AllowPartialPinned bool     `yaml:"allow_partial_pinned"`
-	AllowedPaths       []string `yaml:"allowed_paths"`
+	AllowPartialPinned bool `yaml:"allow_partial_pinned"`
+	// MinCoverage is the least share of a run's jobs (those that ran)
+	// that must have succeeded for it to be pinned or used (0: no floor).
+	MinCoverage  float64  `yaml:"min_coverage"`
+	AllowedPaths []string `yaml:"allowed_paths"`
 	// FullSweepLabels say a PR's sweep is a full one: a PR needs one of them
 	// (matched case-insensitively, as GitHub names labels) for its runs to be
 	// pinned and for its pushes to be gated. Absent: DefaultFullSweepLabels;

@@ -395,6 +395,17 @@ func (c *Config) validate() Problems {
 				}
 			}
 		}
+		if r.Reuse.MinCoverage < 0 || r.Reuse.MinCoverage > 1 {
+			add(rp+".reuse.min_coverage", "%v is not a fraction: the least share of a run's jobs that must have succeeded, from 0 to 1 (for example 0.95)", r.Reuse.MinCoverage)
+		}
+		for glob, n := range r.GPUsPerRunner {
+			if _, err := path.Match(glob, ""); err != nil || glob == "" {
+				add(rp+".gpus_per_runner", "%q is not a runner label glob", glob)
+			}
+			if n < 0 || n > 1024 {
+				add(rp+".gpus_per_runner", "%q: %d GPUs is out of range (0 to 1024)", glob, n)
+			}
+		}
 		switch r.Merge.Method {
 		case "squash", "merge", "rebase":
 		default:

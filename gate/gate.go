@@ -52,6 +52,9 @@ type Gate struct {
 	Log        *slog.Logger
 	// Observe counts decisions (metrics); optional.
 	Observe func(decision string)
+	// Saved is told the runner and GPU seconds each skip saved (metrics);
+	// optional.
+	Saved func(repo string, runnerSeconds, gpuSeconds int64)
 }
 
 // reason is a decision's reason in words; without a notifier, its code.
@@ -221,8 +224,10 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 // works on its own copy of the plan and decides from what it reads.
 func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 	var out *state.Decision
+	wrote := false // this call decided (a decision found stored was counted when it was made)
 	err := g.Store.Update(func(tx *state.Tx) error {
 		p := planned
+		wrote = false
 		if d, err := tx.Decision(a.Repo, a.PR, a.SHA); err != nil || d != nil {
 			out = d
 			return err
@@ -245,12 +250,16 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 		if p.decision == state.Skip {
 			d.PinID, d.RunID, d.RunAttempt, d.RunURL, d.RunSHA = p.pin.ID, p.run.ID, p.run.Attempt, p.run.URL, p.run.HeadSHA
 			d.ActorID, d.ActorLogin, d.CommentURL = p.pin.ActorID, p.pin.ActorLogin, p.pin.CommentURL
+			if c := p.run.Coverage; c != nil {
+				d.RunnerSeconds, d.GPUSeconds = c.RunnerSeconds, c.GPUSeconds
+			}
 		} else if p.pin != nil {
 			d.PinID, d.RunID = p.pin.ID, p.pin.RunID
 		}
 		if err := tx.PutDecision(d); err != nil {
 			return err
 		}
+		wrote = true
 		if !p.merge {
 			// A gated push: a later push that is not gated is told again.
 			if info, err := tx.PRInfo(a.Repo, a.PR); err != nil {
@@ -262,9 +271,13 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 				}
 			}
 		}
-		if err := tx.Audit(state.AuditRecord{Kind: "decision", Outcome: string(d.Decision), DeliveryID: a.DeliveryID, Repo: a.Repo, PR: a.PR,
+		rec := state.AuditRecord{Kind: "decision", Outcome: string(d.Decision), DeliveryID: a.DeliveryID, Repo: a.Repo, PR: a.PR,
 			HeadSHA: a.SHA, RunID: d.RunID, PinID: d.PinID, ActorID: d.ActorID, ActorLogin: d.ActorLogin,
-			CommentURL: d.CommentURL, Reason: d.Reason}); err != nil {
+			CommentURL: d.CommentURL, Reason: d.Reason, RunnerSeconds: d.RunnerSeconds, GPUSeconds: d.GPUSeconds}
+		if c := p.run.Coverage; p.decision == state.Skip && c != nil {
+			rec.Jobs, rec.JobsSucceeded = c.Jobs, c.Succeeded
+		}
+		if err := tx.Audit(rec); err != nil {
 			return err
 		}
 		var closed *state.Pin
@@ -290,6 +303,9 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 	}
 	if g.Observe != nil {
 		g.Observe(string(out.Decision))
+	}
+	if g.Saved != nil && wrote && out.Decision == state.Skip {
+		g.Saved(out.Repo, out.RunnerSeconds, out.GPUSeconds)
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v62/github"
 
@@ -130,4 +131,45 @@ func jsonRaw(v any) (*json.RawMessage, error) {
 	}
 	raw := json.RawMessage(b)
 	return &raw, nil
+}
+
+// Job is one job of a run's attempt, as coverage and time saved read it.
+type Job struct {
+	Name       string
+	Status     string
+	Conclusion string
+	Started    time.Time
+	Completed  time.Time
+	// Labels are the runner labels the job asked for (its runs-on).
+	Labels []string
+}
+
+// maxJobPages bounds a run's job listing: 30 pages of 100 jobs.
+const maxJobPages = 30
+
+// RunJobs lists the jobs of attempt of run runID, all pages (at most
+// 3,000 jobs).
+func (c *Client) RunJobs(ctx context.Context, repo string, runID int64, attempt int) ([]Job, error) {
+	o, r := split(repo)
+	var out []Job
+	opt := &github.ListOptions{PerPage: 100}
+	err := paginate(fmt.Sprintf("listing the jobs of run %d attempt %d", runID, attempt), opt, maxJobPages,
+		func() ([]*github.WorkflowJob, *github.Response, error) {
+			jobs, resp, err := c.gh.Actions.ListWorkflowJobsAttempt(ctx, o, r, runID, int64(max(attempt, 1)), opt)
+			if jobs == nil {
+				return nil, resp, err
+			}
+			return jobs.Jobs, resp, err
+		},
+		func(page []*github.WorkflowJob) bool {
+			for _, j := range page {
+				out = append(out, Job{Name: j.GetName(), Status: j.GetStatus(), Conclusion: j.GetConclusion(),
+					Started: j.GetStartedAt().Time, Completed: j.GetCompletedAt().Time, Labels: j.Labels})
+			}
+			return true
+		})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -30,6 +30,10 @@ type Metrics struct {
 	// SeqDue is how many sequences were due at the ticker's last pass (one
 	// that stays due is stuck: its wake-ups fail).
 	SeqDue prometheus.Gauge
+	// RunnerSaved and GPUSaved are the runner and GPU seconds the skips
+	// saved (the reused runs' time), by repository.
+	RunnerSaved *prometheus.CounterVec
+	GPUSaved    *prometheus.CounterVec
 }
 
 // InboxReader reports the inbox for the gauges read at scrape time.
@@ -67,6 +71,12 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opsbot_decisions_total", Help: "Sweep gate decisions, by decision.",
 		}, []string{"decision"}),
+		RunnerSaved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsbot_sweep_runner_seconds_saved_total", Help: "Runner seconds the skipped sweeps would have taken (the reused runs' jobs), by repository.",
+		}, []string{"repo"}),
+		GPUSaved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsbot_sweep_gpu_seconds_saved_total", Help: "GPU seconds the skipped sweeps would have taken (runner time weighed by repos[].gpus_per_runner), by repository.",
+		}, []string{"repo"}),
 		Commands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opsbot_commands_total", Help: "Commands seen, by command and outcome.",
 		}, []string{"command", "outcome"}),
@@ -81,7 +91,8 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 	m.GroupSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "opsbot_commit_writes",
 		Help: "Writes sharing one group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
 	r.MustRegister(m.Commit, m.GroupSize)
-	r.MustRegister(m.Webhooks, m.Processed, m.Processing, m.APIReqs, m.RateLeft, m.Notices, m.Decisions, m.Commands, m.GateAsks, m.SlackUp, m.SeqDue)
+	r.MustRegister(m.Webhooks, m.Processed, m.Processing, m.APIReqs, m.RateLeft, m.Notices, m.Decisions, m.Commands, m.GateAsks, m.SlackUp, m.SeqDue,
+		m.RunnerSaved, m.GPUSaved)
 	if inbox != nil {
 		r.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_inbox_depth", Help: "Deliveries stored and not yet processed."},

@@ -32,6 +32,7 @@ func RulesFor(rc *config.Repo, p Purpose) Rules {
 	case ForNamedPin, ForBarePin:
 		r.AllowedPaths = rc.Reuse.AllowedPaths
 		r.Labels = &rc.Reuse
+		r.Coverage, r.MinCoverage, r.GPUs = true, rc.Reuse.MinCoverage, rc.GPUsPerRunner
 		if p == ForNamedPin && rc.Reuse.AllowPartialPinned {
 			r.Conclusions = []string{"success", "failure", "cancelled"}
 		}

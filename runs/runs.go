@@ -32,6 +32,7 @@ type Reader interface {
 	Timeline(ctx context.Context, repo string, n int) ([]ghclient.TimelineEvent, error)
 	LabelEvents(ctx context.Context, repo string, n int) ([]ghclient.LabelEvent, error)
 	PullsWithHead(ctx context.Context, repo, label string) ([]*github.PullRequest, error)
+	RunJobs(ctx context.Context, repo string, runID int64, attempt int) ([]ghclient.Job, error)
 }
 
 // Rule names, as audited.
@@ -52,6 +53,7 @@ const (
 	RuleAncestor   = "not-in-head"
 	RuleSkipped    = "sweep-skipped"
 	RuleLabels     = "labels" // the PR's labels make its sweep partial
+	RuleCoverage   = "coverage"
 )
 
 // Rejection is a run failing a rule. Reason is written for the PR.
@@ -103,6 +105,13 @@ type Rules struct {
 	// reads its labels now: a full sweep's label and none that make it
 	// partial.
 	Labels *config.Reuse
+	// Coverage reads the run's jobs: how much of the sweep it covers and
+	// what it cost (Run.Coverage); below MinCoverage (a fraction, 0: no
+	// floor) the run is refused. GPUs maps runner label globs to GPUs a
+	// runner.
+	Coverage    bool
+	MinCoverage float64
+	GPUs        map[string]int
 }
 
 // Run is a validated run.
@@ -117,6 +126,8 @@ type Run struct {
 	Artifacts  []string  `json:"artifacts,omitempty"`
 	PRHead     string    `json:"pr_head"` // the PR's head when the run was checked
 	PRState    string    `json:"pr_state"`
+	// Coverage is read when the rules ask for it.
+	Coverage *Coverage `json:"coverage,omitempty"`
 }
 
 // ReusedLookup tells which run opsbot reused for a head commit, if any: a
@@ -128,6 +139,8 @@ type Validator struct {
 	GH     Reader
 	Reused ReusedLookup
 	Now    func() time.Time
+	// jobs keeps the jobs read (Validators shares one across validators).
+	jobs *jobCache
 }
 
 // Validate checks run id against rules for PR pr. The error is a
@@ -181,7 +194,7 @@ func (v *Validator) Newest(ctx context.Context, rules Rules, pr int) (Run, error
 	})
 	var firstReason string
 	headRepo := p.GetHead().GetRepo().GetID()
-	v = &Validator{GH: &onceLabels{Reader: v.GH}, Reused: v.Reused, Now: v.Now} // one label timeline read for every candidate
+	v = &Validator{GH: &onceLabels{Reader: v.GH}, Reused: v.Reused, Now: v.Now, jobs: v.jobs} // one label timeline read for every candidate
 	for _, run := range list {
 		if run.GetStatus() != "completed" || !slices.Contains(allowed(rules.Conclusions), run.GetConclusion()) {
 			continue
@@ -365,9 +378,22 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 			return Run{}, err
 		}
 	}
-	return Run{ID: id, Attempt: run.GetRunAttempt(), HeadSHA: sha, HeadBranch: run.GetHeadBranch(), Conclusion: run.GetConclusion(),
+	out := Run{ID: id, Attempt: run.GetRunAttempt(), HeadSHA: sha, HeadBranch: run.GetHeadBranch(), Conclusion: run.GetConclusion(),
 		URL: run.GetHTMLURL(), CreatedAt: run.GetCreatedAt().Time, Artifacts: names,
-		PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}, nil
+		PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}
+	if rules.Coverage {
+		jobs, err := v.jobs.get(ctx, v.GH, rules.Repo, id, max(run.GetRunAttempt(), 1))
+		if err != nil {
+			return Run{}, err
+		}
+		c := CoverageOf(jobs, rules.GPUs)
+		if rules.MinCoverage > 0 && c.Fraction() < rules.MinCoverage {
+			return Run{}, &Rejection{RuleCoverage, fmt.Sprintf("run %d covers too little of the sweep: %s, under the %.0f%% this repository asks for",
+				id, Sentence(c), rules.MinCoverage*100)}
+		}
+		out.Coverage = &c
+	}
+	return out, nil
 }
 
 // checkHead requires the run's commit to be an ancestor of the head being

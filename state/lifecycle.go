@@ -95,7 +95,12 @@ func (t *Tx) Grant(p *Pin, c PinChange) (superseded *Pin, err error) {
 }
 
 func (t *Tx) auditPin(p *Pin, s PinState, c PinChange) error {
-	return t.Audit(AuditRecord{Kind: record.AuditPin, Outcome: string(s), DeliveryID: c.DeliveryID, Repo: p.Repo, PR: p.PR,
+	r := AuditRecord{Kind: record.AuditPin, Outcome: string(s), DeliveryID: c.DeliveryID, Repo: p.Repo, PR: p.PR,
 		HeadSHA: c.HeadSHA, RunID: p.RunID, PinID: p.ID, ActorID: c.ActorID, ActorLogin: c.ActorLogin, Role: c.Role,
-		CommentID: c.CommentID, CommentURL: c.CommentURL, OriginKind: c.OriginKind, Reason: c.Reason})
+		CommentID: c.CommentID, CommentURL: c.CommentURL, OriginKind: c.OriginKind, Reason: c.Reason}
+	if s == PinActive && p.Coverage != nil {
+		r.Jobs, r.JobsSucceeded = p.Coverage.Jobs, p.Coverage.Succeeded
+		r.RunnerSeconds, r.GPUSeconds = p.Coverage.RunnerSeconds, p.Coverage.GPUSeconds
+	}
+	return t.Audit(r)
 }

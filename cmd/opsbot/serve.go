@@ -356,7 +356,11 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	}
 	validators := &runs.Validators{Clients: clients, Reused: store.ReusedRun}
 	g := &gate.Gate{Cfg: live, Store: store, Notifier: builder, Log: log, Validators: validators.For,
-		Observe: func(d string) { m.Decisions.WithLabelValues(d).Inc() }}
+		Observe: func(d string) { m.Decisions.WithLabelValues(d).Inc() },
+		Saved: func(repo string, runner, gpu int64) {
+			m.RunnerSaved.WithLabelValues(repo).Add(float64(runner))
+			m.GPUSaved.WithLabelValues(repo).Add(float64(gpu))
+		}}
 	validator := func(inst int64) (*runs.Validator, error) { return validators.For(inst) }
 	stager := &stage.Handler{Cfg: live, Notices: builder, Staged: store.StagedRun, Log: log,
 		Validators: func(inst int64) (stage.Validator, error) { return validator(inst) },

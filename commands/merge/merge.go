@@ -26,6 +26,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/runs"
 	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
@@ -188,8 +189,8 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 	}
 	rc := env.Repo
 	data := Data{Installation: in.Installation, Method: rc.Merge.Method, RunID: pin.RunID, RunURL: pin.RunURL,
-		Trail: []string{fmt.Sprintf("📌 pinned run %s%s (%s, on commit %s)", commands.RunLink(pin.RunID, pin.RunURL), newest(pin.Bare),
-			mdtext.Code(pin.RunConclusion), mdtext.Code(mdtext.ShortSHA(pin.RunSHA)))}}
+		Trail: []string{fmt.Sprintf("📌 pinned run %s%s (%s, on commit %s)%s", commands.RunLink(pin.RunID, pin.RunURL), newest(pin.Bare),
+			mdtext.Code(pin.RunConclusion), mdtext.Code(mdtext.ShortSHA(pin.RunSHA)), coverageOf(pin))}}
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return commands.Result{Err: err}
@@ -590,4 +591,11 @@ func span(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+func coverageOf(p *record.Pin) string {
+	if p.Coverage == nil {
+		return ""
+	}
+	return ": " + runs.Sentence(*p.Coverage)
 }

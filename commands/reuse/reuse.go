@@ -132,7 +132,7 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 	}
 	p := record.Pin{Repo: in.Repo, PR: in.PR, RunID: run.ID, RunAttempt: run.Attempt, RunSHA: run.HeadSHA, RunURL: run.URL,
 		RunConclusion: run.Conclusion, Bare: bare, PRHeadAtGrant: run.PRHead, ActorID: in.Actor.ID, ActorLogin: in.Actor.Login,
-		Role: commands.RoleName(line.Verdict), CommentLine: line.Text}
+		Role: commands.RoleName(line.Verdict), CommentLine: line.Text, Coverage: run.Coverage}
 	p.SetOrigin(in.Origin)
 	old, err := env.State.ActivePin(in.Repo, in.PR)
 	if err != nil {
@@ -187,11 +187,15 @@ func PinnedReply(p *record.Pin) string {
 	if p.RunAttempt > 0 {
 		attempt = fmt.Sprintf(" (attempt %d; a re-run makes this pin invalid)", p.RunAttempt)
 	}
+	coverage := ""
+	if p.Coverage != nil {
+		coverage = "\n\n**Coverage**: " + runs.Sentence(*p.Coverage) + "."
+	}
 	return fmt.Sprintf("📌 %s pinned run %s%s: %s, on commit %s%s. The next push of this PR skips the sweep and reuses "+
 		"this run's results; it covers that one push only, and the push after it sweeps again. The head when the pin was taken was "+
-		"%s: a push that reached opsbot before this comment sweeps, and the pin waits for the one after it.",
+		"%s: a push that reached opsbot before this comment sweeps, and the pin waits for the one after it.%s",
 		mdtext.Mention(p.ActorLogin), commands.RunLink(p.RunID, p.RunURL), how, mdtext.Code(p.RunConclusion), mdtext.Code(mdtext.ShortSHA(p.RunSHA)),
-		attempt, mdtext.Code(mdtext.ShortSHA(p.PRHeadAtGrant)))
+		attempt, mdtext.Code(mdtext.ShortSHA(p.PRHeadAtGrant)), coverage)
 }
 
 // cancelPin revokes the PR's active pin, if it has one.

@@ -146,3 +146,41 @@ func (f *Fake) dispatch(w http.ResponseWriter, r *http.Request, repo *Repo) (int
 	f.dispatches = append(f.dispatches, Dispatch{Repo: repo.Owner + "/" + repo.Name, EventType: in.EventType, ClientPayload: in.ClientPayload})
 	return http.StatusNoContent, nil
 }
+
+// DefaultJobs are the jobs of a completed run that names none: three
+// benchmark jobs on GPU runners (two hours each) and an aggregation on a
+// hosted runner (five minutes), each concluding as the run did, except
+// that a run that failed or was cancelled has one benchmark job so.
+func DefaultJobs(conclusion string) []Job {
+	jobs := []Job{
+		{Name: "benchmark (h100)", Conclusion: "success", Labels: []string{"self-hosted", "gpu-h100"}, Took: 2 * time.Hour},
+		{Name: "benchmark (b200)", Conclusion: "success", Labels: []string{"self-hosted", "gpu-b200"}, Took: 2 * time.Hour},
+		{Name: "benchmark (mi300x)", Conclusion: "success", Labels: []string{"self-hosted", "gpu-mi300x"}, Took: 2 * time.Hour},
+		{Name: "aggregate", Conclusion: "success", Labels: []string{"ubuntu-latest"}, Took: 5 * time.Minute},
+	}
+	if conclusion == "failure" || conclusion == "cancelled" {
+		jobs[2].Conclusion = conclusion
+	}
+	return jobs
+}
+
+func (f *Fake) jobs(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	run := repo.Runs[id]
+	if run == nil {
+		return http.StatusNotFound, notFound()
+	}
+	jobs := run.Jobs
+	if jobs == nil && run.Status == "completed" {
+		jobs = DefaultJobs(run.Conclusion)
+	}
+	page := paginate(w, r, len(jobs))
+	out := &github.Jobs{TotalCount: github.Int(len(jobs)), Jobs: []*github.WorkflowJob{}}
+	for i, j := range jobs[page.from:page.to] {
+		start := run.CreatedAt.Add(time.Minute)
+		out.Jobs = append(out.Jobs, &github.WorkflowJob{ID: github.Int64(run.ID*1000 + int64(page.from+i)), Name: github.String(j.Name),
+			Status: github.String("completed"), Conclusion: github.String(j.Conclusion), Labels: j.Labels,
+			StartedAt: &github.Timestamp{Time: start}, CompletedAt: &github.Timestamp{Time: start.Add(j.Took)}})
+	}
+	return http.StatusOK, out
+}

@@ -152,6 +152,16 @@ type Run struct {
 	// PRBase is the base branch the run's pull_requests entries name; ""
 	// means each PR's base branch now (its BaseRef, or the default branch).
 	PRBase string
+	// Jobs are the run's jobs; nil gives a completed run DefaultJobs.
+	Jobs []Job
+}
+
+// Job is one job of a run.
+type Job struct {
+	Name       string
+	Conclusion string
+	Labels     []string
+	Took       time.Duration
 }
 
 // Artifact is one run artifact.
@@ -375,6 +385,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("GET /repos/{owner}/{repo}/actions/runs/{id}", f.run)
 	add("GET /repos/{owner}/{repo}/actions/runs", f.repoRuns)
 	add("GET /repos/{owner}/{repo}/actions/runs/{id}/artifacts", f.artifacts)
+	add("GET /repos/{owner}/{repo}/actions/runs/{id}/attempts/{attempt}/jobs", f.jobs)
 	add("GET /repos/{owner}/{repo}", f.repository)
 	add("GET /repos/{owner}/{repo}/pulls/{n}", f.pull)
 	add("GET /repos/{owner}/{repo}/pulls/{n}/commits", f.pullCommits)

@@ -28,6 +28,13 @@ type AuditRecord struct {
 	CommentURL string     `json:"comment_url,omitempty"`
 	OriginKind OriginKind `json:"origin_kind,omitempty"`
 	Reason     string     `json:"reason,omitempty"`
+	// Jobs and JobsSucceeded are a pinned or reused run's coverage (the jobs
+	// that ran, and those that succeeded); RunnerSeconds and GPUSeconds its
+	// runner and GPU time, which a skip saved.
+	Jobs          int   `json:"jobs,omitempty"`
+	JobsSucceeded int   `json:"jobs_succeeded,omitempty"`
+	RunnerSeconds int64 `json:"runner_seconds,omitempty"`
+	GPUSeconds    int64 `json:"gpu_seconds,omitempty"`
 }
 
 // AuditKind is what an audit record is about.

@@ -16,11 +16,13 @@ type Pin struct {
 	RunSHA        string   `json:"run_sha"`
 	RunURL        string   `json:"run_url,omitempty"`
 	RunConclusion string   `json:"run_conclusion,omitempty"`
-	Bare          bool     `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
-	PRHeadAtGrant string   `json:"pr_head_at_grant"`
-	ActorID       int64    `json:"actor_id"`
-	ActorLogin    string   `json:"actor_login"`
-	Role          string   `json:"role,omitempty"`
+	// Coverage is the run's, read when it was pinned.
+	Coverage      *Coverage `json:"coverage,omitempty"`
+	Bare          bool      `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
+	PRHeadAtGrant string    `json:"pr_head_at_grant"`
+	ActorID       int64     `json:"actor_id"`
+	ActorLogin    string    `json:"actor_login"`
+	Role          string    `json:"role,omitempty"`
 	// CommentID and CommentURL are the id and page of the pin's origin
 	// (its comment, for the kind that is a comment), OriginKind its kind
 	// ("" for a comment), CommentLine the command as written.
@@ -74,6 +76,10 @@ type Decision struct {
 	DeliveryID string    `json:"delivery_id,omitempty"`
 	DecidedAt  time.Time `json:"decided_at"`
 	MergeOf    bool      `json:"merge,omitempty"` // the head is a merge commit, consumed at merge
+	// RunnerSeconds and GPUSeconds are what a skip saved: the reused run's
+	// runner time, and its GPU time (repos[].gpus_per_runner).
+	RunnerSeconds int64 `json:"runner_seconds,omitempty"`
+	GPUSeconds    int64 `json:"gpu_seconds,omitempty"`
 }
 
 // PRInfo is what opsbot remembers of a PR (for Slack threads and the audit page).
