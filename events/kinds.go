@@ -52,7 +52,7 @@ var kinds = []kind{
 		},
 		handle: (*Handler).handleDispatch},
 	{name: EventCheckSuite, classify: completions("completed"), handle: wakeOnly, wakes: true},
-	{name: EventCheckRun, classify: completions("completed"), handle: wakeOnly, wakes: true},
+	{name: EventCheckRun, classify: failedRuns, handle: wakeOnly, wakes: true},
 	{name: EventStatus, classify: completions(""), handle: wakeOnly, wakes: true},
 	{name: EventWorkflowRun, classify: completions("completed"), handle: wakeOnly, wakes: true},
 	{name: seq.Event, internal: true,
@@ -99,6 +99,24 @@ func completions(action string) func(s *Schema, env *envelope, id string, d *sta
 		}
 		return s.classifyByHead(env, d)
 	}
+}
+
+// IgnoredCheckRunPassed is a check run that completed without failing: one
+// job of a workflow run, whose suite's completion wakes what waits (a sweep
+// has hundreds; a wake-up each would re-read every check each time).
+const IgnoredCheckRunPassed = "a check run that did not fail (its suite's completion wakes)"
+
+// failedRuns classifies a check run's completion: only a failure wakes,
+// so that a merge stops at the first failed job.
+func failedRuns(s *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
+	if env.Action != "completed" {
+		return IgnoredNotCompleted, nil
+	}
+	switch env.CheckRun.conclusion() {
+	case "success", "neutral", "skipped", "cancelled":
+		return IgnoredCheckRunPassed, nil
+	}
+	return s.classifyByHead(env, d)
 }
 
 // wakeOnly is a completion: its only effect is the wake-up of the PR's

@@ -172,7 +172,8 @@ type envelope struct {
 }
 
 type headCommit struct {
-	HeadSHA string `json:"head_sha"`
+	HeadSHA    string `json:"head_sha"`
+	Conclusion string `json:"conclusion"`
 }
 
 // commit is the commit an event that names no PR is about ("" for none).
@@ -186,4 +187,11 @@ func (e *envelope) commit() string {
 		return e.WorkflowRun.HeadSHA
 	}
 	return e.SHA
+}
+
+func (h *headCommit) conclusion() string {
+	if h == nil {
+		return ""
+	}
+	return h.Conclusion
 }

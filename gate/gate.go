@@ -185,6 +185,21 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 		return plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid,
 			why: state.Why{Code: state.ReasonUncheckable, RunID: pin.RunID, Detail: detail(err)}}
 	}
+	if pin.ExpectParent != "" {
+		// A merge's pin covers only the branch update the merge asked for.
+		parents, err := v.GH.CommitParents(ctx, a.Repo, a.SHA)
+		if err != nil {
+			g.Log.Warn("reading a pushed commit's parents failed; deciding sweep, keeping the pin", "repo", a.Repo, "pr", a.PR, "err", err)
+			return plan{decision: state.Sweep, pin: pin,
+				why: state.Why{Code: state.ReasonGitHubErrorKept, RunID: pin.RunID, Detail: detail(err), Actor: pin.ActorLogin}}
+		}
+		if len(parents) != 2 || !strings.EqualFold(parents[0], pin.ExpectParent) {
+			return plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid,
+				why: state.Why{Code: state.ReasonRunRejected, RunID: pin.RunID, Detail: fmt.Sprintf("the push %s is not the branch update "+
+					"/merge-with-reuse asked for (a merge of the base into %s), the only push its pin covers",
+					mdtext.ShortSHA(a.SHA), mdtext.ShortSHA(pin.ExpectParent))}}
+		}
+	}
 	rules := runs.RulesFor(rc, runs.ForNamedPin)
 	rules.NewHead = a.SHA
 	rules.Attempt = pin.RunAttempt // a re-run since the pin replaced what the maintainer saw

@@ -19,7 +19,12 @@ type Refusal struct {
 	Message string
 }
 
-func (r *Refusal) Error() string { return fmt.Sprintf("GitHub answered %d: %s", r.Status, r.Message) }
+func (r *Refusal) Error() string {
+	if r.Status == 0 {
+		return r.Message
+	}
+	return fmt.Sprintf("GitHub answered %d: %s", r.Status, r.Message)
+}
 
 // refusal turns GitHub's answer to a write into a *Refusal where it is
 // one, and wraps it as every call's error otherwise.
@@ -51,7 +56,7 @@ func refusal(what string, resp *github.Response, err error) error {
 func (c *Client) UpdateBranch(ctx context.Context, repo string, n int, expectedHead string) error {
 	if c.dryRun {
 		c.log.Info("dry-run: would update the branch", "repo", repo, "pr", n, "expected_head_sha", expectedHead)
-		return nil
+		return &Refusal{Message: "opsbot runs with --dry-run and writes nothing to GitHub"}
 	}
 	req, err := c.gh.NewRequest(http.MethodPut, fmt.Sprintf("repos/%s/pulls/%d/update-branch", repo, n),
 		map[string]string{"expected_head_sha": expectedHead})
@@ -72,7 +77,7 @@ func (c *Client) UpdateBranch(ctx context.Context, repo string, n int, expectedH
 func (c *Client) MergePR(ctx context.Context, repo string, n int, sha, method string) (string, error) {
 	if c.dryRun {
 		c.log.Info("dry-run: would merge", "repo", repo, "pr", n, "sha", sha, "method", method)
-		return "", nil
+		return "", &Refusal{Message: "opsbot runs with --dry-run and writes nothing to GitHub"}
 	}
 	o, r := split(repo)
 	res, resp, err := c.gh.PullRequests.Merge(ctx, o, r, n, "", &github.PullRequestOptions{SHA: sha, MergeMethod: method})
@@ -85,24 +90,38 @@ func (c *Client) MergePR(ctx context.Context, repo string, n int, sha, method st
 	return res.GetSHA(), nil
 }
 
-// Check is one check on a commit: a check run or a commit status.
+// Check is one check on a commit: a check run, a GitHub Actions check
+// suite (a workflow run, which exists before its jobs' check runs do), or
+// a commit status.
 type Check struct {
 	Name string
-	// Status is queued, in_progress or completed for a check run; a
-	// status's state (pending, success, failure, error) otherwise.
+	// Status is queued, in_progress or completed for a check run or a
+	// suite (requested, waiting and pending too); a status's state
+	// (pending, success, failure, error) otherwise.
 	Status     string
-	Conclusion string // a completed check run's
+	Conclusion string // a completed check run's or suite's
 	IsStatus   bool
+	IsSuite    bool
 	URL        string
 }
 
-// HeadChecks lists the check runs (all pages, at most 10) and the newest
-// status of each context on commit sha.
+// ErrTooManyChecks is a commit with more checks than opsbot reads (1,000
+// check runs, 100 suites, 1,000 statuses): it cannot tell that they all
+// passed.
+var ErrTooManyChecks = errors.New("more checks on the commit than opsbot reads")
+
+// HeadChecks lists the check runs (at most 10 pages of 100), the GitHub
+// Actions check suites and the newest status of each context (at most 10
+// pages) on commit sha. A commit with more than that is ErrTooManyChecks.
 func (c *Client) HeadChecks(ctx context.Context, repo, sha string) ([]Check, error) {
 	o, r := split(repo)
 	var out []Check
+	runs := 0
 	opt := &github.ListCheckRunsOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	for range 10 {
+	for page := 0; ; page++ {
+		if page == 10 {
+			return nil, fmt.Errorf("listing the check runs of %s: %w", mdtext.ShortSHA(sha), ErrTooManyChecks)
+		}
 		res, resp, err := c.gh.Checks.ListCheckRunsForRef(ctx, o, r, sha, opt)
 		if err := wrap("listing the check runs of "+mdtext.ShortSHA(sha), resp, err); err != nil {
 			return nil, err
@@ -110,17 +129,63 @@ func (c *Client) HeadChecks(ctx context.Context, repo, sha string) ([]Check, err
 		for _, cr := range res.CheckRuns {
 			out = append(out, Check{Name: cr.GetName(), Status: cr.GetStatus(), Conclusion: cr.GetConclusion(), URL: cr.GetHTMLURL()})
 		}
+		runs += len(res.CheckRuns)
 		if resp.NextPage == 0 {
+			if res.GetTotal() > runs {
+				return nil, fmt.Errorf("listing the check runs of %s: %d listed of %d: %w", mdtext.ShortSHA(sha), runs, res.GetTotal(), ErrTooManyChecks)
+			}
 			break
 		}
 		opt.Page = resp.NextPage
 	}
-	st, resp, err := c.gh.Repositories.GetCombinedStatus(ctx, o, r, sha, &github.ListOptions{PerPage: 100})
-	if err := wrap("reading the statuses of "+mdtext.ShortSHA(sha), resp, err); err != nil {
+	suites, resp, err := c.gh.Checks.ListCheckSuitesForRef(ctx, o, r, sha, &github.ListCheckSuiteOptions{AppID: nil,
+		ListOptions: github.ListOptions{PerPage: 100}})
+	if err := wrap("listing the check suites of "+mdtext.ShortSHA(sha), resp, err); err != nil {
 		return nil, err
 	}
-	for _, s := range st.Statuses {
-		out = append(out, Check{Name: s.GetContext(), Status: s.GetState(), IsStatus: true, URL: s.GetTargetURL()})
+	if suites.GetTotal() > len(suites.CheckSuites) {
+		return nil, fmt.Errorf("listing the check suites of %s: %w", mdtext.ShortSHA(sha), ErrTooManyChecks)
+	}
+	for _, cs := range suites.CheckSuites {
+		// Another app's suite may stay queued for ever when the app makes
+		// no check runs; GitHub Actions makes one per workflow run, before
+		// its jobs exist, and ends it.
+		if cs.GetApp().GetSlug() != "github-actions" {
+			continue
+		}
+		out = append(out, Check{Name: "a workflow run (check suite " + fmt.Sprint(cs.GetID()) + ")", Status: cs.GetStatus(),
+			Conclusion: cs.GetConclusion(), IsSuite: true})
+	}
+	sopt := &github.ListOptions{PerPage: 100}
+	for page := 0; ; page++ {
+		if page == 10 {
+			return nil, fmt.Errorf("reading the statuses of %s: %w", mdtext.ShortSHA(sha), ErrTooManyChecks)
+		}
+		st, resp, err := c.gh.Repositories.GetCombinedStatus(ctx, o, r, sha, sopt)
+		if err := wrap("reading the statuses of "+mdtext.ShortSHA(sha), resp, err); err != nil {
+			return nil, err
+		}
+		for _, s := range st.Statuses {
+			out = append(out, Check{Name: s.GetContext(), Status: s.GetState(), IsStatus: true, URL: s.GetTargetURL()})
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		sopt.Page = resp.NextPage
+	}
+	return out, nil
+}
+
+// CommitParents are the parents of commit sha, in order.
+func (c *Client) CommitParents(ctx context.Context, repo, sha string) ([]string, error) {
+	o, r := split(repo)
+	cm, resp, err := c.gh.Git.GetCommit(ctx, o, r, sha)
+	if err := wrap("reading commit "+mdtext.ShortSHA(sha), resp, err); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range cm.Parents {
+		out = append(out, p.GetSHA())
 	}
 	return out, nil
 }

@@ -33,6 +33,7 @@ type Reader interface {
 	LabelEvents(ctx context.Context, repo string, n int) ([]ghclient.LabelEvent, error)
 	PullsWithHead(ctx context.Context, repo, label string) ([]*github.PullRequest, error)
 	RunJobs(ctx context.Context, repo string, runID int64, attempt int) ([]ghclient.Job, error)
+	CommitParents(ctx context.Context, repo, sha string) ([]string, error)
 }
 
 // Rule names, as audited.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // ErrSeqChanged is a sequence write that named a version the sequence no
@@ -122,14 +124,14 @@ func (t *Tx) WakeSequences(repo string, pr int, at time.Time) error {
 		if err := json.Unmarshal(v, &s); err != nil {
 			return fmt.Errorf("state: reading the sequence %s of %s#%d: %w", k, repo, pr, err)
 		}
-		if !s.Done && (s.WakeAt.IsZero() || s.WakeAt.After(at)) {
+		if due := record.WakeAfterEvent(&s, at); !s.Done && (s.WakeAt.IsZero() || s.WakeAt.After(due)) {
 			wake = append(wake, s)
 		}
 	}
 	for i := range wake {
 		s := wake[i]
 		read := s.Version
-		s.WakeAt = at
+		s.WakeAt = record.WakeAfterEvent(&s, at)
 		if err := t.PutSequence(&s, read); err != nil {
 			return err
 		}

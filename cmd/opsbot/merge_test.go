@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 const (
@@ -53,6 +55,12 @@ func (w *world) waitStatus(what string, subs ...string) string {
 	return w.mergeStatus()
 }
 
+// swept says the gate's last status on commit name says it sweeps.
+func (w *world) swept(name string) bool {
+	st := w.statuses(name)
+	return len(st) > 0 && strings.HasPrefix(st[len(st)-1].Description, "sweep")
+}
+
 // greenChecks gives a head the checks a swept (or skipped) PR head has.
 func (w *world) greenChecks(head string) {
 	w.gh.SetCheckRun(theRepo, head, "sweep / gate", "completed", "success")
@@ -90,6 +98,7 @@ func TestMergeWithReuseUpdatesWaitsAndMerges(t *testing.T) {
 	updated := w.gh.PRHead(theRepo, thePR)
 	w.greenChecks(updated)
 	w.sendSync(updated, "")
+	w.passTime(clock, record.WakeGap) // an event wakes a sequence at most once a WakeGap after its last step
 	st = w.waitStatus("the merge", "merged")
 	mustContain(t, "status", st, "branch updated to `"+updated[:7]+"`: its sweep is skipped, reusing run [31147925932](",
 		"checks of `"+updated[:7]+"` passed", "🎉 merged `"+updated[:7]+"`")
@@ -184,19 +193,25 @@ func TestMergeWithReuseStops(t *testing.T) {
 			w.greenChecks(sha("c1"))
 			w.gh.SetStatus(theRepo, sha("c1"), "ci/external", "error")
 		}, nil, []string{"⛔ stopped: `ci/external` failed on c1c1c1c"}},
-		{"a push by someone else", pendingChecks, func(w *world, _ *movingClock) {
+		{"a push by someone else", pendingChecks, func(w *world, clock *movingClock) {
 			w.push("c2")
+			w.passTime(clock, record.WakeGap)
 		}, []string{"⛔ stopped: a new push (head c2c2c2c) came after c1c1c1c"}},
 		{"cancel", pendingChecks, func(w *world, _ *movingClock) {
 			w.comment(maintainer, "/merge-with-reuse cancel")
 			mustContain(w.t, "cancel reply", w.lastReply(), "@maintainer cancelled the merge of this PR asked by @maintainer. The pin of run [31147925932](")
 		}, []string{"⛔ stopped: cancelled by @maintainer"}},
-		{"the PR closed", pendingChecks, func(w *world, _ *movingClock) {
+		{"the PR closed", pendingChecks, func(w *world, clock *movingClock) {
 			w.close(false, "")
+			w.passTime(clock, record.WakeGap)
 		}, []string{"⛔ stopped: the PR was closed"}},
 		{"the deadline", pendingChecks, func(w *world, clock *movingClock) {
 			w.passTime(clock, 2*time.Hour+time.Minute)
-		}, []string{"⛔ stopped: the checks of c1c1c1c did not all pass within 2h"}},
+		}, []string{"⛔ stopped: it did not finish within 2h of the command (waiting for the checks)"}},
+		{"the PR retargeted", pendingChecks, func(w *world, clock *movingClock) {
+			w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release-unprotected" })
+			w.passTime(clock, merge.Poll)
+		}, []string{"⛔ stopped: the PR now merges into `release-unprotected`, not `main`"}},
 		{"a review wanted", func(w *world) {
 			w.greenChecks(sha("c1"))
 			w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.ReviewRequired = true })
@@ -258,10 +273,12 @@ func TestMergeWithReuseResumesAfterARestart(t *testing.T) {
 	updated := w.gh.PRHead(theRepo, thePR)
 	w.gh.SetCheckRun(theRepo, updated, "lint", "in_progress", "")
 	w.sendSync(updated, "")
+	w.passTime(clock, record.WakeGap)
 	w.waitStatus("waiting for the checks", "waiting for the checks of `"+updated[:7]+"`")
 	restart() // waiting for the checks
 	w.gh.SetCheckRun(theRepo, updated, "lint", "completed", "success")
 	w.checkEvent(updated)
+	w.passTime(clock, record.WakeGap)
 	w.waitStatus("the merge", "🎉 merged")
 	if m := w.gh.Merges(); len(m) != 1 || m[0].SHA != updated {
 		t.Fatalf("merges %+v; want one of %s", m, updated)
@@ -330,9 +347,96 @@ func TestMergeWithReuseUnderAllowedPaths(t *testing.T) {
 	updated := w.gh.PRHead(theRepo, thePR)
 	w.greenChecks(updated)
 	w.sendSync(updated, "")
+	w.passTime(clock, record.WakeGap)
 	st := w.waitStatus("the merge", "🎉 merged")
 	mustContain(t, "status", st, "its sweep is skipped, reusing run")
-	if got := w.gh.Statuses(theRepo, updated); len(got) == 0 || got[len(got)-1].State != "success" {
+	if got := w.gh.Statuses(theRepo, updated); len(got) == 0 || !strings.HasPrefix(got[len(got)-1].Description, "skip") {
 		t.Fatalf("the update's push was not skipped: statuses %+v", got)
+	}
+}
+
+// A head whose checks do not exist yet waits: opsbot's own status is not
+// a check, and a workflow run still queued (a check suite with no check run
+// yet) keeps it waiting until it completes.
+func TestMergeWithReuseWaitsForChecksToExist(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "", clock)
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the update asked", "update asked")
+	updated := w.gh.PRHead(theRepo, thePR)
+	w.sendSync(updated, "") // opsbot's own status on the update: skipped
+	w.passTime(clock, record.WakeGap)
+	w.waitStatus("waiting, with no check yet", "(none yet;")
+	w.gh.SetCheckSuite(theRepo, updated, "sweep", "queued", "")
+	w.passTime(clock, merge.Poll) // read again: the queued workflow is running
+	if n := len(w.gh.Merges()); n != 0 {
+		t.Fatalf("merged a head whose checks did not exist: %+v", w.gh.Merges())
+	}
+	w.gh.SetCheckSuite(theRepo, updated, "sweep", "completed", "success")
+	w.greenChecks(updated)
+	w.checkEvent(updated)
+	w.passTime(clock, record.WakeGap)
+	w.waitStatus("the merge", "🎉 merged")
+}
+
+// A push on top of the branch update (or instead of it) is not the push a
+// merge's pin covers: it sweeps, the pin is invalid, and the merge stops.
+func TestMergeWithReuseTakesNoOtherPushForTheUpdate(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "", clock)
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the update asked", "update asked")
+	w.gh.Push(theRepo, thePR, []string{sha("e9")}, []string{"benchmarks/evil.sh"})
+	w.greenChecks(sha("e9"))
+	w.sendSync(sha("e9"), "") // its synchronize comes first
+	if !w.swept("e9") {
+		t.Fatalf("the push on top of the update skipped its sweep: %+v", w.statuses("e9"))
+	}
+	w.passTime(clock, record.WakeGap)
+	st := w.waitStatus("the stop", "⛔ stopped")
+	mustContain(t, "status", st, "a push by someone else")
+	if m := w.gh.Merges(); len(m) != 0 {
+		t.Fatalf("merged %+v", m)
+	}
+}
+
+// A merge that stops revokes the pin it took while no push has used it:
+// the next push sweeps. Deleting the command's comment stops the merge.
+func TestMergeWithReuseStopsTakeTheirPinBack(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "", clock)
+	w.greenChecks(sha("c1"))
+	w.gh.SetCheckRun(theRepo, sha("c1"), "lint", "completed", "failure")
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	st := w.waitStatus("the stop", "⛔ stopped")
+	mustContain(t, "status", st, "`lint` failed on c1c1c1c. The pin of run [31147925932](", "is revoked: the next push sweeps")
+	w.push("c2")
+	if !w.swept("c2") {
+		t.Fatalf("a push after a stopped merge skipped its sweep: %+v", w.statuses("c2"))
+	}
+
+	w2 := mergeWorld(t, "", clock)
+	pendingChecks(w2)
+	c := w2.comment(maintainer, "/merge-with-reuse 31147925932")
+	w2.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+	w2.commentEvent("deleted", maintainer, maintainer, c.ID, c.Body, "")
+	st = w2.waitStatus("the stop", "⛔ stopped")
+	mustContain(t, "status", st, "@maintainer deleted the comment that asked for it")
+}
+
+// Merging pins a run: someone allowed to merge but not to pin is refused.
+func TestMergeWithReuseNeedsTheRoleToPin(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "    reuse:\n      min_role: maintain\n", clock)
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	mustContain(t, "reply", w.lastReply(), "I did not start the merge: it pins a run, which needs")
+	if st := w.mergeStatus(); st != "" {
+		t.Fatalf("a merge started: %s", st)
 	}
 }

@@ -366,7 +366,8 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		Validators: func(inst int64) (stage.Validator, error) { return validator(inst) },
 		Clients:    func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
 	pins := &reuse.Handler{Validators: func(inst int64) (reuse.Validator, error) { return validator(inst) }}
-	merger := &merge.Handler{Pins: pins, Sequence: store.Sequence, Decision: store.Decision, Notices: builder, Log: log, Now: now,
+	merger := &merge.Handler{Pins: pins, Sequence: store.Sequence, Decision: store.Decision, ActivePin: store.ActivePin,
+		Notices: builder, Log: log, Now: now,
 		Clients: func(inst int64) (merge.GitHub, error) { return clients.For(inst) }}
 	set := commandSet{pins: pins, stager: stager, merger: merger}
 	reg, err := commands.NewRegistry(append(set.specs(), d.Commands...)...)

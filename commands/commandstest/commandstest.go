@@ -134,8 +134,8 @@ func (t *Tx) PutSequence(s *record.Sequence, read uint64) error {
 // WakeSequences makes the PR's sequences not done due by at.
 func (t *Tx) WakeSequences(repo string, pr int, at time.Time) error {
 	for k, s := range t.Seqs {
-		if s.Repo == repo && s.PR == pr && !s.Done && (s.WakeAt.IsZero() || s.WakeAt.After(at)) {
-			s.WakeAt, s.Version, s.Updated = at, s.Version+1, t.Now()
+		if due := record.WakeAfterEvent(&s, at); s.Repo == repo && s.PR == pr && !s.Done && (s.WakeAt.IsZero() || s.WakeAt.After(due)) {
+			s.WakeAt, s.Version, s.Updated = due, s.Version+1, t.Now()
 			t.Seqs[k] = s
 		}
 	}

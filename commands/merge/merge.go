@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
@@ -62,6 +63,7 @@ type GitHub interface {
 	UpdateBranch(ctx context.Context, repo string, n int, expectedHead string) error
 	MergePR(ctx context.Context, repo string, n int, sha, method string) (string, error)
 	HeadChecks(ctx context.Context, repo, sha string) ([]ghclient.Check, error)
+	CommitParents(ctx context.Context, repo, sha string) ([]string, error)
 }
 
 // Pinner pins a run as /reuse-sweep-run does (reuse.Handler).
@@ -76,9 +78,12 @@ type Handler struct {
 	// Sequence and Decision read opsbot's state (state.Store).
 	Sequence func(repo string, pr int, kind string) (*record.Sequence, error)
 	Decision func(repo string, pr int, sha string) (*record.Decision, error)
-	Notices  *notices.Builder
-	Log      *slog.Logger
-	Now      func() time.Time
+	// ActivePin reads the PR's active pin (state.Store): a merge that
+	// stops revokes the pin it took while no push has used it.
+	ActivePin func(repo string, pr int) (*record.Pin, error)
+	Notices   *notices.Builder
+	Log       *slog.Logger
+	Now       func() time.Time
 }
 
 // Data is a merge sequence's own state.
@@ -90,6 +95,9 @@ type Data struct {
 	// Decided is the head the merge is for: the push the pin covered, or
 	// the head itself when the branch was up to date.
 	Decided string `json:"decided,omitempty"`
+	// Base is the branch the PR merges into, as the merge first read it: a
+	// PR retargeted meanwhile is not merged.
+	Base string `json:"base,omitempty"`
 	// UpdateAsked is when update-branch was asked.
 	UpdateAsked time.Time `json:"update_asked,omitzero"`
 	MergeCommit string    `json:"merge_commit,omitempty"`
@@ -164,6 +172,19 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 			Reply: fmt.Sprintf("%s a merge of this PR is already under way (asked by %s, now %s); `/merge-with-reuse cancel` stops it.",
 				me, mdtext.Mention(cur.ActorLogin), stepWords(cur.Step))}
 	}
+	// A merge pins a run: whoever may merge but not pin gets no pin
+	// through it.
+	if spec, ok := env.Commands.Spec(reuse.Name); ok {
+		if v := env.Check(ctx, in.Actor, spec); !v.Allowed {
+			if v.CheckFailed {
+				return commands.Result{Outcome: commands.Errored, Reason: "the role to pin could not be checked: " + v.Reason,
+					Reply: commands.NoAnswerReply(in.Actor.Login, "start", "the merge")}
+			}
+			need := env.Policy(spec).Describe()
+			return commands.Result{Outcome: commands.Denied, Reason: "merging pins a run, which needs " + need,
+				Reply: fmt.Sprintf("%s I did not start the merge: it pins a run, which needs %s.", me, need)}
+		}
+	}
 	pinLine := line
 	pinLine.Cancel = false
 	r := h.Pins.Prepare(ctx, env, in, pinLine)
@@ -179,8 +200,11 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 		return r
 	}
 	var pin *record.Pin
-	for _, s := range r.Plan.Steps {
+	for i, s := range r.Plan.Steps {
 		if g, ok := s.(plan.GrantPin); ok {
+			// It covers the branch update this merge asks for, no other push.
+			g.Pin.ExpectParent = g.Pin.PRHeadAtGrant
+			r.Plan.Steps[i] = g
 			pin = &g.Pin
 		}
 	}
@@ -334,16 +358,16 @@ func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) 
 	if err != nil {
 		return "", nil, err
 	}
-	gh, err := h.Clients(data.Installation)
-	if err != nil {
-		return "", nil, err
+	st := &stepper{h: h, rc: rc, cur: cur, data: data, now: h.now()}
+	var p plan.Plan
+	var out string
+	if st.now.After(cur.Deadline) {
+		// Whatever it waits for, and whatever GitHub answers now.
+		p, out, err = st.stopped("timeout", fmt.Sprintf("it did not finish within %s of the command (%s)", span(rc.Merge.ChecksTimeout),
+			stepWords(cur.Step)))
+	} else {
+		p, out, err = st.read(ctx)
 	}
-	pr, err := gh.PullRequest(ctx, ref.Repo, ref.PR)
-	if err != nil {
-		return "", nil, err
-	}
-	st := &stepper{h: h, rc: rc, gh: gh, cur: cur, data: data, pr: pr, now: h.now()}
-	p, out, err := st.step(ctx)
 	if err != nil {
 		return "", nil, err
 	}
@@ -368,12 +392,45 @@ type stepper struct {
 	now  time.Time
 }
 
+// read reads the PR and steps the merge from what it finds.
+func (st *stepper) read(ctx context.Context) (plan.Plan, string, error) {
+	var err error
+	if st.gh, err = st.h.Clients(st.data.Installation); err != nil {
+		return plan.Plan{}, "", err
+	}
+	if st.pr, err = st.gh.PullRequest(ctx, st.cur.Repo, st.cur.PR); err != nil {
+		return plan.Plan{}, "", err
+	}
+	return st.step(ctx)
+}
+
 func (st *stepper) guard() plan.Fact {
 	return plan.SequenceAt{Repo: st.cur.Repo, PR: st.cur.PR, Kind: SeqKind, Version: st.cur.Version}
 }
 
+// stopped ends the merge; the pin it took, while no push has used it, is
+// revoked with it (keep: left for the push the maintainer makes by hand).
 func (st *stepper) stopped(code, why string) (plan.Plan, string, error) {
-	return plan.Plan{Require: []plan.Fact{st.guard()}, Steps: []plan.Step{st.h.stop(st.cur, st.data, code, why, 0, "")}}, "merge-stopped-" + code, nil
+	return st.stoppedKeeping(code, why, false)
+}
+
+func (st *stepper) stoppedKeeping(code, why string, keep bool) (plan.Plan, string, error) {
+	p := plan.Plan{Require: []plan.Fact{st.guard()}}
+	if !keep && st.h.ActivePin != nil {
+		pin, err := st.h.ActivePin(st.cur.Repo, st.cur.PR)
+		if err != nil {
+			return plan.Plan{}, "", err
+		}
+		if pin != nil && pin.Origin().Same(st.cur.Origin()) {
+			p.Require = append(p.Require, plan.ActivePin{Repo: st.cur.Repo, PR: st.cur.PR, ID: pin.ID})
+			ch := record.PinChange{Reason: "its merge stopped: " + code, ActorID: st.cur.ActorID, ActorLogin: st.cur.ActorLogin}
+			ch.SetOrigin(st.cur.Origin())
+			p.Steps = append(p.Steps, plan.ClosePin{Pin: *pin, To: record.PinRevoked, Change: ch})
+			why += fmt.Sprintf(". The pin of run %s it took is revoked: the next push sweeps", commands.RunLink(pin.RunID, pin.RunURL))
+		}
+	}
+	p.Steps = append(p.Steps, st.h.stop(st.cur, st.data, code, why, 0, ""))
+	return p, "merge-stopped-" + code, nil
 }
 
 // wait sleeps until the next poll (or an event), saying now in the status
@@ -412,12 +469,19 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 	head := pr.GetHead().GetSHA()
 	if pr.GetMerged() {
 		if st.data.Decided != "" && strings.EqualFold(head, st.data.Decided) {
-			return st.merged(pr.GetMergeCommitSHA())
+			return st.merged(pr.GetMergeCommitSHA(), true)
 		}
 		return st.stopped("merged_elsewhere", "the PR was merged by someone else")
 	}
 	if pr.GetState() != "open" {
 		return st.stopped("closed", "the PR was closed")
+	}
+	base := pr.GetBase().GetRef()
+	if st.data.Base == "" {
+		st.data.Base = base
+	} else if base != st.data.Base {
+		return st.stopped("retargeted", fmt.Sprintf("the PR now merges into %s, not %s, the branch it merged into when the merge began",
+			mdtext.Code(base), mdtext.Code(st.data.Base)))
 	}
 	switch cur.Step {
 	case StepPinned:
@@ -436,8 +500,8 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 			err := st.gh.UpdateBranch(ctx, cur.Repo, cur.PR, head)
 			var ref *ghclient.Refusal
 			if errors.As(err, &ref) {
-				return st.stopped("update_refused", fmt.Sprintf("GitHub refused to update the branch (%s). Update the branch by hand: "+
-					"the pin stays for that push", mdtext.Text(ref.Message)))
+				return st.stoppedKeeping("update_refused", fmt.Sprintf("%s (%s). Update the branch by hand: "+
+					"the pin stays for that push", refusedWords(ref, "update the branch"), mdtext.Text(ref.Message)), true)
 			}
 			if err != nil {
 				return plan.Plan{}, "", err
@@ -456,6 +520,16 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 				return st.stopped("update_lost", fmt.Sprintf("GitHub made no push %s after the update was asked: update the branch by hand", span(UpdateWait)))
 			}
 			return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-waiting-update")
+		}
+		parents, err := st.gh.CommitParents(ctx, cur.Repo, head)
+		if err != nil {
+			return plan.Plan{}, "", err
+		}
+		if len(parents) != 2 || !strings.EqualFold(parents[0], cur.Head) {
+			// Not the merge of the base into the head read: a push by
+			// someone else, on top of the update or instead of it.
+			return st.stopped("pushed", fmt.Sprintf("the new head %s is not the branch update opsbot asked for (a merge of the base into %s): "+
+				"a push by someone else", mdtext.ShortSHA(head), mdtext.ShortSHA(cur.Head)))
 		}
 		d, err := st.h.Decision(cur.Repo, cur.PR, head)
 		if err != nil {
@@ -493,12 +567,20 @@ var failedConclusions = []string{"failure", "timed_out", "action_required", "sta
 // merged without bypassing anything.
 func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, error) {
 	cur := st.cur
-	if st.now.After(cur.Deadline) {
-		return st.stopped("timeout", fmt.Sprintf("the checks of %s did not all pass within %s", mdtext.ShortSHA(head), span(st.rc.Merge.ChecksTimeout)))
+	all, err := st.gh.HeadChecks(ctx, cur.Repo, head)
+	if errors.Is(err, ghclient.ErrTooManyChecks) {
+		return st.stopped("too_many_checks", fmt.Sprintf("%s has more checks than opsbot reads, so it cannot tell that they all passed: merge it by hand",
+			mdtext.ShortSHA(head)))
 	}
-	checks, err := st.gh.HeadChecks(ctx, cur.Repo, head)
 	if err != nil {
 		return plan.Plan{}, "", err
+	}
+	var checks []ghclient.Check
+	for _, c := range all {
+		if c.IsStatus && c.Name == notices.StatusContext {
+			continue // opsbot's own: it says the gate decided, not that anything ran
+		}
+		checks = append(checks, c)
 	}
 	var failed, pending []string
 	for _, c := range checks {
@@ -540,27 +622,51 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 	commit, err := st.gh.MergePR(ctx, cur.Repo, cur.PR, head, st.data.Method)
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
-		return st.stopped("merge_refused", fmt.Sprintf("GitHub refused the merge of %s (%d: %s)", mdtext.ShortSHA(head), ref.Status, mdtext.Text(ref.Message)))
+		status := ""
+		if ref.Status != 0 {
+			status = fmt.Sprintf("%d: ", ref.Status)
+		}
+		return st.stopped("merge_refused", fmt.Sprintf("%s of %s (%s%s)", refusedWords(ref, "merge"), mdtext.ShortSHA(head), status, mdtext.Text(ref.Message)))
 	}
 	if err != nil {
 		return plan.Plan{}, "", err
 	}
 	st.data.Trail = append(st.data.Trail, fmt.Sprintf("✅ the checks of %s passed", mdtext.Code(mdtext.ShortSHA(head))))
-	return st.merged(commit)
+	return st.merged(commit, false)
 }
 
-// merged ends the merge: the PR was merged at the decided head.
-func (st *stepper) merged(commit string) (plan.Plan, string, error) {
+// refusedWords says who did not do what: GitHub refused, or opsbot (in
+// dry-run) did not.
+func refusedWords(ref *ghclient.Refusal, what string) string {
+	if ref.Status == 0 {
+		return "opsbot did not " + what
+	}
+	if what == "merge" {
+		return "GitHub refused the merge"
+	}
+	return "GitHub refused to " + what
+}
+
+// merged ends the merge: the PR was merged at the decided head (found
+// merged: by a wake-up after the merge, or by someone at that head).
+func (st *stepper) merged(commit string, found bool) (plan.Plan, string, error) {
 	cur := st.cur
 	next := *cur
 	next.Step, next.Done = StepMerged, true
 	st.data.MergeCommit = commit
-	st.data.Trail = append(st.data.Trail, fmt.Sprintf("🎉 merged %s as %s", mdtext.Code(mdtext.ShortSHA(st.data.Decided)), mdtext.Code(mdtext.ShortSHA(commit))))
+	line := fmt.Sprintf("🎉 merged %s as %s", mdtext.Code(mdtext.ShortSHA(st.data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))
+	if found {
+		line = fmt.Sprintf("🎉 the PR was found merged at %s, as %s", mdtext.Code(mdtext.ShortSHA(st.data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))
+	}
+	st.data.Trail = append(st.data.Trail, line)
 	next.Data, _ = json.Marshal(st.data)
 	e := st.h.statusEdit(&next, st.data, "")
 	rec := record.AuditRecord{Kind: record.AuditMerge, Outcome: StepMerged, Repo: cur.Repo, PR: cur.PR, RunID: st.data.RunID,
 		HeadSHA: st.data.Decided, ActorID: cur.ActorID, ActorLogin: cur.ActorLogin,
 		Reason: fmt.Sprintf("merged %s as %s (%s)", st.data.Decided, commit, st.data.Method)}
+	if found {
+		rec.Reason = fmt.Sprintf("found merged at %s as %s", st.data.Decided, commit)
+	}
 	rec.SetOrigin(cur.Origin())
 	return plan.Plan{Require: []plan.Fact{st.guard()}, Steps: []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &e, Audit: rec}}},
 		"merge-merged", nil
@@ -598,4 +704,54 @@ func coverageOf(p *record.Pin) string {
 		return ""
 	}
 	return ": " + runs.Sentence(*p.Coverage)
+}
+
+// TakeBack stops the PR's merge when ch's comment started it and the
+// comment was deleted or its command edited away, if the one who did it
+// may (the comment's author, or the command's role); the pin it took is
+// reuse's to take back (reuse.Handler.TakeBack, asked too). Otherwise the
+// merge goes on, audited.
+func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) (plan.Plan, error) {
+	cur, err := h.current(ch.Repo, ch.PR)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	if cur == nil || !cur.Origin().Same(ch.Origin) {
+		return plan.Plan{}, nil
+	}
+	if !ch.Deleted {
+		for _, c := range ch.Commands {
+			if c.Name == Name && c.Error == "" && !c.Cancel {
+				return plan.Plan{}, nil // the command is still there
+			}
+		}
+	}
+	data, err := decode(cur)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	did := "deleted the comment"
+	if !ch.Deleted {
+		did = "edited the command away"
+	}
+	guard := plan.SequenceAt{Repo: ch.Repo, PR: ch.PR, Kind: SeqKind, Version: cur.Version}
+	if ch.Recovered {
+		did = "(found by recovery: a lost webhook) " + did
+	}
+	v := env.MayTakeBack(ctx, ch, ch.Spec)
+	if !v.Allowed {
+		if v.CheckFailed {
+			return plan.Plan{}, fmt.Errorf("checking the role of @%s, who %s that started a merge: %s", ch.Actor.Login, did, v.Reason)
+		}
+		rec := commands.AuditOf(ch.Invocation, record.AuditRecord{Kind: record.AuditMerge, Outcome: "kept", RunID: data.RunID,
+			Reason: fmt.Sprintf("@%s %s that started @%s's merge, but stopping it needs %s: it goes on", ch.Actor.Login, did,
+				cur.ActorLogin, env.Policy(ch.Spec).Describe())})
+		return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{plan.Audit{Record: rec}}}, nil
+	}
+	who := mdtext.Mention(ch.Actor.Login)
+	if ch.Recovered {
+		who = "someone (found by recovery)"
+	}
+	stop := h.stop(cur, data, "taken_back", fmt.Sprintf("%s %s that asked for it", who, did), ch.Actor.ID, ch.Actor.Login)
+	return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{stop}}, nil
 }

@@ -42,27 +42,28 @@ type Fake struct {
 	mux    *http.ServeMux
 	server *http.Server
 
-	mu         sync.Mutex
-	now        func() time.Time
-	repos      map[string]*Repo
-	users      map[string]*github.User
-	teams      map[string]map[string]bool // org/slug -> logins
-	requests   []Request
-	faults     map[string][]*Fault
-	nextID     int64
-	comments   []*Comment
-	statuses   []Status
-	checkRuns  []CheckRun
-	merges     []Merge
-	reactions  []Reaction
-	dispatches []Dispatch
-	tokens     int
-	appTokens  map[string]bool // installation tokens the fake issued
-	installs   []int64         // the App's installations (GET /app/installations)
-	self       string          // the login GET /user answers and API comments are written by
-	known      map[string]bool
-	watch      func(Request)
-	limits     limiter
+	mu          sync.Mutex
+	now         func() time.Time
+	repos       map[string]*Repo
+	users       map[string]*github.User
+	teams       map[string]map[string]bool // org/slug -> logins
+	requests    []Request
+	faults      map[string][]*Fault
+	nextID      int64
+	comments    []*Comment
+	statuses    []Status
+	checkRuns   []CheckRun
+	checkSuites []CheckSuite
+	merges      []Merge
+	reactions   []Reaction
+	dispatches  []Dispatch
+	tokens      int
+	appTokens   map[string]bool // installation tokens the fake issued
+	installs    []int64         // the App's installations (GET /app/installations)
+	self        string          // the login GET /user answers and API comments are written by
+	known       map[string]bool
+	watch       func(Request)
+	limits      limiter
 
 	manifestApps []*ManifestApp  // registered through the manifest flow
 	appNames     map[string]bool // App names in use (lower case)
@@ -404,6 +405,8 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("PUT /repos/{owner}/{repo}/pulls/{n}/merge", f.mergePull)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", f.listCheckRuns)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/status", f.combinedStatus)
+	add("GET /repos/{owner}/{repo}/commits/{ref}/check-suites", f.listCheckSuites)
+	add("GET /repos/{owner}/{repo}/git/commits/{sha}", f.gitCommit)
 	// Three GET routes share one shape; one handler tells them apart.
 	issueGets := map[string]handler{
 		"GET /repos/{owner}/{repo}/issues/{n}/comments":  f.listComments,

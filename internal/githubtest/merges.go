@@ -17,6 +17,15 @@ type CheckRun struct {
 	Conclusion      string // success, failure, cancelled, skipped, neutral, timed_out, action_required
 }
 
+// CheckSuite is a GitHub Actions check suite on a commit (a workflow run,
+// which exists before its jobs' check runs).
+type CheckSuite struct {
+	Repo, SHA  string
+	Workflow   string // which workflow run it is (the fake's key)
+	Status     string // queued, in_progress, completed
+	Conclusion string
+}
+
 // Merge is a merge the API was asked for and made.
 type Merge struct {
 	Repo   string
@@ -100,6 +109,7 @@ func (f *Fake) updateBranch(w http.ResponseWriter, r *http.Request, repo *Repo) 
 	commit := UpdateCommit(n, len(p.Commits))
 	repo.chain(p.Head(), []string{commit}, [][]string{p.UpdateFiles})
 	repo.fromDefault[commit] = true
+	repo.baseParent[commit] = p.BaseSHA
 	p.Commits = append(p.Commits, commit)
 	p.Behind = false
 	return http.StatusAccepted, map[string]string{"message": "Updating pull request branch.",
@@ -195,4 +205,50 @@ func (f *Fake) combinedStatus(w http.ResponseWriter, r *http.Request, repo *Repo
 		state = "pending"
 	}
 	return http.StatusOK, map[string]any{"state": state, "sha": r.PathValue("ref"), "total_count": len(out), "statuses": out}
+}
+
+// SetCheckSuite adds a GitHub Actions check suite (the run of workflow)
+// to a commit, or changes the one of that workflow.
+func (f *Fake) SetCheckSuite(repo, sha, workflow, status, conclusion string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.checkSuites {
+		c := &f.checkSuites[i]
+		if strings.EqualFold(c.Repo, repo) && c.SHA == sha && c.Workflow == workflow {
+			c.Status, c.Conclusion = status, conclusion
+			return
+		}
+	}
+	f.checkSuites = append(f.checkSuites, CheckSuite{Repo: repo, SHA: sha, Workflow: workflow, Status: status, Conclusion: conclusion})
+}
+
+func (f *Fake) listCheckSuites(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	full := repo.Owner + "/" + repo.Name
+	out := []*github.CheckSuite{}
+	for i, c := range f.checkSuites {
+		if strings.EqualFold(c.Repo, full) && c.SHA == r.PathValue("ref") {
+			cs := &github.CheckSuite{ID: github.Int64(int64(8000 + i)), Status: github.String(c.Status), HeadSHA: github.String(c.SHA),
+				App: &github.App{Slug: github.String("github-actions")}}
+			if c.Conclusion != "" {
+				cs.Conclusion = github.String(c.Conclusion)
+			}
+			out = append(out, cs)
+		}
+	}
+	return http.StatusOK, map[string]any{"total_count": len(out), "check_suites": out}
+}
+
+// gitCommit is a commit's parents: the one it was pushed on, and for a
+// merge update-branch made, the base's tip second.
+func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	sha := r.PathValue("sha")
+	parent, ok := repo.parents[sha]
+	if !ok {
+		return http.StatusNotFound, notFound()
+	}
+	parents := []map[string]string{{"sha": parent}}
+	if b := repo.baseParent[sha]; b != "" {
+		parents = append(parents, map[string]string{"sha": b})
+	}
+	return http.StatusOK, map[string]any{"sha": sha, "parents": parents}
 }

@@ -20,6 +20,7 @@ type Repo struct {
 	parents       map[string]string   // commit -> parent
 	files         map[string][]string // commit -> files it touched
 	fromDefault   map[string]bool     // merges of the default branch: their files are the default branch's
+	baseParent    map[string]string   // update-branch's merge commits: their second parent, the base's tip
 }
 
 // AddUser registers an account. kind is "User" or "Bot". Adding a login
@@ -41,7 +42,8 @@ func (f *Fake) AddRepo(fullName string, workflowFile string, workflowID int64) *
 	owner, name, _ := strings.Cut(fullName, "/")
 	r := &Repo{Owner: owner, Name: name, ID: int64(len(f.repos) + 100), DefaultBranch: "main",
 		Workflows: map[string]int64{workflowFile: workflowID}, Runs: map[int64]*Run{}, PRs: map[int]*PR{},
-		Roles: map[string]string{}, parents: map[string]string{}, files: map[string][]string{}, fromDefault: map[string]bool{}}
+		Roles: map[string]string{}, parents: map[string]string{}, files: map[string][]string{}, fromDefault: map[string]bool{},
+		baseParent: map[string]string{}}
 	f.repos[strings.ToLower(fullName)] = r
 	return r
 }

@@ -17,12 +17,16 @@ type Pin struct {
 	RunURL        string   `json:"run_url,omitempty"`
 	RunConclusion string   `json:"run_conclusion,omitempty"`
 	// Coverage is the run's, read when it was pinned.
-	Coverage      *Coverage `json:"coverage,omitempty"`
-	Bare          bool      `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
-	PRHeadAtGrant string    `json:"pr_head_at_grant"`
-	ActorID       int64     `json:"actor_id"`
-	ActorLogin    string    `json:"actor_login"`
-	Role          string    `json:"role,omitempty"`
+	Coverage *Coverage `json:"coverage,omitempty"`
+	// ExpectParent, when set (a pin /merge-with-reuse took), limits the
+	// push it covers to a merge commit whose first parent is this commit:
+	// the branch update the merge asks for, and no other push.
+	ExpectParent  string `json:"expect_parent,omitempty"`
+	Bare          bool   `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
+	PRHeadAtGrant string `json:"pr_head_at_grant"`
+	ActorID       int64  `json:"actor_id"`
+	ActorLogin    string `json:"actor_login"`
+	Role          string `json:"role,omitempty"`
 	// CommentID and CommentURL are the id and page of the pin's origin
 	// (its comment, for the kind that is a comment), OriginKind its kind
 	// ("" for a comment), CommentLine the command as written.

@@ -50,6 +50,19 @@ func (s *Sequence) SetOrigin(o Origin) {
 	s.OriginID, s.OriginURL, s.OriginKind = o.ID, o.URL, storedKind(o.Kind)
 }
 
+// WakeGap is the least time between a sequence's write and a wake-up an
+// event asks for (Sequences.WakeSequences).
+const WakeGap = 10 * time.Second
+
+// WakeAfterEvent is when an event at at makes s due: at, or WakeGap after
+// its last write if that is later.
+func WakeAfterEvent(s *Sequence, at time.Time) time.Time {
+	if gap := s.Updated.Add(WakeGap); gap.After(at) {
+		return gap
+	}
+	return at
+}
+
 // SeqRef names a sequence: its repository, PR and kind.
 type SeqRef struct {
 	Repo string `json:"repo"`

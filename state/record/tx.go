@@ -26,7 +26,9 @@ type Sequences interface {
 	// WakeSequences makes every sequence of the PR that is not done due by
 	// at, when it waits for events or is due later: what it waits for may
 	// have happened. One due by then already is left as it is, so a burst
-	// of events wakes it once.
+	// of events wakes it once, and none is made due sooner than WakeGap
+	// after its last write, so a stream of events wakes it at most once a
+	// WakeGap.
 	WakeSequences(repo string, pr int, at time.Time) error
 }
 
