@@ -63,23 +63,15 @@ type Access struct {
 	AllowTeams []string `yaml:"allow_teams"`
 }
 
-// Merge configures /merge-with-reuse.
+// Merge configures /merge-with-reuse: its defaults and checks are the
+// command's (commands/merge's ConfigSection).
 type Merge struct {
 	Access `yaml:",inline"`
-	// Method is how the PR is merged: squash (absent), merge or rebase.
+	// Method is how the PR is merged: squash, merge or rebase.
 	Method string `yaml:"method"`
-	// ChecksTimeout is how long the merge waits for the head's checks
-	// (absent: DefaultMergeChecksTimeout).
+	// ChecksTimeout is how long the merge waits for the head's checks.
 	ChecksTimeout time.Duration `yaml:"checks_timeout"`
 }
-
-// DefaultMergeChecksTimeout is how long /merge-with-reuse waits for the
-// checks when the configuration does not say.
-const DefaultMergeChecksTimeout = 2 * time.Hour
-
-// DefaultMergeMinRole is who may run /merge-with-reuse when the
-// configuration does not say: merging is a maintainer's act.
-const DefaultMergeMinRole = "maintain"
 
 // Reuse configures /reuse-sweep-run.
 type Reuse struct {

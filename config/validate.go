@@ -177,19 +177,17 @@ func (c *Config) applyDefaults() {
 		if r.Reuse.IncompatibleLabels == nil {
 			r.Reuse.IncompatibleLabels = append([]string(nil), DefaultIncompatibleLabels...)
 		}
-		for _, a := range []*Access{&r.Reuse.Access, &r.Stage.Access, &r.Help} {
+		// The commands' own sections first: their defaults (a merge's
+		// maintain) win over the common one below.
+		for _, sec := range registered() {
+			if sec.Defaults != nil {
+				sec.Defaults(r)
+			}
+		}
+		for _, a := range []*Access{&r.Reuse.Access, &r.Stage.Access, &r.Merge.Access, &r.Help} {
 			if a.MinRole == "" {
 				a.MinRole = DefaultMinRole
 			}
-		}
-		if r.Merge.MinRole == "" {
-			r.Merge.MinRole = DefaultMergeMinRole
-		}
-		if r.Merge.Method == "" {
-			r.Merge.Method = "squash"
-		}
-		if r.Merge.ChecksTimeout == 0 {
-			r.Merge.ChecksTimeout = DefaultMergeChecksTimeout
 		}
 		if r.Stage.Dispatch.EventType == "" {
 			r.Stage.Dispatch.EventType = "stage-results"
@@ -406,13 +404,13 @@ func (c *Config) validate() Problems {
 				add(rp+".gpus_per_runner", "%q: %d GPUs is out of range (0 to 1024)", glob, n)
 			}
 		}
-		switch r.Merge.Method {
-		case "squash", "merge", "rebase":
-		default:
-			add(rp+".merge.method", "%q is not a merge method (squash, merge or rebase)", r.Merge.Method)
-		}
-		if r.Merge.ChecksTimeout < time.Minute || r.Merge.ChecksTimeout > 7*24*time.Hour {
-			add(rp+".merge.checks_timeout", "%v is out of range: how long a merge waits for the head's checks, from 1m to 168h (for example 2h)", r.Merge.ChecksTimeout)
+		for _, sec := range registered() {
+			if sec.Check == nil {
+				continue
+			}
+			for _, prob := range sec.Check(&r) {
+				add(rp+"."+sec.Key+"."+prob.Key, "%s", prob.Message)
+			}
 		}
 		for j, g := range r.Reuse.AllowedPaths {
 			if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil {

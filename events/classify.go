@@ -31,6 +31,9 @@ type Schema struct {
 	// (state.Store.PRsOfHead): how an event that names only a commit finds
 	// the PR that orders it (classifyByHead). Nil: such events name no PR.
 	Heads func(repo, sha string) ([]int, error)
+	// Wakes are the events sequence kinds declare (Wakes): the others of
+	// their rows are ignored.
+	Wakes map[string]bool
 }
 
 // NewSchema is the schema of the repositories the configuration in use
@@ -65,6 +68,9 @@ func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, strin
 	k, used := kindOf(event)
 	if !used {
 		return nil, IgnoredEvent, nil
+	}
+	if k.declared && !s.Wakes[event] {
+		return nil, IgnoredUndeclared, nil
 	}
 	if env.Repository == nil {
 		return nil, IgnoredRepo, nil

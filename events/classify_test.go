@@ -13,6 +13,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/commands/help"
 	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
 	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 )
 
 var stamp = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -35,8 +36,8 @@ func TestClassifyEveryFixture(t *testing.T) {
 				if ignored == "" {
 					t.Fatal("ignored without a reason")
 				}
-				if !slices.Contains(Used(), p.Event) && ignored != IgnoredEvent {
-					t.Fatalf("ignored = %q, want %q", ignored, IgnoredEvent)
+				if !slices.Contains(Used(), p.Event) && ignored != IgnoredEvent && ignored != IgnoredUndeclared {
+					t.Fatalf("ignored = %q, want %q (or, for an event a sequence kind may declare, %q)", ignored, IgnoredEvent, IgnoredUndeclared)
 				}
 				return
 			}
@@ -252,5 +253,33 @@ func TestRecoveryFieldOnlyFromRecovery(t *testing.T) {
 		if in.Comment.ExpectHead != want {
 			t.Errorf("delivery %s: expected head %q, want %q", id, in.Comment.ExpectHead, want)
 		}
+	}
+}
+
+// The events a sequence kind declares (seq.Kind.Events) are used only
+// with it: without, they are ignored and not subscribed to; with, their
+// completions are classified by the PR their head is, and the rest ignored.
+func TestDeclaredEventsAreUsedOnlyWhenAKindDeclaresThem(t *testing.T) {
+	kind := seq.Kind{Name: "k", Events: []string{EventCheckSuite, EventStatus, "not_an_event"}}
+	if got := Used(); slices.Contains(got, EventCheckSuite) {
+		t.Fatalf("Used() = %v: check_suite without a kind declaring it", got)
+	}
+	if got := Used(kind); !slices.Contains(got, EventCheckSuite) || !slices.Contains(got, EventStatus) ||
+		slices.Contains(got, EventCheckRun) || slices.Contains(got, "not_an_event") {
+		t.Fatalf("Used(kind) = %v: want check_suite and status, not check_run nor an event with no row", got)
+	}
+	s := serveAll()
+	body := fixtures.Webhook(t, "check_suite", "completed")
+	if _, ignored, _ := s.Classify(EventCheckSuite, "d-1", body); ignored != IgnoredUndeclared {
+		t.Fatalf("undeclared check_suite ignored = %q, want %q", ignored, IgnoredUndeclared)
+	}
+	s.Wakes = Wakes(kind)
+	s.Heads = func(repo, sha string) ([]int, error) { return []int{42}, nil }
+	d, ignored, err := s.Classify(EventCheckSuite, "d-1", body)
+	if err != nil || d == nil || d.PR != 42 {
+		t.Fatalf("declared check_suite completed = %+v, %q, %v; want stored for PR 42", d, ignored, err)
+	}
+	if _, ignored, _ := s.Classify(EventCheckSuite, "d-2", fixtures.Webhook(t, "check_suite", "requested")); ignored != IgnoredNotCompleted {
+		t.Fatalf("check_suite requested ignored = %q, want %q", ignored, IgnoredNotCompleted)
 	}
 }

@@ -37,6 +37,9 @@ type kind struct {
 	// internal is an event opsbot makes itself (never GitHub): not
 	// subscribed to, and taken only with opsbot's own ids.
 	internal bool
+	// declared is an event used only when a sequence kind declares it
+	// (seq.Kind.Events): Schema.Wakes.
+	declared bool
 }
 
 var kinds = []kind{
@@ -51,10 +54,10 @@ var kinds = []kind{
 			return classifyDispatch(env, d), nil
 		},
 		handle: (*Handler).handleDispatch},
-	{name: EventCheckSuite, classify: completions("completed"), handle: wakeOnly, wakes: true},
-	{name: EventCheckRun, classify: failedRuns, handle: wakeOnly, wakes: true},
-	{name: EventStatus, classify: completions(""), handle: wakeOnly, wakes: true},
-	{name: EventWorkflowRun, classify: completions("completed"), handle: wakeOnly, wakes: true},
+	{name: EventCheckSuite, classify: completions("completed"), handle: wakeOnly, wakes: true, declared: true},
+	{name: EventCheckRun, classify: failedRuns, handle: wakeOnly, wakes: true, declared: true},
+	{name: EventStatus, classify: completions(""), handle: wakeOnly, wakes: true, declared: true},
+	{name: EventWorkflowRun, classify: completions("completed"), handle: wakeOnly, wakes: true, declared: true},
 	{name: seq.Event, internal: true,
 		classify: func(_ *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
 			return classifyWakeup(env, id, d), nil
@@ -71,17 +74,38 @@ func kindOf(event string) (*kind, bool) {
 	return nil, false
 }
 
-// Used are the events opsbot acts on, in order: the GitHub App subscribes
-// to them, and the metrics count each from the start.
-func Used() []string {
+// Used are the events opsbot acts on with the sequence kinds ks, in order:
+// the GitHub App subscribes to them, and the metrics count each from the
+// start. The events a kind declares (seq.Kind.Events) are among them only
+// when some kind declares them.
+func Used(ks ...seq.Kind) []string {
+	wakes := Wakes(ks...)
 	var out []string
 	for _, k := range kinds {
-		if !k.internal {
+		if !k.internal && (!k.declared || wakes[k.name]) {
 			out = append(out, k.name)
 		}
 	}
 	return out
 }
+
+// Wakes are the events the kinds ks declare (seq.Kind.Events) that opsbot
+// has a row for.
+func Wakes(ks ...seq.Kind) map[string]bool {
+	out := map[string]bool{}
+	for _, k := range ks {
+		for _, e := range k.Events {
+			if row, ok := kindOf(e); ok && row.declared {
+				out[e] = true
+			}
+		}
+	}
+	return out
+}
+
+// IgnoredUndeclared is an event opsbot has a row for that no sequence kind
+// in use declares.
+const IgnoredUndeclared = "no sequence waits for this event"
 
 // IgnoredNotCompleted is a check or status event that completes nothing
 // (a check queued or started, a pending status): nothing waits for it.

@@ -70,6 +70,11 @@ type Kind struct {
 	// its own wake-up comes) with what it does. An error is retried as any
 	// delivery's.
 	Wake func(ctx context.Context, rc *config.Repo, ref record.SeqRef) (outcome string, w Write, err error)
+	// Events are the webhook events, besides pull_request (which wakes
+	// every kind), whose completions on a PR's head wake the PR's
+	// sequences: the kind's own event routes. opsbot subscribes to, stores
+	// and routes these events only when a kind declares them.
+	Events []string
 }
 
 // Write is a step's change, committed with the wake-up's processing.

@@ -41,6 +41,8 @@ type AuditReader interface {
 	DeadLetters() ([]state.DeadLetter, error)
 	FailedNotices() ([]state.Notice, error)
 	BackupFile() (*os.File, int64, error)
+	// Saved is what the skips saved, by repository and ISO week.
+	Saved(repo string, since time.Time) ([]state.SavedWeek, error)
 }
 
 // Reconciler recovers lost webhooks for a repository (replaying from
@@ -86,6 +88,7 @@ func (a *API) Routes(mux *http.ServeMux) {
 	mux.Handle("GET /api/v1/audit", a.admin(a.audit))
 	mux.Handle("GET /api/v1/dead-letters", a.admin(a.deadLetters))
 	mux.Handle("GET /api/v1/failed-notices", a.admin(a.failedNotices))
+	mux.Handle("GET /api/v1/saved", a.admin(a.saved))
 	mux.Handle("GET /api/v1/backup", a.admin(a.backup))
 	mux.Handle("POST /api/v1/reconcile", a.admin(a.reconcile))
 	mux.Handle("POST /api/v1/reload", a.admin(a.reload))
@@ -486,6 +489,29 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 		recs = []state.AuditRecord{}
 	}
 	writeJSON(w, http.StatusOK, AuditPage{Records: recs, Next: next})
+}
+
+// saved lists what the skips saved by repository and ISO week: ?repo= one
+// repository, ?since= (RFC 3339) from that time's week on.
+func (a *API) saved(w http.ResponseWriter, r *http.Request) {
+	var since time.Time
+	if s := r.URL.Query().Get("since"); s != "" {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{"bad since: give an RFC 3339 time, such as 2026-12-01T00:00:00Z"})
+			return
+		}
+		since = t
+	}
+	ws, err := a.Audit.Saved(r.URL.Query().Get("repo"), since)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, apiError{err.Error()})
+		return
+	}
+	if ws == nil {
+		ws = []state.SavedWeek{}
+	}
+	writeJSON(w, http.StatusOK, ws)
 }
 
 func (a *API) deadLetters(w http.ResponseWriter, r *http.Request) {

@@ -44,7 +44,9 @@ type Config struct {
 	Commands *commands.Registry
 	// Heads finds the PRs whose head is a commit (state.Store.PRsOfHead),
 	// for events that name only a commit.
-	Heads   func(repo, sha string) ([]int, error)
+	Heads func(repo, sha string) ([]int, error)
+	// Wakes are the events sequence kinds declare (events.Wakes).
+	Wakes   map[string]bool
 	Metrics *metrics.Metrics
 	// MetricsToken, when set, is the bearer GET /metrics needs.
 	MetricsToken auth.Secret
@@ -97,7 +99,7 @@ func New(c Config) *Server {
 		s.ctx = context.Background()
 	}
 	s.refusals = newRefusalLog(s.log, s.now)
-	s.intake = &events.Intake{Schema: &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now, Heads: c.Heads},
+	s.intake = &events.Intake{Schema: &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now, Heads: c.Heads, Wakes: c.Wakes},
 		Store: c.Store, Queue: c.Queue}
 	s.routes(c.Extra)
 	return s

@@ -59,6 +59,9 @@ func (t *Tx) PutDecision(d *Decision) error {
 	}
 	// Index skips by head SHA, so a run on a skipped head can be traced to the run it reused.
 	if d.Decision == Skip {
+		if err := addSaved(t.tx, d); err != nil {
+			return err
+		}
 		return t.tx.Bucket(bReused).Put(reusedKey(d.Repo, d.HeadSHA), u64(uint64(d.RunID)))
 	}
 	return nil

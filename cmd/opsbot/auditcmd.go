@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/runs"
 	"github.com/SemiAnalysisAI/opsbot/server"
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
@@ -23,7 +24,8 @@ func runAudit(e *env, args []string) error {
 	fs := newFlags(e, "audit", "(--server URL | --db PATH) [filters] [--format table|json|csv]",
 		"opsbot audit --db opsbot.db --repo SemiAnalysisAI/InferenceX --pr 2512",
 		"opsbot audit --server https://opsbot.example.com --sha 8d034aa --format json",
-		"opsbot audit --db opsbot.db --dead-letters")
+		"opsbot audit --db opsbot.db --dead-letters",
+		"opsbot audit --server https://opsbot.example.com --saved --since 720h")
 	serverURL := fs.String("server", "", "read through a running server's API (token from OPSBOT_API_TOKEN)")
 	db := fs.String("db", "", "read a database file no server holds")
 	repo := fs.String("repo", "", "OWNER/REPO")
@@ -36,6 +38,7 @@ func runAudit(e *env, args []string) error {
 	limit := fs.Int("limit", 0, "at most this many records (0: all)")
 	dead := fs.Bool("dead-letters", false, "list the deliveries that could not be processed instead")
 	failed := fs.Bool("failed-notices", false, "list the notices GitHub refused for good instead")
+	saved := fs.Bool("saved", false, "list what the skips saved instead: skips, runner and GPU hours, by repository and ISO week (--repo, --since filter)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -90,6 +93,17 @@ func runAudit(e *env, args []string) error {
 		}
 		return printFailedNotices(e.stdout, ns, *format)
 	}
+	if *saved {
+		var from time.Time
+		if *since != "" {
+			from, _ = parseSince(*since) // checked above
+		}
+		ws, err := src.saved(*repo, from)
+		if err != nil {
+			return err
+		}
+		return printSaved(e.stdout, ws, *format)
+	}
 	if *dead {
 		dl, err := src.deadLetters()
 		if err != nil {
@@ -131,6 +145,7 @@ type auditSource struct {
 	page          func(q url.Values) (server.AuditPage, error)
 	deadLetters   func() ([]state.DeadLetter, error)
 	failedNotices func() ([]state.Notice, error)
+	saved         func(repo string, since time.Time) ([]state.SavedWeek, error)
 	close         func()
 }
 
@@ -151,6 +166,7 @@ func openAuditSource(e *env, serverURL, db string) (*auditSource, error) {
 			},
 			deadLetters:   st.DeadLetters,
 			failedNotices: st.FailedNotices,
+			saved:         st.Saved,
 			close:         func() { st.Close() },
 		}, nil
 	}
@@ -182,12 +198,23 @@ func openAuditSource(e *env, serverURL, db string) (*auditSource, error) {
 			var ns []state.Notice
 			return ns, get("/api/v1/failed-notices", nil, &ns)
 		},
+		saved: func(repo string, since time.Time) ([]state.SavedWeek, error) {
+			q := url.Values{}
+			if repo != "" {
+				q.Set("repo", repo)
+			}
+			if !since.IsZero() {
+				q.Set("since", since.UTC().Format(time.RFC3339))
+			}
+			var ws []state.SavedWeek
+			return ws, get("/api/v1/saved", q, &ws)
+		},
 		close: func() {},
 	}, nil
 }
 
 var auditColumns = []string{"seq", "time", "kind", "outcome", "command", "repo", "pr", "head_sha", "run_id", "pin_id",
-	"actor_login", "actor_id", "role", "comment_url", "delivery_id", "reason"}
+	"actor_login", "actor_id", "role", "comment_url", "delivery_id", "reason", "jobs", "jobs_succeeded", "runner_seconds", "gpu_seconds"}
 
 func auditRow(r state.AuditRecord) []string {
 	num := func(v int64) string {
@@ -198,7 +225,40 @@ func auditRow(r state.AuditRecord) []string {
 	}
 	return []string{strconv.FormatUint(r.Seq, 10), r.Time.UTC().Format(time.RFC3339), string(r.Kind), r.Outcome, r.Command, r.Repo,
 		num(int64(r.PR)), r.HeadSHA, num(r.RunID), num(int64(r.PinID)), r.ActorLogin, num(r.ActorID), r.Role, r.CommentURL,
-		r.DeliveryID, r.Reason}
+		r.DeliveryID, r.Reason, num(int64(r.Jobs)), num(int64(r.JobsSucceeded)), num(r.RunnerSeconds), num(r.GPUSeconds)}
+}
+
+// printSaved prints what the skips saved, by repository and week.
+func printSaved(w io.Writer, ws []state.SavedWeek, format string) error {
+	switch format {
+	case "json":
+		if ws == nil {
+			ws = []state.SavedWeek{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ws)
+	case "csv":
+		cw := csv.NewWriter(w)
+		cw.Write([]string{"repo", "week", "skips", "runner_seconds", "gpu_seconds"})
+		for _, x := range ws {
+			cw.Write([]string{x.Repo, x.Week, strconv.Itoa(x.Skips), strconv.FormatInt(x.RunnerSeconds, 10), strconv.FormatInt(x.GPUSeconds, 10)})
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "REPO\tWEEK\tSKIPS\tRUNNER HOURS SAVED\tGPU HOURS SAVED")
+	var skips int
+	var runner, gpu int64
+	for _, x := range ws {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", x.Repo, x.Week, x.Skips, runs.Hours(x.RunnerSeconds), runs.Hours(x.GPUSeconds))
+		skips, runner, gpu = skips+x.Skips, runner+x.RunnerSeconds, gpu+x.GPUSeconds
+	}
+	if len(ws) > 1 {
+		fmt.Fprintf(tw, "total\t\t%d\t%s\t%s\n", skips, runs.Hours(runner), runs.Hours(gpu))
+	}
+	return tw.Flush()
 }
 
 func printAudit(w io.Writer, recs []state.AuditRecord, format string) error {

@@ -6,8 +6,16 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
 	"github.com/SemiAnalysisAI/opsbot/commands/stage"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/events"
 	"github.com/SemiAnalysisAI/opsbot/seq"
 )
+
+// The commands' own configuration sections, registered before any
+// configuration is read.
+func init() {
+	config.RegisterSection(merge.ConfigSection)
+}
 
 // commandSet is the handlers of the commands opsbot runs: the server and
 // the tests (and `opsbot parse`) share this one list. A new command is a
@@ -35,8 +43,15 @@ func (c commandSet) kinds() []seq.Kind {
 	return []seq.Kind{stage.Kind(c.stager), merge.Kind(c.merger)}
 }
 
-// grammar is the registry for reading comments only (opsbot parse): the
-// commands with handlers that reach nothing.
-func grammar() *commands.Registry {
-	return commands.MustRegistry(commandSet{pins: &reuse.Handler{}, stager: &stage.Handler{}, merger: &merge.Handler{}}.specs()...)
+// inert is the set with handlers that reach nothing: what the commands
+// are, not what they do.
+func inert() commandSet {
+	return commandSet{pins: &reuse.Handler{}, stager: &stage.Handler{}, merger: &merge.Handler{}}
 }
+
+// grammar is the registry for reading comments only (opsbot parse).
+func grammar() *commands.Registry { return commands.MustRegistry(inert().specs()...) }
+
+// usedEvents are the webhook events opsbot uses with its commands: the
+// App subscribes to them, and the metrics count them.
+func usedEvents() []string { return events.Used(inert().kinds()...) }

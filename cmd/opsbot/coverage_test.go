@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -98,4 +100,42 @@ func matching(m map[string]string, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// What the skips saved, by repository and ISO week: `opsbot audit --saved`
+// through the server's API and from the database file alike.
+func TestAuditSavedTotals(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "    gpus_per_runner: {\"gpu-*\": 8}\n")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.push("c2")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.push("c3")
+	out, errOut, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.srv.URL, "--saved", "--format", "json")
+	if err != nil {
+		t.Fatalf("audit --saved: %v %s", err, errOut)
+	}
+	var ws []struct {
+		Repo          string `json:"repo"`
+		Week          string `json:"week"`
+		Skips         int    `json:"skips"`
+		RunnerSeconds int64  `json:"runner_seconds"`
+		GPUSeconds    int64  `json:"gpu_seconds"`
+	}
+	if err := json.Unmarshal([]byte(out), &ws); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if len(ws) != 1 || ws[0].Repo != theRepo || ws[0].Skips != 2 || ws[0].RunnerSeconds != 2*(6*3600+5*60) || ws[0].GPUSeconds != 2*3*2*3600*8 {
+		t.Fatalf("saved = %+v; want one week of %s with 2 skips, their runner and GPU seconds", ws, theRepo)
+	}
+	table, _, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.srv.URL, "--saved")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "table", table, "RUNNER HOURS SAVED", theRepo+"  "+ws[0].Week+"  2      12.2", "96.0")
+	w.srv.Stop(t)
+	fromDB, _, err := runCLI(t, nil, "audit", "--db", filepath.Join(w.dir, "opsbot.db"), "--saved", "--format", "json")
+	if err != nil || !strings.Contains(fromDB, `"skips": 2`) {
+		t.Fatalf("audit --db --saved: %v\n%s", err, fromDB)
+	}
 }

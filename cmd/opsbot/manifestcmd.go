@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/SemiAnalysisAI/opsbot/events"
 	"net/url"
 	"strings"
 )
@@ -47,7 +46,7 @@ func githubPermissions(f appFeatures) []githubPermission {
 }
 
 // githubEvents are the webhook events opsbot uses.
-var githubEvents = events.Used()
+var githubEvents = usedEvents()
 
 // githubUsage is `opsbot github`'s synopsis: its two subcommands.
 const githubUsage = `Usage: opsbot github app-create --url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge]

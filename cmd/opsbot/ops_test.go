@@ -74,7 +74,7 @@ func TestAuditCommandFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(csvOut), "\n")
-	if lines[0] != "seq,time,kind,outcome,command,repo,pr,head_sha,run_id,pin_id,actor_login,actor_id,role,comment_url,delivery_id,reason" ||
+	if lines[0] != "seq,time,kind,outcome,command,repo,pr,head_sha,run_id,pin_id,actor_login,actor_id,role,comment_url,delivery_id,reason,jobs,jobs_succeeded,runner_seconds,gpu_seconds" ||
 		len(lines) != 3 {
 		t.Fatalf("csv by sha:\n%s", csvOut)
 	}

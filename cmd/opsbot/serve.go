@@ -302,7 +302,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		return st.Depth, st.Oldest, st.DeadLetter, err
 	}, store.OutboxStats, time.Now)
 	m.BuildInfo(fullVersion(), fullCommit())
-	m.Events(events.Used())
+	m.Events(usedEvents())
 	a.metrics = m
 
 	dry := cfg.DryRun || (secrets.GitHubToken == "" && cfg.GitHub.App == nil)
@@ -488,7 +488,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			}
 			return r.Name, true
 		},
-		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead,
+		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Wakes: events.Wakes(append(set.kinds(), d.Sequences...)...),
 		Metrics: m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",
 		Log: log, Ctx: context.WithoutCancel(ctx),
 		Ready: func() (string, []string) {

@@ -105,6 +105,44 @@ type Data struct {
 	Trail []string `json:"trail"`
 }
 
+// DefaultChecksTimeout is how long a merge waits for the checks when the
+// configuration does not say.
+const DefaultChecksTimeout = 2 * time.Hour
+
+// DefaultMinRole is who may merge when the configuration does not say:
+// merging is a maintainer's act.
+const DefaultMinRole = "maintain"
+
+// ConfigSection is repos[].merge: its defaults and its checks, beside the
+// handler that reads it (registered by the server's wiring).
+var ConfigSection = config.Section{
+	Key: "merge",
+	Defaults: func(r *config.Repo) {
+		if r.Merge.MinRole == "" {
+			r.Merge.MinRole = DefaultMinRole
+		}
+		if r.Merge.Method == "" {
+			r.Merge.Method = "squash"
+		}
+		if r.Merge.ChecksTimeout == 0 {
+			r.Merge.ChecksTimeout = DefaultChecksTimeout
+		}
+	},
+	Check: func(r *config.Repo) []config.SectionProblem {
+		var out []config.SectionProblem
+		switch r.Merge.Method {
+		case "squash", "merge", "rebase":
+		default:
+			out = append(out, config.SectionProblem{Key: "method", Message: fmt.Sprintf("%q is not a merge method (squash, merge or rebase)", r.Merge.Method)})
+		}
+		if r.Merge.ChecksTimeout < time.Minute || r.Merge.ChecksTimeout > 7*24*time.Hour {
+			out = append(out, config.SectionProblem{Key: "checks_timeout",
+				Message: fmt.Sprintf("%v is out of range: how long a merge waits for the head's checks, from 1m to 168h (for example 2h)", r.Merge.ChecksTimeout)})
+		}
+		return out
+	},
+}
+
 // Spec is the command, run by h.
 func Spec(h *Handler) commands.Spec {
 	return commands.Spec{
@@ -118,8 +156,12 @@ func Spec(h *Handler) commands.Spec {
 	}
 }
 
-// Kind is the merge sequence, stepped by h.
-func Kind(h *Handler) seq.Kind { return seq.Kind{Name: SeqKind, Wake: h.wake} }
+// Kind is the merge sequence, stepped by h, and the events that wake it:
+// a workflow run's or check suite's completion, a failed check run, a
+// commit status, on the PR's head.
+func Kind(h *Handler) seq.Kind {
+	return seq.Kind{Name: SeqKind, Wake: h.wake, Events: []string{"check_suite", "check_run", "status", "workflow_run"}}
+}
 
 func args(c *commands.Command, args []string, opt commands.Options) string {
 	switch {
