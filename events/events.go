@@ -89,7 +89,7 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 		return "", nil, errors.New("events: the handler has no command registry")
 	}
 	out, w, err := k.handle(h, ctx, rc, d)
-	if err != nil || !k.wakes {
+	if err != nil || d.PR <= 0 {
 		return out, w, err
 	}
 	return out, func(tx *state.Tx) error {
@@ -98,7 +98,14 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 				return err
 			}
 		}
-		return tx.WakeSequences(rc.Name, d.PR, tx.Now())
+		if k.wakes {
+			if err := tx.WakeSequences(rc.Name, d.PR, tx.Now()); err != nil {
+				return err
+			}
+		}
+		// What the delivery changed may change whether a merge now has a
+		// reuse source.
+		return h.setReady(tx, rc, d.PR)
 	}, nil
 }
 

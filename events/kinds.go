@@ -57,7 +57,7 @@ var kinds = []kind{
 	{name: EventCheckSuite, classify: completions("completed"), handle: wakeOnly, wakes: true, declared: true},
 	{name: EventCheckRun, classify: failedRuns, handle: wakeOnly, wakes: true, declared: true},
 	{name: EventStatus, classify: completions(""), handle: wakeOnly, wakes: true, declared: true},
-	{name: EventWorkflowRun, classify: completions("completed"), handle: wakeOnly, wakes: true, declared: true},
+	{name: EventWorkflowRun, classify: completions("completed"), handle: (*Handler).handleWorkflowRun, wakes: true, declared: true},
 	{name: seq.Event, internal: true,
 		classify: func(_ *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
 			return classifyWakeup(env, id, d), nil

@@ -115,6 +115,17 @@ func (b *Builder) React(tx record.Tx, repo string, pr int, inst int64, commentID
 		Installation: inst, TargetComment: commentID, Reaction: content})
 }
 
+// ReadyContext is the commit status that says whether a merge of the PR
+// now would have a reuse source (repos[].main_sweeps false).
+const ReadyContext = "opsbot/reuse-ready"
+
+// ReadyStatus sets opsbot/reuse-ready on a PR's head: state success,
+// pending or failure, and why.
+func (b *Builder) ReadyStatus(tx record.Tx, repo string, pr int, inst int64, sha, state, description, targetURL string) error {
+	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeStatus, Repo: repo, PR: pr,
+		Installation: inst, SHA: sha, State: state, Description: description, Context: ReadyContext, TargetURL: targetURL})
+}
+
 // Status sets the sweep gate's commit status.
 func (b *Builder) Status(tx record.Tx, repo string, pr int, inst int64, sha, description, targetURL string) error {
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeStatus, Repo: repo, PR: pr,

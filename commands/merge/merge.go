@@ -619,8 +619,8 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 	}
 	var checks []ghclient.Check
 	for _, c := range all {
-		if c.IsStatus && c.Name == notices.StatusContext {
-			continue // opsbot's own: it says the gate decided, not that anything ran
+		if c.IsStatus && (c.Name == notices.StatusContext || c.Name == notices.ReadyContext) {
+			continue // opsbot's own: they say what opsbot decided, not that anything ran
 		}
 		checks = append(checks, c)
 	}

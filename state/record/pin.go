@@ -121,6 +121,16 @@ type PRInfo struct {
 	// push was not gated while the pin waited: said once until a gated push,
 	// another pin or another reason.
 	NotGatedSaid string `json:"not_gated_said,omitempty"`
+	// SweepSHA, SweepRun, SweepConclusion and SweepURL are the newest
+	// completed run of the sweep workflow on a head of the PR (workflow_run
+	// completed): a head's own sweep, for opsbot/reuse-ready.
+	SweepSHA        string `json:"sweep_sha,omitempty"`
+	SweepRun        int64  `json:"sweep_run,omitempty"`
+	SweepConclusion string `json:"sweep_conclusion,omitempty"`
+	SweepURL        string `json:"sweep_url,omitempty"`
+	// ReadySaid is the opsbot/reuse-ready status last set (head, state and
+	// words): set again only when the answer changes.
+	ReadySaid string `json:"ready_said,omitempty"`
 }
 
 // PinState is where a pin is in its lifecycle. A pin is created active and

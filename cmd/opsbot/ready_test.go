@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+)
+
+// ready is the newest opsbot/reuse-ready status on commit name.
+func (w *world) ready(name string) (state, words string) {
+	for _, s := range w.gh.Statuses(theRepo, sha(name)) {
+		if s.Context == "opsbot/reuse-ready" {
+			state, words = s.State, s.Description
+		}
+	}
+	return state, words
+}
+
+// sweepCompleted sends workflow_run completed for a run of the sweep
+// workflow on commit name.
+func (w *world) sweepCompleted(name string, run int64, conclusion string) {
+	w.t.Helper()
+	w.send("workflow_run", map[string]any{"action": "completed",
+		"repository": map[string]any{"full_name": theRepo},
+		"workflow_run": map[string]any{"id": run, "head_sha": sha(name), "conclusion": conclusion, "event": "pull_request",
+			"path": ".github/workflows/run-sweep.yml", "html_url": fmt.Sprintf("https://github.com/%s/actions/runs/%d", theRepo, run)}})
+}
+
+// With main_sweeps: false, opsbot/reuse-ready on the PR's head says
+// whether a merge now would ingest anything: pending while the head's
+// sweep runs, failure when it failed and nothing is pinned, success on a
+// pin (and failure again after its cancel), success when the head's own
+// sweep finished.
+func TestReuseReadyStatusFollowsTheAnswer(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "    main_sweeps: false\n")
+	expect := func(name, state, words string) {
+		t.Helper()
+		testkit.Eventually(t, fmt.Sprintf("opsbot/reuse-ready %s on %s", state, name), func() bool {
+			s, d := w.ready(name)
+			return s == state && d == words
+		})
+	}
+	w.push("c2")
+	expect("c2", "pending", "the head's sweep is running; a merge waits for it")
+	w.sweepCompleted("c2", 31200000010, "failure")
+	expect("c2", "failure", "no reuse source: the head's sweep (run 31200000010) concluded failure; pin a run with /reuse-sweep-run")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	expect("c2", "success", "merge will reuse run 31147925932 (authorized by @maintainer)")
+	w.comment(maintainer, "/reuse-sweep-run cancel")
+	expect("c2", "failure", "no reuse source: the head's sweep (run 31200000010) concluded failure; pin a run with /reuse-sweep-run")
+	w.push("c3")
+	expect("c3", "pending", "the head's sweep is running; a merge waits for it")
+	w.sweepCompleted("c3", 31200000011, "success")
+	expect("c3", "success", "the head's own sweep, run 31200000011")
+	n := len(w.gh.Statuses(theRepo, sha("c3")))
+	w.sweepCompleted("c3", 31200000011, "success") // the same answer: not set again
+	if got := len(w.gh.Statuses(theRepo, sha("c3"))); got != n {
+		t.Fatalf("an unchanged answer set the status again: %d statuses, had %d", got, n)
+	}
+
+	plain := newWorld(t, "")
+	plain.push("c2")
+	if s, _ := plain.ready("c2"); s != "" {
+		t.Fatalf("opsbot/reuse-ready set where the default branch sweeps: %s", s)
+	}
+}

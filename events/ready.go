@@ -1,0 +1,114 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/state"
+)
+
+// readiness is what opsbot/reuse-ready says of a PR's head now: whether a
+// merge now would have a reuse source, the state and the words (at most
+// 140 characters, GitHub's limit) and the page to link.
+type readiness struct {
+	state, words, url string
+}
+
+// readinessOf reads the answer from what opsbot keeps: an active pin (the
+// merge consumes it), the head's skip (the run it reused), the head's own
+// sweep when it completed, a sweep still running, or nothing.
+func readinessOf(tx *state.Tx, info *state.PRInfo) (readiness, error) {
+	pin, err := tx.ActivePin(info.Repo, info.PR)
+	if err != nil {
+		return readiness{}, err
+	}
+	if pin != nil {
+		return readiness{"success", fmt.Sprintf("merge will reuse run %d (authorized by @%s)", pin.RunID, pin.ActorLogin), pin.RunURL}, nil
+	}
+	d, err := tx.Decision(info.Repo, info.PR, info.HeadSHA)
+	if err != nil {
+		return readiness{}, err
+	}
+	if d != nil && d.Decision == state.Skip {
+		return readiness{"success", fmt.Sprintf("merge will reuse run %d (authorized by @%s)", d.RunID, d.ActorLogin), d.RunURL}, nil
+	}
+	if strings.EqualFold(info.SweepSHA, info.HeadSHA) && info.SweepRun != 0 {
+		if info.SweepConclusion == "success" {
+			return readiness{"success", fmt.Sprintf("the head's own sweep, run %d", info.SweepRun), info.SweepURL}, nil
+		}
+		return readiness{"failure", fmt.Sprintf("no reuse source: the head's sweep (run %d) concluded %s; pin a run with /reuse-sweep-run",
+			info.SweepRun, info.SweepConclusion), info.SweepURL}, nil
+	}
+	if d != nil {
+		return readiness{"pending", "the head's sweep is running; a merge waits for it", ""}, nil
+	}
+	return readiness{"failure", "no reuse source: a merge now ingests nothing; pin a run with /reuse-sweep-run", ""}, nil
+}
+
+// setReady sets opsbot/reuse-ready on the PR's head when the answer
+// changed, in the delivery's transaction: only for a repository whose
+// default branch runs no sweep of its own (a merge without a reuse source
+// ingests nothing there), and only for an open PR whose head opsbot knows.
+func (h *Handler) setReady(tx *state.Tx, rc *config.Repo, pr int) error {
+	if rc.SweepsOnMain() || pr <= 0 || h.Notices == nil {
+		return nil
+	}
+	info, err := tx.PRInfo(rc.Name, pr)
+	if err != nil || info == nil || info.HeadSHA == "" || info.State == "closed" {
+		return err
+	}
+	r, err := readinessOf(tx, info)
+	if err != nil {
+		return err
+	}
+	r.words = mdtext.Clip(r.words, 140)
+	said := strings.ToLower(info.HeadSHA) + " " + r.state + " " + r.words
+	if info.ReadySaid == said {
+		return nil
+	}
+	info.ReadySaid = said
+	if err := tx.PutPRInfo(info); err != nil {
+		return err
+	}
+	return h.Notices.ReadyStatus(tx, rc.Name, pr, info.Installation, info.HeadSHA, r.state, r.words, r.url)
+}
+
+// workflowRunPayload is the part of a workflow_run event opsbot reads.
+type workflowRunPayload struct {
+	WorkflowRun struct {
+		ID         int64  `json:"id"`
+		HeadSHA    string `json:"head_sha"`
+		Conclusion string `json:"conclusion"`
+		Path       string `json:"path"`
+		Event      string `json:"event"`
+		HTMLURL    string `json:"html_url"`
+	} `json:"workflow_run"`
+}
+
+// handleWorkflowRun is a workflow run's completion on a PR's head: a run of
+// the sweep workflow for the PR is the head's own sweep (opsbot/reuse-ready
+// reads it); every completion wakes the PR's sequences (kind.wakes).
+func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error) {
+	var ev workflowRunPayload
+	if err := decode(d, &ev); err != nil {
+		return "", nil, err
+	}
+	run := ev.WorkflowRun
+	// path is ".github/workflows/x.yml", with "@ref" after it for a
+	// reusable or dynamic workflow in newer payloads.
+	path, _, _ := strings.Cut(run.Path, "@")
+	if path != rc.SweepWorkflow || run.Event != "pull_request" {
+		return "woke-sequences", nil, nil
+	}
+	return "sweep-completed", func(tx *state.Tx) error {
+		info, err := tx.PRInfo(rc.Name, d.PR)
+		if err != nil || info == nil {
+			return err
+		}
+		info.SweepSHA, info.SweepRun, info.SweepConclusion, info.SweepURL = strings.ToLower(run.HeadSHA), run.ID, run.Conclusion, run.HTMLURL
+		return tx.PutPRInfo(info)
+	}, nil
+}
