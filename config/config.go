@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -203,6 +204,21 @@ type Slack struct {
 	APIURL   string `yaml:"api_url"`
 	TokenEnv string `yaml:"token_env"`
 	Channel  string `yaml:"channel"`
+	// Digest is "weekly" for a digest of each repository's week in its
+	// channel ("" for none), sent on DigestDay at DigestHour (UTC).
+	Digest     string `yaml:"digest"`
+	DigestDay  string `yaml:"digest_day"`
+	DigestHour int    `yaml:"digest_hour"`
+}
+
+// DigestWeekday is slack.digest_day as a weekday (Monday when unset).
+func (s Slack) DigestWeekday() time.Weekday {
+	for d := time.Sunday; d <= time.Saturday; d++ {
+		if strings.EqualFold(d.String(), s.DigestDay) {
+			return d
+		}
+	}
+	return time.Monday
 }
 
 // Retention bounds how long processed deliveries are kept. The audit is never pruned.

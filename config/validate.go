@@ -252,6 +252,23 @@ func (c *Config) validate() Problems {
 			add("metrics.listen", "%v", err)
 		}
 	}
+	switch c.Slack.Digest {
+	case "", "weekly":
+	default:
+		add("slack.digest", "%q is not a digest: use weekly, or leave it out for none", c.Slack.Digest)
+	}
+	if d := c.Slack.DigestDay; d != "" {
+		ok := false
+		for wd := time.Sunday; wd <= time.Saturday; wd++ {
+			ok = ok || strings.EqualFold(wd.String(), d)
+		}
+		if !ok {
+			add("slack.digest_day", "%q is not a day of the week (monday to sunday)", d)
+		}
+	}
+	if c.Slack.DigestHour < 0 || c.Slack.DigestHour > 23 {
+		add("slack.digest_hour", "%d is not an hour of the day (0 to 23, UTC)", c.Slack.DigestHour)
+	}
 	if c.Workers < 1 || c.Workers > 256 {
 		add("workers", "must be between 1 and 256, got %d", c.Workers)
 	}

@@ -290,10 +290,10 @@ func classifyWakeup(env *envelope, id string, d *state.Delivery) string {
 		return IgnoredWakeup
 	}
 	d.PR = env.Number
-	if d.PR <= 0 {
+	if d.PR < 0 {
 		return IgnoredNoPR
 	}
-	return ""
+	return "" // PR 0: a sequence of the repository's own (a digest), in a lane of its own
 }
 
 func classifyDispatch(env *envelope, d *state.Delivery) string {

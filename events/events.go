@@ -89,8 +89,8 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 		return "", nil, errors.New("events: the handler has no command registry")
 	}
 	out, w, err := k.handle(h, ctx, rc, d)
-	if err != nil || d.PR <= 0 {
-		return out, w, err
+	if err != nil || d.PR <= 0 || (w == nil && !k.wakes) {
+		return out, w, err // nothing written: nothing the readiness reads changed
 	}
 	return out, func(tx *state.Tx) error {
 		if w != nil {

@@ -56,8 +56,8 @@ func sequence(tx *bolt.Tx, repo string, pr int, kind string) (*Sequence, error) 
 // written. It keeps the wake index: a sequence not done with a wake-up
 // time is due then. s.Version becomes the version written.
 func (t *Tx) PutSequence(s *Sequence, read uint64) error {
-	if s.Kind == "" || s.Repo == "" || s.PR <= 0 {
-		return fmt.Errorf("state: a sequence needs a kind, a repository and a PR (%q %q %d)", s.Kind, s.Repo, s.PR)
+	if s.Kind == "" || s.Repo == "" || s.PR < 0 {
+		return fmt.Errorf("state: a sequence needs a kind, a repository and a PR, or PR 0 for the repository's own (%q %q %d)", s.Kind, s.Repo, s.PR)
 	}
 	cur, err := sequence(t.tx, s.Repo, s.PR, s.Kind)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
 	"github.com/SemiAnalysisAI/opsbot/commands/stage"
 	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/digest"
 	"github.com/SemiAnalysisAI/opsbot/events"
 	"github.com/SemiAnalysisAI/opsbot/gate"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
@@ -231,6 +232,8 @@ type app struct {
 	overrides func(*config.Config) // the flags and environment that override the file
 	log       *slog.Logger
 	store     *state.Store
+	digester  *digest.Digester // schedules the weekly Slack digests
+	now       func() time.Time
 	metrics   *metrics.Metrics
 	clients   *ghclient.Clients
 	dry       bool
@@ -378,7 +381,17 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	// the workers start.
 	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
 		Marks: store, State: store, Sequences: map[string]seq.Kind{}}
-	for _, k := range append(set.kinds(), d.Sequences...) {
+	digester := &digest.Digester{Cfg: live, Web: web.Base(),
+		Audit: func(repo string, since time.Time) ([]state.AuditRecord, error) { return auditSince(store, repo, since) },
+		Send: func(tx digest.Tx, repo, channel, text, links string) error {
+			return tx.Enqueue(&state.Notice{Channel: state.ChannelSlack, Kind: state.NoticeSlack, Repo: repo,
+				Slack: &state.SlackMessage{Channel: channel, Text: slackmirror.FromMarkdown(text), Context: links}})
+		}}
+	a.digester, a.now = digester, now
+	if err := store.Update(func(tx *state.Tx) error { return digester.Schedule(tx, now()) }); err != nil {
+		return nil, fmt.Errorf("scheduling the weekly digests: %w", err)
+	}
+	for _, k := range append(append(set.kinds(), digester.Kind()), d.Sequences...) {
 		if _, dup := handler.Sequences[k.Name]; dup || k.Name == "" {
 			return nil, fmt.Errorf("the sequence kind %q is registered twice (or has no name)", k.Name)
 		}
@@ -564,10 +577,30 @@ func (a *app) reload() server.ReloadResult {
 				a.file+"): a pin from before it was removed covers no later push", a.log)
 		}
 	}
+	if err := a.store.Update(func(tx *state.Tx) error { return a.digester.Schedule(tx, a.now()) }); err != nil {
+		a.log.Error("scheduling the weekly digests after a reload failed; they follow the configuration at the next reload or start", "err", err)
+	}
 	for _, w := range next.Warnings() {
 		a.log.Warn(w)
 	}
 	return res
+}
+
+// auditSince lists repo's audit records at or after since, every page.
+func auditSince(store *state.Store, repo string, since time.Time) ([]state.AuditRecord, error) {
+	var out []state.AuditRecord
+	q := state.AuditQuery{Repo: repo, Since: since, Limit: 1000}
+	for {
+		recs, next, err := store.Audit(q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+		if next == 0 {
+			return out, nil
+		}
+		q.After = next
+	}
 }
 
 // start runs pruning and, in the background, learns opsbot's own GitHub

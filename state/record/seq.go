@@ -6,7 +6,8 @@ import (
 )
 
 // Sequence is a multi-step request's durable record (a merge request, a
-// stage request, an approval): one per PR and kind. Its step changes only
+// stage request, an approval): one per PR and kind; PR 0 is the
+// repository's own (its weekly digest). Its step changes only
 // through guarded writes (Tx.PutSequence checks the version read), and its
 // wake-up time is data: whatever is due is due again after a restart.
 type Sequence struct {

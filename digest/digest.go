@@ -1,0 +1,232 @@
+// Package digest is the weekly digest of what reuse did in a repository,
+// posted in its Slack channel (slack.digest: weekly): skips and who
+// authorized them, runner and GPU hours saved, pins that expired unused,
+// refusals, merges. It is a sequence of the repository's own (PR 0) on the
+// sequence engine: its next send is data, so a restart neither loses nor
+// repeats a week, and the send and the next wake-up are one write.
+package digest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// Kind is the digest's sequence kind.
+const Kind = "digest"
+
+// Week is one ISO week's totals of what the skips saved.
+type Week struct {
+	Skips                     int
+	RunnerSeconds, GPUSeconds int64
+}
+
+// Tx is the transaction a digest is written in.
+type Tx = record.Tx
+
+// Sender puts the digest's Slack message in the outbox, in the
+// transaction: a message of the repository's own, not a PR's thread.
+type Sender func(tx Tx, repo, channel, text, links string) error
+
+// Digester composes and schedules the digests.
+type Digester struct {
+	Cfg *config.Live
+	// Audit lists the audit records of repo at or after since, oldest first.
+	Audit func(repo string, since time.Time) ([]record.AuditRecord, error)
+	Send  Sender
+	// Web is GitHub's web base, for links ("https://github.com/").
+	Web string
+}
+
+// Data is the digest sequence's own state: the week last sent.
+type Data struct {
+	LastWeek string `json:"last_week,omitempty"`
+}
+
+// Next is the first time at or after now that is day at hour (UTC).
+func Next(now time.Time, day time.Weekday, hour int) time.Time {
+	t := time.Date(now.UTC().Year(), now.UTC().Month(), now.UTC().Day(), hour, 0, 0, 0, time.UTC)
+	for t.Weekday() != day || t.Before(now) {
+		t = t.AddDate(0, 0, 1)
+	}
+	return t
+}
+
+// Kind is the digest's sequence kind, stepped by d.
+func (d *Digester) Kind() seq.Kind { return seq.Kind{Name: Kind, Wake: d.wake} }
+
+// Schedule makes each served repository's digest sequence due at its next
+// send, when digests are on and it has none (a restart keeps the one it
+// has); with digests off, the ones there are end.
+func (d *Digester) Schedule(tx record.Tx, now time.Time) error {
+	cfg := d.Cfg.Get()
+	for i := range cfg.Repos {
+		rc := &cfg.Repos[i]
+		cur, err := tx.Sequence(rc.Name, 0, Kind)
+		if err != nil {
+			return err
+		}
+		on := cfg.Slack.Digest == "weekly" && cfg.SlackChannelFor(rc) != ""
+		switch {
+		case on && (cur == nil || cur.Done):
+			s := &record.Sequence{Kind: Kind, Repo: rc.Name, PR: 0, Step: "scheduled", Data: json.RawMessage(`{}`),
+				WakeAt: Next(now, cfg.Slack.DigestWeekday(), cfg.Slack.DigestHour)}
+			if cur != nil {
+				s.Data = cur.Data // the week last sent stays known
+			}
+			if err := tx.PutSequence(s, 0); err != nil {
+				return err
+			}
+		case !on && cur != nil && !cur.Done:
+			next := *cur
+			next.Step, next.Done = "off", true
+			if err := tx.PutSequence(&next, cur.Version); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// wake sends the digest of the week before the due time, once per ISO
+// week, and schedules the next.
+func (d *Digester) wake(_ context.Context, rc *config.Repo, ref record.SeqRef) (string, seq.Write, error) {
+	cfg := d.Cfg.Get()
+	ch := cfg.SlackChannelFor(rc)
+	return "digest", func(tx record.Tx) error {
+		s, err := tx.Sequence(ref.Repo, 0, Kind)
+		if err != nil || s == nil || s.Done || s.Version != ref.Version {
+			return err
+		}
+		var data Data
+		if len(s.Data) > 0 {
+			if err := json.Unmarshal(s.Data, &data); err != nil {
+				return fmt.Errorf("reading the digest of %s: %w", ref.Repo, err)
+			}
+		}
+		now := tx.Now()
+		due := s.WakeAt
+		if now.Before(due) {
+			return nil // the clock went back: the next pass wakes it again
+		}
+		next := *s
+		next.WakeAt = Next(now.Add(time.Minute), cfg.Slack.DigestWeekday(), cfg.Slack.DigestHour)
+		from := due.Add(-7 * 24 * time.Hour)
+		week := isoWeek(from) // the week the digest covers: the seven days before the due time
+		if data.LastWeek != week && ch != "" && cfg.Slack.Digest == "weekly" {
+			recs, err := d.Audit(ref.Repo, from)
+			if err != nil {
+				return err
+			}
+			var inWeek []record.AuditRecord
+			for _, r := range recs {
+				if r.Time.Before(due) {
+					inWeek = append(inWeek, r)
+				}
+			}
+			text, links := Text(d.Web, ref.Repo, week, from, due, inWeek)
+			if err := d.Send(tx, ref.Repo, ch, text, links); err != nil {
+				return err
+			}
+			data.LastWeek = week
+		}
+		next.Step = "scheduled"
+		if next.Data, err = json.Marshal(data); err != nil {
+			return err
+		}
+		return tx.PutSequence(&next, s.Version)
+	}, nil
+}
+
+func isoWeek(t time.Time) string {
+	y, w := t.UTC().ISOWeek()
+	return fmt.Sprintf("%04d-W%02d", y, w)
+}
+
+// Text is the digest of repo's records recs of the week from..to, in
+// Markdown (the Slack mirror turns it into mrkdwn), with a line of links.
+func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord) (string, string) {
+	var skips, refusals, expired, merged, stopped int
+	var runner, gpu int64
+	who := map[string]int{}
+	prs := map[int]bool{}
+	for _, r := range recs {
+		switch {
+		case r.Kind == record.AuditDecision && r.Outcome == string(record.Skip):
+			skips++
+			runner += r.RunnerSeconds
+			gpu += r.GPUSeconds
+			if r.ActorLogin != "" {
+				who[r.ActorLogin]++
+			}
+			prs[r.PR] = true
+		case r.Kind == record.AuditPin && r.Outcome == string(record.PinExpired):
+			expired++
+		case r.Kind == record.AuditCommand && (r.Outcome == "denied" || r.Outcome == "rejected"):
+			refusals++
+		case r.Kind == record.AuditMerge && r.Outcome == "merged":
+			merged++
+			prs[r.PR] = true
+		case r.Kind == record.AuditMerge && r.Outcome == "stopped":
+			stopped++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "📊 **Weekly reuse digest for %s** (%s, %s to %s UTC)\n\n", mdtext.Text(repo), week,
+		from.UTC().Format("Jan 2 15:04"), to.UTC().Format("Jan 2 15:04"))
+	fmt.Fprintf(&b, "- %d %s skipped their sweep, saving %s runner hours", skips, plural(skips, "push", "pushes"), runs.Hours(runner))
+	if gpu > 0 {
+		fmt.Fprintf(&b, " (%s GPU hours)", runs.Hours(gpu))
+	}
+	b.WriteString("\n")
+	if len(who) > 0 {
+		names := make([]string, 0, len(who))
+		for n := range who {
+			names = append(names, n)
+		}
+		sort.Slice(names, func(i, j int) bool {
+			if who[names[i]] != who[names[j]] {
+				return who[names[i]] > who[names[j]]
+			}
+			return names[i] < names[j]
+		})
+		var parts []string
+		for _, n := range names {
+			parts = append(parts, fmt.Sprintf("%s (%d)", mdtext.Mention(n), who[n]))
+		}
+		fmt.Fprintf(&b, "- authorized by %s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(&b, "- %d %s expired unused\n", expired, plural(expired, "pin", "pins"))
+	fmt.Fprintf(&b, "- %d %s refused\n", refusals, plural(refusals, "command", "commands"))
+	fmt.Fprintf(&b, "- merges with reuse: %d merged, %d stopped\n", merged, stopped)
+	nums := make([]int, 0, len(prs))
+	for n := range prs {
+		nums = append(nums, n)
+	}
+	sort.Ints(nums)
+	var links []string
+	for i, n := range nums {
+		if i == 10 {
+			links = append(links, fmt.Sprintf("and %d more", len(nums)-10))
+			break
+		}
+		links = append(links, fmt.Sprintf("<%s/%s/pull/%d|#%d>", strings.TrimSuffix(web, "/"), repo, n, n))
+	}
+	return b.String(), strings.Join(links, " · ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
