@@ -267,6 +267,7 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 			d.ActorID, d.ActorLogin, d.CommentURL = p.pin.ActorID, p.pin.ActorLogin, p.pin.CommentURL
 			if c := p.run.Coverage; c != nil {
 				d.RunnerSeconds, d.GPUSeconds = c.RunnerSeconds, c.GPUSeconds
+				d.Jobs, d.JobsSucceeded = c.Jobs, c.Succeeded
 			}
 		} else if p.pin != nil {
 			d.PinID, d.RunID = p.pin.ID, p.pin.RunID

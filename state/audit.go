@@ -120,7 +120,13 @@ func (s *Store) Audit(q AuditQuery) ([]AuditRecord, uint64, error) {
 		}
 		if bucket == nil {
 			c := recs.Cursor()
-			for k, _ := c.Seek(u64(q.After + 1)); k != nil; k, _ = c.Next() {
+			from := q.After + 1
+			if !q.Since.IsZero() {
+				// Records are appended in time order: the first at or after
+				// Since is found by bisection, not by reading every older one.
+				from = max(from, firstSince(recs, q.Since))
+			}
+			for k, _ := c.Seek(u64(from)); k != nil; k, _ = c.Next() {
 				stop, err := match(binary.BigEndian.Uint64(k))
 				if err != nil || stop {
 					return err
@@ -224,3 +230,36 @@ var AuditKinds = func() []string {
 	}
 	return out
 }()
+
+// firstSince is the lowest sequence number of a record at or after since,
+// by bisection over the sequence numbers (records are appended as they
+// happen, so their times rise with them); a record that cannot be read
+// ends the search low, which only costs a longer scan.
+func firstSince(recs *bolt.Bucket, since time.Time) uint64 {
+	c := recs.Cursor()
+	k, _ := c.Last()
+	if k == nil {
+		return 1
+	}
+	lo, hi := uint64(1), binary.BigEndian.Uint64(k)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		mk, raw := c.Seek(u64(mid))
+		if mk == nil {
+			hi = mid
+			continue
+		}
+		var r struct {
+			Time time.Time `json:"time"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return lo
+		}
+		if r.Time.Before(since) {
+			lo = binary.BigEndian.Uint64(mk) + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}

@@ -113,14 +113,48 @@ func TestAuditPageInBrowser(t *testing.T) {
 		t.Fatalf("the head's run links to %q", href.Value)
 	}
 
-	// Readable on a phone: nothing wider than the screen.
-	step(chromedp.EmulateViewport(375, 740))
-	overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth + 1`))
-	if err != nil {
-		t.Fatal(err)
+	// Every page, at a laptop's width and a phone's: nothing scrolls
+	// sideways, and no identifier (a SHA, a run, a login, a PR, a time) is
+	// split over two lines: an inline box that wraps has more than one
+	// client rectangle.
+	pages := []string{"/audit", "/audit/SemiAnalysisAI/InferenceX", "/audit/SemiAnalysisAI/InferenceX/2512",
+		"/audit/run/31147925932", "/audit/records?repo=SemiAnalysisAI/InferenceX&user=maintainer"}
+	for _, width := range []int64{1280, 390} {
+		step(chromedp.EmulateViewport(width, 800))
+		for _, page := range pages {
+			step(chromedp.Navigate(w.srv.URL+page), chromedp.WaitVisible(chromedp.CSS("header h1")))
+			overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth + 1`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if overflow {
+				t.Errorf("%s scrolls sideways at %d px", page, width)
+			}
+			split, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('.id')).filter(e => e.getClientRects().length > 1).map(e => e.textContent)`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(split) > 0 {
+				t.Errorf("%s at %d px splits identifiers over lines: %q", page, width, split)
+			}
+			ids, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('.id').length`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if page != "/audit" && ids == 0 {
+				t.Errorf("%s shows no identifier", page)
+			}
+		}
 	}
-	if overflow {
-		t.Error("the PR page scrolls sideways on a 375 px screen")
+	step(chromedp.Navigate(w.srv.URL+"/audit/SemiAnalysisAI/InferenceX"), chromedp.WaitVisible(chromedp.CSS("#totals")))
+	mustContain(t, "totals", text("#totals"), "skips 1", "runner hours saved 6.1", "active pins 0")
+	step(chromedp.Navigate(w.srv.URL+"/audit/run/31147925932"), chromedp.WaitVisible(chromedp.CSS("#uses")))
+	mustContain(t, "run page", text("#uses"), "c2c2c2c", "#2512", "@maintainer", "6.1 runner h")
+	step(chromedp.Navigate(w.srv.URL+"/audit/records?repo=SemiAnalysisAI/InferenceX&outcome=skip"), chromedp.WaitVisible(chromedp.CSS("#trail")))
+	trail := text("#trail")
+	mustContain(t, "filtered records", trail, "skip", "c2c2c2c")
+	if strings.Contains(trail, "c3c3c3c") {
+		t.Errorf("outcome=skip shows the sweep of c3:\n%s", trail)
 	}
 }
 

@@ -84,6 +84,9 @@ type Decision struct {
 	// runner time, and its GPU time (repos[].gpus_per_runner).
 	RunnerSeconds int64 `json:"runner_seconds,omitempty"`
 	GPUSeconds    int64 `json:"gpu_seconds,omitempty"`
+	// Jobs and JobsSucceeded are the reused run's coverage.
+	Jobs          int `json:"jobs,omitempty"`
+	JobsSucceeded int `json:"jobs_succeeded,omitempty"`
 }
 
 // PRInfo is what opsbot remembers of a PR (for Slack threads and the audit page).
