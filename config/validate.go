@@ -184,6 +184,9 @@ func (c *Config) applyDefaults() {
 				sec.Defaults(r)
 			}
 		}
+		if r.Merge.MinRole == "" {
+			r.Merge.MinRole = "maintain" // its section's default, should a loader not have registered it
+		}
 		for _, a := range []*Access{&r.Reuse.Access, &r.Stage.Access, &r.Merge.Access, &r.Help} {
 			if a.MinRole == "" {
 				a.MinRole = DefaultMinRole

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"strings"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/seq"
@@ -56,7 +57,7 @@ var kinds = []kind{
 		handle: (*Handler).handleDispatch},
 	{name: EventCheckSuite, classify: completions("completed"), handle: wakeOnly, wakes: true, declared: true},
 	{name: EventCheckRun, classify: failedRuns, handle: wakeOnly, wakes: true, declared: true},
-	{name: EventStatus, classify: completions(""), handle: wakeOnly, wakes: true, declared: true},
+	{name: EventStatus, classify: statuses, handle: wakeOnly, wakes: true, declared: true},
 	{name: EventWorkflowRun, classify: completions("completed"), handle: (*Handler).handleWorkflowRun, wakes: true, declared: true},
 	{name: seq.Event, internal: true,
 		classify: func(_ *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
@@ -123,6 +124,18 @@ func completions(action string) func(s *Schema, env *envelope, id string, d *sta
 		}
 		return s.classifyByHead(env, d)
 	}
+}
+
+// IgnoredOwnStatus is a status opsbot set itself: it says what opsbot
+// decided, and waking on it would loop.
+const IgnoredOwnStatus = "a status opsbot set"
+
+// statuses classifies a status: not a pending one, nor opsbot's own.
+func statuses(s *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
+	if strings.HasPrefix(env.Context, "opsbot/") {
+		return IgnoredOwnStatus, nil
+	}
+	return completions("")(s, env, id, d)
 }
 
 // IgnoredCheckRunPassed is a check run that completed without failing: one

@@ -165,7 +165,8 @@ type envelope struct {
 	// The commit of an event that names only a commit: a status's sha, a
 	// check suite's or a check run's head_sha.
 	SHA         string      `json:"sha"`
-	State       string      `json:"state"` // a status's
+	State       string      `json:"state"`   // a status's
+	Context     string      `json:"context"` // a status's
 	CheckSuite  *headCommit `json:"check_suite"`
 	CheckRun    *headCommit `json:"check_run"`
 	WorkflowRun *headCommit `json:"workflow_run"`

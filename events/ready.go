@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
@@ -20,7 +21,18 @@ type readiness struct {
 // readinessOf reads the answer from what opsbot keeps: an active pin (the
 // merge consumes it), the head's skip (the run it reused), the head's own
 // sweep when it completed, a sweep still running, or nothing.
-func readinessOf(tx *state.Tx, info *state.PRInfo) (readiness, error) {
+func readinessOf(tx *state.Tx, rc *config.Repo, info *state.PRInfo) (readiness, error) {
+	if info.LabelsKnown {
+		// The merge's push reuses nothing from a PR its labels make partial
+		// (the push gate refuses it), pin or no pin.
+		if v := rc.Reuse.Judge(info.Labels, info.Draft); !v.Full() {
+			why := "its labels make its sweep partial"
+			if v.NoFullSweep {
+				why = "it has no full-sweep label"
+			}
+			return readiness{"failure", "no reuse source: " + why + ", so a merge reuses nothing", ""}, nil
+		}
+	}
 	pin, err := tx.ActivePin(info.Repo, info.PR)
 	if err != nil {
 		return readiness{}, err
@@ -37,7 +49,7 @@ func readinessOf(tx *state.Tx, info *state.PRInfo) (readiness, error) {
 	}
 	if strings.EqualFold(info.SweepSHA, info.HeadSHA) && info.SweepRun != 0 {
 		if info.SweepConclusion == "success" {
-			return readiness{"success", fmt.Sprintf("the head's own sweep, run %d", info.SweepRun), info.SweepURL}, nil
+			return readiness{"success", fmt.Sprintf("the head's own sweep, run %d (checked again at the merge)", info.SweepRun), info.SweepURL}, nil
 		}
 		return readiness{"failure", fmt.Sprintf("no reuse source: the head's sweep (run %d) concluded %s; pin a run with /reuse-sweep-run",
 			info.SweepRun, info.SweepConclusion), info.SweepURL}, nil
@@ -60,7 +72,7 @@ func (h *Handler) setReady(tx *state.Tx, rc *config.Repo, pr int) error {
 	if err != nil || info == nil || info.HeadSHA == "" || info.State == "closed" {
 		return err
 	}
-	r, err := readinessOf(tx, info)
+	r, err := readinessOf(tx, rc, info)
 	if err != nil {
 		return err
 	}
@@ -79,12 +91,17 @@ func (h *Handler) setReady(tx *state.Tx, rc *config.Repo, pr int) error {
 // workflowRunPayload is the part of a workflow_run event opsbot reads.
 type workflowRunPayload struct {
 	WorkflowRun struct {
-		ID         int64  `json:"id"`
-		HeadSHA    string `json:"head_sha"`
-		Conclusion string `json:"conclusion"`
-		Path       string `json:"path"`
-		Event      string `json:"event"`
-		HTMLURL    string `json:"html_url"`
+		ID           int64     `json:"id"`
+		HeadSHA      string    `json:"head_sha"`
+		Conclusion   string    `json:"conclusion"`
+		Path         string    `json:"path"`
+		Event        string    `json:"event"`
+		HTMLURL      string    `json:"html_url"`
+		RunAttempt   int       `json:"run_attempt"`
+		UpdatedAt    time.Time `json:"updated_at"`
+		PullRequests []struct {
+			Number int `json:"number"`
+		} `json:"pull_requests"`
 	} `json:"workflow_run"`
 }
 
@@ -100,7 +117,13 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 	// path is ".github/workflows/x.yml", with "@ref" after it for a
 	// reusable or dynamic workflow in newer payloads.
 	path, _, _ := strings.Cut(run.Path, "@")
-	if path != rc.SweepWorkflow || run.Event != "pull_request" {
+	listed := false
+	for _, p := range run.PullRequests {
+		listed = listed || p.Number == d.PR
+	}
+	// Only a run made for this PR is its own sweep: one that lists it (a
+	// fork's run lists none, and another PR on the same commit lists its own).
+	if path != rc.SweepWorkflow || run.Event != "pull_request" || !listed {
 		return "woke-sequences", nil, nil
 	}
 	return "sweep-completed", func(tx *state.Tx) error {
@@ -108,7 +131,11 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 		if err != nil || info == nil {
 			return err
 		}
+		if strings.EqualFold(info.SweepSHA, run.HeadSHA) && !run.UpdatedAt.After(info.SweepAt) {
+			return nil // an older attempt's completion, delivered late
+		}
 		info.SweepSHA, info.SweepRun, info.SweepConclusion, info.SweepURL = strings.ToLower(run.HeadSHA), run.ID, run.Conclusion, run.HTMLURL
+		info.SweepAt = run.UpdatedAt
 		return tx.PutPRInfo(info)
 	}, nil
 }

@@ -186,18 +186,27 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 			why: state.Why{Code: state.ReasonUncheckable, RunID: pin.RunID, Detail: detail(err)}}
 	}
 	if pin.ExpectParent != "" {
-		// A merge's pin covers only the branch update the merge asked for.
-		parents, err := v.GH.CommitParents(ctx, a.Repo, a.SHA)
+		// A merge's pin covers only the branch update the merge asked for:
+		// GitHub's merge of the base's tip then into the head it read.
+		notIt := func(why string) plan {
+			return plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid,
+				why: state.Why{Code: state.ReasonRunRejected, RunID: pin.RunID, Detail: fmt.Sprintf("the push %s is not the branch update "+
+					"/merge-with-reuse asked for, the only push its pin covers: %s", mdtext.ShortSHA(a.SHA), why)}}
+		}
+		if pin.ExpectBase == "" {
+			return notIt("the merge had asked for no update (the branch was up to date)")
+		}
+		cm, err := v.GH.CommitInfo(ctx, a.Repo, a.SHA)
 		if err != nil {
-			g.Log.Warn("reading a pushed commit's parents failed; deciding sweep, keeping the pin", "repo", a.Repo, "pr", a.PR, "err", err)
+			g.Log.Warn("reading a pushed commit failed; deciding sweep, keeping the pin", "repo", a.Repo, "pr", a.PR, "err", err)
 			return plan{decision: state.Sweep, pin: pin,
 				why: state.Why{Code: state.ReasonGitHubErrorKept, RunID: pin.RunID, Detail: detail(err), Actor: pin.ActorLogin}}
 		}
-		if len(parents) != 2 || !strings.EqualFold(parents[0], pin.ExpectParent) {
-			return plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid,
-				why: state.Why{Code: state.ReasonRunRejected, RunID: pin.RunID, Detail: fmt.Sprintf("the push %s is not the branch update "+
-					"/merge-with-reuse asked for (a merge of the base into %s), the only push its pin covers",
-					mdtext.ShortSHA(a.SHA), mdtext.ShortSHA(pin.ExpectParent))}}
+		switch {
+		case len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[0], pin.ExpectParent) || !strings.EqualFold(cm.Parents[1], pin.ExpectBase):
+			return notIt(fmt.Sprintf("it is not a merge of the base's tip %s into %s", mdtext.ShortSHA(pin.ExpectBase), mdtext.ShortSHA(pin.ExpectParent)))
+		case !cm.ByGitHub:
+			return notIt("GitHub did not make it (it is not signed and committed by GitHub)")
 		}
 	}
 	rules := runs.RulesFor(rc, runs.ForNamedPin)

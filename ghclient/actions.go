@@ -3,6 +3,7 @@ package ghclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -147,29 +148,31 @@ type Job struct {
 // maxJobPages bounds a run's job listing: 30 pages of 100 jobs.
 const maxJobPages = 30
 
-// RunJobs lists the jobs of attempt of run runID, all pages (at most
-// 3,000 jobs).
+// ErrTooManyJobs is a run attempt with more jobs than opsbot reads (3,000).
+var ErrTooManyJobs = errors.New("the run has more jobs than opsbot reads (3,000)")
+
+// RunJobs lists the jobs of attempt of run runID, all pages; a run with
+// more than 3,000 jobs is ErrTooManyJobs, never a part of its list.
 func (c *Client) RunJobs(ctx context.Context, repo string, runID int64, attempt int) ([]Job, error) {
 	o, r := split(repo)
 	var out []Job
 	opt := &github.ListOptions{PerPage: 100}
-	err := paginate(fmt.Sprintf("listing the jobs of run %d attempt %d", runID, attempt), opt, maxJobPages,
-		func() ([]*github.WorkflowJob, *github.Response, error) {
-			jobs, resp, err := c.gh.Actions.ListWorkflowJobsAttempt(ctx, o, r, runID, int64(max(attempt, 1)), opt)
-			if jobs == nil {
-				return nil, resp, err
-			}
-			return jobs.Jobs, resp, err
-		},
-		func(page []*github.WorkflowJob) bool {
-			for _, j := range page {
-				out = append(out, Job{Name: j.GetName(), Status: j.GetStatus(), Conclusion: j.GetConclusion(),
-					Started: j.GetStartedAt().Time, Completed: j.GetCompletedAt().Time, Labels: j.Labels})
-			}
-			return true
-		})
-	if err != nil {
-		return nil, err
+	what := fmt.Sprintf("listing the jobs of run %d attempt %d", runID, attempt)
+	for page := 0; ; page++ {
+		if page == maxJobPages {
+			return nil, fmt.Errorf("%s: %w", what, ErrTooManyJobs)
+		}
+		jobs, resp, err := c.gh.Actions.ListWorkflowJobsAttempt(ctx, o, r, runID, int64(max(attempt, 1)), opt)
+		if err := wrap(what, resp, err); err != nil {
+			return nil, err
+		}
+		for _, j := range jobs.Jobs {
+			out = append(out, Job{Name: j.GetName(), Status: j.GetStatus(), Conclusion: j.GetConclusion(),
+				Started: j.GetStartedAt().Time, Completed: j.GetCompletedAt().Time, Labels: j.Labels})
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opt.Page = resp.NextPage
 	}
-	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/google/go-github/v62/github"
 
@@ -176,16 +177,39 @@ func (c *Client) HeadChecks(ctx context.Context, repo, sha string) ([]Check, err
 	return out, nil
 }
 
-// CommitParents are the parents of commit sha, in order.
-func (c *Client) CommitParents(ctx context.Context, repo, sha string) ([]string, error) {
+// Commit is what opsbot reads of a commit: its parents in order, and
+// whether GitHub made it (signed with GitHub's key and committed by
+// GitHub: an update-branch merge).
+type Commit struct {
+	Parents  []string
+	ByGitHub bool
+}
+
+// GitHubCommitter is the committer email of the commits GitHub makes
+// itself (web-flow: a merge by update-branch, an edit in the web editor).
+const GitHubCommitter = "noreply@github.com"
+
+// CommitInfo reads commit sha's parents and who made it.
+func (c *Client) CommitInfo(ctx context.Context, repo, sha string) (Commit, error) {
 	o, r := split(repo)
 	cm, resp, err := c.gh.Git.GetCommit(ctx, o, r, sha)
 	if err := wrap("reading commit "+mdtext.ShortSHA(sha), resp, err); err != nil {
-		return nil, err
+		return Commit{}, err
 	}
-	var out []string
+	var out Commit
 	for _, p := range cm.Parents {
-		out = append(out, p.GetSHA())
+		out.Parents = append(out.Parents, p.GetSHA())
 	}
+	out.ByGitHub = cm.GetVerification().GetVerified() && strings.EqualFold(cm.GetCommitter().GetEmail(), GitHubCommitter)
 	return out, nil
+}
+
+// BranchHead is the commit a branch points to.
+func (c *Client) BranchHead(ctx context.Context, repo, branch string) (string, error) {
+	o, r := split(repo)
+	b, resp, err := c.gh.Repositories.GetBranch(ctx, o, r, branch, 1)
+	if err := wrap("reading the branch "+branch, resp, err); err != nil {
+		return "", err
+	}
+	return b.GetCommit().GetSHA(), nil
 }

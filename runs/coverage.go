@@ -18,8 +18,12 @@ import (
 // (record.Coverage, kept with pins, decisions and the audit).
 type Coverage = record.Coverage
 
-// MaxNamed bounds the jobs a coverage names.
-const MaxNamed = 5
+// MaxNamed bounds the jobs a coverage names; MaxLabels the runner label
+// sets it splits the time by (the rest are "other").
+const (
+	MaxNamed  = 5
+	MaxLabels = 16
+)
 
 // CoverageOf sums jobs: gpus maps runner label globs to the GPUs a runner
 // with such a label has (a job counts the largest that matches one of its
@@ -52,7 +56,11 @@ func CoverageOf(jobs []ghclient.Job, gpus map[string]int) Coverage {
 		}
 		secs := int64(j.Completed.Sub(j.Started) / time.Second)
 		c.RunnerSeconds += secs
-		c.ByLabel[strings.Join(j.Labels, ",")] += secs
+		key := strings.Join(j.Labels, ",")
+		if _, ok := c.ByLabel[key]; !ok && (len(c.ByLabel) >= MaxLabels || len(key) > 200) {
+			key = "other" // a workflow's author names the labels: the record stays small
+		}
+		c.ByLabel[key] += secs
 		c.GPUSeconds += secs * int64(gpusOf(j.Labels, gpus))
 	}
 	if len(c.ByLabel) == 0 {
@@ -112,12 +120,13 @@ func Sentence(c Coverage) string {
 func Hours(secs int64) string { return fmt.Sprintf("%.1f", float64(secs)/3600) }
 
 // jobCache keeps each run attempt's jobs once read: a completed attempt's
-// jobs do not change. It holds at most maxCachedRuns attempts, dropping
-// the oldest.
+// jobs do not change. It holds at most maxCachedRuns attempts and
+// maxCachedJobs jobs, dropping the oldest.
 type jobCache struct {
 	mu    sync.Mutex
 	jobs  map[jobKey][]ghclient.Job
 	order []jobKey
+	count int // jobs held
 }
 
 type jobKey struct {
@@ -126,7 +135,10 @@ type jobKey struct {
 	attempt int
 }
 
-const maxCachedRuns = 512
+const (
+	maxCachedRuns = 512
+	maxCachedJobs = 50000
+)
 
 func (c *jobCache) get(ctx context.Context, gh Reader, repo string, run int64, attempt int) ([]ghclient.Job, error) {
 	k := jobKey{strings.ToLower(repo), run, attempt}
@@ -149,11 +161,13 @@ func (c *jobCache) get(ctx context.Context, gh Reader, repo string, run int64, a
 	}
 	if _, ok := c.jobs[k]; !ok {
 		c.order = append(c.order, k)
-		if len(c.order) > maxCachedRuns {
-			delete(c.jobs, c.order[0])
-			c.order = c.order[1:]
-		}
+		c.count += len(jobs)
 	}
 	c.jobs[k] = jobs
+	for len(c.order) > 1 && (len(c.order) > maxCachedRuns || c.count > maxCachedJobs) {
+		c.count -= len(c.jobs[c.order[0]])
+		delete(c.jobs, c.order[0])
+		c.order = c.order[1:]
+	}
 	return jobs, nil
 }

@@ -33,7 +33,7 @@ type Reader interface {
 	LabelEvents(ctx context.Context, repo string, n int) ([]ghclient.LabelEvent, error)
 	PullsWithHead(ctx context.Context, repo, label string) ([]*github.PullRequest, error)
 	RunJobs(ctx context.Context, repo string, runID int64, attempt int) ([]ghclient.Job, error)
-	CommitParents(ctx context.Context, repo, sha string) ([]string, error)
+	CommitInfo(ctx context.Context, repo, sha string) (ghclient.Commit, error)
 }
 
 // Rule names, as audited.
@@ -384,6 +384,9 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 		PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}
 	if rules.Coverage {
 		jobs, err := v.jobs.get(ctx, v.GH, rules.Repo, id, max(run.GetRunAttempt(), 1))
+		if errors.Is(err, ghclient.ErrTooManyJobs) {
+			return Run{}, &Rejection{RuleCoverage, fmt.Sprintf("run %d has more jobs than opsbot reads (3,000), so its coverage cannot be told", id)}
+		}
 		if err != nil {
 			return Run{}, err
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
@@ -103,4 +104,22 @@ func (t *Tx) auditPin(p *Pin, s PinState, c PinChange) error {
 		r.RunnerSeconds, r.GPUSeconds = p.Coverage.RunnerSeconds, p.Coverage.GPUSeconds
 	}
 	return t.Audit(r)
+}
+
+// ExpectUpdate records the base tip a merge's branch update will merge on
+// the PR's active pin id (record.Pins).
+func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base string) error {
+	cur, err := activePin(t.tx, repo, pr)
+	if err != nil {
+		return err
+	}
+	if cur == nil || cur.ID != id || cur.ExpectParent == "" {
+		return fmt.Errorf("%w: pin %d of %s#%d is not a merge's active pin", ErrPinNotActive, id, repo, pr)
+	}
+	b, err := prBucket(t.tx, repo, pr, true)
+	if err != nil {
+		return err
+	}
+	cur.ExpectBase = strings.ToLower(base)
+	return putJSON(b, pinKey(id), cur)
 }

@@ -459,3 +459,76 @@ func TestMergeSectionIsTheCommands(t *testing.T) {
 	w.comment(maintainer, "/merge-with-reuse 31147925932") // write, not maintain
 	mustContain(t, "reply", w.lastReply(), "this command needs the `maintain` role on the repository or above")
 }
+
+// A merge's pin covers only GitHub's own update of the branch: on a branch
+// up to date it covers no push, and a merge commit the author crafted (its
+// parents the head and the base's tip, but not made by GitHub) is not the
+// update either. Each sweeps, the pin is invalid, the merge stops.
+func TestMergeWithReusePinCoversOnlyGitHubsUpdate(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "", clock)
+	pendingChecks(w)
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+	w.gh.PushMerge(theRepo, thePR, sha("e7"), sha("b0"), "benchmarks/evil.sh")
+	w.greenChecks(sha("e7"))
+	w.sendSync(sha("e7"), "")
+	if !w.swept("e7") {
+		t.Fatalf("a crafted merge on a branch up to date skipped its sweep: %+v", w.statuses("e7"))
+	}
+	w.passTime(clock, record.WakeGap)
+	w.waitStatus("the stop", "⛔ stopped")
+	if len(w.gh.Merges()) != 0 {
+		t.Fatal("merged")
+	}
+
+	w2 := mergeWorld(t, "", clock)
+	w2.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	// GitHub accepts the update but makes it late; the author pushes a
+	// merge of their own first.
+	w2.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`, Times: 1})
+	w2.comment(maintainer, "/merge-with-reuse 31147925932")
+	w2.waitStatus("the update asked", "update asked")
+	w2.gh.PushMerge(theRepo, thePR, sha("e8"), sha("b0"), "benchmarks/evil.sh")
+	w2.greenChecks(sha("e8"))
+	w2.sendSync(sha("e8"), "")
+	if !w2.swept("e8") {
+		t.Fatalf("a merge the author made skipped its sweep: %+v", w2.statuses("e8"))
+	}
+	w2.passTime(clock, record.WakeGap)
+	st := w2.waitStatus("the stop", "⛔ stopped")
+	mustContain(t, "status", st, "is not the branch update opsbot asked for")
+	if len(w2.gh.Merges()) != 0 {
+		t.Fatal("merged")
+	}
+}
+
+// A merge reuses its run only while its pin stands: a pin cancelled (by
+// anyone allowed to pin) while the merge waits stops it before it merges;
+// editing the command to another run stops it too.
+func TestMergeWithReuseNeedsItsPinToMerge(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "", clock)
+	pendingChecks(w)
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+	w.comment(maintainer, "/reuse-sweep-run cancel")
+	w.greenChecks(sha("c1"))
+	w.checkEvent(sha("c1"))
+	w.passTime(clock, merge.Poll)
+	st := w.waitStatus("the stop", "⛔ stopped")
+	mustContain(t, "status", st, "the pin the merge took was revoked or replaced")
+	if len(w.gh.Merges()) != 0 {
+		t.Fatal("merged without its pin")
+	}
+
+	w2 := mergeWorld(t, "", clock)
+	pendingChecks(w2)
+	c := w2.comment(maintainer, "/merge-with-reuse 31147925932")
+	w2.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+	w2.commentEvent("edited", maintainer, maintainer, c.ID, "/merge-with-reuse 31147925933", c.Body)
+	st = w2.waitStatus("the stop", "⛔ stopped")
+	mustContain(t, "status", st, "@maintainer edited away the command that asked for it")
+}

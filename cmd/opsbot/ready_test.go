@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
@@ -21,10 +22,13 @@ func (w *world) ready(name string) (state, words string) {
 // workflow on commit name.
 func (w *world) sweepCompleted(name string, run int64, conclusion string) {
 	w.t.Helper()
+	w.readyClock++
 	w.send("workflow_run", map[string]any{"action": "completed",
 		"repository": map[string]any{"full_name": theRepo},
 		"workflow_run": map[string]any{"id": run, "head_sha": sha(name), "conclusion": conclusion, "event": "pull_request",
-			"path": ".github/workflows/run-sweep.yml", "html_url": fmt.Sprintf("https://github.com/%s/actions/runs/%d", theRepo, run)}})
+			"path": ".github/workflows/run-sweep.yml", "html_url": fmt.Sprintf("https://github.com/%s/actions/runs/%d", theRepo, run),
+			"run_attempt": 1, "updated_at": time.Date(2026, 12, 1, 0, 0, w.readyClock, 0, time.UTC).Format(time.RFC3339),
+			"pull_requests": []any{map[string]any{"number": thePR}}}})
 }
 
 // With main_sweeps: false, opsbot/reuse-ready on the PR's head says
@@ -53,12 +57,27 @@ func TestReuseReadyStatusFollowsTheAnswer(t *testing.T) {
 	w.push("c3")
 	expect("c3", "pending", "the head's sweep is running; a merge waits for it")
 	w.sweepCompleted("c3", 31200000011, "success")
-	expect("c3", "success", "the head's own sweep, run 31200000011")
+	expect("c3", "success", "the head's own sweep, run 31200000011 (checked again at the merge)")
 	n := len(w.gh.Statuses(theRepo, sha("c3")))
 	w.sweepCompleted("c3", 31200000011, "success") // the same answer: not set again
 	if got := len(w.gh.Statuses(theRepo, sha("c3"))); got != n {
 		t.Fatalf("an unchanged answer set the status again: %d statuses, had %d", got, n)
 	}
+
+	// A run that does not list this PR (another PR's on the same commit, a
+	// fork's) is not its own sweep.
+	w.push("c4")
+	w.readyClock++
+	w.send("workflow_run", map[string]any{"action": "completed", "repository": map[string]any{"full_name": theRepo},
+		"workflow_run": map[string]any{"id": 31200000012, "head_sha": sha("c4"), "conclusion": "success", "event": "pull_request",
+			"path": ".github/workflows/run-sweep.yml", "run_attempt": 1, "pull_requests": []any{},
+			"updated_at": time.Date(2026, 12, 1, 0, 0, w.readyClock, 0, time.UTC).Format(time.RFC3339)}})
+	expect("c4", "pending", "the head's sweep is running; a merge waits for it")
+	// Labels that make the sweep partial: a merge reuses nothing, pin or not.
+	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
+	w.comment(maintainer, "/reuse-sweep-run 31147925932") // refused: partial
+	w.push("c5")
+	expect("c5", "failure", "no reuse source: its labels make its sweep partial, so a merge reuses nothing")
 
 	plain := newWorld(t, "")
 	plain.push("c2")

@@ -39,6 +39,8 @@ type world struct {
 	dir    string
 	env    func(string) string
 	nextID atomic.Int64
+	// readyClock stamps the workflow runs a test completes, in order.
+	readyClock int
 }
 
 var resultArtifacts = []githubtest.Artifact{{Name: "results_bmk"}, {Name: "eval_results_all"}, {Name: "changelog-metadata"}}

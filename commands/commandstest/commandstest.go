@@ -181,6 +181,17 @@ func (t *Tx) Transition(p *record.Pin, to record.PinState, c record.PinChange) e
 	return fmt.Errorf("commandstest: no pin %d", p.ID)
 }
 
+// ExpectUpdate records the base tip on the PR's active merge pin.
+func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base string) error {
+	for i := range t.PinList {
+		if p := &t.PinList[i]; p.ID == id && p.Repo == repo && p.PR == pr && p.State == record.PinActive && p.ExpectParent != "" {
+			p.ExpectBase = base
+			return nil
+		}
+	}
+	return fmt.Errorf("commandstest: no active merge pin %d", id)
+}
+
 func (t *Tx) CommentMark(_ string, id int64) (record.CommentMark, error) { return t.Marks[id], nil }
 
 func (t *Tx) CommentSeen(_ string, id int64) (bool, error) {

@@ -63,7 +63,8 @@ type GitHub interface {
 	UpdateBranch(ctx context.Context, repo string, n int, expectedHead string) error
 	MergePR(ctx context.Context, repo string, n int, sha, method string) (string, error)
 	HeadChecks(ctx context.Context, repo, sha string) ([]ghclient.Check, error)
-	CommitParents(ctx context.Context, repo, sha string) ([]string, error)
+	CommitInfo(ctx context.Context, repo, sha string) (ghclient.Commit, error)
+	BranchHead(ctx context.Context, repo, branch string) (string, error)
 }
 
 // Pinner pins a run as /reuse-sweep-run does (reuse.Handler).
@@ -92,6 +93,8 @@ type Data struct {
 	Method       string `json:"method"`
 	RunID        int64  `json:"run_id"`
 	RunURL       string `json:"run_url,omitempty"`
+	// Line is the command as written: editing it away stops the merge.
+	Line string `json:"line,omitempty"`
 	// Decided is the head the merge is for: the push the pin covered, or
 	// the head itself when the branch was up to date.
 	Decided string `json:"decided,omitempty"`
@@ -254,7 +257,7 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 		return commands.Result{Err: errors.New("merge: the pin's plan grants no pin")}
 	}
 	rc := env.Repo
-	data := Data{Installation: in.Installation, Method: rc.Merge.Method, RunID: pin.RunID, RunURL: pin.RunURL,
+	data := Data{Installation: in.Installation, Method: rc.Merge.Method, RunID: pin.RunID, RunURL: pin.RunURL, Line: line.Text,
 		Trail: []string{fmt.Sprintf("📌 pinned run %s%s (%s, on commit %s)%s", commands.RunLink(pin.RunID, pin.RunURL), newest(pin.Bare),
 			mdtext.Code(pin.RunConclusion), mdtext.Code(mdtext.ShortSHA(pin.RunSHA)), coverageOf(pin))}}
 	raw, err := json.Marshal(data)
@@ -446,6 +449,18 @@ func (st *stepper) read(ctx context.Context) (plan.Plan, string, error) {
 	return st.step(ctx)
 }
 
+// pin is the PR's active pin when it is the one this merge took.
+func (st *stepper) pin() (*record.Pin, error) {
+	if st.h.ActivePin == nil {
+		return nil, errors.New("merge: no pin reader")
+	}
+	p, err := st.h.ActivePin(st.cur.Repo, st.cur.PR)
+	if err != nil || p == nil || !p.Origin().Same(st.cur.Origin()) || p.RunID != st.data.RunID {
+		return nil, err
+	}
+	return p, nil
+}
+
 func (st *stepper) guard() plan.Fact {
 	return plan.SequenceAt{Repo: st.cur.Repo, PR: st.cur.PR, Kind: SeqKind, Version: st.cur.Version}
 }
@@ -539,7 +554,28 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 		case "draft":
 			return st.stopped("draft", "the PR is a draft")
 		case "behind":
-			err := st.gh.UpdateBranch(ctx, cur.Repo, cur.PR, head)
+			// The pin covers the update only once it names the base's tip
+			// the update merges: recorded first, asked at the next wake-up.
+			pin, err := st.pin()
+			if err != nil {
+				return plan.Plan{}, "", err
+			}
+			if pin == nil {
+				return st.stopped("no_pin", "the pin the merge took was revoked or replaced before the branch was updated: a merge now would reuse nothing")
+			}
+			tip, err := st.gh.BranchHead(ctx, cur.Repo, st.data.Base)
+			if err != nil {
+				return plan.Plan{}, "", err
+			}
+			if !strings.EqualFold(pin.ExpectBase, tip) {
+				next := *cur
+				next.WakeAt = st.now
+				next.Data, _ = json.Marshal(st.data) // plain fields: cannot fail
+				return plan.Plan{Require: []plan.Fact{st.guard(), plan.ActivePin{Repo: cur.Repo, PR: cur.PR, ID: pin.ID}},
+					Steps: []plan.Step{plan.ExpectUpdate{Repo: cur.Repo, PR: cur.PR, PinID: pin.ID, Base: tip},
+						plan.PutSequence{Seq: next, Read: cur.Version}}}, "merge-update-named", nil
+			}
+			err = st.gh.UpdateBranch(ctx, cur.Repo, cur.PR, head)
 			var ref *ghclient.Refusal
 			if errors.As(err, &ref) {
 				return st.stoppedKeeping("update_refused", fmt.Sprintf("%s (%s). Update the branch by hand: "+
@@ -563,11 +599,11 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 			}
 			return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-waiting-update")
 		}
-		parents, err := st.gh.CommitParents(ctx, cur.Repo, head)
+		cm, err := st.gh.CommitInfo(ctx, cur.Repo, head)
 		if err != nil {
 			return plan.Plan{}, "", err
 		}
-		if len(parents) != 2 || !strings.EqualFold(parents[0], cur.Head) {
+		if len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[0], cur.Head) || !cm.ByGitHub {
 			// Not the merge of the base into the head read: a push by
 			// someone else, on top of the update or instead of it.
 			return st.stopped("pushed", fmt.Sprintf("the new head %s is not the branch update opsbot asked for (a merge of the base into %s): "+
@@ -660,6 +696,22 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 		return st.stopped("draft", "the PR is a draft")
 	default:
 		return st.stopped("not_mergeable", fmt.Sprintf("GitHub says the PR cannot be merged (%s)", mdtext.Text(state)))
+	}
+	// The merge reuses its run only while its pin stands: still active
+	// (consumed by the merge's own push to the default branch), or used by
+	// the update's push, which the gate skipped on it.
+	pin, err := st.pin()
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if pin == nil {
+		d, err := st.h.Decision(cur.Repo, cur.PR, head)
+		if err != nil {
+			return plan.Plan{}, "", err
+		}
+		if d == nil || d.Decision != record.Skip || d.RunID != st.data.RunID {
+			return st.stopped("no_pin", "the pin the merge took was revoked or replaced: a merge now would reuse nothing")
+		}
 	}
 	commit, err := st.gh.MergePR(ctx, cur.Repo, cur.PR, head, st.data.Method)
 	var ref *ghclient.Refusal
@@ -761,20 +813,16 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 	if cur == nil || !cur.Origin().Same(ch.Origin) {
 		return plan.Plan{}, nil
 	}
-	if !ch.Deleted {
-		for _, c := range ch.Commands {
-			if c.Name == Name && c.Error == "" && !c.Cancel {
-				return plan.Plan{}, nil // the command is still there
-			}
-		}
-	}
 	data, err := decode(cur)
 	if err != nil {
 		return plan.Plan{}, err
 	}
+	if !ch.Deleted && commands.HasLine(ch.Commands, data.Line) {
+		return plan.Plan{}, nil // the command is still there, as written
+	}
 	did := "deleted the comment"
 	if !ch.Deleted {
-		did = "edited the command away"
+		did = "edited away the command"
 	}
 	guard := plan.SequenceAt{Repo: ch.Repo, PR: ch.PR, Kind: SeqKind, Version: cur.Version}
 	if ch.Recovered {

@@ -407,6 +407,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("GET /repos/{owner}/{repo}/commits/{ref}/status", f.combinedStatus)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/check-suites", f.listCheckSuites)
 	add("GET /repos/{owner}/{repo}/git/commits/{sha}", f.gitCommit)
+	add("GET /repos/{owner}/{repo}/branches/{branch}", f.branch)
 	// Three GET routes share one shape; one handler tells them apart.
 	issueGets := map[string]handler{
 		"GET /repos/{owner}/{repo}/issues/{n}/comments":  f.listComments,

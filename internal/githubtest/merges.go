@@ -109,7 +109,7 @@ func (f *Fake) updateBranch(w http.ResponseWriter, r *http.Request, repo *Repo) 
 	commit := UpdateCommit(n, len(p.Commits))
 	repo.chain(p.Head(), []string{commit}, [][]string{p.UpdateFiles})
 	repo.fromDefault[commit] = true
-	repo.baseParent[commit] = p.BaseSHA
+	repo.baseParent[commit] = repo.branchTip(p)
 	p.Commits = append(p.Commits, commit)
 	p.Behind = false
 	return http.StatusAccepted, map[string]string{"message": "Updating pull request branch.",
@@ -239,7 +239,8 @@ func (f *Fake) listCheckSuites(w http.ResponseWriter, r *http.Request, repo *Rep
 }
 
 // gitCommit is a commit's parents: the one it was pushed on, and for a
-// merge update-branch made, the base's tip second.
+// merge update-branch made, the base's tip second; update-branch's merges
+// are signed and committed by GitHub.
 func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
 	sha := r.PathValue("sha")
 	parent, ok := repo.parents[sha]
@@ -247,8 +248,62 @@ func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 		return http.StatusNotFound, notFound()
 	}
 	parents := []map[string]string{{"sha": parent}}
+	committer := map[string]string{"name": "A Contributor", "email": "contributor@example.com"}
+	verification := map[string]any{"verified": false, "reason": "unsigned"}
 	if b := repo.baseParent[sha]; b != "" {
 		parents = append(parents, map[string]string{"sha": b})
+		committer = map[string]string{"name": "GitHub", "email": "noreply@github.com"}
+		verification = map[string]any{"verified": true, "reason": "valid"}
 	}
-	return http.StatusOK, map[string]any{"sha": sha, "parents": parents}
+	if extra := repo.extraParent[sha]; extra != "" {
+		parents = append(parents, map[string]string{"sha": extra})
+	}
+	return http.StatusOK, map[string]any{"sha": sha, "parents": parents, "committer": committer, "verification": verification}
+}
+
+// branch is a branch and the commit it points to: a BranchTips entry, or
+// the base of a PR that merges into it.
+func (f *Fake) branch(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	name := r.PathValue("branch")
+	tip := repo.BranchTips[name]
+	if tip == "" {
+		for _, p := range repo.PRs {
+			base := p.BaseRef
+			if base == "" {
+				base = repo.DefaultBranch
+			}
+			if base == name {
+				tip = p.BaseSHA
+				break
+			}
+		}
+	}
+	if tip == "" {
+		return http.StatusNotFound, notFound()
+	}
+	return http.StatusOK, map[string]any{"name": name, "commit": map[string]any{"sha": tip}}
+}
+
+// branchTip is the tip of the branch p merges into.
+func (repo *Repo) branchTip(p *PR) string {
+	base := p.BaseRef
+	if base == "" {
+		base = repo.DefaultBranch
+	}
+	if tip := repo.BranchTips[base]; tip != "" {
+		return tip
+	}
+	return p.BaseSHA
+}
+
+// PushMerge pushes a merge commit the PR's author made themselves (not
+// GitHub), with parents the PR's head and second.
+func (f *Fake) PushMerge(repo string, number int, commit, second string, files ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repos[strings.ToLower(repo)]
+	p := r.PRs[number]
+	r.chain(p.Head(), []string{commit}, [][]string{files})
+	r.extraParent[commit] = second
+	p.Commits = append(p.Commits, commit)
 }

@@ -21,6 +21,10 @@ type Repo struct {
 	files         map[string][]string // commit -> files it touched
 	fromDefault   map[string]bool     // merges of the default branch: their files are the default branch's
 	baseParent    map[string]string   // update-branch's merge commits: their second parent, the base's tip
+	extraParent   map[string]string   // merges pushed by hand: their second parent
+	// BranchTips are the commits branches point to (the default branch's
+	// when unset: the base of a PR into it).
+	BranchTips map[string]string
 }
 
 // AddUser registers an account. kind is "User" or "Bot". Adding a login
@@ -43,7 +47,7 @@ func (f *Fake) AddRepo(fullName string, workflowFile string, workflowID int64) *
 	r := &Repo{Owner: owner, Name: name, ID: int64(len(f.repos) + 100), DefaultBranch: "main",
 		Workflows: map[string]int64{workflowFile: workflowID}, Runs: map[int64]*Run{}, PRs: map[int]*PR{},
 		Roles: map[string]string{}, parents: map[string]string{}, files: map[string][]string{}, fromDefault: map[string]bool{},
-		baseParent: map[string]string{}}
+		baseParent: map[string]string{}, extraParent: map[string]string{}, BranchTips: map[string]string{}}
 	f.repos[strings.ToLower(fullName)] = r
 	return r
 }

@@ -699,3 +699,16 @@ func (s PutSequence) apply(tx record.Tx, t Teller) error {
 	}
 	return nil
 }
+
+// ExpectUpdate records on the PR's active pin PinID (a merge's) the base
+// tip Base of the branch update the merge asks for next (record.Pins).
+type ExpectUpdate struct {
+	Repo  string
+	PR    int
+	PinID uint64
+	Base  string
+}
+
+func (s ExpectUpdate) apply(tx record.Tx, _ Teller) error {
+	return tx.ExpectUpdate(s.Repo, s.PR, s.PinID, s.Base)
+}

@@ -21,10 +21,11 @@ type Coverage struct {
 	ByLabel       map[string]int64 `json:"by_label,omitempty"`
 }
 
-// Fraction is the share of the jobs that ran which succeeded (1 with none).
+// Fraction is the share of the jobs that ran which succeeded (0 with none:
+// a run none of whose jobs ran covers nothing).
 func (c Coverage) Fraction() float64 {
 	if c.Jobs == 0 {
-		return 1
+		return 0
 	}
 	return float64(c.Succeeded) / float64(c.Jobs)
 }

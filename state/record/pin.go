@@ -19,9 +19,12 @@ type Pin struct {
 	// Coverage is the run's, read when it was pinned.
 	Coverage *Coverage `json:"coverage,omitempty"`
 	// ExpectParent, when set (a pin /merge-with-reuse took), limits the
-	// push it covers to a merge commit whose first parent is this commit:
-	// the branch update the merge asks for, and no other push.
+	// push it covers to the branch update the merge asks for: a merge
+	// commit GitHub made whose parents are this commit and ExpectBase, the
+	// base's tip when the update was asked. Until then (ExpectBase empty)
+	// it covers no push at all.
 	ExpectParent  string `json:"expect_parent,omitempty"`
+	ExpectBase    string `json:"expect_base,omitempty"`
 	Bare          bool   `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
 	PRHeadAtGrant string `json:"pr_head_at_grant"`
 	ActorID       int64  `json:"actor_id"`
@@ -131,6 +134,9 @@ type PRInfo struct {
 	SweepRun        int64  `json:"sweep_run,omitempty"`
 	SweepConclusion string `json:"sweep_conclusion,omitempty"`
 	SweepURL        string `json:"sweep_url,omitempty"`
+	// SweepAt is that run's updated_at: a late delivery of an older
+	// attempt does not replace a newer one.
+	SweepAt time.Time `json:"sweep_at,omitzero"`
 	// ReadySaid is the opsbot/reuse-ready status last set (head, state and
 	// words): set again only when the answer changes.
 	ReadySaid string `json:"ready_said,omitempty"`
