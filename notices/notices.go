@@ -283,10 +283,19 @@ func pinWhy(w record.Why) string {
 
 // SkipText is the PR comment of a skip decision.
 func SkipText(web Web, d *record.Decision) string {
-	return fmt.Sprintf("⏭️ **Sweep skipped for %s**: reusing run %s (commit %s), authorized by %s in %s.\n\n"+
+	saved := ""
+	if d.Jobs > 0 || d.RunnerSeconds > 0 {
+		saved = fmt.Sprintf(" The run covers %d of %d jobs (succeeded); this push saves %.1f runner hours", d.JobsSucceeded, d.Jobs,
+			float64(d.RunnerSeconds)/3600)
+		if d.GPUSeconds > 0 {
+			saved += fmt.Sprintf(" (%.1f GPU hours)", float64(d.GPUSeconds)/3600)
+		}
+		saved += "."
+	}
+	return fmt.Sprintf("⏭️ **Sweep skipped for %s**: reusing run %s (commit %s), authorized by %s in %s.%s\n\n"+
 		"The pin is used up: the next push sweeps unless someone pins a run again.",
 		commitLink(web, d.Repo, d.HeadSHA), runLink(d.RunID, d.RunURL), mdtext.Code(mdtext.ShortSHA(d.RunSHA)), mdtext.Mention(d.ActorLogin),
-		mdtext.Link("this comment", d.CommentURL))
+		mdtext.Link("this comment", d.CommentURL), saved)
 }
 
 // InvalidText is the PR comment when a pinned run no longer qualifies. The

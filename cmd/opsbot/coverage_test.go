@@ -71,6 +71,7 @@ func TestSkipRecordsTheTimeItSaved(t *testing.T) {
 	// R1's default jobs: three benchmarks of 2 h on GPU runners, an
 	// aggregation of 5 min on a hosted one.
 	const runner, gpu = 6*3600 + 5*60, 3 * 2 * 3600 * 8
+	mustContain(t, "skip comment", w.lastReply(), "The run covers 4 of 4 jobs (succeeded); this push saves 6.1 runner hours (48.0 GPU hours).")
 	var found bool
 	for _, r := range w.audit() {
 		if r["kind"] == "decision" && r["outcome"] == "skip" {
