@@ -571,3 +571,51 @@ func hasSteps(p plan.Plan) bool {
 	}
 	return false
 }
+
+// PlanClick runs one command a click asked for (an origin that is not a
+// comment: a Slack button): the same role check, handler, audit and plan
+// as a comment's line. The clicker is told through answer (shown only to
+// them); an accepted command's reply is also posted on the PR, so its
+// conversation shows what was done and by whom. via says where the click
+// came from, for the audit. An error is a read that failed: the click is
+// tried again.
+func PlanClick(ctx context.Context, env Env, in Invocation, cmd Command, via string, answer func(text string) plan.Step) (string, plan.Plan, error) {
+	spec, ok := env.Commands.Spec(cmd.Name)
+	if !ok {
+		return "click-unknown", plan.Plan{Steps: []plan.Step{answer("Nothing was done: opsbot no longer has this command.")}}, nil
+	}
+	v := env.Check(ctx, in.Actor, spec)
+	rec := AuditOf(in, record.AuditRecord{Kind: record.AuditCommand, Command: cmd.Name, RunID: cmd.RunID, Role: RoleName(v)})
+	if !v.Allowed {
+		rec.Outcome, rec.Reason = string(Denied), via+": "+v.Reason
+		if v.CheckFailed {
+			rec.Outcome = string(Errored)
+		}
+		return "click-" + rec.Outcome, plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec},
+			answer(fmt.Sprintf("Nothing was done: %s (as @%s on GitHub).", v.Reason, in.Actor.Login))}}, nil
+	}
+	res := spec.Handler.Prepare(ctx, env, in, Line{Command: cmd, Spec: spec, Verdict: v})
+	if res.Err != nil {
+		return "", plan.Plan{}, res.Err
+	}
+	rec.Outcome, rec.Reason = string(res.Outcome), via+": "+res.Reason
+	if res.Outcome == Accepted && res.RunID != 0 {
+		rec.RunID, rec.HeadSHA = res.RunID, res.HeadSHA
+	}
+	p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}}}
+	if res.Outcome != Accepted {
+		told := res.Reply
+		if told == "" {
+			told = "Nothing was done: " + res.Reason
+		}
+		p.Steps = append(p.Steps, answer(told))
+		return "click-" + string(res.Outcome), p, nil
+	}
+	p.Require = res.Plan.Require
+	p.Steps = append(p.Steps, plan.Plan{Steps: res.Plan.Steps})
+	if res.Reply != "" {
+		links := notices.Links{PR: env.Notices.Web.PR(in.Repo, in.PR), Run: res.RunURL}
+		p.Steps = append(p.Steps, Reply(env, in, notices.KindReply, res.Reply+"\n\n(from a click in Slack)", links), answer(res.Reply))
+	}
+	return "click-accepted", p, nil
+}

@@ -209,6 +209,12 @@ type Slack struct {
 	Digest     string `yaml:"digest"`
 	DigestDay  string `yaml:"digest_day"`
 	DigestHour int    `yaml:"digest_hour"`
+	// SigningSecretEnv names the variable holding the Slack app's signing
+	// secret: with it, clicks on opsbot's buttons are taken at
+	// /slack/interactions. Users maps Slack user ids to the GitHub logins
+	// they act as (role-checked on GitHub as that account).
+	SigningSecretEnv string            `yaml:"signing_secret_env"`
+	Users            map[string]string `yaml:"users"`
 }
 
 // DigestWeekday is slack.digest_day as a weekday (Monday when unset).

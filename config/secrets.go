@@ -17,9 +17,11 @@ type Secrets struct {
 	GateTokens     []auth.Secret // may only ask the gate
 	AdminTokens    []auth.Secret // may read the audit, back up and reconcile
 	SlackToken     auth.Secret
-	AuditUser      auth.Secret
-	AuditPassword  auth.Secret
-	MetricsToken   auth.Secret // bearer GET /metrics needs, when metrics.token_env is set
+	// SlackSigningSecret verifies clicks (slack.signing_secret_env).
+	SlackSigningSecret auth.Secret
+	AuditUser          auth.Secret
+	AuditPassword      auth.Secret
+	MetricsToken       auth.Secret // bearer GET /metrics needs, when metrics.token_env is set
 }
 
 // ResolveSecrets reads every secret the configuration names through getenv.
@@ -125,6 +127,13 @@ func (c *Config) resolveSecrets(getenv func(string) string) (Secrets, Problems) 
 	}
 	if c.Slack.TokenEnv != "" {
 		s.SlackToken = auth.Secret(strings.TrimSpace(read("slack.token_env", c.Slack.TokenEnv)))
+	}
+	if c.Slack.SigningSecretEnv != "" {
+		s.SlackSigningSecret = auth.Secret(strings.TrimSpace(read("slack.signing_secret_env", c.Slack.SigningSecretEnv)))
+		if len(s.SlackSigningSecret) < 16 {
+			probs = append(probs, fmt.Sprintf("slack.signing_secret_env: %s (or %s_FILE) is empty, unset or shorter than 16 characters: "+
+				"set the Slack app's signing secret (Basic Information → App Credentials), or remove slack.signing_secret_env", c.Slack.SigningSecretEnv, c.Slack.SigningSecretEnv))
+		}
 	}
 	if c.Metrics.TokenEnv != "" {
 		s.MetricsToken = auth.Secret(strings.TrimSpace(read("metrics.token_env", c.Metrics.TokenEnv)))

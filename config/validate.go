@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"text/template"
@@ -269,6 +270,17 @@ func (c *Config) validate() Problems {
 			add("slack.digest_day", "%q is not a day of the week (monday to sunday)", d)
 		}
 	}
+	for id, login := range c.Slack.Users {
+		if !slackUserID.MatchString(id) {
+			add("slack.users", "%q is not a Slack user id (U or W and capital letters and digits, e.g. U012AB3CD)", id)
+		}
+		if !githubLogin.MatchString(login) {
+			add("slack.users", "%q (for %s) is not a GitHub login", login, id)
+		}
+	}
+	if len(c.Slack.Users) > 0 && c.Slack.SigningSecretEnv == "" {
+		add("slack.users", "maps Slack users, but without slack.signing_secret_env no click is taken: set it, or remove slack.users")
+	}
 	if c.Slack.DigestHour < 0 || c.Slack.DigestHour > 23 {
 		add("slack.digest_hour", "%d is not an hour of the day (0 to 23, UTC)", c.Slack.DigestHour)
 	}
@@ -491,3 +503,8 @@ func (c *Config) validate() Problems {
 var validGateAction = map[string]bool{
 	"synchronize": true, "opened": true, "reopened": true, "ready_for_review": true, "labeled": true,
 }
+
+var (
+	slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)
+	githubLogin = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+)

@@ -29,8 +29,11 @@ import (
 
 // Handler routes deliveries. It implements worker.Handler.
 type Handler struct {
-	Cfg *config.Live
-	Log *slog.Logger
+	// SlackButtons puts buttons on Slack messages (clicks are taken:
+	// slack.signing_secret_env is set).
+	SlackButtons bool
+	Cfg          *config.Live
+	Log          *slog.Logger
 	// Clients gives each installation's GitHub client and remembers each
 	// repository's installation from its webhooks, for asks without one.
 	Clients *ghclient.Clients

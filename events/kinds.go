@@ -59,6 +59,11 @@ var kinds = []kind{
 	{name: EventCheckRun, classify: failedRuns, handle: wakeOnly, wakes: true, declared: true},
 	{name: EventStatus, classify: statuses, handle: wakeOnly, wakes: true, declared: true},
 	{name: EventWorkflowRun, classify: completions("completed"), handle: (*Handler).handleWorkflowRun, wakes: true, declared: true},
+	{name: EventClick, internal: true,
+		classify: func(_ *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
+			return classifyClick(env, id, d), nil
+		},
+		handle: (*Handler).handleClick},
 	{name: seq.Event, internal: true,
 		classify: func(_ *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
 			return classifyWakeup(env, id, d), nil

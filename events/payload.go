@@ -162,6 +162,7 @@ type envelope struct {
 	ClientPayload map[string]any `json:"client_payload"`
 	Recovery      *Recovery      `json:"opsbot_recovery"`
 	Wakeup        *state.SeqRef  `json:"opsbot_wakeup"`
+	Click         *ClickInfo     `json:"opsbot_click"`
 	// The commit of an event that names only a commit: a status's sha, a
 	// check suite's or a check run's head_sha.
 	SHA         string      `json:"sha"`

@@ -2,9 +2,14 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
@@ -136,6 +141,23 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 		}
 		info.SweepSHA, info.SweepRun, info.SweepConclusion, info.SweepURL = strings.ToLower(run.HeadSHA), run.ID, run.Conclusion, run.HTMLURL
 		info.SweepAt = run.UpdatedAt
-		return tx.PutPRInfo(info)
+		if err := tx.PutPRInfo(info); err != nil {
+			return err
+		}
+		if !h.SlackButtons || run.Conclusion != "success" || !strings.EqualFold(run.HeadSHA, info.HeadSHA) || info.State == "closed" {
+			return nil
+		}
+		// One click to reuse it: the PR's Slack thread offers the run.
+		val := func(run int64) string {
+			raw, _ := json.Marshal(ClickValue{Repo: rc.Name, PR: d.PR, RunID: run}) // plain fields: cannot fail
+			return string(raw)
+		}
+		text := fmt.Sprintf("🏁 The sweep of %s finished: run %s.", mdtext.Code(mdtext.ShortSHA(run.HeadSHA)),
+			mdtext.Link(strconv.FormatInt(run.ID, 10), run.HTMLURL))
+		return h.Notices.SlackButtons(tx, rc.Name, d.PR, text, notices.Links{PR: h.Notices.Web.PR(rc.Name, d.PR), Run: run.HTMLURL},
+			[]record.SlackButton{
+				{Text: fmt.Sprintf("Reuse run %d for next push", run.ID), ActionID: ClickReuse, Value: val(run.ID), Style: "primary"},
+				{Text: "Cancel pin", ActionID: ClickCancel, Value: val(0)},
+			})
 	}, nil
 }

@@ -68,6 +68,22 @@ type Mirror interface {
 	Mirror(tx record.Tx, repo string, pr int, kind Kind, text string, links Links) error
 }
 
+// ButtonMirror also posts messages of Slack's own, with buttons, in a PR's
+// thread (slackmirror.Mirror).
+type ButtonMirror interface {
+	MirrorButtons(tx record.Tx, repo string, pr int, text string, links Links, buttons []record.SlackButton) error
+}
+
+// SlackButtons posts text with buttons in the PR's Slack thread (only in
+// Slack: a click comes back to /slack/interactions); nothing without a
+// mirror that takes buttons.
+func (b *Builder) SlackButtons(tx record.Tx, repo string, pr int, text string, links Links, buttons []record.SlackButton) error {
+	if bm, ok := b.Mirror.(ButtonMirror); ok {
+		return bm.MirrorButtons(tx, repo, pr, text, links, buttons)
+	}
+	return nil
+}
+
 // Links are the GitHub pages a notice is about.
 type Links struct {
 	PR      string

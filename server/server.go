@@ -46,8 +46,11 @@ type Config struct {
 	// for events that name only a commit.
 	Heads func(repo, sha string) ([]int, error)
 	// Wakes are the events sequence kinds declare (events.Wakes).
-	Wakes   map[string]bool
-	Metrics *metrics.Metrics
+	Wakes map[string]bool
+	// SlackSecret is the Slack app's signing secret: with it, clicks on
+	// opsbot's buttons are taken at POST /slack/interactions.
+	SlackSecret auth.Secret
+	Metrics     *metrics.Metrics
 	// MetricsToken, when set, is the bearer GET /metrics needs.
 	MetricsToken auth.Secret
 	// MetricsElsewhere leaves GET /metrics off this server's routes (it is
@@ -65,17 +68,19 @@ type Config struct {
 
 // Server answers HTTP.
 type Server struct {
-	intake  *events.Intake
-	secrets []auth.Secret
-	maxBody int64
-	limits  BodyLimits
-	bodies  *bodyBudget
-	m       *metrics.Metrics
-	log     *slog.Logger
-	ready   ReadyCheck
-	now     func() time.Time
-	ctx     context.Context
-	mux     *http.ServeMux
+	intake      *events.Intake
+	slackSecret auth.Secret
+	repoOf      func(string) (string, bool)
+	secrets     []auth.Secret
+	maxBody     int64
+	limits      BodyLimits
+	bodies      *bodyBudget
+	m           *metrics.Metrics
+	log         *slog.Logger
+	ready       ReadyCheck
+	now         func() time.Time
+	ctx         context.Context
+	mux         *http.ServeMux
 	// refusals logs deliveries refused for their bodies.
 	refusals *refusalLog
 
@@ -99,6 +104,7 @@ func New(c Config) *Server {
 		s.ctx = context.Background()
 	}
 	s.refusals = newRefusalLog(s.log, s.now)
+	s.slackSecret, s.repoOf = c.SlackSecret, c.RepoName
 	s.intake = &events.Intake{Schema: &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now, Heads: c.Heads, Wakes: c.Wakes},
 		Store: c.Store, Queue: c.Queue}
 	s.routes(c.Extra)
@@ -107,6 +113,7 @@ func New(c Config) *Server {
 
 func (s *Server) routes(extra func(*http.ServeMux)) {
 	s.mux.HandleFunc("POST /webhook", s.handleWebhook)
+	s.mux.HandleFunc("POST /slack/interactions", s.handleSlack)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -53,6 +53,12 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 			Error: "X-GitHub-Delivery ids starting with " + reconcile.IDPrefix + " are opsbot's own; send GitHub's delivery id"})
 		return
 	}
+	if strings.HasPrefix(strings.ToLower(id), events.ClickIDPrefix) || event == events.EventClick {
+		// Clicks come from Slack, signed with Slack's secret, at /slack/interactions.
+		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",
+			Error: "X-GitHub-Delivery ids starting with " + events.ClickIDPrefix + " and the event " + events.EventClick + " are opsbot's own; send GitHub's"})
+		return
+	}
 	if strings.HasPrefix(strings.ToLower(id), seq.IDPrefix) || event == seq.Event {
 		// Wake-ups are opsbot's own deliveries, made by its ticker only.
 		answer(http.StatusBadRequest, "bad_request", webhookReply{Status: "rejected",

@@ -24,9 +24,19 @@ type Mirror struct {
 
 var _ notices.Mirror = (*Mirror)(nil)
 
+// MirrorButtons adds a message of Slack's own with buttons to the PR's
+// thread (after its parent when it has none yet).
+func (m *Mirror) MirrorButtons(tx record.Tx, repo string, pr int, text string, links notices.Links, buttons []record.SlackButton) error {
+	return m.post(tx, repo, pr, notices.KindReply, text, links, buttons)
+}
+
 // Mirror adds the Slack message for a notice, after the PR's thread parent
 // when the PR has none yet.
 func (m *Mirror) Mirror(tx record.Tx, repo string, pr int, kind notices.Kind, text string, links notices.Links) error {
+	return m.post(tx, repo, pr, kind, text, links, nil)
+}
+
+func (m *Mirror) post(tx record.Tx, repo string, pr int, kind notices.Kind, text string, links notices.Links, buttons []record.SlackButton) error {
 	rc, _ := m.Cfg.Get().Repo(repo)
 	ch := m.Cfg.Get().SlackChannelFor(rc)
 	if ch == "" {
@@ -50,7 +60,8 @@ func (m *Mirror) Mirror(tx record.Tx, repo string, pr int, kind notices.Kind, te
 		}
 	}
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelSlack, Kind: record.NoticeSlack, Repo: repo, PR: pr,
-		Slack: &record.SlackMessage{Channel: ch, Text: FromMarkdown(text), Context: ContextLine(links), Broadcast: kind == notices.KindSkip}})
+		Slack: &record.SlackMessage{Channel: ch, Text: FromMarkdown(text), Context: ContextLine(links), Broadcast: kind == notices.KindSkip,
+			Buttons: buttons}})
 }
 
 // ParentText is the first message of a PR's thread.

@@ -135,22 +135,33 @@ func runSlack(e *env, args []string) error {
 		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "-help") {
 			args = []string{"app-manifest", "--help"}
 		} else {
-			fmt.Fprintln(e.stderr, "Usage: opsbot slack app-manifest [--name NAME]")
+			fmt.Fprintln(e.stderr, "Usage: opsbot slack app-manifest [--name NAME] [--url URL]")
 			return exitCode(2)
 		}
 	}
-	fs := newFlags(e, "slack app-manifest", "[--name NAME]", "opsbot slack app-manifest > slack-manifest.json")
+	fs := newFlags(e, "slack app-manifest", "[--name NAME] [--url URL]", "opsbot slack app-manifest > slack-manifest.json",
+		"opsbot slack app-manifest --url https://opsbot.example.com > slack-manifest.json   # with buttons")
 	name := fs.String("name", "opsbot", "the Slack app's name")
+	base := fs.String("url", "", "opsbot's public https base URL: clicks on its buttons go to URL/slack/interactions (interactivity)")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
+	}
+	settings := map[string]any{"org_deploy_enabled": false, "socket_mode_enabled": false, "token_rotation_enabled": false,
+		"is_hosted": false}
+	if *base != "" {
+		root, ok := publicBase(*base)
+		if !ok {
+			fmt.Fprintln(e.stderr, "opsbot slack app-manifest: --url must be opsbot's public https:// base URL, such as https://opsbot.example.com")
+			return exitCode(2)
+		}
+		settings["interactivity"] = map[string]any{"is_enabled": true, "request_url": root + "/slack/interactions"}
 	}
 	manifest := map[string]any{
 		"_metadata":           map[string]any{"major_version": 1, "minor_version": 1},
 		"display_information": map[string]any{"name": *name, "description": "Mirrors opsbot's notices on benchmark PRs."},
 		"features":            map[string]any{"bot_user": map[string]any{"display_name": *name, "always_online": false}},
 		"oauth_config":        map[string]any{"scopes": map[string]any{"bot": []string{"chat:write"}}},
-		"settings": map[string]any{"org_deploy_enabled": false, "socket_mode_enabled": false, "token_rotation_enabled": false,
-			"is_hosted": false},
+		"settings":            settings,
 	}
 	out, err := json.MarshalIndent(manifest, "", "  ")
 	if err != nil {

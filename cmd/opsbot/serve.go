@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
+	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -343,7 +344,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	}
 	web := notices.Web(cfg.GitHub.WebURL)
 	builder := &notices.Builder{Web: web, Mirror: &slackmirror.Mirror{Cfg: live, Web: web}}
-	slackSender := &slacksend.Sender{Log: log, PRInfo: store.PRInfo}
+	slackSender := &slacksend.Sender{Log: log, PRInfo: store.PRInfo, APIURL: cfg.Slack.APIURL}
 	if secrets.SlackToken != "" && !cfg.DryRun {
 		slackSender.Client = slacksend.NewClient(secrets.SlackToken, cfg.Slack.APIURL)
 		checkCtx, checkCancel := context.WithTimeout(ctx, 10*time.Second)
@@ -380,7 +381,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	// Who opsbot is and the allow_users accounts are set by begin, before
 	// the workers start.
 	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
-		Marks: store, State: store, Sequences: map[string]seq.Kind{}}
+		Marks: store, State: store, Sequences: map[string]seq.Kind{}, SlackButtons: secrets.SlackSigningSecret != ""}
 	digester := &digest.Digester{Cfg: live, Web: web.Base(),
 		Audit: func(repo string, since time.Time) ([]state.AuditRecord, error) { return auditSince(store, repo, since) },
 		Send: func(tx digest.Tx, repo, channel, text, links string) error {
@@ -502,7 +503,8 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			return r.Name, true
 		},
 		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Wakes: events.Wakes(append(set.kinds(), d.Sequences...)...),
-		Metrics: m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",
+		SlackSecret: secrets.SlackSigningSecret,
+		Metrics:     m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",
 		Log: log, Ctx: context.WithoutCancel(ctx),
 		Ready: func() (string, []string) {
 			if _, err := store.InboxStats(); err != nil {
@@ -707,8 +709,14 @@ func (a *app) serve(ln net.Listener) error {
 func allowedUsers(ctx context.Context, cfg *config.Config, store *state.Store, log *slog.Logger,
 	client func(repo string) (auth.UserLookup, error)) (*auth.Directory, error) {
 	var repos []auth.RepoLogins
+	var slackLogins []string
+	for _, login := range cfg.Slack.Users {
+		slackLogins = append(slackLogins, login)
+	}
+	sort.Strings(slackLogins)
 	for i := range cfg.Repos {
-		repos = append(repos, auth.RepoLogins{Repo: cfg.Repos[i].Name, Logins: cfg.Repos[i].AllowUsers()})
+		// The accounts Slack users act as are bound like allow_users.
+		repos = append(repos, auth.RepoLogins{Repo: cfg.Repos[i].Name, Logins: append(cfg.Repos[i].AllowUsers(), slackLogins...)})
 	}
 	return auth.LoadDirectory(ctx, repos, store, log, client)
 }

@@ -36,13 +36,14 @@ type Fake struct {
 	Server *httptest.Server
 	URL    string // for slack.api_url
 
-	mu     sync.Mutex
-	posts  []Post
-	calls  int
-	fault  *Fault
-	used   int
-	authOK bool
-	nextTS int
+	mu        sync.Mutex
+	posts     []Post
+	responses []Response
+	calls     int
+	fault     *Fault
+	used      int
+	authOK    bool
+	nextTS    int
 }
 
 // New starts a fake Slack; it is closed when the test (or the caller's cleanup) ends.
@@ -51,6 +52,7 @@ func New(t interface{ Cleanup(func()) }) *Fake {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /auth.test", f.authTest)
 	mux.HandleFunc("POST /chat.postMessage", f.postMessage)
+	mux.HandleFunc("POST /response/{id}", f.respond)
 	f.Server = httptest.NewServer(mux)
 	f.URL = f.Server.URL + "/"
 	t.Cleanup(f.Server.Close)
@@ -136,3 +138,35 @@ func (f *Fake) postMessage(w http.ResponseWriter, r *http.Request) {
 
 // Form decodes a URL-encoded body (for assertions on raw requests).
 func Form(s string) url.Values { v, _ := url.ParseQuery(s); return v }
+
+// Response is an answer posted to a click's response_url.
+type Response struct {
+	ID           string // the response_url's last part
+	Text         string
+	ResponseType string
+}
+
+// ResponseURL is a response_url on this fake for a click.
+func (f *Fake) ResponseURL(id string) string { return f.URL + "response/" + id }
+
+// Responses are the answers posted to response_urls, oldest first.
+func (f *Fake) Responses() []Response {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Response(nil), f.responses...)
+}
+
+func (f *Fake) respond(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Text         string `json:"text"`
+		ResponseType string `json:"response_type"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.responses = append(f.responses, Response{ID: r.PathValue("id"), Text: in.Text, ResponseType: in.ResponseType})
+	f.mu.Unlock()
+	w.Write([]byte("ok"))
+}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +37,9 @@ func NewClient(token auth.Secret, apiURL string) *slack.Client {
 // logs them (dry-run).
 type Sender struct {
 	Client Slack // nil: dry-run
+	// APIURL is slack.api_url: a click's response_url on its host is
+	// Slack's too (ResponseHostOK).
+	APIURL string
 	Log    *slog.Logger
 	// PRInfo gives a PR's thread (the parent message's ts).
 	PRInfo func(repo string, pr int) (*state.PRInfo, error)
@@ -105,7 +110,7 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 		return state.SentRef{}, errors.New("slack notice without a message")
 	}
 	var thread string
-	if !m.Parent {
+	if !m.Parent && m.ResponseURL == "" {
 		info, err := s.PRInfo(n.Repo, n.PR)
 		if err != nil {
 			return state.SentRef{}, err
@@ -116,6 +121,9 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 		if thread == "" && info != nil && info.SlackParentQueued {
 			return state.SentRef{}, outbox.ErrWaiting
 		}
+	}
+	if m.ResponseURL != "" {
+		return state.SentRef{}, s.respond(ctx, m)
 	}
 	if s.Client == nil {
 		s.Log.Info("slack dry-run: would post", "channel", m.Channel, "thread", thread, "text", m.Text, "links", m.Context)
@@ -143,14 +151,73 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 	return state.SentRef{SlackTS: ts}, nil
 }
 
-// Blocks are the Block Kit blocks of a message: the text, then its links.
+// Blocks are the Block Kit blocks of a message: the text, its links, then
+// its buttons.
 func Blocks(m *state.SlackMessage) []slack.Block {
 	blocks := []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, clip(m.Text, 2900), false, true), nil, nil)}
 	if m.Context != "" {
 		blocks = append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType, clip(m.Context, 2900), false, true)))
 	}
+	if len(m.Buttons) > 0 {
+		var els []slack.BlockElement
+		for _, b := range m.Buttons {
+			btn := slack.NewButtonBlockElement(b.ActionID, b.Value, slack.NewTextBlockObject(slack.PlainTextType, clip(b.Text, 75), false, false))
+			if b.Style != "" {
+				btn.Style = slack.Style(b.Style)
+			}
+			els = append(els, btn)
+		}
+		blocks = append(blocks, slack.NewActionBlock("opsbot-actions", els...))
+	}
 	return blocks
 }
+
+// ResponseHostOK reports whether a click's response_url may be posted to:
+// https on Slack's own hosts (slack.com and its subdomains), or the host
+// of slack.api_url (a Slack-compatible server opsbot is configured for).
+func ResponseHostOK(raw, apiURL string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.User != nil {
+		return false
+	}
+	host := strings.ToLower(u.Hostname())
+	if u.Scheme == "https" && (host == "slack.com" || strings.HasSuffix(host, ".slack.com")) {
+		return true
+	}
+	api, err := url.Parse(apiURL)
+	return err == nil && api.Host != "" && strings.EqualFold(api.Host, u.Host) && u.Scheme == api.Scheme
+}
+
+// respond posts an answer to a click to its response_url, shown only to
+// the one who clicked.
+func (s *Sender) respond(ctx context.Context, m *state.SlackMessage) error {
+	if !ResponseHostOK(m.ResponseURL, s.APIURL) {
+		return &answerError{fmt.Errorf("a click's response_url is not Slack's: %q", m.ResponseURL), true}
+	}
+	if s.Client == nil {
+		s.Log.Info("slack dry-run: would answer a click", "text", m.Text)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := slack.PostWebhookCustomHTTPContext(ctx, m.ResponseURL, &http.Client{Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		&slack.WebhookMessage{Text: m.Text, ResponseType: "ephemeral"})
+	if err != nil {
+		return &answerError{err, false}
+	}
+	return nil
+}
+
+// answerError is a click's answer that failed: a response_url that is not
+// Slack's is never tried, and one that keeps failing is given up after a
+// few attempts (Slack keeps a response_url for 30 minutes only).
+type answerError struct {
+	error
+	never bool
+}
+
+func (e *answerError) Unwrap() error { return e.error }
 
 func clip(s string, n int) string {
 	r := []rune(s)
@@ -172,6 +239,10 @@ const MaxRetryAfter = 15 * time.Minute
 // everything: a token error holds every message, a channel error (missing,
 // archived, opsbot not in it) only that Slack channel's (Scope).
 func (s *Sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
+	var ae *answerError
+	if errors.As(err, &ae) && (ae.never || attempt >= 3) {
+		return outbox.Retry{GiveUp: true}
+	}
 	var rl *slack.RateLimitedError
 	if errors.As(err, &rl) {
 		return outbox.Retry{At: now.Add(min(max(rl.RetryAfter, time.Second), MaxRetryAfter)), Global: true, Wide: true}

@@ -712,3 +712,20 @@ type ExpectUpdate struct {
 func (s ExpectUpdate) apply(tx record.Tx, _ Teller) error {
 	return tx.ExpectUpdate(s.Repo, s.PR, s.PinID, s.Base)
 }
+
+// SlackAnswer answers a click in Slack, shown only to the one who clicked
+// (its response_url; none: nothing is sent). Text is plain.
+type SlackAnswer struct {
+	Repo string
+	PR   int
+	URL  string
+	Text string
+}
+
+func (s SlackAnswer) apply(tx record.Tx, _ Teller) error {
+	if s.URL == "" {
+		return nil
+	}
+	return tx.Enqueue(&record.Notice{Channel: record.ChannelSlack, Kind: record.NoticeSlack, Repo: s.Repo, PR: s.PR,
+		Slack: &record.SlackMessage{Text: s.Text, ResponseURL: s.URL}})
+}

@@ -61,10 +61,26 @@ type SlackMessage struct {
 	Channel string `json:"channel"`
 	Text    string `json:"text"`              // mrkdwn, already escaped
 	Context string `json:"context,omitempty"` // a line of links under it
+	// Buttons are actions under the message (a click comes back to
+	// /slack/interactions).
+	Buttons []SlackButton `json:"buttons,omitempty"`
+	// ResponseURL, when set, makes this an answer to a click, shown only
+	// to the one who clicked (ephemeral), posted to the click's
+	// response_url (a Slack host) instead of the channel.
+	ResponseURL string `json:"response_url,omitempty"`
 	// Parent makes this the PR thread's first message (PR title, number, author).
 	Parent bool `json:"parent,omitempty"`
 	// Broadcast also shows a thread reply in the channel.
 	Broadcast bool `json:"broadcast,omitempty"`
+}
+
+// SlackButton is a button on a Slack message: its words, its action and
+// the value opsbot reads back from the click.
+type SlackButton struct {
+	Text     string `json:"text"`
+	ActionID string `json:"action_id"`
+	Value    string `json:"value"`
+	Style    string `json:"style,omitempty"` // primary, danger
 }
 
 // Key orders notices: those of one PR (or repository) are sent in order.

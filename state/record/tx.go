@@ -98,6 +98,7 @@ type Stages interface {
 // the plan names what it relied on as facts, checked when it is written.
 type Reader interface {
 	ActivePin(repo string, pr int) (*Pin, error)
+	PRInfo(repo string, pr int) (*PRInfo, error)
 	StageRequestByComment(repo string, commentID int64) (*StageRequest, error)
 	StageRequests(repo string) ([]StageRequest, error)
 }

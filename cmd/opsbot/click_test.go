@@ -1,0 +1,141 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+)
+
+const slackSigning = "slack-signing-secret-0123456789"
+
+// clickWorld is a world with Slack, its buttons taken (a signing secret)
+// and two Slack users mapped: the maintainer and the reader.
+func clickWorld(t *testing.T, sl *slacktest.Fake, repoExtra string) *world {
+	t.Helper()
+	return newWorldOpts(t, worldOpts{
+		top: "slack:\n  api_url: \"" + sl.URL + "\"\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#sweep-ops\"\n" +
+			"  signing_secret_env: TEST_SLACK_SIGNING\n  users:\n    U0MAINT: maintainer\n    U0READ: reader\n",
+		repo: repoExtra,
+		env:  map[string]string{"TEST_SLACK_TOKEN": "xoxb-test", "TEST_SLACK_SIGNING": slackSigning}})
+}
+
+// click posts a click on one of opsbot's buttons as Slack does: a form
+// whose payload is the interaction, signed with the signing secret at
+// time at. It returns the answer's status.
+func (w *world) click(sl *slacktest.Fake, user, action string, run int64, at time.Time, secret string) int {
+	w.t.Helper()
+	value, _ := json.Marshal(map[string]any{"repo": theRepo, "pr": thePR, "run": run})
+	w.nextID.Add(1)
+	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": user}, "team": map[string]any{"id": "T0TEAM"},
+		"response_url": sl.ResponseURL(fmt.Sprint(w.nextID.Load())),
+		"actions":      []any{map[string]any{"action_id": action, "value": string(value), "action_ts": fmt.Sprintf("%d.%06d", at.Unix(), w.nextID.Load())}}})
+	body := url.Values{"payload": {string(payload)}}.Encode()
+	ts := strconv.FormatInt(at.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte("v0:" + ts + ":" + body))
+	req, _ := http.NewRequest(http.MethodPost, w.srv.URL+"/slack/interactions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Slack-Request-Timestamp", ts)
+	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	resp.Body.Close()
+	w.settle()
+	return resp.StatusCode
+}
+
+// lastAnswer is the newest answer to a click.
+func lastAnswer(t *testing.T, sl *slacktest.Fake) slacktest.Response {
+	t.Helper()
+	var r []slacktest.Response
+	testkit.Eventually(t, "an answer to the click", func() bool { r = sl.Responses(); return len(r) > 0 })
+	return r[len(r)-1]
+}
+
+// A sweep that finished offers its run in the PR's Slack thread; a mapped
+// maintainer's click pins it as that GitHub account (the PR is told, the
+// clicker answered only to them, the audit keeps the Slack user), and the
+// next push skips.
+func TestSlackClickPinsAsTheMappedAccount(t *testing.T) {
+	t.Parallel()
+	sl := slacktest.New(t)
+	w := clickWorld(t, sl, "")
+	w.push("c2")
+	w.sweepCompleted("c2", 31147925932, "success")
+	var offer slacktest.Post
+	testkit.Eventually(t, "the run offered in Slack", func() bool {
+		for _, p := range sl.Posts() {
+			if strings.Contains(p.Blocks, "Reuse run 31147925932 for next push") {
+				offer = p
+				return true
+			}
+		}
+		return false
+	})
+	mustContain(t, "offer", offer.Blocks, `"action_id":"reuse"`, `"action_id":"cancel"`, "The sweep of")
+
+	if code := w.click(sl, "U0MAINT", "reuse", 31147925932, time.Now(), slackSigning); code != 200 {
+		t.Fatalf("click answered %d", code)
+	}
+	mustContain(t, "PR reply", w.lastReply(), "📌 @maintainer pinned run [31147925932](", "(from a click in Slack)")
+	a := lastAnswer(t, sl)
+	if a.ResponseType != "ephemeral" || !strings.Contains(a.Text, "pinned run 31147925932") {
+		t.Fatalf("answer to the click: %+v", a)
+	}
+	var audited bool
+	for _, r := range w.audit() {
+		if r["kind"] == "command" && r["outcome"] == "accepted" && r["actor_login"] == maintLog && r["origin_kind"] == "slack" &&
+			strings.Contains(fmt.Sprint(r["reason"]), "Slack user U0MAINT") {
+			audited = true
+		}
+	}
+	if !audited {
+		t.Fatalf("the click is not audited with its Slack user: %v", w.audit())
+	}
+	w.push("c3")
+	if w.swept("c3") {
+		t.Fatal("the push after the click swept")
+	}
+}
+
+// Clicks opsbot does not act on: an unmapped Slack user or a mapped reader
+// is answered (only to them) and nothing is pinned; a forged or stale
+// signature gets 401 and nothing is stored.
+func TestSlackClicksRefused(t *testing.T) {
+	t.Parallel()
+	sl := slacktest.New(t)
+	w := clickWorld(t, sl, "")
+	w.push("c2") // opsbot knows the PR
+	w.click(sl, "U0NOBODY", "reuse", 31147925932, time.Now(), slackSigning)
+	mustContain(t, "unmapped", lastAnswer(t, sl).Text, "Nothing was done: your Slack account is not mapped to a GitHub account")
+	w.click(sl, "U0READ", "reuse", 31147925932, time.Now(), slackSigning)
+	mustContain(t, "reader", lastAnswer(t, sl).Text, "Nothing was done:", "as @reader on GitHub")
+	for _, r := range w.replies() {
+		if strings.Contains(r, "pinned run") {
+			t.Fatalf("a refused click pinned: %s", r)
+		}
+	}
+	before := len(w.audit())
+	if code := w.click(sl, "U0MAINT", "reuse", 31147925932, time.Now(), "not-the-signing-secret-0000"); code != 401 {
+		t.Fatalf("a forged signature got %d", code)
+	}
+	if code := w.click(sl, "U0MAINT", "reuse", 31147925932, time.Now().Add(-10*time.Minute), slackSigning); code != 401 {
+		t.Fatalf("a stale signature got %d", code)
+	}
+	if n := len(w.audit()); n != before {
+		t.Fatalf("refused clicks left %d audit records", n-before)
+	}
+}
