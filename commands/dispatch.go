@@ -579,10 +579,10 @@ func hasSteps(p plan.Plan) bool {
 // conversation shows what was done and by whom. via says where the click
 // came from, for the audit. An error is a read that failed: the click is
 // tried again.
-func PlanClick(ctx context.Context, env Env, in Invocation, cmd Command, via string, answer func(text string) plan.Step) (string, plan.Plan, error) {
+func PlanClick(ctx context.Context, env Env, in Invocation, cmd Command, via string, answer func(text string, done bool) plan.Step) (string, plan.Plan, error) {
 	spec, ok := env.Commands.Spec(cmd.Name)
 	if !ok {
-		return "click-unknown", plan.Plan{Steps: []plan.Step{answer("Nothing was done: opsbot no longer has this command.")}}, nil
+		return "click-unknown", plan.Plan{Steps: []plan.Step{answer("Nothing was done: opsbot no longer has this command.", false)}}, nil
 	}
 	v := env.Check(ctx, in.Actor, spec)
 	rec := AuditOf(in, record.AuditRecord{Kind: record.AuditCommand, Command: cmd.Name, RunID: cmd.RunID, Role: RoleName(v)})
@@ -592,7 +592,7 @@ func PlanClick(ctx context.Context, env Env, in Invocation, cmd Command, via str
 			rec.Outcome = string(Errored)
 		}
 		return "click-" + rec.Outcome, plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec},
-			answer(fmt.Sprintf("Nothing was done: %s (as @%s on GitHub).", v.Reason, in.Actor.Login))}}, nil
+			answer(fmt.Sprintf("Nothing was done: %s (as @%s on GitHub).", v.Reason, in.Actor.Login), false)}}, nil
 	}
 	res := spec.Handler.Prepare(ctx, env, in, Line{Command: cmd, Spec: spec, Verdict: v})
 	if res.Err != nil {
@@ -608,14 +608,14 @@ func PlanClick(ctx context.Context, env Env, in Invocation, cmd Command, via str
 		if told == "" {
 			told = "Nothing was done: " + res.Reason
 		}
-		p.Steps = append(p.Steps, answer(told))
+		p.Steps = append(p.Steps, answer(told, false))
 		return "click-" + string(res.Outcome), p, nil
 	}
 	p.Require = res.Plan.Require
 	p.Steps = append(p.Steps, plan.Plan{Steps: res.Plan.Steps})
 	if res.Reply != "" {
 		links := notices.Links{PR: env.Notices.Web.PR(in.Repo, in.PR), Run: res.RunURL}
-		p.Steps = append(p.Steps, Reply(env, in, notices.KindReply, res.Reply+"\n\n(from a click in Slack)", links), answer(res.Reply))
+		p.Steps = append(p.Steps, Reply(env, in, notices.KindReply, res.Reply+"\n\n("+via+")", links), answer(res.Reply, true))
 	}
 	return "click-accepted", p, nil
 }

@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/commands"
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
 	"github.com/SemiAnalysisAI/opsbot/state"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
@@ -85,17 +87,17 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 	sum := sha256.Sum256([]byte(d.ID))
 	origin := record.Origin{Kind: record.OriginSlack, ID: int64(binary.BigEndian.Uint64(sum[:8]) >> 1)}
 	t := h.Notices.Teller()
-	answer := func(text string) plan.Step {
+	answer := func(text string, _ bool) plan.Step {
 		return plan.SlackAnswer{Repo: rc.Name, PR: d.PR, URL: ci.ResponseURL, Text: mdtext.Plain(mdtext.Parse(text))}
 	}
 	cfg := h.Cfg.Get()
 	login := cfg.Slack.Users[ci.SlackUser]
-	who := fmt.Sprintf("Slack user %s", ci.SlackUser)
+	who := fmt.Sprintf("a click in Slack by Slack user %s", ci.SlackUser)
 	refuse := func(outcome, why, told string) (string, state.Write, error) {
 		rec := record.AuditRecord{Kind: record.AuditCommand, Command: "reuse-sweep-run", Outcome: outcome, Repo: rc.Name, PR: d.PR,
 			RunID: ci.RunID, ActorLogin: login, Reason: who + ": " + why}
 		rec.SetOrigin(origin)
-		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(told)}}
+		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(told, false)}}
 		return "click-" + outcome, func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 	}
 	if login == "" {
@@ -135,6 +137,88 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 		return refuse(string(commands.Rejected), "an unknown button "+ci.Action, "Nothing was done: opsbot does not know this button.")
 	}
 	out, p, err := commands.PlanClick(ctx, env, inv, cmd, who, answer)
+	if err != nil {
+		return "", nil, err
+	}
+	return out, func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
+}
+
+// checkRunPayload is the part of a check_run event opsbot reads.
+type checkRunPayload struct {
+	Action   string `json:"action"`
+	CheckRun struct {
+		Name       string `json:"name"`
+		HeadSHA    string `json:"head_sha"`
+		ExternalID string `json:"external_id"`
+	} `json:"check_run"`
+	RequestedAction struct {
+		Identifier string `json:"identifier"`
+	} `json:"requested_action"`
+	Sender Account `json:"sender"`
+}
+
+// handleCheckRun is a check run's event: a click on one of the buttons of
+// opsbot's own check run (requested_action) runs its command as the one
+// who clicked; a completion only wakes the PR's sequences (kind.wakes).
+func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error) {
+	if d.Action != "requested_action" {
+		return "woke-sequences", nil, nil
+	}
+	var ev checkRunPayload
+	if err := decode(d, &ev); err != nil {
+		return "", nil, err
+	}
+	if ev.CheckRun.Name != notices.StatusContext {
+		return "ignored-check-run", nil, nil // another app's check run
+	}
+	info, err := h.State.PRInfo(rc.Name, d.PR)
+	if err != nil {
+		return "", nil, err
+	}
+	if info == nil {
+		return "ignored-check-run", nil, nil
+	}
+	env, err := h.env(ctx, rc, info.Installation)
+	if err != nil {
+		return "", nil, err
+	}
+	sum := sha256.Sum256([]byte(d.ID))
+	inv := commands.Invocation{Repo: rc.Name, PR: d.PR, PRState: info.State, Installation: info.Installation,
+		Actor:  auth.Actor{Login: ev.Sender.Login, ID: ev.Sender.ID, Type: ev.Sender.Type},
+		Origin: record.Origin{Kind: record.OriginCheckRun, ID: int64(binary.BigEndian.Uint64(sum[:8]) >> 1)}}
+	t := h.Notices.Teller()
+	links := notices.Links{PR: h.Notices.Web.PR(rc.Name, d.PR), Commit: h.Notices.Web.Commit(rc.Name, ev.CheckRun.HeadSHA)}
+	// The PR is told what a refused click did not do; a done one's reply is
+	// posted by the command.
+	answer := func(text string, done bool) plan.Step {
+		if done {
+			return plan.Plan{}
+		}
+		return commands.Reply(env, inv, notices.KindReply, text, links)
+	}
+	via := fmt.Sprintf("a click on the check run of %s", mdtext.ShortSHA(ev.CheckRun.HeadSHA))
+	if !strings.EqualFold(ev.CheckRun.HeadSHA, info.HeadSHA) {
+		rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditCommand, Command: "reuse-sweep-run", Outcome: string(commands.Rejected),
+			HeadSHA: ev.CheckRun.HeadSHA, Reason: via + ": no longer the PR's head (" + info.HeadSHA + ")"})
+		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(fmt.Sprintf("%s nothing was done: the button is on the check run of %s, "+
+			"which is no longer this PR's head (%s). Use the buttons of the head's own check run.", mdtext.Mention(ev.Sender.Login),
+			mdtext.Code(mdtext.ShortSHA(ev.CheckRun.HeadSHA)), mdtext.Code(mdtext.ShortSHA(info.HeadSHA))), false)}}
+		return "check-run-old-head", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
+	}
+	run, _ := strconv.ParseInt(ev.CheckRun.ExternalID, 10, 64)
+	var cmd commands.Command
+	switch ev.RequestedAction.Identifier {
+	case notices.ActionReuse:
+		cmd = commands.Command{Name: "reuse-sweep-run", Verb: "/reuse-sweep-run", RunID: run, Text: fmt.Sprintf("/reuse-sweep-run %d", run)}
+	case notices.ActionMerge:
+		cmd = commands.Command{Name: "merge-with-reuse", Verb: "/merge-with-reuse", RunID: run, Text: fmt.Sprintf("/merge-with-reuse %d", run)}
+	default:
+		return "ignored-check-run-action", nil, nil
+	}
+	if run <= 0 {
+		return "ignored-check-run-action", nil, nil
+	}
+	out, p, err := commands.PlanClick(ctx, env, inv, cmd, via, answer)
 	if err != nil {
 		return "", nil, err
 	}

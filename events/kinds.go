@@ -56,7 +56,7 @@ var kinds = []kind{
 		},
 		handle: (*Handler).handleDispatch},
 	{name: EventCheckSuite, classify: completions("completed"), handle: wakeOnly, wakes: true, declared: true},
-	{name: EventCheckRun, classify: failedRuns, handle: wakeOnly, wakes: true, declared: true},
+	{name: EventCheckRun, classify: failedRuns, handle: (*Handler).handleCheckRun, wakes: true, declared: true},
 	{name: EventStatus, classify: statuses, handle: wakeOnly, wakes: true, declared: true},
 	{name: EventWorkflowRun, classify: completions("completed"), handle: (*Handler).handleWorkflowRun, wakes: true, declared: true},
 	{name: EventClick, internal: true,
@@ -151,6 +151,16 @@ const IgnoredCheckRunPassed = "a check run that did not fail (its suite's comple
 // failedRuns classifies a check run's completion: only a failure wakes,
 // so that a merge stops at the first failed job.
 func failedRuns(s *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
+	if env.Action == "requested_action" {
+		// A click on one of opsbot's check runs' buttons: the PR the check
+		// run names (a click on an older head's included), else (a fork's
+		// PR lists none) the PR the head index finds.
+		if env.CheckRun != nil && len(env.CheckRun.PullRequests) > 0 && env.CheckRun.PullRequests[0].Number > 0 {
+			d.PR = env.CheckRun.PullRequests[0].Number
+			return "", nil
+		}
+		return s.classifyByHead(env, d)
+	}
 	if env.Action != "completed" {
 		return IgnoredNotCompleted, nil
 	}

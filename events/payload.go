@@ -174,8 +174,11 @@ type envelope struct {
 }
 
 type headCommit struct {
-	HeadSHA    string `json:"head_sha"`
-	Conclusion string `json:"conclusion"`
+	HeadSHA      string `json:"head_sha"`
+	Conclusion   string `json:"conclusion"`
+	PullRequests []struct {
+		Number int `json:"number"`
+	} `json:"pull_requests"`
 }
 
 // commit is the commit an event that names no PR is about ("" for none).

@@ -144,7 +144,23 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 		if err := tx.PutPRInfo(info); err != nil {
 			return err
 		}
-		if !h.SlackButtons || run.Conclusion != "success" || !strings.EqualFold(run.HeadSHA, info.HeadSHA) || info.State == "closed" {
+		if run.Conclusion != "success" || !strings.EqualFold(run.HeadSHA, info.HeadSHA) || info.State == "closed" {
+			return nil
+		}
+		// One click to reuse it: the head's check run offers the run (a
+		// GitHub App's), and so does the PR's Slack thread.
+		if err := h.Notices.CheckRun(tx, rc.Name, d.PR, info.Installation, run.HeadSHA, "neutral",
+			fmt.Sprintf("Sweep run %d finished: it can be reused", run.ID),
+			fmt.Sprintf("The sweep of this head finished: run %s. **Reuse for next push** pins it for the PR's next push "+
+				"(as `/reuse-sweep-run %d`); **Merge with reuse** pins it and lands the PR (as `/merge-with-reuse %d`). "+
+				"A click runs as the one who clicks, with the command's role check.", mdtext.Link(strconv.FormatInt(run.ID, 10), run.HTMLURL), run.ID, run.ID),
+			run.ID, []record.CheckAction{
+				{Label: "Reuse for next push", Description: "Pin this run for the next push", Identifier: notices.ActionReuse},
+				{Label: "Merge with reuse", Description: "Pin this run, then merge the PR", Identifier: notices.ActionMerge},
+			}); err != nil {
+			return err
+		}
+		if !h.SlackButtons {
 			return nil
 		}
 		// One click to reuse it: the PR's Slack thread offers the run.

@@ -2,6 +2,7 @@ package ghclient
 
 import (
 	"context"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-github/v62/github"
@@ -57,4 +58,44 @@ func (c *Client) HasStatus(ctx context.Context, repo, sha, statusContext, state,
 		}
 	}
 	return false, nil
+}
+
+// CheckAction is a button on a check run.
+type CheckAction struct {
+	Label, Description, Identifier string
+}
+
+// CreateCheckRun creates a completed check run on sha (a GitHub App's):
+// its name, conclusion, title and summary (Markdown), the reference
+// externalID and its buttons (at most three).
+func (c *Client) CreateCheckRun(ctx context.Context, repo, sha, name, conclusion, title, summary, externalID string, actions []CheckAction) error {
+	if c.dryRun {
+		c.log.Info("dry-run: would create a check run", "repo", repo, "sha", sha, "name", name, "conclusion", conclusion, "title", title)
+		return nil
+	}
+	o, r := split(repo)
+	opt := github.CreateCheckRunOptions{Name: name, HeadSHA: sha, Status: github.String("completed"), Conclusion: github.String(conclusion),
+		CompletedAt: &github.Timestamp{Time: time.Now()},
+		Output:      &github.CheckRunOutput{Title: github.String(cutText(title, 1000)), Summary: github.String(cutText(summary, 60000))}}
+	if externalID != "" {
+		opt.ExternalID = github.String(externalID)
+	}
+	for i, a := range actions {
+		if i == 3 {
+			break // GitHub takes at most three
+		}
+		opt.Actions = append(opt.Actions, &github.CheckRunAction{Label: cutText(a.Label, 20), Description: cutText(a.Description, 40),
+			Identifier: cutText(a.Identifier, 20)})
+	}
+	_, resp, err := c.gh.Checks.CreateCheckRun(ctx, o, r, opt)
+	return wrap("creating the check run "+name+" on "+mdtext.ShortSHA(sha), resp, err)
+}
+
+// cutText keeps s within n characters.
+func cutText(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }

@@ -46,6 +46,31 @@ type Builder struct {
 	// Mirror, when set, also posts each PR comment (and other notices worth
 	// a maintainer's eye) to Slack.
 	Mirror Mirror
+	// CheckRuns puts a check run opsbot/sweep-gate on each decided head
+	// (a GitHub App's: a token cannot make check runs), with buttons where
+	// they apply.
+	CheckRuns bool
+}
+
+// Check-run buttons (requested_action identifiers).
+const (
+	ActionReuse = "reuse" // pin the check run's run for the next push
+	ActionMerge = "merge" // /merge-with-reuse with the check run's run
+)
+
+// CheckRun puts a check run opsbot/sweep-gate on sha: its conclusion,
+// title and summary (Markdown), the run it is about and its buttons.
+func (b *Builder) CheckRun(tx record.Tx, repo string, pr int, inst int64, sha, conclusion, title, summary string, runID int64,
+	actions []record.CheckAction) error {
+	if !b.CheckRuns {
+		return nil
+	}
+	ext := ""
+	if runID != 0 {
+		ext = strconv.FormatInt(runID, 10)
+	}
+	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeCheckRun, Repo: repo, PR: pr, Installation: inst,
+		SHA: sha, Context: StatusContext, State: conclusion, Description: title, Body: summary, ExternalID: ext, Actions: actions})
 }
 
 // Kind is what a PR comment is about, for its Slack mirror.
@@ -169,6 +194,15 @@ func (b *Builder) Decided(tx record.Tx, d *record.Decision, pin *record.Pin, ins
 		return nil // the merge commit gets no status: its push gate reads the decision
 	}
 	if err := b.Status(tx, d.Repo, d.PR, inst, d.HeadSHA, StatusText(d), d.RunURL); err != nil {
+		return err
+	}
+	if d.Decision == record.Skip {
+		if err := b.CheckRun(tx, d.Repo, d.PR, inst, d.HeadSHA, "success", fmt.Sprintf("Sweep skipped: reusing run %d", d.RunID), SkipText(b.Web, d),
+			d.RunID, nil); err != nil {
+			return err
+		}
+	} else if err := b.CheckRun(tx, d.Repo, d.PR, inst, d.HeadSHA, "neutral", "The sweep runs",
+		"The sweep of this head runs: "+mdtext.Text(d.Reason)+".", 0, nil); err != nil {
 		return err
 	}
 	switch {
@@ -308,10 +342,14 @@ func SkipText(web Web, d *record.Decision) string {
 		}
 		saved += "."
 	}
-	return fmt.Sprintf("⏭️ **Sweep skipped for %s**: reusing run %s (commit %s), authorized by %s in %s.%s\n\n"+
+	where := " by a click"
+	if d.CommentURL != "" {
+		where = " in " + mdtext.Link("this comment", d.CommentURL)
+	}
+	return fmt.Sprintf("⏭️ **Sweep skipped for %s**: reusing run %s (commit %s), authorized by %s%s.%s\n\n"+
 		"The pin is used up: the next push sweeps unless someone pins a run again.",
 		commitLink(web, d.Repo, d.HeadSHA), runLink(d.RunID, d.RunURL), mdtext.Code(mdtext.ShortSHA(d.RunSHA)), mdtext.Mention(d.ActorLogin),
-		mdtext.Link("this comment", d.CommentURL), saved)
+		where, saved)
 }
 
 // InvalidText is the PR comment when a pinned run no longer qualifies. The

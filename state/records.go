@@ -89,6 +89,7 @@ const (
 	NoticeStatus   = record.NoticeStatus
 	NoticeDispatch = record.NoticeDispatch
 	NoticeSlack    = record.NoticeSlack
+	NoticeCheckRun = record.NoticeCheckRun
 )
 
 // Marker is the hidden text a comment notice carries (record.Marker).

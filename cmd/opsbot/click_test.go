@@ -90,7 +90,7 @@ func TestSlackClickPinsAsTheMappedAccount(t *testing.T) {
 	if code := w.click(sl, "U0MAINT", "reuse", 31147925932, time.Now(), slackSigning); code != 200 {
 		t.Fatalf("click answered %d", code)
 	}
-	mustContain(t, "PR reply", w.lastReply(), "📌 @maintainer pinned run [31147925932](", "(from a click in Slack)")
+	mustContain(t, "PR reply", w.lastReply(), "📌 @maintainer pinned run [31147925932](", "(a click in Slack by Slack user U0MAINT)")
 	a := lastAnswer(t, sl)
 	if a.ResponseType != "ephemeral" || !strings.Contains(a.Text, "pinned run 31147925932") {
 		t.Fatalf("answer to the click: %+v", a)

@@ -252,7 +252,7 @@ func TestAppManifests(t *testing.T) {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	want := map[string]string{"metadata": "read", "actions": "read", "contents": "read", "pull_requests": "read", "issues": "write",
-		"statuses": "write", "members": "read", "checks": "read"}
+		"statuses": "write", "members": "read", "checks": "write"}
 	if fmt.Sprint(gh.Perms) != fmt.Sprint(want) || gh.Hook["url"] != "https://opsbot.example.com/webhook" || gh.Public ||
 		strings.Join(gh.Events, ",") != "issue_comment,pull_request,repository_dispatch,check_suite,check_run,status,workflow_run" {
 		t.Fatalf("manifest = %+v", gh)

@@ -29,7 +29,7 @@ func githubPermissions(f appFeatures) []githubPermission {
 		{"pull_requests", "read", "the PR, its commits and head, the PRs of a merge commit"},
 		{"issues", "write", "replies and reactions on PR conversations, reading comments and the PR timeline"},
 		{"statuses", "write", "the opsbot/sweep-gate commit status; the statuses on a head a merge waits for"},
-		{"checks", "read", "the check runs on a head a merge waits for, and their completion events"},
+		{"checks", "write", "the opsbot/sweep-gate check run on each decided head and its buttons; the check runs a merge waits for"},
 	}
 	switch {
 	case f.merge:

@@ -343,7 +343,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		a.wait = sleepCtx
 	}
 	web := notices.Web(cfg.GitHub.WebURL)
-	builder := &notices.Builder{Web: web, Mirror: &slackmirror.Mirror{Cfg: live, Web: web}}
+	builder := &notices.Builder{Web: web, Mirror: &slackmirror.Mirror{Cfg: live, Web: web}, CheckRuns: cfg.GitHub.App != nil}
 	slackSender := &slacksend.Sender{Log: log, PRInfo: store.PRInfo, APIURL: cfg.Slack.APIURL}
 	if secrets.SlackToken != "" && !cfg.DryRun {
 		slackSender.Client = slacksend.NewClient(secrets.SlackToken, cfg.Slack.APIURL)

@@ -54,6 +54,7 @@ type Fake struct {
 	statuses    []Status
 	checkRuns   []CheckRun
 	checkSuites []CheckSuite
+	created     []CreatedCheckRun
 	merges      []Merge
 	reactions   []Reaction
 	dispatches  []Dispatch
@@ -404,6 +405,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("PUT /repos/{owner}/{repo}/pulls/{n}/update-branch", f.updateBranch)
 	add("PUT /repos/{owner}/{repo}/pulls/{n}/merge", f.mergePull)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", f.listCheckRuns)
+	add("POST /repos/{owner}/{repo}/check-runs", f.createCheckRun)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/status", f.combinedStatus)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/check-suites", f.listCheckSuites)
 	add("GET /repos/{owner}/{repo}/git/commits/{sha}", f.gitCommit)

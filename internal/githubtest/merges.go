@@ -307,3 +307,42 @@ func (f *Fake) PushMerge(repo string, number int, commit, second string, files .
 	r.extraParent[commit] = second
 	p.Commits = append(p.Commits, commit)
 }
+
+// CreatedCheckRun is a check run created through the API (an App's).
+type CreatedCheckRun struct {
+	Repo, SHA, Name, Conclusion, Title, Summary, ExternalID string
+	Actions                                                 []string // their identifiers
+	Labels                                                  []string
+}
+
+// CreatedCheckRuns are the check runs created through the API, oldest
+// first.
+func (f *Fake) CreatedCheckRuns() []CreatedCheckRun {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]CreatedCheckRun(nil), f.created...)
+}
+
+func (f *Fake) createCheckRun(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	var in github.CreateCheckRunOptions
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Name == "" || in.HeadSHA == "" {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Validation Failed"}
+	}
+	if len(in.Actions) > 3 {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Only 3 actions may be given"}
+	}
+	c := CreatedCheckRun{Repo: repo.Owner + "/" + repo.Name, SHA: in.HeadSHA, Name: in.Name, Conclusion: in.GetConclusion(),
+		ExternalID: in.GetExternalID()}
+	if in.Output != nil {
+		c.Title, c.Summary = in.Output.GetTitle(), in.Output.GetSummary()
+	}
+	for _, a := range in.Actions {
+		if len(a.Label) > 20 || len(a.Description) > 40 || len(a.Identifier) > 20 {
+			return http.StatusUnprocessableEntity, map[string]string{"message": "action label, description or identifier too long"}
+		}
+		c.Actions, c.Labels = append(c.Actions, a.Identifier), append(c.Labels, a.Label)
+	}
+	f.created = append(f.created, c)
+	f.checkRuns = append(f.checkRuns, CheckRun{Repo: c.Repo, SHA: c.SHA, Name: c.Name, Status: "completed", Conclusion: c.Conclusion})
+	return http.StatusCreated, map[string]any{"id": 9000 + len(f.created), "name": c.Name, "head_sha": c.SHA}
+}

@@ -200,6 +200,14 @@ func (s *Sender) Send(ctx context.Context, n *state.Notice, attempt int) (state.
 			}
 		}
 		return state.SentRef{}, c.SetStatus(ctx, n.Repo, n.SHA, n.State, n.Description, n.TargetURL, n.Context)
+	case state.NoticeCheckRun:
+		// A second check run of the name after a lost answer is harmless:
+		// GitHub shows the newest.
+		var actions []ghclient.CheckAction
+		for _, a := range n.Actions {
+			actions = append(actions, ghclient.CheckAction{Label: a.Label, Description: a.Description, Identifier: a.Identifier})
+		}
+		return state.SentRef{}, c.CreateCheckRun(ctx, n.Repo, n.SHA, n.Context, n.State, n.Description, n.Body, n.ExternalID, actions)
 	case state.NoticeDispatch:
 		// A dispatch cannot be looked for after a lost answer: it carries its
 		// notice id, the same on every attempt, for the receiver to deduplicate.

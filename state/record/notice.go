@@ -16,12 +16,13 @@ type NoticeKind string
 
 // Notice kinds, as stored.
 const (
-	NoticeComment  NoticeKind = "comment"  // a PR comment, carrying a hidden marker
-	NoticeEdit     NoticeKind = "edit"     // edit a comment opsbot posted (EditOf) or TargetComment
-	NoticeReaction NoticeKind = "reaction" // react to TargetComment
-	NoticeStatus   NoticeKind = "status"   // commit status on SHA
-	NoticeDispatch NoticeKind = "dispatch" // repository_dispatch to Repo
-	NoticeSlack    NoticeKind = "slack"    // a Slack message in the PR's thread
+	NoticeComment  NoticeKind = "comment"   // a PR comment, carrying a hidden marker
+	NoticeEdit     NoticeKind = "edit"      // edit a comment opsbot posted (EditOf) or TargetComment
+	NoticeReaction NoticeKind = "reaction"  // react to TargetComment
+	NoticeStatus   NoticeKind = "status"    // commit status on SHA
+	NoticeDispatch NoticeKind = "dispatch"  // repository_dispatch to Repo
+	NoticeSlack    NoticeKind = "slack"     // a Slack message in the PR's thread
+	NoticeCheckRun NoticeKind = "check_run" // a check run on SHA (a GitHub App's), with its buttons
 )
 
 // Notice is one message opsbot owes GitHub or Slack. It is written in the
@@ -47,10 +48,15 @@ type Notice struct {
 	EventType     string         `json:"event_type,omitempty"`
 	Payload       map[string]any `json:"payload,omitempty"`
 	Slack         *SlackMessage  `json:"slack,omitempty"`
-	CreatedAt     time.Time      `json:"created_at"`
-	Attempts      int            `json:"attempts,omitempty"`
-	NextAt        time.Time      `json:"next_at,omitzero"`
-	LastError     string         `json:"last_error,omitempty"`
+	// Actions and ExternalID are a check run's buttons and its reference
+	// (the run a button reuses); its name is Context, its conclusion State,
+	// its title Description and its summary Body.
+	Actions    []CheckAction `json:"actions,omitempty"`
+	ExternalID string        `json:"external_id,omitempty"`
+	CreatedAt  time.Time     `json:"created_at"`
+	Attempts   int           `json:"attempts,omitempty"`
+	NextAt     time.Time     `json:"next_at,omitzero"`
+	LastError  string        `json:"last_error,omitempty"`
 	// FailedAt is when the notice was given up (failed records only); the
 	// failed records are pruned after retention.processed from it.
 	FailedAt time.Time `json:"failed_at,omitzero"`
@@ -72,6 +78,14 @@ type SlackMessage struct {
 	Parent bool `json:"parent,omitempty"`
 	// Broadcast also shows a thread reply in the channel.
 	Broadcast bool `json:"broadcast,omitempty"`
+}
+
+// CheckAction is a button on a check run: GitHub's limits are 20
+// characters for the label and the identifier, 40 for the description.
+type CheckAction struct {
+	Label       string `json:"label"`
+	Description string `json:"description"`
+	Identifier  string `json:"identifier"`
 }
 
 // SlackButton is a button on a Slack message: its words, its action and

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+)
+
+// appWorld is a world where opsbot runs as a GitHub App (check runs are
+// an App's).
+func appWorld(t *testing.T) *world {
+	t.Helper()
+	w := newWorld(t, "")
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(w.dir, "app.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.restart(func(cfg string) string {
+		return strings.Replace(cfg, `  token_env: "TEST_GITHUB_TOKEN"`, fmt.Sprintf("  app:\n    id: %d\n    installation_id: 1\n    private_key_file: %q",
+			githubtest.AppID, keyFile), 1)
+	})
+	return w
+}
+
+// checkRunsOn are opsbot's check runs on commit name.
+func (w *world) checkRunsOn(name string) []githubtest.CreatedCheckRun {
+	var out []githubtest.CreatedCheckRun
+	for _, c := range w.gh.CreatedCheckRuns() {
+		if c.SHA == sha(name) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// clickCheckRun sends check_run requested_action: u clicked the button
+// identifier on opsbot's check run of commit name, about run.
+func (w *world) clickCheckRun(u user, name, identifier string, run int64) {
+	w.t.Helper()
+	w.send("check_run", map[string]any{"action": "requested_action",
+		"repository": map[string]any{"full_name": theRepo},
+		"check_run": map[string]any{"name": "opsbot/sweep-gate", "head_sha": sha(name), "external_id": strconv.FormatInt(run, 10),
+			"pull_requests": []any{map[string]any{"number": thePR}}},
+		"requested_action": map[string]any{"identifier": identifier},
+		"sender":           u.json()})
+}
+
+// As a GitHub App, opsbot puts a check run on every decided head, and on a
+// head whose sweep finished the buttons Reuse for next push and Merge with
+// reuse: a maintainer's click pins the run as them and the next push
+// skips; a reader's click is refused; a click on a head that is no longer
+// the PR's is refused saying why. With a token, no check run is made.
+func TestCheckRunButtons(t *testing.T) {
+	t.Parallel()
+	w := appWorld(t)
+	w.push("c2")
+	if cr := w.checkRunsOn("c2"); len(cr) != 1 || cr[0].Conclusion != "neutral" || len(cr[0].Actions) != 0 {
+		t.Fatalf("check runs on c2 after its sweep decision: %+v", cr)
+	}
+	const r2 = int64(31200000020)
+	w.gh.AddRun(theRepo, githubtest.Run{ID: r2, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
+	w.sweepCompleted("c2", r2, "success")
+	cr := w.checkRunsOn("c2")
+	if len(cr) != 2 || strings.Join(cr[1].Actions, ",") != "reuse,merge" || cr[1].ExternalID != strconv.FormatInt(r2, 10) ||
+		strings.Join(cr[1].Labels, ",") != "Reuse for next push,Merge with reuse" {
+		t.Fatalf("check runs on c2 after its sweep finished: %+v", cr)
+	}
+
+	w.clickCheckRun(reader, "c2", "reuse", r2)
+	mustContain(t, "reader's click", w.lastReply(), "@reader", "needs the `write` role")
+	w.clickCheckRun(maintainer, "c2", "reuse", r2)
+	mustContain(t, "maintainer's click", w.lastReply(), "📌 @maintainer pinned run [31200000020](", "a click on the check run of c2c2c2c")
+	w.push("c3")
+	if w.swept("c3") {
+		t.Fatalf("the push after the click swept: %+v", w.statuses("c3"))
+	}
+	if cr := w.checkRunsOn("c3"); len(cr) != 1 || cr[0].Conclusion != "success" || !strings.Contains(cr[0].Title, "reusing run 31200000020") {
+		t.Fatalf("check run on the skipped head: %+v", cr)
+	}
+	// (The same click twice is the same payload, which GitHub's delivery
+	// digest takes for a replay: another button.)
+	w.clickCheckRun(maintainer, "c2", "merge", r2)
+	mustContain(t, "old head's click", w.lastReply(), "nothing was done: the button is on the check run of `c2c2c2c`, which is no longer this PR's head (`c3c3c3c`)")
+
+	tok := newWorld(t, "")
+	tok.push("c2")
+	if n := len(tok.gh.CreatedCheckRuns()); n != 0 {
+		t.Fatalf("with a token opsbot made %d check runs", n)
+	}
+}
