@@ -206,6 +206,9 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 		return "check-run-old-head", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 	}
 	run, _ := strconv.ParseInt(ev.CheckRun.ExternalID, 10, 64)
+	if ev.RequestedAction.Identifier == notices.ActionSweep {
+		return h.sweepAnyway(ctx, rc, env, inv, info, ev.CheckRun.HeadSHA, via, answer)
+	}
 	var cmd commands.Command
 	switch ev.RequestedAction.Identifier {
 	case notices.ActionReuse:
@@ -223,4 +226,40 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 		return "", nil, err
 	}
 	return out, func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
+}
+
+// sweepAnyway overrides the skip of the PR's head for one who may pin (the
+// skip came from a pin): the gate answers sweep for the head from then on,
+// so the workflow's re-run sweeps. Audited and told on the PR.
+func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands.Env, inv commands.Invocation, info *state.PRInfo, head, via string,
+	answer func(string, bool) plan.Step) (string, state.Write, error) {
+	t := h.Notices.Teller()
+	spec, ok := env.Commands.Spec("reuse-sweep-run")
+	if !ok {
+		return "ignored-check-run-action", nil, nil
+	}
+	rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditDecision, HeadSHA: head})
+	v := env.Check(ctx, inv.Actor, spec)
+	if !v.Allowed {
+		rec.Outcome, rec.Reason = "override_denied", via+": "+v.Reason
+		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec},
+			answer(fmt.Sprintf("%s nothing was done: %s.", mdtext.Mention(inv.Actor.Login), v.Reason), false)}}
+		return "check-run-sweep-denied", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
+	}
+	d, err := h.Gate.Store.Decision(rc.Name, inv.PR, head)
+	if err != nil {
+		return "", nil, err
+	}
+	if d == nil || !d.Skipped() {
+		p := plan.Plan{Steps: []plan.Step{answer(fmt.Sprintf("%s nothing was done: the sweep of %s is not skipped.", mdtext.Mention(inv.Actor.Login),
+			mdtext.Code(mdtext.ShortSHA(head))), false)}}
+		return "check-run-sweep-nothing", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
+	}
+	rec.Outcome, rec.RunID = "overridden", d.RunID
+	rec.Reason = fmt.Sprintf("%s: sweep anyway, asked by @%s (the skip reused run %d)", via, inv.Actor.Login, d.RunID)
+	text := fmt.Sprintf("🔁 %s asked for the sweep of %s after all: the skip that reused run %d is overridden, and the workflow's re-run "+
+		"(or its next gate ask) for this head sweeps.", mdtext.Mention(inv.Actor.Login), mdtext.Code(mdtext.ShortSHA(head)), d.RunID)
+	p := plan.Plan{Steps: []plan.Step{plan.OverrideDecision{Repo: rc.Name, PR: inv.PR, SHA: head, Login: inv.Actor.Login, Audit: rec},
+		commands.Reply(env, inv, notices.KindReply, text, notices.Links{PR: h.Notices.Web.PR(rc.Name, inv.PR)})}}
+	return "check-run-sweep-anyway", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 }

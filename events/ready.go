@@ -49,7 +49,7 @@ func readinessOf(tx *state.Tx, rc *config.Repo, info *state.PRInfo) (readiness, 
 	if err != nil {
 		return readiness{}, err
 	}
-	if d != nil && d.Decision == state.Skip {
+	if d != nil && d.Skipped() {
 		return readiness{"success", fmt.Sprintf("merge will reuse run %d (authorized by @%s)", d.RunID, d.ActorLogin), d.RunURL}, nil
 	}
 	if strings.EqualFold(info.SweepSHA, info.HeadSHA) && info.SweepRun != 0 {

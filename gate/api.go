@@ -238,6 +238,7 @@ func headOf(info *state.PRInfo, read *github.PullRequest) string {
 
 // FromDecision shapes a decision for the workflow.
 func FromDecision(r Request, d *state.Decision) Answer {
+	d = Effective(d)
 	ans := Answer{Repo: d.Repo, PR: d.PR, SHA: d.HeadSHA, Event: r.Event, Decision: d.Decision, Reason: d.Reason,
 		DecidedAt: d.DecidedAt, NotGated: NotGated(d)}
 	if d.Decision == state.Skip {
@@ -295,7 +296,11 @@ func (a *API) push(ctx context.Context, r Request) (Answer, error) {
 			continue
 		}
 		if d.Decision == state.Skip {
-			out := FromDecision(r, d)
+			// The run the skip reused covers the head's files, whether or not
+			// someone asked for its sweep after all.
+			raw := *d
+			raw.OverriddenBy = ""
+			out := FromDecision(r, &raw)
 			out.SHA, out.Decision, out.SkipPRSweep = r.SHA, "", false
 			out.Reason = fmt.Sprintf("PR #%d's final head %s reused run %d, authorized by @%s", ans.PR, mdtext.ShortSHA(d.HeadSHA), d.RunID, d.ActorLogin)
 			if d.MergeOf {

@@ -104,7 +104,7 @@ func (g *Gate) Decide(ctx context.Context, a Ask) (*state.Decision, error) {
 		return g.unstored(a, state.Why{Code: state.ReasonNotGateAction, Action: a.Action, GateActions: rc.GateActions}), nil
 	}
 	if d, err := g.Store.Decision(a.Repo, a.PR, a.SHA); err != nil || d != nil {
-		return d, err
+		return Effective(d), err
 	}
 	if d, err := g.notGated(ctx, rc, a); err != nil || d != nil {
 		return d, err
@@ -455,4 +455,16 @@ func detail(err error) string {
 		return rej.Reason
 	}
 	return mdtext.Code(err.Error())
+}
+
+// Effective is a stored decision as the gate answers it now: a skip
+// overridden since (Sweep anyway) is a sweep, saying who asked.
+func Effective(d *state.Decision) *state.Decision {
+	if d == nil || d.OverriddenBy == "" {
+		return d
+	}
+	v := *d
+	v.Decision = state.Sweep
+	v.Reason = fmt.Sprintf("sweep anyway: @%s asked for this head's sweep after it was skipped", d.OverriddenBy)
+	return &v
 }

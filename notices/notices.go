@@ -56,6 +56,7 @@ type Builder struct {
 const (
 	ActionReuse = "reuse" // pin the check run's run for the next push
 	ActionMerge = "merge" // /merge-with-reuse with the check run's run
+	ActionSweep = "sweep" // sweep a skipped head after all
 )
 
 // CheckRun puts a check run opsbot/sweep-gate on sha: its conclusion,
@@ -197,8 +198,9 @@ func (b *Builder) Decided(tx record.Tx, d *record.Decision, pin *record.Pin, ins
 		return err
 	}
 	if d.Decision == record.Skip {
-		if err := b.CheckRun(tx, d.Repo, d.PR, inst, d.HeadSHA, "success", fmt.Sprintf("Sweep skipped: reusing run %d", d.RunID), SkipText(b.Web, d),
-			d.RunID, nil); err != nil {
+		if err := b.CheckRun(tx, d.Repo, d.PR, inst, d.HeadSHA, "success", fmt.Sprintf("Sweep skipped: reusing run %d", d.RunID), SkipText(b.Web, d)+
+			"\n\n**Sweep anyway** asks for this head's sweep after all: the workflow's re-run (or its next gate ask) sweeps.",
+			d.RunID, []record.CheckAction{{Label: "Sweep anyway", Description: "Run this head's sweep after all", Identifier: ActionSweep}}); err != nil {
 			return err
 		}
 	} else if err := b.CheckRun(tx, d.Repo, d.PR, inst, d.HeadSHA, "neutral", "The sweep runs",

@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -110,4 +111,28 @@ func (s *Store) Decisions(repo string, pr int) ([]Decision, error) {
 		return nil
 	})
 	return out, err
+}
+
+// ErrNotSkipped is an override of a head that has no skip to override.
+var ErrNotSkipped = errors.New("state: the head has no skip decision to override")
+
+// OverrideDecision marks the skip of a PR's head overridden by login
+// (record.Tx).
+func (t *Tx) OverrideDecision(repo string, pr int, sha, login string) error {
+	d, err := getDecision(t.tx, repo, pr, sha)
+	if err != nil {
+		return err
+	}
+	if d == nil || d.Decision != Skip {
+		return fmt.Errorf("%w: %s#%d@%s", ErrNotSkipped, repo, pr, sha)
+	}
+	if d.OverriddenBy != "" {
+		return nil // asked already
+	}
+	d.OverriddenBy, d.OverriddenAt = login, t.now()
+	b, err := prBucket(t.tx, repo, pr, true)
+	if err != nil {
+		return err
+	}
+	return putJSON(b, decKey(d.HeadSHA), d)
 }

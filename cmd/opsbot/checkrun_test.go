@@ -92,6 +92,14 @@ func TestCheckRunButtons(t *testing.T) {
 	if cr := w.checkRunsOn("c3"); len(cr) != 1 || cr[0].Conclusion != "success" || !strings.Contains(cr[0].Title, "reusing run 31200000020") {
 		t.Fatalf("check run on the skipped head: %+v", cr)
 	}
+	if cr := w.checkRunsOn("c3"); len(cr) != 1 || strings.Join(cr[0].Actions, ",") != "sweep" {
+		t.Fatalf("the skipped head's check run offers %+v, want Sweep anyway", cr)
+	}
+	w.clickCheckRun(maintainer, "c3", "sweep", r2)
+	mustContain(t, "sweep anyway", w.lastReply(), "🔁 @maintainer asked for the sweep of `c3c3c3c` after all")
+	if out, _ := w.gate("--pr", "2512", "--sha", sha("c3")); out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"]+out["reason"], "sweep anyway") {
+		t.Fatalf("the gate after Sweep anyway: %v", out)
+	}
 	// (The same click twice is the same payload, which GitHub's delivery
 	// digest takes for a replay: another button.)
 	w.clickCheckRun(maintainer, "c2", "merge", r2)

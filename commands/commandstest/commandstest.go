@@ -181,6 +181,11 @@ func (t *Tx) Transition(p *record.Pin, to record.PinState, c record.PinChange) e
 	return fmt.Errorf("commandstest: no pin %d", p.ID)
 }
 
+// OverrideDecision is not kept in memory: handlers' tests do not decide.
+func (t *Tx) OverrideDecision(repo string, pr int, sha, login string) error {
+	return fmt.Errorf("commandstest: no decision of %s#%d@%s to override", repo, pr, sha)
+}
+
 // ExpectUpdate records the base tip on the PR's active merge pin.
 func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base string) error {
 	for i := range t.PinList {

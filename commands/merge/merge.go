@@ -619,7 +619,7 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 			}
 			return st.wait(StepUpdating, "⏳ waiting for opsbot's gate to decide the update's push", "merge-waiting-decision")
 		}
-		if d.Decision != record.Skip || d.RunID != st.data.RunID {
+		if !d.Skipped() || d.RunID != st.data.RunID {
 			return st.stopped("pushed", fmt.Sprintf("the push %s after the update did not reuse run %d (%s): it sweeps. "+
 				"Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(head), st.data.RunID, mdtext.Text(d.Reason)))
 		}
@@ -709,7 +709,7 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 		if err != nil {
 			return plan.Plan{}, "", err
 		}
-		if d == nil || d.Decision != record.Skip || d.RunID != st.data.RunID {
+		if d == nil || !d.Skipped() || d.RunID != st.data.RunID {
 			return st.stopped("no_pin", "the pin the merge took was revoked or replaced: a merge now would reuse nothing")
 		}
 	}

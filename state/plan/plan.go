@@ -729,3 +729,18 @@ func (s SlackAnswer) apply(tx record.Tx, _ Teller) error {
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelSlack, Kind: record.NoticeSlack, Repo: s.Repo, PR: s.PR,
 		Slack: &record.SlackMessage{Text: s.Text, ResponseURL: s.URL}})
 }
+
+// OverrideDecision marks the skip of a PR's head overridden by Login
+// (Sweep anyway), then writes Audit.
+type OverrideDecision struct {
+	Repo, SHA, Login string
+	PR               int
+	Audit            record.AuditRecord
+}
+
+func (s OverrideDecision) apply(tx record.Tx, _ Teller) error {
+	if err := tx.OverrideDecision(s.Repo, s.PR, s.SHA, s.Login); err != nil {
+		return err
+	}
+	return tx.Audit(s.Audit)
+}

@@ -90,7 +90,15 @@ type Decision struct {
 	// Jobs and JobsSucceeded are the reused run's coverage.
 	Jobs          int `json:"jobs,omitempty"`
 	JobsSucceeded int `json:"jobs_succeeded,omitempty"`
+	// OverriddenBy is who asked for a skipped head's sweep after all (Sweep
+	// anyway): the gate answers sweep for it from then on.
+	OverriddenBy string    `json:"overridden_by,omitempty"`
+	OverriddenAt time.Time `json:"overridden_at,omitzero"`
 }
+
+// Skipped reports whether the head's sweep is skipped: decided so, and not
+// overridden since.
+func (d *Decision) Skipped() bool { return d.Decision == Skip && d.OverriddenBy == "" }
 
 // PRInfo is what opsbot remembers of a PR (for Slack threads and the audit page).
 type PRInfo struct {

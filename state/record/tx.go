@@ -7,6 +7,9 @@ import "time"
 // *state.Tx implements it; the smaller interfaces name each part.
 type Tx interface {
 	Now() time.Time
+	// OverrideDecision marks the skip decided for a PR's head overridden
+	// by login (Sweep anyway): an error when the head has no skip.
+	OverrideDecision(repo string, pr int, sha, login string) error
 	Auditor
 	Outbox
 	PRs
