@@ -40,16 +40,22 @@ type Sender func(tx Tx, repo, channel, text, links string) error
 // Digester composes and schedules the digests.
 type Digester struct {
 	Cfg *config.Live
-	// Audit lists the audit records of repo at or after since, oldest first.
-	Audit func(repo string, since time.Time) ([]record.AuditRecord, error)
-	Send  Sender
+	// Audit lists the audit records of repo from since up to (not
+	// including) until, oldest first.
+	Audit func(repo string, since, until time.Time) ([]record.AuditRecord, error)
+	// Sequence reads a sequence outside a write (state.Store).
+	Sequence func(repo string, pr int, kind string) (*record.Sequence, error)
+	Send     Sender
 	// Web is GitHub's web base, for links ("https://github.com/").
 	Web string
+	Now func() time.Time
 }
 
-// Data is the digest sequence's own state: the week last sent.
+// Data is the digest sequence's own state: the end of the last window
+// sent (the next digest starts there, so no time is left out or told
+// twice, whatever the schedule becomes).
 type Data struct {
-	LastWeek string `json:"last_week,omitempty"`
+	LastEnd time.Time `json:"last_end,omitzero"`
 }
 
 // Next is the first time at or after now that is day at hour (UTC).
@@ -65,8 +71,9 @@ func Next(now time.Time, day time.Weekday, hour int) time.Time {
 func (d *Digester) Kind() seq.Kind { return seq.Kind{Name: Kind, Wake: d.wake} }
 
 // Schedule makes each served repository's digest sequence due at its next
-// send, when digests are on and it has none (a restart keeps the one it
-// has); with digests off, the ones there are end.
+// send, when digests are on: one it has not is made; one not yet due whose
+// time the configuration changed is moved (one already due is left, to be
+// sent). With digests off, the ones there are end.
 func (d *Digester) Schedule(tx record.Tx, now time.Time) error {
 	cfg := d.Cfg.Get()
 	for i := range cfg.Repos {
@@ -76,14 +83,20 @@ func (d *Digester) Schedule(tx record.Tx, now time.Time) error {
 			return err
 		}
 		on := cfg.Slack.Digest == "weekly" && cfg.SlackChannelFor(rc) != ""
+		want := Next(now, cfg.Slack.DigestWeekday(), cfg.Slack.DigestHour)
 		switch {
 		case on && (cur == nil || cur.Done):
-			s := &record.Sequence{Kind: Kind, Repo: rc.Name, PR: 0, Step: "scheduled", Data: json.RawMessage(`{}`),
-				WakeAt: Next(now, cfg.Slack.DigestWeekday(), cfg.Slack.DigestHour)}
+			s := &record.Sequence{Kind: Kind, Repo: rc.Name, PR: 0, Step: "scheduled", Data: json.RawMessage(`{}`), WakeAt: want}
 			if cur != nil {
-				s.Data = cur.Data // the week last sent stays known
+				s.Data = cur.Data // where the last window ended stays known
 			}
 			if err := tx.PutSequence(s, 0); err != nil {
+				return err
+			}
+		case on && cur.WakeAt.After(now) && !cur.WakeAt.Equal(want):
+			next := *cur
+			next.WakeAt = want
+			if err := tx.PutSequence(&next, cur.Version); err != nil {
 				return err
 			}
 		case !on && cur != nil && !cur.Done:
@@ -97,53 +110,59 @@ func (d *Digester) Schedule(tx record.Tx, now time.Time) error {
 	return nil
 }
 
-// wake sends the digest of the week before the due time, once per ISO
-// week, and schedules the next.
+// wake sends the digest of the window since the last one (at most two
+// weeks; the seven days before the due time for the first), once, and
+// schedules the next. The audit is read before the write: the write only
+// checks that the sequence did not move and puts the message out.
 func (d *Digester) wake(_ context.Context, rc *config.Repo, ref record.SeqRef) (string, seq.Write, error) {
 	cfg := d.Cfg.Get()
 	ch := cfg.SlackChannelFor(rc)
+	s, err := d.Sequence(ref.Repo, 0, Kind)
+	if err != nil || s == nil || s.Done || s.Version != ref.Version {
+		return "digest-moved-on", nil, err
+	}
+	var data Data
+	if len(s.Data) > 0 {
+		if err := json.Unmarshal(s.Data, &data); err != nil {
+			return "", nil, fmt.Errorf("reading the digest of %s: %w", ref.Repo, err)
+		}
+	}
+	due := s.WakeAt
+	now := d.Now()
+	if now.Before(due) {
+		return "digest-not-due", nil, nil // the clock went back: the next pass wakes it again
+	}
+	from := due.Add(-7 * 24 * time.Hour)
+	if !data.LastEnd.IsZero() && data.LastEnd.Before(due) && data.LastEnd.After(due.Add(-14*24*time.Hour)) {
+		from = data.LastEnd
+	}
+	send := ch != "" && cfg.Slack.Digest == "weekly" && due.After(data.LastEnd)
+	var text, links string
+	if send {
+		recs, err := d.Audit(ref.Repo, from, due)
+		if err != nil {
+			return "", nil, err
+		}
+		text, links = Text(d.Web, ref.Repo, isoWeek(from), from, due, recs)
+	}
 	return "digest", func(tx record.Tx) error {
-		s, err := tx.Sequence(ref.Repo, 0, Kind)
-		if err != nil || s == nil || s.Done || s.Version != ref.Version {
-			return err
+		cur, err := tx.Sequence(ref.Repo, 0, Kind)
+		if err != nil || cur == nil || cur.Done || cur.Version != ref.Version {
+			return err // moved meanwhile: its own wake-up comes
 		}
-		var data Data
-		if len(s.Data) > 0 {
-			if err := json.Unmarshal(s.Data, &data); err != nil {
-				return fmt.Errorf("reading the digest of %s: %w", ref.Repo, err)
-			}
-		}
-		now := tx.Now()
-		due := s.WakeAt
-		if now.Before(due) {
-			return nil // the clock went back: the next pass wakes it again
-		}
-		next := *s
-		next.WakeAt = Next(now.Add(time.Minute), cfg.Slack.DigestWeekday(), cfg.Slack.DigestHour)
-		from := due.Add(-7 * 24 * time.Hour)
-		week := isoWeek(from) // the week the digest covers: the seven days before the due time
-		if data.LastWeek != week && ch != "" && cfg.Slack.Digest == "weekly" {
-			recs, err := d.Audit(ref.Repo, from)
-			if err != nil {
-				return err
-			}
-			var inWeek []record.AuditRecord
-			for _, r := range recs {
-				if r.Time.Before(due) {
-					inWeek = append(inWeek, r)
-				}
-			}
-			text, links := Text(d.Web, ref.Repo, week, from, due, inWeek)
+		if send {
 			if err := d.Send(tx, ref.Repo, ch, text, links); err != nil {
 				return err
 			}
-			data.LastWeek = week
+			data.LastEnd = due
 		}
+		next := *cur
 		next.Step = "scheduled"
+		next.WakeAt = Next(now.Add(time.Minute), cfg.Slack.DigestWeekday(), cfg.Slack.DigestHour)
 		if next.Data, err = json.Marshal(data); err != nil {
 			return err
 		}
-		return tx.PutSequence(&next, s.Version)
+		return tx.PutSequence(&next, cur.Version)
 	}, nil
 }
 

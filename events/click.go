@@ -13,6 +13,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/slackmirror"
 	"github.com/SemiAnalysisAI/opsbot/state"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
@@ -39,6 +40,9 @@ type ClickValue struct {
 	Repo  string `json:"repo"`
 	PR    int    `json:"pr"`
 	RunID int64  `json:"run,omitempty"`
+	// Head is the PR's head the button was offered for: a click after the
+	// head moved does nothing.
+	Head string `json:"head,omitempty"`
 }
 
 // Click is a click as stored: the repository and PR (as a webhook names
@@ -54,6 +58,7 @@ type Click struct {
 type ClickInfo struct {
 	Action      string `json:"action"`
 	RunID       int64  `json:"run_id,omitempty"`
+	Head        string `json:"head,omitempty"`
 	SlackUser   string `json:"slack_user"`
 	SlackTeam   string `json:"slack_team,omitempty"`
 	ResponseURL string `json:"response_url,omitempty"`
@@ -88,7 +93,7 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 	origin := record.Origin{Kind: record.OriginSlack, ID: int64(binary.BigEndian.Uint64(sum[:8]) >> 1)}
 	t := h.Notices.Teller()
 	answer := func(text string, _ bool) plan.Step {
-		return plan.SlackAnswer{Repo: rc.Name, PR: d.PR, URL: ci.ResponseURL, Text: mdtext.Plain(mdtext.Parse(text))}
+		return plan.SlackAnswer{Repo: rc.Name, PR: d.PR, URL: ci.ResponseURL, Text: slackmirror.FromMarkdown(text)}
 	}
 	cfg := h.Cfg.Get()
 	login := cfg.Slack.Users[ci.SlackUser]
@@ -123,10 +128,15 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 	ids := env.Users.IDs([]string{login})
 	if len(ids) == 0 {
 		return refuse(string(commands.Errored), "its GitHub login @"+login+" could not be resolved to an account",
-			"Nothing was done: opsbot could not find the GitHub account "+login+" your Slack account is mapped to. Try again in a minute.")
+			"Nothing was done: opsbot could not find the GitHub account "+login+" your Slack account is mapped to. Ask an opsbot admin to check slack.users.")
+	}
+	if ci.Head == "" || !strings.EqualFold(ci.Head, info.HeadSHA) {
+		return refuse(string(commands.Rejected), "the button was for head "+ci.Head+", no longer the PR's head "+info.HeadSHA,
+			fmt.Sprintf("Nothing was done: the button was offered for the PR's head %s, which has moved (now %s). Use the newest message's buttons.",
+				mdtext.ShortSHA(ci.Head), mdtext.ShortSHA(info.HeadSHA)))
 	}
 	inv := commands.Invocation{Repo: rc.Name, PR: d.PR, PRState: info.State, Installation: info.Installation,
-		Actor: auth.Actor{Login: login, ID: ids[0], Type: "User"}, Origin: origin}
+		Actor: auth.Actor{Login: login, ID: ids[0], Type: "User"}, Origin: origin, ExpectHead: info.HeadSHA}
 	var cmd commands.Command
 	switch ci.Action {
 	case ClickReuse:

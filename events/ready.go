@@ -165,7 +165,7 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 		}
 		// One click to reuse it: the PR's Slack thread offers the run.
 		val := func(run int64) string {
-			raw, _ := json.Marshal(ClickValue{Repo: rc.Name, PR: d.PR, RunID: run}) // plain fields: cannot fail
+			raw, _ := json.Marshal(ClickValue{Repo: rc.Name, PR: d.PR, RunID: run, Head: strings.ToLower(info.HeadSHA)}) // plain fields: cannot fail
 			return string(raw)
 		}
 		text := fmt.Sprintf("🏁 The sweep of %s finished: run %s.", mdtext.Code(mdtext.ShortSHA(run.HeadSHA)),

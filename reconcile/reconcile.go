@@ -33,6 +33,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // MaxComments is how many comments one reconcile of a repository reads at
@@ -376,8 +377,8 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 // then sweeps, which is never wrong.
 func (r *Reconciler) takenBack(ctx context.Context, gh Reader, schema *events.Schema, repo string, n int, rep *Report) error {
 	pin, err := r.Store.ActivePin(repo, n)
-	if err != nil || pin == nil || pin.CommentID == 0 {
-		return err
+	if err != nil || pin == nil || pin.CommentID == 0 || pin.Origin().Kind != record.OriginComment {
+		return err // no pin, or one a click made: no comment to look for
 	}
 	body, err := gh.CommentBody(ctx, repo, pin.CommentID)
 	action := "edited"

@@ -94,7 +94,7 @@ func (a *AuditWeb) Routes(mux *http.ServeMux) {
 	}
 	mux.Handle("GET /audit", a.authed(a.repos))
 	mux.Handle("GET /audit/records", a.authed(a.records))
-	mux.Handle("GET /audit/run/{id}", a.authed(a.run))
+	mux.Handle("GET /audit/-/run/{id}", a.authed(a.run))
 	mux.Handle("GET /audit/{owner}/{repo}", a.authed(a.prs))
 	mux.Handle("GET /audit/{owner}/{repo}/{pr}", a.authed(a.pr))
 }
@@ -227,14 +227,16 @@ type runUse struct {
 func (a *AuditWeb) run(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		http.Error(w, "a run is its id: /audit/run/31147925932", http.StatusNotFound)
+		http.Error(w, "a run is its id: /audit/-/run/31147925932", http.StatusNotFound)
 		return
 	}
 	var uses []runUse
 	var pins []state.AuditRecord
 	q := state.AuditQuery{RunID: id, Limit: 1000}
+	read := 0
 	for {
 		recs, next, err := a.Store.Audit(q)
+		read += len(recs)
 		if err != nil {
 			a.Log.Error("reading the audit", "err", err)
 			http.Error(w, "could not read the database", http.StatusInternalServerError)
@@ -252,8 +254,8 @@ func (a *AuditWeb) run(w http.ResponseWriter, r *http.Request) {
 				pins = append(pins, rec)
 			}
 		}
-		if next == 0 || len(uses)+len(pins) > 5000 {
-			break
+		if next == 0 || read >= 5000 {
+			break // anyone can add records to a run (a refused command names it): the page reads at most 5,000
 		}
 		q.After = next
 	}
@@ -340,8 +342,10 @@ func (a *AuditWeb) filtered(f recordFilter, after uint64, limit int) ([]state.Au
 			return nil, 0, err
 		}
 		for i, rec := range recs {
-			if (f.User != "" && !strings.EqualFold(rec.ActorLogin, f.User)) || (f.Outcome != "" && rec.Outcome != f.Outcome) ||
-				(!f.Until.IsZero() && !rec.Time.Before(f.Until)) {
+			if !f.Until.IsZero() && !rec.Time.Before(f.Until) {
+				return out, 0, nil // records are in time order: none after this one is before until
+			}
+			if (f.User != "" && !strings.EqualFold(rec.ActorLogin, f.User)) || (f.Outcome != "" && rec.Outcome != f.Outcome) {
 				continue
 			}
 			out = append(out, rec)

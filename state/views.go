@@ -46,8 +46,8 @@ func (s *Store) PRSummaries(repo string, before, limit int) (out []PRSummary, ne
 			k, v = c.Last()
 		}
 		for ; k != nil; k, v = c.Prev() {
-			if v != nil || len(k) != 8 {
-				continue // not a PR bucket
+			if v != nil || len(k) != 8 || binary.BigEndian.Uint64(k) == 0 {
+				continue // not a PR bucket (PR 0 holds the repository's own sequences)
 			}
 			if len(out) == limit {
 				next = out[len(out)-1].PR

@@ -118,7 +118,7 @@ func TestAuditPageInBrowser(t *testing.T) {
 	// split over two lines: an inline box that wraps has more than one
 	// client rectangle.
 	pages := []string{"/audit", "/audit/SemiAnalysisAI/InferenceX", "/audit/SemiAnalysisAI/InferenceX/2512",
-		"/audit/run/31147925932", "/audit/records?repo=SemiAnalysisAI/InferenceX&user=maintainer"}
+		"/audit/-/run/31147925932", "/audit/records?repo=SemiAnalysisAI/InferenceX&user=maintainer"}
 	for _, width := range []int64{1280, 390} {
 		step(chromedp.EmulateViewport(width, 800))
 		for _, page := range pages {
@@ -148,7 +148,7 @@ func TestAuditPageInBrowser(t *testing.T) {
 	}
 	step(chromedp.Navigate(w.srv.URL+"/audit/SemiAnalysisAI/InferenceX"), chromedp.WaitVisible(chromedp.CSS("#totals")))
 	mustContain(t, "totals", text("#totals"), "skips 1", "runner hours saved 6.1", "active pins 0")
-	step(chromedp.Navigate(w.srv.URL+"/audit/run/31147925932"), chromedp.WaitVisible(chromedp.CSS("#uses")))
+	step(chromedp.Navigate(w.srv.URL+"/audit/-/run/31147925932"), chromedp.WaitVisible(chromedp.CSS("#uses")))
 	mustContain(t, "run page", text("#uses"), "c2c2c2c", "#2512", "@maintainer", "6.1 runner h")
 	step(chromedp.Navigate(w.srv.URL+"/audit/records?repo=SemiAnalysisAI/InferenceX&outcome=skip"), chromedp.WaitVisible(chromedp.CSS("#trail")))
 	trail := text("#trail")

@@ -35,7 +35,13 @@ func clickWorld(t *testing.T, sl *slacktest.Fake, repoExtra string) *world {
 // time at. It returns the answer's status.
 func (w *world) click(sl *slacktest.Fake, user, action string, run int64, at time.Time, secret string) int {
 	w.t.Helper()
-	value, _ := json.Marshal(map[string]any{"repo": theRepo, "pr": thePR, "run": run})
+	return w.clickFor(sl, user, action, run, w.gh.PRHead(theRepo, thePR), at, secret)
+}
+
+// clickFor is click on a button offered for head.
+func (w *world) clickFor(sl *slacktest.Fake, user, action string, run int64, head string, at time.Time, secret string) int {
+	w.t.Helper()
+	value, _ := json.Marshal(map[string]any{"repo": theRepo, "pr": thePR, "run": run, "head": head})
 	w.nextID.Add(1)
 	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": user}, "team": map[string]any{"id": "T0TEAM"},
 		"response_url": sl.ResponseURL(fmt.Sprint(w.nextID.Load())),
@@ -92,7 +98,7 @@ func TestSlackClickPinsAsTheMappedAccount(t *testing.T) {
 	}
 	mustContain(t, "PR reply", w.lastReply(), "📌 @maintainer pinned run [31147925932](", "(a click in Slack by Slack user U0MAINT)")
 	a := lastAnswer(t, sl)
-	if a.ResponseType != "ephemeral" || !strings.Contains(a.Text, "pinned run 31147925932") {
+	if a.ResponseType != "ephemeral" || !strings.Contains(a.Text, "pinned run <https://github.com/SemiAnalysisAI/InferenceX/actions/runs/31147925932|31147925932>") {
 		t.Fatalf("answer to the click: %+v", a)
 	}
 	var audited bool
@@ -108,6 +114,13 @@ func TestSlackClickPinsAsTheMappedAccount(t *testing.T) {
 	w.push("c3")
 	if w.swept("c3") {
 		t.Fatal("the push after the click swept")
+	}
+	// A button offered for an older head does nothing.
+	w.clickFor(sl, "U0MAINT", "reuse", 31147925932, sha("c2"), time.Now(), slackSigning)
+	mustContain(t, "stale button", lastAnswer(t, sl).Text, "Nothing was done: the button was offered for the PR's head c2c2c2c, which has moved")
+	w.push("c4")
+	if !w.swept("c4") {
+		t.Fatal("a stale button pinned for the next push")
 	}
 }
 

@@ -382,8 +382,10 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	// the workers start.
 	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
 		Marks: store, State: store, Sequences: map[string]seq.Kind{}, SlackButtons: secrets.SlackSigningSecret != ""}
-	digester := &digest.Digester{Cfg: live, Web: web.Base(),
-		Audit: func(repo string, since time.Time) ([]state.AuditRecord, error) { return auditSince(store, repo, since) },
+	digester := &digest.Digester{Cfg: live, Web: web.Base(), Sequence: store.Sequence, Now: now,
+		Audit: func(repo string, since, until time.Time) ([]state.AuditRecord, error) {
+			return auditSince(store, repo, since, until)
+		},
 		Send: func(tx digest.Tx, repo, channel, text, links string) error {
 			return tx.Enqueue(&state.Notice{Channel: state.ChannelSlack, Kind: state.NoticeSlack, Repo: repo,
 				Slack: &state.SlackMessage{Channel: channel, Text: slackmirror.FromMarkdown(text), Context: links}})
@@ -588,8 +590,9 @@ func (a *app) reload() server.ReloadResult {
 	return res
 }
 
-// auditSince lists repo's audit records at or after since, every page.
-func auditSince(store *state.Store, repo string, since time.Time) ([]state.AuditRecord, error) {
+// auditSince lists repo's audit records from since up to until, every
+// page (records are in time order: the first at or past until ends it).
+func auditSince(store *state.Store, repo string, since, until time.Time) ([]state.AuditRecord, error) {
 	var out []state.AuditRecord
 	q := state.AuditQuery{Repo: repo, Since: since, Limit: 1000}
 	for {
@@ -597,7 +600,12 @@ func auditSince(store *state.Store, repo string, since time.Time) ([]state.Audit
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, recs...)
+		for _, r := range recs {
+			if !r.Time.Before(until) {
+				return out, nil
+			}
+			out = append(out, r)
+		}
 		if next == 0 {
 			return out, nil
 		}

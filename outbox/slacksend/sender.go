@@ -240,8 +240,13 @@ const MaxRetryAfter = 15 * time.Minute
 // archived, opsbot not in it) only that Slack channel's (Scope).
 func (s *Sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
 	var ae *answerError
-	if errors.As(err, &ae) && (ae.never || attempt >= 3) {
-		return outbox.Retry{GiveUp: true}
+	if errors.As(err, &ae) {
+		// A click's answer: its own, never the channel's (Slack keeps a
+		// response_url for 30 minutes; a failure there says nothing of Slack).
+		if ae.never || attempt >= 3 {
+			return outbox.Retry{GiveUp: true}
+		}
+		return outbox.Retry{At: now.Add(outbox.RetryDelay(attempt))}
 	}
 	var rl *slack.RateLimitedError
 	if errors.As(err, &rl) {
