@@ -32,6 +32,7 @@ const (
 const (
 	ClickReuse  = "reuse"  // pin the button's run for the next push
 	ClickCancel = "cancel" // revoke the PR's active pin
+	ClickMerge  = "merge"  // /merge-with-reuse with the button's run
 )
 
 // ClickValue is a button's value: the PR it is about and, for reuse, the
@@ -143,6 +144,8 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 		cmd = commands.Command{Name: "reuse-sweep-run", Verb: "/reuse-sweep-run", RunID: ci.RunID, Text: fmt.Sprintf("/reuse-sweep-run %d", ci.RunID)}
 	case ClickCancel:
 		cmd = commands.Command{Name: "reuse-sweep-run", Verb: "/reuse-sweep-run", Cancel: true, Text: "/reuse-sweep-run cancel"}
+	case ClickMerge:
+		cmd = commands.Command{Name: "merge-with-reuse", Verb: "/merge-with-reuse", RunID: ci.RunID, Text: fmt.Sprintf("/merge-with-reuse %d", ci.RunID)}
 	default:
 		return refuse(string(commands.Rejected), "an unknown button "+ci.Action, "Nothing was done: opsbot does not know this button.")
 	}

@@ -173,6 +173,7 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 		return h.Notices.SlackButtons(tx, rc.Name, d.PR, text, notices.Links{PR: h.Notices.Web.PR(rc.Name, d.PR), Run: run.HTMLURL},
 			[]record.SlackButton{
 				{Text: fmt.Sprintf("Reuse run %d for next push", run.ID), ActionID: ClickReuse, Value: val(run.ID), Style: "primary"},
+				{Text: "Merge with reuse", ActionID: ClickMerge, Value: val(run.ID)},
 				{Text: "Cancel pin", ActionID: ClickCancel, Value: val(0)},
 			})
 	}, nil

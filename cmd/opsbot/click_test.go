@@ -91,7 +91,7 @@ func TestSlackClickPinsAsTheMappedAccount(t *testing.T) {
 		}
 		return false
 	})
-	mustContain(t, "offer", offer.Blocks, `"action_id":"reuse"`, `"action_id":"cancel"`, "The sweep of")
+	mustContain(t, "offer", offer.Blocks, `"action_id":"reuse"`, `"action_id":"merge"`, `"action_id":"cancel"`, "The sweep of")
 
 	if code := w.click(sl, "U0MAINT", "reuse", 31147925932, time.Now(), slackSigning); code != 200 {
 		t.Fatalf("click answered %d", code)
@@ -150,5 +150,31 @@ func TestSlackClicksRefused(t *testing.T) {
 	}
 	if n := len(w.audit()); n != before {
 		t.Fatalf("refused clicks left %d audit records", n-before)
+	}
+}
+
+// A click and a comment never stand for one another: a comment whose id
+// is the number a click's pin records as its origin is deleted, and the
+// pin stays (origins are told apart by kind and id).
+func TestClickAndCommentOriginsNeverCollide(t *testing.T) {
+	t.Parallel()
+	sl := slacktest.New(t)
+	w := clickWorld(t, sl, "")
+	w.push("c2")
+	w.click(sl, "U0MAINT", "reuse", 31147925932, time.Now(), slackSigning)
+	mustContain(t, "PR reply", w.lastReply(), "📌 @maintainer pinned run")
+	var origin int64
+	for _, r := range w.audit() {
+		if r["kind"] == "pin" && r["outcome"] == "active" {
+			origin = int64(r["comment_id"].(float64))
+		}
+	}
+	if origin == 0 {
+		t.Fatalf("the click's pin records no origin id: %v", w.audit())
+	}
+	w.commentEvent("deleted", maintainer, maintainer, origin, "/reuse-sweep-run 31147925932", "")
+	w.push("c3")
+	if w.swept("c3") {
+		t.Fatalf("deleting comment %d took back the pin a click made", origin)
 	}
 }

@@ -309,7 +309,11 @@ func help(rc *config.Repo) commands.Help {
 		"**What a run must be.** A completed sweep run of this repository (event `pull_request`) on a commit of " +
 		"this PR, with unexpired result artifacts (" + mdtext.CodeList(rc.ResultArtifacts) + "). A run whose own sweep was skipped " +
 		"has none and cannot be reused. A re-run after the pin makes the pin invalid. The run is checked when pinned and " +
-		"again when the push comes.\n\n"
+		"again when the push comes.\n\n" +
+		"**Buttons.** When opsbot runs as a GitHub App, a head whose sweep finished has **Reuse for next push** and **Merge with " +
+		"reuse** on its `opsbot/sweep-gate` check run, and a skipped head **Sweep anyway**; with Slack interactivity set up, the " +
+		"PR's Slack thread offers the same. A click is the command, run as the one who clicks (in Slack, the GitHub account " +
+		"`slack.users` maps them to), with the same role check.\n\n"
 	if rc.Reuse.AllowPartialPinned {
 		h.Settings = append(h.Settings, "a pinned run may have concluded `success`, `failure` or `cancelled`")
 	} else {
