@@ -397,6 +397,23 @@ func splitArgs(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '\t' })
 }
 
+// RunOrCancel reads the arguments of a command that takes a run, the word
+// cancel, or nothing (a bare command: the newest run): at most one.
+func RunOrCancel(c *Command, args []string, opt Options) string {
+	switch {
+	case len(args) > 1:
+		return fmt.Sprintf("%s takes one argument, got %d", c.Verb, len(args))
+	case len(args) == 0:
+		return ""
+	case strings.EqualFold(args[0], "cancel"):
+		c.Cancel = true
+		return ""
+	}
+	var reason string
+	c.RunID, c.Attempt, reason = RunArgument(args[0], opt)
+	return reason
+}
+
 // RunArgument reads a run id or a run URL of the repository the comment
 // belongs to (opt), for a command's argument reader. reason says what is
 // wrong, or is empty.

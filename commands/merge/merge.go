@@ -150,7 +150,7 @@ var ConfigSection = config.Section{
 func Spec(h *Handler) commands.Spec {
 	return commands.Spec{
 		Name:     Name,
-		Verbs:    []commands.Verb{{Word: "/merge-with-reuse", Usage: Usage, Args: args, UsageNote: commands.RunNote}},
+		Verbs:    []commands.Verb{{Word: "/merge-with-reuse", Usage: Usage, Args: commands.RunOrCancel, UsageNote: commands.RunNote}},
 		Access:   func(rc *config.Repo) config.Access { return rc.Merge.Access },
 		LastWins: true,
 		Group:    "pin", // it grants the PR's one pin, as /reuse-sweep-run does
@@ -164,21 +164,6 @@ func Spec(h *Handler) commands.Spec {
 // commit status, on the PR's head.
 func Kind(h *Handler) seq.Kind {
 	return seq.Kind{Name: SeqKind, Wake: h.wake, Events: []string{"check_suite", "check_run", "status", "workflow_run"}}
-}
-
-func args(c *commands.Command, args []string, opt commands.Options) string {
-	switch {
-	case len(args) > 1:
-		return fmt.Sprintf("%s takes at most one argument, got %d", c.Verb, len(args))
-	case len(args) == 0:
-		return ""
-	case strings.EqualFold(args[0], "cancel"):
-		c.Cancel = true
-		return ""
-	}
-	var reason string
-	c.RunID, c.Attempt, reason = commands.RunArgument(args[0], opt)
-	return reason
 }
 
 func help(rc *config.Repo) commands.Help {

@@ -45,7 +45,7 @@ func Spec(h *Handler) commands.Spec {
 	return commands.Spec{
 		Name: Name,
 		Verbs: []commands.Verb{
-			{Word: "/reuse-sweep-run", Usage: Usage, Args: reuseArgs, UsageNote: commands.RunNote},
+			{Word: "/reuse-sweep-run", Usage: Usage, Args: commands.RunOrCancel, UsageNote: commands.RunNote},
 			{Word: "/use", Usage: UsageUse, Args: useArgs, UsageNote: commands.RunNote},
 		},
 		Access:   func(rc *config.Repo) config.Access { return rc.Reuse.Access },
@@ -56,21 +56,6 @@ func Spec(h *Handler) commands.Spec {
 		Help:         help,
 		Handler:      h,
 	}
-}
-
-func reuseArgs(c *commands.Command, args []string, opt commands.Options) string {
-	switch {
-	case len(args) > 1:
-		return fmt.Sprintf("%s takes one argument, got %d", c.Verb, len(args))
-	case len(args) == 0:
-		return ""
-	case strings.EqualFold(args[0], "cancel"):
-		c.Cancel = true
-		return ""
-	}
-	var reason string
-	c.RunID, c.Attempt, reason = commands.RunArgument(args[0], opt)
-	return reason
 }
 
 func useArgs(c *commands.Command, args []string, opt commands.Options) string {
