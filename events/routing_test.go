@@ -125,7 +125,7 @@ func pull(action string, set map[string]any) map[string]any {
 func (r *erig) pin(t *testing.T) {
 	t.Helper()
 	if err := r.store.Update(func(tx *state.Tx) error {
-		_, err := tx.Grant(&state.Pin{Repo: repo, PR: 1, RunID: 10, RunSHA: "c1", PRHeadAtGrant: "c1", ActorID: 7, ActorLogin: "maintainer", CommentID: 500}, state.PinChange{})
+		_, err := tx.Grant(&state.Pin{Repo: repo, PR: 1, RunID: 10, RunSHA: "c1", PRHeadAtGrant: "c1", ActorID: 7, ActorLogin: "maintainer", OriginRef: state.OriginRef{CommentID: 500}}, state.PinChange{})
 		return err
 	}); err != nil {
 		t.Fatal(err)

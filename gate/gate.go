@@ -297,8 +297,7 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 			}
 		}
 		rec := state.AuditRecord{Kind: "decision", Outcome: string(d.Decision), DeliveryID: a.DeliveryID, Repo: a.Repo, PR: a.PR,
-			HeadSHA: a.SHA, RunID: d.RunID, PinID: d.PinID, ActorID: d.ActorID, ActorLogin: d.ActorLogin,
-			CommentURL: d.CommentURL, Reason: d.Reason, RunnerSeconds: d.RunnerSeconds, GPUSeconds: d.GPUSeconds}
+			HeadSHA: a.SHA, RunID: d.RunID, PinID: d.PinID, ActorID: d.ActorID, ActorLogin: d.ActorLogin, Reason: d.Reason, RunnerSeconds: d.RunnerSeconds, GPUSeconds: d.GPUSeconds, OriginRef: record.OriginRef{CommentURL: d.CommentURL}}
 		if c := p.run.Coverage; p.decision == state.Skip && c != nil {
 			rec.Jobs, rec.JobsSucceeded = c.Jobs, c.Succeeded
 		}
@@ -313,7 +312,7 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 				why = "consumed by " + a.SHA
 			}
 			if err := tx.Transition(closed, p.pinState, state.PinChange{Reason: why, HeadSHA: a.SHA, DeliveryID: a.DeliveryID,
-				ActorID: closed.ActorID, ActorLogin: closed.ActorLogin, CommentURL: closed.CommentURL}); err != nil {
+				ActorID: closed.ActorID, ActorLogin: closed.ActorLogin, OriginRef: record.OriginRef{CommentURL: closed.CommentURL}}); err != nil {
 				return err
 			}
 		}

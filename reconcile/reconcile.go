@@ -197,8 +197,8 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	notRun := func(c *github.IssueComment, pr int, outcome, reason string) {
 		u := c.GetUser()
 		seen = append(seen, state.CommentNote{CommentID: c.GetID(), Audit: &state.AuditRecord{Kind: "recovery", Outcome: outcome,
-			Repo: rc.Name, PR: pr, ActorID: u.GetID(), ActorLogin: u.GetLogin(), CommentID: c.GetID(), CommentURL: c.GetHTMLURL(),
-			Reason: reason}})
+			Repo: rc.Name, PR: pr, ActorID: u.GetID(), ActorLogin: u.GetLogin(),
+			Reason: reason, OriginRef: record.OriginRef{CommentID: c.GetID(), CommentURL: c.GetHTMLURL()}}})
 	}
 	// unread is a comment whose recovery waits on a read that failed: not
 	// run now and left unmarked, so its created webhook, late rather than
@@ -207,9 +207,8 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 		u := c.GetUser()
 		rep.CommandsNotRun = append(rep.CommandsNotRun, c.GetID())
 		seen = append(seen, state.CommentNote{CommentID: c.GetID(), Unmarked: true, Audit: &state.AuditRecord{Kind: "recovery",
-			Outcome: "not_run", Repo: rc.Name, PR: pr, ActorID: u.GetID(), ActorLogin: u.GetLogin(), CommentID: c.GetID(),
-			CommentURL: c.GetHTMLURL(),
-			Reason:     reason + ": it is not run now; its created webhook, if it comes, runs it, and the next reconcile looks again"}})
+			Outcome: "not_run", Repo: rc.Name, PR: pr, ActorID: u.GetID(), ActorLogin: u.GetLogin(),
+			Reason: reason + ": it is not run now; its created webhook, if it comes, runs it, and the next reconcile looks again", OriginRef: record.OriginRef{CommentID: c.GetID(), CommentURL: c.GetHTMLURL()}}})
 	}
 	for _, c := range comments {
 		rep.CommentsChecked++

@@ -19,7 +19,7 @@ func createdDelivery(id string, comment int64) *Delivery {
 func TestNoteCommentsLeavesWaitingDeliveriesAlone(t *testing.T) {
 	ctx := context.Background()
 	why := func(id int64) *AuditRecord {
-		return &AuditRecord{Kind: "recovery", Outcome: "recorded", Repo: "o/r", PR: 7, CommentID: id}
+		return &AuditRecord{Kind: "recovery", Outcome: "recorded", Repo: "o/r", PR: 7, OriginRef: OriginRef{CommentID: id}}
 	}
 	t.Run("delivery stored, then recovery's mark", func(t *testing.T) {
 		s := openTest(t, nil)

@@ -97,8 +97,7 @@ func (t *Tx) Grant(p *Pin, c PinChange) (superseded *Pin, err error) {
 
 func (t *Tx) auditPin(p *Pin, s PinState, c PinChange) error {
 	r := AuditRecord{Kind: record.AuditPin, Outcome: string(s), DeliveryID: c.DeliveryID, Repo: p.Repo, PR: p.PR,
-		HeadSHA: c.HeadSHA, RunID: p.RunID, PinID: p.ID, ActorID: c.ActorID, ActorLogin: c.ActorLogin, Role: c.Role,
-		CommentID: c.CommentID, CommentURL: c.CommentURL, OriginKind: c.OriginKind, Reason: c.Reason}
+		HeadSHA: c.HeadSHA, RunID: p.RunID, PinID: p.ID, ActorID: c.ActorID, ActorLogin: c.ActorLogin, Role: c.Role, Reason: c.Reason, OriginRef: c.OriginRef}
 	if s == PinActive && p.Coverage != nil {
 		r.Jobs, r.JobsSucceeded = p.Coverage.Jobs, p.Coverage.Succeeded
 		r.RunnerSeconds, r.GPUSeconds = p.Coverage.RunnerSeconds, p.Coverage.GPUSeconds

@@ -10,7 +10,7 @@ func grantTest(t *testing.T, s *Store, run int64) *Pin {
 	t.Helper()
 	p := &Pin{Repo: "o/r", PR: 1, RunID: run, PRHeadAtGrant: "c1", ActorID: 7, ActorLogin: "maintainer", Role: "maintain"}
 	if err := s.Update(func(tx *Tx) error {
-		_, err := tx.Grant(p, PinChange{ActorID: 7, ActorLogin: "maintainer", CommentID: 70})
+		_, err := tx.Grant(p, PinChange{ActorID: 7, ActorLogin: "maintainer", OriginRef: OriginRef{CommentID: 70}})
 		return err
 	}); err != nil {
 		t.Fatalf("granting a pin of run %d: %v", run, err)

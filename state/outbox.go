@@ -294,8 +294,7 @@ func (s *Store) NoticesDropped(ids []uint64, reason string) error {
 			if err := b.Delete(u64(id)); err != nil {
 				return err
 			}
-			if err := t.Audit(AuditRecord{Kind: "notice", Outcome: "dropped", Repo: n.Repo, PR: n.PR,
-				CommentID: n.TargetComment, Reason: fmt.Sprintf("%s %s: %s", n.Kind, n.Reaction, reason)}); err != nil {
+			if err := t.Audit(AuditRecord{Kind: "notice", Outcome: "dropped", Repo: n.Repo, PR: n.PR, Reason: fmt.Sprintf("%s %s: %s", n.Kind, n.Reaction, reason), OriginRef: OriginRef{CommentID: n.TargetComment}}); err != nil {
 				return err
 			}
 		}

@@ -19,6 +19,7 @@ type (
 	Notice       = record.Notice
 	NoticeKind   = record.NoticeKind
 	SlackMessage = record.SlackMessage
+	OriginRef    = record.OriginRef
 	AllowedUser  = record.AllowedUser
 	Sequence     = record.Sequence
 	SeqRef       = record.SeqRef

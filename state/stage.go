@@ -19,7 +19,8 @@ func stageBucket(tx *bolt.Tx, repo string, write bool) (*bolt.Bucket, error) {
 
 var (
 	pStageReq     = "r:"
-	pStageComment = "c:"
+	pStageComment = "c:" // a comment's request: its id
+	pStageOrigin  = "o:" // another origin's request: its kind \0 id
 	kStageSlot    = []byte("slot")
 )
 
@@ -38,7 +39,7 @@ func (t *Tx) AddStageRequest(r *StageRequest) error {
 	if err := putJSON(b, append([]byte(pStageReq), u64(seq)...), r); err != nil {
 		return err
 	}
-	return b.Put(append([]byte(pStageComment), u64(uint64(r.CommentID))...), u64(seq))
+	return b.Put(stageOriginKey(r.Origin()), u64(seq))
 }
 
 // MoveStageRequest stores r in its new State, provided the stored request
@@ -62,13 +63,29 @@ func (t *Tx) MoveStageRequest(r *StageRequest, from record.StageState) error {
 	return putJSON(b, append([]byte(pStageReq), u64(r.Seq)...), r)
 }
 
-// StageRequestByComment finds the request a comment made.
-func (t *Tx) StageRequestByComment(repo string, commentID int64) (*StageRequest, error) {
+// stageOriginKey is the index key of the request an origin made: a
+// comment's as it always was, another kind's by kind and id, so no two
+// origins share one.
+func stageOriginKey(o record.Origin) []byte {
+	if o.Kind == record.OriginComment {
+		return append([]byte(pStageComment), u64(uint64(o.ID))...)
+	}
+	k := append([]byte(pStageOrigin), o.Kind...)
+	return append(append(k, 0), u64(uint64(o.ID))...)
+}
+
+// StageRequestByOrigin finds the request an origin made.
+func (t *Tx) StageRequestByOrigin(repo string, o record.Origin) (*StageRequest, error) {
 	b, err := stageBucket(t.tx, repo, false)
 	if err != nil || b == nil {
 		return nil, err
 	}
-	return stageBySeq(b, b.Get(append([]byte(pStageComment), u64(uint64(commentID))...)))
+	return stageBySeq(b, b.Get(stageOriginKey(o)))
+}
+
+// StageRequestByComment finds the request a comment made.
+func (t *Tx) StageRequestByComment(repo string, commentID int64) (*StageRequest, error) {
+	return t.StageRequestByOrigin(repo, record.Origin{Kind: record.OriginComment, ID: commentID})
 }
 
 // StageRequestByComment finds the request a comment made, outside a write.

@@ -760,10 +760,10 @@ func TestPruneSentKeepsEditTargets(t *testing.T) {
 			}
 			*id = n.ID
 		}
-		if err := tx.AddStageRequest(&StageRequest{Repo: "o/r", PR: 1, CommentID: 10, AckNotice: ackPending, State: StageRequested}); err != nil {
+		if err := tx.AddStageRequest(&StageRequest{Repo: "o/r", PR: 1, AckNotice: ackPending, State: StageRequested, OriginRef: OriginRef{CommentID: 10}}); err != nil {
 			return err
 		}
-		return tx.AddStageRequest(&StageRequest{Repo: "o/r", PR: 1, CommentID: 11, AckNotice: ackDone, State: StageStaged})
+		return tx.AddStageRequest(&StageRequest{Repo: "o/r", PR: 1, AckNotice: ackDone, State: StageStaged, OriginRef: OriginRef{CommentID: 11}})
 	})
 	if err != nil {
 		t.Fatal(err)

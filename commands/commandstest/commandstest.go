@@ -161,8 +161,7 @@ func (t *Tx) Grant(p *record.Pin, c record.PinChange) (*record.Pin, error) {
 	p.ID, p.State, p.CreatedAt = t.id(), record.PinActive, t.Now()
 	t.PinList = append(t.PinList, *p)
 	return old, t.Audit(record.AuditRecord{Kind: record.AuditPin, Outcome: string(record.PinActive), Repo: p.Repo, PR: p.PR,
-		RunID: p.RunID, PinID: p.ID, ActorID: c.ActorID, ActorLogin: c.ActorLogin, CommentID: c.CommentID, CommentURL: c.CommentURL,
-		OriginKind: c.OriginKind, Reason: c.Reason})
+		RunID: p.RunID, PinID: p.ID, ActorID: c.ActorID, ActorLogin: c.ActorLogin, Reason: c.Reason, OriginRef: c.OriginRef})
 }
 
 func (t *Tx) Transition(p *record.Pin, to record.PinState, c record.PinChange) error {
@@ -174,8 +173,7 @@ func (t *Tx) Transition(p *record.Pin, to record.PinState, c record.PinChange) e
 			t.PinList[i].State, t.PinList[i].ClosedReason, t.PinList[i].ClosedAt = to, c.Reason, t.Now()
 			*p = t.PinList[i]
 			return t.Audit(record.AuditRecord{Kind: record.AuditPin, Outcome: string(to), Repo: p.Repo, PR: p.PR, RunID: p.RunID,
-				PinID: p.ID, ActorID: c.ActorID, ActorLogin: c.ActorLogin, CommentID: c.CommentID, CommentURL: c.CommentURL,
-				OriginKind: c.OriginKind, Reason: c.Reason})
+				PinID: p.ID, ActorID: c.ActorID, ActorLogin: c.ActorLogin, Reason: c.Reason, OriginRef: c.OriginRef})
 		}
 	}
 	return fmt.Errorf("commandstest: no pin %d", p.ID)
@@ -232,13 +230,18 @@ func (t *Tx) MoveStageRequest(r *record.StageRequest, from record.StageState) er
 	return fmt.Errorf("commandstest: no stage request %d", r.Seq)
 }
 
-func (t *Tx) StageRequestByComment(repo string, id int64) (*record.StageRequest, error) {
+// StageRequestByOrigin finds the request an origin (kind and id) made.
+func (t *Tx) StageRequestByOrigin(repo string, o record.Origin) (*record.StageRequest, error) {
 	for i := range t.Stages {
-		if r := t.Stages[i]; r.Repo == repo && r.CommentID == id {
+		if r := t.Stages[i]; r.Repo == repo && r.Origin().Same(o) {
 			return &r, nil
 		}
 	}
 	return nil, nil
+}
+
+func (t *Tx) StageRequestByComment(repo string, id int64) (*record.StageRequest, error) {
+	return t.StageRequestByOrigin(repo, record.Origin{Kind: record.OriginComment, ID: id})
 }
 
 func (t *Tx) StageRequests(repo string) ([]record.StageRequest, error) {

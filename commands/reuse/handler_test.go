@@ -207,7 +207,7 @@ func TestPinPlans(t *testing.T) {
 		return validator{10: {ID: 10, HeadSHA: "c1", Conclusion: "success", PRHead: "c2", URL: "https://github.com/" + repo + "/actions/runs/10"}}, nil
 	}}
 	held := &commandstest.Tx{}
-	old := record.Pin{Repo: repo, PR: 1, RunID: 9, RunURL: "https://github.com/" + repo + "/actions/runs/9", ActorID: 6, ActorLogin: "other", CommentID: 90}
+	old := record.Pin{Repo: repo, PR: 1, RunID: 9, RunURL: "https://github.com/" + repo + "/actions/runs/9", ActorID: 6, ActorLogin: "other", OriginRef: record.OriginRef{CommentID: 90}}
 	if _, err := held.Grant(&old, record.PinChange{}); err != nil {
 		t.Fatal(err)
 	}

@@ -284,8 +284,8 @@ func (h *Handler) request(env commands.Env, rc *config.Repo, req *record.StageRe
 				"comment-id": strconv.FormatInt(req.CommentID, 10), "request-token": req.Token,
 			}},
 		Audit: record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageRequested), Repo: req.Repo, PR: req.PR, HeadSHA: req.RunSHA,
-			RunID: req.RunID, ActorID: req.RequesterID, ActorLogin: req.Requester, CommentID: req.CommentID, CommentURL: req.CommentURL,
-			Reason: "dispatched " + rc.Stage.Dispatch.EventType + " to " + rc.Stage.Dispatch.Repo},
+			RunID: req.RunID, ActorID: req.RequesterID, ActorLogin: req.Requester,
+			Reason: "dispatched " + rc.Stage.Dispatch.EventType + " to " + rc.Stage.Dispatch.Repo, OriginRef: record.OriginRef{CommentID: req.CommentID, CommentURL: req.CommentURL}},
 	}
 	// With a shared slot, the requests still waiting when the step is
 	// written are replaced by this one; each is told.
@@ -359,7 +359,7 @@ func (h *Handler) expired(rc *config.Repo, r record.StageRequest, d time.Duratio
 			"should still be staged.", mdtext.Mention(r.Requester), runLink(r.RunID, web.Run(r.Repo, r.RunID)), mdtext.Text(why), r.RunID),
 		Links: plan.Links{PR: web.PR(r.Repo, r.PR), Comment: r.CommentURL, Run: web.Run(r.Repo, r.RunID)}}
 	audit := record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageFailed), Repo: r.Repo, PR: r.PR, RunID: r.RunID,
-		ActorLogin: r.Requester, CommentID: r.CommentID, CommentURL: r.CommentURL, OriginKind: r.OriginKind, Reason: why}
+		ActorLogin: r.Requester, Reason: why, OriginRef: r.OriginRef}
 	neverSent := told
 	neverSent.Body = fmt.Sprintf("%s staging run %s failed: its dispatch to the staging side (%s) could not be sent within %s, so "+
 		"opsbot withdrew it and the staging side was never asked. Ask again with `/stage-results %d` if the run should still be staged.",
@@ -422,8 +422,7 @@ func (h *Handler) Callback(ctx context.Context, st record.Reader, repo string, e
 	action := ev.GetAction()
 	sender := ev.GetSender()
 	refused := func(reason string, id int64) plan.Step {
-		return plan.Audit{Record: record.AuditRecord{Kind: record.AuditCallback, Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID,
-			CommentID: commentID, ActorID: id, ActorLogin: sender.GetLogin(), Reason: reason}}
+		return plan.Audit{Record: record.AuditRecord{Kind: record.AuditCallback, Outcome: "refused", Repo: rc.Name, PR: pr, RunID: runID, ActorID: id, ActorLogin: sender.GetLogin(), Reason: reason, OriginRef: record.OriginRef{CommentID: commentID}}}
 	}
 	if !h.senderListed(rc, sender.GetID()) {
 		reason := fmt.Sprintf("%s for comment %d and run %d came from @%s (account %d), who is not in stage.callback_senders", action,
@@ -483,7 +482,7 @@ func (h *Handler) Callback(ctx context.Context, st record.Reader, repo string, e
 	step.Told = plan.Edit{Repo: r.Repo, PR: r.PR, Installation: r.Installation, Of: r.AckNotice, Kind: string(notices.KindStage), Body: text,
 		Links: plan.Links{PR: web.PR(r.Repo, r.PR), Comment: r.CommentURL, Run: web.Run(r.Repo, r.RunID)}}
 	step.Audit = record.AuditRecord{Kind: record.AuditCallback, Outcome: string(r.State), Repo: r.Repo, PR: r.PR, RunID: r.RunID,
-		ActorLogin: r.Requester, CommentID: r.CommentID, CommentURL: r.CommentURL, Reason: r.URL}
+		ActorLogin: r.Requester, Reason: r.URL, OriginRef: record.OriginRef{CommentID: r.CommentID, CommentURL: r.CommentURL}}
 	out.Steps = []plan.Step{step}
 	return "stage-callback", out, nil
 }

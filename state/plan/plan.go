@@ -442,7 +442,7 @@ func trackStage(tx record.Tx, req record.StageRequest, within time.Duration) err
 
 func (s RequestStage) apply(tx record.Tx, t Teller) error {
 	req := s.Request
-	if existing, err := tx.StageRequestByComment(req.Repo, req.CommentID); err != nil || existing != nil {
+	if existing, err := tx.StageRequestByOrigin(req.Repo, req.Origin()); err != nil || existing != nil {
 		return err
 	}
 	var err error
@@ -475,8 +475,7 @@ func (s RequestStage) apply(tx record.Tx, t Teller) error {
 				return err
 			}
 			if err := tx.Audit(record.AuditRecord{Kind: record.AuditStage, Outcome: string(record.StageReplaced), Repo: old.Repo,
-				PR: old.PR, RunID: old.RunID, ActorLogin: old.Requester, CommentID: old.CommentID, CommentURL: old.CommentURL,
-				OriginKind: old.OriginKind, Reason: fmt.Sprintf("replaced by run %d of PR #%d", req.RunID, req.PR)}); err != nil {
+				PR: old.PR, RunID: old.RunID, ActorLogin: old.Requester, Reason: fmt.Sprintf("replaced by run %d of PR #%d", req.RunID, req.PR), OriginRef: old.OriginRef}); err != nil {
 				return err
 			}
 		}
@@ -508,7 +507,7 @@ type ExpireStage struct {
 }
 
 func (s ExpireStage) apply(tx record.Tx, t Teller) error {
-	req, err := tx.StageRequestByComment(s.Request.Repo, s.Request.CommentID)
+	req, err := tx.StageRequestByOrigin(s.Request.Repo, s.Request.Origin())
 	if err != nil || req == nil || req.Seq != s.Request.Seq || req.State != record.StageRequested {
 		return err
 	}
@@ -549,7 +548,7 @@ type WithdrawStage struct {
 }
 
 func (s WithdrawStage) apply(tx record.Tx, t Teller) error {
-	r, err := tx.StageRequestByComment(s.Request.Repo, s.Request.CommentID)
+	r, err := tx.StageRequestByOrigin(s.Request.Repo, s.Request.Origin())
 	if err != nil || r == nil || r.Seq != s.Request.Seq || !r.Pending() {
 		return err
 	}
@@ -594,7 +593,7 @@ type ReportStage struct {
 }
 
 func (s ReportStage) apply(tx record.Tx, t Teller) error {
-	req, err := tx.StageRequestByComment(s.Request.Repo, s.Request.CommentID)
+	req, err := tx.StageRequestByOrigin(s.Request.Repo, s.Request.Origin())
 	if err != nil {
 		return err
 	}

@@ -151,7 +151,7 @@ func TestStageSteps(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			req := func(comment int64) plan.RequestStage {
 				return plan.RequestStage{Shared: true,
-					Request:  record.StageRequest{Repo: repo, PR: 1, RunID: comment, CommentID: comment, State: record.StageRequested},
+					Request:  record.StageRequest{Repo: repo, PR: 1, RunID: comment, State: record.StageRequested, OriginRef: record.OriginRef{CommentID: comment}},
 					Ack:      plan.Comment{Repo: repo, PR: 1, Body: "staging"},
 					Dispatch: plan.Dispatch{FromRepo: repo, PR: 1, ToRepo: "acme/site", EventType: "stage"},
 					Audit:    record.AuditRecord{Kind: record.AuditStage, Repo: repo, Outcome: string(record.StageRequested)}}
@@ -281,7 +281,7 @@ func TestReportStage(t *testing.T) {
 			request := func(comment int64, shared bool) record.StageRequest {
 				t.Helper()
 				if err := apply(plan.RequestStage{Shared: shared,
-					Request:  record.StageRequest{Repo: repo, PR: int(comment), RunID: comment, CommentID: comment, State: record.StageRequested},
+					Request:  record.StageRequest{Repo: repo, PR: int(comment), RunID: comment, State: record.StageRequested, OriginRef: record.OriginRef{CommentID: comment}},
 					Dispatch: plan.Dispatch{ToRepo: "acme/site"}}); err != nil {
 					t.Fatal(err)
 				}
@@ -361,7 +361,7 @@ func TestExpireStage(t *testing.T) {
 	if err := tx.Enqueue(d); err != nil {
 		t.Fatal(err)
 	}
-	req := record.StageRequest{Repo: "o/r", PR: 1, RunID: 9, CommentID: 77, State: record.StageRequested, DispatchNotice: d.ID}
+	req := record.StageRequest{Repo: "o/r", PR: 1, RunID: 9, State: record.StageRequested, DispatchNotice: d.ID, OriginRef: record.OriginRef{CommentID: 77}}
 	if err := tx.AddStageRequest(&req); err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +400,7 @@ func TestExpireStage(t *testing.T) {
 func TestStageRequestsMoveOnlyAsTheLifecycleAllows(t *testing.T) {
 	for name, update := range stores(t) {
 		t.Run(name, func(t *testing.T) {
-			req := record.StageRequest{Repo: repo, PR: 1, RunID: 9, CommentID: 88, State: record.StageRequested}
+			req := record.StageRequest{Repo: repo, PR: 1, RunID: 9, State: record.StageRequested, OriginRef: record.OriginRef{CommentID: 88}}
 			if err := update(func(tx record.Tx) error { return tx.AddStageRequest(&req) }); err != nil {
 				t.Fatal(err)
 			}
@@ -437,6 +437,41 @@ func TestStageRequestsMoveOnlyAsTheLifecycleAllows(t *testing.T) {
 					return fmt.Errorf("stored state %s, want unstaged", r.State)
 				}
 				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A stage request is found by its origin, kind and id: a click's request
+// and a comment's with the same number are two requests, on the store
+// and in memory alike.
+func TestStageRequestsKeyedByOrigin(t *testing.T) {
+	for name, update := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			byComment := record.StageRequest{Repo: repo, PR: 1, RunID: 9, State: record.StageRequested}
+			byComment.SetOrigin(record.Origin{Kind: record.OriginComment, ID: 555})
+			byClick := record.StageRequest{Repo: repo, PR: 1, RunID: 10, State: record.StageRequested}
+			byClick.SetOrigin(record.Origin{Kind: record.OriginSlack, ID: 555})
+			if err := update(func(tx record.Tx) error {
+				if err := tx.AddStageRequest(&byComment); err != nil {
+					return err
+				}
+				return tx.AddStageRequest(&byClick)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := update(func(tx record.Tx) error {
+				c, err := tx.StageRequestByComment(repo, 555)
+				if err != nil || c == nil || c.RunID != 9 {
+					return fmt.Errorf("the comment's request: %+v, %v", c, err)
+				}
+				k, err := tx.StageRequestByOrigin(repo, record.Origin{Kind: record.OriginSlack, ID: 555})
+				if err != nil || k == nil || k.RunID != 10 {
+					return fmt.Errorf("the click's request: %+v, %v", k, err)
+				}
+				return nil
 			}); err != nil {
 				t.Fatal(err)
 			}

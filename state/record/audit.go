@@ -21,13 +21,9 @@ type AuditRecord struct {
 	ActorID    int64     `json:"actor_id,omitempty"`
 	ActorLogin string    `json:"actor_login,omitempty"`
 	Role       string    `json:"role,omitempty"`
-	// CommentID and CommentURL are the id and page of the origin (the
-	// comment, for the kind that is a comment); OriginKind is its kind, ""
-	// for a comment (records written before other kinds).
-	CommentID  int64      `json:"comment_id,omitempty"`
-	CommentURL string     `json:"comment_url,omitempty"`
-	OriginKind OriginKind `json:"origin_kind,omitempty"`
-	Reason     string     `json:"reason,omitempty"`
+	// OriginRef is the record's origin (the comment, or a click).
+	OriginRef
+	Reason string `json:"reason,omitempty"`
 	// Jobs and JobsSucceeded are a pinned or reused run's coverage (the jobs
 	// that ran, and those that succeeded); RunnerSeconds and GPUSeconds its
 	// runner and GPU time, which a skip saved.
@@ -67,11 +63,3 @@ const (
 	Kept       = "kept"       // a take-back refused: the pin or the request stays
 	Refused    = "refused"    // a report that matched no request, or whose sender or token was wrong
 )
-
-// Origin is the origin the record names.
-func (r *AuditRecord) Origin() Origin { return originOf(r.OriginKind, r.CommentID, r.CommentURL) }
-
-// SetOrigin names o as the record's origin.
-func (r *AuditRecord) SetOrigin(o Origin) {
-	r.CommentID, r.CommentURL, r.OriginKind = o.ID, o.URL, storedKind(o.Kind)
-}

@@ -41,3 +41,23 @@ func storedKind(k OriginKind) OriginKind {
 // Same reports whether o and p are the same origin (kind and id; the page
 // may be spelled differently by a webhook and by the API).
 func (o Origin) Same(p Origin) bool { return o.Kind == p.Kind && o.ID == p.ID }
+
+// OriginRef is an origin as the records that keep one store it (pins,
+// stage requests, audit records, pin changes): embedded in each, with the
+// field names and JSON they always had, so nothing stored migrates.
+type OriginRef struct {
+	// CommentID and CommentURL are the id and page of the origin (its
+	// comment, for the kind that is a comment); OriginKind is its kind, ""
+	// for a comment (records written before other kinds).
+	CommentID  int64      `json:"comment_id,omitempty"`
+	CommentURL string     `json:"comment_url,omitempty"`
+	OriginKind OriginKind `json:"origin_kind,omitempty"`
+}
+
+// Origin is the origin kept.
+func (o OriginRef) Origin() Origin { return originOf(o.OriginKind, o.CommentID, o.CommentURL) }
+
+// SetOrigin keeps origin x.
+func (o *OriginRef) SetOrigin(x Origin) {
+	o.CommentID, o.CommentURL, o.OriginKind = x.ID, x.URL, storedKind(x.Kind)
+}

@@ -30,26 +30,15 @@ type Pin struct {
 	ActorID       int64  `json:"actor_id"`
 	ActorLogin    string `json:"actor_login"`
 	Role          string `json:"role,omitempty"`
-	// CommentID and CommentURL are the id and page of the pin's origin
-	// (its comment, for the kind that is a comment), OriginKind its kind
-	// ("" for a comment), CommentLine the command as written.
-	CommentID    int64      `json:"comment_id"`
-	CommentURL   string     `json:"comment_url,omitempty"`
-	OriginKind   OriginKind `json:"origin_kind,omitempty"`
-	CommentLine  string     `json:"comment_line,omitempty"`
-	CreatedAt    time.Time  `json:"created_at"`
-	ClosedAt     time.Time  `json:"closed_at,omitzero"`
-	ClosedReason string     `json:"closed_reason,omitempty"`
-	ConsumedBy   string     `json:"consumed_by,omitempty"` // head SHA
-	SupersededBy uint64     `json:"superseded_by,omitempty"`
-}
-
-// Origin is what started the pin.
-func (p *Pin) Origin() Origin { return originOf(p.OriginKind, p.CommentID, p.CommentURL) }
-
-// SetOrigin names o as what started the pin.
-func (p *Pin) SetOrigin(o Origin) {
-	p.CommentID, p.CommentURL, p.OriginKind = o.ID, o.URL, storedKind(o.Kind)
+	// OriginRef is what started the pin (its comment, or a click);
+	// CommentLine the command as written.
+	OriginRef
+	CommentLine  string    `json:"comment_line,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	ClosedAt     time.Time `json:"closed_at,omitzero"`
+	ClosedReason string    `json:"closed_reason,omitempty"`
+	ConsumedBy   string    `json:"consumed_by,omitempty"` // head SHA
+	SupersededBy uint64    `json:"superseded_by,omitempty"`
 }
 
 // Verdict is what a decision says of a head's sweep.
@@ -182,14 +171,7 @@ type PinChange struct {
 	ActorID    int64
 	ActorLogin string
 	Role       string
-	CommentID  int64 // the origin's id and page (OriginKind "" for a comment)
-	CommentURL string
-	OriginKind OriginKind
-}
-
-// SetOrigin names o as the change's origin.
-func (c *PinChange) SetOrigin(o Origin) {
-	c.CommentID, c.CommentURL, c.OriginKind = o.ID, o.URL, storedKind(o.Kind)
+	OriginRef  // the change's origin
 }
 
 // CommentMark is what opsbot has seen of a comment.

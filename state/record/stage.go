@@ -63,13 +63,10 @@ type StageRequest struct {
 	Conclusion  string `json:"conclusion,omitempty"`
 	Requester   string `json:"requester"`
 	RequesterID int64  `json:"requester_id"`
-	// CommentID and CommentURL are the id and page of the request's origin
-	// (its comment: the callback names it), OriginKind its kind ("" for a
-	// comment).
-	CommentID  int64      `json:"comment_id"`
-	CommentURL string     `json:"comment_url,omitempty"`
-	OriginKind OriginKind `json:"origin_kind,omitempty"`
-	AckNotice  uint64     `json:"ack_notice"` // the acknowledgement opsbot edits as staging goes on
+	// OriginRef is what made the request (its comment: the callback names
+	// it).
+	OriginRef
+	AckNotice uint64 `json:"ack_notice"` // the acknowledgement opsbot edits as staging goes on
 	// DispatchNotice is the outbox notice of the dispatch to the staging
 	// side (0 in requests recorded before it was kept).
 	DispatchNotice uint64 `json:"dispatch_notice,omitempty"`
@@ -84,14 +81,6 @@ type StageRequest struct {
 	Token     string    `json:"token,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-}
-
-// Origin is what made the request.
-func (r *StageRequest) Origin() Origin { return originOf(r.OriginKind, r.CommentID, r.CommentURL) }
-
-// SetOrigin names o as what made the request.
-func (r *StageRequest) SetOrigin(o Origin) {
-	r.CommentID, r.CommentURL, r.OriginKind = o.ID, o.URL, storedKind(o.Kind)
 }
 
 // Pending reports whether the request still waits for the staging side.

@@ -85,6 +85,9 @@ type Budgets interface {
 // Stages are the stage requests of each repository, in order.
 type Stages interface {
 	AddStageRequest(r *StageRequest) error
+	// StageRequestByOrigin finds the request an origin made (its kind and
+	// id: a comment's and a click's never meet).
+	StageRequestByOrigin(repo string, o Origin) (*StageRequest, error)
 	// MoveStageRequest stores r, whose State is the state it moves to,
 	// provided the stored request is r (its Seq) and still in from, and
 	// the move is one StageMoves allows; otherwise ErrStageMoved and
