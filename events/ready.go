@@ -147,6 +147,11 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 		if run.Conclusion != "success" || !strings.EqualFold(run.HeadSHA, info.HeadSHA) || info.State == "closed" {
 			return nil
 		}
+		if dec, err := tx.Decision(rc.Name, d.PR, run.HeadSHA); err != nil {
+			return err
+		} else if dec != nil && dec.Skipped() {
+			return nil // its sweep was skipped: the run measured nothing to reuse
+		}
 		// One click to reuse it: the head's check run offers the run (a
 		// GitHub App's), and so does the PR's Slack thread.
 		if err := h.Notices.CheckRun(tx, rc.Name, d.PR, info.Installation, run.HeadSHA, "neutral",

@@ -95,6 +95,12 @@ func TestCheckRunButtons(t *testing.T) {
 	if cr := w.checkRunsOn("c3"); len(cr) != 1 || strings.Join(cr[0].Actions, ",") != "sweep" {
 		t.Fatalf("the skipped head's check run offers %+v, want Sweep anyway", cr)
 	}
+	// The skipped head's workflow run completes too: it measured nothing,
+	// and nothing offers it for reuse.
+	w.sweepCompleted("c3", 31200000021, "success")
+	if cr := w.checkRunsOn("c3"); len(cr) != 1 {
+		t.Fatalf("a skipped head's run was offered for reuse: %+v", cr)
+	}
 	w.clickCheckRun(maintainer, "c3", "sweep", r2)
 	mustContain(t, "sweep anyway", w.lastReply(), "🔁 @maintainer asked for the sweep of `c3c3c3c` after all")
 	if out, _ := w.gate("--pr", "2512", "--sha", sha("c3")); out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"]+out["reason"], "sweep anyway") {
