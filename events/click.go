@@ -163,6 +163,9 @@ type checkRunPayload struct {
 		Name       string `json:"name"`
 		HeadSHA    string `json:"head_sha"`
 		ExternalID string `json:"external_id"`
+		App        struct {
+			ID int64 `json:"id"`
+		} `json:"app"`
 	} `json:"check_run"`
 	RequestedAction struct {
 		Identifier string `json:"identifier"`
@@ -181,9 +184,15 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	if err := decode(d, &ev); err != nil {
 		return "", nil, err
 	}
-	if ev.CheckRun.Name != notices.StatusContext {
+	if ev.CheckRun.Name != notices.StatusContext || (h.AppID != 0 && ev.CheckRun.App.ID != h.AppID) {
 		return "ignored-check-run", nil, nil // another app's check run
 	}
+	// The check run names the PR and the run its buttons act on.
+	prOf, runOf, _ := strings.Cut(ev.CheckRun.ExternalID, ":")
+	if n, err := strconv.Atoi(prOf); err != nil || n != d.PR {
+		return "ignored-check-run-other-pr", nil, nil
+	}
+	run, _ := strconv.ParseInt(runOf, 10, 64)
 	info, err := h.State.PRInfo(rc.Name, d.PR)
 	if err != nil {
 		return "", nil, err
@@ -197,7 +206,7 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	}
 	sum := sha256.Sum256([]byte(d.ID))
 	inv := commands.Invocation{Repo: rc.Name, PR: d.PR, PRState: info.State, Installation: info.Installation,
-		Actor:  auth.Actor{Login: ev.Sender.Login, ID: ev.Sender.ID, Type: ev.Sender.Type},
+		Actor: auth.Actor{Login: ev.Sender.Login, ID: ev.Sender.ID, Type: ev.Sender.Type}, ExpectHead: info.HeadSHA,
 		Origin: record.Origin{Kind: record.OriginCheckRun, ID: int64(binary.BigEndian.Uint64(sum[:8]) >> 1)}}
 	t := h.Notices.Teller()
 	links := notices.Links{PR: h.Notices.Web.PR(rc.Name, d.PR), Commit: h.Notices.Web.Commit(rc.Name, ev.CheckRun.HeadSHA)}
@@ -211,14 +220,13 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	}
 	via := fmt.Sprintf("a click on the check run of %s", mdtext.ShortSHA(ev.CheckRun.HeadSHA))
 	if !strings.EqualFold(ev.CheckRun.HeadSHA, info.HeadSHA) {
-		rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditCommand, Command: "reuse-sweep-run", Outcome: string(commands.Rejected),
-			HeadSHA: ev.CheckRun.HeadSHA, Reason: via + ": no longer the PR's head (" + info.HeadSHA + ")"})
+		rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditCommand, Command: clickCommand(ev.RequestedAction.Identifier),
+			Outcome: string(commands.Rejected), HeadSHA: ev.CheckRun.HeadSHA, Reason: via + ": no longer the PR's head (" + info.HeadSHA + ")"})
 		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(fmt.Sprintf("%s nothing was done: the button is on the check run of %s, "+
 			"which is no longer this PR's head (%s). Use the buttons of the head's own check run.", mdtext.Mention(ev.Sender.Login),
 			mdtext.Code(mdtext.ShortSHA(ev.CheckRun.HeadSHA)), mdtext.Code(mdtext.ShortSHA(info.HeadSHA))), false)}}
 		return "check-run-old-head", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 	}
-	run, _ := strconv.ParseInt(ev.CheckRun.ExternalID, 10, 64)
 	if ev.RequestedAction.Identifier == notices.ActionSweep {
 		return h.sweepAnyway(ctx, rc, env, inv, info, ev.CheckRun.HeadSHA, via, answer)
 	}
@@ -251,7 +259,7 @@ func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands
 	if !ok {
 		return "ignored-check-run-action", nil, nil
 	}
-	rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditDecision, HeadSHA: head})
+	rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditDecision, Command: "sweep-anyway", HeadSHA: head})
 	v := env.Check(ctx, inv.Actor, spec)
 	if !v.Allowed {
 		rec.Outcome, rec.Reason = "override_denied", via+": "+v.Reason
@@ -264,8 +272,9 @@ func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands
 		return "", nil, err
 	}
 	if d == nil || !d.Skipped() {
-		p := plan.Plan{Steps: []plan.Step{answer(fmt.Sprintf("%s nothing was done: the sweep of %s is not skipped.", mdtext.Mention(inv.Actor.Login),
-			mdtext.Code(mdtext.ShortSHA(head))), false)}}
+		rec.Outcome, rec.Reason = "not_skipped", via+": the head's sweep is not skipped"
+		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(fmt.Sprintf("%s nothing was done: the sweep of %s is not skipped.",
+			mdtext.Mention(inv.Actor.Login), mdtext.Code(mdtext.ShortSHA(head))), false)}}
 		return "check-run-sweep-nothing", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 	}
 	rec.Outcome, rec.RunID = "overridden", d.RunID
@@ -273,6 +282,27 @@ func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands
 	text := fmt.Sprintf("🔁 %s asked for the sweep of %s after all: the skip that reused run %d is overridden, and the workflow's re-run "+
 		"(or its next gate ask) for this head sweeps.", mdtext.Mention(inv.Actor.Login), mdtext.Code(mdtext.ShortSHA(head)), d.RunID)
 	p := plan.Plan{Steps: []plan.Step{plan.OverrideDecision{Repo: rc.Name, PR: inv.PR, SHA: head, Login: inv.Actor.Login, Audit: rec},
-		commands.Reply(env, inv, notices.KindReply, text, notices.Links{PR: h.Notices.Web.PR(rc.Name, inv.PR)})}}
+		commands.Reply(env, inv, notices.KindReply, text, notices.Links{PR: h.Notices.Web.PR(rc.Name, inv.PR)}),
+		plan.Notice{Fn: func(tx record.Tx) error {
+			// GitHub shows the head as sweeping again: its status and its check run.
+			why := fmt.Sprintf("sweep: sweep anyway, asked by @%s", inv.Actor.Login)
+			if err := h.Notices.Status(tx, rc.Name, inv.PR, info.Installation, head, why, ""); err != nil {
+				return err
+			}
+			return h.Notices.CheckRun(tx, rc.Name, inv.PR, info.Installation, head, "neutral", "The sweep runs: sweep anyway",
+				fmt.Sprintf("%s asked for this head's sweep after it was skipped (reusing run %d): the workflow's re-run sweeps.",
+					mdtext.Mention(inv.Actor.Login), d.RunID), 0, nil)
+		}}}}
 	return "check-run-sweep-anyway", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
+}
+
+// clickCommand is the command a check run's button stands for, as audited.
+func clickCommand(identifier string) string {
+	switch identifier {
+	case notices.ActionMerge:
+		return "merge-with-reuse"
+	case notices.ActionSweep:
+		return "sweep-anyway"
+	}
+	return "reuse-sweep-run"
 }

@@ -32,8 +32,11 @@ type Handler struct {
 	// SlackButtons puts buttons on Slack messages (clicks are taken:
 	// slack.signing_secret_env is set).
 	SlackButtons bool
-	Cfg          *config.Live
-	Log          *slog.Logger
+	// AppID is opsbot's GitHub App (0: a token): a click is taken only on
+	// its own check runs.
+	AppID int64
+	Cfg   *config.Live
+	Log   *slog.Logger
 	// Clients gives each installation's GitHub client and remembers each
 	// repository's installation from its webhooks, for asks without one.
 	Clients *ghclient.Clients

@@ -52,7 +52,8 @@ func readinessOf(tx *state.Tx, rc *config.Repo, info *state.PRInfo) (readiness, 
 	if d != nil && d.Skipped() {
 		return readiness{"success", fmt.Sprintf("merge will reuse run %d (authorized by @%s)", d.RunID, d.ActorLogin), d.RunURL}, nil
 	}
-	if strings.EqualFold(info.SweepSHA, info.HeadSHA) && info.SweepRun != 0 {
+	overridden := d != nil && d.OverriddenBy != ""
+	if strings.EqualFold(info.SweepSHA, info.HeadSHA) && info.SweepRun != 0 && !(overridden && !info.SweepAt.After(d.OverriddenAt)) {
 		if info.SweepConclusion == "success" {
 			return readiness{"success", fmt.Sprintf("the head's own sweep, run %d (checked again at the merge)", info.SweepRun), info.SweepURL}, nil
 		}

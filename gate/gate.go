@@ -312,7 +312,7 @@ func (g *Gate) commit(a Ask, planned plan) (*state.Decision, error) {
 				why = "consumed by " + a.SHA
 			}
 			if err := tx.Transition(closed, p.pinState, state.PinChange{Reason: why, HeadSHA: a.SHA, DeliveryID: a.DeliveryID,
-				ActorID: closed.ActorID, ActorLogin: closed.ActorLogin, OriginRef: record.OriginRef{CommentURL: closed.CommentURL}}); err != nil {
+				ActorID: closed.ActorID, ActorLogin: closed.ActorLogin, OriginRef: closed.OriginRef}); err != nil {
 				return err
 			}
 		}

@@ -101,6 +101,7 @@ type Check struct {
 	// (pending, success, failure, error) otherwise.
 	Status     string
 	Conclusion string // a completed check run's or suite's
+	AppID      int64  // the app that made a check run
 	IsStatus   bool
 	IsSuite    bool
 	URL        string
@@ -128,7 +129,8 @@ func (c *Client) HeadChecks(ctx context.Context, repo, sha string) ([]Check, err
 			return nil, err
 		}
 		for _, cr := range res.CheckRuns {
-			out = append(out, Check{Name: cr.GetName(), Status: cr.GetStatus(), Conclusion: cr.GetConclusion(), URL: cr.GetHTMLURL()})
+			out = append(out, Check{Name: cr.GetName(), Status: cr.GetStatus(), Conclusion: cr.GetConclusion(), URL: cr.GetHTMLURL(),
+				AppID: cr.GetApp().GetID()})
 		}
 		runs += len(res.CheckRuns)
 		if resp.NextPage == 0 {

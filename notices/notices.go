@@ -66,10 +66,7 @@ func (b *Builder) CheckRun(tx record.Tx, repo string, pr int, inst int64, sha, c
 	if !b.CheckRuns {
 		return nil
 	}
-	ext := ""
-	if runID != 0 {
-		ext = strconv.FormatInt(runID, 10)
-	}
+	ext := strconv.Itoa(pr) + ":" + strconv.FormatInt(runID, 10) // the PR and the run a button acts on
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeCheckRun, Repo: repo, PR: pr, Installation: inst,
 		SHA: sha, Context: StatusContext, State: conclusion, Description: title, Body: summary, ExternalID: ext, Actions: actions})
 }

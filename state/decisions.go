@@ -134,5 +134,13 @@ func (t *Tx) OverrideDecision(repo string, pr int, sha, login string) error {
 	if err != nil {
 		return err
 	}
-	return putJSON(b, decKey(d.HeadSHA), d)
+	if err := putJSON(b, decKey(d.HeadSHA), d); err != nil {
+		return err
+	}
+	// The head sweeps after all: its run measures it (no longer a skipped
+	// head's), and the skip saved nothing.
+	if err := t.tx.Bucket(bReused).Delete(reusedKey(d.Repo, d.HeadSHA)); err != nil {
+		return err
+	}
+	return unSaved(t.tx, d)
 }

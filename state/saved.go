@@ -87,3 +87,18 @@ func (s *Store) Saved(repo string, since time.Time) ([]SavedWeek, error) {
 	})
 	return out, err
 }
+
+// unSaved takes a skip that was overridden back out of its week's totals.
+func unSaved(tx *bolt.Tx, d *record.Decision) error {
+	b := tx.Bucket(bSaved)
+	k := savedKey(d.Repo, Week(d.DecidedAt))
+	var w SavedWeek
+	ok, err := getJSON(b, k, &w)
+	if err != nil || !ok {
+		return err
+	}
+	w.Skips = max(0, w.Skips-1)
+	w.RunnerSeconds = max(0, w.RunnerSeconds-d.RunnerSeconds)
+	w.GPUSeconds = max(0, w.GPUSeconds-d.GPUSeconds)
+	return putJSON(b, k, &w)
+}

@@ -8,19 +8,25 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // appWorld is a world where opsbot runs as a GitHub App (check runs are
 // an App's).
 func appWorld(t *testing.T) *world {
 	t.Helper()
-	w := newWorld(t, "")
+	return appWorldOpts(t, worldOpts{})
+}
+
+// appWorldOpts is appWorld with additions to the configuration.
+func appWorldOpts(t *testing.T, o worldOpts) *world {
+	t.Helper()
+	w := newWorldOpts(t, o)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +59,8 @@ func (w *world) clickCheckRun(u user, name, identifier string, run int64) {
 	w.t.Helper()
 	w.send("check_run", map[string]any{"action": "requested_action",
 		"repository": map[string]any{"full_name": theRepo},
-		"check_run": map[string]any{"name": "opsbot/sweep-gate", "head_sha": sha(name), "external_id": strconv.FormatInt(run, 10),
-			"pull_requests": []any{map[string]any{"number": thePR}}},
+		"check_run": map[string]any{"name": "opsbot/sweep-gate", "head_sha": sha(name), "external_id": fmt.Sprintf("%d:%d", thePR, run),
+			"app": map[string]any{"id": githubtest.AppID}, "pull_requests": []any{map[string]any{"number": thePR}}},
 		"requested_action": map[string]any{"identifier": identifier},
 		"sender":           u.json()})
 }
@@ -76,7 +82,7 @@ func TestCheckRunButtons(t *testing.T) {
 		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
 	w.sweepCompleted("c2", r2, "success")
 	cr := w.checkRunsOn("c2")
-	if len(cr) != 2 || strings.Join(cr[1].Actions, ",") != "reuse,merge" || cr[1].ExternalID != strconv.FormatInt(r2, 10) ||
+	if len(cr) != 2 || strings.Join(cr[1].Actions, ",") != "reuse,merge" || cr[1].ExternalID != fmt.Sprintf("%d:%d", thePR, r2) ||
 		strings.Join(cr[1].Labels, ",") != "Reuse for next push,Merge with reuse" {
 		t.Fatalf("check runs on c2 after its sweep finished: %+v", cr)
 	}
@@ -106,6 +112,16 @@ func TestCheckRunButtons(t *testing.T) {
 	if out, _ := w.gate("--pr", "2512", "--sha", sha("c3")); out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"]+out["reason"], "sweep anyway") {
 		t.Fatalf("the gate after Sweep anyway: %v", out)
 	}
+	// The skip saved nothing after all, and the head's own sweep (its
+	// workflow's re-run) is a sweep that can be pinned.
+	saved, _, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.srv.URL, "--saved", "--format", "json")
+	if err != nil || !strings.Contains(saved, `"skips": 0`) {
+		t.Fatalf("saved totals after Sweep anyway: %v\n%s", err, saved)
+	}
+	w.gh.AddRun(theRepo, githubtest.Run{ID: 31200000022, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: sha("c3"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Minute)})
+	w.comment(maintainer, "/reuse-sweep-run 31200000022")
+	mustContain(t, "pin of the re-run", w.lastReply(), "📌 @maintainer pinned run [31200000022](")
 	// (The same click twice is the same payload, which GitHub's delivery
 	// digest takes for a replay: another button.)
 	w.clickCheckRun(maintainer, "c2", "merge", r2)
@@ -115,5 +131,28 @@ func TestCheckRunButtons(t *testing.T) {
 	tok.push("c2")
 	if n := len(tok.gh.CreatedCheckRuns()); n != 0 {
 		t.Fatalf("with a token opsbot made %d check runs", n)
+	}
+}
+
+// As a GitHub App, opsbot's own check run on a head is not one of the
+// head's checks: a merge waits for the CI's.
+func TestMergeWithReuseAsAnAppWaitsForCI(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := appWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: func(d *appDeps) {
+		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
+	}})
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the update asked", "update asked")
+	updated := w.gh.PRHead(theRepo, thePR)
+	w.sendSync(updated, "") // opsbot's status and check run on the update: skipped
+	w.passTime(clock, record.WakeGap)
+	w.waitStatus("waiting, with no CI check yet", "(none yet;")
+	if n := len(w.gh.Merges()); n != 0 {
+		t.Fatalf("merged with only opsbot's own check run on the head: %+v", w.gh.Merges())
+	}
+	if cr := w.gh.CreatedCheckRuns(); len(cr) == 0 {
+		t.Fatal("opsbot made no check run on the update")
 	}
 }

@@ -44,7 +44,7 @@ func (w *world) restart(edit func(cfg string) string) {
 	if err := os.WriteFile(path, []byte(edit(string(raw))), 0o600); err != nil {
 		w.t.Fatal(err)
 	}
-	w.srv = startServer(w.t, path, testEnv(map[string]string{"TEST_GITHUB_TOKEN": "ghs_test", "TEST_API_TOKENS": apiToken}))
+	w.srv = startServerWith(w.t, path, w.env, w.deps)
 }
 
 func TestRunOfAWorkflowThePRChangedIsNeverEligible(t *testing.T) {

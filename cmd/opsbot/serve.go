@@ -370,7 +370,11 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		Validators: func(inst int64) (stage.Validator, error) { return validator(inst) },
 		Clients:    func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
 	pins := &reuse.Handler{Validators: func(inst int64) (reuse.Validator, error) { return validator(inst) }}
-	merger := &merge.Handler{Pins: pins, Sequence: store.Sequence, Decision: store.Decision, ActivePin: store.ActivePin,
+	var appID int64
+	if cfg.GitHub.App != nil {
+		appID = cfg.GitHub.App.ID
+	}
+	merger := &merge.Handler{Pins: pins, Sequence: store.Sequence, Decision: store.Decision, ActivePin: store.ActivePin, AppID: appID,
 		Notices: builder, Log: log, Now: now,
 		Clients: func(inst int64) (merge.GitHub, error) { return clients.For(inst) }}
 	set := commandSet{pins: pins, stager: stager, merger: merger}
@@ -381,7 +385,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	// Who opsbot is and the allow_users accounts are set by begin, before
 	// the workers start.
 	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
-		Marks: store, State: store, Sequences: map[string]seq.Kind{}, SlackButtons: secrets.SlackSigningSecret != ""}
+		Marks: store, State: store, Sequences: map[string]seq.Kind{}, SlackButtons: secrets.SlackSigningSecret != "", AppID: appID}
 	digester := &digest.Digester{Cfg: live, Web: web.Base(), Sequence: store.Sequence, Now: now,
 		Audit: func(repo string, since, until time.Time) ([]state.AuditRecord, error) {
 			return auditSince(store, repo, since, until)

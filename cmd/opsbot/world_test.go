@@ -41,6 +41,8 @@ type world struct {
 	nextID atomic.Int64
 	// readyClock stamps the workflow runs a test completes, in order.
 	readyClock int
+	// deps are the server's adjusted dependencies, kept for a restart.
+	deps func(*appDeps)
 }
 
 var resultArtifacts = []githubtest.Artifact{{Name: "results_bmk"}, {Name: "eval_results_all"}, {Name: "changelog-metadata"}}
@@ -100,7 +102,7 @@ repos:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, gh: gh, dir: dir}
+	w := &world{t: t, gh: gh, dir: dir, deps: o.deps}
 	w.nextID.Store(1000)
 	vars := map[string]string{"TEST_GITHUB_TOKEN": "ghs_test", "TEST_API_TOKENS": apiToken}
 	for k, v := range env {

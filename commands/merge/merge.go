@@ -83,8 +83,11 @@ type Handler struct {
 	// stops revokes the pin it took while no push has used it.
 	ActivePin func(repo string, pr int) (*record.Pin, error)
 	Notices   *notices.Builder
-	Log       *slog.Logger
-	Now       func() time.Time
+	// AppID is opsbot's GitHub App (0: a token): its own check run on a
+	// head is not one of the head's checks.
+	AppID int64
+	Log   *slog.Logger
+	Now   func() time.Time
 }
 
 // Data is a merge sequence's own state.
@@ -642,6 +645,9 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 	for _, c := range all {
 		if c.IsStatus && (c.Name == notices.StatusContext || c.Name == notices.ReadyContext) {
 			continue // opsbot's own: they say what opsbot decided, not that anything ran
+		}
+		if !c.IsStatus && !c.IsSuite && c.Name == notices.StatusContext && st.h.AppID != 0 && c.AppID == st.h.AppID {
+			continue // opsbot's own check run, likewise (a check run of that name by anyone else counts)
 		}
 		checks = append(checks, c)
 	}

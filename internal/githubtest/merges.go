@@ -10,9 +10,14 @@ import (
 	"github.com/google/go-github/v62/github"
 )
 
+// GitHubActionsAppID is the id of GitHub Actions' app, whose check runs
+// are a workflow's jobs.
+const GitHubActionsAppID = 15368
+
 // CheckRun is a check run on a commit (a workflow's job, an app's check).
 type CheckRun struct {
 	Repo, SHA, Name string
+	ByApp           bool   // made by opsbot's App (through the API), not by a workflow
 	Status          string // queued, in_progress, completed
 	Conclusion      string // success, failure, cancelled, skipped, neutral, timed_out, action_required
 }
@@ -167,8 +172,12 @@ func (f *Fake) listCheckRuns(w http.ResponseWriter, r *http.Request, repo *Repo)
 	out := []*github.CheckRun{}
 	for i, c := range f.checkRuns {
 		if strings.EqualFold(c.Repo, full) && c.SHA == r.PathValue("ref") {
+			app := int64(GitHubActionsAppID)
+			if c.ByApp {
+				app = AppID
+			}
 			cr := &github.CheckRun{ID: github.Int64(int64(7000 + i)), Name: github.String(c.Name), Status: github.String(c.Status),
-				HeadSHA: github.String(c.SHA)}
+				HeadSHA: github.String(c.SHA), App: &github.App{ID: github.Int64(app)}}
 			if c.Conclusion != "" {
 				cr.Conclusion = github.String(c.Conclusion)
 			}
@@ -343,6 +352,6 @@ func (f *Fake) createCheckRun(w http.ResponseWriter, r *http.Request, repo *Repo
 		c.Actions, c.Labels = append(c.Actions, a.Identifier), append(c.Labels, a.Label)
 	}
 	f.created = append(f.created, c)
-	f.checkRuns = append(f.checkRuns, CheckRun{Repo: c.Repo, SHA: c.SHA, Name: c.Name, Status: "completed", Conclusion: c.Conclusion})
+	f.checkRuns = append(f.checkRuns, CheckRun{Repo: c.Repo, SHA: c.SHA, Name: c.Name, Status: "completed", Conclusion: c.Conclusion, ByApp: true})
 	return http.StatusCreated, map[string]any{"id": 9000 + len(f.created), "name": c.Name, "head_sha": c.SHA}
 }

@@ -743,3 +743,11 @@ func (s OverrideDecision) apply(tx record.Tx, _ Teller) error {
 	}
 	return tx.Audit(s.Audit)
 }
+
+// Notice puts notices in the outbox through Fn, in the plan's transaction
+// (a status and a check run a handler words itself).
+type Notice struct {
+	Fn func(tx record.Tx) error
+}
+
+func (s Notice) apply(tx record.Tx, _ Teller) error { return s.Fn(tx) }
