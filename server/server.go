@@ -50,7 +50,9 @@ type Config struct {
 	// SlackSecret is the Slack app's signing secret: with it, clicks on
 	// opsbot's buttons are taken at POST /slack/interactions.
 	SlackSecret auth.Secret
-	Metrics     *metrics.Metrics
+	// SlackUserKnown says whether slack.users maps a Slack user id.
+	SlackUserKnown func(string) bool
+	Metrics        *metrics.Metrics
 	// MetricsToken, when set, is the bearer GET /metrics needs.
 	MetricsToken auth.Secret
 	// MetricsElsewhere leaves GET /metrics off this server's routes (it is
@@ -71,16 +73,20 @@ type Server struct {
 	intake      *events.Intake
 	slackSecret auth.Secret
 	repoOf      func(string) (string, bool)
-	secrets     []auth.Secret
-	maxBody     int64
-	limits      BodyLimits
-	bodies      *bodyBudget
-	m           *metrics.Metrics
-	log         *slog.Logger
-	ready       ReadyCheck
-	now         func() time.Time
-	ctx         context.Context
-	mux         *http.ServeMux
+	// slackUserKnown says whether slack.users maps a Slack user; clicks of
+	// others are answered within slackUnknown's budget.
+	slackUserKnown func(string) bool
+	slackUnknown   *RateLimiter
+	secrets        []auth.Secret
+	maxBody        int64
+	limits         BodyLimits
+	bodies         *bodyBudget
+	m              *metrics.Metrics
+	log            *slog.Logger
+	ready          ReadyCheck
+	now            func() time.Time
+	ctx            context.Context
+	mux            *http.ServeMux
 	// refusals logs deliveries refused for their bodies.
 	refusals *refusalLog
 
@@ -105,6 +111,7 @@ func New(c Config) *Server {
 	}
 	s.refusals = newRefusalLog(s.log, s.now)
 	s.slackSecret, s.repoOf = c.SlackSecret, c.RepoName
+	s.slackUserKnown, s.slackUnknown = c.SlackUserKnown, &RateLimiter{Burst: 3, PerMinute: 1, Now: s.now}
 	s.intake = &events.Intake{Schema: &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now, Heads: c.Heads, Wakes: c.Wakes},
 		Store: c.Store, Queue: c.Queue}
 	s.routes(c.Extra)

@@ -77,6 +77,14 @@ func (s *Server) handleSlack(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK) // not a click on one of opsbot's buttons
 		return
 	}
+	if s.slackUserKnown != nil && !s.slackUserKnown(p.User.ID) {
+		// Someone slack.users does not map is told so, within a budget:
+		// three clicks at once, then one a minute each.
+		if ok, _ := s.slackUnknown.Take(p.User.ID); !ok {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+	}
 	a := p.Actions[0]
 	var v events.ClickValue
 	if err := json.Unmarshal([]byte(a.Value), &v); err != nil || v.Repo == "" || v.PR <= 0 {

@@ -134,6 +134,19 @@ func TestSlackClicksRefused(t *testing.T) {
 	w.push("c2") // opsbot knows the PR
 	w.click(sl, "U0NOBODY", "reuse", 31147925932, time.Now(), slackSigning)
 	mustContain(t, "unmapped", lastAnswer(t, sl).Text, "Nothing was done: your Slack account is not mapped to a GitHub account")
+	// Someone not mapped is told within a budget: three at once.
+	for range 5 {
+		w.click(sl, "U0NOBODY", "reuse", 31147925932, time.Now(), slackSigning)
+	}
+	unmapped := 0
+	for _, r := range sl.Responses() {
+		if strings.Contains(r.Text, "not mapped") {
+			unmapped++
+		}
+	}
+	if unmapped != 3 {
+		t.Fatalf("%d answers to an unmapped user's 6 clicks, want 3 (the budget)", unmapped)
+	}
 	w.click(sl, "U0READ", "reuse", 31147925932, time.Now(), slackSigning)
 	mustContain(t, "reader", lastAnswer(t, sl).Text, "Nothing was done:", "as @reader on GitHub")
 	for _, r := range w.replies() {

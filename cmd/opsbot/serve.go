@@ -509,8 +509,9 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			return r.Name, true
 		},
 		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Wakes: events.Wakes(append(set.kinds(), d.Sequences...)...),
-		SlackSecret: secrets.SlackSigningSecret,
-		Metrics:     m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",
+		SlackSecret:    secrets.SlackSigningSecret,
+		SlackUserKnown: func(id string) bool { _, ok := live.Get().Slack.Users[id]; return ok },
+		Metrics:        m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",
 		Log: log, Ctx: context.WithoutCancel(ctx),
 		Ready: func() (string, []string) {
 			if _, err := store.InboxStats(); err != nil {
