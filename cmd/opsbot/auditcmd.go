@@ -54,6 +54,10 @@ func runAudit(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "opsbot audit: --kind %q is not a kind of record: use one of %s\n", *kind, strings.Join(state.AuditKinds, ", "))
 		return exitCode(2)
 	}
+	if *saved && (*pr > 0 || *sha != "" || *run != 0 || *kind != "" || *dead || *failed) {
+		fmt.Fprintln(e.stderr, "opsbot audit: --saved lists totals by repository and week: it takes --repo and --since only")
+		return exitCode(2)
+	}
 	if *pr > 0 && *repo == "" {
 		fmt.Fprintln(e.stderr, "opsbot audit: --pr needs --repo")
 		return exitCode(2)

@@ -122,9 +122,9 @@ func TestCheckRunButtons(t *testing.T) {
 		HeadSHA: sha("c3"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Minute)})
 	w.comment(maintainer, "/reuse-sweep-run 31200000022")
 	mustContain(t, "pin of the re-run", w.lastReply(), "📌 @maintainer pinned run [31200000022](")
-	// (The same click twice is the same payload, which GitHub's delivery
-	// digest takes for a replay: another button.)
-	w.clickCheckRun(maintainer, "c2", "merge", r2)
+	// The same click as before, the same payload: a click of its own (its
+	// delivery id), not taken for a replay.
+	w.clickCheckRun(maintainer, "c2", "reuse", r2)
 	mustContain(t, "old head's click", w.lastReply(), "nothing was done: the button is on the check run of `c2c2c2c`, which is no longer this PR's head (`c3c3c3c`)")
 
 	tok := newWorld(t, "")

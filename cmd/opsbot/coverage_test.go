@@ -134,6 +134,10 @@ func TestAuditSavedTotals(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustContain(t, "table", table, "RUNNER HOURS SAVED", theRepo+"  "+ws[0].Week+"  2      12.2", "96.0")
+	if _, errOut, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.srv.URL, "--saved", "--pr", "2512", "--repo", theRepo); err == nil ||
+		!strings.Contains(errOut, "--saved lists totals by repository and week") {
+		t.Fatalf("--saved with --pr: %v %s", err, errOut)
+	}
 	w.srv.Stop(t)
 	fromDB, _, err := runCLI(t, nil, "audit", "--db", filepath.Join(w.dir, "opsbot.db"), "--saved", "--format", "json")
 	if err != nil || !strings.Contains(fromDB, `"skips": 2`) {

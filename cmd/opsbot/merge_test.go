@@ -102,7 +102,6 @@ func TestMergeWithReuseUpdatesWaitsAndMerges(t *testing.T) {
 	st = w.waitStatus("the merge", "merged")
 	mustContain(t, "status", st, "branch updated to `"+updated[:7]+"`: its sweep is skipped, reusing run [31147925932](",
 		"checks of `"+updated[:7]+"` passed", "🎉 merged `"+updated[:7]+"`")
-	t.Log(st)
 	merges := w.gh.Merges()
 	if len(merges) != 1 || merges[0].SHA != updated || merges[0].Method != "squash" {
 		t.Fatalf("merges %+v; want one squash of %s", merges, updated)
