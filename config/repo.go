@@ -20,6 +20,7 @@ type Repo struct {
 	Reuse           Reuse    `yaml:"reuse"`
 	Stage           Stage    `yaml:"stage"`
 	Merge           Merge    `yaml:"merge"`
+	External        External `yaml:"external"`
 	Help            Access   `yaml:"help"`
 	// DefaultBranch is the branch a push ask's ID token must be for; when
 	// empty it is read from GitHub once.
@@ -71,6 +72,19 @@ type Merge struct {
 	Method string `yaml:"method"`
 	// ChecksTimeout is how long the merge waits for the head's checks.
 	ChecksTimeout time.Duration `yaml:"checks_timeout"`
+}
+
+// External configures /approve-sweep, the sweep of a PR from a fork: its
+// defaults and checks are the command's (commands/approve's
+// ConfigSection).
+type External struct {
+	Access `yaml:",inline"`
+	// Workflow is the trusted workflow (.github/workflows/FILE) opsbot
+	// dispatches on the default branch for an approved head; "" turns
+	// /approve-sweep off.
+	Workflow string `yaml:"workflow"`
+	// RunTimeout is how long an approval waits for its run to finish.
+	RunTimeout time.Duration `yaml:"run_timeout"`
 }
 
 // Reuse configures /reuse-sweep-run.

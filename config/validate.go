@@ -188,7 +188,10 @@ func (c *Config) applyDefaults() {
 		if r.Merge.MinRole == "" {
 			r.Merge.MinRole = "maintain" // its section's default, should a loader not have registered it
 		}
-		for _, a := range []*Access{&r.Reuse.Access, &r.Stage.Access, &r.Merge.Access, &r.Help} {
+		if r.External.MinRole == "" {
+			r.External.MinRole = "maintain" // likewise
+		}
+		for _, a := range []*Access{&r.Reuse.Access, &r.Stage.Access, &r.Merge.Access, &r.External.Access, &r.Help} {
 			if a.MinRole == "" {
 				a.MinRole = DefaultMinRole
 			}
@@ -415,7 +418,8 @@ func (c *Config) validate() Problems {
 		for _, acc := range []struct {
 			path string
 			a    Access
-		}{{rp + ".reuse", r.Reuse.Access}, {rp + ".stage", r.Stage.Access}, {rp + ".merge", r.Merge.Access}, {rp + ".help", r.Help}} {
+		}{{rp + ".reuse", r.Reuse.Access}, {rp + ".stage", r.Stage.Access}, {rp + ".merge", r.Merge.Access},
+			{rp + ".external", r.External.Access}, {rp + ".help", r.Help}} {
 			if _, err := auth.ParseRole(acc.a.MinRole); err != nil {
 				add(acc.path+".min_role", "%q is not a role (none, read, triage, write, maintain, admin)", acc.a.MinRole)
 			}

@@ -31,6 +31,11 @@ type Schema struct {
 	// (state.Store.PRsOfHead): how an event that names only a commit finds
 	// the PR that orders it (classifyByHead). Nil: such events name no PR.
 	Heads func(repo, sha string) ([]int, error)
+	// Approvals finds the PR of the approval a workflow run was dispatched
+	// for: bound to it (run), or naming its id (title, the run's
+	// display_title); 0 for none. A dispatched run's head is the default
+	// branch's, so no head finds its PR. Nil: no run is an approval's.
+	Approvals func(repo string, run int64, title string) (int, error)
 	// Wakes are the events sequence kinds declare (Wakes): the others of
 	// their rows are ignored.
 	Wakes map[string]bool
@@ -268,6 +273,25 @@ func (s *Schema) classifyByHead(env *envelope, d *state.Delivery) (string, error
 	}
 	d.PR = prs[0]
 	return "", nil
+}
+
+// workflowRuns classifies a workflow run's request or completion: a run
+// dispatched for an approval is ordered by the approval's PR (its request
+// too, which binds a run GitHub did not name); another run's completion by
+// the PR its head heads.
+func workflowRuns(s *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
+	if (env.Action == "requested" || env.Action == "completed") && env.WorkflowRun != nil && env.WorkflowRun.Event == "workflow_dispatch" &&
+		s.Approvals != nil {
+		pr, err := s.Approvals(d.Repo, env.WorkflowRun.ID, env.WorkflowRun.DisplayTitle)
+		if err != nil {
+			return "", fmt.Errorf("%w: finding the approval of run %d: %w", ErrLookup, env.WorkflowRun.ID, err)
+		}
+		if pr > 0 {
+			d.PR = pr
+			return "", nil
+		}
+	}
+	return completions("completed")(s, env, id, d)
 }
 
 func classifyPull(env *envelope, d *state.Delivery) string {

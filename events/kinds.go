@@ -58,7 +58,7 @@ var kinds = []kind{
 	{name: EventCheckSuite, classify: completions("completed"), handle: wakeOnly, wakes: true, declared: true},
 	{name: EventCheckRun, classify: failedRuns, handle: (*Handler).handleCheckRun, wakes: true, declared: true},
 	{name: EventStatus, classify: statuses, handle: wakeOnly, wakes: true, declared: true},
-	{name: EventWorkflowRun, classify: completions("completed"), handle: (*Handler).handleWorkflowRun, wakes: true, declared: true},
+	{name: EventWorkflowRun, classify: workflowRuns, handle: (*Handler).handleWorkflowRun, wakes: true, declared: true},
 	{name: EventClick, internal: true,
 		classify: func(_ *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
 			return classifyClick(env, id, d), nil

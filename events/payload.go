@@ -174,7 +174,10 @@ type envelope struct {
 }
 
 type headCommit struct {
+	ID           int64  `json:"id"`
 	HeadSHA      string `json:"head_sha"`
+	Event        string `json:"event"`         // a workflow run's
+	DisplayTitle string `json:"display_title"` // a workflow run's name (its run-name)
 	Conclusion   string `json:"conclusion"`
 	PullRequests []struct {
 		Number int `json:"number"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"path"
 	"strings"
 	"time"
@@ -175,4 +176,72 @@ func (c *Client) RunJobs(ctx context.Context, repo string, runID int64, attempt 
 		}
 		opt.Page = resp.NextPage
 	}
+}
+
+// DispatchedRun is the run a workflow dispatch made, as GitHub answers
+// when asked for its details (ID 0: it did not say).
+type DispatchedRun struct {
+	ID  int64  `json:"workflow_run_id"`
+	URL string `json:"html_url"`
+}
+
+// ErrNoRunDetails is GitHub refusing return_run_details (GitHub Enterprise
+// Server before 3.21): dispatch again without it.
+var ErrNoRunDetails = errors.New("GitHub does not return a dispatched run's details here")
+
+// DispatchWorkflow runs the workflow at workflowPath on ref with inputs
+// (POST /actions/workflows/{file}/dispatches). With details it asks for
+// the new run's id (return_run_details): GitHub answers 200 with it, or,
+// where it does not know the field, 400 (ErrNoRunDetails). A workflow
+// GitHub does not find, or that takes no such dispatch, is a Refusal.
+func (c *Client) DispatchWorkflow(ctx context.Context, repo, workflowPath, ref string, inputs map[string]string, details bool) (DispatchedRun, error) {
+	what := fmt.Sprintf("dispatching %s on %s", workflowPath, ref)
+	if c.dryRun {
+		c.log.Info("dry-run: would dispatch a workflow", "repo", repo, "workflow", workflowPath, "ref", ref, "inputs", inputs)
+		return DispatchedRun{}, &Refusal{Message: "opsbot runs with --dry-run and writes nothing to GitHub"}
+	}
+	body := map[string]any{"ref": ref, "inputs": inputs}
+	if details {
+		body["return_run_details"] = true
+	}
+	req, err := c.gh.NewRequest(http.MethodPost, fmt.Sprintf("repos/%s/actions/workflows/%s/dispatches", repo, path.Base(workflowPath)), body)
+	if err != nil {
+		return DispatchedRun{}, err
+	}
+	var out DispatchedRun
+	resp, err := c.gh.Do(ctx, req, &out)
+	var er *github.ErrorResponse
+	if err != nil && errors.As(err, &er) && er.Response != nil {
+		switch st := er.Response.StatusCode; {
+		case details && (st == http.StatusBadRequest || st == http.StatusUnprocessableEntity) &&
+			strings.Contains(strings.ToLower(er.Message+fmt.Sprint(er.Errors)), "return_run_details"):
+			return DispatchedRun{}, fmt.Errorf("%s: %w", what, ErrNoRunDetails)
+		case st == http.StatusNotFound, st == http.StatusBadRequest, st == http.StatusUnprocessableEntity:
+			msg := er.Message
+			if msg == "" {
+				msg = http.StatusText(st)
+			}
+			return DispatchedRun{}, fmt.Errorf("%s: %w", what, &Refusal{Status: st, Message: msg})
+		}
+	}
+	if err := refusal(what, resp, err); err != nil {
+		return DispatchedRun{}, err
+	}
+	return out, nil
+}
+
+// CancelRun asks GitHub to cancel a workflow run (202); a run that has
+// finished already (409) is not an error.
+func (c *Client) CancelRun(ctx context.Context, repo string, id int64) error {
+	if c.dryRun {
+		c.log.Info("dry-run: would cancel a run", "repo", repo, "run", id)
+		return nil
+	}
+	o, r := split(repo)
+	resp, err := c.gh.Actions.CancelWorkflowRunByID(ctx, o, r, id)
+	var accepted *github.AcceptedError
+	if errors.As(err, &accepted) || (resp != nil && resp.StatusCode == http.StatusConflict) {
+		return nil
+	}
+	return wrap(fmt.Sprintf("cancelling run %d", id), resp, err)
 }

@@ -82,6 +82,7 @@ const (
 	KindEdited    Kind = "edited"    // commands an edit added were not run
 	KindStage     Kind = "stage"     // a staging request and its progress
 	KindMerge     Kind = "merge"     // a merge with reuse and its progress
+	KindApproval  Kind = "approval"  // an external PR's approved sweep and its progress
 	KindUnchecked Kind = "unchecked" // a pinned push swept because GitHub failed; the pin stays
 	KindNotGated  Kind = "not-gated" // a push the workflow does not gate; the pin stays
 )

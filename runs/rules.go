@@ -24,7 +24,7 @@ const (
 // keeps the protected paths and the default branch.
 func RulesFor(rc *config.Repo, p Purpose) Rules {
 	r := Rules{Repo: rc.Name, SweepWorkflow: rc.SweepWorkflow, ResultArtifacts: rc.ResultArtifacts,
-		ProtectedPaths: rc.ProtectedPaths, DefaultBranch: rc.DefaultBranch}
+		ProtectedPaths: rc.ProtectedPaths, DefaultBranch: rc.DefaultBranch, ExternalWorkflow: rc.External.Workflow}
 	switch p {
 	case ForStage:
 		r.RequiredArtifacts, r.ListedPR = rc.Stage.RequiredArtifacts, true

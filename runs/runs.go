@@ -55,6 +55,7 @@ const (
 	RuleSkipped    = "sweep-skipped"
 	RuleLabels     = "labels" // the PR's labels make its sweep partial
 	RuleCoverage   = "coverage"
+	RuleApproval   = "not-approved" // a dispatched run no approval of this PR binds
 )
 
 // Rejection is a run failing a rule. Reason is written for the PR.
@@ -113,6 +114,32 @@ type Rules struct {
 	Coverage    bool
 	MinCoverage float64
 	GPUs        map[string]int
+	// ExternalWorkflow is the trusted workflow /approve-sweep dispatches
+	// for external PRs ("" none): a run of it counts only through the
+	// approval it is bound to.
+	ExternalWorkflow string
+}
+
+// Approval is opsbot's record of a maintainer's approval of one head of a
+// PR from a fork, and the run dispatched for it: the run counts as a sweep
+// of Head for PR only. The binding is the record's, never the run's own
+// fields (a dispatched run's head is the default branch's).
+type Approval struct {
+	ID       string
+	PR       int
+	Head     string
+	Workflow string
+	RunID    int64
+	// Revoked is an approval taken back: its run counts for nothing.
+	Revoked bool
+}
+
+// Approvals reads opsbot's approvals of external PRs' heads.
+type Approvals interface {
+	// ApprovalOfRun is the approval run is bound to (nil: none).
+	ApprovalOfRun(repo string, run int64) (*Approval, error)
+	// ApprovedRuns are the runs bound to a PR's approvals, newest first.
+	ApprovedRuns(repo string, pr int) ([]int64, error)
 }
 
 // Run is a validated run.
@@ -129,6 +156,64 @@ type Run struct {
 	PRState    string    `json:"pr_state"`
 	// Coverage is read when the rules ask for it.
 	Coverage *Coverage `json:"coverage,omitempty"`
+	// Approval is the approval the run was dispatched for (an external
+	// PR's), whose head HeadSHA is.
+	Approval string `json:"approval,omitempty"`
+}
+
+// maxApprovedRuns bounds the approved runs a bare command reads.
+const maxApprovedRuns = 20
+
+// checkMadeByPR requires a run of the sweep workflow made by a pull
+// request. A run of the external PRs' workflow gets its own reason: it
+// counts only through an approval.
+func (v *Validator) checkMadeByPR(ctx context.Context, rules Rules, run *github.WorkflowRun) error {
+	id := run.GetID()
+	wf, err := v.GH.WorkflowID(ctx, rules.Repo, rules.SweepWorkflow)
+	if err != nil {
+		return err
+	}
+	notApproved := &Rejection{RuleApproval, fmt.Sprintf("run %d is a run of the external PRs' workflow %s that no maintainer's "+
+		"`/approve-sweep` of this PR dispatched: only a run opsbot dispatched for an approved head counts", id, Code(rules.ExternalWorkflow))}
+	if rules.ExternalWorkflow != "" && run.GetEvent() == "workflow_dispatch" {
+		ext, err := v.GH.WorkflowID(ctx, rules.Repo, rules.ExternalWorkflow)
+		if err != nil && !errors.Is(err, ghclient.ErrNotFound) {
+			return err
+		}
+		if err == nil && run.GetWorkflowID() == ext {
+			return notApproved
+		}
+	}
+	if run.GetWorkflowID() != wf {
+		return &Rejection{RuleWorkflow, fmt.Sprintf("run %d is not a run of the sweep workflow %s", id, Code(rules.SweepWorkflow))}
+	}
+	if run.GetEvent() != "pull_request" {
+		return &Rejection{RuleEvent, fmt.Sprintf("run %d was triggered by %s, not by a pull request", id, Code(run.GetEvent()))}
+	}
+	return nil
+}
+
+// checkDispatched requires a run bound to an approval to be the approval's:
+// of this PR, not revoked, a workflow_dispatch run of the approval's
+// workflow.
+func (v *Validator) checkDispatched(ctx context.Context, rules Rules, p *github.PullRequest, run *github.WorkflowRun, a *Approval) error {
+	id := run.GetID()
+	if a.PR != p.GetNumber() {
+		return &Rejection{RuleApproval, fmt.Sprintf("run %d was dispatched for PR #%d's approved head, not for PR #%d: an approved run "+
+			"counts for its own PR only", id, a.PR, p.GetNumber())}
+	}
+	if a.Revoked {
+		return &Rejection{RuleApproval, fmt.Sprintf("run %d was dispatched for an approval that was revoked, so it counts for nothing", id)}
+	}
+	wf, err := v.GH.WorkflowID(ctx, rules.Repo, a.Workflow)
+	if err != nil {
+		return err
+	}
+	if run.GetWorkflowID() != wf || run.GetEvent() != "workflow_dispatch" {
+		return &Rejection{RuleApproval, fmt.Sprintf("run %d is not a dispatched run of the external PRs' workflow %s, as its approval says",
+			id, Code(a.Workflow))}
+	}
+	return nil
 }
 
 // ReusedLookup tells which run opsbot reused for a head commit, if any: a
@@ -139,7 +224,9 @@ type ReusedLookup func(repo, sha string) (runID int64, ok bool)
 type Validator struct {
 	GH     Reader
 	Reused ReusedLookup
-	Now    func() time.Time
+	// Approvals, when set, binds dispatched runs to approved heads.
+	Approvals Approvals
+	Now       func() time.Time
 	// jobs keeps the jobs read (Validators shares one across validators).
 	jobs *jobCache
 }
@@ -190,17 +277,36 @@ func (v *Validator) Newest(ctx context.Context, rules Rules, pr int) (Run, error
 	if err != nil {
 		return Run{}, err
 	}
+	// The runs dispatched for this PR's approved heads are its sweeps too.
+	approved := map[int64]bool{}
+	if v.Approvals != nil {
+		ids, err := v.Approvals.ApprovedRuns(rules.Repo, pr)
+		if err != nil {
+			return Run{}, err
+		}
+		for _, id := range ids[:min(len(ids), maxApprovedRuns)] {
+			run, err := v.GH.Run(ctx, rules.Repo, id)
+			if errors.Is(err, ghclient.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return Run{}, err
+			}
+			approved[id] = true
+			list = append(list, run)
+		}
+	}
 	slices.SortStableFunc(list, func(a, b *github.WorkflowRun) int {
 		return b.GetCreatedAt().Time.Compare(a.GetCreatedAt().Time)
 	})
 	var firstReason string
 	headRepo := p.GetHead().GetRepo().GetID()
-	v = &Validator{GH: &onceLabels{Reader: v.GH}, Reused: v.Reused, Now: v.Now, jobs: v.jobs} // one label timeline read for every candidate
+	v = &Validator{GH: &onceLabels{Reader: v.GH}, Reused: v.Reused, Approvals: v.Approvals, Now: v.Now, jobs: v.jobs} // one label timeline read for every candidate
 	for _, run := range list {
 		if run.GetStatus() != "completed" || !slices.Contains(allowed(rules.Conclusions), run.GetConclusion()) {
 			continue
 		}
-		if run.GetHeadRepository().GetID() != headRepo {
+		if run.GetHeadRepository().GetID() != headRepo && !approved[run.GetID()] {
 			continue // the same branch name in another fork: not this PR's run
 		}
 		got, err := v.check(ctx, rules, p, run)
@@ -293,15 +399,20 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 	if full := run.GetRepository().GetFullName(); full != "" && !strings.EqualFold(full, rules.Repo) {
 		return Run{}, &Rejection{RuleNotFound, fmt.Sprintf("run %d was not found in %s", id, rules.Repo)}
 	}
-	wf, err := v.GH.WorkflowID(ctx, rules.Repo, rules.SweepWorkflow)
-	if err != nil {
+	var appr *Approval
+	if v.Approvals != nil {
+		a, err := v.Approvals.ApprovalOfRun(rules.Repo, id)
+		if err != nil {
+			return Run{}, err
+		}
+		appr = a
+	}
+	if appr != nil {
+		if err := v.checkDispatched(ctx, rules, p, run, appr); err != nil {
+			return Run{}, err
+		}
+	} else if err := v.checkMadeByPR(ctx, rules, run); err != nil {
 		return Run{}, err
-	}
-	if run.GetWorkflowID() != wf {
-		return Run{}, &Rejection{RuleWorkflow, fmt.Sprintf("run %d is not a run of the sweep workflow %s", id, Code(rules.SweepWorkflow))}
-	}
-	if run.GetEvent() != "pull_request" {
-		return Run{}, &Rejection{RuleEvent, fmt.Sprintf("run %d was triggered by %s, not by a pull request", id, Code(run.GetEvent()))}
 	}
 	if run.GetStatus() != "completed" {
 		return Run{}, &Rejection{RuleIncomplete, fmt.Sprintf("run %d has not finished yet (status %s)", id, Code(run.GetStatus()))}
@@ -319,11 +430,19 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 	if err := checkBase(p, run, base); err != nil {
 		return Run{}, err
 	}
-	if err := v.checkMadeFor(ctx, rules, p, run, base); err != nil {
+	listed := false
+	if appr != nil {
+		// The approval is the run's provenance: the head it measured.
+		sha = strings.ToLower(appr.Head)
+		if run.GetHeadBranch() != base {
+			return Run{}, &Rejection{RuleApproval, fmt.Sprintf("run %d ran the workflow of branch %s, not of the default branch %s: "+
+				"only the default branch's workflow is trusted with an external PR's head", id, Code(run.GetHeadBranch()), Code(base))}
+		}
+		listed = rules.ListedPR // the approval lists the PR
+	} else if err := v.checkMadeFor(ctx, rules, p, run, base); err != nil {
 		return Run{}, err
 	}
-	listed := false
-	if rules.ListedPR {
+	if rules.ListedPR && appr == nil {
 		for _, x := range run.PullRequests {
 			listed = listed || (x.GetNumber() == p.GetNumber() && x.GetBase().GetRef() == base)
 		}
@@ -382,6 +501,9 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 	out := Run{ID: id, Attempt: run.GetRunAttempt(), HeadSHA: sha, HeadBranch: run.GetHeadBranch(), Conclusion: run.GetConclusion(),
 		URL: run.GetHTMLURL(), CreatedAt: run.GetCreatedAt().Time, Artifacts: names,
 		PRHead: p.GetHead().GetSHA(), PRState: p.GetState()}
+	if appr != nil {
+		out.HeadBranch, out.Approval = p.GetHead().GetRef(), appr.ID
+	}
 	if rules.Coverage {
 		jobs, err := v.jobs.get(ctx, v.GH, rules.Repo, id, max(run.GetRunAttempt(), 1))
 		if errors.Is(err, ghclient.ErrTooManyJobs) {

@@ -7,7 +7,9 @@ import "github.com/SemiAnalysisAI/opsbot/ghclient"
 type Validators struct {
 	Clients *ghclient.Clients
 	Reused  ReusedLookup
-	jobs    jobCache // every validator's jobs read, kept once
+	// Approvals binds dispatched runs to approved heads (nil: none).
+	Approvals Approvals
+	jobs      jobCache // every validator's jobs read, kept once
 }
 
 // For is the validator reading through the installation's client.
@@ -16,5 +18,5 @@ func (v *Validators) For(installation int64) (*Validator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Validator{GH: c, Reused: v.Reused, jobs: &v.jobs}, nil
+	return &Validator{GH: c, Reused: v.Reused, Approvals: v.Approvals, jobs: &v.jobs}, nil
 }

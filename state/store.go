@@ -63,8 +63,9 @@ var (
 	bHeads         = []byte("heads")         // repo \0 sha \0 pr(8) -> nil: the PRs whose recorded head is sha (schema 6)
 	bSeqWake       = []byte("seqwake")       // wake unix nanos(8) pr(8) repo \0 kind -> nil: when each sequence is due
 	bSaved         = []byte("saved")         // repo \0 ISO week -> SavedWeek: what the skips saved
+	bApprovals     = []byte("approvals")     // approvals of external PRs' heads and their runs (approvals.go)
 	allBuckets     = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bSumTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
-		bPRs, bComments, bOutbox, bStage, bReused, bSent, bFailed, bBudgets, bReconciled, bInstallations, bUsers, bHeads, bSeqWake, bSaved}
+		bPRs, bComments, bOutbox, bStage, bReused, bSent, bFailed, bBudgets, bReconciled, bInstallations, bUsers, bHeads, bSeqWake, bSaved, bApprovals}
 	keySchema = []byte("schema")
 )
 

@@ -64,7 +64,7 @@ type appCreate struct {
 
 func runAppCreate(e *env, args []string) error {
 	fs := newFlags(e, "github app-create",
-		"--url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--github-url URL] [--api-url URL] [--port N] [--timeout D]",
+		"--url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--external] [--github-url URL] [--api-url URL] [--port N] [--timeout D]",
 		"opsbot github app-create --url https://opsbot.example.com --org SemiAnalysisAI --out /etc/opsbot/github",
 		"opsbot github app-create --url https://opsbot.example.com --name opsbot-alice --staging --teams",
 		"opsbot github app-create --url https://opsbot.example.com --org acme --github-url https://ghe.example.com/")
@@ -76,6 +76,7 @@ func runAppCreate(e *env, args []string) error {
 	staging := fs.Bool("staging", false, "also contents: write, for /stage-results dispatches")
 	teams := fs.Bool("teams", false, "also members: read, for allow_teams")
 	merge := fs.Bool("merge", false, "also contents: write and pull_requests: write, for /merge-with-reuse")
+	external := fs.Bool("external", false, "also actions: write, for /approve-sweep (dispatching the external PRs' workflow)")
 	webURL := fs.String("github-url", "https://github.com/", "GitHub's web URL, where the manifest is posted (GitHub Enterprise Server: https://HOST/)")
 	apiURL := fs.String("api-url", "", "GitHub's API URL, where the code is exchanged (default https://api.github.com/ for github.com, "+
 		"else GITHUB-URL/api/v3/)")
@@ -150,7 +151,7 @@ func runAppCreate(e *env, args []string) error {
 		}
 	}
 	a := &appCreate{name: *name, org: *org, state: state, token: token, session: session, web: web, apiURL: api, out: dir, root: root,
-		manifest: appManifest(root, *name, appFeatures{staging: *staging, teams: *teams, merge: *merge})}
+		manifest: appManifest(root, *name, appFeatures{staging: *staging, teams: *teams, merge: *merge, external: *external})}
 	a.manifest["redirect_url"] = local + "callback"
 	a.action = web + "settings/apps/new?state=" + url.QueryEscape(state)
 	if *org != "" {

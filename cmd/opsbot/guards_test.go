@@ -265,6 +265,10 @@ func TestAppManifests(t *testing.T) {
 	if !strings.Contains(out, `"contents": "write"`) || !strings.Contains(out, `"pull_requests": "write"`) {
 		t.Fatalf("--merge manifest:\n%s", out)
 	}
+	out, _, _ = runCLI(t, nil, "github", "app-manifest", "--url", "https://opsbot.example.com", "--external")
+	if !strings.Contains(out, `"actions": "write"`) || strings.Contains(out, `"contents": "write"`) {
+		t.Fatalf("--external manifest:\n%s", out)
+	}
 	if _, errOut, err := runCLI(t, nil, "github", "app-manifest", "--url", "http://opsbot.example.com"); err == nil || !strings.Contains(errOut, "https://") {
 		t.Fatalf("an http URL: %v %s", err, errOut)
 	}
@@ -289,7 +293,7 @@ func TestCredentialsDocNamesEveryPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := strings.ToLower(string(raw))
-	for _, p := range append(githubPermissions(appFeatures{staging: true, teams: true}), githubPermissions(appFeatures{merge: true})...) {
+	for _, p := range append(githubPermissions(appFeatures{staging: true, teams: true}), append(githubPermissions(appFeatures{merge: true}), githubPermissions(appFeatures{external: true})...)...) {
 		name := strings.ReplaceAll(p.Name, "_", " ")
 		if name == "statuses" {
 			name = "commit statuses"

@@ -16,7 +16,7 @@ type githubPermission struct {
 // appFeatures are the optional features an App is made for: each adds
 // what it needs to the permissions.
 type appFeatures struct {
-	staging, teams, merge bool
+	staging, teams, merge, external bool
 }
 
 // githubPermissions are what opsbot's features need of a repository it
@@ -39,6 +39,9 @@ func githubPermissions(f appFeatures) []githubPermission {
 	case f.staging:
 		ps[2] = githubPermission{"contents", "write", "as read, and sending the staging repository_dispatch (install the App on the staging repository too)"}
 	}
+	if f.external {
+		ps[1] = githubPermission{"actions", "write", "as read, and /approve-sweep: dispatching the external PRs' workflow and cancelling a revoked approval's run"}
+	}
 	if f.teams {
 		ps = append(ps, githubPermission{"members", "read", "allow_teams: team membership (an organization permission)"})
 	}
@@ -49,9 +52,9 @@ func githubPermissions(f appFeatures) []githubPermission {
 var githubEvents = usedEvents()
 
 // githubUsage is `opsbot github`'s synopsis: its two subcommands.
-const githubUsage = `Usage: opsbot github app-create --url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge]
+const githubUsage = `Usage: opsbot github app-create --url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--external]
                             [--github-url URL] [--api-url URL] [--port N] [--timeout D]
-       opsbot github app-manifest --url URL [--name NAME] [--staging] [--teams] [--merge]
+       opsbot github app-manifest --url URL [--name NAME] [--staging] [--teams] [--merge] [--external]
 
   app-create    create opsbot's GitHub App through GitHub's manifest flow, and keep its key and webhook secret
   app-manifest  print the App manifest (exactly the permissions and events opsbot needs), to create the App by hand
@@ -106,7 +109,7 @@ func publicBase(raw string) (string, bool) {
 }
 
 func runAppManifest(e *env, args []string) error {
-	fs := newFlags(e, "github app-manifest", "--url URL [--name NAME] [--staging] [--teams] [--merge]",
+	fs := newFlags(e, "github app-manifest", "--url URL [--name NAME] [--staging] [--teams] [--merge] [--external]",
 		"opsbot github app-manifest --url https://opsbot.example.com",
 		"opsbot github app-manifest --url https://opsbot.example.com --staging --teams > manifest.json")
 	base := fs.String("url", "", "opsbot's public base URL (the webhook goes to URL/webhook)")
@@ -114,6 +117,7 @@ func runAppManifest(e *env, args []string) error {
 	staging := fs.Bool("staging", false, "also contents: write, for /stage-results dispatches")
 	teams := fs.Bool("teams", false, "also members: read, for allow_teams")
 	merge := fs.Bool("merge", false, "also contents: write and pull_requests: write, for /merge-with-reuse")
+	external := fs.Bool("external", false, "also actions: write, for /approve-sweep (dispatching the external PRs' workflow)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -122,7 +126,7 @@ func runAppManifest(e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "opsbot github app-manifest: --url must be opsbot's public https:// base URL, such as https://opsbot.example.com")
 		return exitCode(2)
 	}
-	out, err := json.MarshalIndent(appManifest(root, *name, appFeatures{staging: *staging, teams: *teams, merge: *merge}), "", "  ")
+	out, err := json.MarshalIndent(appManifest(root, *name, appFeatures{staging: *staging, teams: *teams, merge: *merge, external: *external}), "", "  ")
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/approve"
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
 	"github.com/SemiAnalysisAI/opsbot/commands/stage"
@@ -358,7 +359,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	} else {
 		log.Warn("Slack dry-run: messages are logged, not posted", "variable", cfg.Slack.TokenEnv)
 	}
-	validators := &runs.Validators{Clients: clients, Reused: store.ReusedRun}
+	validators := &runs.Validators{Clients: clients, Reused: store.ReusedRun, Approvals: approvalReader{store}}
 	g := &gate.Gate{Cfg: live, Store: store, Notifier: builder, Log: log, Validators: validators.For,
 		Observe: func(d string) { m.Decisions.WithLabelValues(d).Inc() },
 		Saved: func(repo string, runner, gpu int64) {
@@ -377,7 +378,9 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	merger := &merge.Handler{Pins: pins, Sequence: store.Sequence, Decision: store.Decision, ActivePin: store.ActivePin, AppID: appID,
 		Notices: builder, Log: log, Now: now,
 		Clients: func(inst int64) (merge.GitHub, error) { return clients.For(inst) }}
-	set := commandSet{pins: pins, stager: stager, merger: merger}
+	approver := &approve.Handler{Sequence: store.Sequence, Approval: store.Approval, Latest: latestApproval(store), Notices: builder, Log: log, Now: now,
+		Clients: func(inst int64) (approve.GitHub, error) { return clients.For(inst) }}
+	set := commandSet{pins: pins, stager: stager, merger: merger, approver: approver}
 	reg, err := commands.NewRegistry(append(set.specs(), d.Commands...)...)
 	if err != nil {
 		return nil, err
@@ -451,6 +454,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		handler.Checker = &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL}
 		handler.SelfID, handler.SelfName, handler.Users = self.ID, self.Login, users
 		stager.Users = users
+		approver.SelfID = self.ID
 		rec.SelfID = self.ID
 		return a.run()
 	}
@@ -508,7 +512,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 			}
 			return r.Name, true
 		},
-		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Wakes: events.Wakes(append(set.kinds(), d.Sequences...)...),
+		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Approvals: store.ApprovalPRFor, Wakes: events.Wakes(append(set.kinds(), d.Sequences...)...),
 		SlackSecret:    secrets.SlackSigningSecret,
 		SlackUserKnown: func(id string) bool { _, ok := live.Get().Slack.Users[id]; return ok },
 		Metrics:        m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",

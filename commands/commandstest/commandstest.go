@@ -41,6 +41,8 @@ type Tx struct {
 	Marks   map[int64]record.CommentMark
 	Infos   map[string]record.PRInfo
 	Seqs    map[string]record.Sequence // by repo#PR kind
+	// ApprovalList holds the approvals by repo and id.
+	ApprovalList map[string]record.Approval
 	// NoReplies and NoReactions spend the budgets.
 	NoReplies, NoReactions bool
 	nextID                 uint64
@@ -129,6 +131,33 @@ func (t *Tx) PutSequence(s *record.Sequence, read uint64) error {
 	}
 	t.Seqs[prKey(s.Repo, s.PR)+" "+s.Kind] = *s
 	return nil
+}
+
+// PutApproval keeps the store's rule: a run is bound to one approval.
+func (t *Tx) PutApproval(a *record.Approval) error {
+	if t.ApprovalList == nil {
+		t.ApprovalList = map[string]record.Approval{}
+	}
+	for _, have := range t.ApprovalList {
+		if a.RunID != 0 && have.Repo == a.Repo && have.RunID == a.RunID && have.ID != a.ID {
+			return record.ErrRunBound
+		}
+	}
+	if a.At.IsZero() {
+		a.At = t.Now()
+	}
+	a.Updated = t.Now()
+	t.ApprovalList[a.Repo+" "+a.ID] = *a
+	return nil
+}
+
+// Approval reads an approval by id.
+func (t *Tx) Approval(repo, id string) (*record.Approval, error) {
+	a, ok := t.ApprovalList[repo+" "+id]
+	if !ok {
+		return nil, nil
+	}
+	return &a, nil
 }
 
 // WakeSequences makes the PR's sequences not done due by at.

@@ -32,6 +32,13 @@ func (f *Fake) runJSON(repo *Repo, run *Run) *github.WorkflowRun {
 	if run.Conclusion != "" {
 		wr.Conclusion = github.String(run.Conclusion)
 	}
+	if run.DisplayTitle != "" {
+		wr.DisplayTitle = github.String(run.DisplayTitle)
+	}
+	if run.ActorID != 0 {
+		u := &github.User{Login: github.String(run.ActorLogin), ID: github.Int64(run.ActorID)}
+		wr.Actor, wr.TriggeringActor = u, u
+	}
 	headID, headName := run.HeadRepoID, run.HeadRepo
 	if headID == 0 {
 		headID, headName = repo.ID, full

@@ -58,13 +58,15 @@ type Fake struct {
 	merges      []Merge
 	reactions   []Reaction
 	dispatches  []Dispatch
-	tokens      int
-	appTokens   map[string]bool // installation tokens the fake issued
-	installs    []int64         // the App's installations (GET /app/installations)
-	self        string          // the login GET /user answers and API comments are written by
-	known       map[string]bool
-	watch       func(Request)
-	limits      limiter
+	// workflowDispatches are the workflow dispatches sent.
+	workflowDispatches []WorkflowDispatch
+	tokens             int
+	appTokens          map[string]bool // installation tokens the fake issued
+	installs           []int64         // the App's installations (GET /app/installations)
+	self               string          // the login GET /user answers and API comments are written by
+	known              map[string]bool
+	watch              func(Request)
+	limits             limiter
 
 	manifestApps []*ManifestApp  // registered through the manifest flow
 	appNames     map[string]bool // App names in use (lower case)
@@ -156,6 +158,12 @@ type Run struct {
 	PRBase string
 	// Jobs are the run's jobs; nil gives a completed run DefaultJobs.
 	Jobs []Job
+	// DisplayTitle is the run's name (a workflow's run-name); ActorLogin
+	// and ActorID who made it; Inputs a dispatched run's inputs.
+	DisplayTitle string
+	ActorLogin   string
+	ActorID      int64
+	Inputs       map[string]string
 }
 
 // Job is one job of a run.
@@ -402,6 +410,8 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("POST /repos/{owner}/{repo}/statuses/{sha}", f.status)
 	add("GET /repos/{owner}/{repo}/commits/{sha}/statuses", f.listStatuses)
 	add("POST /repos/{owner}/{repo}/dispatches", f.dispatch)
+	add("POST /repos/{owner}/{repo}/actions/workflows/{id}/dispatches", f.workflowDispatch)
+	add("POST /repos/{owner}/{repo}/actions/runs/{id}/cancel", f.cancelRun)
 	add("PUT /repos/{owner}/{repo}/pulls/{n}/update-branch", f.updateBranch)
 	add("PUT /repos/{owner}/{repo}/pulls/{n}/merge", f.mergePull)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", f.listCheckRuns)

@@ -252,6 +252,12 @@ func (f *Fake) listCheckSuites(w http.ResponseWriter, r *http.Request, repo *Rep
 // are signed and committed by GitHub.
 func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
 	sha := r.PathValue("sha")
+	for _, p := range repo.PRs {
+		if p.State == "open" && p.MergeSHA == "" && sha == repo.testMerge(p) {
+			return http.StatusOK, map[string]any{"sha": sha, "parents": []map[string]string{{"sha": repo.branchTip(p)}, {"sha": p.Head()}},
+				"committer": map[string]string{"name": "GitHub", "email": "noreply@github.com"}, "verification": map[string]any{"verified": false}}
+		}
+	}
 	parent, ok := repo.parents[sha]
 	if !ok {
 		return http.StatusNotFound, notFound()

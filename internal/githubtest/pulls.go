@@ -29,10 +29,12 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 			Label: github.String(strings.SplitN(headName, "/", 2)[0] + ":" + p.Branch),
 			Repo:  &github.Repository{ID: github.Int64(headID), FullName: github.String(headName)}},
 		Base: &github.PullRequestBranch{SHA: github.String(p.BaseSHA), Ref: github.String(baseRef),
-			Repo: &github.Repository{FullName: github.String(full), DefaultBranch: github.String(repo.DefaultBranch)}},
+			Repo: &github.Repository{ID: github.Int64(repo.ID), FullName: github.String(full), DefaultBranch: github.String(repo.DefaultBranch)}},
 	}
 	if p.MergeSHA != "" {
 		out.MergeCommitSHA = github.String(p.MergeSHA)
+	} else if p.State == "open" && !p.MergeableUnknown && !p.UpdateConflict {
+		out.MergeCommitSHA = github.String(repo.testMerge(p))
 	}
 	if !p.ClosedAt.IsZero() {
 		out.ClosedAt = &github.Timestamp{Time: p.ClosedAt}

@@ -25,6 +25,8 @@ type Repo struct {
 	// BranchTips are the commits branches point to (the default branch's
 	// when unset: the base of a PR into it).
 	BranchTips map[string]string
+	// noRunDetails refuses return_run_details (RefuseRunDetails).
+	noRunDetails bool
 }
 
 // AddUser registers an account. kind is "User" or "Bot". Adding a login

@@ -751,3 +751,12 @@ type Notice struct {
 }
 
 func (s Notice) apply(tx record.Tx, _ Teller) error { return s.Fn(tx) }
+
+// PutApproval stores an approval of an external PR's head (new, or in its
+// next state): a run bound to another approval fails the plan.
+type PutApproval struct{ Approval record.Approval }
+
+func (s PutApproval) apply(tx record.Tx, _ Teller) error {
+	a := s.Approval
+	return tx.PutApproval(&a)
+}

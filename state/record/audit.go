@@ -49,11 +49,12 @@ const (
 	AuditReply    AuditKind = "reply"    // a reply held back by its budget
 	AuditNotice   AuditKind = "notice"   // a notice given up
 	AuditMerge    AuditKind = "merge"    // a merge request's step
+	AuditApproval AuditKind = "approval" // an external PR's approved sweep, step by step
 )
 
 // AuditKinds are every kind, in the order `opsbot audit --kind` lists them.
 var AuditKinds = []AuditKind{AuditCommand, AuditPin, AuditDecision, AuditStage, AuditCallback, AuditEdit, AuditRecovery,
-	AuditReaction, AuditReply, AuditNotice, AuditMerge}
+	AuditReaction, AuditReply, AuditNotice, AuditMerge, AuditApproval}
 
 // Audit outcomes shared by several kinds (each kind has its own besides:
 // a command's Outcome, a pin's state, a decision's verdict, a stage

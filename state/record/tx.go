@@ -18,6 +18,7 @@ type Tx interface {
 	Budgets
 	Stages
 	Sequences
+	Approvals
 }
 
 // Sequences are the multi-step requests, one per PR and kind.

@@ -1,0 +1,337 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+const (
+	externalWorkflow   = ".github/workflows/e2e-tests.yml"
+	externalWorkflowID = int64(88)
+	forkRepo           = "contributor/InferenceX"
+	forkRepoID         = int64(4242)
+)
+
+// approveWorld is a world whose PR comes from a fork, whose repository
+// dispatches e2e-tests.yml for approved heads, whose maintainer holds the
+// maintain role, and whose server's clock the test moves.
+func approveWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
+	t.Helper()
+	w := newWorldOpts(t, worldOpts{repo: "    external:\n      workflow: " + externalWorkflow + "\n" + repoExtra, deps: func(d *appDeps) {
+		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
+	}})
+	w.gh.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
+	w.gh.SetRole(theRepo, maintLog, "maintain")
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
+	return w
+}
+
+// approvalStatus is the approval's status comment on the PR ("" for none).
+func (w *world) approvalStatus() string {
+	for _, r := range w.replies() {
+		if strings.Contains(r, "**External sweep**") {
+			return r
+		}
+	}
+	return ""
+}
+
+func (w *world) waitApproval(what string, subs ...string) string {
+	w.t.Helper()
+	testkit.Eventually(w.t, what, func() bool {
+		s := w.approvalStatus()
+		for _, sub := range subs {
+			if !strings.Contains(s, sub) {
+				return false
+			}
+		}
+		return true
+	})
+	w.settle()
+	return w.approvalStatus()
+}
+
+// dispatchedRun waits for the one workflow dispatch and returns it.
+func (w *world) dispatchedRun() githubtest.WorkflowDispatch {
+	w.t.Helper()
+	testkit.Eventually(w.t, "the workflow dispatch", func() bool { return len(w.gh.WorkflowDispatches()) > 0 })
+	w.settle()
+	ds := w.gh.WorkflowDispatches()
+	if len(ds) != 1 {
+		w.t.Fatalf("workflow dispatches %+v; want one", ds)
+	}
+	return ds[0]
+}
+
+// runEvent sends workflow_run (requested or completed) for a dispatched run,
+// as GitHub does: its head is the default branch's, it lists no PR.
+func (w *world) runEvent(action string, d githubtest.WorkflowDispatch) {
+	w.t.Helper()
+	run := w.gh.RunOf(theRepo, d.RunID)
+	p := payload(w.t, "workflow_run", action)
+	setPath(p, "repository.full_name", theRepo)
+	setPath(p, "workflow_run.id", d.RunID)
+	setPath(p, "workflow_run.head_sha", run.HeadSHA)
+	setPath(p, "workflow_run.head_branch", run.HeadBranch)
+	setPath(p, "workflow_run.event", "workflow_dispatch")
+	setPath(p, "workflow_run.display_title", run.DisplayTitle)
+	setPath(p, "workflow_run.path", externalWorkflow)
+	setPath(p, "workflow_run.pull_requests", []any{})
+	setPath(p, "workflow_run.conclusion", run.Conclusion)
+	w.send("workflow_run", p)
+}
+
+func (w *world) approvalOutcomes() []string {
+	var out []string
+	for _, r := range w.audit() {
+		if r["kind"] == "approval" {
+			out = append(out, r["outcome"].(string))
+		}
+	}
+	return out
+}
+
+// The whole path: a maintainer approves the fork PR's exact head, opsbot
+// dispatches the trusted workflow for its merge commit and binds the run
+// GitHub names; once the run finishes with results it counts as this PR's
+// sweep of that head: it is pinned by id, and the next push, within the
+// allowed paths, skips its sweep on it. Each step is in the status comment,
+// in a comment of its own at the end, and in the audit.
+func TestApprovedSweepOfAForkIsDispatchedBoundAndReused(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "      min_role: maintain\n    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n", clock)
+	w.comment(maintainer, "/approve-sweep "+sha("c1")[:7])
+	d := w.dispatchedRun()
+	if d.WorkflowID != externalWorkflowID || d.Ref != "main" || !d.Details {
+		t.Fatalf("dispatch %+v; want e2e-tests.yml on main with return_run_details", d)
+	}
+	if d.Inputs["pr-number"] != strconv.Itoa(thePR) || d.Inputs["head-sha"] != sha("c1") || d.Inputs["merge-sha"] != w.gh.MergeCommit(theRepo, thePR) ||
+		!strings.HasPrefix(d.Inputs["approval-id"], "opsbot-approval-") {
+		t.Fatalf("dispatch inputs %v; want the PR, its head, its merge commit and the approval's id", d.Inputs)
+	}
+	runURL := "https://github.com/" + theRepo + "/actions/runs/" + strconv.FormatInt(d.RunID, 10)
+	st := w.waitApproval("the run bound", "waiting for the run")
+	mustContain(t, "status", st, "approved by @maintainer for head `"+sha("c1")[:7]+"`", "from `"+forkRepo+"`",
+		"run ["+strconv.FormatInt(d.RunID, 10)+"]("+runURL+")")
+
+	// The run finishes; GitHub tells it. The approval completes.
+	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+	w.runEvent("completed", d)
+	w.passTime(clock, record.WakeGap)
+	st = w.waitApproval("the approval completed", "completed:")
+	mustContain(t, "status", st, "succeeded with its results")
+	mustContain(t, "the closing comment", w.lastReply(), "@maintainer the external sweep of `"+sha("c1")[:7]+"` you approved finished")
+	if got := strings.Join(w.approvalOutcomes(), " "); got != "active dispatched completed" {
+		t.Fatalf("approval audit %q; want active dispatched completed", got)
+	}
+
+	// The run counts as the head's sweep: pinned by id, the next push
+	// (within the allowed paths) skips its sweep on it.
+	w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
+	mustContain(t, "the pin's reply", w.lastReply(), "pinned")
+	w.push("c2", "perf-changelog.yaml")
+	st2 := w.statuses("c2")
+	if len(st2) == 0 || !strings.HasPrefix(st2[len(st2)-1].Description, "skip") {
+		t.Fatalf("c2's statuses %+v; want a skip on the approved run", st2)
+	}
+	dec := w.decisionOf(sha("c2"))
+	if dec["run_id"] != float64(d.RunID) {
+		t.Fatalf("c2's decision %v; want it to reuse run %d", dec, d.RunID)
+	}
+}
+
+// decisionOf is the audit's decision record for head.
+func (w *world) decisionOf(head string) map[string]any {
+	w.t.Helper()
+	for _, r := range w.audit() {
+		if r["kind"] == "decision" && r["head_sha"] == head {
+			return r
+		}
+	}
+	return nil
+}
+
+// Refusals: a SHA that is not the head (the maintainer names what they
+// read), a reader's approval, a PR whose head is in the repository itself.
+// None dispatches anything.
+func TestApprovalsThatAreRefused(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	w.comment(maintainer, "/approve-sweep "+sha("c0")[:9])
+	mustContain(t, "reply", w.lastReply(), "I did not approve the sweep", "`"+sha("c0")[:9]+"` is not this PR's head, `"+sha("c1")[:7]+"`")
+	w.comment(reader, "/approve-sweep "+sha("c1"))
+	mustContain(t, "reader's reply", w.lastReply(), "maintain")
+	w.comment(maintainer, "/approve-sweep c1c1")
+	mustContain(t, "usage reply", w.lastReply(), "is not a commit SHA")
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = 0, "" })
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	mustContain(t, "reply", w.lastReply(), "not a fork's")
+	w.settle()
+	if ds := w.gh.WorkflowDispatches(); len(ds) != 0 {
+		t.Fatalf("dispatched %+v after refusals", ds)
+	}
+}
+
+// A push before the dispatch (here GitHub is still making the merge
+// commit) expires the approval: nothing is dispatched, and the approver is
+// told to approve the new head once read.
+func TestPushBeforeTheDispatchExpiresTheApproval(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.waitApproval("the approval waiting for the merge commit", "still making the PR's merge commit")
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+	w.push("c2")
+	w.passTime(clock, record.WakeGap)
+	st := w.waitApproval("the approval expired", "expired:")
+	mustContain(t, "status", st, "a push (head `"+sha("c2")[:7]+"`) came before the sweep was dispatched")
+	clock.add(time.Minute)
+	time.Sleep(100 * time.Millisecond) // the ticker looks every 10 ms: nothing is due
+	w.settle()
+	if ds := w.gh.WorkflowDispatches(); len(ds) != 0 {
+		t.Fatalf("dispatched %+v after the push", ds)
+	}
+	if got := strings.Join(w.approvalOutcomes(), " "); got != "active expired" {
+		t.Fatalf("approval audit %q; want active expired", got)
+	}
+}
+
+// A run of the external workflow that no approval dispatched (a maintainer
+// ran it by hand, say) is never a sweep of the PR.
+func TestUnapprovedRunOfTheExternalWorkflowIsNeverEligible(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	w.gh.AddRun(theRepo, githubtest.Run{ID: 555, WorkflowID: externalWorkflowID, Event: "workflow_dispatch", Status: "completed",
+		Conclusion: "success", HeadSHA: sha("b0"), HeadBranch: "main", Artifacts: resultArtifacts, PRs: []int{}})
+	w.comment(maintainer, "/reuse-sweep-run 555")
+	mustContain(t, "reply", w.lastReply(), "run 555 is a run of the external PRs' workflow", "no maintainer's `/approve-sweep` of this PR dispatched")
+	w.push("c2")
+	if !w.swept("c2") {
+		t.Fatalf("c2 skipped its sweep on an unapproved run: %+v", w.statuses("c2"))
+	}
+}
+
+// After a later push the approved run is pinned like any sweep: the path
+// guard holds (a push outside the allowed paths sweeps), and on another
+// fork PR the run is refused, since it counts for its own PR only. A bare
+// command picks it as the newest sweep of the PR.
+func TestApprovedRunCountsForItsPROnlyAndWithinThePathGuard(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n", clock)
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	d := w.dispatchedRun()
+	w.waitApproval("the run bound", "waiting for the run")
+	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+	w.runEvent("completed", d)
+	w.passTime(clock, record.WakeGap)
+	w.waitApproval("the approval completed", "completed:")
+
+	w.push("c2", "perf-changelog.yaml")
+	w.comment(maintainer, "/reuse-sweep-run")
+	mustContain(t, "bare pin's reply", w.lastReply(), "pinned", strconv.FormatInt(d.RunID, 10))
+	w.push("c3", "benchmarks/kimi.sh")
+	if !w.swept("c3") {
+		t.Fatalf("c3 touched a file outside the allowed paths yet did not sweep: %+v", w.statuses("c3"))
+	}
+	mustContain(t, "the invalid pin's notice", w.lastReply(), "benchmarks/kimi.sh")
+
+	// Another fork PR cannot use it.
+	w.gh.AddPR(theRepo, thePR+1, "author", "other", sha("b0"), []string{sha("d1")}, []string{"perf-changelog.yaml"})
+	w.gh.SetPR(theRepo, thePR+1, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID+1, "someone/InferenceX" })
+	c := w.gh.AddComment(theRepo, thePR+1, maintLog, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
+	p := w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, "")
+	setPath(p, "issue.number", thePR+1)
+	w.send("issue_comment", p)
+	var reply string
+	for _, cm := range w.gh.Comments(theRepo, thePR+1) {
+		reply = cm.Body
+	}
+	mustContain(t, "the other PR's reply", reply, "was dispatched for PR #"+strconv.Itoa(thePR)+"'s approved head, not for PR #"+strconv.Itoa(thePR+1))
+}
+
+// Where GitHub does not return a dispatched run's details (GitHub
+// Enterprise Server before 3.21 refuses the field with 400), opsbot
+// dispatches without it and binds the run its own account made whose name
+// carries the approval's id, found when GitHub tells the run was requested.
+// A run of the same workflow by someone else, named the same, is not it.
+func TestApprovalWithoutRunDetailsBindsTheRunByItsName(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	w.gh.RefuseRunDetails(theRepo)
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	testkit.Eventually(t, "the dispatch without details", func() bool { return len(w.gh.WorkflowDispatches()) == 1 })
+	d := w.gh.WorkflowDispatches()[0]
+	if d.Details {
+		t.Fatalf("the dispatch GitHub took asked for run details: %+v", d)
+	}
+	// A decoy: the same name, made by a maintainer by hand, newer.
+	w.gh.AddRun(theRepo, githubtest.Run{ID: 9_000_000_001, WorkflowID: externalWorkflowID, Event: "workflow_dispatch", Status: "queued",
+		HeadSHA: sha("b0"), HeadBranch: "main", PRs: []int{}, DisplayTitle: githubtest.RunName(d.Inputs), ActorLogin: maintLog,
+		ActorID: maintID, CreatedAt: time.Now().Add(time.Minute)})
+	w.waitApproval("dispatched, looking for its run", "GitHub named no run")
+	w.runEvent("requested", d)
+	w.passTime(clock, record.WakeGap)
+	st := w.waitApproval("the run found", "found the dispatched run")
+	mustContain(t, "status", st, "["+strconv.FormatInt(d.RunID, 10)+"]")
+	if strings.Contains(st, "9000000001") {
+		t.Fatalf("the decoy run was bound: %s", st)
+	}
+	// The bound run is the PR's sweep once it finishes.
+	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+	w.runEvent("completed", d)
+	w.passTime(clock, record.WakeGap)
+	w.waitApproval("the approval completed", "completed:")
+	w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
+	mustContain(t, "the pin's reply", w.lastReply(), "pinned")
+}
+
+// /approve-sweep cancel revokes an approval whose run is under way: GitHub
+// is asked to cancel the run, and the run counts for nothing.
+func TestCancelRevokesTheApprovalAndItsRun(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	d := w.dispatchedRun()
+	w.waitApproval("the run bound", "waiting for the run")
+	w.comment(maintainer, "/approve-sweep cancel")
+	mustContain(t, "reply", w.lastReply(), "revoked the approval of `"+sha("c1")[:7]+"`", "GitHub was asked to cancel it")
+	if r := w.gh.RunOf(theRepo, d.RunID); r.Conclusion != "cancelled" {
+		t.Fatalf("run %+v not cancelled", r)
+	}
+	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts) // as if it had finished anyway
+	w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
+	mustContain(t, "reply", w.lastReply(), "revoked, so it counts for nothing")
+}
+
+// A workflow GitHub does not find fails the approval, saying so to the
+// approver, in the status comment and in the audit.
+func TestApprovalOfAWorkflowGitHubDoesNotFindFails(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := newWorldOpts(t, worldOpts{repo: "    external:\n      workflow: .github/workflows/missing.yml\n", deps: func(d *appDeps) {
+		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
+	}})
+	w.gh.SetRole(theRepo, maintLog, "maintain")
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	st := w.waitApproval("the approval failed", "failed:")
+	mustContain(t, "status", st, "GitHub did not find the workflow `.github/workflows/missing.yml` on `main` (404")
+	mustContain(t, "the closing comment", w.lastReply(), "the external sweep of `"+sha("c1")[:7]+"` you approved failed")
+	if got := strings.Join(w.approvalOutcomes(), " "); got != "active failed" {
+		t.Fatalf("approval audit %q; want active failed", got)
+	}
+}

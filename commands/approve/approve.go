@@ -1,0 +1,835 @@
+// Package approve is /approve-sweep: the sweep of a PR from a fork. A
+// fork's PR cannot reach the repository's self-hosted GPU runners, so its
+// sweep never runs on its own. A maintainer who has read the PR names its
+// exact head; opsbot records the approval, bound to that head, and
+// dispatches the repository's trusted workflow (repos[].external.workflow)
+// on the default branch with the PR's merge commit as an input. It binds
+// the run GitHub answers with (return_run_details), or, where GitHub does
+// not answer it, the run opsbot's own account made whose name carries the
+// approval's id. The bound run counts as a sweep of that head for that PR
+// only: its binding is opsbot's record, never the run's own fields. It is
+// a sequence (package seq): each step re-reads the PR and the run.
+package approve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// Name is the command's canonical name; SeqKind its sequence's kind.
+const (
+	Name    = "approve-sweep"
+	SeqKind = "approval"
+	Usage   = "usage: /approve-sweep <head-sha> | /approve-sweep cancel"
+)
+
+// The steps of an approval's sequence: its record's states.
+const (
+	StepActive     = string(record.ApprovalActive)
+	StepDispatched = string(record.ApprovalDispatched)
+	StepCompleted  = string(record.ApprovalCompleted)
+	StepFailed     = string(record.ApprovalFailed)
+	StepExpired    = string(record.ApprovalExpired)
+	StepRevoked    = string(record.ApprovalRevoked)
+)
+
+// Poll is how long an approval waiting for GitHub (a merge commit, a run
+// to finish) sleeps when no event wakes it sooner.
+const Poll = 30 * time.Second
+
+// RunPoll is how long a dispatched approval sleeps between reads of its
+// run: the run's completion (workflow_run) wakes it sooner.
+const RunPoll = 5 * time.Minute
+
+// FindWait is how long an approval dispatched without the run's details
+// looks for its run before it gives up.
+const FindWait = 15 * time.Minute
+
+// DefaultRunTimeout is how long an approval waits for its run when the
+// configuration does not say.
+const DefaultRunTimeout = 12 * time.Hour
+
+// DefaultMinRole is who may approve when the configuration does not say:
+// running a stranger's code on the GPU runners is a maintainer's call.
+const DefaultMinRole = "maintain"
+
+// GitHub is what an approval reads and does on GitHub (ghclient.Client).
+type GitHub interface {
+	PullRequest(ctx context.Context, repo string, n int) (*github.PullRequest, error)
+	CommitInfo(ctx context.Context, repo, sha string) (ghclient.Commit, error)
+	DispatchWorkflow(ctx context.Context, repo, workflowPath, ref string, inputs map[string]string, details bool) (ghclient.DispatchedRun, error)
+	WorkflowID(ctx context.Context, repo, workflowPath string) (int64, error)
+	WorkflowRuns(ctx context.Context, repo string, workflowID int64, branch, event string, max int) ([]*github.WorkflowRun, error)
+	Run(ctx context.Context, repo string, id int64) (*github.WorkflowRun, error)
+	Artifacts(ctx context.Context, repo string, runID int64) ([]*github.Artifact, error)
+	CancelRun(ctx context.Context, repo string, id int64) error
+}
+
+// Handler runs /approve-sweep and steps its sequences.
+type Handler struct {
+	Clients func(installation int64) (GitHub, error)
+	// Sequence and Approval read opsbot's state (state.Store); Latest is
+	// the PR's newest approval.
+	Sequence func(repo string, pr int, kind string) (*record.Sequence, error)
+	Approval func(repo, id string) (*record.Approval, error)
+	Latest   func(repo string, pr int) (*record.Approval, error)
+	Notices  *notices.Builder
+	// SelfID is opsbot's own GitHub account: only a run it triggered is
+	// bound by its name. Set before the workers start.
+	SelfID int64
+	Log    *slog.Logger
+	Now    func() time.Time
+	// NewID makes an approval's id (nil: 8 random bytes).
+	NewID func() string
+}
+
+// Data is an approval sequence's own state.
+type Data struct {
+	Installation int64  `json:"installation"`
+	ID           string `json:"id"`
+	Workflow     string `json:"workflow"`
+	// Ref is the branch the workflow was dispatched on: the default branch.
+	Ref      string `json:"ref,omitempty"`
+	MergeSHA string `json:"merge_sha,omitempty"`
+	RunID    int64  `json:"run_id,omitempty"`
+	RunURL   string `json:"run_url,omitempty"`
+	// Dispatched is when the dispatch was sent; NoDetails says GitHub did
+	// not answer the run's id, so the run is found by its name.
+	Dispatched time.Time `json:"dispatched,omitzero"`
+	NoDetails  bool      `json:"no_details,omitempty"`
+	// Pushed is a later head, told once: the run measures Head only.
+	Pushed string `json:"pushed,omitempty"`
+	// Now is what the status comment last said is happening.
+	Now string `json:"now,omitempty"`
+	// Line is the command as written: editing it away revokes the approval.
+	Line  string   `json:"line,omitempty"`
+	Trail []string `json:"trail"`
+}
+
+// ConfigSection is repos[].external: its defaults and its checks, beside
+// the handler that reads it.
+var ConfigSection = config.Section{
+	Key: "external",
+	Defaults: func(r *config.Repo) {
+		if r.External.MinRole == "" {
+			r.External.MinRole = DefaultMinRole
+		}
+		if r.External.RunTimeout == 0 {
+			r.External.RunTimeout = DefaultRunTimeout
+		}
+	},
+	Check: func(r *config.Repo) []config.SectionProblem {
+		var out []config.SectionProblem
+		if w := r.External.Workflow; w != "" {
+			dir, file := path.Split(w)
+			ext := path.Ext(file)
+			if dir != ".github/workflows/" || (ext != ".yml" && ext != ".yaml") || strings.TrimSuffix(file, ext) == "" {
+				out = append(out, config.SectionProblem{Key: "workflow",
+					Message: fmt.Sprintf("%q is not a workflow file (.github/workflows/NAME.yml)", w)})
+			}
+			if w == r.SweepWorkflow {
+				out = append(out, config.SectionProblem{Key: "workflow",
+					Message: "is the sweep workflow: external PRs need a workflow of their own, run only by workflow_dispatch"})
+			}
+		}
+		if t := r.External.RunTimeout; t < 10*time.Minute || t > 7*24*time.Hour {
+			out = append(out, config.SectionProblem{Key: "run_timeout",
+				Message: fmt.Sprintf("%v is out of range: how long an approval waits for its run, from 10m to 168h (for example 12h)", t)})
+		}
+		return out
+	},
+}
+
+// Spec is the command, run by h.
+func Spec(h *Handler) commands.Spec {
+	return commands.Spec{
+		Name:     Name,
+		Verbs:    []commands.Verb{{Word: "/approve-sweep", Usage: Usage, Args: headOrCancel}},
+		Access:   func(rc *config.Repo) config.Access { return rc.External.Access },
+		LastWins: true,
+		Help:     help,
+		Handler:  h,
+	}
+}
+
+// Kind is the approval's sequence, stepped by h: a workflow run's request
+// or completion wakes it (the events route a run to its approval's PR).
+func Kind(h *Handler) seq.Kind {
+	return seq.Kind{Name: SeqKind, Wake: h.wake, Events: []string{"workflow_run"}}
+}
+
+// headOrCancel reads the one argument: a head commit's SHA (7 to 40 hex
+// characters) or cancel.
+func headOrCancel(c *commands.Command, args []string, _ commands.Options) string {
+	switch {
+	case len(args) != 1:
+		return fmt.Sprintf("%s takes one argument, the PR's head commit (or cancel), got %d", c.Verb, len(args))
+	case strings.EqualFold(args[0], "cancel"):
+		c.Cancel = true
+		return ""
+	}
+	sha := strings.ToLower(args[0])
+	if len(sha) < 7 || len(sha) > 40 || strings.Trim(sha, "0123456789abcdef") != "" {
+		return fmt.Sprintf("%s is not a commit SHA (7 to 40 hex characters)", mdtext.Code(args[0]))
+	}
+	c.Args = []string{sha}
+	return ""
+}
+
+func help(rc *config.Repo) commands.Help {
+	who := commands.Who(rc.External.Access)
+	if rc.External.Workflow == "" {
+		return commands.Help{Settings: []string{"`/approve-sweep` is off: no workflow for external PRs is set (`repos[].external.workflow`)"}}
+	}
+	h := commands.Help{
+		Rows: []commands.HelpRow{
+			{Command: "`/approve-sweep <head-sha>`", What: "run the sweep of this PR from a fork on exactly that head (its current one)", Who: who},
+			{Command: "`/approve-sweep cancel`", What: "revoke this PR's approval: its run counts for nothing", Who: who},
+		},
+	}
+	h.About = "**What an approval does.** A PR from a fork cannot reach the GPU runners, so its sweep never runs by itself. " +
+		"Read the PR, then name its head: opsbot dispatches " + mdtext.Code(rc.External.Workflow) + " on the default branch " +
+		"for the PR's merge commit, which must have that head as a parent. The run it dispatched counts as a sweep of that head " +
+		"for this PR only: `/reuse-sweep-run`, the gate and `/merge-with-reuse` accept it as they accept any sweep. A push before " +
+		"the dispatch expires the approval; a run already dispatched measures the approved head only. No other run of that " +
+		"workflow ever counts.\n\n"
+	h.Settings = []string{fmt.Sprintf("approvals dispatch %s and wait at most %s for its run", mdtext.Code(rc.External.Workflow), span(rc.External.RunTimeout))}
+	return h
+}
+
+// Prepare approves the PR's head, or revokes the PR's approval.
+func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Invocation, line commands.Line) commands.Result {
+	me := mdtext.Mention(in.Actor.Login)
+	rc := env.Repo
+	if rc.External.Workflow == "" {
+		return commands.Result{Outcome: commands.Rejected, Reason: "no workflow for external PRs is configured",
+			Reply: fmt.Sprintf("%s this repository runs no sweeps of external PRs: no workflow is set for them (`repos[].external.workflow`).", me)}
+	}
+	cur, err := h.current(in.Repo, in.PR)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	if line.Cancel {
+		return h.cancel(ctx, in, cur)
+	}
+	if in.PRState == "closed" {
+		return commands.Result{Outcome: commands.Rejected, Reason: "the PR is closed",
+			Reply: fmt.Sprintf("%s this PR is closed: there is nothing to sweep.", me)}
+	}
+	if len(line.Args) != 1 {
+		return commands.Result{Err: errors.New("approve: the command carries no head")}
+	}
+	named := line.Args[0]
+	gh, err := h.Clients(in.Installation)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	pr, err := gh.PullRequest(ctx, in.Repo, in.PR)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	refuse := func(reason, words string) commands.Result {
+		return commands.Result{Outcome: commands.Rejected, Reason: reason, Reply: fmt.Sprintf("%s I did not approve the sweep: %s", me, words)}
+	}
+	headRepo, baseRepo := pr.GetHead().GetRepo(), pr.GetBase().GetRepo()
+	switch {
+	case headRepo.GetID() == 0:
+		return refuse("the PR's head repository is gone", "this PR's head repository is gone (a deleted fork?), so its head cannot be swept.")
+	case headRepo.GetID() == baseRepo.GetID() || strings.EqualFold(headRepo.GetFullName(), baseRepo.GetFullName()):
+		return refuse("not an external PR", "this PR's head is a branch of this repository, not a fork's: its own sweep runs on its pushes. "+
+			"`/approve-sweep` is for PRs from forks.")
+	}
+	head := strings.ToLower(pr.GetHead().GetSHA())
+	if !strings.HasPrefix(head, named) {
+		return refuse("not the PR's head", fmt.Sprintf("%s is not this PR's head, %s. Name the head you read (a push since you read "+
+			"it is not approved).", mdtext.Code(named), mdtext.Code(mdtext.ShortSHA(head))))
+	}
+	base := rc.DefaultBranch
+	if base == "" {
+		base = baseRepo.GetDefaultBranch()
+	}
+	if base == "" || pr.GetBase().GetRef() != base {
+		return refuse("the PR does not merge into the default branch", fmt.Sprintf("this PR merges into %s, not the default branch %s; "+
+			"retarget it first.", mdtext.Code(pr.GetBase().GetRef()), mdtext.Code(base)))
+	}
+	read := uint64(0)
+	if cur != nil {
+		if cur.Step == StepDispatched {
+			data, err := decode(cur)
+			if err != nil {
+				return commands.Result{Err: err}
+			}
+			return refuse("an approved run is under way", fmt.Sprintf("the run %s of the approval of %s by %s is still running. Approve "+
+				"again once it has finished, or `/approve-sweep cancel` it first.", runWords(data), mdtext.Code(mdtext.ShortSHA(cur.Head)),
+				mdtext.Mention(cur.ActorLogin)))
+		}
+		if strings.EqualFold(cur.Head, head) {
+			return refuse("this head is approved already", fmt.Sprintf("%s approved %s already; its run is being dispatched.",
+				mdtext.Mention(cur.ActorLogin), mdtext.Code(mdtext.ShortSHA(head))))
+		}
+		read = cur.Version // an approval of an older head, not dispatched: this one replaces it
+	}
+	id := h.newID()
+	now := h.now()
+	appr := record.Approval{ID: id, Repo: in.Repo, PR: in.PR, Head: head, Workflow: rc.External.Workflow, State: record.ApprovalActive,
+		ApproverID: in.Actor.ID, ApproverLogin: in.Actor.Login, At: now}
+	data := Data{Installation: in.Installation, ID: id, Workflow: rc.External.Workflow, Ref: base, Line: line.Text,
+		Trail: []string{fmt.Sprintf("✅ approved head %s (from %s)", mdtext.Code(mdtext.ShortSHA(head)), mdtext.Code(headRepo.GetFullName()))}}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	s := record.Sequence{Kind: SeqKind, Repo: in.Repo, PR: in.PR, Head: head, Step: StepActive, Data: raw,
+		ActorID: in.Actor.ID, ActorLogin: in.Actor.Login, Deadline: now.Add(rc.External.RunTimeout)}
+	s.SetOrigin(in.Origin)
+	status := h.statusComment(in.Repo, in.PR, in.Installation, &s, data, "⏳ dispatching "+mdtext.Code(rc.External.Workflow)+" next")
+	steps := []plan.Step{}
+	if cur != nil {
+		// The older head's approval, never dispatched, is replaced.
+		steps = append(steps, h.end(cur, mustData(cur), StepExpired, "replaced", "replaced by the approval of "+
+			mdtext.Code(mdtext.ShortSHA(head)), true)...)
+	}
+	steps = append(steps, plan.PutApproval{Approval: appr}, plan.PutSequence{Seq: s, Read: 0, Status: &status, WakeNow: true,
+		Audit: commands.AuditOf(in, record.AuditRecord{Kind: record.AuditApproval, Outcome: StepActive, HeadSHA: head,
+			Reason: fmt.Sprintf("approved %s of %s; approval %s", head, headRepo.GetFullName(), id)})})
+	return commands.Result{Outcome: commands.Accepted, HeadSHA: head, Acknowledges: true,
+		Plan: plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: read}}, Steps: steps}}
+}
+
+func (h *Handler) newID() string {
+	if h.NewID != nil {
+		return h.NewID()
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on the platforms opsbot runs on
+	}
+	return IDPrefix + hex.EncodeToString(b[:])
+}
+
+// IDPrefix starts every approval id (state.ApprovalIDIn finds one in a
+// run's name).
+const IDPrefix = "opsbot-approval-"
+
+// current is the PR's approval sequence that is not done, if any.
+func (h *Handler) current(repo string, pr int) (*record.Sequence, error) {
+	if h.Sequence == nil {
+		return nil, errors.New("approve: no sequence reader")
+	}
+	s, err := h.Sequence(repo, pr, SeqKind)
+	if err != nil {
+		return nil, fmt.Errorf("reading the approval of %s#%d: %w", repo, pr, err)
+	}
+	if s == nil || s.Done {
+		return nil, nil
+	}
+	return s, nil
+}
+
+// cancel revokes the PR's approval under way, or else its newest one whose
+// run finished: its run then counts for nothing. A run still running is
+// cancelled on GitHub.
+func (h *Handler) cancel(ctx context.Context, in commands.Invocation, cur *record.Sequence) commands.Result {
+	me := mdtext.Mention(in.Actor.Login)
+	why := "revoked by @" + in.Actor.Login
+	if cur != nil {
+		data, err := decode(cur)
+		if err != nil {
+			return commands.Result{Err: err}
+		}
+		extra := ""
+		if data.RunID != 0 {
+			extra = h.cancelRun(ctx, cur.Repo, data)
+		}
+		steps := h.end(cur, data, StepRevoked, "revoked", why, true)
+		return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{
+			Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: cur.Version}}, Steps: steps},
+			Reply: fmt.Sprintf("%s revoked the approval of %s by %s.%s", me, mdtext.Code(mdtext.ShortSHA(cur.Head)), mdtext.Mention(cur.ActorLogin), extra)}
+	}
+	var last *record.Approval
+	if h.Latest != nil {
+		a, err := h.Latest(in.Repo, in.PR)
+		if err != nil {
+			return commands.Result{Err: err}
+		}
+		last = a
+	}
+	if last == nil || !last.Counts() {
+		return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}}},
+			Reply: fmt.Sprintf("%s there is no approval of this PR to revoke.", me)}
+	}
+	revoked := *last
+	revoked.State = record.ApprovalRevoked
+	return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{
+		Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}},
+		Steps: []plan.Step{plan.PutApproval{Approval: revoked}, plan.Audit{Record: commands.AuditOf(in, record.AuditRecord{Kind: record.AuditApproval,
+			Outcome: StepRevoked, RunID: last.RunID, HeadSHA: last.Head, Reason: fmt.Sprintf("%s after its run finished; approval %s", why, last.ID)})}}},
+		Reply: fmt.Sprintf("%s revoked the approval of %s by %s: run %s counts for nothing now.", me, mdtext.Code(mdtext.ShortSHA(last.Head)),
+			mdtext.Mention(last.ApproverLogin), commands.RunLink(last.RunID, last.RunURL))}
+}
+
+// cancelRun asks GitHub to cancel the approval's run, and says how it went.
+func (h *Handler) cancelRun(ctx context.Context, repo string, data Data) string {
+	gh, err := h.Clients(data.Installation)
+	if err == nil {
+		err = gh.CancelRun(ctx, repo, data.RunID)
+	}
+	if err != nil {
+		h.log().Warn("cancelling a revoked approval's run failed", "repo", repo, "run", data.RunID, "err", err)
+		return fmt.Sprintf(" Its run %s counts for nothing; GitHub did not cancel it (%s): cancel it there to free the runners.",
+			commands.RunLink(data.RunID, data.RunURL), mdtext.Text(err.Error()))
+	}
+	return fmt.Sprintf(" Its run %s counts for nothing, and GitHub was asked to cancel it.", commands.RunLink(data.RunID, data.RunURL))
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return slog.Default()
+}
+
+func decode(s *record.Sequence) (Data, error) {
+	var d Data
+	if err := json.Unmarshal(s.Data, &d); err != nil {
+		return d, fmt.Errorf("reading the approval of %s#%d: %w", s.Repo, s.PR, err)
+	}
+	return d, nil
+}
+
+func mustData(s *record.Sequence) Data {
+	d, _ := decode(s)
+	return d
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// end closes the approval in state to (a step that is done): the status
+// comment says why (Markdown of opsbot's words and escaped values), the
+// record takes the state, the audit keeps it, and (tell) a comment of its
+// own notifies the PR.
+func (h *Handler) end(cur *record.Sequence, data Data, to, code, why string, quiet bool) []plan.Step {
+	next := *cur
+	next.Step, next.Done, next.Why, next.WakeAt = to, true, code+": "+why, time.Time{}
+	icon := map[string]string{StepCompleted: "🎉", StepFailed: "❌", StepExpired: "⌛", StepRevoked: "⛔"}[to]
+	data.Trail = append(data.Trail, icon+" "+to+": "+why)
+	next.Data, _ = json.Marshal(data) // plain fields: cannot fail
+	edit := h.statusEdit(&next, data, "")
+	rec := record.AuditRecord{Kind: record.AuditApproval, Outcome: to, Repo: cur.Repo, PR: cur.PR, RunID: data.RunID, HeadSHA: cur.Head,
+		ActorID: cur.ActorID, ActorLogin: cur.ActorLogin, Reason: code + ": " + mdtext.Plain(mdtext.Parse(why)) + "; approval " + data.ID}
+	rec.SetOrigin(cur.Origin())
+	steps := []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &edit, Audit: rec}}
+	if h.Approval != nil {
+		if a, err := h.Approval(cur.Repo, data.ID); err == nil && a != nil {
+			a.State = record.ApprovalState(to)
+			a.RunID, a.RunURL = data.RunID, data.RunURL
+			steps = append([]plan.Step{plan.PutApproval{Approval: *a}}, steps...)
+		}
+	}
+	if !quiet {
+		steps = append(steps, plan.Comment{Repo: cur.Repo, PR: cur.PR, Installation: data.Installation, Kind: string(notices.KindApproval),
+			Body:  fmt.Sprintf("%s %s %s: %s.", icon, mdtext.Mention(cur.ActorLogin), endWords(to, mdtext.Code(mdtext.ShortSHA(cur.Head))), why),
+			Links: plan.Links{PR: h.Notices.Web.PR(cur.Repo, cur.PR), Comment: cur.OriginURL, Run: data.RunURL}})
+	}
+	return steps
+}
+
+// endWords says to the approver how their approval of head ended.
+func endWords(to, head string) string {
+	switch to {
+	case StepCompleted:
+		return "the external sweep of " + head + " you approved finished"
+	case StepFailed:
+		return "the external sweep of " + head + " you approved failed"
+	case StepExpired:
+		return "your approval of " + head + " expired"
+	}
+	return "your approval of " + head + " was revoked"
+}
+
+// statusComment is the approval's status comment: what happened, then now.
+func (h *Handler) statusComment(repo string, pr int, inst int64, s *record.Sequence, data Data, now string) plan.Comment {
+	return plan.Comment{Repo: repo, PR: pr, Installation: inst, Kind: string(notices.KindApproval),
+		Body: statusText(s, data, now), Links: plan.Links{PR: h.Notices.Web.PR(repo, pr), Comment: s.OriginURL, Run: data.RunURL}}
+}
+
+func (h *Handler) statusEdit(s *record.Sequence, data Data, now string) plan.Edit {
+	return plan.Edit{Repo: s.Repo, PR: s.PR, Installation: data.Installation, Kind: string(notices.KindApproval),
+		Body: statusText(s, data, now), Links: plan.Links{PR: h.Notices.Web.PR(s.Repo, s.PR), Comment: s.OriginURL, Run: data.RunURL}}
+}
+
+func statusText(s *record.Sequence, data Data, now string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "🔐 **External sweep**, approved by %s for head %s (%s):\n\n", mdtext.Mention(s.ActorLogin),
+		mdtext.Code(mdtext.ShortSHA(s.Head)), mdtext.Code(data.Workflow))
+	for _, l := range data.Trail {
+		b.WriteString("- " + l + "\n")
+	}
+	if now != "" {
+		b.WriteString("- " + now + "\n")
+	}
+	return b.String()
+}
+
+func runWords(d Data) string {
+	if d.RunID == 0 {
+		return "(not found yet)"
+	}
+	return commands.RunLink(d.RunID, d.RunURL)
+}
+
+// span is a duration as people write it: 12h, 1h30m, 10m.
+func span(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// wake steps the approval ref names: it re-reads the PR (and its run) and
+// acts only while they match what was approved.
+func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) (string, seq.Write, error) {
+	cur, err := h.current(ref.Repo, ref.PR)
+	if err != nil || cur == nil || cur.Version != ref.Version {
+		return "approval-moved-on", nil, err // done, or moved since it was due: its own wake-up comes
+	}
+	data, err := decode(cur)
+	if err != nil {
+		return "", nil, err
+	}
+	st := &stepper{h: h, rc: rc, cur: cur, data: data, now: h.now()}
+	var steps []plan.Step
+	var out string
+	if st.now.After(cur.Deadline) {
+		what := "it was not dispatched"
+		if cur.Step == StepDispatched {
+			what = fmt.Sprintf("its run %s did not finish", runWords(data))
+		}
+		steps, out = h.end(cur, data, StepExpired, "timeout", fmt.Sprintf("%s within %s of the approval", what, span(rc.External.RunTimeout)), false),
+			"approval-timeout"
+		if cur.Step == StepDispatched && data.RunID != 0 {
+			h.cancelRun(ctx, cur.Repo, data) // the run counts for nothing now: free the runners
+		}
+	} else if steps, out, err = st.read(ctx); err != nil {
+		return "", nil, err
+	}
+	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: cur.Repo, PR: cur.PR, Kind: SeqKind, Version: cur.Version}}, Steps: steps}
+	t := h.Notices.Teller()
+	return out, func(tx record.Tx) error {
+		err := plan.Apply(tx, t, p)
+		if errors.Is(err, plan.ErrStale) {
+			return nil // moved meanwhile: the next wake-up reads it again
+		}
+		return err
+	}, nil
+}
+
+// stepper is one wake-up of an approval.
+type stepper struct {
+	h    *Handler
+	rc   *config.Repo
+	gh   GitHub
+	cur  *record.Sequence
+	data Data
+	pr   *github.PullRequest
+	now  time.Time
+}
+
+func (st *stepper) read(ctx context.Context) ([]plan.Step, string, error) {
+	var err error
+	if st.gh, err = st.h.Clients(st.data.Installation); err != nil {
+		return nil, "", err
+	}
+	if st.pr, err = st.gh.PullRequest(ctx, st.cur.Repo, st.cur.PR); err != nil {
+		return nil, "", err
+	}
+	if st.cur.Step == StepDispatched {
+		return st.dispatched(ctx)
+	}
+	return st.active(ctx)
+}
+
+// wait sleeps for after, saying now in the status comment when the trail
+// or the step changed.
+func (st *stepper) wait(step, now string, after time.Duration, out string) ([]plan.Step, string, error) {
+	next := *st.cur
+	next.Step = step
+	next.WakeAt = st.now.Add(after)
+	said := st.data.Now
+	st.data.Now = now
+	next.Data, _ = json.Marshal(st.data)
+	ps := plan.PutSequence{Seq: next, Read: st.cur.Version}
+	moved := step != st.cur.Step || len(st.data.Trail) != len(mustData(st.cur).Trail)
+	if moved || now != said {
+		e := st.h.statusEdit(&next, st.data, now)
+		ps.Edit = &e
+	}
+	if moved {
+		rec := record.AuditRecord{Kind: record.AuditApproval, Outcome: step, Repo: st.cur.Repo, PR: st.cur.PR, RunID: st.data.RunID,
+			HeadSHA: st.cur.Head, ActorLogin: st.cur.ActorLogin, ActorID: st.cur.ActorID,
+			Reason: mdtext.Plain(mdtext.Parse(st.data.Trail[len(st.data.Trail)-1])) + "; approval " + st.data.ID}
+		rec.SetOrigin(st.cur.Origin())
+		ps.Audit = rec
+	}
+	return []plan.Step{ps}, out, nil
+}
+
+func (st *stepper) ended(to, code, why string) ([]plan.Step, string, error) {
+	return st.h.end(st.cur, st.data, to, code, why, false), "approval-" + to + "-" + code, nil
+}
+
+// active dispatches the approved head's sweep, once the PR still has that
+// head and GitHub has its merge commit.
+func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
+	cur, pr := st.cur, st.pr
+	head := strings.ToLower(pr.GetHead().GetSHA())
+	switch {
+	case pr.GetState() != "open":
+		return st.ended(StepExpired, "closed", "the PR was closed before the sweep was dispatched")
+	case head != cur.Head:
+		return st.ended(StepExpired, "pushed", fmt.Sprintf("a push (head %s) came before the sweep was dispatched; approve the new head "+
+			"once you have read it", mdtext.Code(mdtext.ShortSHA(head))))
+	case pr.GetBase().GetRef() != st.data.Ref:
+		return st.ended(StepExpired, "retargeted", fmt.Sprintf("the PR now merges into %s, not %s", mdtext.Code(pr.GetBase().GetRef()),
+			mdtext.Code(st.data.Ref)))
+	}
+	if pr.Mergeable == nil {
+		return st.wait(StepActive, "⏳ GitHub is still making the PR's merge commit", Poll, "approval-waiting-merge-commit")
+	}
+	if !pr.GetMergeable() {
+		return st.ended(StepFailed, "conflict", "the PR has conflicts with its base, so GitHub has no merge commit to sweep; resolve them, "+
+			"then approve the new head")
+	}
+	merge := strings.ToLower(pr.GetMergeCommitSHA())
+	cm, err := st.gh.CommitInfo(ctx, cur.Repo, merge)
+	if err != nil && !errors.Is(err, ghclient.ErrNotFound) {
+		return nil, "", err
+	}
+	if merge == "" || err != nil || len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[1], cur.Head) {
+		// GitHub's merge commit is of an older head: it is making the new one.
+		return st.wait(StepActive, "⏳ GitHub is still making the merge commit of the approved head", Poll, "approval-waiting-merge-commit")
+	}
+	st.data.MergeSHA = merge
+	// A dispatch whose answer was lost (a restart, a timeout) made its run:
+	// it is found by its name before another is made.
+	if !st.data.Dispatched.IsZero() {
+		run, err := st.findRun(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		if run != nil {
+			return st.bound(run.GetID(), run.GetHTMLURL(), "found by its name after a dispatch whose answer was lost")
+		}
+	}
+	inputs := map[string]string{"pr-number": fmt.Sprint(cur.PR), "head-sha": cur.Head, "merge-sha": merge, "approval-id": st.data.ID}
+	st.data.Dispatched = st.now
+	got, err := st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, !st.data.NoDetails)
+	if errors.Is(err, ghclient.ErrNoRunDetails) {
+		st.data.NoDetails = true
+		got, err = st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, false)
+	}
+	var ref *ghclient.Refusal
+	if errors.As(err, &ref) {
+		words := "GitHub refused to dispatch it"
+		switch {
+		case ref.Status == 0:
+			words = "opsbot did not dispatch it"
+		case ref.Status == 404:
+			words = "GitHub did not find the workflow " + mdtext.Code(st.data.Workflow) + " on " + mdtext.Code(st.data.Ref)
+		}
+		return st.ended(StepFailed, "dispatch_refused", fmt.Sprintf("%s (%d: %s)", words, ref.Status, mdtext.Text(ref.Message)))
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if got.ID != 0 {
+		return st.bound(got.ID, got.URL, "")
+	}
+	// Where GitHub does not answer the run's id, the run is the one
+	// opsbot's account made whose name carries the approval's id.
+	st.data.Trail = append(st.data.Trail, fmt.Sprintf("🚀 dispatched %s on %s for merge commit %s; GitHub named no run, so it is "+
+		"found by its name", mdtext.Code(st.data.Workflow), mdtext.Code(st.data.Ref), mdtext.Code(mdtext.ShortSHA(merge))))
+	return st.wait(StepDispatched, "⏳ looking for the dispatched run", Poll, "approval-dispatched")
+}
+
+// bound binds the run to the approval and waits for it to finish.
+func (st *stepper) bound(id int64, url, how string) ([]plan.Step, string, error) {
+	if url == "" {
+		url = st.h.Notices.Web.Run(st.cur.Repo, id)
+	}
+	st.data.RunID, st.data.RunURL = id, url
+	line := fmt.Sprintf("🚀 dispatched %s on %s for merge commit %s: run %s", mdtext.Code(st.data.Workflow), mdtext.Code(st.data.Ref),
+		mdtext.Code(mdtext.ShortSHA(st.data.MergeSHA)), commands.RunLink(id, url))
+	if how != "" {
+		line += " (" + how + ")"
+	}
+	if st.cur.Step == StepDispatched {
+		line = fmt.Sprintf("🔗 found the dispatched run %s by its name", commands.RunLink(id, url))
+	}
+	st.data.Trail = append(st.data.Trail, line)
+	steps, out, err := st.wait(StepDispatched, "⏳ waiting for the run to finish", RunPoll, "approval-bound")
+	if err != nil {
+		return nil, "", err
+	}
+	a, err := st.h.Approval(st.cur.Repo, st.data.ID)
+	if err != nil {
+		return nil, "", err
+	}
+	if a == nil {
+		return nil, "", fmt.Errorf("approve: approval %s of %s#%d is not recorded", st.data.ID, st.cur.Repo, st.cur.PR)
+	}
+	a.State, a.RunID, a.RunURL = record.ApprovalDispatched, id, url
+	return append([]plan.Step{plan.PutApproval{Approval: *a}}, steps...), out, nil
+}
+
+// findRun is the run opsbot's account made for this approval on its
+// workflow: its name carries the approval's id (the workflow's run-name),
+// never a run found by its time alone.
+func (st *stepper) findRun(ctx context.Context) (*github.WorkflowRun, error) {
+	wf, err := st.gh.WorkflowID(ctx, st.cur.Repo, st.data.Workflow)
+	if err != nil {
+		return nil, err
+	}
+	list, err := st.gh.WorkflowRuns(ctx, st.cur.Repo, wf, st.data.Ref, "workflow_dispatch", 100)
+	if err != nil {
+		return nil, err
+	}
+	for _, run := range list {
+		if st.h.SelfID == 0 || run.GetTriggeringActor().GetID() != st.h.SelfID && run.GetActor().GetID() != st.h.SelfID {
+			continue
+		}
+		if strings.Contains(run.GetDisplayTitle(), st.data.ID) && run.GetWorkflowID() == wf {
+			return run, nil
+		}
+	}
+	return nil, nil
+}
+
+// dispatched waits for the approval's run (finding it first when GitHub
+// did not name it) and ends the approval when it finishes.
+func (st *stepper) dispatched(ctx context.Context) ([]plan.Step, string, error) {
+	if st.data.RunID == 0 {
+		run, err := st.findRun(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		if run != nil {
+			return st.bound(run.GetID(), run.GetHTMLURL(), "")
+		}
+		if st.now.Sub(st.data.Dispatched) > FindWait {
+			return st.ended(StepFailed, "run_not_found", fmt.Sprintf("no run of %s by opsbot's account carries the approval's id %s "+
+				"%s after the dispatch: does the workflow's `run-name` show the `approval-id` input?", mdtext.Code(st.data.Workflow),
+				mdtext.Code(st.data.ID), span(FindWait)))
+		}
+		return st.wait(StepDispatched, "⏳ looking for the dispatched run", Poll, "approval-finding-run")
+	}
+	if head := strings.ToLower(st.pr.GetHead().GetSHA()); head != st.cur.Head && head != st.data.Pushed {
+		st.data.Pushed = head
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("ℹ️ a push (head %s) came after the dispatch: the run measures the approved "+
+			"head %s only", mdtext.Code(mdtext.ShortSHA(head)), mdtext.Code(mdtext.ShortSHA(st.cur.Head))))
+	}
+	run, err := st.gh.Run(ctx, st.cur.Repo, st.data.RunID)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return st.ended(StepFailed, "run_gone", fmt.Sprintf("the run %s is gone from GitHub", runWords(st.data)))
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if run.GetStatus() != "completed" {
+		return st.wait(StepDispatched, "⏳ waiting for the run to finish", RunPoll, "approval-waiting-run")
+	}
+	if c := run.GetConclusion(); c != "success" {
+		return st.ended(StepFailed, "run_failed", fmt.Sprintf("the run %s concluded %s", runWords(st.data), mdtext.Code(c)))
+	}
+	arts, err := st.gh.Artifacts(ctx, st.cur.Repo, st.data.RunID)
+	if err != nil {
+		return nil, "", err
+	}
+	found := false
+	for _, a := range arts {
+		found = found || (!a.GetExpired() && runs.MatchAny(st.rc.ResultArtifacts, a.GetName()))
+	}
+	if !found {
+		return st.ended(StepFailed, "no_results", fmt.Sprintf("the run %s uploaded no result artifacts (%s)", runWords(st.data),
+			mdtext.CodeList(st.rc.ResultArtifacts)))
+	}
+	return st.ended(StepCompleted, "completed", fmt.Sprintf("the run %s succeeded with its results: it counts as this PR's sweep of %s. "+
+		"`/reuse-sweep-run %d` pins it for the next push (within the allowed paths), and `/merge-with-reuse %d` merges with it",
+		runWords(st.data), mdtext.Code(mdtext.ShortSHA(st.cur.Head)), st.data.RunID, st.data.RunID))
+}
+
+// TakeBack revokes the PR's approval under way when ch's comment made it
+// and the comment was deleted or its command edited away, if the one who
+// did it may (the comment's author, or the command's role); otherwise the
+// approval goes on, audited.
+func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) (plan.Plan, error) {
+	cur, err := h.current(ch.Repo, ch.PR)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	if cur == nil || !cur.Origin().Same(ch.Origin) {
+		return plan.Plan{}, nil
+	}
+	data, err := decode(cur)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	if !ch.Deleted && commands.HasLine(ch.Commands, data.Line) {
+		return plan.Plan{}, nil // the command is still there, as written
+	}
+	did := "deleted the comment"
+	if !ch.Deleted {
+		did = "edited away the command"
+	}
+	if ch.Recovered {
+		did = "(found by recovery: a lost webhook) " + did
+	}
+	guard := plan.SequenceAt{Repo: ch.Repo, PR: ch.PR, Kind: SeqKind, Version: cur.Version}
+	v := env.MayTakeBack(ctx, ch, ch.Spec)
+	if !v.Allowed {
+		if v.CheckFailed {
+			return plan.Plan{}, fmt.Errorf("checking the role of @%s, who %s that approved a sweep: %s", ch.Actor.Login, did, v.Reason)
+		}
+		rec := commands.AuditOf(ch.Invocation, record.AuditRecord{Kind: record.AuditApproval, Outcome: "kept", RunID: data.RunID, HeadSHA: cur.Head,
+			Reason: fmt.Sprintf("@%s %s that approved @%s's sweep, but revoking it needs %s: it stands", ch.Actor.Login, did,
+				cur.ActorLogin, env.Policy(ch.Spec).Describe())})
+		return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{plan.Audit{Record: rec}}}, nil
+	}
+	who := mdtext.Mention(ch.Actor.Login)
+	if ch.Recovered {
+		who = "someone (found by recovery)"
+	}
+	if data.RunID != 0 {
+		h.cancelRun(ctx, cur.Repo, data)
+	}
+	return plan.Plan{Require: []plan.Fact{guard}, Steps: h.end(cur, data, StepRevoked, "taken_back", fmt.Sprintf("%s %s that approved it", who, did), false)}, nil
+}
