@@ -130,8 +130,9 @@ type Approval struct {
 	Head     string
 	Workflow string
 	RunID    int64
-	// Revoked is an approval taken back: its run counts for nothing.
-	Revoked bool
+	// State is the approval's (record.ApprovalState): only a completed
+	// approval's run counts.
+	State string
 }
 
 // Approvals reads opsbot's approvals of external PRs' heads.
@@ -202,8 +203,17 @@ func (v *Validator) checkDispatched(ctx context.Context, rules Rules, p *github.
 		return &Rejection{RuleApproval, fmt.Sprintf("run %d was dispatched for PR #%d's approved head, not for PR #%d: an approved run "+
 			"counts for its own PR only", id, a.PR, p.GetNumber())}
 	}
-	if a.Revoked {
-		return &Rejection{RuleApproval, fmt.Sprintf("run %d was dispatched for an approval that was revoked, so it counts for nothing", id)}
+	switch a.State {
+	case "completed":
+	case "active", "dispatched":
+		return &Rejection{RuleApproval, fmt.Sprintf("run %d was dispatched for an approval that has not completed yet (it is %s): it counts "+
+			"once opsbot has seen it finish with its results", id, Code(a.State))}
+	default:
+		ended := map[string]string{"revoked": "was revoked", "expired": "expired", "failed": "failed"}[a.State]
+		if ended == "" {
+			ended = "ended " + Code(a.State)
+		}
+		return &Rejection{RuleApproval, fmt.Sprintf("run %d was dispatched for an approval that %s, so it counts for nothing", id, ended)}
 	}
 	wf, err := v.GH.WorkflowID(ctx, rules.Repo, a.Workflow)
 	if err != nil {
@@ -438,7 +448,8 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 			return Run{}, &Rejection{RuleApproval, fmt.Sprintf("run %d ran the workflow of branch %s, not of the default branch %s: "+
 				"only the default branch's workflow is trusted with an external PR's head", id, Code(run.GetHeadBranch()), Code(base))}
 		}
-		listed = rules.ListedPR // the approval lists the PR
+		// The approved head must still be a commit of the PR (inPR below),
+		// whatever the purpose: the approval names no other.
 	} else if err := v.checkMadeFor(ctx, rules, p, run, base); err != nil {
 		return Run{}, err
 	}

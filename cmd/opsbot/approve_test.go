@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/commands/approve"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
@@ -32,14 +33,16 @@ func approveWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
 	return w
 }
 
-// approvalStatus is the approval's status comment on the PR ("" for none).
+// approvalStatus is the newest approval's status comment on the PR (""
+// for none).
 func (w *world) approvalStatus() string {
+	out := ""
 	for _, r := range w.replies() {
 		if strings.Contains(r, "**External sweep**") {
-			return r
+			out = r
 		}
 	}
-	return ""
+	return out
 }
 
 func (w *world) waitApproval(what string, subs ...string) string {
@@ -107,7 +110,7 @@ func TestApprovedSweepOfAForkIsDispatchedBoundAndReused(t *testing.T) {
 	t.Parallel()
 	clock := &movingClock{t: time.Now()}
 	w := approveWorld(t, "      min_role: maintain\n    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n", clock)
-	w.comment(maintainer, "/approve-sweep "+sha("c1")[:7])
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	if d.WorkflowID != externalWorkflowID || d.Ref != "main" || !d.Details {
 		t.Fatalf("dispatch %+v; want e2e-tests.yml on main with return_run_details", d)
@@ -118,7 +121,7 @@ func TestApprovedSweepOfAForkIsDispatchedBoundAndReused(t *testing.T) {
 	}
 	runURL := "https://github.com/" + theRepo + "/actions/runs/" + strconv.FormatInt(d.RunID, 10)
 	st := w.waitApproval("the run bound", "waiting for the run")
-	mustContain(t, "status", st, "approved by @maintainer for head `"+sha("c1")[:7]+"`", "from `"+forkRepo+"`",
+	mustContain(t, "status", st, "approved by @maintainer for head `"+sha("c1")[:7]+"`", "approved head `"+sha("c1")+"` (from `"+forkRepo+"`",
 		"run ["+strconv.FormatInt(d.RunID, 10)+"]("+runURL+")")
 
 	// The run finishes; GitHub tells it. The approval completes.
@@ -169,6 +172,10 @@ func TestApprovalsThatAreRefused(t *testing.T) {
 	mustContain(t, "reply", w.lastReply(), "I did not approve the sweep", "`"+sha("c0")[:9]+"` is not this PR's head, `"+sha("c1")[:7]+"`")
 	w.comment(reader, "/approve-sweep "+sha("c1"))
 	mustContain(t, "reader's reply", w.lastReply(), "maintain")
+	// The head's own short SHA: a fork's author can make a commit that
+	// starts the same way, so only the whole SHA names what was read.
+	w.comment(maintainer, "/approve-sweep "+sha("c1")[:12])
+	mustContain(t, "short SHA's reply", w.lastReply(), "name the head by its full SHA")
 	w.comment(maintainer, "/approve-sweep c1c1")
 	mustContain(t, "usage reply", w.lastReply(), "is not a commit SHA")
 	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = 0, "" })
@@ -334,4 +341,110 @@ func TestApprovalOfAWorkflowGitHubDoesNotFindFails(t *testing.T) {
 	if got := strings.Join(w.approvalOutcomes(), " "); got != "active failed" {
 		t.Fatalf("approval audit %q; want active failed", got)
 	}
+}
+
+// An approval that expires while its run goes on (GitHub would not cancel
+// it) leaves a run that counts for nothing, even when it then succeeds.
+func TestExpiredApprovalsRunNeverCounts(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	d := w.dispatchedRun()
+	w.waitApproval("the run bound", "waiting for the run")
+	w.gh.Inject("POST /repos/{owner}/{repo}/actions/runs/{id}/cancel", githubtest.Fault{Status: 500})
+	w.passTime(clock, 13*time.Hour)
+	st := w.waitApproval("the approval expired", "expired:")
+	mustContain(t, "status", st, "did not finish within 12h of the approval", "GitHub did not cancel it")
+	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+	w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
+	mustContain(t, "reply", w.lastReply(), "was dispatched for an approval that expired, so it counts for nothing")
+}
+
+// For staging too, the approved head must still be a commit of the PR: a
+// force-push that drops it leaves its run unstaged.
+func TestApprovedRunIsNotStagedOnceItsHeadIsGone(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, stageCfg, clock)
+	w.gh.AddRepo(stagingRepo, "stage.yml", 500)
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	d := w.dispatchedRun()
+	w.waitApproval("the run bound", "waiting for the run")
+	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+	w.runEvent("completed", d)
+	w.passTime(clock, record.WakeGap)
+	w.waitApproval("the approval completed", "completed:")
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{sha("f9")} })
+	w.comment(maintainer, "/stage-results "+strconv.FormatInt(d.RunID, 10))
+	mustContain(t, "reply", w.lastReply(), "is not a commit of PR #"+strconv.Itoa(thePR))
+	if len(w.gh.Dispatches()) != 0 {
+		t.Fatalf("staged: %+v", w.gh.Dispatches())
+	}
+}
+
+// A dispatch whose answer is lost (GitHub made the run, the connection
+// closed) is not sent again: the run is found by its name and bound.
+func TestLostDispatchAnswerIsFoundNotRepeated(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	w.gh.DropDispatchAnswers(theRepo, 1)
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.waitApproval("the unanswered dispatch", "GitHub did not answer the dispatch")
+	w.passTime(clock, approve.Poll)
+	st := w.waitApproval("the run found", "found by its name after a dispatch whose answer was lost")
+	ds := w.gh.WorkflowDispatches()
+	if len(ds) != 1 {
+		t.Fatalf("%d dispatches; want the one whose answer was lost", len(ds))
+	}
+	mustContain(t, "status", st, "["+strconv.FormatInt(ds[0].RunID, 10)+"]")
+}
+
+// Revoking an approval whose run GitHub has not named yet cancels the run
+// opsbot's account made for it, found by its name.
+func TestCancelBeforeTheRunIsFoundCancelsItByName(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	w.gh.RefuseRunDetails(theRepo)
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.waitApproval("dispatched, looking for its run", "GitHub named no run")
+	d := w.gh.WorkflowDispatches()[0]
+	w.comment(maintainer, "/approve-sweep cancel")
+	mustContain(t, "reply", w.lastReply(), "revoked the approval", "GitHub was asked to cancel it")
+	if r := w.gh.RunOf(theRepo, d.RunID); r.Conclusion != "cancelled" {
+		t.Fatalf("run %+v not cancelled", r)
+	}
+}
+
+// Once approvals have completed, /approve-sweep cancel revokes every one
+// whose run counts, not only the newest: none of their runs counts after.
+func TestCancelRevokesEveryCompletedApproval(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	var runs []int64
+	for i := range 2 {
+		w.comment(maintainer, "/approve-sweep "+sha("c1"))
+		testkit.Eventually(t, "the dispatch", func() bool { return len(w.gh.WorkflowDispatches()) == i+1 })
+		d := w.gh.WorkflowDispatches()[i]
+		w.waitApproval("the run bound", "run ["+strconv.FormatInt(d.RunID, 10)+"]", "waiting for the run")
+		w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+		w.runEvent("completed", d)
+		w.passTime(clock, record.WakeGap)
+		testkit.Eventually(t, "the approval completed", func() bool {
+			return strings.Count(strings.Join(w.approvalOutcomes(), " "), "completed") == i+1
+		})
+		runs = append(runs, d.RunID)
+	}
+	w.comment(maintainer, "/approve-sweep cancel")
+	mustContain(t, "reply", w.lastReply(), "revoked the approvals of this PR whose runs counted", strconv.FormatInt(runs[0], 10),
+		strconv.FormatInt(runs[1], 10))
+	for _, id := range runs {
+		w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(id, 10))
+		mustContain(t, "reply", w.lastReply(), "was revoked, so it counts for nothing")
+	}
+	w.comment(maintainer, "/approve-sweep cancel")
+	mustContain(t, "reply", w.lastReply(), "there is no approval of this PR to revoke")
 }

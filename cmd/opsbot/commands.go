@@ -12,7 +12,6 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/runs"
 	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state"
-	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // The commands' own configuration sections, registered before any
@@ -71,7 +70,7 @@ func (r approvalReader) ApprovalOfRun(repo string, run int64) (*runs.Approval, e
 	if err != nil || a == nil {
 		return nil, err
 	}
-	return &runs.Approval{ID: a.ID, PR: a.PR, Head: a.Head, Workflow: a.Workflow, RunID: a.RunID, Revoked: a.State == record.ApprovalRevoked}, nil
+	return &runs.Approval{ID: a.ID, PR: a.PR, Head: a.Head, Workflow: a.Workflow, RunID: a.RunID, State: string(a.State)}, nil
 }
 
 func (r approvalReader) ApprovedRuns(repo string, pr int) ([]int64, error) {
@@ -86,15 +85,4 @@ func (r approvalReader) ApprovedRuns(repo string, pr int) ([]int64, error) {
 		}
 	}
 	return out, nil
-}
-
-// latestApproval reads a PR's newest approval.
-func latestApproval(store *state.Store) func(repo string, pr int) (*record.Approval, error) {
-	return func(repo string, pr int) (*record.Approval, error) {
-		list, err := store.Approvals(repo, pr)
-		if err != nil || len(list) == 0 {
-			return nil, err
-		}
-		return &list[0], nil
-	}
 }

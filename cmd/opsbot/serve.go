@@ -378,7 +378,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	merger := &merge.Handler{Pins: pins, Sequence: store.Sequence, Decision: store.Decision, ActivePin: store.ActivePin, AppID: appID,
 		Notices: builder, Log: log, Now: now,
 		Clients: func(inst int64) (merge.GitHub, error) { return clients.For(inst) }}
-	approver := &approve.Handler{Sequence: store.Sequence, Approval: store.Approval, Latest: latestApproval(store), Notices: builder, Log: log, Now: now,
+	approver := &approve.Handler{Sequence: store.Sequence, Approval: store.Approval, List: store.Approvals, Notices: builder, Log: log, Now: now,
 		Clients: func(inst int64) (approve.GitHub, error) { return clients.For(inst) }}
 	set := commandSet{pins: pins, stager: stager, merger: merger, approver: approver}
 	reg, err := commands.NewRegistry(append(set.specs(), d.Commands...)...)

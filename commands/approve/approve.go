@@ -40,7 +40,7 @@ import (
 const (
 	Name    = "approve-sweep"
 	SeqKind = "approval"
-	Usage   = "usage: /approve-sweep <head-sha> | /approve-sweep cancel"
+	Usage   = "usage: /approve-sweep <the head's full SHA> | /approve-sweep cancel"
 )
 
 // The steps of an approval's sequence: its record's states.
@@ -88,11 +88,11 @@ type GitHub interface {
 // Handler runs /approve-sweep and steps its sequences.
 type Handler struct {
 	Clients func(installation int64) (GitHub, error)
-	// Sequence and Approval read opsbot's state (state.Store); Latest is
-	// the PR's newest approval.
+	// Sequence, Approval and List (a PR's approvals, newest first) read
+	// opsbot's state (state.Store).
 	Sequence func(repo string, pr int, kind string) (*record.Sequence, error)
 	Approval func(repo, id string) (*record.Approval, error)
-	Latest   func(repo string, pr int) (*record.Approval, error)
+	List     func(repo string, pr int) ([]record.Approval, error)
 	Notices  *notices.Builder
 	// SelfID is opsbot's own GitHub account: only a run it triggered is
 	// bound by its name. Set before the workers start.
@@ -117,6 +117,11 @@ type Data struct {
 	// not answer the run's id, so the run is found by its name.
 	Dispatched time.Time `json:"dispatched,omitzero"`
 	NoDetails  bool      `json:"no_details,omitempty"`
+	// Attempts counts the dispatches marked; Pending says the last is
+	// marked and not yet sent (a crash after its send finds its run by its
+	// name first).
+	Attempts int  `json:"attempts,omitempty"`
+	Pending  bool `json:"pending,omitempty"`
 	// Pushed is a later head, told once: the run measures Head only.
 	Pushed string `json:"pushed,omitempty"`
 	// Now is what the status comment last said is happening.
@@ -203,12 +208,12 @@ func help(rc *config.Repo) commands.Help {
 	}
 	h := commands.Help{
 		Rows: []commands.HelpRow{
-			{Command: "`/approve-sweep <head-sha>`", What: "run the sweep of this PR from a fork on exactly that head (its current one)", Who: who},
+			{Command: "`/approve-sweep <head-sha>`", What: "run the sweep of this PR from a fork on exactly that head (its current one, by its full SHA)", Who: who},
 			{Command: "`/approve-sweep cancel`", What: "revoke this PR's approval: its run counts for nothing", Who: who},
 		},
 	}
 	h.About = "**What an approval does.** A PR from a fork cannot reach the GPU runners, so its sweep never runs by itself. " +
-		"Read the PR, then name its head: opsbot dispatches " + mdtext.Code(rc.External.Workflow) + " on the default branch " +
+		"Read the PR, then name its head by its full SHA: opsbot dispatches " + mdtext.Code(rc.External.Workflow) + " on the default branch " +
 		"for the PR's merge commit, which must have that head as a parent. The run it dispatched counts as a sweep of that head " +
 		"for this PR only: `/reuse-sweep-run`, the gate and `/merge-with-reuse` accept it as they accept any sweep. A push before " +
 		"the dispatch expires the approval; a run already dispatched measures the approved head only. No other run of that " +
@@ -264,6 +269,13 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 		return refuse("not the PR's head", fmt.Sprintf("%s is not this PR's head, %s. Name the head you read (a push since you read "+
 			"it is not approved).", mdtext.Code(named), mdtext.Code(mdtext.ShortSHA(head))))
 	}
+	if len(named) != len(head) {
+		// A fork's author can make a commit whose SHA starts as the one
+		// the maintainer read (7 characters take minutes): only the whole
+		// SHA names what was read.
+		return refuse("a short SHA", fmt.Sprintf("name the head by its full SHA (40 characters; GitHub's copy button beside the commit "+
+			"copies it). A short one like %s could name a commit the PR's author made to start the same way.", mdtext.Code(named)))
+	}
 	base := rc.DefaultBranch
 	if base == "" {
 		base = baseRepo.GetDefaultBranch()
@@ -294,7 +306,7 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 	appr := record.Approval{ID: id, Repo: in.Repo, PR: in.PR, Head: head, Workflow: rc.External.Workflow, State: record.ApprovalActive,
 		ApproverID: in.Actor.ID, ApproverLogin: in.Actor.Login, At: now}
 	data := Data{Installation: in.Installation, ID: id, Workflow: rc.External.Workflow, Ref: base, Line: line.Text,
-		Trail: []string{fmt.Sprintf("✅ approved head %s (from %s)", mdtext.Code(mdtext.ShortSHA(head)), mdtext.Code(headRepo.GetFullName()))}}
+		Trail: []string{fmt.Sprintf("✅ approved head %s (from %s)", mdtext.Code(head), mdtext.Code(headRepo.GetFullName()))}}
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return commands.Result{Err: err}
@@ -305,9 +317,13 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 	status := h.statusComment(in.Repo, in.PR, in.Installation, &s, data, "⏳ dispatching "+mdtext.Code(rc.External.Workflow)+" next")
 	steps := []plan.Step{}
 	if cur != nil {
-		// The older head's approval, never dispatched, is replaced.
-		steps = append(steps, h.end(cur, mustData(cur), StepExpired, "replaced", "replaced by the approval of "+
-			mdtext.Code(mdtext.ShortSHA(head)), true)...)
+		// The older head's approval, never dispatched (a dispatch whose
+		// run may exist is refused above), is replaced.
+		ended, err := h.end(cur, mustData(cur), StepExpired, "replaced", "replaced by the approval of "+mdtext.Code(head), true)
+		if err != nil {
+			return commands.Result{Err: err}
+		}
+		steps = append(steps, ended...)
 	}
 	steps = append(steps, plan.PutApproval{Approval: appr}, plan.PutSequence{Seq: s, Read: 0, Status: &status, WakeNow: true,
 		Audit: commands.AuditOf(in, record.AuditRecord{Kind: record.AuditApproval, Outcome: StepActive, HeadSHA: head,
@@ -357,49 +373,90 @@ func (h *Handler) cancel(ctx context.Context, in commands.Invocation, cur *recor
 		if err != nil {
 			return commands.Result{Err: err}
 		}
-		extra := ""
-		if data.RunID != 0 {
-			extra = h.cancelRun(ctx, cur.Repo, data)
+		extra := h.cancelRun(ctx, cur.Repo, data)
+		steps, err := h.end(cur, data, StepRevoked, "revoked", why, true)
+		if err != nil {
+			return commands.Result{Err: err}
 		}
-		steps := h.end(cur, data, StepRevoked, "revoked", why, true)
 		return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{
 			Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: cur.Version}}, Steps: steps},
 			Reply: fmt.Sprintf("%s revoked the approval of %s by %s.%s", me, mdtext.Code(mdtext.ShortSHA(cur.Head)), mdtext.Mention(cur.ActorLogin), extra)}
 	}
-	var last *record.Approval
-	if h.Latest != nil {
-		a, err := h.Latest(in.Repo, in.PR)
-		if err != nil {
-			return commands.Result{Err: err}
+	if h.List == nil {
+		return commands.Result{Err: errors.New("approve: no approvals reader")}
+	}
+	list, err := h.List(in.Repo, in.PR)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	// Every approval of the PR whose run counts is revoked: none of their
+	// runs counts from now on.
+	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}}}
+	var names []string
+	for _, a := range list {
+		if !a.Counts() {
+			continue
 		}
-		last = a
+		revoked := a
+		revoked.State = record.ApprovalRevoked
+		p.Steps = append(p.Steps, plan.PutApproval{Approval: revoked}, plan.Audit{Record: commands.AuditOf(in, record.AuditRecord{
+			Kind: record.AuditApproval, Outcome: StepRevoked, RunID: a.RunID, HeadSHA: a.Head,
+			Reason: fmt.Sprintf("%s after its run finished (approved by @%s); approval %s", why, a.ApproverLogin, a.ID)})})
+		names = append(names, fmt.Sprintf("run %s (head %s, approved by %s)", commands.RunLink(a.RunID, a.RunURL), mdtext.Code(mdtext.ShortSHA(a.Head)),
+			mdtext.Mention(a.ApproverLogin)))
 	}
-	if last == nil || !last.Counts() {
-		return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}}},
-			Reply: fmt.Sprintf("%s there is no approval of this PR to revoke.", me)}
+	if len(names) == 0 {
+		return commands.Result{Outcome: commands.Accepted, Plan: p, Reply: fmt.Sprintf("%s there is no approval of this PR to revoke.", me)}
 	}
-	revoked := *last
-	revoked.State = record.ApprovalRevoked
-	return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{
-		Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}},
-		Steps: []plan.Step{plan.PutApproval{Approval: revoked}, plan.Audit{Record: commands.AuditOf(in, record.AuditRecord{Kind: record.AuditApproval,
-			Outcome: StepRevoked, RunID: last.RunID, HeadSHA: last.Head, Reason: fmt.Sprintf("%s after its run finished; approval %s", why, last.ID)})}}},
-		Reply: fmt.Sprintf("%s revoked the approval of %s by %s: run %s counts for nothing now.", me, mdtext.Code(mdtext.ShortSHA(last.Head)),
-			mdtext.Mention(last.ApproverLogin), commands.RunLink(last.RunID, last.RunURL))}
+	return commands.Result{Outcome: commands.Accepted, Plan: p,
+		Reply: fmt.Sprintf("%s revoked the approvals of this PR whose runs counted: %s. They count for nothing now.", me, strings.Join(names, "; "))}
 }
 
-// cancelRun asks GitHub to cancel the approval's run, and says how it went.
+// cancelRun asks GitHub to cancel the approval's run, or, when none is
+// bound yet, every run opsbot's account made for it (found by its name),
+// and says how it went ("" when no dispatch was ever marked).
 func (h *Handler) cancelRun(ctx context.Context, repo string, data Data) string {
+	if data.RunID == 0 && data.Attempts == 0 {
+		return ""
+	}
 	gh, err := h.Clients(data.Installation)
-	if err == nil {
-		err = gh.CancelRun(ctx, repo, data.RunID)
-	}
 	if err != nil {
-		h.log().Warn("cancelling a revoked approval's run failed", "repo", repo, "run", data.RunID, "err", err)
-		return fmt.Sprintf(" Its run %s counts for nothing; GitHub did not cancel it (%s): cancel it there to free the runners.",
-			commands.RunLink(data.RunID, data.RunURL), mdtext.Text(err.Error()))
+		return h.cancelFailed(repo, data, err)
 	}
-	return fmt.Sprintf(" Its run %s counts for nothing, and GitHub was asked to cancel it.", commands.RunLink(data.RunID, data.RunURL))
+	if data.RunID != 0 {
+		if err := gh.CancelRun(ctx, repo, data.RunID); err != nil {
+			return h.cancelFailed(repo, data, err)
+		}
+		return fmt.Sprintf(" Its run %s counts for nothing, and GitHub was asked to cancel it.", commands.RunLink(data.RunID, data.RunURL))
+	}
+	found, err := h.runsByName(ctx, gh, repo, data)
+	if err != nil {
+		return h.cancelFailed(repo, data, err)
+	}
+	var links []string
+	for _, run := range found {
+		if err := gh.CancelRun(ctx, repo, run.GetID()); err != nil {
+			return h.cancelFailed(repo, data, err)
+		}
+		links = append(links, commands.RunLink(run.GetID(), run.GetHTMLURL()))
+	}
+	if len(links) == 0 && data.Pending && data.Attempts == 1 {
+		return "" // its one dispatch was marked, not sent (a crash after the send would have made a run found here)
+	}
+	if len(links) == 0 {
+		return fmt.Sprintf(" Its dispatch's run was not found yet: a run of %s named %s may still start; it counts for nothing, "+
+			"cancel it on GitHub if it does.", mdtext.Code(data.Workflow), mdtext.Code(data.ID))
+	}
+	return fmt.Sprintf(" Its run %s counts for nothing, and GitHub was asked to cancel it.", strings.Join(links, ", "))
+}
+
+func (h *Handler) cancelFailed(repo string, data Data, err error) string {
+	h.log().Warn("cancelling an approval's run failed", "repo", repo, "approval", data.ID, "run", data.RunID, "err", err)
+	run := "Its run"
+	if data.RunID != 0 {
+		run += " " + commands.RunLink(data.RunID, data.RunURL)
+	}
+	return fmt.Sprintf(" %s counts for nothing; GitHub did not cancel it (%s): cancel it there to free the runners.", run, mdtext.Text(err.Error()))
 }
 
 func (h *Handler) log() *slog.Logger {
@@ -433,7 +490,7 @@ func (h *Handler) now() time.Time {
 // comment says why (Markdown of opsbot's words and escaped values), the
 // record takes the state, the audit keeps it, and (tell) a comment of its
 // own notifies the PR.
-func (h *Handler) end(cur *record.Sequence, data Data, to, code, why string, quiet bool) []plan.Step {
+func (h *Handler) end(cur *record.Sequence, data Data, to, code, why string, quiet bool) ([]plan.Step, error) {
 	next := *cur
 	next.Step, next.Done, next.Why, next.WakeAt = to, true, code+": "+why, time.Time{}
 	icon := map[string]string{StepCompleted: "🎉", StepFailed: "❌", StepExpired: "⌛", StepRevoked: "⛔"}[to]
@@ -444,19 +501,25 @@ func (h *Handler) end(cur *record.Sequence, data Data, to, code, why string, qui
 		ActorID: cur.ActorID, ActorLogin: cur.ActorLogin, Reason: code + ": " + mdtext.Plain(mdtext.Parse(why)) + "; approval " + data.ID}
 	rec.SetOrigin(cur.Origin())
 	steps := []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &edit, Audit: rec}}
-	if h.Approval != nil {
-		if a, err := h.Approval(cur.Repo, data.ID); err == nil && a != nil {
-			a.State = record.ApprovalState(to)
-			a.RunID, a.RunURL = data.RunID, data.RunURL
-			steps = append([]plan.Step{plan.PutApproval{Approval: *a}}, steps...)
-		}
+	if h.Approval == nil {
+		return nil, errors.New("approve: no approval reader")
 	}
+	a, err := h.Approval(cur.Repo, data.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading approval %s of %s#%d: %w", data.ID, cur.Repo, cur.PR, err)
+	}
+	if a == nil {
+		return nil, fmt.Errorf("approve: approval %s of %s#%d is not recorded", data.ID, cur.Repo, cur.PR)
+	}
+	a.State = record.ApprovalState(to)
+	a.RunID, a.RunURL = data.RunID, data.RunURL
+	steps = append([]plan.Step{plan.PutApproval{Approval: *a}}, steps...)
 	if !quiet {
 		steps = append(steps, plan.Comment{Repo: cur.Repo, PR: cur.PR, Installation: data.Installation, Kind: string(notices.KindApproval),
 			Body:  fmt.Sprintf("%s %s %s: %s.", icon, mdtext.Mention(cur.ActorLogin), endWords(to, mdtext.Code(mdtext.ShortSHA(cur.Head))), why),
 			Links: plan.Links{PR: h.Notices.Web.PR(cur.Repo, cur.PR), Comment: cur.OriginURL, Run: data.RunURL}})
 	}
-	return steps
+	return steps, nil
 }
 
 // endWords says to the approver how their approval of head ended.
@@ -526,7 +589,7 @@ func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) 
 	if err != nil {
 		return "", nil, err
 	}
-	st := &stepper{h: h, rc: rc, cur: cur, data: data, now: h.now()}
+	st := &stepper{ctx: ctx, h: h, rc: rc, cur: cur, data: data, now: h.now()}
 	var steps []plan.Step
 	var out string
 	if st.now.After(cur.Deadline) {
@@ -534,10 +597,13 @@ func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) 
 		if cur.Step == StepDispatched {
 			what = fmt.Sprintf("its run %s did not finish", runWords(data))
 		}
-		steps, out = h.end(cur, data, StepExpired, "timeout", fmt.Sprintf("%s within %s of the approval", what, span(rc.External.RunTimeout)), false),
-			"approval-timeout"
-		if cur.Step == StepDispatched && data.RunID != 0 {
-			h.cancelRun(ctx, cur.Repo, data) // the run counts for nothing now: free the runners
+		// The run counts for nothing now: free the runners.
+		extra := h.cancelRun(ctx, cur.Repo, data)
+		steps, err = h.end(cur, data, StepExpired, "timeout", fmt.Sprintf("%s within %s of the approval.%s", what,
+			span(rc.External.RunTimeout), strings.TrimSuffix(extra, ".")), false)
+		out = "approval-timeout"
+		if err != nil {
+			return "", nil, err
 		}
 	} else if steps, out, err = st.read(ctx); err != nil {
 		return "", nil, err
@@ -555,6 +621,7 @@ func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) 
 
 // stepper is one wake-up of an approval.
 type stepper struct {
+	ctx  context.Context
 	h    *Handler
 	rc   *config.Repo
 	gh   GitHub
@@ -604,7 +671,15 @@ func (st *stepper) wait(step, now string, after time.Duration, out string) ([]pl
 }
 
 func (st *stepper) ended(to, code, why string) ([]plan.Step, string, error) {
-	return st.h.end(st.cur, st.data, to, code, why, false), "approval-" + to + "-" + code, nil
+	switch code {
+	case "completed", "run_failed", "no_results", "run_gone", "dispatch_refused":
+		// Finished, gone, or never made: nothing runs.
+	default:
+		// A run dispatched for it counts for nothing: free the runners.
+		why += strings.TrimSuffix(st.h.cancelRun(context.WithoutCancel(st.ctx), st.cur.Repo, st.data), ".")
+	}
+	steps, err := st.h.end(st.cur, st.data, to, code, why, false)
+	return steps, "approval-" + to + "-" + code, err
 }
 
 // active dispatches the approved head's sweep, once the PR still has that
@@ -639,24 +714,50 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 		return st.wait(StepActive, "⏳ GitHub is still making the merge commit of the approved head", Poll, "approval-waiting-merge-commit")
 	}
 	st.data.MergeSHA = merge
-	// A dispatch whose answer was lost (a restart, a timeout) made its run:
-	// it is found by its name before another is made.
-	if !st.data.Dispatched.IsZero() {
-		run, err := st.findRun(ctx)
+	// A dispatch that may have been sent (its answer lost to a timeout,
+	// a crash, an error) may have made its run: it is looked for by its
+	// name before another is sent.
+	if st.data.Attempts > 0 {
+		found, err := st.runsByName(ctx)
 		if err != nil {
 			return nil, "", err
 		}
-		if run != nil {
-			return st.bound(run.GetID(), run.GetHTMLURL(), "found by its name after a dispatch whose answer was lost")
+		if len(found) > 0 {
+			return st.bound(found[0].GetID(), found[0].GetHTMLURL(), "found by its name after a dispatch whose answer was lost")
 		}
 	}
-	inputs := map[string]string{"pr-number": fmt.Sprint(cur.PR), "head-sha": cur.Head, "merge-sha": merge, "approval-id": st.data.ID}
-	st.data.Dispatched = st.now
+	switch {
+	case st.data.Pending:
+		return st.send(ctx)
+	case st.data.Attempts > 0 && st.now.Sub(st.data.Dispatched) < FindWait:
+		return st.wait(StepActive, fmt.Sprintf("⏳ GitHub did not answer the dispatch: looking for its run by its name (until %s)",
+			st.data.Dispatched.Add(FindWait).UTC().Format("15:04 UTC")), Poll, "approval-finding-run")
+	case st.data.Attempts >= MaxAttempts:
+		return st.ended(StepFailed, "dispatch_lost", fmt.Sprintf("GitHub answered none of %d dispatches, and no run of %s by opsbot's "+
+			"account carries the approval's id %s", st.data.Attempts, mdtext.Code(st.data.Workflow), mdtext.Code(st.data.ID)))
+	}
+	// The dispatch is marked before it is sent, in a write of its own: a
+	// crash after the send finds its run by its name at the next wake-up
+	// instead of sending another.
+	st.data.Attempts++
+	st.data.Dispatched, st.data.Pending = st.now, true
+	return st.wait(StepActive, "⏳ dispatching "+mdtext.Code(st.data.Workflow)+" now", 0, "approval-dispatching")
+}
+
+// MaxAttempts bounds the dispatches of one approval that GitHub did not
+// answer (each followed by FindWait of looking for its run).
+const MaxAttempts = 3
+
+// send dispatches the workflow for the marked attempt.
+func (st *stepper) send(ctx context.Context) ([]plan.Step, string, error) {
+	cur := st.cur
+	inputs := map[string]string{"pr-number": fmt.Sprint(cur.PR), "head-sha": cur.Head, "merge-sha": st.data.MergeSHA, "approval-id": st.data.ID}
 	got, err := st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, !st.data.NoDetails)
 	if errors.Is(err, ghclient.ErrNoRunDetails) {
 		st.data.NoDetails = true
 		got, err = st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, false)
 	}
+	st.data.Pending = false
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
 		words := "GitHub refused to dispatch it"
@@ -669,7 +770,13 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 		return st.ended(StepFailed, "dispatch_refused", fmt.Sprintf("%s (%d: %s)", words, ref.Status, mdtext.Text(ref.Message)))
 	}
 	if err != nil {
-		return nil, "", err
+		// Whether GitHub made a run is not known: it is looked for by its
+		// name for FindWait before another dispatch.
+		st.h.log().Warn("a dispatch of an approved sweep got no answer; looking for its run by its name", "repo", cur.Repo, "pr", cur.PR,
+			"approval", st.data.ID, "err", err)
+		st.data.Dispatched = st.now
+		return st.wait(StepActive, fmt.Sprintf("⏳ GitHub did not answer the dispatch: looking for its run by its name (until %s)",
+			st.now.Add(FindWait).UTC().Format("15:04 UTC")), Poll, "approval-dispatch-unanswered")
 	}
 	if got.ID != 0 {
 		return st.bound(got.ID, got.URL, "")
@@ -677,7 +784,7 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 	// Where GitHub does not answer the run's id, the run is the one
 	// opsbot's account made whose name carries the approval's id.
 	st.data.Trail = append(st.data.Trail, fmt.Sprintf("🚀 dispatched %s on %s for merge commit %s; GitHub named no run, so it is "+
-		"found by its name", mdtext.Code(st.data.Workflow), mdtext.Code(st.data.Ref), mdtext.Code(mdtext.ShortSHA(merge))))
+		"found by its name", mdtext.Code(st.data.Workflow), mdtext.Code(st.data.Ref), mdtext.Code(mdtext.ShortSHA(st.data.MergeSHA))))
 	return st.wait(StepDispatched, "⏳ looking for the dispatched run", Poll, "approval-dispatched")
 }
 
@@ -711,39 +818,50 @@ func (st *stepper) bound(id int64, url, how string) ([]plan.Step, string, error)
 	return append([]plan.Step{plan.PutApproval{Approval: *a}}, steps...), out, nil
 }
 
-// findRun is the run opsbot's account made for this approval on its
-// workflow: its name carries the approval's id (the workflow's run-name),
-// never a run found by its time alone.
-func (st *stepper) findRun(ctx context.Context) (*github.WorkflowRun, error) {
-	wf, err := st.gh.WorkflowID(ctx, st.cur.Repo, st.data.Workflow)
+// runsByName are the runs opsbot's account made for this approval on its
+// workflow, newest first: their name carries the approval's id (the
+// workflow's run-name). Never a run found by its time alone.
+func (st *stepper) runsByName(ctx context.Context) ([]*github.WorkflowRun, error) {
+	return st.h.runsByName(ctx, st.gh, st.cur.Repo, st.data)
+}
+
+func (h *Handler) runsByName(ctx context.Context, gh GitHub, repo string, data Data) ([]*github.WorkflowRun, error) {
+	if h.SelfID == 0 {
+		return nil, errors.New("approve: opsbot's own account is not known yet")
+	}
+	wf, err := gh.WorkflowID(ctx, repo, data.Workflow)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return nil, nil // no such workflow: no run of it either (its dispatch says so)
+	}
 	if err != nil {
 		return nil, err
 	}
-	list, err := st.gh.WorkflowRuns(ctx, st.cur.Repo, wf, st.data.Ref, "workflow_dispatch", 100)
+	list, err := gh.WorkflowRuns(ctx, repo, wf, data.Ref, "workflow_dispatch", 100)
 	if err != nil {
 		return nil, err
 	}
+	var out []*github.WorkflowRun
 	for _, run := range list {
-		if st.h.SelfID == 0 || run.GetTriggeringActor().GetID() != st.h.SelfID && run.GetActor().GetID() != st.h.SelfID {
+		if run.GetTriggeringActor().GetID() != h.SelfID && run.GetActor().GetID() != h.SelfID {
 			continue
 		}
-		if strings.Contains(run.GetDisplayTitle(), st.data.ID) && run.GetWorkflowID() == wf {
-			return run, nil
+		if strings.Contains(run.GetDisplayTitle(), data.ID) && run.GetWorkflowID() == wf {
+			out = append(out, run)
 		}
 	}
-	return nil, nil
+	return out, nil
 }
 
 // dispatched waits for the approval's run (finding it first when GitHub
 // did not name it) and ends the approval when it finishes.
 func (st *stepper) dispatched(ctx context.Context) ([]plan.Step, string, error) {
 	if st.data.RunID == 0 {
-		run, err := st.findRun(ctx)
+		found, err := st.runsByName(ctx)
 		if err != nil {
 			return nil, "", err
 		}
-		if run != nil {
-			return st.bound(run.GetID(), run.GetHTMLURL(), "")
+		if len(found) > 0 {
+			return st.bound(found[0].GetID(), found[0].GetHTMLURL(), "")
 		}
 		if st.now.Sub(st.data.Dispatched) > FindWait {
 			return st.ended(StepFailed, "run_not_found", fmt.Sprintf("no run of %s by opsbot's account carries the approval's id %s "+
@@ -828,8 +946,10 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 	if ch.Recovered {
 		who = "someone (found by recovery)"
 	}
-	if data.RunID != 0 {
-		h.cancelRun(ctx, cur.Repo, data)
+	extra := h.cancelRun(ctx, cur.Repo, data)
+	steps, err := h.end(cur, data, StepRevoked, "taken_back", fmt.Sprintf("%s %s that approved it.%s", who, did, strings.TrimSuffix(extra, ".")), false)
+	if err != nil {
+		return plan.Plan{}, err
 	}
-	return plan.Plan{Require: []plan.Fact{guard}, Steps: h.end(cur, data, StepRevoked, "taken_back", fmt.Sprintf("%s %s that approved it", who, did), false)}, nil
+	return plan.Plan{Require: []plan.Fact{guard}, Steps: steps}, nil
 }

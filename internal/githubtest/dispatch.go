@@ -36,6 +36,18 @@ func (f *Fake) RefuseRunDetails(repo string) {
 	f.repos[strings.ToLower(repo)].noRunDetails = true
 }
 
+// DropDispatchAnswers makes the repository's next n workflow dispatches
+// make their run and then close the connection without answering: a
+// dispatch whose answer is lost.
+func (f *Fake) DropDispatchAnswers(repo string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(repo)].dropDispatches = n
+}
+
+// statusDrop is a handler's answer that closes the connection unanswered.
+const statusDrop = -1
+
 // WorkflowDispatches are the workflow dispatches sent, in order.
 func (f *Fake) WorkflowDispatches() []WorkflowDispatch {
 	f.mu.Lock()
@@ -126,6 +138,10 @@ func (f *Fake) workflowDispatch(w http.ResponseWriter, r *http.Request, repo *Re
 	full := repo.Owner + "/" + repo.Name
 	f.workflowDispatches = append(f.workflowDispatches, WorkflowDispatch{Repo: full, WorkflowID: wf, Ref: in.Ref, Inputs: in.Inputs,
 		Details: in.Details != nil && *in.Details, RunID: id})
+	if repo.dropDispatches > 0 {
+		repo.dropDispatches--
+		return statusDrop, nil
+	}
 	if in.Details == nil || !*in.Details {
 		return http.StatusNoContent, nil
 	}

@@ -519,6 +519,16 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h han
 		code, v = h(w, r, repo)
 	}
 	f.mu.Unlock()
+	if code == statusDrop {
+		f.record(rec, 0)
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
 
 	var out []byte
 	if v != nil {

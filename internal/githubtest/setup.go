@@ -25,8 +25,10 @@ type Repo struct {
 	// BranchTips are the commits branches point to (the default branch's
 	// when unset: the base of a PR into it).
 	BranchTips map[string]string
-	// noRunDetails refuses return_run_details (RefuseRunDetails).
-	noRunDetails bool
+	// noRunDetails refuses return_run_details (RefuseRunDetails);
+	// dropDispatches are dispatches whose answer is lost.
+	noRunDetails   bool
+	dropDispatches int
 }
 
 // AddUser registers an account. kind is "User" or "Bot". Adding a login

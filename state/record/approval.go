@@ -47,10 +47,11 @@ type Approval struct {
 }
 
 // Counts reports whether the approval's run may stand for a sweep of its
-// head: bound, and not revoked (a run that failed is refused by its
-// conclusion when it is checked).
+// head: its run finished with its results while the approval stood. A run
+// of an approval that expired, failed or was revoked counts for nothing,
+// even if it (or a re-run of it) succeeds later.
 func (a *Approval) Counts() bool {
-	return a != nil && a.RunID != 0 && a.State != ApprovalRevoked
+	return a != nil && a.RunID != 0 && a.State == ApprovalCompleted
 }
 
 // ErrRunBound is a run that is bound to another approval already.
