@@ -245,3 +245,29 @@ func (c *Client) CancelRun(ctx context.Context, repo string, id int64) error {
 	}
 	return wrap(fmt.Sprintf("cancelling run %d", id), resp, err)
 }
+
+// DispatchedRuns lists the workflow_dispatch runs of a workflow on branch
+// that actor triggered, created at since or later, newest first, at most
+// max (whoever else dispatches the workflow cannot push them out of view).
+func (c *Client) DispatchedRuns(ctx context.Context, repo string, workflowID int64, branch, actor string, since time.Time, max int) ([]*github.WorkflowRun, error) {
+	o, r := split(repo)
+	var out []*github.WorkflowRun
+	opt := &github.ListWorkflowRunsOptions{Branch: branch, Event: "workflow_dispatch", Actor: actor,
+		Created: ">=" + since.UTC().Format(time.RFC3339), ListOptions: github.ListOptions{PerPage: 100}}
+	err := paginate("listing the dispatched runs of "+branch, &opt.ListOptions, max,
+		func() ([]*github.WorkflowRun, *github.Response, error) {
+			list, resp, err := c.gh.Actions.ListWorkflowRunsByID(ctx, o, r, workflowID, opt)
+			if err != nil {
+				return nil, resp, err
+			}
+			return list.WorkflowRuns, resp, nil
+		},
+		func(page []*github.WorkflowRun) bool { out = append(out, page...); return len(out) < max })
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > max {
+		out = out[:max]
+	}
+	return out, nil
+}

@@ -131,8 +131,9 @@ type Approval struct {
 	Workflow string
 	RunID    int64
 	// State is the approval's (record.ApprovalState): only a completed
-	// approval's run counts.
-	State string
+	// approval's run counts, at the attempt that completed it (Attempt).
+	State   string
+	Attempt int
 }
 
 // Approvals reads opsbot's approvals of external PRs' heads.
@@ -214,6 +215,10 @@ func (v *Validator) checkDispatched(ctx context.Context, rules Rules, p *github.
 			ended = "ended " + Code(a.State)
 		}
 		return &Rejection{RuleApproval, fmt.Sprintf("run %d was dispatched for an approval that %s, so it counts for nothing", id, ended)}
+	}
+	if a.Attempt != 0 && run.GetRunAttempt() != a.Attempt {
+		return &Rejection{RuleApproval, fmt.Sprintf("run %d was re-run after its approval completed: its attempt %d is not attempt %d, "+
+			"the one opsbot saw finish for the approval (approve the head again for another run)", id, run.GetRunAttempt(), a.Attempt)}
 	}
 	wf, err := v.GH.WorkflowID(ctx, rules.Repo, a.Workflow)
 	if err != nil {

@@ -418,33 +418,65 @@ func TestCancelBeforeTheRunIsFoundCancelsItByName(t *testing.T) {
 	}
 }
 
-// Once approvals have completed, /approve-sweep cancel revokes every one
-// whose run counts, not only the newest: none of their runs counts after.
+// /approve-sweep cancel revokes the approval under way and every earlier
+// one whose run counts, not only the newest: none of their runs counts
+// after. A run re-run after its approval completed counts for nothing
+// either: it is another measurement than the one the approval saw.
 func TestCancelRevokesEveryCompletedApproval(t *testing.T) {
 	t.Parallel()
 	clock := &movingClock{t: time.Now()}
 	w := approveWorld(t, "", clock)
 	var runs []int64
-	for i := range 2 {
+	for i := range 3 {
 		w.comment(maintainer, "/approve-sweep "+sha("c1"))
 		testkit.Eventually(t, "the dispatch", func() bool { return len(w.gh.WorkflowDispatches()) == i+1 })
 		d := w.gh.WorkflowDispatches()[i]
 		w.waitApproval("the run bound", "run ["+strconv.FormatInt(d.RunID, 10)+"]", "waiting for the run")
+		runs = append(runs, d.RunID)
+		if i == 2 {
+			break // the third stays under way
+		}
 		w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
 		w.runEvent("completed", d)
 		w.passTime(clock, record.WakeGap)
 		testkit.Eventually(t, "the approval completed", func() bool {
 			return strings.Count(strings.Join(w.approvalOutcomes(), " "), "completed") == i+1
 		})
-		runs = append(runs, d.RunID)
 	}
+	w.gh.RerunRun(theRepo, runs[1])
+	w.gh.CompleteRun(theRepo, runs[1], "success", resultArtifacts)
+	w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(runs[1], 10))
+	mustContain(t, "reply", w.lastReply(), "was re-run after its approval completed: its attempt 2 is not attempt 1")
+
 	w.comment(maintainer, "/approve-sweep cancel")
-	mustContain(t, "reply", w.lastReply(), "revoked the approvals of this PR whose runs counted", strconv.FormatInt(runs[0], 10),
+	mustContain(t, "reply", w.lastReply(), "revoked the approval of `"+sha("c1")[:7]+"` by @maintainer under way",
+		"GitHub was asked to cancel it", "revoked the approvals of this PR whose runs counted", strconv.FormatInt(runs[0], 10),
 		strconv.FormatInt(runs[1], 10))
-	for _, id := range runs {
+	if r := w.gh.RunOf(theRepo, runs[2]); r.Conclusion != "cancelled" {
+		t.Fatalf("the run under way %+v was not cancelled", r)
+	}
+	for _, id := range runs[:1] {
 		w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(id, 10))
 		mustContain(t, "reply", w.lastReply(), "was revoked, so it counts for nothing")
 	}
 	w.comment(maintainer, "/approve-sweep cancel")
 	mustContain(t, "reply", w.lastReply(), "there is no approval of this PR to revoke")
+}
+
+// While a dispatch whose answer was lost may have made a run that opsbot
+// is still looking for, a new approval (of a head pushed since) is refused:
+// it would leave that run running unseen.
+func TestNewApprovalWaitsForALostDispatch(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	w.gh.DropDispatchAnswers(theRepo, 1)
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.waitApproval("the unanswered dispatch", "GitHub did not answer the dispatch")
+	w.gh.Push(theRepo, thePR, []string{sha("c2")}) // its webhook not yet here
+	w.comment(maintainer, "/approve-sweep "+sha("c2"))
+	mustContain(t, "reply", w.lastReply(), "may have started a run that opsbot is still looking for")
+	if n := len(w.gh.WorkflowDispatches()); n != 1 {
+		t.Fatalf("%d dispatches; want the one whose answer was lost", n)
+	}
 }

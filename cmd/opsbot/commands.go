@@ -70,7 +70,7 @@ func (r approvalReader) ApprovalOfRun(repo string, run int64) (*runs.Approval, e
 	if err != nil || a == nil {
 		return nil, err
 	}
-	return &runs.Approval{ID: a.ID, PR: a.PR, Head: a.Head, Workflow: a.Workflow, RunID: a.RunID, State: string(a.State)}, nil
+	return &runs.Approval{ID: a.ID, PR: a.PR, Head: a.Head, Workflow: a.Workflow, RunID: a.RunID, State: string(a.State), Attempt: a.RunAttempt}, nil
 }
 
 func (r approvalReader) ApprovedRuns(repo string, pr int) ([]int64, error) {

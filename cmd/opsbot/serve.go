@@ -454,7 +454,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 		handler.Checker = &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL}
 		handler.SelfID, handler.SelfName, handler.Users = self.ID, self.Login, users
 		stager.Users = users
-		approver.SelfID = self.ID
+		approver.SelfID, approver.SelfLogin = self.ID, self.Login
 		rec.SelfID = self.ID
 		return a.run()
 	}

@@ -79,7 +79,7 @@ type GitHub interface {
 	CommitInfo(ctx context.Context, repo, sha string) (ghclient.Commit, error)
 	DispatchWorkflow(ctx context.Context, repo, workflowPath, ref string, inputs map[string]string, details bool) (ghclient.DispatchedRun, error)
 	WorkflowID(ctx context.Context, repo, workflowPath string) (int64, error)
-	WorkflowRuns(ctx context.Context, repo string, workflowID int64, branch, event string, max int) ([]*github.WorkflowRun, error)
+	DispatchedRuns(ctx context.Context, repo string, workflowID int64, branch, actor string, since time.Time, max int) ([]*github.WorkflowRun, error)
 	Run(ctx context.Context, repo string, id int64) (*github.WorkflowRun, error)
 	Artifacts(ctx context.Context, repo string, runID int64) ([]*github.Artifact, error)
 	CancelRun(ctx context.Context, repo string, id int64) error
@@ -94,11 +94,12 @@ type Handler struct {
 	Approval func(repo, id string) (*record.Approval, error)
 	List     func(repo string, pr int) ([]record.Approval, error)
 	Notices  *notices.Builder
-	// SelfID is opsbot's own GitHub account: only a run it triggered is
-	// bound by its name. Set before the workers start.
-	SelfID int64
-	Log    *slog.Logger
-	Now    func() time.Time
+	// SelfID and SelfLogin are opsbot's own GitHub account: only a run it
+	// triggered is bound by its name. Set before the workers start.
+	SelfID    int64
+	SelfLogin string
+	Log       *slog.Logger
+	Now       func() time.Time
 	// NewID makes an approval's id (nil: 8 random bytes).
 	NewID func() string
 }
@@ -113,6 +114,8 @@ type Data struct {
 	MergeSHA string `json:"merge_sha,omitempty"`
 	RunID    int64  `json:"run_id,omitempty"`
 	RunURL   string `json:"run_url,omitempty"`
+	// RunAttempt is the run's attempt opsbot saw complete the approval.
+	RunAttempt int `json:"run_attempt,omitempty"`
 	// Dispatched is when the dispatch was sent; NoDetails says GitHub did
 	// not answer the run's id, so the run is found by its name.
 	Dispatched time.Time `json:"dispatched,omitzero"`
@@ -295,6 +298,11 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 				"again once it has finished, or `/approve-sweep cancel` it first.", runWords(data), mdtext.Code(mdtext.ShortSHA(cur.Head)),
 				mdtext.Mention(cur.ActorLogin)))
 		}
+		if d := mustData(cur); d.Attempts > 0 {
+			return refuse("a dispatch of the approval under way may have made a run", fmt.Sprintf("a dispatch of the approval of %s by %s "+
+				"may have started a run that opsbot is still looking for. Approve again once it is found or has ended, or "+
+				"`/approve-sweep cancel` it first.", mdtext.Code(mdtext.ShortSHA(cur.Head)), mdtext.Mention(cur.ActorLogin)))
+		}
 		if strings.EqualFold(cur.Head, head) {
 			return refuse("this head is approved already", fmt.Sprintf("%s approved %s already; its run is being dispatched.",
 				mdtext.Mention(cur.ActorLogin), mdtext.Code(mdtext.ShortSHA(head))))
@@ -362,26 +370,12 @@ func (h *Handler) current(repo string, pr int) (*record.Sequence, error) {
 	return s, nil
 }
 
-// cancel revokes the PR's approval under way, or else its newest one whose
-// run finished: its run then counts for nothing. A run still running is
-// cancelled on GitHub.
+// cancel revokes the PR's approval under way (its runs are cancelled on
+// GitHub) and every approval of the PR whose run counts: none of their
+// runs counts from then on.
 func (h *Handler) cancel(ctx context.Context, in commands.Invocation, cur *record.Sequence) commands.Result {
 	me := mdtext.Mention(in.Actor.Login)
 	why := "revoked by @" + in.Actor.Login
-	if cur != nil {
-		data, err := decode(cur)
-		if err != nil {
-			return commands.Result{Err: err}
-		}
-		extra := h.cancelRun(ctx, cur.Repo, data)
-		steps, err := h.end(cur, data, StepRevoked, "revoked", why, true)
-		if err != nil {
-			return commands.Result{Err: err}
-		}
-		return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{
-			Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: cur.Version}}, Steps: steps},
-			Reply: fmt.Sprintf("%s revoked the approval of %s by %s.%s", me, mdtext.Code(mdtext.ShortSHA(cur.Head)), mdtext.Mention(cur.ActorLogin), extra)}
-	}
 	if h.List == nil {
 		return commands.Result{Err: errors.New("approve: no approvals reader")}
 	}
@@ -389,12 +383,28 @@ func (h *Handler) cancel(ctx context.Context, in commands.Invocation, cur *recor
 	if err != nil {
 		return commands.Result{Err: err}
 	}
-	// Every approval of the PR whose run counts is revoked: none of their
-	// runs counts from now on.
 	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}}}
+	var said []string
+	curID := ""
+	if cur != nil {
+		data, err := decode(cur)
+		if err != nil {
+			return commands.Result{Err: err}
+		}
+		curID = data.ID
+		extra := h.cancelRun(ctx, cur, data, false)
+		steps, err := h.end(cur, data, StepRevoked, "revoked", why, true)
+		if err != nil {
+			return commands.Result{Err: err}
+		}
+		p.Require[0] = plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: cur.Version}
+		p.Steps = append(p.Steps, steps...)
+		said = append(said, fmt.Sprintf("revoked the approval of %s by %s under way.%s", mdtext.Code(mdtext.ShortSHA(cur.Head)),
+			mdtext.Mention(cur.ActorLogin), extra))
+	}
 	var names []string
 	for _, a := range list {
-		if !a.Counts() {
+		if !a.Counts() || a.ID == curID {
 			continue
 		}
 		revoked := a
@@ -405,49 +415,64 @@ func (h *Handler) cancel(ctx context.Context, in commands.Invocation, cur *recor
 		names = append(names, fmt.Sprintf("run %s (head %s, approved by %s)", commands.RunLink(a.RunID, a.RunURL), mdtext.Code(mdtext.ShortSHA(a.Head)),
 			mdtext.Mention(a.ApproverLogin)))
 	}
-	if len(names) == 0 {
+	if len(names) > 0 {
+		said = append(said, fmt.Sprintf("revoked the approvals of this PR whose runs counted: %s. They count for nothing now.", strings.Join(names, "; ")))
+	}
+	if len(said) == 0 {
 		return commands.Result{Outcome: commands.Accepted, Plan: p, Reply: fmt.Sprintf("%s there is no approval of this PR to revoke.", me)}
 	}
-	return commands.Result{Outcome: commands.Accepted, Plan: p,
-		Reply: fmt.Sprintf("%s revoked the approvals of this PR whose runs counted: %s. They count for nothing now.", me, strings.Join(names, "; "))}
+	return commands.Result{Outcome: commands.Accepted, Plan: p, Reply: me + " " + strings.Join(said, " Also ")}
 }
 
-// cancelRun asks GitHub to cancel the approval's run, or, when none is
-// bound yet, every run opsbot's account made for it (found by its name),
-// and says how it went ("" when no dispatch was ever marked).
-func (h *Handler) cancelRun(ctx context.Context, repo string, data Data) string {
+// cancelRun asks GitHub to cancel the runs of the approval cur holds: the
+// bound one (unless keepBound: a run that completed it) and every other
+// run opsbot's account made for it (found by its name: a dispatch sent
+// twice), and says how it went ("" when there was nothing to cancel).
+func (h *Handler) cancelRun(ctx context.Context, cur *record.Sequence, data Data, keepBound bool) string {
 	if data.RunID == 0 && data.Attempts == 0 {
 		return ""
 	}
+	repo := cur.Repo
 	gh, err := h.Clients(data.Installation)
 	if err != nil {
 		return h.cancelFailed(repo, data, err)
 	}
-	if data.RunID != 0 {
-		if err := gh.CancelRun(ctx, repo, data.RunID); err != nil {
+	type target struct {
+		id  int64
+		url string
+	}
+	var ids []target
+	if data.RunID != 0 && !keepBound {
+		ids = append(ids, target{data.RunID, data.RunURL})
+	}
+	if data.Attempts > 0 {
+		found, err := h.runsByName(ctx, gh, cur, data)
+		if err != nil {
 			return h.cancelFailed(repo, data, err)
 		}
-		return fmt.Sprintf(" Its run %s counts for nothing, and GitHub was asked to cancel it.", commands.RunLink(data.RunID, data.RunURL))
-	}
-	found, err := h.runsByName(ctx, gh, repo, data)
-	if err != nil {
-		return h.cancelFailed(repo, data, err)
+		for _, run := range found {
+			if run.GetID() != data.RunID && run.GetStatus() != "completed" {
+				ids = append(ids, target{run.GetID(), run.GetHTMLURL()})
+			}
+		}
 	}
 	var links []string
-	for _, run := range found {
-		if err := gh.CancelRun(ctx, repo, run.GetID()); err != nil {
+	for _, t := range ids {
+		if err := gh.CancelRun(ctx, repo, t.id); err != nil {
 			return h.cancelFailed(repo, data, err)
 		}
-		links = append(links, commands.RunLink(run.GetID(), run.GetHTMLURL()))
+		links = append(links, commands.RunLink(t.id, t.url))
 	}
-	if len(links) == 0 && data.Pending && data.Attempts == 1 {
-		return "" // its one dispatch was marked, not sent (a crash after the send would have made a run found here)
+	switch {
+	case len(links) > 0 && keepBound:
+		return fmt.Sprintf(" GitHub was asked to cancel the other runs dispatched for it (%s).", strings.Join(links, ", "))
+	case len(links) > 0:
+		return fmt.Sprintf(" Its run %s counts for nothing, and GitHub was asked to cancel it.", strings.Join(links, ", "))
+	case keepBound || data.RunID != 0 || (data.Pending && data.Attempts == 1):
+		return ""
 	}
-	if len(links) == 0 {
-		return fmt.Sprintf(" Its dispatch's run was not found yet: a run of %s named %s may still start; it counts for nothing, "+
-			"cancel it on GitHub if it does.", mdtext.Code(data.Workflow), mdtext.Code(data.ID))
-	}
-	return fmt.Sprintf(" Its run %s counts for nothing, and GitHub was asked to cancel it.", strings.Join(links, ", "))
+	return fmt.Sprintf(" Its dispatch's run was not found yet: a run of %s named %s may still start; it counts for nothing, "+
+		"cancel it on GitHub if it does.", mdtext.Code(data.Workflow), mdtext.Code(data.ID))
 }
 
 func (h *Handler) cancelFailed(repo string, data Data, err error) string {
@@ -512,7 +537,7 @@ func (h *Handler) end(cur *record.Sequence, data Data, to, code, why string, qui
 		return nil, fmt.Errorf("approve: approval %s of %s#%d is not recorded", data.ID, cur.Repo, cur.PR)
 	}
 	a.State = record.ApprovalState(to)
-	a.RunID, a.RunURL = data.RunID, data.RunURL
+	a.RunID, a.RunURL, a.RunAttempt = data.RunID, data.RunURL, data.RunAttempt
 	steps = append([]plan.Step{plan.PutApproval{Approval: *a}}, steps...)
 	if !quiet {
 		steps = append(steps, plan.Comment{Repo: cur.Repo, PR: cur.PR, Installation: data.Installation, Kind: string(notices.KindApproval),
@@ -598,7 +623,7 @@ func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) 
 			what = fmt.Sprintf("its run %s did not finish", runWords(data))
 		}
 		// The run counts for nothing now: free the runners.
-		extra := h.cancelRun(ctx, cur.Repo, data)
+		extra := h.cancelRun(ctx, cur, data, false)
 		steps, err = h.end(cur, data, StepExpired, "timeout", fmt.Sprintf("%s within %s of the approval.%s", what,
 			span(rc.External.RunTimeout), strings.TrimSuffix(extra, ".")), false)
 		out = "approval-timeout"
@@ -672,11 +697,12 @@ func (st *stepper) wait(step, now string, after time.Duration, out string) ([]pl
 
 func (st *stepper) ended(to, code, why string) ([]plan.Step, string, error) {
 	switch code {
-	case "completed", "run_failed", "no_results", "run_gone", "dispatch_refused":
-		// Finished, gone, or never made: nothing runs.
+	case "dispatch_refused", "run_gone":
+		// Never made, or gone: nothing runs.
 	default:
-		// A run dispatched for it counts for nothing: free the runners.
-		why += strings.TrimSuffix(st.h.cancelRun(context.WithoutCancel(st.ctx), st.cur.Repo, st.data), ".")
+		// A run dispatched for it counts for nothing (one that completed
+		// it aside): free the runners.
+		why += strings.TrimSuffix(st.h.cancelRun(context.WithoutCancel(st.ctx), st.cur, st.data, code == "completed"), ".")
 	}
 	steps, err := st.h.end(st.cur, st.data, to, code, why, false)
 	return steps, "approval-" + to + "-" + code, err
@@ -727,7 +753,7 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 		}
 	}
 	switch {
-	case st.data.Pending:
+	case st.data.Pending && st.now.Sub(st.data.Dispatched) <= PendingGrace:
 		return st.send(ctx)
 	case st.data.Attempts > 0 && st.now.Sub(st.data.Dispatched) < FindWait:
 		return st.wait(StepActive, fmt.Sprintf("⏳ GitHub did not answer the dispatch: looking for its run by its name (until %s)",
@@ -743,6 +769,12 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 	st.data.Dispatched, st.data.Pending = st.now, true
 	return st.wait(StepActive, "⏳ dispatching "+mdtext.Code(st.data.Workflow)+" now", 0, "approval-dispatching")
 }
+
+// PendingGrace is how long after its mark a dispatch is sent. A mark found
+// older (the wake-up that was to send it crashed, or its write failed, it
+// may have sent it) is a dispatch that may have been sent: its run is
+// looked for by its name for FindWait before another is sent.
+const PendingGrace = time.Minute
 
 // MaxAttempts bounds the dispatches of one approval that GitHub did not
 // answer (each followed by FindWait of looking for its run).
@@ -819,24 +851,25 @@ func (st *stepper) bound(id int64, url, how string) ([]plan.Step, string, error)
 }
 
 // runsByName are the runs opsbot's account made for this approval on its
-// workflow, newest first: their name carries the approval's id (the
-// workflow's run-name). Never a run found by its time alone.
+// workflow since the approval, newest first: their name carries the
+// approval's id (the workflow's run-name). Never a run found by its time
+// alone; runs others dispatch are not even listed.
 func (st *stepper) runsByName(ctx context.Context) ([]*github.WorkflowRun, error) {
-	return st.h.runsByName(ctx, st.gh, st.cur.Repo, st.data)
+	return st.h.runsByName(ctx, st.gh, st.cur, st.data)
 }
 
-func (h *Handler) runsByName(ctx context.Context, gh GitHub, repo string, data Data) ([]*github.WorkflowRun, error) {
-	if h.SelfID == 0 {
+func (h *Handler) runsByName(ctx context.Context, gh GitHub, cur *record.Sequence, data Data) ([]*github.WorkflowRun, error) {
+	if h.SelfID == 0 || h.SelfLogin == "" {
 		return nil, errors.New("approve: opsbot's own account is not known yet")
 	}
-	wf, err := gh.WorkflowID(ctx, repo, data.Workflow)
+	wf, err := gh.WorkflowID(ctx, cur.Repo, data.Workflow)
 	if errors.Is(err, ghclient.ErrNotFound) {
 		return nil, nil // no such workflow: no run of it either (its dispatch says so)
 	}
 	if err != nil {
 		return nil, err
 	}
-	list, err := gh.WorkflowRuns(ctx, repo, wf, data.Ref, "workflow_dispatch", 100)
+	list, err := gh.DispatchedRuns(ctx, cur.Repo, wf, data.Ref, h.SelfLogin, cur.Started.Add(-time.Minute), 300)
 	if err != nil {
 		return nil, err
 	}
@@ -900,6 +933,7 @@ func (st *stepper) dispatched(ctx context.Context) ([]plan.Step, string, error) 
 		return st.ended(StepFailed, "no_results", fmt.Sprintf("the run %s uploaded no result artifacts (%s)", runWords(st.data),
 			mdtext.CodeList(st.rc.ResultArtifacts)))
 	}
+	st.data.RunAttempt = run.GetRunAttempt()
 	return st.ended(StepCompleted, "completed", fmt.Sprintf("the run %s succeeded with its results: it counts as this PR's sweep of %s. "+
 		"`/reuse-sweep-run %d` pins it for the next push (within the allowed paths), and `/merge-with-reuse %d` merges with it",
 		runWords(st.data), mdtext.Code(mdtext.ShortSHA(st.cur.Head)), st.data.RunID, st.data.RunID))
@@ -946,7 +980,7 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 	if ch.Recovered {
 		who = "someone (found by recovery)"
 	}
-	extra := h.cancelRun(ctx, cur.Repo, data)
+	extra := h.cancelRun(ctx, cur, data, false)
 	steps, err := h.end(cur, data, StepRevoked, "taken_back", fmt.Sprintf("%s %s that approved it.%s", who, did, strings.TrimSuffix(extra, ".")), false)
 	if err != nil {
 		return plan.Plan{}, err

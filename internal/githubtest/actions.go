@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -85,7 +86,8 @@ func (f *Fake) workflowRuns(w http.ResponseWriter, r *http.Request, repo *Repo) 
 			(q.Get("branch") != "" && run.HeadBranch != q.Get("branch")) ||
 			(q.Get("event") != "" && run.Event != q.Get("event")) ||
 			(q.Get("status") != "" && run.Status != q.Get("status") && run.Conclusion != q.Get("status")) ||
-			(q.Get("head_sha") != "" && run.HeadSHA != q.Get("head_sha")) {
+			(q.Get("head_sha") != "" && run.HeadSHA != q.Get("head_sha")) ||
+			(q.Get("actor") != "" && !strings.EqualFold(run.ActorLogin, q.Get("actor"))) || !createdIn(run.CreatedAt, q.Get("created")) {
 			continue
 		}
 		runs = append(runs, run)
@@ -190,4 +192,15 @@ func (f *Fake) jobs(w http.ResponseWriter, r *http.Request, repo *Repo) (int, an
 			StartedAt: &github.Timestamp{Time: start}, CompletedAt: &github.Timestamp{Time: start.Add(j.Took)}})
 	}
 	return http.StatusOK, out
+}
+
+// createdIn reports whether t matches a created filter (">=TIME", or ""
+// for any).
+func createdIn(t time.Time, filter string) bool {
+	since, ok := strings.CutPrefix(filter, ">=")
+	if !ok {
+		return filter == ""
+	}
+	at, err := time.Parse(time.RFC3339, since)
+	return err == nil && !t.Before(at)
 }

@@ -180,3 +180,13 @@ func (f *Fake) MergeCommit(repo string, n int) string {
 	r := f.repos[strings.ToLower(repo)]
 	return r.testMerge(r.PRs[n])
 }
+
+// RerunRun starts a new attempt of a run, as "Re-run all jobs" does: the
+// run is queued again at its next attempt.
+func (f *Fake) RerunRun(repo string, id int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	run := f.repos[strings.ToLower(repo)].Runs[id]
+	run.Attempt++
+	run.Status, run.Conclusion = "queued", ""
+}

@@ -38,8 +38,11 @@ type Approval struct {
 	Workflow string        `json:"workflow"`
 	State    ApprovalState `json:"state"`
 	// RunID is the run dispatched for it (0: none bound yet).
-	RunID         int64     `json:"run_id,omitempty"`
-	RunURL        string    `json:"run_url,omitempty"`
+	RunID  int64  `json:"run_id,omitempty"`
+	RunURL string `json:"run_url,omitempty"`
+	// RunAttempt is the run's attempt that completed the approval: only
+	// that attempt counts (a re-run after it is another measurement).
+	RunAttempt    int       `json:"run_attempt,omitempty"`
 	ApproverID    int64     `json:"approver_id"`
 	ApproverLogin string    `json:"approver_login"`
 	At            time.Time `json:"at"`
