@@ -239,13 +239,29 @@ var blocks = parser.NewParser(
 var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM))
 
 // paragraphLines are the source lines of the top-level paragraphs and
-// headings of body, in order, each whole as written (its indent included,
-// for the grammar to judge). Its cost is linear in the body: the block
-// parser without inlines, reading with columnReader.
+// headings of body that may hold a command, in order, each whole as
+// written (its indent included, for the grammar to judge). Only the
+// sections of body that hold a line starting with '/' are parsed
+// (commandSections); each costs its length: the block parser without
+// inlines, reading with columnReader.
 func paragraphLines(body string) []sourceLine {
-	src := []byte(body)
-	return topLevelLines(body, blocks.Parse(newColumnReader(src)))
+	var out []sourceLine
+	seen := 0 // blocks of the sections before: a block number is the comment's
+	for _, sec := range commandSections(body) {
+		last := 0
+		for _, l := range topLevelLines(sec.text, parseBlocks(sec.text)) {
+			l.n += sec.before
+			last = l.blockN
+			l.blockN += seen
+			out = append(out, l)
+		}
+		seen += last
+	}
+	return out
 }
+
+// parseBlocks is body's block structure (goldmark's blocks, no inlines).
+func parseBlocks(body string) ast.Node { return blocks.Parse(newColumnReader([]byte(body))) }
 
 // paragraphLinesFull is paragraphLines with the whole of goldmark and its
 // own reader (quadratic on some bodies): the reference for tests.

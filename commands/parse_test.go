@@ -2,6 +2,9 @@ package commands_test
 
 import (
 	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -375,6 +378,10 @@ func adversarialBodies() []struct {
 		{"empty list items", fill("-\n") + "\n/use 11\n", []Command{c(size/2+2, Reuse, 11)}},
 		{"empty headings", fill("#\n") + "/use 12\n", []Command{c(size/2+1, Reuse, 12)}},
 		{"HTML lines", fill("<a>\n\n") + "/use 13\n", []Command{c(size/5*2+1, Reuse, 13)}},
+		// The worst shape for sections: a command line in one paragraph of
+		// short lines, so that the section holding it is the whole body.
+		{"a command, then short lines", "/use 14\n" + fill("a\n"), []Command{c(1, Reuse, 14)}},
+		{"short lines, then a command", fill("a\n") + "/use 15\n", []Command{c(size/2+1, Reuse, 15)}},
 	}
 }
 
@@ -436,7 +443,9 @@ func FuzzBoundedParse(f *testing.F) {
 	for _, tc := range parseCases {
 		f.Add(tc.body)
 	}
-	for _, s := range []string{">>>>\n/use 1", "> - > 1. x\n  > /use 2", "\t> >\t- x\n/use 3", "[a]([a](\n/use 4", "   > > \n /use 5\n---"} {
+	for _, s := range []string{">>>>\n/use 1", "> - > 1. x\n  > /use 2", "\t> >\t- x\n/use 3", "[a]([a](\n/use 4", "   > > \n /use 5\n---",
+		"```\n\n/use 1\n```\n\n/use 2", "- a\n\n  ```\n\n```\n\n/use 3\n```", "<div>\n# h\n/use 4", "<!--\n\n/use 5\n-->\n\n/use 6",
+		"# h\n/use 7\n|-|\n/use 8", "<pre>\n\n/use 9\n</pre>\n/use 10"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
@@ -462,5 +471,42 @@ func BenchmarkParse64KiB(b *testing.B) {
 	run("plain", plainBody())
 	for _, tc := range adversarialBodies() {
 		run(strings.ReplaceAll(tc.name, " ", "-"), tc.body)
+	}
+}
+
+// sectionLines are the lines the random bodies of
+// TestSectionsMatchGoldmarkOnRandomBodies are made of: every opening and
+// closing of the blocks a section must not cut (fences at each indent,
+// HTML blocks of each kind, containers, headings, tables, link reference
+// definitions, indented code), commands and plain text.
+var sectionLines = []string{
+	"", "", " ", "\t", "a", "text /use 9", "/use 1", "/use 2", " /use 3", "   /opsbot help", "/stage-results",
+	"```", "````", "~~~", "``` go", "```a`b", " ```", "  ```", "   ```", "    ```", "\t```", "- ```", "> ```", "1. ```",
+	"<!--", "-->", "<!-- x -->", "  <!--", "<pre>", "</pre>", "<PRE", "<prex", "<script>", "</script>", "<style", "<textarea>",
+	"<?", "?>", "<!X", "<!x", ">", "<![CDATA[", "]]>", "<div>", "</div>", "<a>", "<a href=x>", "<b", "x <!--",
+	"# h", "#", "  ## h", "####### h", "#x", "- a", "- ", "-", "* b", "1. c", "2) d", "10. e", "> q", ">", "> > q", ">\t- q",
+	"  - nested", "    code", "  cont", "---", "===", "***", "| a | b |", "|---|---|", "| 1 | 2 |", "a | b", "-|-",
+	"[x]: /u", "[x]:", "'title", "title'", "[y", "]: /v", "\\", "<http://x>",
+}
+
+// Sections are invisible: on random bodies made of the lines that open and
+// close what a section must not cut, the commands read section by section
+// are the commands goldmark reads in the whole body.
+func TestSectionsMatchGoldmarkOnRandomBodies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 12))
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	if v, err := strconv.Atoi(os.Getenv("OPSBOT_SECTION_BODIES")); err == nil {
+		n = v // a longer search, by hand
+	}
+	for range n {
+		var b strings.Builder
+		for range 2 + rng.IntN(24) {
+			b.WriteString(sectionLines[rng.IntN(len(sectionLines))])
+			b.WriteByte('\n')
+		}
+		assertSame(t, b.String())
 	}
 }
