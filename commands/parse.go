@@ -248,14 +248,19 @@ func paragraphLines(body string) []sourceLine {
 	var out []sourceLine
 	seen := 0 // blocks of the sections before: a block number is the comment's
 	for _, sec := range commandSections(body) {
+		lines := topLevelLines(sec.text, parseBlocks(sec.text))
 		last := 0
-		for _, l := range topLevelLines(sec.text, parseBlocks(sec.text)) {
-			l.n += sec.before
-			last = l.blockN
-			l.blockN += seen
-			out = append(out, l)
+		for i := range lines {
+			lines[i].n += sec.before
+			last = lines[i].blockN
+			lines[i].blockN += seen
 		}
 		seen += last
+		if out == nil {
+			out = lines
+		} else {
+			out = append(out, lines...)
+		}
 	}
 	return out
 }
