@@ -480,3 +480,30 @@ func TestNewApprovalWaitsForALostDispatch(t *testing.T) {
 		t.Fatalf("%d dispatches; want the one whose answer was lost", n)
 	}
 }
+
+// A dispatch marked but not known to be sent when its wake-up is tried
+// again more than a minute later (here the read before the send kept
+// failing) may have been sent: its run is looked for by its name for 15
+// minutes before it is sent again, and then it is sent once. (A 422 is not
+// retried by the client, so the wake-up fails and is tried again.)
+func TestStaleDispatchMarkLooksBeforeSending(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	const runsRoute = "GET /repos/{owner}/{repo}/actions/workflows/{id}/runs"
+	w.gh.Inject(runsRoute, githubtest.Fault{Status: 422})
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	testkit.Eventually(t, "the look for a run before the send", func() bool { return w.gh.Count(runsRoute) > 0 })
+	clock.add(2 * time.Minute)
+	w.gh.Heal(runsRoute)
+	st := w.waitApproval("looking for the run", "GitHub did not answer the dispatch: looking for its run")
+	if n := len(w.gh.WorkflowDispatches()); n != 0 {
+		t.Fatalf("%d dispatches sent from a stale mark; want none yet:\n%s", n, st)
+	}
+	w.passTime(clock, approve.FindWait+time.Minute)
+	d := w.dispatchedRun()
+	if d.Inputs["head-sha"] != sha("c1") {
+		t.Fatalf("dispatch %+v", d)
+	}
+	w.waitApproval("the run bound", "waiting for the run")
+}
