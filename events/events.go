@@ -174,7 +174,14 @@ func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.De
 	if err != nil || w == nil {
 		return out, nil, err
 	}
-	return out, func(tx *state.Tx) error { return w(tx) }, nil
+	return out, func(tx *state.Tx) error {
+		if err := w(tx); err != nil {
+			return err
+		}
+		// A step may change what a merge would reuse (a pin revoked, a
+		// sweep an approval completed).
+		return h.setReady(tx, rc, d.PR)
+	}, nil
 }
 
 // commentOf is a comment delivery as ingest recorded it (Parsed), with its

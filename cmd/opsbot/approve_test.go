@@ -507,3 +507,28 @@ func TestStaleDispatchMarkLooksBeforeSending(t *testing.T) {
 	}
 	w.waitApproval("the run bound", "waiting for the run")
 }
+
+// With main_sweeps: false, the completed approved run is the head's own
+// sweep: opsbot/reuse-ready says a merge would take it.
+func TestApprovedRunMakesTheHeadReady(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "    main_sweeps: false\n", clock)
+	w.sendSync(sha("c1"), "") // opsbot learns the head
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	d := w.dispatchedRun()
+	w.waitApproval("the run bound", "waiting for the run")
+	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+	w.runEvent("completed", d)
+	w.passTime(clock, record.WakeGap)
+	w.waitApproval("the approval completed", "completed:")
+	var last githubtest.Status
+	for _, st := range w.statuses("c1") {
+		if st.Context == "opsbot/reuse-ready" {
+			last = st
+		}
+	}
+	if last.State != "success" || !strings.Contains(last.Description, "the head's own sweep, run "+strconv.FormatInt(d.RunID, 10)) {
+		t.Fatalf("opsbot/reuse-ready on c1: %+v", last)
+	}
+}

@@ -934,9 +934,24 @@ func (st *stepper) dispatched(ctx context.Context) ([]plan.Step, string, error) 
 			mdtext.CodeList(st.rc.ResultArtifacts)))
 	}
 	st.data.RunAttempt = run.GetRunAttempt()
-	return st.ended(StepCompleted, "completed", fmt.Sprintf("the run %s succeeded with its results: it counts as this PR's sweep of %s. "+
+	steps, out, err := st.ended(StepCompleted, "completed", fmt.Sprintf("the run %s succeeded with its results: it counts as this PR's sweep of %s. "+
 		"`/reuse-sweep-run %d` pins it for the next push (within the allowed paths), and `/merge-with-reuse %d` merges with it",
 		runWords(st.data), mdtext.Code(mdtext.ShortSHA(st.cur.Head)), st.data.RunID, st.data.RunID))
+	if err != nil {
+		return nil, "", err
+	}
+	// The run is the approved head's own sweep: opsbot/reuse-ready reads it
+	// (and the push gate, with main_sweeps: false, takes it at the merge).
+	repo, pr, head, id, url, at := st.cur.Repo, st.cur.PR, st.cur.Head, st.data.RunID, st.data.RunURL, run.GetUpdatedAt().Time
+	steps = append(steps, plan.Notice{Fn: func(tx record.Tx) error {
+		info, err := tx.PRInfo(repo, pr)
+		if err != nil || info == nil {
+			return err
+		}
+		info.SweepSHA, info.SweepRun, info.SweepConclusion, info.SweepURL, info.SweepAt = head, id, "success", url, at
+		return tx.PutPRInfo(info)
+	}})
+	return steps, out, nil
 }
 
 // TakeBack revokes the PR's approval under way when ch's comment made it
