@@ -445,7 +445,9 @@ func FuzzBoundedParse(f *testing.F) {
 	}
 	for _, s := range []string{">>>>\n/use 1", "> - > 1. x\n  > /use 2", "\t> >\t- x\n/use 3", "[a]([a](\n/use 4", "   > > \n /use 5\n---",
 		"```\n\n/use 1\n```\n\n/use 2", "- a\n\n  ```\n\n```\n\n/use 3\n```", "<div>\n# h\n/use 4", "<!--\n\n/use 5\n-->\n\n/use 6",
-		"# h\n/use 7\n|-|\n/use 8", "<pre>\n\n/use 9\n</pre>\n/use 10"} {
+		"# h\n/use 7\n|-|\n/use 8", "<pre>\n\n/use 9\n</pre>\n/use 10",
+		"<!--\n\n``` -->\n```\n\n/use 1\n", "<!--\n\n``` -->\n<!--\n```\n\n/use 1\n-->\n", "<?\n\n``` ?>\n```\n\n/use 1\n",
+		"<pre>\n\n``` </pre>\n```\n\n/use 1\n", "<style\n \t\n``` </pre>\n   ```\n#\t-->\n/use 1 -->\n"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
@@ -487,6 +489,9 @@ var sectionLines = []string{
 	"# h", "#", "  ## h", "####### h", "#x", "- a", "- ", "-", "* b", "1. c", "2) d", "10. e", "> q", ">", "> > q", ">\t- q",
 	"  - nested", "    code", "  cont", "---", "===", "***", "| a | b |", "|---|---|", "| 1 | 2 |", "a | b", "-|-",
 	"[x]: /u", "[x]:", "'title", "title'", "[y", "]: /v", "\\", "<http://x>",
+	// A line that closes an HTML block and starts like a fence: it is the
+	// HTML block's, and opens nothing.
+	"``` -->", "``` </pre>", "~~~ ?>", "``` ]]>", "``` >", "# -->", "<!-->", "<?>", "<!X>",
 }
 
 // Sections are invisible: on random bodies made of the lines that open and
@@ -508,5 +513,24 @@ func TestSectionsMatchGoldmarkOnRandomBodies(t *testing.T) {
 			b.WriteByte('\n')
 		}
 		assertSame(t, b.String())
+	}
+}
+
+// A command hidden after a line that closes an HTML block and starts like
+// a fence (GitHub shows neither the fence nor the command) is not read:
+// the bodies an attacker's search found against the first sections.
+func TestSectionsDoNotTakeAnHTMLBlocksLastLineForAFence(t *testing.T) {
+	for _, body := range []string{
+		"<!--\n\n``` -->\n```\n\n/use 1\n",
+		"<!--\n\n``` -->\n<!--\n```\n\n/use 1\n-->\n",
+		"<?\n\n``` ?>\n```\n\n/use 1\n",
+		"<pre>\n\n``` </pre>\n```\n\n/use 1\n",
+		"  <pre>\n\n``` </pre>\n```\n\n/use 1\n",
+		"<style\n \t\n``` </pre>\n   ```\n#\t-->\n/use 1 -->\n",
+	} {
+		if got := Parse(body, opt); len(got) != 0 {
+			t.Errorf("body %q: read %s; goldmark (and GitHub) read no command", body, js(got))
+		}
+		assertSame(t, body)
 	}
 }

@@ -26,8 +26,9 @@ import "strings"
 // from a section: it counts as possibly open every line that could open
 // one inside a container too (it does not model containers), closes one
 // only with the line that would close it at the top level, and, when a
-// line closes one that was only possibly open, takes that line as a
-// possible opener as well. A fence is known to be open for certain only
+// line closes one that was only possibly open (a fence, or an HTML block,
+// whose closing line is the block's own), takes that line as a possible
+// opener as well, never a certain one. A fence is known to be open for certain only
 // when its opening line is not indented and nothing else may be open
 // (then no container or paragraph can hold it); then its content opens
 // nothing until its closing line. A comment whose fences are inside lists keeps
@@ -172,6 +173,7 @@ func (t *blockTracker) line(line string, blank bool) {
 		kept := t.maybeH[:0]
 		for _, k := range t.maybeH {
 			if strings.Contains(lower, htmlEnds[k]) || (k == 1 && endsKind1(line)) {
+				closedMaybe = true // the closing line may be the HTML block's own: it opens nothing for certain
 				continue
 			}
 			kept = append(kept, k)
