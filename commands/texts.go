@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/config"
@@ -78,4 +79,16 @@ func Code(s string) string { return mdtext.Code(mdtext.Clip(s, 200)) }
 // RunLink links a run's id to its page.
 func RunLink(id int64, url string) string {
 	return mdtext.Link(strconv.FormatInt(id, 10), url)
+}
+
+// Span is a duration as people write it: 2h, 1h30m, 10m.
+func Span(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

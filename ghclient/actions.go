@@ -66,13 +66,19 @@ func (c *Client) Artifacts(ctx context.Context, repo string, runID int64) ([]*gi
 // WorkflowRuns lists runs of a workflow for a branch and event, newest
 // first, at most max of them.
 func (c *Client) WorkflowRuns(ctx context.Context, repo string, workflowID int64, branch, event string, max int) ([]*github.WorkflowRun, error) {
-	o, r := split(repo)
-	var out []*github.WorkflowRun
-	opt := &github.ListWorkflowRunsOptions{Branch: branch, Event: event, ListOptions: github.ListOptions{PerPage: 100}}
+	return c.listRuns(ctx, repo, workflowID, &github.ListWorkflowRunsOptions{Branch: branch, Event: event}, "listing the sweep runs of "+branch, max)
+}
+
+// listRuns lists a workflow's runs as opt filters them, newest first, at
+// most max.
+func (c *Client) listRuns(ctx context.Context, repo string, workflowID int64, opt *github.ListWorkflowRunsOptions, what string, max int) ([]*github.WorkflowRun, error) {
 	if max <= 0 {
 		return nil, nil
 	}
-	err := paginate("listing the sweep runs of "+branch, &opt.ListOptions, max,
+	o, r := split(repo)
+	opt.ListOptions = github.ListOptions{PerPage: 100}
+	var out []*github.WorkflowRun
+	err := paginate(what, &opt.ListOptions, max,
 		func() ([]*github.WorkflowRun, *github.Response, error) {
 			list, resp, err := c.gh.Actions.ListWorkflowRunsByID(ctx, o, r, workflowID, opt)
 			if err != nil {
@@ -250,24 +256,6 @@ func (c *Client) CancelRun(ctx context.Context, repo string, id int64) error {
 // that actor triggered, created at since or later, newest first, at most
 // max (whoever else dispatches the workflow cannot push them out of view).
 func (c *Client) DispatchedRuns(ctx context.Context, repo string, workflowID int64, branch, actor string, since time.Time, max int) ([]*github.WorkflowRun, error) {
-	o, r := split(repo)
-	var out []*github.WorkflowRun
-	opt := &github.ListWorkflowRunsOptions{Branch: branch, Event: "workflow_dispatch", Actor: actor,
-		Created: ">=" + since.UTC().Format(time.RFC3339), ListOptions: github.ListOptions{PerPage: 100}}
-	err := paginate("listing the dispatched runs of "+branch, &opt.ListOptions, max,
-		func() ([]*github.WorkflowRun, *github.Response, error) {
-			list, resp, err := c.gh.Actions.ListWorkflowRunsByID(ctx, o, r, workflowID, opt)
-			if err != nil {
-				return nil, resp, err
-			}
-			return list.WorkflowRuns, resp, nil
-		},
-		func(page []*github.WorkflowRun) bool { out = append(out, page...); return len(out) < max })
-	if err != nil {
-		return nil, err
-	}
-	if len(out) > max {
-		out = out[:max]
-	}
-	return out, nil
+	return c.listRuns(ctx, repo, workflowID, &github.ListWorkflowRunsOptions{Branch: branch, Event: "workflow_dispatch", Actor: actor,
+		Created: ">=" + since.UTC().Format(time.RFC3339)}, "listing the dispatched runs of "+branch, max)
 }

@@ -90,6 +90,16 @@ func (w *world) runEvent(action string, d githubtest.WorkflowDispatch) {
 	w.send("workflow_run", p)
 }
 
+// completeApproval finishes a dispatched run with its results, tells opsbot
+// as GitHub does, and waits for the approval to complete.
+func (w *world) completeApproval(clock *movingClock, d githubtest.WorkflowDispatch) string {
+	w.t.Helper()
+	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+	w.runEvent("completed", d)
+	w.passTime(clock, record.WakeGap)
+	return w.waitApproval("the approval completed", "completed:")
+}
+
 func (w *world) approvalOutcomes() []string {
 	var out []string
 	for _, r := range w.audit() {
@@ -240,10 +250,7 @@ func TestApprovedRunCountsForItsPROnlyAndWithinThePathGuard(t *testing.T) {
 	w.comment(maintainer, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	w.waitApproval("the run bound", "waiting for the run")
-	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
-	w.runEvent("completed", d)
-	w.passTime(clock, record.WakeGap)
-	w.waitApproval("the approval completed", "completed:")
+	w.completeApproval(clock, d)
 
 	w.push("c2", "perf-changelog.yaml")
 	w.comment(maintainer, "/reuse-sweep-run")
@@ -297,10 +304,7 @@ func TestApprovalWithoutRunDetailsBindsTheRunByItsName(t *testing.T) {
 		t.Fatalf("the decoy run was bound: %s", st)
 	}
 	// The bound run is the PR's sweep once it finishes.
-	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
-	w.runEvent("completed", d)
-	w.passTime(clock, record.WakeGap)
-	w.waitApproval("the approval completed", "completed:")
+	w.completeApproval(clock, d)
 	w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
 	mustContain(t, "the pin's reply", w.lastReply(), "pinned")
 }
@@ -371,10 +375,7 @@ func TestApprovedRunIsNotStagedOnceItsHeadIsGone(t *testing.T) {
 	w.comment(maintainer, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	w.waitApproval("the run bound", "waiting for the run")
-	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
-	w.runEvent("completed", d)
-	w.passTime(clock, record.WakeGap)
-	w.waitApproval("the approval completed", "completed:")
+	w.completeApproval(clock, d)
 	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{sha("f9")} })
 	w.comment(maintainer, "/stage-results "+strconv.FormatInt(d.RunID, 10))
 	mustContain(t, "reply", w.lastReply(), "is not a commit of PR #"+strconv.Itoa(thePR))
@@ -491,11 +492,11 @@ func TestStaleDispatchMarkLooksBeforeSending(t *testing.T) {
 	clock := &movingClock{t: time.Now()}
 	w := approveWorld(t, "", clock)
 	const runsRoute = "GET /repos/{owner}/{repo}/actions/workflows/{id}/runs"
-	w.gh.Inject(runsRoute, githubtest.Fault{Status: 422})
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.gh.Inject(runsRoute, githubtest.Fault{Status: 422, Times: 1})
+	c := w.gh.AddComment(theRepo, thePR, maintLog, "/approve-sweep "+sha("c1"))
+	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
 	testkit.Eventually(t, "the look for a run before the send", func() bool { return w.gh.Count(runsRoute) > 0 })
-	clock.add(2 * time.Minute)
-	w.gh.Heal(runsRoute)
+	clock.add(2 * time.Minute) // before the failed wake-up is tried again
 	st := w.waitApproval("looking for the run", "GitHub did not answer the dispatch: looking for its run")
 	if n := len(w.gh.WorkflowDispatches()); n != 0 {
 		t.Fatalf("%d dispatches sent from a stale mark; want none yet:\n%s", n, st)
@@ -518,10 +519,7 @@ func TestApprovedRunMakesTheHeadReady(t *testing.T) {
 	w.comment(maintainer, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	w.waitApproval("the run bound", "waiting for the run")
-	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
-	w.runEvent("completed", d)
-	w.passTime(clock, record.WakeGap)
-	w.waitApproval("the approval completed", "completed:")
+	w.completeApproval(clock, d)
 	var last githubtest.Status
 	for _, st := range w.statuses("c1") {
 		if st.Context == "opsbot/reuse-ready" {

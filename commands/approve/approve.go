@@ -221,7 +221,7 @@ func help(rc *config.Repo) commands.Help {
 		"for this PR only: `/reuse-sweep-run`, the gate and `/merge-with-reuse` accept it as they accept any sweep. A push before " +
 		"the dispatch expires the approval; a run already dispatched measures the approved head only. No other run of that " +
 		"workflow ever counts.\n\n"
-	h.Settings = []string{fmt.Sprintf("approvals dispatch %s and wait at most %s for its run", mdtext.Code(rc.External.Workflow), span(rc.External.RunTimeout))}
+	h.Settings = []string{fmt.Sprintf("approvals dispatch %s and wait at most %s for its run", mdtext.Code(rc.External.Workflow), commands.Span(rc.External.RunTimeout))}
 	return h
 }
 
@@ -591,17 +591,6 @@ func runWords(d Data) string {
 	return commands.RunLink(d.RunID, d.RunURL)
 }
 
-// span is a duration as people write it: 12h, 1h30m, 10m.
-func span(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
 
 // wake steps the approval ref names: it re-reads the PR (and its run) and
 // acts only while they match what was approved.
@@ -625,7 +614,7 @@ func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) 
 		// The run counts for nothing now: free the runners.
 		extra := h.cancelRun(ctx, cur, data, false)
 		steps, err = h.end(cur, data, StepExpired, "timeout", fmt.Sprintf("%s within %s of the approval.%s", what,
-			span(rc.External.RunTimeout), strings.TrimSuffix(extra, ".")), false)
+			commands.Span(rc.External.RunTimeout), strings.TrimSuffix(extra, ".")), false)
 		out = "approval-timeout"
 		if err != nil {
 			return "", nil, err
@@ -899,7 +888,7 @@ func (st *stepper) dispatched(ctx context.Context) ([]plan.Step, string, error) 
 		if st.now.Sub(st.data.Dispatched) > FindWait {
 			return st.ended(StepFailed, "run_not_found", fmt.Sprintf("no run of %s by opsbot's account carries the approval's id %s "+
 				"%s after the dispatch: does the workflow's `run-name` show the `approval-id` input?", mdtext.Code(st.data.Workflow),
-				mdtext.Code(st.data.ID), span(FindWait)))
+				mdtext.Code(st.data.ID), commands.Span(FindWait)))
 		}
 		return st.wait(StepDispatched, "⏳ looking for the dispatched run", Poll, "approval-finding-run")
 	}

@@ -179,10 +179,10 @@ func help(rc *config.Repo) commands.Help {
 		About: "**What a merge with reuse does.** It pins the run as `/reuse-sweep-run` does. If the branch is behind its base, opsbot " +
 			"updates it (GitHub's update-branch, naming the head it read): that push is the one the pin covers, so its sweep is skipped. " +
 			"Then it waits for every check and status on that head and merges exactly that head (" + mdtext.Code(rc.Merge.Method) + "). " +
-			"A failed check, a new push by anyone, closing the PR, `/merge-with-reuse cancel` or " + span(rc.Merge.ChecksTimeout) +
+			"A failed check, a new push by anyone, closing the PR, `/merge-with-reuse cancel` or " + commands.Span(rc.Merge.ChecksTimeout) +
 			" without green checks stops it; a cancelled check does not count as failed. It never bypasses branch protection: " +
 			"a missing review or required check stops it, said why. One comment on the PR shows each step.\n\n",
-		Settings: []string{fmt.Sprintf("merges with %s and waits at most %s for the checks", mdtext.Code(rc.Merge.Method), span(rc.Merge.ChecksTimeout))},
+		Settings: []string{fmt.Sprintf("merges with %s and waits at most %s for the checks", mdtext.Code(rc.Merge.Method), commands.Span(rc.Merge.ChecksTimeout))},
 	}
 }
 
@@ -396,7 +396,7 @@ func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) 
 	var out string
 	if st.now.After(cur.Deadline) {
 		// Whatever it waits for, and whatever GitHub answers now.
-		p, out, err = st.stopped("timeout", fmt.Sprintf("it did not finish within %s of the command (%s)", span(rc.Merge.ChecksTimeout),
+		p, out, err = st.stopped("timeout", fmt.Sprintf("it did not finish within %s of the command (%s)", commands.Span(rc.Merge.ChecksTimeout),
 			stepWords(cur.Step)))
 	} else {
 		p, out, err = st.read(ctx)
@@ -583,7 +583,7 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 	case StepUpdating:
 		if strings.EqualFold(head, cur.Head) {
 			if st.now.Sub(st.data.UpdateAsked) > UpdateWait {
-				return st.stopped("update_lost", fmt.Sprintf("GitHub made no push %s after the update was asked: update the branch by hand", span(UpdateWait)))
+				return st.stopped("update_lost", fmt.Sprintf("GitHub made no push %s after the update was asked: update the branch by hand", commands.Span(UpdateWait)))
 			}
 			return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-waiting-update")
 		}
@@ -772,17 +772,6 @@ func newest(bare bool) string {
 	return ""
 }
 
-// span is a duration as people write it: 2h, 1h30m, 10m.
-func span(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
 
 func coverageOf(p *record.Pin) string {
 	if p.Coverage == nil {

@@ -480,13 +480,8 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h han
 		}
 		if fault.Drop {
 			f.record(rec, 0)
-			if hj, ok := w.(http.Hijacker); ok {
-				if conn, _, err := hj.Hijack(); err == nil {
-					conn.Close()
-					return
-				}
-			}
-			panic(http.ErrAbortHandler)
+			drop(w)
+			return
 		}
 		if !fault.Pass {
 			for k, v := range fault.Header {
@@ -521,13 +516,8 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h han
 	f.mu.Unlock()
 	if code == statusDrop {
 		f.record(rec, 0)
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler)
+		drop(w)
+		return
 	}
 
 	var out []byte
@@ -552,6 +542,17 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h han
 	w.WriteHeader(code)
 	w.Write(out)
 	f.record(rec, code)
+}
+
+// drop closes the request's connection without an answer.
+func drop(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
 }
 
 func (f *Fake) takeFault(route string) *Fault {
