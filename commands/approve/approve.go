@@ -591,7 +591,6 @@ func runWords(d Data) string {
 	return commands.RunLink(d.RunID, d.RunURL)
 }
 
-
 // wake steps the approval ref names: it re-reads the PR (and its run) and
 // acts only while they match what was approved.
 func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) (string, seq.Write, error) {

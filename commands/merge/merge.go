@@ -772,7 +772,6 @@ func newest(bare bool) string {
 	return ""
 }
 
-
 func coverageOf(p *record.Pin) string {
 	if p.Coverage == nil {
 		return ""
