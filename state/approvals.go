@@ -35,6 +35,19 @@ func (t *Tx) PutApproval(a *record.Approval) error {
 		return fmt.Errorf("state: an approval needs an id, a repository and a PR (%q %q %d)", a.ID, a.Repo, a.PR)
 	}
 	b := t.tx.Bucket(bApprovals)
+	var had record.Approval
+	if ok, err := getJSON(b, approvalKey(a.Repo, a.ID), &had); err != nil {
+		return err
+	} else if ok {
+		if err := record.CheckApprovalMove(had.State, a.State); err != nil {
+			return fmt.Errorf("approval %s of %s#%d: %w", a.ID, a.Repo, a.PR, err)
+		}
+		if had.RunID != 0 && a.RunID != had.RunID {
+			return fmt.Errorf("%w: approval %s is bound to run %d, not %d", record.ErrRunBound, a.ID, had.RunID, a.RunID)
+		}
+	} else if a.State != record.ApprovalActive {
+		return fmt.Errorf("%w: a new approval is active, not %s", record.ErrApprovalMoved, a.State)
+	}
 	if a.RunID != 0 {
 		rk := approvalRunKey(a.Repo, a.RunID)
 		if have := b.Get(rk); have != nil && string(have) != a.ID {

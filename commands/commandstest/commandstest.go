@@ -143,6 +143,13 @@ func (t *Tx) PutApproval(a *record.Approval) error {
 			return record.ErrRunBound
 		}
 	}
+	if had, ok := t.ApprovalList[a.Repo+" "+a.ID]; ok {
+		if err := record.CheckApprovalMove(had.State, a.State); err != nil {
+			return err
+		}
+	} else if a.State != record.ApprovalActive {
+		return record.ErrApprovalMoved
+	}
 	if a.At.IsZero() {
 		a.At = t.Now()
 	}

@@ -2,6 +2,7 @@ package record
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -57,6 +58,36 @@ func (a *Approval) Counts() bool {
 	return a != nil && a.RunID != 0 && a.State == ApprovalCompleted
 }
 
+// ApprovalMoves are the moves an approval may make, from each state: it is
+// dispatched (its run bound), or ends before (a push, a close, the
+// deadline, a refused dispatch, a revocation); a dispatched one completes,
+// fails, expires or is revoked; a completed one can only be revoked. A
+// write in the same state (a run bound, a mark) is no move. Every other
+// move is refused, so a stale step never ends an approval twice or brings
+// one back.
+var ApprovalMoves = map[ApprovalState][]ApprovalState{
+	ApprovalActive:     {ApprovalDispatched, ApprovalFailed, ApprovalExpired, ApprovalRevoked},
+	ApprovalDispatched: {ApprovalCompleted, ApprovalFailed, ApprovalExpired, ApprovalRevoked},
+	ApprovalCompleted:  {ApprovalRevoked},
+}
+
+// ErrApprovalMoved is an approval's move that ApprovalMoves does not allow.
+var ErrApprovalMoved = errors.New("record: the approval cannot make that move")
+
+// CheckApprovalMove says whether an approval stored in state now may be
+// written in state to.
+func CheckApprovalMove(now, to ApprovalState) error {
+	if now == to && now != ApprovalCompleted {
+		return nil // a run bound, a mark: the same state
+	}
+	for _, ok := range ApprovalMoves[now] {
+		if ok == to {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s cannot become %s", ErrApprovalMoved, now, to)
+}
+
 // ErrRunBound is a run that is bound to another approval already.
 var ErrRunBound = errors.New("state: the run is bound to another approval")
 
@@ -64,7 +95,8 @@ var ErrRunBound = errors.New("state: the run is bound to another approval")
 type Approvals interface {
 	// PutApproval stores a (a new one, or its next state). A run is bound
 	// to one approval only: binding a's run when another approval holds it
-	// is ErrRunBound.
+	// is ErrRunBound; a move ApprovalMoves does not allow is
+	// ErrApprovalMoved.
 	PutApproval(a *Approval) error
 	Approval(repo, id string) (*Approval, error)
 }
