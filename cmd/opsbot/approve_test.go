@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -529,4 +530,34 @@ func TestApprovedRunMakesTheHeadReady(t *testing.T) {
 	if last.State != "success" || !strings.Contains(last.Description, "the head's own sweep, run "+strconv.FormatInt(d.RunID, 10)) {
 		t.Fatalf("opsbot/reuse-ready on c1: %+v", last)
 	}
+}
+
+// As a GitHub App, a completed approval offers its run on the head's check
+// run as any finished sweep is offered; a maintainer's click on Reuse for
+// next push pins it as them.
+func TestApprovedRunOffersCheckRunButtons(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := appWorldOpts(t, worldOpts{repo: "    external:\n      workflow: " + externalWorkflow + "\n", deps: func(d *appDeps) {
+		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
+	}})
+	w.gh.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
+	w.gh.SetRole(theRepo, maintLog, "maintain")
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
+	w.sendSync(sha("c1"), "") // opsbot learns the head
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	d := w.dispatchedRun()
+	w.waitApproval("the run bound", "waiting for the run")
+	w.completeApproval(clock, d)
+	var offer *githubtest.CreatedCheckRun
+	for _, c := range w.checkRunsOn("c1") {
+		if strings.Contains(c.Title, "Approved sweep run "+strconv.FormatInt(d.RunID, 10)+" finished") {
+			offer = &c
+		}
+	}
+	if offer == nil || strings.Join(offer.Actions, " ") != "reuse merge" || offer.ExternalID != fmt.Sprintf("%d:%d", thePR, d.RunID) {
+		t.Fatalf("check runs on c1: %+v", w.checkRunsOn("c1"))
+	}
+	w.clickCheckRun(maintainer, "c1", "reuse", d.RunID)
+	mustContain(t, "the click's reply", w.lastReply(), "pinned")
 }

@@ -930,14 +930,29 @@ func (st *stepper) dispatched(ctx context.Context) ([]plan.Step, string, error) 
 	}
 	// The run is the approved head's own sweep: opsbot/reuse-ready reads it
 	// (and the push gate, with main_sweeps: false, takes it at the merge).
-	repo, pr, head, id, url, at := st.cur.Repo, st.cur.PR, st.cur.Head, st.data.RunID, st.data.RunURL, run.GetUpdatedAt().Time
+	repo, pr, head, id, url, at, inst := st.cur.Repo, st.cur.PR, st.cur.Head, st.data.RunID, st.data.RunURL, run.GetUpdatedAt().Time, st.data.Installation
 	steps = append(steps, plan.Notice{Fn: func(tx record.Tx) error {
 		info, err := tx.PRInfo(repo, pr)
 		if err != nil || info == nil {
 			return err
 		}
 		info.SweepSHA, info.SweepRun, info.SweepConclusion, info.SweepURL, info.SweepAt = head, id, "success", url, at
-		return tx.PutPRInfo(info)
+		if err := tx.PutPRInfo(info); err != nil {
+			return err
+		}
+		if !strings.EqualFold(info.HeadSHA, head) || info.State == "closed" {
+			return nil
+		}
+		// One click to reuse it, as for any finished sweep (a GitHub App's
+		// check run on the head).
+		return st.h.Notices.CheckRun(tx, repo, pr, inst, head, "neutral", fmt.Sprintf("Approved sweep run %d finished: it can be reused", id),
+			fmt.Sprintf("The sweep a maintainer approved for this head finished: run %s. **Reuse for next push** pins it for the PR's next "+
+				"push (as `/reuse-sweep-run %d`); **Merge with reuse** pins it and lands the PR (as `/merge-with-reuse %d`). A click runs "+
+				"as the one who clicks, with the command's role check.", mdtext.Link(fmt.Sprint(id), url), id, id),
+			id, []record.CheckAction{
+				{Label: "Reuse for next push", Description: "Pin this run for the next push", Identifier: notices.ActionReuse},
+				{Label: "Merge with reuse", Description: "Pin this run, then merge the PR", Identifier: notices.ActionMerge},
+			})
 	}})
 	return steps, out, nil
 }
