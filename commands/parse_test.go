@@ -435,6 +435,10 @@ func assertSame(t *testing.T, body string) {
 	if js(got) != js(want) {
 		t.Fatalf("body %q:\nbounded %s\ngoldmark %s", body, js(got), js(want))
 	}
+	// Every section, command or not, has the whole body's top-level lines.
+	if ok, diff := commands.SectionsAgree(body); !ok {
+		t.Fatalf("body %q: the sections' top-level lines differ from the whole body's:\n%s", body, diff)
+	}
 }
 
 // FuzzBoundedParse holds the bounded parser to the whole of goldmark on
@@ -492,6 +496,8 @@ var sectionLines = []string{
 	// A line that closes an HTML block and starts like a fence: it is the
 	// HTML block's, and opens nothing.
 	"``` -->", "``` </pre>", "~~~ ?>", "``` ]]>", "``` >", "# -->", "<!-->", "<?>", "<!X>",
+	// Bytes no end marker holds.
+	"<pre \x00", "<!-- \x00", "\x00", "<? \x00 >",
 }
 
 // Sections are invisible: on random bodies made of the lines that open and
@@ -517,8 +523,9 @@ func TestSectionsMatchGoldmarkOnRandomBodies(t *testing.T) {
 }
 
 // A command hidden after a line that closes an HTML block and starts like
-// a fence (GitHub shows neither the fence nor the command) is not read:
-// the bodies an attacker's search found against the first sections.
+// a fence (GitHub shows neither the fence nor the command), or in a <pre>
+// block whose first line holds a NUL, is not read: the bodies an
+// attacker's search and the fuzzer found against the first sections.
 func TestSectionsDoNotTakeAnHTMLBlocksLastLineForAFence(t *testing.T) {
 	for _, body := range []string{
 		"<!--\n\n``` -->\n```\n\n/use 1\n",
@@ -527,6 +534,9 @@ func TestSectionsDoNotTakeAnHTMLBlocksLastLineForAFence(t *testing.T) {
 		"<pre>\n\n``` </pre>\n```\n\n/use 1\n",
 		"  <pre>\n\n``` </pre>\n```\n\n/use 1\n",
 		"<style\n \t\n``` </pre>\n   ```\n#\t-->\n/use 1 -->\n",
+		// A NUL ended a <pre> block for the first sections (a placeholder end
+		// marker): found by FuzzBoundedParse once every section was checked.
+		"<pre \x00\n\n/use 1\n", "<pre \x00\n\n/use 1\n</pre>\n",
 	} {
 		if got := Parse(body, opt); len(got) != 0 {
 			t.Errorf("body %q: read %s; goldmark (and GitHub) read no command", body, js(got))

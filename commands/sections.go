@@ -45,7 +45,11 @@ type section struct {
 
 // commandSections are the sections of body that hold a line that may be a
 // command, in order.
-func commandSections(body string) []section {
+func commandSections(body string) []section { return sectionsOf(body, false) }
+
+// sectionsOf are body's sections: those that hold a line that may be a
+// command, or (all, for tests) every one.
+func sectionsOf(body string, all bool) []section {
 	var out []section
 	var t blockTracker
 	start, startLine, line := 0, 0, 0
@@ -62,7 +66,7 @@ func commandSections(body string) []section {
 		}
 		text := body[pos:end]
 		if line > 0 && prevResets && text != "" && text[0] != ' ' && text[0] != '\t' && t.closed() {
-			if candidate {
+			if candidate || all {
 				out = append(out, section{text: body[start:pos], before: startLine})
 			}
 			start, startLine, candidate = pos, line, false
@@ -82,7 +86,7 @@ func commandSections(body string) []section {
 		t.line(text, blank)
 		prevResets = blank || (heading && !t.html67)
 	}
-	if candidate {
+	if candidate || (all && start < len(body)) {
 		out = append(out, section{text: body[start:], before: startLine})
 	}
 	return out
@@ -169,10 +173,9 @@ func (t *blockTracker) line(line string, blank bool) {
 		t.maybeF = kept
 	}
 	if len(t.maybeH) > 0 {
-		lower := strings.ToLower(line)
 		kept := t.maybeH[:0]
 		for _, k := range t.maybeH {
-			if strings.Contains(lower, htmlEnds[k]) || (k == 1 && endsKind1(line)) {
+			if endsHTML(k, line) {
 				closedMaybe = true // the closing line may be the HTML block's own: it opens nothing for certain
 				continue
 			}
@@ -189,7 +192,7 @@ func (t *blockTracker) line(line string, blank bool) {
 		}
 	} else if k := opensHTML(content); k != 0 {
 		// goldmark ends it on its first line when that line holds its end.
-		if rest := content[1:]; !(strings.Contains(strings.ToLower(rest), htmlEnds[k]) || (k == 1 && endsKind1(rest))) {
+		if !endsHTML(k, content[1:]) {
 			t.maybeH = append(t.maybeH, k)
 		}
 	}
@@ -228,14 +231,25 @@ func closesFence(content string, f fenceOpen) bool {
 	return n >= f.n && strings.Trim(content[n:], " \t") == ""
 }
 
-// htmlEnds are the end markers of CommonMark's HTML blocks of kinds 2 to 5
-// (kind 1 has four: endsKind1).
-var htmlEnds = [6]string{2: "-->", 3: "?>", 4: ">", 5: "]]>", 1: "\x00"}
-
-func endsKind1(line string) bool {
-	l := strings.ToLower(line)
-	return strings.Contains(l, "</pre>") || strings.Contains(l, "</script>") || strings.Contains(l, "</style>") ||
-		strings.Contains(l, "</textarea>")
+// endsHTML reports whether line holds the end of an HTML block of kind k
+// (1 to 5): kind 1 ends at </pre>, </script>, </style> or </textarea> (in
+// any case), kinds 2 to 5 at -->, ?>, > and ]]>.
+func endsHTML(k int, line string) bool {
+	switch k {
+	case 1:
+		l := strings.ToLower(line)
+		return strings.Contains(l, "</pre>") || strings.Contains(l, "</script>") || strings.Contains(l, "</style>") ||
+			strings.Contains(l, "</textarea>")
+	case 2:
+		return strings.Contains(line, "-->")
+	case 3:
+		return strings.Contains(line, "?>")
+	case 4:
+		return strings.Contains(line, ">")
+	case 5:
+		return strings.Contains(line, "]]>")
+	}
+	return false
 }
 
 // opensHTML is the kind (1 to 5) of HTML block content may open, or 0. It
