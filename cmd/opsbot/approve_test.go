@@ -561,3 +561,25 @@ func TestApprovedRunOffersCheckRunButtons(t *testing.T) {
 	w.clickCheckRun(maintainer, "c1", "reuse", d.RunID)
 	mustContain(t, "the click's reply", w.lastReply(), "pinned")
 }
+
+// An approval of an older head that was never dispatched (GitHub was still
+// making its merge commit) is replaced by the approval of the new head,
+// and only the new head is dispatched.
+func TestApprovalOfANewHeadReplacesOneNeverDispatched(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.waitApproval("the approval waiting for the merge commit", "still making the PR's merge commit")
+	w.gh.Push(theRepo, thePR, []string{sha("c2")}) // its webhook not yet here
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+	w.comment(maintainer, "/approve-sweep "+sha("c2"))
+	d := w.dispatchedRun()
+	if d.Inputs["head-sha"] != sha("c2") {
+		t.Fatalf("dispatched %+v; want the new head", d)
+	}
+	if got := strings.Join(w.approvalOutcomes(), " "); !strings.HasPrefix(got, "active expired active") {
+		t.Fatalf("approval audit %q; want the first expired (replaced) before the second began", got)
+	}
+}

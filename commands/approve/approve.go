@@ -288,17 +288,18 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 			"retarget it first.", mdtext.Code(pr.GetBase().GetRef()), mdtext.Code(base)))
 	}
 	read := uint64(0)
+	var curData Data
 	if cur != nil {
+		var err error
+		if curData, err = decode(cur); err != nil {
+			return commands.Result{Err: err} // unreadable: never replaced blind, as if no dispatch had been sent
+		}
 		if cur.Step == StepDispatched {
-			data, err := decode(cur)
-			if err != nil {
-				return commands.Result{Err: err}
-			}
 			return refuse("an approved run is under way", fmt.Sprintf("the run %s of the approval of %s by %s is still running. Approve "+
-				"again once it has finished, or `/approve-sweep cancel` it first.", runWords(data), mdtext.Code(mdtext.ShortSHA(cur.Head)),
+				"again once it has finished, or `/approve-sweep cancel` it first.", runWords(curData), mdtext.Code(mdtext.ShortSHA(cur.Head)),
 				mdtext.Mention(cur.ActorLogin)))
 		}
-		if d := mustData(cur); d.Attempts > 0 {
+		if curData.Attempts > 0 {
 			return refuse("a dispatch of the approval under way may have made a run", fmt.Sprintf("a dispatch of the approval of %s by %s "+
 				"may have started a run that opsbot is still looking for. Approve again once it is found or has ended, or "+
 				"`/approve-sweep cancel` it first.", mdtext.Code(mdtext.ShortSHA(cur.Head)), mdtext.Mention(cur.ActorLogin)))
@@ -327,7 +328,7 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 	if cur != nil {
 		// The older head's approval, never dispatched (a dispatch whose
 		// run may exist is refused above), is replaced.
-		ended, err := h.end(cur, mustData(cur), StepExpired, "replaced", "replaced by the approval of "+mdtext.Code(head), true)
+		ended, err := h.end(cur, curData, StepExpired, "replaced", "replaced by the approval of "+mdtext.Code(head), true)
 		if err != nil {
 			return commands.Result{Err: err}
 		}
