@@ -114,7 +114,8 @@ func (d *Digester) Schedule(tx record.Tx, now time.Time) error {
 // weeks; the seven days before the due time for the first), once, and
 // schedules the next. The audit is read before the write: the write only
 // checks that the sequence did not move and puts the message out.
-func (d *Digester) wake(_ context.Context, rc *config.Repo, ref record.SeqRef) (string, seq.Write, error) {
+func (d *Digester) wake(_ context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+	ref := w.Ref
 	cfg := d.Cfg.Get()
 	ch := cfg.SlackChannelFor(rc)
 	s, err := d.Sequence(ref.Repo, 0, Kind)

@@ -60,6 +60,19 @@ type Handler struct {
 	State record.Reader
 	// Sequences are the kinds of sequence opsbot steps, by name.
 	Sequences map[string]seq.Kind
+	// Seqs reads the sequences and what waits in the inbox (the store):
+	// the engine's part of a wake-up.
+	Seqs SeqReader
+	// Now is the clock of the sequences' deadlines (nil: time.Now).
+	Now func() time.Time
+}
+
+// SeqReader is what the sequence engine reads of opsbot's state.
+type SeqReader interface {
+	Sequence(repo string, pr int, kind string) (*record.Sequence, error)
+	// Waiting reports whether a delivery other than self waits in the
+	// inbox with ordering key key and is one match takes.
+	Waiting(key string, self uint64, match func(event, action string) bool) (bool, error)
 }
 
 // Marks reads comments' seen marks.
@@ -156,7 +169,13 @@ func (h *Handler) handleDispatch(ctx context.Context, _ *config.Repo, d *state.D
 }
 
 // handleWakeup steps a due sequence (seq.Ticker's delivery) through its
-// kind. A kind this build does not know changes nothing.
+// kind: the engine's part of every kind. It steps the sequence only at the
+// version that was due; at or past its deadline it runs the kind's Expire
+// (or ends it as expired); a step that yields (seq.ErrYield: a delivery
+// that may stop it waits for the PR) is made due again, behind what waits;
+// and a step that left the sequence as it was, still due, waits for an
+// event, its deadline or its next wake-up instead of being woken again in
+// every retry window. A kind this build does not know changes nothing.
 func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error) {
 	var p seq.Payload
 	if err := decode(d, &p); err != nil {
@@ -168,20 +187,128 @@ func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.De
 			"repo", rc.Name, "pr", d.PR)
 		return "wakeup-unknown-kind", nil, nil
 	}
+	if h.Seqs == nil {
+		return "", nil, worker.Permanent(errors.New("events: the handler has no sequence reader (events.Handler.Seqs)"))
+	}
 	ref := p.Wakeup
 	ref.Repo, ref.PR = rc.Name, d.PR
-	out, w, err := k.Wake(ctx, rc, ref)
-	if err != nil || w == nil {
+	cur, err := h.Seqs.Sequence(ref.Repo, ref.PR, ref.Kind)
+	if err != nil {
+		return "", nil, err
+	}
+	if cur == nil || cur.Done || cur.Version != ref.Version {
+		return ref.Kind + "-moved-on", nil, nil // done, or moved since it was due: its own wake-up comes
+	}
+	now := h.now()
+	key := d.Key()
+	w := seq.Wakeup{Ref: ref, Seq: cur, Now: now, Clear: func() error {
+		waiting, err := h.Seqs.Waiting(key, d.Seq, MayStop)
+		if err != nil {
+			return fmt.Errorf("reading what waits for %s: %w", key, err)
+		}
+		if waiting {
+			return seq.ErrYield
+		}
+		return nil
+	}}
+	step, expired := k.Wake, !cur.Deadline.IsZero() && !now.Before(cur.Deadline)
+	if expired {
+		step = k.Expire
+		if step == nil {
+			step = expire
+		}
+	}
+	out, write, err := step(ctx, rc, w)
+	if errors.Is(err, seq.ErrYield) {
+		h.Log.Info("a sequence's step yields to a delivery that may stop it; stepped again after it", "kind", ref.Kind,
+			"repo", ref.Repo, "pr", ref.PR, "step", cur.Step)
+		return ref.Kind + "-yielded", func(tx *state.Tx) error { return yielded(tx, ref) }, nil
+	}
+	if err != nil {
 		return out, nil, err
 	}
 	return out, func(tx *state.Tx) error {
-		if err := w(tx); err != nil {
+		if write != nil {
+			if err := write(tx); err != nil {
+				return err
+			}
+		}
+		if err := settle(tx, ref, now); err != nil {
 			return err
 		}
 		// A step may change what a merge would reuse (a pin revoked, a
 		// sweep an approval completed).
 		return h.setReady(tx, rc, d.PR)
 	}, nil
+}
+
+// MayStop says which deliveries may stop a sequence, so a step yields to
+// them before an act it cannot take back: a comment (a cancel, a command
+// edited away, its comment deleted), a click, a check run's button, and
+// any change of the PR (a push, a close, a retarget).
+func MayStop(event, action string) bool {
+	switch event {
+	case EventComment, EventClick, EventPull:
+		return true
+	case EventCheckRun:
+		return action == "requested_action"
+	}
+	return false
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// expire ends a sequence whose kind has no Expire at its deadline.
+func expire(_ context.Context, _ *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+	ref := w.Ref
+	return ref.Kind + "-expired", func(tx record.Tx) error {
+		s, err := tx.Sequence(ref.Repo, ref.PR, ref.Kind)
+		if err != nil || s == nil || s.Done || s.Version != ref.Version {
+			return err
+		}
+		next := *s
+		next.Step, next.Done, next.Why = "expired", true, "expired: its deadline passed"
+		return tx.PutSequence(&next, s.Version)
+	}, nil
+}
+
+// yielded makes the sequence due again at once, as its next version: the
+// ticker hands over its wake-up anew, stored behind what waits for the PR.
+func yielded(tx *state.Tx, ref record.SeqRef) error {
+	s, err := tx.Sequence(ref.Repo, ref.PR, ref.Kind)
+	if err != nil || s == nil || s.Done || s.Version != ref.Version {
+		return err
+	}
+	next := *s
+	next.WakeAt = tx.Now()
+	return tx.PutSequence(&next, s.Version)
+}
+
+// settle keeps a step that left its sequence as it was from being woken
+// again and again: one whose deadline has passed (its kind did not end it)
+// is ended as expired; one still due waits for an event, its deadline or
+// the wake-up a later write sets. A sequence the step moved is left as its
+// write made it.
+func settle(tx *state.Tx, ref record.SeqRef, now time.Time) error {
+	s, err := tx.Sequence(ref.Repo, ref.PR, ref.Kind)
+	if err != nil || s == nil || s.Done || s.Version != ref.Version {
+		return err
+	}
+	next := *s
+	switch {
+	case !s.Deadline.IsZero() && !now.Before(s.Deadline):
+		next.Step, next.Done, next.Why = "expired", true, "expired: its deadline passed"
+	case !s.WakeAt.IsZero() && !s.WakeAt.After(now):
+		next.WakeAt = time.Time{}
+	default:
+		return nil // due later: its wake-up or deadline comes
+	}
+	return tx.PutSequence(&next, s.Version)
 }
 
 // commentOf is a comment delivery as ingest recorded it (Parsed), with its

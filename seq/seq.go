@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -40,6 +41,12 @@ type Payload struct {
 	} `json:"repository"`
 	Number int           `json:"number"`
 	Wakeup record.SeqRef `json:"opsbot_wakeup"`
+	// Window is the retry window the wake-up was handed over in: each
+	// window's wake-up of a version is a delivery of its own, in its id
+	// and its body alike (the intake also drops a body it has stored
+	// before), so one that failed for good or changed nothing is
+	// delivered again in the next window.
+	Window int64 `json:"window"`
 }
 
 // Delivery is the wake-up delivery of a due sequence, handed over in
@@ -50,7 +57,7 @@ type Payload struct {
 // two sequences share one, whatever their names hold.
 func Delivery(ref record.SeqRef, w int64) (id string, body []byte) {
 	var p Payload
-	p.Repository.FullName, p.Number, p.Wakeup = ref.Repo, ref.PR, ref
+	p.Repository.FullName, p.Number, p.Wakeup, p.Window = ref.Repo, ref.PR, ref, w
 	body, _ = json.Marshal(p) // plain strings and numbers: cannot fail
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d\x00%d\x00%d", strings.ToLower(ref.Repo), ref.Kind, ref.PR, ref.Version, w))
 	return IDPrefix + hex.EncodeToString(sum[:16]), body
@@ -60,22 +67,62 @@ func Delivery(ref record.SeqRef, w int64) (id string, body []byte) {
 // before it is handed over again, should it not have moved meanwhile.
 const Retry = 10 * time.Minute
 
-// Kind is one kind of sequence: its name (stored in the record) and its
-// step, which a wake-up runs.
+// Kind is one kind of sequence: its name (stored in the record), its
+// step, which a wake-up runs, and how it ends at its deadline.
+//
+// The engine (events' wake-up route) owns what every kind shares: it reads
+// the sequence and steps it only at the version that was due; at or past
+// its deadline it runs Expire instead of Wake; a step that yields (ErrYield)
+// is woken again once what waits for the PR was processed; and a step that
+// left the sequence as it was, still due, is not woken again until an
+// event, its next wake-up or its deadline.
 type Kind struct {
 	Name string
-	// Wake steps the sequence ref names, due now: it re-reads the world and
-	// returns the write of the sequence's next version (in the write, the
-	// record is read again: a version other than ref's moved meanwhile, and
-	// its own wake-up comes) with what it does. An error is retried as any
-	// delivery's.
-	Wake func(ctx context.Context, rc *config.Repo, ref record.SeqRef) (outcome string, w Write, err error)
+	// Wake steps the sequence, due now: it re-reads the world and returns
+	// the write of the sequence's next version (in the write, the record
+	// is read again: a version other than the one read moved meanwhile,
+	// and its own wake-up comes) with what it does. An error is retried as
+	// any delivery's, and in the next retry window after that.
+	Wake func(ctx context.Context, rc *config.Repo, w Wakeup) (outcome string, wr Write, err error)
+	// Expire ends the sequence at its deadline, whatever it waits for (nil:
+	// the engine ends it as "expired"). A kind whose deadline is not an end
+	// (stage's next report deadline) steps it as it sees fit.
+	Expire func(ctx context.Context, rc *config.Repo, w Wakeup) (outcome string, wr Write, err error)
 	// Events are the webhook events, besides pull_request (which wakes
 	// every kind), whose completions on a PR's head wake the PR's
 	// sequences: the kind's own event routes. opsbot subscribes to, stores
 	// and routes these events only when a kind declares them.
 	Events []string
 }
+
+// Wakeup is one step of a sequence: the sequence as read, at the version
+// that was due, and the engine's services to the step.
+type Wakeup struct {
+	Ref record.SeqRef
+	// Seq is the sequence as stored when the step began, at Ref.Version.
+	Seq *record.Sequence
+	Now time.Time
+	// Clear is asked right before an act that cannot be taken back (a
+	// merge, a branch update, a dispatch): ErrYield when a delivery that
+	// may stop the sequence (a comment, a click, a change of the PR) waits
+	// in the inbox for the PR, so the step returns it and runs again after
+	// that delivery; another error is a read that failed. Nil in tests
+	// that step a kind alone.
+	Clear func() error
+}
+
+// CheckClear is w.Clear(), or nil when the step has no engine behind it.
+func (w Wakeup) CheckClear() error {
+	if w.Clear == nil {
+		return nil
+	}
+	return w.Clear()
+}
+
+// ErrYield is a step that did not act because a delivery that may stop
+// its sequence waits for the PR: the engine wakes the sequence again once
+// that delivery was processed.
+var ErrYield = errors.New("seq: a delivery that may stop the sequence waits in the inbox; stepped again after it")
 
 // Write is a step's change, committed with the wake-up's processing.
 type Write func(tx record.Tx) error

@@ -108,3 +108,20 @@ func TestTickerRetriesOncePerWindow(t *testing.T) {
 		t.Fatalf("the next window: %d handed, %v; ids %q; want both again under new ids", n, err, ids)
 	}
 }
+
+// Each retry window's wake-up of a version is a delivery of its own in its
+// body too, not only in its id: the intake drops a body it stored before,
+// so a wake-up that failed for good or changed nothing would otherwise
+// never come again.
+func TestWakeupBodyNamesItsWindow(t *testing.T) {
+	ref := state.SeqRef{Repo: "o/r", PR: 7, Kind: "merge", Version: 4}
+	id1, body1 := seq.Delivery(ref, 100)
+	id2, body2 := seq.Delivery(ref, 101)
+	if id1 == id2 || string(body1) == string(body2) {
+		t.Fatalf("two windows' wake-ups share an id (%v) or a body (%v)", id1 == id2, string(body1) == string(body2))
+	}
+	var p seq.Payload
+	if err := json.Unmarshal(body2, &p); err != nil || p.Window != 101 || p.Wakeup != ref {
+		t.Fatalf("payload = %+v, %v", p, err)
+	}
+}

@@ -418,6 +418,31 @@ func (s *Store) Pending() ([]*Delivery, error) {
 	return out, err
 }
 
+// Waiting reports whether a delivery other than the one numbered self
+// waits in the inbox with ordering key key (a PR's) and is one that match
+// takes (by its header: event and action). A sequence's step asks it right
+// before an act it cannot take back, so a cancel stored meanwhile is
+// processed first. It reads every pending delivery's header: the inbox
+// holds what is not processed yet, which is small unless opsbot is behind.
+func (s *Store) Waiting(key string, self uint64, match func(event, action string) bool) (bool, error) {
+	found := false
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bInbox).Cursor()
+		for k, v := c.First(); k != nil && !found; k, v = c.Next() {
+			if binary.BigEndian.Uint64(k) == self {
+				continue
+			}
+			d, err := decodeDelivery(k, v, false)
+			if err != nil {
+				return fmt.Errorf("inbox entry %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			found = d.Key() == key && match(d.Event, d.Action)
+		}
+		return nil
+	})
+	return found, err
+}
+
 // Delivery loads one pending delivery with its body.
 func (s *Store) Delivery(seq uint64) (*Delivery, error) {
 	var d *Delivery

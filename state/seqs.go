@@ -53,8 +53,9 @@ func sequence(tx *bolt.Tx, repo string, pr int, kind string) (*Sequence, error) 
 // PutSequence writes s as the next version of the PR's sequence of its
 // kind, provided the stored one is still at version read (0: none is
 // stored, or only a done one); otherwise ErrSeqChanged and nothing is
-// written. It keeps the wake index: a sequence not done with a wake-up
-// time is due then. s.Version becomes the version written.
+// written. It keeps the wake index: a sequence not done is due at its
+// wake-up time or its deadline, whichever comes first (record.DueAt).
+// s.Version becomes the version written.
 func (t *Tx) PutSequence(s *Sequence, read uint64) error {
 	if s.Kind == "" || s.Repo == "" || s.PR < 0 {
 		return fmt.Errorf("state: a sequence needs a kind, a repository and a PR, or PR 0 for the repository's own (%q %q %d)", s.Kind, s.Repo, s.PR)
@@ -68,9 +69,11 @@ func (t *Tx) PutSequence(s *Sequence, read uint64) error {
 		return fmt.Errorf("%w: %s %s#%d", ErrSeqChanged, s.Kind, s.Repo, s.PR)
 	}
 	wake := t.tx.Bucket(bSeqWake)
-	if cur != nil && !cur.WakeAt.IsZero() {
-		if err := wake.Delete(wakeKey(cur.WakeAt, cur.Repo, cur.PR, cur.Kind)); err != nil {
-			return err
+	if cur != nil {
+		if due := record.DueAt(cur); !due.IsZero() {
+			if err := wake.Delete(wakeKey(due, cur.Repo, cur.PR, cur.Kind)); err != nil {
+				return err
+			}
 		}
 	}
 	now := t.now()
@@ -93,10 +96,11 @@ func (t *Tx) PutSequence(s *Sequence, read uint64) error {
 	if err := putJSON(b, seqKey(s.Kind), s); err != nil {
 		return err
 	}
-	if s.WakeAt.IsZero() {
+	due := record.DueAt(s)
+	if due.IsZero() {
 		return nil
 	}
-	return wake.Put(wakeKey(s.WakeAt, s.Repo, s.PR, s.Kind), nil)
+	return wake.Put(wakeKey(due, s.Repo, s.PR, s.Kind), nil)
 }
 
 // Sequence reads the PR's sequence of a kind, if any (done or not).
@@ -139,7 +143,8 @@ func (t *Tx) WakeSequences(repo string, pr int, at time.Time) error {
 	return nil
 }
 
-// DueSequences lists the sequences whose wake-up time is at or before now,
+// DueSequences lists the sequences due at or before now (their wake-up
+// time or their deadline, record.DueAt),
 // earliest first, at most max of them, with the version that is due.
 func (s *Store) DueSequences(now time.Time, max int) ([]SeqRef, error) {
 	var out []SeqRef
@@ -163,8 +168,8 @@ func (s *Store) DueSequences(now time.Time, max int) ([]SeqRef, error) {
 			if err != nil {
 				return err
 			}
-			if seq == nil || seq.Done {
-				continue // written by a build that did not clean up: nothing to wake
+			if seq == nil || seq.Done || !record.DueAt(seq).Equal(time.Unix(0, int64(binary.BigEndian.Uint64(k[:8])))) {
+				continue // a key no write keeps (a build that did not clean up): nothing to wake
 			}
 			out = append(out, SeqRef{Repo: seq.Repo, PR: pr, Kind: seq.Kind, Version: seq.Version})
 		}
@@ -178,4 +183,37 @@ func max64(a, b int64) int64 {
 		return a
 	}
 	return b
+}
+
+// seqsDueIndexed (schema 6 to 7) builds the wake index again from the
+// sequences: a sequence is due at its wake-up time or its deadline,
+// whichever comes first (record.DueAt), where schema 6 indexed the wake-up
+// time alone, so a deadline without a wake-up never fired.
+func seqsDueIndexed(tx *bolt.Tx) error {
+	if err := tx.DeleteBucket(bSeqWake); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		return err
+	}
+	wake, err := tx.CreateBucket(bSeqWake)
+	if err != nil {
+		return err
+	}
+	root := tx.Bucket(bPRs)
+	return root.ForEachBucket(func(repo []byte) error {
+		rb := root.Bucket(repo)
+		return rb.ForEachBucket(func(pr []byte) error {
+			c := rb.Bucket(pr).Cursor()
+			for k, v := c.Seek([]byte(pSeq)); k != nil && bytes.HasPrefix(k, []byte(pSeq)); k, v = c.Next() {
+				var s Sequence
+				if err := json.Unmarshal(v, &s); err != nil {
+					return fmt.Errorf("the sequence %s of PR %x of %s: %w", k, pr, repo, err)
+				}
+				if due := record.DueAt(&s); !due.IsZero() {
+					if err := wake.Put(wakeKey(due, s.Repo, s.PR, s.Kind), nil); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // A sequence changes only from the version its writer read; its wake-up
@@ -82,5 +84,71 @@ func TestSequencesAreGuardedAndDurable(t *testing.T) {
 	}
 	if errs := s.Check(); len(errs) > 0 {
 		t.Fatalf("bbolt check: %v", errs)
+	}
+}
+
+// A sequence is due at its wake-up or its deadline, whichever comes first:
+// one with a deadline and no wake-up fires at its deadline, and a wake-up
+// set past the deadline does not put the deadline off. A database of
+// schema 6, whose index held wake-up times only, is indexed again when it
+// is opened.
+func TestSequencesAreDueAtTheirDeadline(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	path := filepath.Join(t.TempDir(), "opsbot.db")
+	s, err := Open(path, Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(seq *Sequence, read uint64) {
+		t.Helper()
+		if err := s.Update(func(tx *Tx) error { return tx.PutSequence(seq, read) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onlyDeadline := &Sequence{Kind: "stage", Repo: "o/r", PR: 1, Step: "requested", Deadline: now.Add(time.Hour)}
+	put(onlyDeadline, 0)
+	wakeAfter := &Sequence{Kind: "merge", Repo: "o/r", PR: 2, Step: "waiting_checks", WakeAt: now.Add(3 * time.Hour), Deadline: now.Add(2 * time.Hour)}
+	put(wakeAfter, 0)
+	dueAt := func(at time.Time) []SeqRef {
+		t.Helper()
+		due, err := s.DueSequences(at, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return due
+	}
+	if due := dueAt(now.Add(time.Hour - time.Second)); len(due) != 0 {
+		t.Fatalf("due before any deadline: %+v", due)
+	}
+	if due := dueAt(now.Add(2 * time.Hour)); len(due) != 2 || due[0].PR != 1 || due[1].PR != 2 {
+		t.Fatalf("due at the second deadline = %+v; want both, by their deadlines", due)
+	}
+	moved := *wakeAfter
+	moved.Deadline = time.Time{}
+	put(&moved, wakeAfter.Version)
+	if due := dueAt(now.Add(2 * time.Hour)); len(due) != 1 || due[0].PR != 1 {
+		t.Fatalf("after the merge's deadline was lifted, due = %+v; want the stage only (its old key gone)", due)
+	}
+
+	// Schema 6 indexed wake-up times only: the stage sequence had no key.
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bSeqWake); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bSeqWake); err != nil {
+			return err
+		}
+		return tx.Bucket(bMeta).Put(keySchema, u64(6))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(path, Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if due := dueAt(now.Add(3 * time.Hour)); len(due) != 2 || due[0].PR != 1 || due[1].PR != 2 {
+		t.Fatalf("after opening a schema 6 file, due = %+v; want the stage at its deadline and the merge at its wake-up", due)
 	}
 }

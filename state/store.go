@@ -33,7 +33,7 @@ var (
 )
 
 // SchemaVersion is the layout this build reads and writes.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 var (
 	bMeta       = []byte("meta")
@@ -61,7 +61,7 @@ var (
 	bInstallations = []byte("installations") // "installation\0" repo -> installation id(8)
 	bUsers         = []byte("allowed_users") // "user\0" login -> AllowedUser
 	bHeads         = []byte("heads")         // repo \0 sha \0 pr(8) -> nil: the PRs whose recorded head is sha (schema 6)
-	bSeqWake       = []byte("seqwake")       // wake unix nanos(8) pr(8) repo \0 kind -> nil: when each sequence is due
+	bSeqWake       = []byte("seqwake")       // due unix nanos(8) pr(8) repo \0 kind -> nil: when each sequence is due (its wake-up or deadline; schema 7)
 	bSaved         = []byte("saved")         // repo \0 ISO week -> SavedWeek: what the skips saved
 	bApprovals     = []byte("approvals")     // approvals of external PRs' heads and their runs (approvals.go)
 	allBuckets     = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bSumTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
@@ -229,6 +229,7 @@ var migrations = []func(tx *bolt.Tx) error{
 	3: reposByFamily,
 	4: decisionsCoded,
 	5: headsIndexed,
+	6: seqsDueIndexed,
 }
 
 // headsIndexed (schema 5 to 6) builds the index from each PR's recorded

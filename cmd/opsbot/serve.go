@@ -221,6 +221,8 @@ type appDeps struct {
 	// Now is the clock of the store's records and of what is due (tests
 	// move it); nil is time.Now.
 	Now func() time.Time
+	// Worker adjusts the workers' options (tests: their back-off).
+	Worker func(*worker.Options)
 }
 
 // app is opsbot's server wired from its configuration: the store, the
@@ -388,7 +390,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	// Who opsbot is and the allow_users accounts are set by begin, before
 	// the workers start.
 	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
-		Marks: store, State: store, Sequences: map[string]seq.Kind{}, SlackButtons: secrets.SlackSigningSecret != "", AppID: appID}
+		Marks: store, State: store, Sequences: map[string]seq.Kind{}, Seqs: store, Now: now, SlackButtons: secrets.SlackSigningSecret != "", AppID: appID}
 	digester := &digest.Digester{Cfg: live, Web: web.Base(), Sequence: store.Sequence, Now: now,
 		Audit: func(repo string, since, until time.Time) ([]state.AuditRecord, error) {
 			return auditSince(store, repo, since, until)
@@ -412,7 +414,11 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	} else if n > 0 {
 		log.Info("pending comment deliveries from an older opsbot given their parse", "deliveries", n)
 	}
-	pool := worker.New(store, handler, log, worker.Options{Workers: cfg.Workers, Observer: observer{m}})
+	wopt := worker.Options{Workers: cfg.Workers, Observer: observer{m}}
+	if d.Worker != nil {
+		d.Worker(&wopt)
+	}
+	pool := worker.New(store, handler, log, wopt)
 	a.pool = pool
 	wakeups := &events.Intake{Schema: events.NewSchema(live, reg, time.Now), Store: store, Queue: pool}
 	a.ticker = &seq.Ticker{Due: store.DueSequences, Now: now, Log: log, Every: d.SeqEvery,

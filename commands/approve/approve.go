@@ -183,7 +183,7 @@ func Spec(h *Handler) commands.Spec {
 // Kind is the approval's sequence, stepped by h: a workflow run's request
 // or completion wakes it (the events route a run to its approval's PR).
 func Kind(h *Handler) seq.Kind {
-	return seq.Kind{Name: SeqKind, Wake: h.wake, Events: []string{"workflow_run"}}
+	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Events: []string{"workflow_run"}}
 }
 
 // headOrCancel reads the one argument: a head commit's SHA (7 to 40 hex
@@ -592,45 +592,58 @@ func runWords(d Data) string {
 	return commands.RunLink(d.RunID, d.RunURL)
 }
 
-// wake steps the approval ref names: it re-reads the PR (and its run) and
-// acts only while they match what was approved.
-func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) (string, seq.Write, error) {
-	cur, err := h.current(ref.Repo, ref.PR)
-	if err != nil || cur == nil || cur.Version != ref.Version {
-		return "approval-moved-on", nil, err // done, or moved since it was due: its own wake-up comes
-	}
+// wake steps the approval the engine read (w.Seq, at the version that was
+// due): it re-reads the PR (and its run) and acts only while they match
+// what was approved.
+func (h *Handler) wake(ctx context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+	cur := w.Seq
 	data, err := decode(cur)
 	if err != nil {
 		return "", nil, err
 	}
-	st := &stepper{ctx: ctx, h: h, rc: rc, cur: cur, data: data, now: h.now()}
-	var steps []plan.Step
-	var out string
-	if st.now.After(cur.Deadline) {
-		what := "it was not dispatched"
-		if cur.Step == StepDispatched {
-			what = fmt.Sprintf("its run %s did not finish", runWords(data))
-		}
-		// The run counts for nothing now: free the runners.
-		extra := h.cancelRun(ctx, cur, data, false)
-		steps, err = h.end(cur, data, StepExpired, "timeout", fmt.Sprintf("%s within %s of the approval.%s", what,
-			commands.Span(rc.External.RunTimeout), strings.TrimSuffix(extra, ".")), false)
-		out = "approval-timeout"
-		if err != nil {
-			return "", nil, err
-		}
-	} else if steps, out, err = st.read(ctx); err != nil {
+	st := &stepper{ctx: ctx, h: h, rc: rc, cur: cur, data: data, now: w.Now, clear: w.CheckClear}
+	steps, out, err := st.read(ctx)
+	if err != nil {
 		return "", nil, err
 	}
+	return out, h.apply(cur, steps), nil
+}
+
+// expire ends the approval at its deadline (run_timeout), whatever it
+// waits for: a run dispatched for it counts for nothing now, and is
+// cancelled to free the runners.
+func (h *Handler) expire(ctx context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+	cur := w.Seq
+	data, err := decode(cur)
+	if err != nil {
+		return "", nil, err
+	}
+	what := "it was not dispatched"
+	if cur.Step == StepDispatched {
+		what = fmt.Sprintf("its run %s did not finish", runWords(data))
+	}
+	extra := h.cancelRun(ctx, cur, data, false)
+	steps, err := h.end(cur, data, StepExpired, "timeout", fmt.Sprintf("%s within %s of the approval.%s", what,
+		commands.Span(rc.External.RunTimeout), strings.TrimSuffix(extra, ".")), false)
+	if err != nil {
+		return "", nil, err
+	}
+	return "approval-timeout", h.apply(cur, steps), nil
+}
+
+// apply is a step's steps as the wake-up's write, guarded by the version
+// read: one that moved meanwhile writes nothing, and the next wake-up
+// reads it again.
+func (h *Handler) apply(cur *record.Sequence, steps []plan.Step) seq.Write {
 	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: cur.Repo, PR: cur.PR, Kind: SeqKind, Version: cur.Version}}, Steps: steps}
 	t := h.Notices.Teller()
-	return out, func(tx record.Tx) error {
+	return func(tx record.Tx) error {
 		err := plan.Apply(tx, t, p)
 		if errors.Is(err, plan.ErrStale) {
-			return nil // moved meanwhile: the next wake-up reads it again
+			return nil
 		}
 		return err
-	}, nil
+	}
 }
 
 // stepper is one wake-up of an approval.
@@ -643,6 +656,8 @@ type stepper struct {
 	data Data
 	pr   *github.PullRequest
 	now  time.Time
+	// clear is asked right before a dispatch (seq.Wakeup.Clear).
+	clear func() error
 }
 
 func (st *stepper) read(ctx context.Context) ([]plan.Step, string, error) {

@@ -166,7 +166,7 @@ func Spec(h *Handler) commands.Spec {
 // a workflow run's or check suite's completion, a failed check run, a
 // commit status, on the PR's head.
 func Kind(h *Handler) seq.Kind {
-	return seq.Kind{Name: SeqKind, Wake: h.wake, Events: []string{"check_suite", "check_run", "status", "workflow_run"}}
+	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Events: []string{"check_suite", "check_run", "status", "workflow_run"}}
 }
 
 func help(rc *config.Repo) commands.Help {
@@ -380,38 +380,55 @@ func stepWords(step string) string {
 	return step
 }
 
-// wake steps the merge ref names: it re-reads the PR (and its checks) and
-// acts only while they match what the merge is for.
-func (h *Handler) wake(ctx context.Context, rc *config.Repo, ref record.SeqRef) (string, seq.Write, error) {
-	cur, err := h.current(ref.Repo, ref.PR)
-	if err != nil || cur == nil || cur.Version != ref.Version {
-		return "merge-moved-on", nil, err // done, or moved since it was due: its own wake-up comes
-	}
-	data, err := decode(cur)
+// wake steps the merge the engine read (w.Seq, at the version that was
+// due): it re-reads the PR (and its checks) and acts only while they match
+// what the merge is for.
+func (h *Handler) wake(ctx context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+	st, err := h.stepperOf(rc, w)
 	if err != nil {
 		return "", nil, err
 	}
-	st := &stepper{h: h, rc: rc, cur: cur, data: data, now: h.now()}
-	var p plan.Plan
-	var out string
-	if st.now.After(cur.Deadline) {
-		// Whatever it waits for, and whatever GitHub answers now.
-		p, out, err = st.stopped("timeout", fmt.Sprintf("it did not finish within %s of the command (%s)", commands.Span(rc.Merge.ChecksTimeout),
-			stepWords(cur.Step)))
-	} else {
-		p, out, err = st.read(ctx)
-	}
+	p, out, err := st.read(ctx)
 	if err != nil {
 		return "", nil, err
 	}
+	return out, h.apply(p), nil
+}
+
+// expire stops the merge at its deadline, whatever it waits for and
+// whatever GitHub would answer now.
+func (h *Handler) expire(_ context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+	st, err := h.stepperOf(rc, w)
+	if err != nil {
+		return "", nil, err
+	}
+	p, out, err := st.stopped("timeout", fmt.Sprintf("it did not finish within %s of the command (%s)", commands.Span(rc.Merge.ChecksTimeout),
+		stepWords(st.cur.Step)))
+	if err != nil {
+		return "", nil, err
+	}
+	return out, h.apply(p), nil
+}
+
+func (h *Handler) stepperOf(rc *config.Repo, w seq.Wakeup) (*stepper, error) {
+	data, err := decode(w.Seq)
+	if err != nil {
+		return nil, err
+	}
+	return &stepper{h: h, rc: rc, cur: w.Seq, data: data, now: w.Now, clear: w.CheckClear}, nil
+}
+
+// apply is a step's plan as the wake-up's write: one whose facts moved
+// meanwhile writes nothing, and the next wake-up reads it again.
+func (h *Handler) apply(p plan.Plan) seq.Write {
 	t := h.Notices.Teller()
-	return out, func(tx record.Tx) error {
+	return func(tx record.Tx) error {
 		err := plan.Apply(tx, t, p)
 		if errors.Is(err, plan.ErrStale) {
-			return nil // moved meanwhile: the next wake-up reads it again
+			return nil
 		}
 		return err
-	}, nil
+	}
 }
 
 // stepper is one wake-up of a merge.
@@ -423,6 +440,9 @@ type stepper struct {
 	data Data
 	pr   *github.PullRequest
 	now  time.Time
+	// clear is asked right before an act that cannot be taken back
+	// (seq.Wakeup.Clear).
+	clear func() error
 }
 
 // read reads the PR and steps the merge from what it finds.

@@ -299,10 +299,13 @@ func (h *Handler) request(env commands.Env, rc *config.Repo, req *record.StageRe
 // the staging side, the request is failed, its acknowledgement says why,
 // and the audit records it.
 func Kind(h *Handler) seq.Kind {
-	return seq.Kind{Name: plan.StageSeqKind, Wake: h.wake}
+	// Its deadline is its next request's: that request fails, and the
+	// others wait on.
+	return seq.Kind{Name: plan.StageSeqKind, Wake: h.wake, Expire: h.wake}
 }
 
-func (h *Handler) wake(_ context.Context, rc *config.Repo, ref record.SeqRef) (string, seq.Write, error) {
+func (h *Handler) wake(_ context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+	ref := w.Ref
 	return "stage-deadline", func(tx record.Tx) error {
 		s, err := tx.Sequence(ref.Repo, ref.PR, plan.StageSeqKind)
 		if err != nil || s == nil || s.Done || s.Version != ref.Version {

@@ -51,6 +51,21 @@ func (s *Sequence) SetOrigin(o Origin) {
 	s.OriginID, s.OriginURL, s.OriginKind = o.ID, o.URL, storedKind(o.Kind)
 }
 
+// DueAt is when s is next due: its wake-up or its deadline, whichever
+// comes first (zero: never, it waits for events). The wake index holds
+// this time, so a deadline fires whether or not a wake-up is set.
+func DueAt(s *Sequence) time.Time {
+	switch {
+	case s.Done:
+		return time.Time{}
+	case s.WakeAt.IsZero():
+		return s.Deadline
+	case !s.Deadline.IsZero() && s.Deadline.Before(s.WakeAt):
+		return s.Deadline
+	}
+	return s.WakeAt
+}
+
 // WakeGap is the least time between a sequence's write and a wake-up an
 // event asks for (Sequences.WakeSequences).
 const WakeGap = 10 * time.Second
