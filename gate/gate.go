@@ -187,7 +187,11 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 	}
 	if pin.ExpectParent != "" {
 		// A merge's pin covers only the branch update the merge asked for:
-		// GitHub's merge of the base's tip then into the head it read.
+		// GitHub's merge of the base's tip then into the head it read, by
+		// its content (the tree of GitHub's own merge of the two, recorded
+		// before the update was asked), not by who signed it: anyone who
+		// can push to the branch can have GitHub sign a commit with those
+		// parents and any tree (the Git database API with an App's token).
 		notIt := func(why string) plan {
 			return plan{decision: state.Sweep, pin: pin, pinState: state.PinInvalid,
 				why: state.Why{Code: state.ReasonRunRejected, RunID: pin.RunID, Detail: fmt.Sprintf("the push %s is not the branch update "+
@@ -205,6 +209,9 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 		switch {
 		case len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[0], pin.ExpectParent) || !strings.EqualFold(cm.Parents[1], pin.ExpectBase):
 			return notIt(fmt.Sprintf("it is not a merge of the base's tip %s into %s", mdtext.ShortSHA(pin.ExpectBase), mdtext.ShortSHA(pin.ExpectParent)))
+		case pin.ExpectTree == "" || !strings.EqualFold(cm.Tree, pin.ExpectTree):
+			return notIt(fmt.Sprintf("its content is not GitHub's merge of the two (tree %s, where GitHub's merge of those parents makes %s)",
+				mdtext.ShortSHA(cm.Tree), mdtext.ShortSHA(pin.ExpectTree)))
 		case !cm.ByGitHub:
 			return notIt("GitHub did not make it (it is not signed and committed by GitHub)")
 		}

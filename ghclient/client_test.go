@@ -503,3 +503,34 @@ func TestReactedByReadsPastOthersReactions(t *testing.T) {
 		}
 	}
 }
+
+// A write is never sent again by the client, whatever its method: a merge
+// (PUT) or a branch update whose answer was lost may have been made, and a
+// second one is refused as if the first had failed. Reads are retried.
+func TestWritesAreNotRetried(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.AddPR(repo, 1, "octocat", "b", "base", []string{"c1"})
+	const routeMerge = "PUT /repos/{owner}/{repo}/pulls/{n}/merge"
+	const routeUpdate = "PUT /repos/{owner}/{repo}/pulls/{n}/update-branch"
+	f.Inject(routeMerge, githubtest.Fault{Lost: true, Status: 502, Times: 1})
+	if _, err := c.MergePR(t.Context(), repo, 1, "c1", "squash"); err == nil {
+		t.Fatal("MergePR succeeded through a lost answer")
+	}
+	f.Inject(routeUpdate, githubtest.Fault{Status: 502, Times: 1})
+	if err := c.UpdateBranch(t.Context(), repo, 1, "c1"); err == nil {
+		t.Fatal("UpdateBranch succeeded through a 502")
+	}
+	for _, route := range []string{routeMerge, routeUpdate} {
+		if got := f.Count(route); got != 1 {
+			t.Errorf("%s sent %d times, want once", route, got)
+		}
+	}
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if Idempotent(m) {
+			t.Errorf("%s is retried", m)
+		}
+	}
+	if !Idempotent(http.MethodGet) {
+		t.Error("GET is not retried")
+	}
+}

@@ -179,11 +179,13 @@ func (c *Client) HeadChecks(ctx context.Context, repo, sha string) ([]Check, err
 	return out, nil
 }
 
-// Commit is what opsbot reads of a commit: its parents in order, and
-// whether GitHub made it (signed with GitHub's key and committed by
-// GitHub: an update-branch merge).
+// Commit is what opsbot reads of a commit: its parents in order, its
+// tree, and whether GitHub signed it and names itself its committer (an
+// update-branch merge; but also any commit made through the Git database
+// API with an App's token: who signed it says nothing of its content).
 type Commit struct {
 	Parents  []string
+	Tree     string
 	ByGitHub bool
 }
 
@@ -202,6 +204,7 @@ func (c *Client) CommitInfo(ctx context.Context, repo, sha string) (Commit, erro
 	for _, p := range cm.Parents {
 		out.Parents = append(out.Parents, p.GetSHA())
 	}
+	out.Tree = strings.ToLower(cm.GetTree().GetSHA())
 	out.ByGitHub = cm.GetVerification().GetVerified() && strings.EqualFold(cm.GetCommitter().GetEmail(), GitHubCommitter)
 	return out, nil
 }

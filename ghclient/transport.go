@@ -38,11 +38,18 @@ func AfterWebhook(ctx context.Context) context.Context {
 	return context.WithValue(ctx, retry404Key, true)
 }
 
-// retryTransport retries idempotent requests on network errors and 5xx with
-// exponential back-off and jitter, bounded in tries and time; waits out a
-// primary rate limit whose reset is near; and retries one 404 after a
-// webhook. POSTs are never retried here: the outbox retries them, finding
-// what a lost answer already created.
+// retryTransport retries reads (GET, HEAD, OPTIONS) on network errors and
+// 5xx with exponential back-off and jitter, bounded in tries and time;
+// waits out a primary rate limit whose reset is near; and retries one 404
+// after a webhook. A write (POST, PUT, PATCH, DELETE) is never sent again
+// here, whatever its method promises: a merge or a branch update whose
+// answer was lost may have been made, and sent again it is refused ("not
+// mergeable") as if it had failed; a dispatch sent again starts a second
+// run. Whoever writes decides what a lost answer means from what GitHub
+// shows on a read (the merge sequence re-reads the PR; the outbox finds a
+// comment it may have posted by its marker before posting it again). A
+// request GitHub refused for its secondary rate limit, which it did not
+// take, is waited out and sent again by the rate limiter below this one.
 type retryTransport struct {
 	base       http.RoundTripper
 	maxTries   int
@@ -65,7 +72,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	p := &retryPolicy{t: t, ctx: ctx, idempotent: req.Method != http.MethodPost,
+	p := &retryPolicy{t: t, ctx: ctx, idempotent: Idempotent(req.Method),
 		retry404: req.Method == http.MethodGet && ctx.Value(retry404Key) != nil}
 	exp := backoff.NewExponentialBackOff()
 	exp.InitialInterval = t.initial
@@ -106,6 +113,16 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, ctx.Err()
 	}
 	return resp, err
+}
+
+// Idempotent reports whether a request of method is sent again on a
+// network error or a 5xx: only reads are (retryTransport).
+func Idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return true
+	}
+	return false
 }
 
 // errRetryStatus marks an answer whose status is retried (a 5xx, a 404

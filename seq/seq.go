@@ -11,6 +11,7 @@ package seq
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -218,4 +219,52 @@ func (t *Ticker) Run(ctx context.Context) {
 		case <-tk.C:
 		}
 	}
+}
+
+// Marks are the marks of the acts this process is about to take that
+// cannot be taken back (a merge, a branch update, a dispatch). A step
+// records a mark in its sequence (a write of its own) before the act, and
+// the next step sends it, once, in the process that made it. A mark a step
+// finds that this process did not make (it was made before a restart, and
+// the act may have been sent just before the crash) or that it tried
+// already (its answer was lost) is an act that may have been taken: the
+// step decides from what GitHub shows, and never sends it again blindly.
+type Marks struct {
+	mu   sync.Mutex
+	made map[string]bool // made by this process, not tried yet
+}
+
+// New is a new mark, made by this process.
+func (m *Marks) New() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on the systems opsbot runs on
+	}
+	id := hex.EncodeToString(b[:])
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.made == nil {
+		m.made = map[string]bool{}
+	}
+	m.made[id] = true
+	return id
+}
+
+// Fresh reports whether mark was made by this process and not tried.
+func (m *Marks) Fresh(mark string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return mark != "" && m.made[mark]
+}
+
+// Try uses mark up: true once, for a mark this process made; the act it
+// marks may be sent then, and never again under that mark.
+func (m *Marks) Try(mark string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mark == "" || !m.made[mark] {
+		return false
+	}
+	delete(m.made, mark)
+	return true
 }

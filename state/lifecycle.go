@@ -105,9 +105,10 @@ func (t *Tx) auditPin(p *Pin, s PinState, c PinChange) error {
 	return t.Audit(r)
 }
 
-// ExpectUpdate records the base tip a merge's branch update will merge on
-// the PR's active pin id (record.Pins).
-func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base string) error {
+// ExpectUpdate records the base tip a merge's branch update will merge, and
+// the tree GitHub's merge of it makes, on the PR's active pin id
+// (record.Pins).
+func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base, tree string) error {
 	cur, err := activePin(t.tx, repo, pr)
 	if err != nil {
 		return err
@@ -119,6 +120,6 @@ func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base string) error {
 	if err != nil {
 		return err
 	}
-	cur.ExpectBase = strings.ToLower(base)
+	cur.ExpectBase, cur.ExpectTree = strings.ToLower(base), strings.ToLower(tree)
 	return putJSON(b, pinKey(id), cur)
 }

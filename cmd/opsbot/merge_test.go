@@ -166,7 +166,8 @@ func TestMergeWithReuseUpToDateTakesCancelledChecksAsNotFailed(t *testing.T) {
 }
 
 // What stops a merge, each said in the status comment, with nothing
-// merged: GitHub refusing the update (the pin stays for that push), a
+// merged: GitHub refusing the update (the pin is revoked: it covers only
+// the update opsbot asks for), a
 // failed check (named), a push by someone else, cancel (which revokes the
 // pin the merge took), closing the PR, the deadline, branch protection
 // wanting a review, and GitHub refusing the merge.
@@ -183,7 +184,8 @@ func TestMergeWithReuseStops(t *testing.T) {
 		{"update refused", func(w *world) {
 			w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 			w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 422, Body: `{"message":"merge conflict between base and head"}`})
-		}, nil, []string{"⛔ stopped: GitHub refused to update the branch (merge conflict between base and head). Update the branch by hand: the pin stays"}},
+		}, nil, []string{"⛔ stopped: GitHub refused to update the branch (merge conflict between base and head). Update the branch by hand, then pin a run again. The pin of run [31147925932](",
+			"it took is revoked: the next push sweeps"}},
 		{"failed check", func(w *world) {
 			w.greenChecks(sha("c1"))
 			w.gh.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "failure")

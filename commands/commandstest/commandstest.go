@@ -221,10 +221,10 @@ func (t *Tx) OverrideDecision(repo string, pr int, sha, login string) error {
 }
 
 // ExpectUpdate records the base tip on the PR's active merge pin.
-func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base string) error {
+func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base, tree string) error {
 	for i := range t.PinList {
 		if p := &t.PinList[i]; p.ID == id && p.Repo == repo && p.PR == pr && p.State == record.PinActive && p.ExpectParent != "" {
-			p.ExpectBase = base
+			p.ExpectBase, p.ExpectTree = base, tree
 			return nil
 		}
 	}

@@ -88,6 +88,15 @@ type Handler struct {
 	AppID int64
 	Log   *slog.Logger
 	Now   func() time.Time
+
+	marks seq.Marks // the updates and merges this process marked
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // Data is a merge sequence's own state.
@@ -101,11 +110,18 @@ type Data struct {
 	// Decided is the head the merge is for: the push the pin covered, or
 	// the head itself when the branch was up to date.
 	Decided string `json:"decided,omitempty"`
-	// Base is the branch the PR merges into, as the merge first read it: a
-	// PR retargeted meanwhile is not merged.
+	// Base is the default branch, which the PR merged into when the
+	// command ran: a PR retargeted since is not merged.
 	Base string `json:"base,omitempty"`
-	// UpdateAsked is when update-branch was asked.
+	// UpdateMark marks the branch update about to be asked (seq.Marks);
+	// UpdateAsked is when it was marked, then asked.
+	UpdateMark  string    `json:"update_mark,omitempty"`
 	UpdateAsked time.Time `json:"update_asked,omitzero"`
+	// MergeMark marks the merge about to be asked, of Decided; MergeAsked
+	// is when it was marked or asked; MergeTries counts the marks.
+	MergeMark   string    `json:"merge_mark,omitempty"`
+	MergeAsked  time.Time `json:"merge_asked,omitzero"`
+	MergeTries  int       `json:"merge_tries,omitempty"`
 	MergeCommit string    `json:"merge_commit,omitempty"`
 	// Trail is what the status comment says happened, a line a step.
 	Trail []string `json:"trail"`
@@ -218,6 +234,25 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 				Reply: fmt.Sprintf("%s I did not start the merge: it pins a run, which needs %s.", me, need)}
 		}
 	}
+	// The merge lands on the default branch: recorded now, so a PR its
+	// author retargets before the first step is not merged elsewhere.
+	gh, err := h.Clients(in.Installation)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	pr, err := gh.PullRequest(ctx, in.Repo, in.PR)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	base := env.Repo.DefaultBranch
+	if base == "" {
+		base = pr.GetBase().GetRepo().GetDefaultBranch()
+	}
+	if base == "" || pr.GetBase().GetRef() != base {
+		return commands.Result{Outcome: commands.Rejected, Reason: "the PR does not merge into the default branch",
+			Reply: fmt.Sprintf("%s I did not start the merge: this PR merges into %s, not the default branch %s. `/merge-with-reuse` "+
+				"lands PRs on the default branch only; retarget it first.", me, mdtext.Code(pr.GetBase().GetRef()), mdtext.Code(base))}
+	}
 	pinLine := line
 	pinLine.Cancel = false
 	r := h.Pins.Prepare(ctx, env, in, pinLine)
@@ -245,7 +280,7 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 		return commands.Result{Err: errors.New("merge: the pin's plan grants no pin")}
 	}
 	rc := env.Repo
-	data := Data{Installation: in.Installation, Method: rc.Merge.Method, RunID: pin.RunID, RunURL: pin.RunURL, Line: line.Text,
+	data := Data{Installation: in.Installation, Method: rc.Merge.Method, RunID: pin.RunID, RunURL: pin.RunURL, Line: line.Text, Base: base,
 		Trail: []string{fmt.Sprintf("📌 pinned run %s%s (%s, on commit %s)%s", commands.RunLink(pin.RunID, pin.RunURL), newest(pin.Bare),
 			mdtext.Code(pin.RunConclusion), mdtext.Code(mdtext.ShortSHA(pin.RunSHA)), coverageOf(pin))}}
 	raw, err := json.Marshal(data)
@@ -284,8 +319,20 @@ func (h *Handler) current(repo string, pr int) (*record.Sequence, error) {
 func (h *Handler) cancel(env commands.Env, in commands.Invocation, cur *record.Sequence) commands.Result {
 	me := mdtext.Mention(in.Actor.Login)
 	if cur == nil {
+		reply := fmt.Sprintf("%s there is no merge of this PR under way to cancel.", me)
+		last, err := h.Sequence(in.Repo, in.PR, SeqKind)
+		if err != nil {
+			return commands.Result{Err: err}
+		}
+		if last != nil && last.Step == StepMerged {
+			// The merge was made before the cancel was read: said so, not
+			// as if none had been under way.
+			d, _ := decode(last)
+			reply = fmt.Sprintf("%s too late: the merge asked by %s was made before this cancel was read (%s merged as %s).", me,
+				mdtext.Mention(last.ActorLogin), mdtext.Code(mdtext.ShortSHA(d.Decided)), mdtext.Code(mdtext.ShortSHA(d.MergeCommit)))
+		}
 		return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}}},
-			Reply: fmt.Sprintf("%s there is no merge of this PR under way to cancel.", me)}
+			Reply: reply}
 	}
 	data, err := decode(cur)
 	if err != nil {
@@ -474,14 +521,11 @@ func (st *stepper) guard() plan.Fact {
 }
 
 // stopped ends the merge; the pin it took, while no push has used it, is
-// revoked with it (keep: left for the push the maintainer makes by hand).
+// revoked with it: a merge's pin covers only the update opsbot asked for,
+// so no push the maintainer makes by hand could use it.
 func (st *stepper) stopped(code, why string) (plan.Plan, string, error) {
-	return st.stoppedKeeping(code, why, false)
-}
-
-func (st *stepper) stoppedKeeping(code, why string, keep bool) (plan.Plan, string, error) {
 	p := plan.Plan{Require: []plan.Fact{st.guard()}}
-	if !keep && st.h.ActivePin != nil {
+	if st.h.ActivePin != nil {
 		pin, err := st.h.ActivePin(st.cur.Repo, st.cur.PR)
 		if err != nil {
 			return plan.Plan{}, "", err
@@ -501,9 +545,14 @@ func (st *stepper) stoppedKeeping(code, why string, keep bool) (plan.Plan, strin
 // wait sleeps until the next poll (or an event), saying now in the status
 // comment when it changed.
 func (st *stepper) wait(step, now string, out string) (plan.Plan, string, error) {
+	return st.waitFor(step, now, out, Poll)
+}
+
+// waitFor is wait for the time after.
+func (st *stepper) waitFor(step, now string, out string, after time.Duration) (plan.Plan, string, error) {
 	next := *st.cur
 	next.Step = step
-	next.WakeAt = st.now.Add(Poll)
+	next.WakeAt = st.now.Add(after)
 	next.Data, _ = json.Marshal(st.data)
 	ps := plan.PutSequence{Seq: next, Read: st.cur.Version}
 	if step != st.cur.Step || len(st.data.Trail) != len(mustData(st.cur).Trail) {
@@ -533,6 +582,9 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 	pr, cur := st.pr, st.cur
 	head := pr.GetHead().GetSHA()
 	if pr.GetMerged() {
+		// The head the merge is for is recorded before the merge is asked
+		// (the mark): a merge GitHub made whose answer was lost, or made
+		// just before a crash, is found here.
 		if st.data.Decided != "" && strings.EqualFold(head, st.data.Decided) {
 			return st.merged(pr.GetMergeCommitSHA(), true)
 		}
@@ -543,98 +595,23 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 	}
 	base := pr.GetBase().GetRef()
 	if st.data.Base == "" {
-		st.data.Base = base
+		st.data.Base = base // a merge an older build started, before the base was recorded with the command
 	} else if base != st.data.Base {
-		return st.stopped("retargeted", fmt.Sprintf("the PR now merges into %s, not %s, the branch it merged into when the merge began",
+		return st.stopped("retargeted", fmt.Sprintf("the PR now merges into %s, not %s, the default branch it merged into when the merge was asked",
 			mdtext.Code(base), mdtext.Code(st.data.Base)))
 	}
 	switch cur.Step {
 	case StepPinned:
 		if !strings.EqualFold(head, cur.Head) {
+			if st.data.UpdateMark != "" {
+				return st.updating(ctx, head) // the update may have been asked just before a restart: is this its push?
+			}
 			return st.stopped("pushed", fmt.Sprintf("a new push (head %s) came before the branch was looked at; the pin covers that push. "+
 				"Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(head)))
 		}
-		switch pr.GetMergeableState() {
-		case "", "unknown":
-			return st.wait(StepPinned, "⏳ GitHub is still working out whether the branch can be merged", "merge-waiting-mergeable")
-		case "dirty":
-			return st.stopped("conflict", "the branch has conflicts with its base: resolve them by hand")
-		case "draft":
-			return st.stopped("draft", "the PR is a draft")
-		case "behind":
-			// The pin covers the update only once it names the base's tip
-			// the update merges: recorded first, asked at the next wake-up.
-			pin, err := st.pin()
-			if err != nil {
-				return plan.Plan{}, "", err
-			}
-			if pin == nil {
-				return st.stopped("no_pin", "the pin the merge took was revoked or replaced before the branch was updated: a merge now would reuse nothing")
-			}
-			tip, err := st.gh.BranchHead(ctx, cur.Repo, st.data.Base)
-			if err != nil {
-				return plan.Plan{}, "", err
-			}
-			if !strings.EqualFold(pin.ExpectBase, tip) {
-				next := *cur
-				next.WakeAt = st.now
-				next.Data, _ = json.Marshal(st.data) // plain fields: cannot fail
-				return plan.Plan{Require: []plan.Fact{st.guard(), plan.ActivePin{Repo: cur.Repo, PR: cur.PR, ID: pin.ID}},
-					Steps: []plan.Step{plan.ExpectUpdate{Repo: cur.Repo, PR: cur.PR, PinID: pin.ID, Base: tip},
-						plan.PutSequence{Seq: next, Read: cur.Version}}}, "merge-update-named", nil
-			}
-			err = st.gh.UpdateBranch(ctx, cur.Repo, cur.PR, head)
-			var ref *ghclient.Refusal
-			if errors.As(err, &ref) {
-				return st.stoppedKeeping("update_refused", fmt.Sprintf("%s (%s). Update the branch by hand: "+
-					"the pin stays for that push", refusedWords(ref, "update the branch"), mdtext.Text(ref.Message)), true)
-			}
-			if err != nil {
-				return plan.Plan{}, "", err
-			}
-			st.data.UpdateAsked = st.now
-			st.data.Trail = append(st.data.Trail, fmt.Sprintf("🔄 the branch was behind its base: update asked (from %s)", mdtext.Code(mdtext.ShortSHA(head))))
-			return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-update-asked")
-		}
-		// Up to date: the head the merge is for is the head itself.
-		st.data.Decided = head
-		st.data.Trail = append(st.data.Trail, fmt.Sprintf("✅ the branch is up to date with its base (head %s)", mdtext.Code(mdtext.ShortSHA(head))))
-		return st.checks(ctx, head)
+		return st.pinned(ctx, head)
 	case StepUpdating:
-		if strings.EqualFold(head, cur.Head) {
-			if st.now.Sub(st.data.UpdateAsked) > UpdateWait {
-				return st.stopped("update_lost", fmt.Sprintf("GitHub made no push %s after the update was asked: update the branch by hand", commands.Span(UpdateWait)))
-			}
-			return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-waiting-update")
-		}
-		cm, err := st.gh.CommitInfo(ctx, cur.Repo, head)
-		if err != nil {
-			return plan.Plan{}, "", err
-		}
-		if len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[0], cur.Head) || !cm.ByGitHub {
-			// Not the merge of the base into the head read: a push by
-			// someone else, on top of the update or instead of it.
-			return st.stopped("pushed", fmt.Sprintf("the new head %s is not the branch update opsbot asked for (a merge of the base into %s): "+
-				"a push by someone else", mdtext.ShortSHA(head), mdtext.ShortSHA(cur.Head)))
-		}
-		d, err := st.h.Decision(cur.Repo, cur.PR, head)
-		if err != nil {
-			return plan.Plan{}, "", err
-		}
-		if d == nil {
-			if st.now.Sub(st.data.UpdateAsked) > UpdateWait {
-				return st.stopped("undecided", fmt.Sprintf("the push %s was never decided by opsbot's gate", mdtext.ShortSHA(head)))
-			}
-			return st.wait(StepUpdating, "⏳ waiting for opsbot's gate to decide the update's push", "merge-waiting-decision")
-		}
-		if !d.Skipped() || d.RunID != st.data.RunID {
-			return st.stopped("pushed", fmt.Sprintf("the push %s after the update did not reuse run %d (%s): it sweeps. "+
-				"Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(head), st.data.RunID, mdtext.Text(d.Reason)))
-		}
-		st.data.Decided = head
-		st.data.Trail = append(st.data.Trail, fmt.Sprintf("✅ branch updated to %s: its sweep is skipped, reusing run %s",
-			mdtext.Code(mdtext.ShortSHA(head)), commands.RunLink(st.data.RunID, st.data.RunURL)))
-		return st.checks(ctx, head)
+		return st.updating(ctx, head)
 	case StepChecks:
 		if !strings.EqualFold(head, st.data.Decided) {
 			return st.stopped("pushed", fmt.Sprintf("a new push (head %s) came after %s, the head the merge was for", mdtext.ShortSHA(head), mdtext.ShortSHA(st.data.Decided)))
@@ -644,13 +621,169 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 	return plan.Plan{}, "merge-unknown-step", nil
 }
 
+// pinned looks at the branch of the head the command read: up to date, it
+// is the head merged; behind its base, the update is asked (marked first).
+func (st *stepper) pinned(ctx context.Context, head string) (plan.Plan, string, error) {
+	cur, pr := st.cur, st.pr
+	switch pr.GetMergeableState() {
+	case "", "unknown":
+		return st.wait(StepPinned, "⏳ GitHub is still working out whether the branch can be merged", "merge-waiting-mergeable")
+	case "dirty":
+		return st.stopped("conflict", "the branch has conflicts with its base: resolve them by hand")
+	case "draft":
+		return st.stopped("draft", "the PR is a draft")
+	case "behind":
+		return st.behind(ctx, head)
+	}
+	// Up to date: the head the merge is for is the head itself.
+	st.data.Decided = head
+	st.data.Trail = append(st.data.Trail, fmt.Sprintf("✅ the branch is up to date with its base (head %s)", mdtext.Code(mdtext.ShortSHA(cur.Head))))
+	return st.checks(ctx, head)
+}
+
+// behind asks GitHub to update the branch: the pin first records what the
+// update will be (the base's tip it merges and the tree GitHub's merge of
+// it makes, read from the PR's test merge commit), with the act's mark; the
+// next step, in this process, asks it once.
+func (st *stepper) behind(ctx context.Context, head string) (plan.Plan, string, error) {
+	cur := st.cur
+	pin, err := st.pin()
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if pin == nil {
+		return st.stopped("no_pin", "the pin the merge took was revoked or replaced before the branch was updated: a merge now would reuse nothing")
+	}
+	tip, err := st.gh.BranchHead(ctx, cur.Repo, st.data.Base)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	tree, err := st.mergeTree(ctx, tip, head)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if tree == "" {
+		return st.wait(StepPinned, "⏳ GitHub is still making the merge of the base into the branch", "merge-waiting-test-merge")
+	}
+	if st.data.UpdateMark == "" || !strings.EqualFold(pin.ExpectBase, tip) || !strings.EqualFold(pin.ExpectTree, tree) {
+		// The pin covers the update only once it names the base's tip the
+		// update merges and its tree: recorded with the mark, asked at the
+		// next wake-up.
+		st.data.UpdateMark, st.data.UpdateAsked = st.h.marks.New(), st.now
+		next := *cur
+		next.WakeAt = st.now
+		next.Data, _ = json.Marshal(st.data) // plain fields: cannot fail
+		return plan.Plan{Require: []plan.Fact{st.guard(), plan.ActivePin{Repo: cur.Repo, PR: cur.PR, ID: pin.ID}},
+			Steps: []plan.Step{plan.ExpectUpdate{Repo: cur.Repo, PR: cur.PR, PinID: pin.ID, Base: tip, Tree: tree},
+				plan.PutSequence{Seq: next, Read: cur.Version}}}, "merge-update-named", nil
+	}
+	if !st.h.marks.Fresh(st.data.UpdateMark) {
+		// Marked before a restart (or tried already): the update may have
+		// been asked. Its push is waited for; it is never asked again.
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("🔄 the branch was behind its base: an update was about to be asked (from %s) "+
+			"when opsbot stopped; waiting for its push", mdtext.Code(mdtext.ShortSHA(head))))
+		return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-update-possibly-asked")
+	}
+	if err := st.clear(); err != nil {
+		return plan.Plan{}, "", err // a cancel or a push waits: it goes first
+	}
+	st.h.marks.Try(st.data.UpdateMark)
+	st.data.UpdateAsked = st.now
+	err = st.gh.UpdateBranch(ctx, cur.Repo, cur.PR, head)
+	var ref *ghclient.Refusal
+	if errors.As(err, &ref) {
+		return st.stopped("update_refused", fmt.Sprintf("%s (%s). Update the branch by hand, then pin a run again",
+			refusedWords(ref, "update the branch"), mdtext.Text(ref.Message)))
+	}
+	if err != nil && ctx.Err() != nil {
+		return plan.Plan{}, "", err // opsbot is stopping: the next process finds the mark, and waits for the push
+	}
+	if err != nil {
+		// Whether GitHub took it is not known: its push is waited for, and
+		// the update is never asked again.
+		st.h.log().Warn("asking GitHub to update a branch got no answer; waiting for its push", "repo", cur.Repo, "pr", cur.PR, "err", err)
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("🔄 the branch was behind its base: update asked (from %s); GitHub's answer was lost",
+			mdtext.Code(mdtext.ShortSHA(head))))
+		return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-update-unanswered")
+	}
+	st.data.Trail = append(st.data.Trail, fmt.Sprintf("🔄 the branch was behind its base: update asked (from %s)", mdtext.Code(mdtext.ShortSHA(head))))
+	return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-update-asked")
+}
+
+// mergeTree is the tree of GitHub's merge of tip into head: the tree of
+// the PR's test merge commit, once GitHub has made it of these two ("":
+// not yet).
+func (st *stepper) mergeTree(ctx context.Context, tip, head string) (string, error) {
+	mc := st.pr.GetMergeCommitSHA()
+	if mc == "" {
+		return "", nil
+	}
+	cm, err := st.gh.CommitInfo(ctx, st.cur.Repo, mc)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[0], tip) || !strings.EqualFold(cm.Parents[1], head) || cm.Tree == "" {
+		return "", nil // a test merge of an older base or head: GitHub is making the new one
+	}
+	return cm.Tree, nil
+}
+
+// updating waits for the push of the update asked: GitHub's merge of the
+// base into the head read, whose decision reused the pinned run.
+func (st *stepper) updating(ctx context.Context, head string) (plan.Plan, string, error) {
+	cur := st.cur
+	if strings.EqualFold(head, cur.Head) {
+		if st.now.Sub(st.data.UpdateAsked) > UpdateWait {
+			return st.stopped("update_lost", fmt.Sprintf("GitHub made no push %s after the update was asked: update the branch by hand, "+
+				"then pin a run again", commands.Span(UpdateWait)))
+		}
+		return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-waiting-update")
+	}
+	cm, err := st.gh.CommitInfo(ctx, cur.Repo, head)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[0], cur.Head) || !cm.ByGitHub {
+		// Not the merge of the base into the head read: a push by
+		// someone else, on top of the update or instead of it.
+		return st.stopped("pushed", fmt.Sprintf("the new head %s is not the branch update opsbot asked for (a merge of the base into %s): "+
+			"a push by someone else", mdtext.ShortSHA(head), mdtext.ShortSHA(cur.Head)))
+	}
+	d, err := st.h.Decision(cur.Repo, cur.PR, head)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if d == nil {
+		if st.now.Sub(st.data.UpdateAsked) > UpdateWait {
+			return st.stopped("undecided", fmt.Sprintf("the push %s was never decided by opsbot's gate", mdtext.ShortSHA(head)))
+		}
+		return st.wait(StepUpdating, "⏳ waiting for opsbot's gate to decide the update's push", "merge-waiting-decision")
+	}
+	if !d.Skipped() || d.RunID != st.data.RunID {
+		// The gate took it for another push (its content is not GitHub's
+		// merge of the two, say): it sweeps.
+		return st.stopped("pushed", fmt.Sprintf("the push %s after the update did not reuse run %d (%s): it sweeps. "+
+			"Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(head), st.data.RunID, mdtext.Text(d.Reason)))
+	}
+	st.data.Decided = head
+	st.data.Trail = append(st.data.Trail, fmt.Sprintf("✅ branch updated to %s: its sweep is skipped, reusing run %s",
+		mdtext.Code(mdtext.ShortSHA(head)), commands.RunLink(st.data.RunID, st.data.RunURL)))
+	return st.checks(ctx, head)
+}
+
 // failedConclusions are the check run conclusions that fail a merge; a
 // cancelled check does not (as the repository's merge helper treats it).
 var failedConclusions = []string{"failure", "timed_out", "action_required", "startup_failure", "stale"}
 
 // checks looks at the decided head's checks: a failed one stops the merge,
 // pending ones wait, and green ones merge, when GitHub says the PR can be
-// merged without bypassing anything.
+// merged without bypassing anything. The merge is marked first (the head
+// it is for is in the record before GitHub is asked) and asked by the next
+// step, once, in this process; one that may have been asked is found by
+// reading the PR, never asked again blindly.
 func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, error) {
 	cur := st.cur
 	all, err := st.gh.HeadChecks(ctx, cur.Repo, head)
@@ -690,6 +823,7 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 		if len(checks) == 0 {
 			now = fmt.Sprintf("⏳ waiting for the checks of %s (none yet; until %s)", mdtext.Code(mdtext.ShortSHA(head)), cur.Deadline.UTC().Format("15:04 UTC"))
 		}
+		st.data.MergeMark = "" // a merge marked while the checks were green is not asked now
 		return st.wait(StepChecks, now, "merge-waiting-checks")
 	}
 	switch state := st.pr.GetMergeableState(); state {
@@ -724,21 +858,76 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 			return st.stopped("no_pin", "the pin the merge took was revoked or replaced: a merge now would reuse nothing")
 		}
 	}
+	mark := st.data.MergeMark
+	switch {
+	case mark == "":
+		return st.markMerge()
+	case !st.h.marks.Fresh(mark):
+		// Marked before a restart, or asked with its answer lost: the PR
+		// read above is open at the decided head, so GitHub has not merged
+		// it yet. GitHub's merge is made or refused within its answer: a
+		// minute after the mark, it was not made, and is marked anew.
+		if st.now.Sub(st.data.MergeAsked) < MergeWait {
+			return st.waitFor(StepChecks, "⏳ GitHub did not answer the merge: reading the PR again", "merge-merge-unanswered", MergeWait/4)
+		}
+		if st.data.MergeTries >= MaxMergeTries {
+			return st.stopped("merge_lost", fmt.Sprintf("GitHub answered none of %d merges of %s, and the PR is not merged: merge it by hand",
+				st.data.MergeTries, mdtext.ShortSHA(head)))
+		}
+		return st.markMerge()
+	}
+	if err := st.clear(); err != nil {
+		return plan.Plan{}, "", err // a cancel or a push waits: it goes first
+	}
+	st.h.marks.Try(mark)
 	commit, err := st.gh.MergePR(ctx, cur.Repo, cur.PR, head, st.data.Method)
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
+		// Merged meanwhile at this head (by someone, or by a merge whose
+		// answer was lost): merged, whatever this answer says.
+		if again, rerr := st.gh.PullRequest(ctx, cur.Repo, cur.PR); rerr == nil && again.GetMerged() && strings.EqualFold(again.GetHead().GetSHA(), head) {
+			st.data.Trail = append(st.data.Trail, fmt.Sprintf("✅ the checks of %s passed", mdtext.Code(mdtext.ShortSHA(head))))
+			return st.merged(again.GetMergeCommitSHA(), true)
+		}
 		status := ""
 		if ref.Status != 0 {
 			status = fmt.Sprintf("%d: ", ref.Status)
 		}
 		return st.stopped("merge_refused", fmt.Sprintf("%s of %s (%s%s)", refusedWords(ref, "merge"), mdtext.ShortSHA(head), status, mdtext.Text(ref.Message)))
 	}
+	if err != nil && ctx.Err() != nil {
+		return plan.Plan{}, "", err // opsbot is stopping: the next process finds the mark, and reads the PR
+	}
 	if err != nil {
-		return plan.Plan{}, "", err
+		// Whether GitHub merged it is not known: the PR is read again, and
+		// the merge is never asked again blindly.
+		st.h.log().Warn("a merge got no answer; reading the PR again", "repo", cur.Repo, "pr", cur.PR, "head", head, "err", err)
+		st.data.MergeAsked = st.now
+		return st.waitFor(StepChecks, "⏳ GitHub did not answer the merge: reading the PR again", "merge-merge-unanswered", MergeWait/4)
 	}
 	st.data.Trail = append(st.data.Trail, fmt.Sprintf("✅ the checks of %s passed", mdtext.Code(mdtext.ShortSHA(head))))
 	return st.merged(commit, false)
 }
+
+// markMerge records the merge's mark, with the head it is for, before the
+// merge is asked: the next step asks it.
+func (st *stepper) markMerge() (plan.Plan, string, error) {
+	st.data.MergeMark, st.data.MergeAsked = st.h.marks.New(), st.now
+	st.data.MergeTries++
+	next := *st.cur
+	next.Step = StepChecks
+	next.WakeAt = st.now
+	next.Data, _ = json.Marshal(st.data) // plain fields: cannot fail
+	return plan.Plan{Require: []plan.Fact{st.guard()}, Steps: []plan.Step{plan.PutSequence{Seq: next, Read: st.cur.Version}}}, "merge-marked", nil
+}
+
+// MergeWait is how long a merge whose answer was lost (or that was marked
+// before a restart) waits, reading the PR, before it is asked again: GitHub
+// makes or refuses a merge within its answer.
+const MergeWait = time.Minute
+
+// MaxMergeTries bounds the merges of one sequence GitHub did not answer.
+const MaxMergeTries = 3
 
 // refusedWords says who did not do what: GitHub refused, or opsbot (in
 // dry-run) did not.

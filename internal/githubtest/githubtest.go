@@ -232,8 +232,17 @@ type Fault struct {
 	Delay  time.Duration // wait before answering
 	Pass   bool          // after Delay, answer normally
 	Drop   bool          // close the connection without answering
-	Times  int           // how many requests it applies to; 0 means every one
-	used   int
+	// Lost makes the request as GitHub would (a merge is merged, a branch
+	// updated), then loses its answer: the connection is closed, or, with
+	// Status, that status is answered instead (a proxy's 502). With Hold's
+	// wait (HoldAnswer) the answer is lost once the wait ends.
+	Lost  bool
+	Times int // how many requests it applies to; 0 means every one
+	// Skip is how many requests on the route pass untouched before it
+	// applies.
+	Skip int
+	used int
+	seen int
 	// hold, when set (Hold), keeps the request waiting until it is closed;
 	// arrived is closed when the request starts waiting.
 	hold, arrived chan struct{}
@@ -329,6 +338,64 @@ func (f *Fake) Hold(route string) (arrived <-chan struct{}, release func()) {
 	var once sync.Once
 	return fl.arrived, func() { once.Do(func() { close(fl.hold) }) }
 }
+
+// HoldAnswer makes the next request on route as GitHub would, then holds
+// its answer until release is called (or its client gives up) and loses
+// it (Fault.Lost): arrived is closed once the request was made. A test
+// stops opsbot meanwhile, as a crash between GitHub's act and opsbot's
+// record of it.
+func (f *Fake) HoldAnswer(route string) (arrived <-chan struct{}, release func()) {
+	fl := Fault{Lost: true, Times: 1, hold: make(chan struct{}), arrived: make(chan struct{})}
+	f.Inject(route, fl)
+	var once sync.Once
+	return fl.arrived, func() { once.Do(func() { close(fl.hold) }) }
+}
+
+// HoldAfter is Hold for the request after the next skip ones on route.
+func (f *Fake) HoldAfter(route string, skip int) (arrived <-chan struct{}, release func()) {
+	fl := Fault{Pass: true, Times: 1, Skip: skip, hold: make(chan struct{}), arrived: make(chan struct{})}
+	f.Inject(route, fl)
+	var once sync.Once
+	return fl.arrived, func() { once.Do(func() { close(fl.hold) }) }
+}
+
+// serveLost makes a request and loses its answer (Fault.Lost).
+func (f *Fake) serveLost(w http.ResponseWriter, r *http.Request, route string, h handler, rec Request, fault *Fault) {
+	f.mu.Lock()
+	var repo *Repo
+	if o, n := r.PathValue("owner"), r.PathValue("repo"); o != "" {
+		repo = f.repos[strings.ToLower(o+"/"+n)]
+	}
+	code := http.StatusNotFound
+	if repo != nil || r.PathValue("owner") == "" {
+		code, _ = h(discard{http.Header{}}, r, repo)
+	}
+	f.mu.Unlock()
+	if fault.hold != nil {
+		close(fault.arrived)
+		select {
+		case <-fault.hold:
+		case <-r.Context().Done():
+		}
+	}
+	if fault.Status == 0 {
+		f.record(rec, code)
+		drop(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(fault.Status)
+	fmt.Fprintf(w, `{"message":"injected %d after the request was made"}`, fault.Status)
+	f.record(rec, code)
+}
+
+// discard is a response nobody reads: the answer of a request whose
+// answer is lost.
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header       { return d.h }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
 
 // Heal removes the faults injected on a route.
 func (f *Fake) Heal(route string) {
@@ -462,7 +529,12 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h han
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(strings.NewReader(string(body)))
 	rec := Request{Method: r.Method, Route: route, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: string(body)}
-	if fault := f.takeFault(route); fault != nil {
+	fault := f.takeFault(route)
+	if fault != nil && fault.Lost {
+		f.serveLost(w, r, route, h, rec, fault)
+		return
+	}
+	if fault != nil {
 		if fault.hold != nil {
 			close(fault.arrived)
 			select {
@@ -559,6 +631,10 @@ func (f *Fake) takeFault(route string) *Fault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, fl := range f.faults[route] {
+		if fl.seen < fl.Skip {
+			fl.seen++
+			return nil
+		}
 		if fl.Times == 0 || fl.used < fl.Times {
 			fl.used++
 			return fl

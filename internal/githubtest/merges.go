@@ -1,6 +1,8 @@
 package githubtest
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -255,6 +257,7 @@ func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 	for _, p := range repo.PRs {
 		if p.State == "open" && p.MergeSHA == "" && sha == repo.testMerge(p) {
 			return http.StatusOK, map[string]any{"sha": sha, "parents": []map[string]string{{"sha": repo.branchTip(p)}, {"sha": p.Head()}},
+				"tree":      map[string]string{"sha": MergeTree(repo.branchTip(p), p.Head())},
 				"committer": map[string]string{"name": "GitHub", "email": "noreply@github.com"}, "verification": map[string]any{"verified": false}}
 		}
 	}
@@ -265,15 +268,65 @@ func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 	parents := []map[string]string{{"sha": parent}}
 	committer := map[string]string{"name": "A Contributor", "email": "contributor@example.com"}
 	verification := map[string]any{"verified": false, "reason": "unsigned"}
+	tree := treeOf(sha)
 	if b := repo.baseParent[sha]; b != "" {
 		parents = append(parents, map[string]string{"sha": b})
 		committer = map[string]string{"name": "GitHub", "email": "noreply@github.com"}
 		verification = map[string]any{"verified": true, "reason": "valid"}
+		tree = MergeTree(parent, b)
 	}
 	if extra := repo.extraParent[sha]; extra != "" {
 		parents = append(parents, map[string]string{"sha": extra})
 	}
-	return http.StatusOK, map[string]any{"sha": sha, "parents": parents, "committer": committer, "verification": verification}
+	if repo.byGitHub[sha] {
+		committer = map[string]string{"name": "GitHub", "email": "noreply@github.com"}
+		verification = map[string]any{"verified": true, "reason": "valid"}
+	}
+	if t := repo.trees[sha]; t != "" {
+		tree = t
+	}
+	return http.StatusOK, map[string]any{"sha": sha, "parents": parents, "tree": map[string]string{"sha": tree}, "committer": committer,
+		"verification": verification}
+}
+
+// treeOf is the tree of an ordinary commit: its own.
+func treeOf(commit string) string {
+	sum := sha1.Sum([]byte("tree\x00" + commit))
+	return hex.EncodeToString(sum[:])
+}
+
+// MergeTree is the tree of GitHub's merge of two commits: the same in
+// either order, as a merge without conflicts is (the PR's test merge, base
+// first, and update-branch's, head first, have one tree).
+func MergeTree(a, b string) string {
+	if b < a {
+		a, b = b, a
+	}
+	sum := sha1.Sum([]byte("merge-tree\x00" + a + "\x00" + b))
+	return hex.EncodeToString(sum[:])
+}
+
+// CraftMerge pushes a merge commit the PR's author made with the Git
+// database API and a GitHub App's token (a workflow's GITHUB_TOKEN): its
+// parents are the PR's head and second, GitHub signs it and names itself
+// its committer, and its tree is tree ("": the tree of GitHub's own merge
+// of the two, the same content).
+func (f *Fake) CraftMerge(repo string, number int, commit, second, tree string, files ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repos[strings.ToLower(repo)]
+	p := r.PRs[number]
+	if tree == "" {
+		tree = MergeTree(p.Head(), second)
+	}
+	r.chain(p.Head(), []string{commit}, [][]string{files})
+	r.extraParent[commit] = second
+	r.byGitHub[commit] = true
+	r.trees[commit] = tree
+	p.Commits = append(p.Commits, commit)
+	if second == r.branchTip(p) {
+		p.Behind = false // it merges the base's tip, as an update does
+	}
 }
 
 // branch is a branch and the commit it points to: a BranchTips entry, or

@@ -22,6 +22,8 @@ type Repo struct {
 	fromDefault   map[string]bool     // merges of the default branch: their files are the default branch's
 	baseParent    map[string]string   // update-branch's merge commits: their second parent, the base's tip
 	extraParent   map[string]string   // merges pushed by hand: their second parent
+	trees         map[string]string   // commit -> its tree, where not the one treeOf gives (a crafted merge's)
+	byGitHub      map[string]bool     // commits signed and committed by GitHub besides update-branch's (made with the Git database API)
 	// BranchTips are the commits branches point to (the default branch's
 	// when unset: the base of a PR into it).
 	BranchTips map[string]string
@@ -51,7 +53,7 @@ func (f *Fake) AddRepo(fullName string, workflowFile string, workflowID int64) *
 	r := &Repo{Owner: owner, Name: name, ID: int64(len(f.repos) + 100), DefaultBranch: "main",
 		Workflows: map[string]int64{workflowFile: workflowID}, Runs: map[int64]*Run{}, PRs: map[int]*PR{},
 		Roles: map[string]string{}, parents: map[string]string{}, files: map[string][]string{}, fromDefault: map[string]bool{},
-		baseParent: map[string]string{}, extraParent: map[string]string{}, BranchTips: map[string]string{}}
+		baseParent: map[string]string{}, extraParent: map[string]string{}, BranchTips: map[string]string{}, trees: map[string]string{}, byGitHub: map[string]bool{}}
 	f.repos[strings.ToLower(fullName)] = r
 	return r
 }

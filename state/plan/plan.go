@@ -700,16 +700,18 @@ func (s PutSequence) apply(tx record.Tx, t Teller) error {
 }
 
 // ExpectUpdate records on the PR's active pin PinID (a merge's) the base
-// tip Base of the branch update the merge asks for next (record.Pins).
+// tip Base of the branch update the merge asks for next, and Tree, the
+// tree GitHub's merge of Base into the head makes (record.Pins).
 type ExpectUpdate struct {
 	Repo  string
 	PR    int
 	PinID uint64
 	Base  string
+	Tree  string
 }
 
 func (s ExpectUpdate) apply(tx record.Tx, _ Teller) error {
-	return tx.ExpectUpdate(s.Repo, s.PR, s.PinID, s.Base)
+	return tx.ExpectUpdate(s.Repo, s.PR, s.PinID, s.Base, s.Tree)
 }
 
 // SlackAnswer answers a click in Slack, shown only to the one who clicked

@@ -21,10 +21,14 @@ type Pin struct {
 	// ExpectParent, when set (a pin /merge-with-reuse took), limits the
 	// push it covers to the branch update the merge asks for: a merge
 	// commit GitHub made whose parents are this commit and ExpectBase, the
-	// base's tip when the update was asked. Until then (ExpectBase empty)
-	// it covers no push at all.
+	// base's tip when the update was asked, and whose tree is ExpectTree,
+	// the tree of GitHub's own merge of the two (the PR's test merge
+	// commit's): a commit with those parents and other content is not it,
+	// whoever signed it. Until then (ExpectBase empty) it covers no push
+	// at all.
 	ExpectParent  string `json:"expect_parent,omitempty"`
 	ExpectBase    string `json:"expect_base,omitempty"`
+	ExpectTree    string `json:"expect_tree,omitempty"`
 	Bare          bool   `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
 	PRHeadAtGrant string `json:"pr_head_at_grant"`
 	ActorID       int64  `json:"actor_id"`

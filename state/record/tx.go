@@ -64,9 +64,9 @@ type Pins interface {
 	// Transition moves the active pin p to a closed state.
 	Transition(p *Pin, to PinState, c PinChange) error
 	// ExpectUpdate records on the PR's active pin id (a merge's) the base
-	// tip of the branch update the merge is about to ask for: the one push
-	// the pin then covers.
-	ExpectUpdate(repo string, pr int, id uint64, base string) error
+	// tip of the branch update the merge is about to ask for, and the tree
+	// GitHub's merge of it makes: the one push the pin then covers.
+	ExpectUpdate(repo string, pr int, id uint64, base, tree string) error
 }
 
 // Comments are the marks of what opsbot has seen of each comment.

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/commands/merge"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// gateSwept says the gate's last opsbot/sweep-gate status on commit name
+// says it sweeps.
+func (w *world) gateSwept(name string) bool {
+	var last string
+	for _, st := range w.statuses(name) {
+		if st.Context == "opsbot/sweep-gate" {
+			last = st.Description
+		}
+	}
+	return strings.HasPrefix(last, "sweep")
+}
+
+// pinRevoked says whether the audit holds a pin revoked.
+func (w *world) pinRevoked() bool {
+	for _, r := range w.audit() {
+		if r["kind"] == "pin" && r["outcome"] == string(record.PinRevoked) {
+			return true
+		}
+	}
+	return false
+}
+
+// A merge's pin covers only GitHub's own merge of the base into the head
+// opsbot read, by its content: whoever can push to the branch can have
+// GitHub sign a commit with the parents opsbot recorded (the Git database
+// API with a workflow's token) and any tree. Such a commit sweeps and
+// stops the merge; a commit with those parents and the very tree GitHub's
+// merge makes is that merge, whoever made it. A refused update (a fork
+// GitHub will not update) revokes the pin: no push made by hand is one the
+// pin covers.
+func TestMergeWithReusePinCoversOnlyTheContentOfGitHubsMerge(t *testing.T) {
+	t.Parallel()
+	crafted := sha("e1")
+	t.Run("a crafted merge instead of the update", func(t *testing.T) {
+		t.Parallel()
+		clock := &movingClock{t: time.Now()}
+		w := mergeWorld(t, "    main_sweeps: false\n", clock)
+		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+		// GitHub takes the update (202) and has not pushed it yet.
+		w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
+		w.comment(maintainer, "/merge-with-reuse 31147925932")
+		w.waitStatus("the update asked", "update asked")
+		w.gh.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000", "benchmarks/kimi.sh")
+		w.greenChecks(crafted)
+		w.sendSync(crafted, "")
+		if !w.gateSwept("e1") {
+			t.Fatalf("the crafted merge's status = %+v; want a sweep", w.statuses("e1"))
+		}
+		w.passTime(clock, record.WakeGap)
+		w.waitStatus("the merge stopped", "⛔ stopped", "did not reuse run 31147925932")
+		if m := w.gh.Merges(); len(m) != 0 {
+			t.Fatalf("merged %+v: a crafted commit was taken for GitHub's update", m)
+		}
+		w.closedMerged(sha("e2"))
+		if out, _ := w.gate("--event", "push", "--sha", sha("e2")); out["reuse-enabled"] == "true" {
+			t.Fatalf("the push to main after a crafted merge reused a run: %v", out)
+		}
+	})
+	t.Run("GitHub's own merge, by its content", func(t *testing.T) {
+		t.Parallel()
+		clock := &movingClock{t: time.Now()}
+		w := mergeWorld(t, "", clock)
+		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+		w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
+		w.comment(maintainer, "/merge-with-reuse 31147925932")
+		w.waitStatus("the update asked", "update asked")
+		// The maintainer pressed GitHub's own "Update branch": the same merge.
+		w.gh.CraftMerge(theRepo, thePR, crafted, sha("b0"), "")
+		w.greenChecks(crafted)
+		w.sendSync(crafted, "")
+		if w.gateSwept("e1") {
+			t.Fatalf("GitHub's merge of the recorded parents swept: %+v", w.statuses("e1"))
+		}
+		w.passTime(clock, record.WakeGap)
+		w.waitStatus("the merge", "🎉 merged `e1e1e1e`")
+	})
+	t.Run("a refused update revokes the pin", func(t *testing.T) {
+		t.Parallel()
+		clock := &movingClock{t: time.Now()}
+		w := mergeWorld(t, "", clock)
+		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+		w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 422, Body: `{"message":"Cannot update the branch of a fork you cannot push to"}`})
+		w.comment(maintainer, "/merge-with-reuse 31147925932")
+		w.waitStatus("the merge stopped", "⛔ stopped: GitHub refused to update the branch", "then pin a run again", "revoked")
+		w.gh.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000")
+		w.sendSync(crafted, "")
+		if !w.gateSwept("e1") {
+			t.Fatalf("a push after a refused update = %+v; want a sweep: the merge's pin covers no push made by hand", w.statuses("e1"))
+		}
+	})
+}
+
+// A cancel stored while the merge's step reads the checks goes first: the
+// step, before it merges, sees the cancel waiting for the PR and yields;
+// the cancel stops the merge and revokes its pin, and nothing is merged.
+func TestMergeWithReuseYieldsToACancelBeforeMerging(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "", clock)
+	w.greenChecks(sha("c1"))
+	// The first read of the checks marks the merge; the second, in the
+	// step that asks it, is held while the cancel comes.
+	arrived, release := w.gh.HoldAfter(routeCheckRuns, 1)
+	defer release()
+	c := w.gh.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
+	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	waitFor(t, arrived, "the merging step reads the checks")
+	cancel := w.gh.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse cancel")
+	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, cancel.ID, cancel.Body, ""))
+	release()
+	w.waitStatus("the merge cancelled", "⛔ stopped: cancelled by @maintainer")
+	if m := w.gh.Merges(); len(m) != 0 {
+		t.Fatalf("merged %+v after an acknowledged cancel", m)
+	}
+	mustContain(t, "cancel's reply", strings.Join(w.replies(), "\n"), "@maintainer cancelled the merge of this PR asked by @maintainer")
+	if !w.pinRevoked() {
+		t.Fatalf("the merge's pin was not revoked: %v", w.trail())
+	}
+}
+
+// A merge GitHub made whose answer was lost (a proxy's 502) is merged: the
+// client never sends a merge again (sent again, GitHub answers 405 "not
+// mergeable", which read as a refusal revoked the pin); the PR read again
+// shows it merged at the decided head, its pin stands, and the push to
+// the default branch reuses the run.
+func TestMergeWithReuseLostAnswerIsReadNotResent(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "    main_sweeps: false\n", clock)
+	w.greenChecks(sha("c1"))
+	w.gh.Inject(routeMerge, githubtest.Fault{Lost: true, Status: 502, Times: 1})
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	testkit.Eventually(t, "the merge asked", func() bool { return w.gh.Count(routeMerge) == 1 })
+	w.passTime(clock, merge.MergeWait)
+	st := w.waitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
+	if n := w.gh.Count(routeMerge); n != 1 {
+		t.Fatalf("the merge was asked %d times; want once", n)
+	}
+	if strings.Contains(st, "refused") || w.pinRevoked() {
+		t.Fatalf("a merge GitHub made was taken as refused:\n%s\n%v", st, w.trail())
+	}
+	m := w.gh.Merges()
+	w.closedMerged(m[0].Commit)
+	if out, _ := w.gate("--event", "push", "--sha", m[0].Commit); out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" {
+		t.Fatalf("push gate after the merge = %v", out)
+	}
+}
+
+// A crash right after GitHub merged, before opsbot wrote the step: the head
+// being merged was recorded before the merge was asked, so the restart
+// finds the PR merged at that head, says so, and keeps the pin (before, it
+// took the merge for someone else's and revoked the pin).
+func TestMergeWithReuseCrashAfterGitHubMerged(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	deps := func(d *appDeps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond }
+	w := mergeWorld(t, "    main_sweeps: false\n", clock)
+	w.greenChecks(sha("c1"))
+	arrived, release := w.gh.HoldAnswer(routeMerge)
+	defer release()
+	c := w.gh.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
+	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	waitFor(t, arrived, "GitHub merged")
+	w.srv.Stop(t) // the step never wrote what GitHub did
+	release()
+	w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, deps)
+	w.waitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
+	if n := w.gh.Count(routeMerge); n != 1 {
+		t.Fatalf("the merge was asked %d times; want once", n)
+	}
+	if w.pinRevoked() {
+		t.Fatalf("the pin of a merge opsbot made was revoked: %v", w.trail())
+	}
+	m := w.gh.Merges()
+	w.closedMerged(m[0].Commit)
+	if out, _ := w.gate("--event", "push", "--sha", m[0].Commit); out["reuse-enabled"] != "true" {
+		t.Fatalf("push gate after the merge = %v", out)
+	}
+}
+
+// A merge lands on the default branch, recorded when the command runs: a
+// PR into another branch is refused at once, and one its author retargets
+// before the merge's first step stops there (before, the base was read at
+// the first step, and the PR merged into the branch the author chose).
+func TestMergeWithReuseKeepsTheDefaultBranch(t *testing.T) {
+	t.Parallel()
+	t.Run("a PR into another branch", func(t *testing.T) {
+		t.Parallel()
+		clock := &movingClock{t: time.Now()}
+		w := mergeWorld(t, "", clock)
+		w.greenChecks(sha("c1"))
+		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release" })
+		w.comment(maintainer, "/merge-with-reuse 31147925932")
+		mustContain(t, "reply", w.lastReply(), "I did not start the merge: this PR merges into `release`, not the default branch `main`")
+		if st := w.mergeStatus(); st != "" || len(w.gh.Merges()) != 0 {
+			t.Fatalf("a merge into another branch started: %s", st)
+		}
+	})
+	t.Run("retargeted before the first step", func(t *testing.T) {
+		t.Parallel()
+		clock := &movingClock{t: time.Now()}
+		// No wake-up runs until the restart: the retarget comes between the
+		// command and the merge's first step.
+		w := newWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: func(d *appDeps) {
+			d.Now, d.SeqEvery = clock.now, time.Hour
+		}})
+		w.greenChecks(sha("c1"))
+		w.comment(maintainer, "/merge-with-reuse 31147925932")
+		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release" })
+		w.srv.Stop(t)
+		w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, func(d *appDeps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond })
+		w.waitStatus("the merge stopped", "⛔ stopped: the PR now merges into `release`, not `main`")
+		if m := w.gh.Merges(); len(m) != 0 {
+			t.Fatalf("merged %+v into the branch the author chose", m)
+		}
+	})
+}
