@@ -102,6 +102,8 @@ type Handler struct {
 	Now       func() time.Time
 	// NewID makes an approval's id (nil: 8 random bytes).
 	NewID func() string
+
+	marks seq.Marks // the dispatches this process marked
 }
 
 // Data is an approval sequence's own state.
@@ -121,10 +123,13 @@ type Data struct {
 	Dispatched time.Time `json:"dispatched,omitzero"`
 	NoDetails  bool      `json:"no_details,omitempty"`
 	// Attempts counts the dispatches marked; Pending says the last is
-	// marked and not yet sent (a crash after its send finds its run by its
-	// name first).
-	Attempts int  `json:"attempts,omitempty"`
-	Pending  bool `json:"pending,omitempty"`
+	// marked and not yet sent, under Mark (seq.Marks): only the process
+	// that made the mark sends it, once; a mark found by another (after a
+	// restart) is a dispatch that may have been sent, whose run is looked
+	// for by its name first.
+	Attempts int    `json:"attempts,omitempty"`
+	Pending  bool   `json:"pending,omitempty"`
+	Mark     string `json:"mark,omitempty"`
 	// Pushed is a later head, told once: the run measures Head only.
 	Pushed string `json:"pushed,omitempty"`
 	// Now is what the status comment last said is happening.
@@ -229,16 +234,18 @@ func help(rc *config.Repo) commands.Help {
 func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Invocation, line commands.Line) commands.Result {
 	me := mdtext.Mention(in.Actor.Login)
 	rc := env.Repo
-	if rc.External.Workflow == "" {
-		return commands.Result{Outcome: commands.Rejected, Reason: "no workflow for external PRs is configured",
-			Reply: fmt.Sprintf("%s this repository runs no sweeps of external PRs: no workflow is set for them (`repos[].external.workflow`).", me)}
-	}
 	cur, err := h.current(in.Repo, in.PR)
 	if err != nil {
 		return commands.Result{Err: err}
 	}
 	if line.Cancel {
+		// Taken back whatever the configuration says now: an approval made
+		// before a reload that removed the workflow is still revoked.
 		return h.cancel(ctx, in, cur)
+	}
+	if rc.External.Workflow == "" {
+		return commands.Result{Outcome: commands.Rejected, Reason: "no workflow for external PRs is configured",
+			Reply: fmt.Sprintf("%s this repository runs no sweeps of external PRs: no workflow is set for them (`repos[].external.workflow`).", me)}
 	}
 	if in.PRState == "closed" {
 		return commands.Result{Outcome: commands.Rejected, Reason: "the PR is closed",
@@ -601,6 +608,24 @@ func (h *Handler) wake(ctx context.Context, rc *config.Repo, w seq.Wakeup) (stri
 	if err != nil {
 		return "", nil, err
 	}
+	if rc.External.Workflow != data.Workflow {
+		// A reload removed (or changed) the external workflow: nothing is
+		// dispatched for it any more, and a run it made counts for nothing.
+		extra := h.cancelRun(ctx, cur, data, false)
+		now := "no workflow for external PRs is configured any more"
+		if rc.External.Workflow != "" {
+			now = "the workflow for external PRs is " + mdtext.Code(rc.External.Workflow) + " now"
+		}
+		why := fmt.Sprintf("the repository's configuration changed: %s, not %s", now, mdtext.Code(data.Workflow))
+		if extra != "" {
+			why += "." + strings.TrimSuffix(extra, ".")
+		}
+		steps, err := h.end(cur, data, StepExpired, "unconfigured", why, false)
+		if err != nil {
+			return "", nil, err
+		}
+		return "approval-unconfigured", h.apply(cur, steps), nil
+	}
 	st := &stepper{ctx: ctx, h: h, rc: rc, cur: cur, data: data, now: w.Now, clear: w.CheckClear}
 	steps, out, err := st.read(ctx)
 	if err != nil {
@@ -757,7 +782,7 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 		}
 	}
 	switch {
-	case st.data.Pending && st.now.Sub(st.data.Dispatched) <= PendingGrace:
+	case st.data.Pending && st.h.marks.Fresh(st.data.Mark):
 		return st.send(ctx)
 	case st.data.Attempts > 0 && st.now.Sub(st.data.Dispatched) < FindWait:
 		return st.wait(StepActive, fmt.Sprintf("⏳ GitHub did not answer the dispatch: looking for its run by its name (until %s)",
@@ -770,23 +795,23 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 	// crash after the send finds its run by its name at the next wake-up
 	// instead of sending another.
 	st.data.Attempts++
-	st.data.Dispatched, st.data.Pending = st.now, true
+	st.data.Dispatched, st.data.Pending, st.data.Mark = st.now, true, st.h.marks.New()
 	return st.wait(StepActive, "⏳ dispatching "+mdtext.Code(st.data.Workflow)+" now", 0, "approval-dispatching")
 }
-
-// PendingGrace is how long after its mark a dispatch is sent. A mark found
-// older (the wake-up that was to send it crashed, or its write failed, it
-// may have sent it) is a dispatch that may have been sent: its run is
-// looked for by its name for FindWait before another is sent.
-const PendingGrace = time.Minute
 
 // MaxAttempts bounds the dispatches of one approval that GitHub did not
 // answer (each followed by FindWait of looking for its run).
 const MaxAttempts = 3
 
-// send dispatches the workflow for the marked attempt.
+// send dispatches the workflow for the marked attempt: once, in the
+// process that marked it, and only when nothing that may stop the approval
+// waits for the PR.
 func (st *stepper) send(ctx context.Context) ([]plan.Step, string, error) {
 	cur := st.cur
+	if err := st.clear(); err != nil {
+		return nil, "", err // a cancel or a push waits: it goes first
+	}
+	st.h.marks.Try(st.data.Mark)
 	inputs := map[string]string{"pr-number": fmt.Sprint(cur.PR), "head-sha": cur.Head, "merge-sha": st.data.MergeSHA, "approval-id": st.data.ID}
 	got, err := st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, !st.data.NoDetails)
 	if errors.Is(err, ghclient.ErrNoRunDetails) {
@@ -804,6 +829,9 @@ func (st *stepper) send(ctx context.Context) ([]plan.Step, string, error) {
 			words = "GitHub did not find the workflow " + mdtext.Code(st.data.Workflow) + " on " + mdtext.Code(st.data.Ref)
 		}
 		return st.ended(StepFailed, "dispatch_refused", fmt.Sprintf("%s (%d: %s)", words, ref.Status, mdtext.Text(ref.Message)))
+	}
+	if err != nil && ctx.Err() != nil {
+		return nil, "", err // opsbot is stopping: the next process finds the mark, and looks for the run first
 	}
 	if err != nil {
 		// Whether GitHub made a run is not known: it is looked for by its
