@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/commands"
@@ -17,6 +19,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/state"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
+	"github.com/SemiAnalysisAI/opsbot/worker"
 )
 
 // EventClick is a click on one of opsbot's Slack buttons, stored as
@@ -160,6 +163,7 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 type checkRunPayload struct {
 	Action   string `json:"action"`
 	CheckRun struct {
+		ID         int64  `json:"id"`
 		Name       string `json:"name"`
 		HeadSHA    string `json:"head_sha"`
 		ExternalID string `json:"external_id"`
@@ -227,8 +231,30 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 			mdtext.Code(mdtext.ShortSHA(ev.CheckRun.HeadSHA)), mdtext.Code(mdtext.ShortSHA(info.HeadSHA))), false)}}
 		return "check-run-old-head", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 	}
+	// Each offered button acts once: GitHub signs a click's body, not its
+	// delivery id, so a captured click sent again under a new id is the
+	// same button, used up by the first click that acted.
+	if h.Buttons == nil {
+		return "", nil, worker.Permanent(errors.New("events: the handler has no button reader (events.Handler.Buttons)"))
+	}
+	use := record.ButtonUse{Repo: rc.Name, CheckRun: ev.CheckRun.ID, Action: ev.RequestedAction.Identifier, By: ev.Sender.Login,
+		ByID: ev.Sender.ID, Delivery: d.ID}
+	if used, err := h.Buttons.ButtonUse(rc.Name, ev.CheckRun.ID, ev.RequestedAction.Identifier); err != nil {
+		return "", nil, err
+	} else if used != nil || ev.CheckRun.ID == 0 {
+		why, told := "a check run without an id", "nothing was done: the click names no check run."
+		if used != nil {
+			why = fmt.Sprintf("the button was used already, by @%s at %s (delivery %s)", used.By, used.At.UTC().Format(time.RFC3339), used.Delivery)
+			told = fmt.Sprintf("nothing was done: this button was used already, by %s at %s; each button acts once. Type the command "+
+				"to do it again.", mdtext.Mention(used.By), used.At.UTC().Format("2006-01-02 15:04 UTC"))
+		}
+		rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditCommand, Command: clickCommand(ev.RequestedAction.Identifier),
+			Outcome: string(commands.Rejected), HeadSHA: ev.CheckRun.HeadSHA, Reason: via + ": " + why})
+		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(mdtext.Mention(ev.Sender.Login)+" "+told, false)}}
+		return "check-run-button-used", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
+	}
 	if ev.RequestedAction.Identifier == notices.ActionSweep {
-		return h.sweepAnyway(ctx, rc, env, inv, info, ev.CheckRun.HeadSHA, via, answer)
+		return h.sweepAnyway(ctx, rc, env, inv, info, ev.CheckRun.HeadSHA, via, answer, use)
 	}
 	var cmd commands.Command
 	switch ev.RequestedAction.Identifier {
@@ -246,6 +272,9 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	if err != nil {
 		return "", nil, err
 	}
+	if out == "click-accepted" {
+		p.Steps = append(p.Steps, plan.UseButton{Use: use}) // a click that acted uses its button up
+	}
 	return out, func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 }
 
@@ -253,7 +282,7 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 // skip came from a pin): the gate answers sweep for the head from then on,
 // so the workflow's re-run sweeps. Audited and told on the PR.
 func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands.Env, inv commands.Invocation, info *state.PRInfo, head, via string,
-	answer func(string, bool) plan.Step) (string, state.Write, error) {
+	answer func(string, bool) plan.Step, use record.ButtonUse) (string, state.Write, error) {
 	t := h.Notices.Teller()
 	spec, ok := env.Commands.Spec("reuse-sweep-run")
 	if !ok {
@@ -281,7 +310,7 @@ func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands
 	rec.Reason = fmt.Sprintf("%s: sweep anyway, asked by @%s (the skip reused run %d)", via, inv.Actor.Login, d.RunID)
 	text := fmt.Sprintf("🔁 %s asked for the sweep of %s after all: the skip that reused run %d is overridden, and the workflow's re-run "+
 		"(or its next gate ask) for this head sweeps.", mdtext.Mention(inv.Actor.Login), mdtext.Code(mdtext.ShortSHA(head)), d.RunID)
-	p := plan.Plan{Steps: []plan.Step{plan.OverrideDecision{Repo: rc.Name, PR: inv.PR, SHA: head, Login: inv.Actor.Login, Audit: rec},
+	p := plan.Plan{Steps: []plan.Step{plan.UseButton{Use: use}, plan.OverrideDecision{Repo: rc.Name, PR: inv.PR, SHA: head, Login: inv.Actor.Login, Audit: rec},
 		commands.Reply(env, inv, notices.KindReply, text, notices.Links{PR: h.Notices.Web.PR(rc.Name, inv.PR)}),
 		plan.Notice{Fn: func(tx record.Tx) error {
 			// GitHub shows the head as sweeping again: its status and its check run.

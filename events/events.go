@@ -65,6 +65,14 @@ type Handler struct {
 	Seqs SeqReader
 	// Now is the clock of the sequences' deadlines (nil: time.Now).
 	Now func() time.Time
+	// Buttons reads which buttons of opsbot's check runs were used (the
+	// store): each acts once.
+	Buttons ButtonReader
+}
+
+// ButtonReader reads a check run's button's use (nil: never used).
+type ButtonReader interface {
+	ButtonUse(repo string, checkRun int64, action string) (*record.ButtonUse, error)
 }
 
 // SeqReader is what the sequence engine reads of opsbot's state.

@@ -53,7 +53,11 @@ func readinessOf(tx *state.Tx, rc *config.Repo, info *state.PRInfo) (readiness, 
 		return readiness{"success", fmt.Sprintf("merge will reuse run %d (authorized by @%s)", d.RunID, d.ActorLogin), d.RunURL}, nil
 	}
 	overridden := d != nil && d.OverriddenBy != ""
-	if strings.EqualFold(info.SweepSHA, info.HeadSHA) && info.SweepRun != 0 && !(overridden && !info.SweepAt.After(d.OverriddenAt)) {
+	started := info.SweepStarted // the attempt's start; a delivery without it: its completion
+	if started.IsZero() {
+		started = info.SweepAt
+	}
+	if strings.EqualFold(info.SweepSHA, info.HeadSHA) && info.SweepRun != 0 && !(overridden && !started.After(d.OverriddenAt)) {
 		if info.SweepConclusion == "success" {
 			return readiness{"success", fmt.Sprintf("the head's own sweep, run %d (checked again at the merge)", info.SweepRun), info.SweepURL}, nil
 		}
@@ -105,6 +109,7 @@ type workflowRunPayload struct {
 		HTMLURL      string    `json:"html_url"`
 		RunAttempt   int       `json:"run_attempt"`
 		UpdatedAt    time.Time `json:"updated_at"`
+		RunStartedAt time.Time `json:"run_started_at"` // its latest attempt's start
 		PullRequests []struct {
 			Number int `json:"number"`
 		} `json:"pull_requests"`
@@ -141,7 +146,7 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 			return nil // an older attempt's completion, delivered late
 		}
 		info.SweepSHA, info.SweepRun, info.SweepConclusion, info.SweepURL = strings.ToLower(run.HeadSHA), run.ID, run.Conclusion, run.HTMLURL
-		info.SweepAt = run.UpdatedAt
+		info.SweepAt, info.SweepStarted = run.UpdatedAt, run.RunStartedAt
 		if err := tx.PutPRInfo(info); err != nil {
 			return err
 		}
@@ -150,8 +155,10 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 		}
 		if dec, err := tx.Decision(rc.Name, d.PR, run.HeadSHA); err != nil {
 			return err
-		} else if dec != nil && dec.Skipped() {
-			return nil // its sweep was skipped: the run measured nothing to reuse
+		} else if dec != nil && dec.Decision == record.Skip && !(record.SkippedHead{OverriddenAt: dec.OverriddenAt}).Measured(run.RunStartedAt) {
+			// Its sweep was skipped: the run measured nothing to reuse (after
+			// Sweep anyway, an attempt started before it measured nothing too).
+			return nil
 		}
 		// One click to reuse it: the head's check run offers the run (a
 		// GitHub App's), and so does the PR's Slack thread.

@@ -64,6 +64,8 @@ type Store interface {
 	NoteComments(repo string, notes []state.CommentNote, audit []state.AuditRecord) (left []int64, err error)
 	PRsWithActivePin(repo string) ([]int, error)
 	ActivePin(repo string, pr int) (*state.Pin, error)
+	// LiveSequences lists the repository's sequences that are not done.
+	LiveSequences(repo string) ([]state.Sequence, error)
 	ReconciledAt(repo string) (time.Time, error)
 	SetReconciledAt(repo string, t time.Time) error
 	PRInfo(repo string, pr int) (*state.PRInfo, error)
@@ -112,6 +114,10 @@ type Report struct {
 	// meanwhile): that delivery runs them as it would have anyway.
 	CommandsPending []int64 `json:"commands_pending"`
 	PinsOfClosedPRs []int   `json:"pins_of_closed_prs"` // PRs whose pin is being expired or consumed
+	// SequencesTakenBack are PRs whose live sequence's comment (an
+	// approval's, a merge's) was deleted, or its command edited away, with
+	// the webhook lost: the change was taken in as the webhook would have.
+	SequencesTakenBack []int `json:"sequences_taken_back,omitempty"`
 	// PinsTakenBack are PRs whose pin's comment was deleted, or its command
 	// edited away, while the webhook was lost: the pin is being revoked.
 	PinsTakenBack []int `json:"pins_taken_back"`
@@ -350,6 +356,9 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			rep.PinsOfClosedPRs = append(rep.PinsOfClosedPRs, n)
 		}
 	}
+	if err := r.sequencesTakenBack(ctx, gh, schema, rc.Name, &rep); err != nil {
+		return rep, err
+	}
 	// A list cut at MaxComments (a flood of comments) is not taken as all
 	// there was: the next reconcile goes on from the last comment read. (A
 	// first reconcile runs nothing, so what it did not reach stays history.)
@@ -416,6 +425,74 @@ func (r *Reconciler) takenBack(ctx context.Context, gh Reader, schema *events.Sc
 	}
 	if added {
 		rep.PinsTakenBack = append(rep.PinsTakenBack, n)
+	}
+	return nil
+}
+
+// sequencesTakenBack recovers a lost `deleted` or `edited` webhook of the
+// comment that started each live sequence (an approval; a merge whose pin
+// a push has used, so no active pin leads to its comment): when GitHub no
+// longer has the comment, or it no longer holds the command line, the
+// change goes through the inbox as the webhook would have, and the
+// sequence's command takes it back. A sequence whose comment made the PR's
+// active pin is left to takenBack.
+func (r *Reconciler) sequencesTakenBack(ctx context.Context, gh Reader, schema *events.Schema, repo string, rep *Report) error {
+	live, err := r.Store.LiveSequences(repo)
+	if err != nil {
+		return err
+	}
+	for _, s := range live {
+		o := s.Origin()
+		if o.Kind != record.OriginComment || o.ID == 0 || s.PR <= 0 {
+			continue // a click, or the repository's own (the digest): no comment to look for
+		}
+		if pin, err := r.Store.ActivePin(repo, s.PR); err != nil {
+			return err
+		} else if pin != nil && pin.Origin().Same(o) {
+			continue // takenBack looks at that comment
+		}
+		line := s.Line()
+		body, err := gh.CommentBody(ctx, repo, o.ID)
+		action := "edited"
+		switch {
+		case errors.Is(err, ghclient.ErrNotFound):
+			action = "deleted"
+		case err != nil:
+			r.Log.Warn("reading a sequence's comment failed; the next reconcile tries again", "repo", repo, "pr", s.PR, "kind", s.Kind,
+				"comment", o.ID, "err", err)
+			continue
+		default:
+			still := false
+			for _, c := range r.Commands.Parse(body, commands.Options{Repo: repo, Host: r.Cfg.Get().WebHost()}) {
+				still = still || (c.Error == "" && strings.EqualFold(c.Text, line))
+			}
+			if still || line == "" {
+				continue
+			}
+		}
+		prURL, err := json.Marshal(map[string]string{"url": fmt.Sprintf("%srepos/%s/pulls/%d", r.Cfg.Get().GitHub.APIURL, repo, s.PR)})
+		if err != nil {
+			return err
+		}
+		author := events.Account{Login: s.ActorLogin, ID: s.ActorID}
+		payload := &events.CommentPayload{Action: action,
+			Issue:      &events.Issue{Number: s.PR, State: "open", PullRequest: prURL},
+			Comment:    &events.IssueComment{ID: o.ID, Body: body, HTMLURL: o.URL, User: author},
+			Repository: &events.Repository{FullName: repo}, Sender: events.Account{Login: "opsbot-reconcile"},
+			Recovery: &events.Recovery{TakenBack: true}}
+		if action == "edited" {
+			payload.Changes = &events.BodyChange{Body: &struct {
+				From string `json:"from"`
+			}{From: line}}
+		}
+		id := fmt.Sprintf("%s%s-%d-seq-%s-%d", IDPrefix, action, o.ID, s.Kind, s.Started.UnixNano())
+		added, err := r.add(ctx, schema, id, events.EventComment, payload)
+		if err != nil {
+			return err
+		}
+		if added {
+			rep.SequencesTakenBack = append(rep.SequencesTakenBack, s.PR)
+		}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // Reader is what validation reads from GitHub.
@@ -232,8 +233,9 @@ func (v *Validator) checkDispatched(ctx context.Context, rules Rules, p *github.
 }
 
 // ReusedLookup tells which run opsbot reused for a head commit, if any: a
-// run on that commit had its sweep skipped.
-type ReusedLookup func(repo, sha string) (runID int64, ok bool)
+// run on that commit had its sweep skipped (until a maintainer asked to
+// sweep it anyway: then an attempt started after that measured it).
+type ReusedLookup func(repo, sha string) (record.SkippedHead, bool)
 
 // Validator checks runs.
 type Validator struct {
@@ -492,7 +494,15 @@ func (v *Validator) check(ctx context.Context, rules Rules, p *github.PullReques
 	if v.Reused != nil {
 		// A run on a head whose sweep opsbot skipped measured nothing, whatever
 		// artifacts its other jobs uploaded (an aggregate of the reused results).
-		if other, ok := v.Reused(rules.Repo, sha); ok && other != id {
+		if skipped, ok := v.Reused(rules.Repo, sha); ok && skipped.RunID != id && !skipped.Measured(run.GetRunStartedAt().Time) {
+			other := skipped.RunID
+			if !skipped.OverriddenAt.IsZero() {
+				// Sweep anyway: the attempt that was skipped measured nothing;
+				// the re-run it asked for does.
+				return Run{}, &Rejection{RuleSkipped, fmt.Sprintf("run %d is not a sweep yet: its attempt %d started before the sweep of its commit %s "+
+					"was asked for anyway (%s), so it ran with the sweep skipped and measured nothing; its re-run, once finished, can be pinned",
+					id, run.GetRunAttempt(), Code(mdtext.ShortSHA(sha)), skipped.OverriddenAt.UTC().Format("2006-01-02 15:04 UTC"))}
+			}
 			return Run{}, &Rejection{RuleSkipped, fmt.Sprintf("run %d is not a sweep: opsbot skipped the sweep of its commit %s, reusing run %d, "+
 				"so its artifacts are not results measured on that commit; pin run %d instead", id, Code(mdtext.ShortSHA(sha)), other, other)}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/internal/golden"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 const repo = "SemiAnalysisAI/InferenceX"
@@ -87,11 +88,11 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	gh, _ := fac.For(0)
-	v := &runs.Validator{GH: gh, Reused: func(r, sha string) (int64, bool) {
+	v := &runs.Validator{GH: gh, Reused: func(r, sha string) (record.SkippedHead, bool) {
 		if sha == "c2" {
-			return 100, true // opsbot skipped c2's sweep, reusing run 100
+			return record.SkippedHead{RunID: 100}, true // opsbot skipped c2's sweep, reusing run 100
 		}
-		return 0, false
+		return record.SkippedHead{}, false
 	}}
 	return &world{f: f, gh: gh, v: v}
 }

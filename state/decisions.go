@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // Decision returns the stored decision for a head, or nil.
@@ -76,20 +79,34 @@ func reusedKey(repo, sha string) []byte {
 	return []byte("reused\x00" + string(repoKey(repo)) + "\x00" + strings.ToLower(sha))
 }
 
-// ReusedRun returns the run a skipped head reused, if opsbot skipped it.
+// ReusedRun returns what opsbot keeps of a head whose sweep it skipped:
+// the run it reused and, after Sweep anyway, when that was asked (the
+// head's runs measured it only from then on). ok is false for a head
+// opsbot never skipped.
 //
 // It only reads one key; the one error bbolt can give here is a closed
 // database, which answers "not known": the hint in a reply is lost, a
 // decision never depends on it.
-func (s *Store) ReusedRun(repo, sha string) (int64, bool) {
-	var id int64
+func (s *Store) ReusedRun(repo, sha string) (record.SkippedHead, bool) {
+	var h record.SkippedHead
 	_ = s.db.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bReused).Get(reusedKey(repo, sha)); v != nil {
-			id = int64(binary.BigEndian.Uint64(v))
-		}
+		h = decodeReused(tx.Bucket(bReused).Get(reusedKey(repo, sha)))
 		return nil
 	})
-	return id, id > 0
+	return h, h.RunID > 0
+}
+
+// decodeReused reads a skipped head's key: the run (8 bytes), then, once
+// the skip was overridden, when (8 bytes of Unix nanoseconds).
+func decodeReused(v []byte) record.SkippedHead {
+	var h record.SkippedHead
+	if len(v) >= 8 {
+		h.RunID = int64(binary.BigEndian.Uint64(v))
+	}
+	if len(v) >= 16 {
+		h.OverriddenAt = time.Unix(0, int64(binary.BigEndian.Uint64(v[8:16])))
+	}
+	return h
 }
 
 // Decisions lists a PR's decisions (in key order: by head SHA).
@@ -137,9 +154,11 @@ func (t *Tx) OverrideDecision(repo string, pr int, sha, login string) error {
 	if err := putJSON(b, decKey(d.HeadSHA), d); err != nil {
 		return err
 	}
-	// The head sweeps after all: its run measures it (no longer a skipped
-	// head's), and the skip saved nothing.
-	if err := t.tx.Bucket(bReused).Delete(reusedKey(d.Repo, d.HeadSHA)); err != nil {
+	// The head sweeps after all: a run's attempt made from now on measures
+	// it (the one that was skipped measured nothing, and stays so), and
+	// the skip saved nothing.
+	v := binary.BigEndian.AppendUint64(u64(uint64(d.RunID)), uint64(d.OverriddenAt.UnixNano()))
+	if err := t.tx.Bucket(bReused).Put(reusedKey(d.Repo, d.HeadSHA), v); err != nil {
 		return err
 	}
 	return unSaved(t.tx, d)

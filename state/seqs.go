@@ -217,3 +217,37 @@ func seqsDueIndexed(tx *bolt.Tx) error {
 		})
 	})
 }
+
+// LiveSequences lists the sequences of repo that are not done, in the
+// order they are due. Every live sequence is in the wake index (a merge and
+// an approval always have a deadline); one with neither a wake-up nor a
+// deadline waits for events and is not listed.
+func (s *Store) LiveSequences(repo string) ([]Sequence, error) {
+	var out []Sequence
+	want := repoKey(repo)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		wake := tx.Bucket(bSeqWake)
+		if wake == nil {
+			return nil
+		}
+		return wake.ForEach(func(k, _ []byte) error {
+			if len(k) < 17 {
+				return fmt.Errorf("state: corrupt wake-up key %x", k)
+			}
+			r, kind, ok := bytes.Cut(k[16:], []byte{0})
+			if !ok {
+				return fmt.Errorf("state: corrupt wake-up key %x", k)
+			}
+			if !bytes.Equal(r, want) {
+				return nil
+			}
+			seq, err := sequence(tx, string(r), int(binary.BigEndian.Uint64(k[8:16])), string(kind))
+			if err != nil || seq == nil || seq.Done {
+				return err
+			}
+			out = append(out, *seq)
+			return nil
+		})
+	})
+	return out, err
+}

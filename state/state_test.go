@@ -734,8 +734,8 @@ func TestDecisionKeyIgnoresCase(t *testing.T) {
 	if err != nil || d == nil || d.HeadSHA != lower {
 		t.Fatalf("Decision(lower) = %+v, %v; want the decision, spelled lower-case", d, err)
 	}
-	if id, ok := s.ReusedRun("o/r", lower); !ok || id != 9 {
-		t.Fatalf("ReusedRun(lower) = %d, %v", id, ok)
+	if h, ok := s.ReusedRun("o/r", lower); !ok || h.RunID != 9 {
+		t.Fatalf("ReusedRun(lower) = %+v, %v", h, ok)
 	}
 	err = s.Update(func(tx *Tx) error {
 		return tx.PutDecision(&Decision{Repo: "o/r", PR: 1, HeadSHA: "c1C1" + lower[4:], Decision: "sweep"})
@@ -1023,8 +1023,8 @@ func TestMigrateReposByFamily(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if run, ok := s.ReusedRun("o/r", "abc"); !ok || run != 31 {
-		t.Errorf("reused run %d %v, want 31", run, ok)
+	if h, ok := s.ReusedRun("o/r", "abc"); !ok || h.RunID != 31 {
+		t.Errorf("reused run %+v %v, want 31", h, ok)
 	}
 	if ref, ok, err := s.SentRef(5); err != nil || !ok || ref.CommentID != 99 {
 		t.Errorf("sent ref %+v %v %v", ref, ok, err)

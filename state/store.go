@@ -64,8 +64,10 @@ var (
 	bSeqWake       = []byte("seqwake")       // due unix nanos(8) pr(8) repo \0 kind -> nil: when each sequence is due (its wake-up or deadline; schema 7)
 	bSaved         = []byte("saved")         // repo \0 ISO week -> SavedWeek: what the skips saved
 	bApprovals     = []byte("approvals")     // approvals of external PRs' heads and their runs (approvals.go)
+	bButtons       = []byte("buttons")       // repo \0 check run(8) \0 action -> ButtonUse: the check-run buttons used (schema 7)
 	allBuckets     = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bSumTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
-		bPRs, bComments, bOutbox, bStage, bReused, bSent, bFailed, bBudgets, bReconciled, bInstallations, bUsers, bHeads, bSeqWake, bSaved, bApprovals}
+		bPRs, bComments, bOutbox, bStage, bReused, bSent, bFailed, bBudgets, bReconciled, bInstallations, bUsers, bHeads, bSeqWake, bSaved, bApprovals,
+		bButtons}
 	keySchema = []byte("schema")
 )
 

@@ -75,7 +75,7 @@ func runAppCreate(e *env, args []string) error {
 	name := fs.String("name", "", "the App's name, unique across GitHub, at most 34 characters (default opsbot-ORG; required without --org)")
 	staging := fs.Bool("staging", false, "also contents: write, for /stage-results dispatches")
 	teams := fs.Bool("teams", false, "also members: read, for allow_teams")
-	merge := fs.Bool("merge", false, "also contents: write and pull_requests: write, for /merge-with-reuse")
+	merge := fs.Bool("merge", false, "also contents: write, pull_requests: write and workflows: write, for /merge-with-reuse")
 	external := fs.Bool("external", false, "also actions: write, for /approve-sweep (dispatching the external PRs' workflow)")
 	webURL := fs.String("github-url", "https://github.com/", "GitHub's web URL, where the manifest is posted (GitHub Enterprise Server: https://HOST/)")
 	apiURL := fs.String("api-url", "", "GitHub's API URL, where the code is exchanged (default https://api.github.com/ for github.com, "+

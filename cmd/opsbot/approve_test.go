@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -483,33 +486,6 @@ func TestNewApprovalWaitsForALostDispatch(t *testing.T) {
 	}
 }
 
-// A dispatch marked but not known to be sent when its wake-up is tried
-// again more than a minute later (here the read before the send kept
-// failing) may have been sent: its run is looked for by its name for 15
-// minutes before it is sent again, and then it is sent once. (A 422 is not
-// retried by the client, so the wake-up fails and is tried again.)
-func TestStaleDispatchMarkLooksBeforeSending(t *testing.T) {
-	t.Parallel()
-	clock := &movingClock{t: time.Now()}
-	w := approveWorld(t, "", clock)
-	const runsRoute = "GET /repos/{owner}/{repo}/actions/workflows/{id}/runs"
-	w.gh.Inject(runsRoute, githubtest.Fault{Status: 422, Times: 1})
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/approve-sweep "+sha("c1"))
-	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
-	testkit.Eventually(t, "the look for a run before the send", func() bool { return w.gh.Count(runsRoute) > 0 })
-	clock.add(2 * time.Minute) // before the failed wake-up is tried again
-	st := w.waitApproval("looking for the run", "GitHub did not answer the dispatch: looking for its run")
-	if n := len(w.gh.WorkflowDispatches()); n != 0 {
-		t.Fatalf("%d dispatches sent from a stale mark; want none yet:\n%s", n, st)
-	}
-	w.passTime(clock, approve.FindWait+time.Minute)
-	d := w.dispatchedRun()
-	if d.Inputs["head-sha"] != sha("c1") {
-		t.Fatalf("dispatch %+v", d)
-	}
-	w.waitApproval("the run bound", "waiting for the run")
-}
-
 // With main_sweeps: false, the completed approved run is the head's own
 // sweep: opsbot/reuse-ready says a merge would take it.
 func TestApprovedRunMakesTheHeadReady(t *testing.T) {
@@ -582,4 +558,62 @@ func TestApprovalOfANewHeadReplacesOneNeverDispatched(t *testing.T) {
 	if got := strings.Join(w.approvalOutcomes(), " "); !strings.HasPrefix(got, "active expired active") {
 		t.Fatalf("approval audit %q; want the first expired (replaced) before the second began", got)
 	}
+}
+
+// reloadWithout writes the configuration without the repository's
+// external section and reloads it, as an operator does.
+func (w *world) reloadWithoutExternal() {
+	w.t.Helper()
+	path := filepath.Join(w.dir, "opsbot.yaml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	next := strings.Replace(string(raw), "    external:\n      workflow: "+externalWorkflow+"\n", "", 1)
+	if next == string(raw) {
+		w.t.Fatal("the configuration has no external section to remove")
+	}
+	if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
+		w.t.Fatal(err)
+	}
+	if r := w.call(http.MethodPost, "/api/v1/reload", apiToken, "", ""); r.code != http.StatusOK {
+		w.t.Fatalf("reload: %d %s", r.code, r.body)
+	}
+}
+
+// A reload that removes repos[].external while an approval waits: the
+// approver can still revoke it (cancel is taken first, whatever the
+// configuration says now), and its next wake-up ends it without
+// dispatching the fork's head (before, cancel was refused as "no workflow
+// for external PRs" while the wake-ups went on to dispatch it).
+func TestApprovalAfterAReloadRemovedItsWorkflow(t *testing.T) {
+	t.Parallel()
+	start := func(t *testing.T) (*world, *movingClock) {
+		clock := &movingClock{t: time.Now()}
+		w := approveWorld(t, "", clock)
+		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+		w.comment(maintainer, "/approve-sweep "+sha("c1"))
+		w.waitApproval("waiting for the merge commit", "GitHub is still making")
+		w.reloadWithoutExternal()
+		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+		return w, clock
+	}
+	t.Run("cancel", func(t *testing.T) {
+		t.Parallel()
+		w, _ := start(t)
+		w.comment(maintainer, "/approve-sweep cancel")
+		mustContain(t, "reply", w.lastReply(), "@maintainer revoked the approval of `c1c1c1c`")
+		if n := len(w.gh.WorkflowDispatches()); n != 0 {
+			t.Fatalf("%d dispatches after the approval was revoked", n)
+		}
+	})
+	t.Run("its next wake-up", func(t *testing.T) {
+		t.Parallel()
+		w, clock := start(t)
+		w.passTime(clock, approve.Poll)
+		st := w.waitApproval("the approval ended", "expired: the repository's configuration changed: no workflow for external PRs is configured any more")
+		if n := len(w.gh.WorkflowDispatches()); n != 0 {
+			t.Fatalf("%d dispatches for a workflow the configuration no longer names:\n%s", n, st)
+		}
+	})
 }

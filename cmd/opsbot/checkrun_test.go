@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,15 +55,29 @@ func (w *world) checkRunsOn(name string) []githubtest.CreatedCheckRun {
 }
 
 // clickCheckRun sends check_run requested_action: u clicked the button
-// identifier on opsbot's check run of commit name, about run.
+// identifier on opsbot's newest check run of commit name that offers it,
+// about run.
 func (w *world) clickCheckRun(u user, name, identifier string, run int64) {
 	w.t.Helper()
-	w.send("check_run", map[string]any{"action": "requested_action",
+	w.send("check_run", w.clickPayload(u, name, identifier, run))
+}
+
+// clickPayload is the check_run requested_action GitHub sends for a click
+// (clickCheckRun); a test sends it again to replay it.
+func (w *world) clickPayload(u user, name, identifier string, run int64) map[string]any {
+	w.t.Helper()
+	var id int64
+	for _, c := range w.checkRunsOn(name) {
+		if slices.Contains(c.Actions, identifier) {
+			id = c.ID
+		}
+	}
+	return map[string]any{"action": "requested_action",
 		"repository": map[string]any{"full_name": theRepo},
-		"check_run": map[string]any{"name": "opsbot/sweep-gate", "head_sha": sha(name), "external_id": fmt.Sprintf("%d:%d", thePR, run),
+		"check_run": map[string]any{"id": id, "name": "opsbot/sweep-gate", "head_sha": sha(name), "external_id": fmt.Sprintf("%d:%d", thePR, run),
 			"app": map[string]any{"id": githubtest.AppID}, "pull_requests": []any{map[string]any{"number": thePR}}},
 		"requested_action": map[string]any{"identifier": identifier},
-		"sender":           u.json()})
+		"sender":           u.json()}
 }
 
 // As a GitHub App, opsbot puts a check run on every decided head, and on a
@@ -103,6 +118,8 @@ func TestCheckRunButtons(t *testing.T) {
 	}
 	// The skipped head's workflow run completes too: it measured nothing,
 	// and nothing offers it for reuse.
+	w.gh.AddRun(theRepo, githubtest.Run{ID: 31200000021, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: sha("c3"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Minute)})
 	w.sweepCompleted("c3", 31200000021, "success")
 	if cr := w.checkRunsOn("c3"); len(cr) != 1 {
 		t.Fatalf("a skipped head's run was offered for reuse: %+v", cr)
@@ -112,16 +129,20 @@ func TestCheckRunButtons(t *testing.T) {
 	if out, _ := w.gate("--pr", "2512", "--sha", sha("c3")); out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"]+out["reason"], "sweep anyway") {
 		t.Fatalf("the gate after Sweep anyway: %v", out)
 	}
-	// The skip saved nothing after all, and the head's own sweep (its
-	// workflow's re-run) is a sweep that can be pinned.
+	// The skip saved nothing after all. The attempt that was skipped
+	// measured nothing, whatever it uploaded (an aggregate of the reused
+	// results): it cannot be pinned; the workflow's re-run, an attempt
+	// started after Sweep anyway, is the head's own sweep and can be.
 	saved, _, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.srv.URL, "--saved", "--format", "json")
 	if err != nil || !strings.Contains(saved, `"skips": 0`) {
 		t.Fatalf("saved totals after Sweep anyway: %v\n%s", err, saved)
 	}
-	w.gh.AddRun(theRepo, githubtest.Run{ID: 31200000022, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
-		HeadSHA: sha("c3"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Minute)})
-	w.comment(maintainer, "/reuse-sweep-run 31200000022")
-	mustContain(t, "pin of the re-run", w.lastReply(), "📌 @maintainer pinned run [31200000022](")
+	w.comment(maintainer, "/reuse-sweep-run 31200000021")
+	mustContain(t, "pin of the skipped attempt", w.lastReply(), "I did not pin run 31200000021", "its attempt 1 started before the sweep of its commit `c3c3c3c` was asked for anyway")
+	w.gh.RerunRun(theRepo, 31200000021)
+	w.gh.CompleteRun(theRepo, 31200000021, "success", resultArtifacts)
+	w.comment(maintainer, "/reuse-sweep-run 31200000021")
+	mustContain(t, "pin of the re-run", w.lastReply(), "📌 @maintainer pinned run [31200000021](")
 	// The same click as before, the same payload: a click of its own (its
 	// delivery id), not taken for a replay.
 	w.clickCheckRun(maintainer, "c2", "reuse", r2)
@@ -154,5 +175,40 @@ func TestMergeWithReuseAsAnAppWaitsForCI(t *testing.T) {
 	}
 	if cr := w.gh.CreatedCheckRuns(); len(cr) == 0 {
 		t.Fatal("opsbot made no check run on the update")
+	}
+}
+
+// Each button of opsbot's check runs acts once: GitHub signs a click's body
+// but not its delivery id, so a captured click sent again under a new id
+// (after the maintainer cancelled what it did) is refused, saying who used
+// the button and when, and changes nothing; a click that did nothing (a
+// reader's, refused) uses nothing up.
+func TestCheckRunClickReplayedUnderANewIDDoesNothing(t *testing.T) {
+	t.Parallel()
+	w := appWorld(t)
+	w.push("c2")
+	const r2 = int64(31200000020)
+	w.gh.AddRun(theRepo, githubtest.Run{ID: r2, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
+	w.sweepCompleted("c2", r2, "success")
+	w.clickCheckRun(reader, "c2", "reuse", r2)
+	mustContain(t, "reader's click", w.lastReply(), "@reader", "needs the `write` role")
+	captured := w.clickPayload(maintainer, "c2", "reuse", r2)
+	w.send("check_run", captured)
+	mustContain(t, "the click", w.lastReply(), "📌 @maintainer pinned run [31200000020](")
+	w.comment(maintainer, "/reuse-sweep-run cancel")
+	mustContain(t, "cancel", w.lastReply(), "revoked")
+	w.send("check_run", captured) // the same signed body, a new delivery id
+	mustContain(t, "the replay", w.lastReply(), "nothing was done: this button was used already, by @maintainer", "each button acts once")
+	w.push("c3")
+	if !w.swept("c3") {
+		t.Fatalf("the push after a replayed click = %+v; want a sweep: the replay pinned the run again", w.statuses("c3"))
+	}
+	var refused bool
+	for _, r := range w.audit() {
+		refused = refused || (r["kind"] == "command" && r["outcome"] == "rejected" && strings.Contains(fmt.Sprint(r["reason"]), "the button was used already"))
+	}
+	if !refused {
+		t.Fatalf("the replay is not in the audit: %v", w.trail())
 	}
 }

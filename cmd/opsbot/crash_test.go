@@ -62,11 +62,18 @@ func startBinary(t *testing.T, bin, config string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--config", config)
 	cmd.Env = append(os.Environ(), "TEST_WEBHOOK_SECRET="+testSecret)
+	return startCmd(t, cmd, filepath.Dir(config))
+}
+
+// startCmd starts the binary's serve command and waits until it serves;
+// its stderr goes to a file in dir.
+func startCmd(t *testing.T, cmd *exec.Cmd, dir string) *proc {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	logFile, err := os.Create(filepath.Join(filepath.Dir(config), fmt.Sprintf("stderr-%d.log", time.Now().UnixNano())))
+	logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("stderr-%d.log", time.Now().UnixNano())))
 	if err != nil {
 		t.Fatal(err)
 	}

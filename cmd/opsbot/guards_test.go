@@ -262,7 +262,7 @@ func TestAppManifests(t *testing.T) {
 		t.Fatalf("--staging manifest:\n%s", out)
 	}
 	out, _, _ = runCLI(t, nil, "github", "app-manifest", "--url", "https://opsbot.example.com", "--merge")
-	if !strings.Contains(out, `"contents": "write"`) || !strings.Contains(out, `"pull_requests": "write"`) {
+	if !strings.Contains(out, `"contents": "write"`) || !strings.Contains(out, `"pull_requests": "write"`) || !strings.Contains(out, `"workflows": "write"`) {
 		t.Fatalf("--merge manifest:\n%s", out)
 	}
 	out, _, _ = runCLI(t, nil, "github", "app-manifest", "--url", "https://opsbot.example.com", "--external")

@@ -42,6 +42,12 @@ func githubPermissions(f appFeatures) []githubPermission {
 	if f.external {
 		ps[1] = githubPermission{"actions", "write", "as read, and /approve-sweep: dispatching the external PRs' workflow and cancelling a revoked approval's run"}
 	}
+	if f.merge {
+		// GitHub refuses a push that changes .github/workflows/** to an App
+		// without it: the update of a branch that brings main's workflow
+		// changes is such a push.
+		ps = append(ps, githubPermission{"workflows", "write", "/merge-with-reuse: updating a PR's branch when the update brings the default branch's changes to .github/workflows/**"})
+	}
 	if f.teams {
 		ps = append(ps, githubPermission{"members", "read", "allow_teams: team membership (an organization permission)"})
 	}
@@ -116,7 +122,7 @@ func runAppManifest(e *env, args []string) error {
 	name := fs.String("name", "opsbot", "the App's name")
 	staging := fs.Bool("staging", false, "also contents: write, for /stage-results dispatches")
 	teams := fs.Bool("teams", false, "also members: read, for allow_teams")
-	merge := fs.Bool("merge", false, "also contents: write and pull_requests: write, for /merge-with-reuse")
+	merge := fs.Bool("merge", false, "also contents: write, pull_requests: write and workflows: write, for /merge-with-reuse")
 	external := fs.Bool("external", false, "also actions: write, for /approve-sweep (dispatching the external PRs' workflow)")
 	if err := parseFlags(fs, args); err != nil {
 		return err

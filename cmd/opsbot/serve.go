@@ -390,7 +390,7 @@ func newApp(parent context.Context, cfg *config.Config, d appDeps) (_ *app, err 
 	// Who opsbot is and the allow_users accounts are set by begin, before
 	// the workers start.
 	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
-		Marks: store, State: store, Sequences: map[string]seq.Kind{}, Seqs: store, Now: now, SlackButtons: secrets.SlackSigningSecret != "", AppID: appID}
+		Marks: store, State: store, Sequences: map[string]seq.Kind{}, Seqs: store, Now: now, Buttons: store, SlackButtons: secrets.SlackSigningSecret != "", AppID: appID}
 	digester := &digest.Digester{Cfg: live, Web: web.Base(), Sequence: store.Sequence, Now: now,
 		Audit: func(repo string, since, until time.Time) ([]state.AuditRecord, error) {
 			return auditSince(store, repo, since, until)

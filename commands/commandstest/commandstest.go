@@ -43,6 +43,8 @@ type Tx struct {
 	Seqs    map[string]record.Sequence // by repo#PR kind
 	// ApprovalList holds the approvals by repo and id.
 	ApprovalList map[string]record.Approval
+	// Buttons are the check-run buttons used.
+	Buttons []record.ButtonUse
 	// NoReplies and NoReactions spend the budgets.
 	NoReplies, NoReactions bool
 	nextID                 uint64
@@ -218,6 +220,17 @@ func (t *Tx) Transition(p *record.Pin, to record.PinState, c record.PinChange) e
 // OverrideDecision is not kept in memory: handlers' tests do not decide.
 func (t *Tx) OverrideDecision(repo string, pr int, sha, login string) error {
 	return fmt.Errorf("commandstest: no decision of %s#%d@%s to override", repo, pr, sha)
+}
+
+// UseButton uses up a check run's button once.
+func (t *Tx) UseButton(b record.ButtonUse) error {
+	for _, u := range t.Buttons {
+		if u.Repo == b.Repo && u.CheckRun == b.CheckRun && u.Action == b.Action {
+			return fmt.Errorf("%w: check run %d's %s", record.ErrButtonUsed, b.CheckRun, b.Action)
+		}
+	}
+	t.Buttons = append(t.Buttons, b)
+	return nil
 }
 
 // ExpectUpdate records the base tip on the PR's active merge pin.

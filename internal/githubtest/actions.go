@@ -21,14 +21,23 @@ func (f *Fake) workflow(w http.ResponseWriter, r *http.Request, repo *Repo) (int
 	return http.StatusOK, &github.Workflow{ID: github.Int64(id), Name: github.String(file), Path: github.String(".github/workflows/" + file), State: github.String("active")}
 }
 
+// startedAt is when the run's latest attempt started.
+func (run *Run) startedAt() time.Time {
+	if run.StartedAt.IsZero() {
+		return run.CreatedAt
+	}
+	return run.StartedAt
+}
+
 func (f *Fake) runJSON(repo *Repo, run *Run) *github.WorkflowRun {
 	full := repo.Owner + "/" + repo.Name
 	wr := &github.WorkflowRun{
 		ID: github.Int64(run.ID), WorkflowID: github.Int64(run.WorkflowID), Event: github.String(run.Event),
 		Status: github.String(run.Status), HeadSHA: github.String(run.HeadSHA), HeadBranch: github.String(run.HeadBranch),
 		RunAttempt: github.Int(run.Attempt), CreatedAt: &github.Timestamp{Time: run.CreatedAt},
-		HTMLURL:    github.String(fmt.Sprintf("https://github.com/%s/actions/runs/%d", full, run.ID)),
-		Repository: &github.Repository{FullName: github.String(full), ID: github.Int64(repo.ID)},
+		RunStartedAt: &github.Timestamp{Time: run.startedAt()},
+		HTMLURL:      github.String(fmt.Sprintf("https://github.com/%s/actions/runs/%d", full, run.ID)),
+		Repository:   &github.Repository{FullName: github.String(full), ID: github.Int64(repo.ID)},
 	}
 	if run.Conclusion != "" {
 		wr.Conclusion = github.String(run.Conclusion)

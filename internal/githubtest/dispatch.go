@@ -188,5 +188,5 @@ func (f *Fake) RerunRun(repo string, id int64) {
 	defer f.mu.Unlock()
 	run := f.repos[strings.ToLower(repo)].Runs[id]
 	run.Attempt++
-	run.Status, run.Conclusion = "queued", ""
+	run.Status, run.Conclusion, run.StartedAt = "queued", "", f.now()
 }

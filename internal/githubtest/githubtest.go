@@ -144,7 +144,9 @@ type Run struct {
 	HeadBranch string
 	Attempt    int
 	CreatedAt  time.Time
-	Artifacts  []Artifact
+	// StartedAt is when its latest attempt started (zero: CreatedAt).
+	StartedAt time.Time
+	Artifacts []Artifact
 	// PRs are the pull requests the run lists; nil lists what GitHub would:
 	// the open PRs of the repository whose head is the run's branch, when
 	// the run's head is in the repository itself (a fork's run lists none).

@@ -378,6 +378,7 @@ func (f *Fake) PushMerge(repo string, number int, commit, second string, files .
 
 // CreatedCheckRun is a check run created through the API (an App's).
 type CreatedCheckRun struct {
+	ID                                                      int64
 	Repo, SHA, Name, Conclusion, Title, Summary, ExternalID string
 	Actions                                                 []string // their identifiers
 	Labels                                                  []string
@@ -399,8 +400,8 @@ func (f *Fake) createCheckRun(w http.ResponseWriter, r *http.Request, repo *Repo
 	if len(in.Actions) > 3 {
 		return http.StatusUnprocessableEntity, map[string]string{"message": "Only 3 actions may be given"}
 	}
-	c := CreatedCheckRun{Repo: repo.Owner + "/" + repo.Name, SHA: in.HeadSHA, Name: in.Name, Conclusion: in.GetConclusion(),
-		ExternalID: in.GetExternalID()}
+	c := CreatedCheckRun{ID: int64(9000 + len(f.created) + 1), Repo: repo.Owner + "/" + repo.Name, SHA: in.HeadSHA, Name: in.Name,
+		Conclusion: in.GetConclusion(), ExternalID: in.GetExternalID()}
 	if in.Output != nil {
 		c.Title, c.Summary = in.Output.GetTitle(), in.Output.GetSummary()
 	}
@@ -412,5 +413,5 @@ func (f *Fake) createCheckRun(w http.ResponseWriter, r *http.Request, repo *Repo
 	}
 	f.created = append(f.created, c)
 	f.checkRuns = append(f.checkRuns, CheckRun{Repo: c.Repo, SHA: c.SHA, Name: c.Name, Status: "completed", Conclusion: c.Conclusion, ByApp: true})
-	return http.StatusCreated, map[string]any{"id": 9000 + len(f.created), "name": c.Name, "head_sha": c.SHA}
+	return http.StatusCreated, map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.SHA}
 }

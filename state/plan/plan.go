@@ -714,6 +714,21 @@ func (s ExpectUpdate) apply(tx record.Tx, _ Teller) error {
 	return tx.ExpectUpdate(s.Repo, s.PR, s.PinID, s.Base, s.Tree)
 }
 
+// UseButton uses up a button of one of opsbot's check runs: each offered
+// button acts once (record.ButtonUse). One used meanwhile makes the plan
+// stale, and the click is decided again from what is stored.
+type UseButton struct {
+	Use record.ButtonUse
+}
+
+func (s UseButton) apply(tx record.Tx, _ Teller) error {
+	err := tx.UseButton(s.Use)
+	if errors.Is(err, record.ErrButtonUsed) {
+		return fmt.Errorf("%w: %w", ErrStale, err)
+	}
+	return err
+}
+
 // SlackAnswer answers a click in Slack, shown only to the one who clicked
 // (its response_url; none: nothing is sent). Text is plain.
 type SlackAnswer struct {

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"time"
 )
 
@@ -93,6 +94,24 @@ type Decision struct {
 // overridden since.
 func (d *Decision) Skipped() bool { return d.Decision == Skip && d.OverriddenBy == "" }
 
+// SkippedHead is what opsbot keeps of a head whose sweep it skipped: the
+// run it reused, and, when a maintainer asked to sweep it anyway, when.
+// Only a run's attempt that started after that measured the head.
+type SkippedHead struct {
+	RunID        int64
+	OverriddenAt time.Time
+}
+
+// Measured reports whether a run's attempt that started at started
+// measured the head: never while the skip stands; after Sweep anyway, an
+// attempt started after it (the re-run the override asked for). GitHub
+// gives a start to the second: one in the override's own second counts,
+// since an attempt asks the gate only after it started (its jobs take
+// longer than that to begin), so it was answered sweep.
+func (h SkippedHead) Measured(started time.Time) bool {
+	return !h.OverriddenAt.IsZero() && !started.Before(h.OverriddenAt.Truncate(time.Second))
+}
+
 // PRInfo is what opsbot remembers of a PR (for Slack threads and the audit page).
 type PRInfo struct {
 	Repo    string `json:"repo"`
@@ -135,6 +154,9 @@ type PRInfo struct {
 	SweepRun        int64  `json:"sweep_run,omitempty"`
 	SweepConclusion string `json:"sweep_conclusion,omitempty"`
 	SweepURL        string `json:"sweep_url,omitempty"`
+	// SweepStarted is when that run's latest attempt started: after Sweep
+	// anyway, only an attempt started after it measured the head.
+	SweepStarted time.Time `json:"sweep_started,omitzero"`
 	// SweepAt is that run's updated_at: a late delivery of an older
 	// attempt does not replace a newer one.
 	SweepAt time.Time `json:"sweep_at,omitzero"`
@@ -200,3 +222,21 @@ func (m CommentMark) String() string {
 	}
 	return "none"
 }
+
+// ButtonUse is a button of one of opsbot's check runs, used: each button a
+// check run offers acts once. GitHub signs a click's payload but not its
+// delivery id, so a captured click sent again under a new id would
+// otherwise run again as the one who clicked.
+type ButtonUse struct {
+	Repo     string `json:"repo"`
+	CheckRun int64  `json:"check_run"` // the check run's id, GitHub's and unique
+	Action   string `json:"action"`    // the button's identifier
+	// By is who clicked, Delivery the click's delivery id, At when.
+	By       string    `json:"by"`
+	ByID     int64     `json:"by_id,omitempty"`
+	Delivery string    `json:"delivery,omitempty"`
+	At       time.Time `json:"at,omitzero"`
+}
+
+// ErrButtonUsed is a button of a check run that acted before.
+var ErrButtonUsed = errors.New("record: the check run's button was used before")

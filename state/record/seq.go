@@ -46,6 +46,19 @@ type Sequence struct {
 // Origin is the invocation that started the sequence.
 func (s *Sequence) Origin() Origin { return originOf(s.OriginKind, s.OriginID, s.OriginURL) }
 
+// Line is the command line that started the sequence, as written: a kind
+// a command starts keeps it in its data's "line" (editing it away takes
+// the sequence back). "" for a kind that keeps none.
+func (s *Sequence) Line() string {
+	var d struct {
+		Line string `json:"line"`
+	}
+	if json.Unmarshal(s.Data, &d) != nil {
+		return ""
+	}
+	return d.Line
+}
+
 // SetOrigin records the invocation that started the sequence.
 func (s *Sequence) SetOrigin(o Origin) {
 	s.OriginID, s.OriginURL, s.OriginKind = o.ID, o.URL, storedKind(o.Kind)

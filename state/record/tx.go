@@ -10,6 +10,9 @@ type Tx interface {
 	// OverrideDecision marks the skip decided for a PR's head overridden
 	// by login (Sweep anyway): an error when the head has no skip.
 	OverrideDecision(repo string, pr int, sha, login string) error
+	// UseButton uses up one button of a check run opsbot offered: an
+	// error wrapping ErrButtonUsed when it was used before.
+	UseButton(b ButtonUse) error
 	Auditor
 	Outbox
 	PRs

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// A lost `deleted` webhook of the comment that started a live sequence is
+// recovered by reconcile, as it is for a comment that made an active pin:
+// an approval under way is revoked before it dispatches anything, and a
+// merge whose pin the update's push has used (so no active pin leads to the
+// comment) stops before it merges.
+func TestReconcileTakesBackASequenceWhoseCommentWasDeleted(t *testing.T) {
+	t.Parallel()
+	t.Run("an approval under way", func(t *testing.T) {
+		t.Parallel()
+		clock := &movingClock{t: time.Now()}
+		w := approveWorld(t, "", clock)
+		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+		c := w.comment(maintainer, "/approve-sweep "+sha("c1"))
+		w.waitApproval("waiting for the merge commit", "GitHub is still making")
+		w.gh.DeleteComment(c.ID) // its webhook never comes
+		rep := w.reconcile()
+		if got := ids(rep, "sequences_taken_back"); len(got) != 1 || got[0] != thePR {
+			t.Fatalf("reconcile report %v; want PR %d's approval taken back", rep, thePR)
+		}
+		w.waitApproval("the approval revoked", "revoked:")
+		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+		clock.add(time.Hour)
+		w.settle()
+		if n := len(w.gh.WorkflowDispatches()); n != 0 {
+			t.Fatalf("%d dispatches for an approval whose comment was deleted", n)
+		}
+	})
+	t.Run("a merge after its pin was used", func(t *testing.T) {
+		t.Parallel()
+		clock := &movingClock{t: time.Now()}
+		w := mergeWorld(t, "", clock)
+		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+		c := w.comment(maintainer, "/merge-with-reuse 31147925932")
+		w.waitStatus("the update asked", "update asked")
+		updated := w.gh.PRHead(theRepo, thePR)
+		w.gh.SetCheckRun(theRepo, updated, "lint", "in_progress", "")
+		w.sendSync(updated, "") // the update's push uses the pin
+		w.passTime(clock, record.WakeGap)
+		w.waitStatus("waiting for the checks", "waiting for the checks of `"+updated[:7]+"`")
+		w.gh.DeleteComment(c.ID) // its webhook never comes
+		rep := w.reconcile()
+		if got := ids(rep, "sequences_taken_back"); len(got) != 1 || got[0] != thePR {
+			t.Fatalf("reconcile report %v; want PR %d's merge taken back", rep, thePR)
+		}
+		w.waitStatus("the merge stopped", "⛔ stopped: someone (found by recovery)")
+		w.gh.SetCheckRun(theRepo, updated, "lint", "completed", "success")
+		clock.add(time.Minute)
+		w.checkEvent(updated)
+		if m := w.gh.Merges(); len(m) != 0 {
+			t.Fatalf("merged %+v after its comment was deleted", m)
+		}
+	})
+}
