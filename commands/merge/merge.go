@@ -123,6 +123,8 @@ type Data struct {
 	MergeAsked  time.Time `json:"merge_asked,omitzero"`
 	MergeTries  int       `json:"merge_tries,omitempty"`
 	MergeCommit string    `json:"merge_commit,omitempty"`
+	// Now is what the status comment last said is happening.
+	Now string `json:"now,omitempty"`
 	// Trail is what the status comment says happened, a line a step.
 	Trail []string `json:"trail"`
 }
@@ -553,11 +555,16 @@ func (st *stepper) waitFor(step, now string, out string, after time.Duration) (p
 	next := *st.cur
 	next.Step = step
 	next.WakeAt = st.now.Add(after)
+	said := st.data.Now
+	st.data.Now = now
 	next.Data, _ = json.Marshal(st.data)
 	ps := plan.PutSequence{Seq: next, Read: st.cur.Version}
-	if step != st.cur.Step || len(st.data.Trail) != len(mustData(st.cur).Trail) {
+	moved := step != st.cur.Step || len(st.data.Trail) != len(mustData(st.cur).Trail)
+	if moved || now != said {
 		e := st.h.statusEdit(&next, st.data, now)
 		ps.Edit = &e
+	}
+	if moved {
 		rec := record.AuditRecord{Kind: record.AuditMerge, Outcome: step, Repo: st.cur.Repo, PR: st.cur.PR, RunID: st.data.RunID,
 			HeadSHA: firstNonEmpty(st.data.Decided, st.cur.Head), ActorLogin: st.cur.ActorLogin, ActorID: st.cur.ActorID, Reason: mdtext.Plain(mdtext.Parse(now))}
 		rec.SetOrigin(st.cur.Origin())

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/commands/approve"
+	"github.com/SemiAnalysisAI/opsbot/commands/merge"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/seq"
+)
+
+const (
+	routePR      = "GET /repos/{owner}/{repo}/pulls/{n}"
+	routeRunRead = "GET /repos/{owner}/{repo}/actions/runs/{id}"
+)
+
+// waitingState is one state a sequence waits in, for the engine's tests.
+type waitingState struct {
+	name string
+	// world builds the world; enter brings the sequence to the state and
+	// waits until its status says so.
+	world func(t *testing.T, deps func(*appDeps)) *world
+	enter func(w *world, clock *movingClock)
+	// deadline passes the sequence's deadline from the state; ended is
+	// what its status says then.
+	deadline time.Duration
+	ended    []string
+	// fail is a GitHub read the state's step makes (empty: the step reads
+	// nothing of GitHub); moved, after it heals, makes what the step waits
+	// for happen and waits until the sequence moved on.
+	fail  string
+	moved func(w *world, clock *movingClock)
+	// poll is how long the state waits before it reads GitHub again.
+	poll time.Duration
+}
+
+// engineDeps are the server's dependencies in the engine's tests: the
+// test's clock, due sequences looked for often, a failing delivery given
+// up on at once, and one try of each GitHub read.
+func engineDeps(clock *movingClock) func(*appDeps) {
+	return func(d *appDeps) {
+		d.Now, d.SeqEvery, d.Worker = clock.now, 10*time.Millisecond, quickWorkers
+		d.GitHub = func(o *ghclient.Options) { o.MaxTries = 1 }
+	}
+}
+
+func waitingStates() []waitingState {
+	mergeW := func(t *testing.T, deps func(*appDeps)) *world {
+		return newWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: deps})
+	}
+	approveW := func(t *testing.T, deps func(*appDeps)) *world {
+		w := newWorldOpts(t, worldOpts{repo: "    external:\n      workflow: " + externalWorkflow + "\n", deps: deps})
+		w.gh.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
+		w.gh.SetRole(theRepo, maintLog, "maintain")
+		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
+		return w
+	}
+	return []waitingState{
+		{name: "merge: waiting for GitHub's mergeability", world: mergeW,
+			enter: func(w *world, _ *movingClock) {
+				w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+				w.comment(maintainer, "/merge-with-reuse 31147925932")
+				w.waitStatus("waiting for mergeability", "GitHub is still working out whether the branch can be merged")
+			},
+			deadline: merge.DefaultChecksTimeout, ended: []string{"⛔ stopped: it did not finish within 2h of the command (about to look at the branch)"},
+			fail: routePR,
+			poll: merge.Poll,
+			moved: func(w *world, clock *movingClock) {
+				w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+				w.greenChecks(sha("c1"))
+				w.passTime(clock, merge.Poll)
+				w.waitStatus("the merge", "🎉 merged `c1c1c1c`")
+			}},
+		{name: "merge: waiting for the update's push", world: mergeW,
+			enter: func(w *world, _ *movingClock) {
+				w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+				w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
+				w.comment(maintainer, "/merge-with-reuse 31147925932")
+				w.waitStatus("the update asked", "update asked")
+			},
+			deadline: merge.DefaultChecksTimeout, ended: []string{"⛔ stopped: it did not finish within 2h of the command (updating the branch)"},
+			fail: routePR, poll: merge.Poll,
+			moved: func(w *world, _ *movingClock) {
+				// No push came within the wait: the merge says so.
+				w.waitStatus("the update given up", "⛔ stopped: GitHub made no push 10m after the update was asked")
+			}},
+		{name: "merge: waiting for the checks", world: mergeW,
+			enter: func(w *world, _ *movingClock) {
+				pendingChecks(w)
+				w.comment(maintainer, "/merge-with-reuse 31147925932")
+				w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+			},
+			deadline: merge.DefaultChecksTimeout, ended: []string{"⛔ stopped: it did not finish within 2h of the command (waiting for the checks)"},
+			fail: routeCheckRuns, poll: merge.Poll,
+			moved: func(w *world, clock *movingClock) {
+				w.gh.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "success")
+				w.passTime(clock, merge.Poll)
+				w.waitStatus("the merge", "🎉 merged `c1c1c1c`")
+			}},
+		{name: "approval: waiting for GitHub's merge commit", world: approveW,
+			enter: func(w *world, _ *movingClock) {
+				w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+				w.comment(maintainer, "/approve-sweep "+sha("c1"))
+				w.waitApproval("waiting for the merge commit", "GitHub is still making")
+			},
+			deadline: approve.DefaultRunTimeout, ended: []string{"expired: it was not dispatched within 12h of the approval"},
+			fail: routePR, poll: approve.Poll,
+			moved: func(w *world, clock *movingClock) {
+				w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+				w.passTime(clock, approve.Poll)
+				w.dispatchedRun()
+				w.waitApproval("the run bound", "waiting for the run")
+			}},
+		{name: "approval: waiting for its run", world: approveW,
+			enter: func(w *world, _ *movingClock) {
+				w.comment(maintainer, "/approve-sweep "+sha("c1"))
+				w.dispatchedRun()
+				w.waitApproval("the run bound", "waiting for the run")
+			},
+			deadline: approve.DefaultRunTimeout, ended: []string{"expired: its run", "did not finish within 12h of the approval"},
+			fail: routeRunRead, poll: approve.RunPoll,
+			moved: func(w *world, clock *movingClock) {
+				w.gh.CompleteRun(theRepo, w.gh.WorkflowDispatches()[0].RunID, "success", resultArtifacts)
+				w.passTime(clock, approve.RunPoll)
+				w.waitApproval("the approval completed", "completed:")
+			}},
+		{name: "stage: waiting for the staging side's report",
+			world: func(t *testing.T, deps func(*appDeps)) *world {
+				w := newWorldOpts(t, worldOpts{repo: stageCfg + "      report_timeout: 2h\n", deps: deps})
+				w.gh.AddRepo(stagingRepo, "stage.yml", 500)
+				return w
+			},
+			enter: func(w *world, _ *movingClock) {
+				w.comment(maintainer, "/stage-results 31147925932")
+				w.settle()
+			},
+			deadline: 2 * time.Hour, ended: []string{"did not report within 2h0m0s"}},
+	}
+}
+
+// The engine's retry and deadline, for every kind of sequence, with a
+// restart in each state it waits in: after the restart the deadline fires
+// (whatever GitHub answers, before GitHub is read), and a step that fails
+// for good (GitHub down longer than the worker's tries: dead-lettered) is
+// woken again in the next retry window and moves on. The weekly digest has
+// no deadline and reads nothing of GitHub; its restarts are
+// TestWeeklyDigestOncePerWeekAcrossRestarts'.
+func TestEveryKindRetriesAndExpiresAfterARestart(t *testing.T) {
+	t.Parallel()
+	for _, s := range waitingStates() {
+		t.Run(s.name+": deadline", func(t *testing.T) {
+			t.Parallel()
+			clock := &movingClock{t: time.Now()}
+			deps := engineDeps(clock)
+			w := s.world(t, deps)
+			s.enter(w, clock)
+			w.srv.Stop(t)
+			w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, deps)
+			if s.fail != "" {
+				w.gh.Inject(s.fail, githubtest.Fault{Status: 502}) // the end needs nothing of GitHub
+			}
+			w.passTime(clock, s.deadline+time.Second)
+			testkit.Eventually(t, "the end at the deadline", func() bool {
+				for _, r := range w.replies() {
+					if containsAll(r, s.ended...) {
+						return true
+					}
+				}
+				return false
+			})
+		})
+		if s.fail == "" {
+			continue
+		}
+		t.Run(s.name+": a step failed for good", func(t *testing.T) {
+			t.Parallel()
+			clock := &movingClock{t: time.Now()}
+			deps := engineDeps(clock)
+			w := s.world(t, deps)
+			s.enter(w, clock)
+			w.srv.Stop(t)
+			w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, deps)
+			w.gh.Inject(s.fail, githubtest.Fault{Status: 502})
+			dead := w.deadLetters()
+			clock.add(s.poll)
+			testkit.Eventually(t, "the failing step dead-lettered", func() bool { return w.deadLetters() > dead })
+			w.gh.Heal(s.fail)
+			w.passTime(clock, seq.Retry)
+			s.moved(w, clock)
+		})
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
