@@ -130,6 +130,22 @@ func TestDecideIsPure(t *testing.T) {
 	}
 }
 
+// A policy whose access rule could not be read lets nobody in: not the
+// listed user, not an admin, not a team member (an unknown role ranks
+// below every other, and taken as a minimum it would let everyone in).
+func TestUnreadablePolicyDeniesEveryone(t *testing.T) {
+	p := Policy{MinRole: RoleUnknown, Unreadable: `min_role "wrtie" is not a role`, UserIDs: []int64{3}}
+	for _, c := range []struct {
+		a    Actor
+		role Role
+		team bool
+	}{{Actor{ID: 3, Login: "carol"}, RoleUnknown, false}, {Actor{ID: 1, Login: "alice"}, RoleAdmin, false}, {Actor{ID: 1, Login: "alice"}, RoleRead, true}} {
+		if v := Decide(p, c.a, false, c.role, c.team); v.Allowed || !strings.Contains(v.Reason, "cannot be read") {
+			t.Errorf("%+v (%s): %+v", c.a, c.role, v)
+		}
+	}
+}
+
 type fakeUsers struct {
 	ids   map[string]int64
 	reads int

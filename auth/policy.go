@@ -24,6 +24,10 @@ type Policy struct {
 	UserIDs   []int64
 	Teams     []string // ORG/SLUG whose members are allowed
 	AllowBots []string // bot logins whose commands are read at all
+	// Unreadable, when set, says why the command's access rule could not
+	// be read (a min_role that is no role): nobody may run it, whatever
+	// their role or listing.
+	Unreadable string
 }
 
 // NoAnswer is how every reply says that a check failed because GitHub did
@@ -105,6 +109,9 @@ type cachedValue struct {
 // "") means the role must be looked up first.
 func Decide(p Policy, a Actor, self bool, role Role, inTeam bool) Verdict {
 	switch {
+	case p.Unreadable != "":
+		return Verdict{Reason: "this command's access rule cannot be read (" + p.Unreadable + "): nobody may run it until an opsbot admin fixes the configuration",
+			Role: RoleUnknown}
 	case self:
 		return Verdict{Reason: "opsbot does not take commands from itself", Role: RoleUnknown}
 	case strings.EqualFold(a.Type, "Bot") && !containsFold(p.AllowBots, a.Login):

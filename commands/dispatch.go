@@ -103,9 +103,13 @@ func (e Env) Options() Options { return Options{Repo: e.Repo.Name, Host: e.WebHo
 // matched by account id.
 func (e Env) Policy(s *Spec) auth.Policy {
 	a := s.Access(e.Repo)
-	role, _ := auth.ParseRole(a.MinRole) // checked at config load
-	return auth.Policy{MinRole: role, Users: a.AllowUsers, Teams: a.AllowTeams, AllowBots: e.Repo.AllowBots,
+	role, err := auth.ParseRole(a.MinRole) // checked at config load; one that slips through allows nobody
+	p := auth.Policy{MinRole: role, Users: a.AllowUsers, Teams: a.AllowTeams, AllowBots: e.Repo.AllowBots,
 		UserIDs: e.Users.IDs(a.AllowUsers)}
+	if err != nil {
+		p.Unreadable = fmt.Sprintf("min_role %q is not a role", a.MinRole)
+	}
+	return p
 }
 
 // Check is whether actor may run spec here (it may read GitHub).

@@ -167,8 +167,19 @@ func checkKeys(n *yaml.Node, t reflect.Type, at string, probs *Problems) {
 	}
 }
 
+var repoType = reflect.TypeOf(Repo{})
+
+// yamlFields are the keys a struct type takes, by their yaml tags; a
+// repository's also are the registered sections of the commands' own types.
 func yamlFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
+	if t == repoType {
+		for _, s := range registered() {
+			if s.New != nil {
+				out[s.Key] = reflect.TypeOf(s.New())
+			}
+		}
+	}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag := f.Tag.Get("yaml")

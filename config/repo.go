@@ -19,7 +19,6 @@ type Repo struct {
 	AllowBots       []string `yaml:"allow_bots"`
 	Reuse           Reuse    `yaml:"reuse"`
 	Stage           Stage    `yaml:"stage"`
-	Merge           Merge    `yaml:"merge"`
 	External        External `yaml:"external"`
 	Help            Access   `yaml:"help"`
 	// DefaultBranch is the branch a push ask's ID token must be for; when
@@ -44,6 +43,10 @@ type Repo struct {
 	// GPUsPerRunner maps runner label globs to the GPUs a runner with such
 	// a label has: the runner time a reuse saves, weighed into GPU time.
 	GPUsPerRunner map[string]int `yaml:"gpus_per_runner"`
+
+	// own are the sections of the commands' own types (Section.New), by
+	// key, each decoded and defaulted at load (Typed.Of reads one).
+	own map[string]any
 }
 
 // SweepsOnMain reports whether a push to the default branch sweeps.
@@ -62,16 +65,6 @@ type Access struct {
 	MinRole    string   `yaml:"min_role"`
 	AllowUsers []string `yaml:"allow_users"`
 	AllowTeams []string `yaml:"allow_teams"`
-}
-
-// Merge configures /merge-with-reuse: its defaults and checks are the
-// command's (commands/merge's ConfigSection).
-type Merge struct {
-	Access `yaml:",inline"`
-	// Method is how the PR is merged: squash, merge or rebase.
-	Method string `yaml:"method"`
-	// ChecksTimeout is how long the merge waits for the head's checks.
-	ChecksTimeout time.Duration `yaml:"checks_timeout"`
 }
 
 // External configures /approve-sweep, the sweep of a PR from a fork: its
@@ -231,7 +224,8 @@ func (c *Config) SlackChannelFor(r *Repo) string {
 	return c.Slack.Channel
 }
 
-// AllowUsers is every login the repository's allow_users lists and its
+// AllowUsers is every login an allow_users of the repository lists (in
+// every section, the commands' own included) and its
 // stage.callback_senders name, once each: the logins bound to account ids.
 func (r *Repo) AllowUsers() []string {
 	var out []string
@@ -242,8 +236,8 @@ func (r *Repo) AllowUsers() []string {
 			out = append(out, u)
 		}
 	}
-	for _, a := range []Access{r.Reuse.Access, r.Stage.Access, r.Merge.Access, r.Help} {
-		for _, u := range a.AllowUsers {
+	for _, at := range r.accesses("") {
+		for _, u := range at.a.AllowUsers {
 			add(u)
 		}
 	}

@@ -1,14 +1,30 @@
 package config
 
-import "sync"
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+
+	"gopkg.in/yaml.v3"
+)
 
 // Section is the part of a repository's configuration that one command
-// owns (repos[].merge), declared beside its handler: Defaults fills in
-// what the file left out, Check says what is wrong. The section's type is
-// a field of Repo (YAML needs it there); its meaning is the command's.
+// owns (repos[].merge), declared beside its handler: its own type, what
+// the file may leave out (Defaults) and what is wrong (Check). A section
+// whose type is the command's own (New set) is decoded, key-checked and
+// defaulted by the configuration generically: no file of this package
+// names it. Every Access in it (its min_role, allow_users, allow_teams) is
+// defaulted and checked as every section's is, by construction: an unknown
+// role is a problem at load, wherever the Access is.
 type Section struct {
-	// Key is the section's key under repos[], for the problems' paths.
-	Key      string
+	// Key is the section's key under repos[].
+	Key string
+	// New returns a new value of the section's own type: a pointer to a
+	// struct, which the section's YAML decodes into (Typed makes it). Nil
+	// for a section whose type is a field of Repo.
+	New      func() any
 	Defaults func(r *Repo)
 	// Check reports each problem as the key under the section (such as
 	// "method") and what is wrong with it.
@@ -18,6 +34,43 @@ type Section struct {
 // SectionProblem is one thing wrong in a section.
 type SectionProblem struct {
 	Key, Message string
+}
+
+// Typed is a command's own section of type T (a struct, whose fields carry
+// yaml tags as Repo's do): Section gives what the configuration registers,
+// Of reads a repository's value.
+type Typed[T any] struct {
+	Key      string
+	Defaults func(s *T)
+	Check    func(r *Repo, s *T) []SectionProblem
+}
+
+// Section is t as the configuration registers it.
+func (t Typed[T]) Section() Section {
+	s := Section{Key: t.Key, New: func() any { return new(T) }}
+	if t.Defaults != nil {
+		s.Defaults = func(r *Repo) { t.Defaults(t.Of(r)) }
+	}
+	if t.Check != nil {
+		s.Check = func(r *Repo) []SectionProblem { return t.Check(r, t.Of(r)) }
+	}
+	return s
+}
+
+// Of is r's section: as the file gave it, with its defaults. A
+// repository read by a loader that did not register the section (or built
+// in code) gets its defaults alone, a new value each call: a loaded
+// configuration is never written to after the load.
+func (t Typed[T]) Of(r *Repo) *T {
+	if v, ok := r.own[t.Key].(*T); ok {
+		return v
+	}
+	v := new(T)
+	if t.Defaults != nil {
+		t.Defaults(v)
+	}
+	defaultAccesses(reflect.ValueOf(v).Elem())
+	return v
 }
 
 var (
@@ -43,4 +96,142 @@ func registered() []Section {
 	sectionsMu.Lock()
 	defer sectionsMu.Unlock()
 	return append([]Section(nil), sections...)
+}
+
+// ownSection is the registered section of its own type under key, if any.
+func ownSection(key string) (Section, bool) {
+	for _, s := range registered() {
+		if s.Key == key && s.New != nil {
+			return s, true
+		}
+	}
+	return Section{}, false
+}
+
+// UnmarshalYAML decodes a repository: its own fields, then each
+// registered section of its own type (checkKeys reports keys neither
+// knows). Type errors of both are one *yaml.TypeError, so every problem
+// is said at once.
+func (r *Repo) UnmarshalYAML(n *yaml.Node) error {
+	type plain Repo // without this method
+	var errs []string
+	collect := func(err error) error {
+		if te, ok := err.(*yaml.TypeError); ok {
+			errs = append(errs, te.Errors...)
+			return nil
+		}
+		return err
+	}
+	if err := collect(n.Decode((*plain)(r))); err != nil {
+		return err
+	}
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			sec, ok := ownSection(n.Content[i].Value)
+			if !ok {
+				continue
+			}
+			v := sec.New()
+			if err := collect(n.Content[i+1].Decode(v)); err != nil {
+				return err
+			}
+			if r.own == nil {
+				r.own = map[string]any{}
+			}
+			r.own[sec.Key] = v
+		}
+	}
+	if len(errs) > 0 {
+		return &yaml.TypeError{Errors: errs}
+	}
+	return nil
+}
+
+// Own is the value of the repository's section key of its own type (nil:
+// none registered under key).
+func (r *Repo) Own(key string) any { return r.own[key] }
+
+// accessAt is one Access in a repository's configuration and its key path.
+type accessAt struct {
+	path string
+	a    *Access
+}
+
+var accessType = reflect.TypeOf(Access{})
+
+// accesses are every Access in r: in its own fields and in its sections
+// of their own type, with their key paths under prefix (repos[0]), in a
+// stable order. Each section that says who may run a command has one.
+func (r *Repo) accesses(prefix string) []accessAt {
+	var out []accessAt
+	walkAccesses(reflect.ValueOf(r).Elem(), prefix, &out)
+	keys := make([]string, 0, len(r.own))
+	for k := range r.own {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		walkAccesses(reflect.ValueOf(r.own[k]).Elem(), prefix+"."+k, &out)
+	}
+	return out
+}
+
+func walkAccesses(v reflect.Value, path string, out *[]accessAt) {
+	if v.Kind() != reflect.Struct {
+		return
+	}
+	if v.Type() == accessType {
+		*out = append(*out, accessAt{path: path, a: v.Addr().Interface().(*Access)})
+		return
+	}
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case opts == "inline":
+			walkAccesses(v.Field(i), path, out)
+		case name != "" && name != "-":
+			walkAccesses(v.Field(i), path+"."+name, out)
+		}
+	}
+}
+
+// defaultAccesses gives every Access in v without a role the default one.
+func defaultAccesses(v reflect.Value) {
+	var found []accessAt
+	walkAccesses(v, "", &found)
+	for _, at := range found {
+		if at.a.MinRole == "" {
+			at.a.MinRole = DefaultMinRole
+		}
+	}
+}
+
+// AccessKeys are the keys under repos[] of every section that says who
+// may run a command (has an Access), its own fields' and the registered
+// sections' alike: what a test of every section's access rule walks.
+func AccessKeys() []string {
+	var r Repo
+	for _, s := range registered() {
+		if s.New != nil {
+			if r.own == nil {
+				r.own = map[string]any{}
+			}
+			r.own[s.Key] = s.New()
+		}
+	}
+	var out []string
+	for _, at := range r.accesses("") {
+		out = append(out, strings.TrimPrefix(at.path, "."))
+	}
+	return out
+}
+
+// describeRole is how a problem names a role that is not one.
+func describeRole(role string) string {
+	return fmt.Sprintf("%q is not a role (none, read, triage, write, maintain, admin)", role)
 }

@@ -178,22 +178,28 @@ func (c *Config) applyDefaults() {
 		if r.Reuse.IncompatibleLabels == nil {
 			r.Reuse.IncompatibleLabels = append([]string(nil), DefaultIncompatibleLabels...)
 		}
-		// The commands' own sections first: their defaults (a merge's
-		// maintain) win over the common one below.
+		// The commands' own sections first, a section the file left out
+		// included: their defaults (a merge's maintain) win over the common
+		// one below.
 		for _, sec := range registered() {
+			if sec.New != nil && r.own[sec.Key] == nil {
+				if r.own == nil {
+					r.own = map[string]any{}
+				}
+				r.own[sec.Key] = sec.New()
+			}
 			if sec.Defaults != nil {
 				sec.Defaults(r)
 			}
 		}
-		if r.Merge.MinRole == "" {
-			r.Merge.MinRole = "maintain" // its section's default, should a loader not have registered it
-		}
 		if r.External.MinRole == "" {
 			r.External.MinRole = "maintain" // likewise
 		}
-		for _, a := range []*Access{&r.Reuse.Access, &r.Stage.Access, &r.Merge.Access, &r.External.Access, &r.Help} {
-			if a.MinRole == "" {
-				a.MinRole = DefaultMinRole
+		// Every section that says who may run a command, its own fields'
+		// and the commands' own types' alike, takes the common default role.
+		for _, at := range r.accesses("") {
+			if at.a.MinRole == "" {
+				at.a.MinRole = DefaultMinRole
 			}
 		}
 		if r.Stage.Dispatch.EventType == "" {
@@ -415,13 +421,12 @@ func (c *Config) validate() Problems {
 				add(fmt.Sprintf("%s.gate_actions[%d]", rp, j), "%q is not a pull_request action opsbot gates on (synchronize, opened, reopened, ready_for_review, labeled)", a)
 			}
 		}
-		for _, acc := range []struct {
-			path string
-			a    Access
-		}{{rp + ".reuse", r.Reuse.Access}, {rp + ".stage", r.Stage.Access}, {rp + ".merge", r.Merge.Access},
-			{rp + ".external", r.External.Access}, {rp + ".help", r.Help}} {
+		// Every section's access rule, found by its type wherever it is
+		// (the commands' own sections included): a section added later is
+		// checked without being listed here.
+		for _, acc := range r.accesses(rp) {
 			if _, err := auth.ParseRole(acc.a.MinRole); err != nil {
-				add(acc.path+".min_role", "%q is not a role (none, read, triage, write, maintain, admin)", acc.a.MinRole)
+				add(acc.path+".min_role", "%s", describeRole(acc.a.MinRole))
 			}
 			for j, t := range acc.a.AllowTeams {
 				if o, s, ok := strings.Cut(t, "/"); !ok || o == "" || s == "" {

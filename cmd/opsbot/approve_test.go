@@ -617,3 +617,19 @@ func TestApprovalAfterAReloadRemovedItsWorkflow(t *testing.T) {
 		}
 	})
 }
+
+// repos[].external.allow_users admits a listed login whatever its role, as
+// every section's allow_users does (before, the section was left out of
+// the logins bound to accounts, so a listed login allowed nobody).
+func TestExternalAllowUsersAdmitsAListedLogin(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "      allow_users: [reader]\n", clock)
+	w.comment(reader, "/approve-sweep "+sha("c1"))
+	d := w.dispatchedRun()
+	if d.Inputs["head-sha"] != sha("c1") {
+		t.Fatalf("dispatch %+v", d)
+	}
+	st := w.waitApproval("the run bound", "waiting for the run")
+	mustContain(t, "status", st, "approved by @reader")
+}

@@ -17,7 +17,7 @@ import (
 // The commands' own configuration sections, registered before any
 // configuration is read.
 func init() {
-	config.RegisterSection(merge.ConfigSection)
+	config.RegisterSection(merge.Section.Section())
 	config.RegisterSection(approve.ConfigSection)
 }
 

@@ -137,31 +137,41 @@ const DefaultChecksTimeout = 2 * time.Hour
 // merging is a maintainer's act.
 const DefaultMinRole = "maintain"
 
-// ConfigSection is repos[].merge: its defaults and its checks, beside the
+// Settings is repos[].merge, the command's own section of the
+// configuration.
+type Settings struct {
+	config.Access `yaml:",inline"`
+	// Method is how the PR is merged: squash, merge or rebase.
+	Method string `yaml:"method"`
+	// ChecksTimeout is how long the merge waits for the head's checks.
+	ChecksTimeout time.Duration `yaml:"checks_timeout"`
+}
+
+// Section is repos[].merge: its type, defaults and checks, beside the
 // handler that reads it (registered by the server's wiring).
-var ConfigSection = config.Section{
+var Section = config.Typed[Settings]{
 	Key: "merge",
-	Defaults: func(r *config.Repo) {
-		if r.Merge.MinRole == "" {
-			r.Merge.MinRole = DefaultMinRole
+	Defaults: func(s *Settings) {
+		if s.MinRole == "" {
+			s.MinRole = DefaultMinRole
 		}
-		if r.Merge.Method == "" {
-			r.Merge.Method = "squash"
+		if s.Method == "" {
+			s.Method = "squash"
 		}
-		if r.Merge.ChecksTimeout == 0 {
-			r.Merge.ChecksTimeout = DefaultChecksTimeout
+		if s.ChecksTimeout == 0 {
+			s.ChecksTimeout = DefaultChecksTimeout
 		}
 	},
-	Check: func(r *config.Repo) []config.SectionProblem {
+	Check: func(_ *config.Repo, s *Settings) []config.SectionProblem {
 		var out []config.SectionProblem
-		switch r.Merge.Method {
+		switch s.Method {
 		case "squash", "merge", "rebase":
 		default:
-			out = append(out, config.SectionProblem{Key: "method", Message: fmt.Sprintf("%q is not a merge method (squash, merge or rebase)", r.Merge.Method)})
+			out = append(out, config.SectionProblem{Key: "method", Message: fmt.Sprintf("%q is not a merge method (squash, merge or rebase)", s.Method)})
 		}
-		if r.Merge.ChecksTimeout < time.Minute || r.Merge.ChecksTimeout > 7*24*time.Hour {
+		if s.ChecksTimeout < time.Minute || s.ChecksTimeout > 7*24*time.Hour {
 			out = append(out, config.SectionProblem{Key: "checks_timeout",
-				Message: fmt.Sprintf("%v is out of range: how long a merge waits for the head's checks, from 1m to 168h (for example 2h)", r.Merge.ChecksTimeout)})
+				Message: fmt.Sprintf("%v is out of range: how long a merge waits for the head's checks, from 1m to 168h (for example 2h)", s.ChecksTimeout)})
 		}
 		return out
 	},
@@ -172,7 +182,7 @@ func Spec(h *Handler) commands.Spec {
 	return commands.Spec{
 		Name:     Name,
 		Verbs:    []commands.Verb{{Word: "/merge-with-reuse", Usage: Usage, Args: commands.RunOrCancel, UsageNote: commands.RunNote}},
-		Access:   func(rc *config.Repo) config.Access { return rc.Merge.Access },
+		Access:   func(rc *config.Repo) config.Access { return Section.Of(rc).Access },
 		LastWins: true,
 		Group:    "pin", // it grants the PR's one pin, as /reuse-sweep-run does
 		Help:     help,
@@ -188,7 +198,7 @@ func Kind(h *Handler) seq.Kind {
 }
 
 func help(rc *config.Repo) commands.Help {
-	who := commands.Who(rc.Merge.Access)
+	who := commands.Who(Section.Of(rc).Access)
 	return commands.Help{
 		Rows: []commands.HelpRow{
 			{Command: "`/merge-with-reuse [<run>]`", What: "pin `<run>` (or the newest real sweep), update the branch if it is behind, wait for the checks, merge", Who: who},
@@ -196,11 +206,11 @@ func help(rc *config.Repo) commands.Help {
 		},
 		About: "**What a merge with reuse does.** It pins the run as `/reuse-sweep-run` does. If the branch is behind its base, opsbot " +
 			"updates it (GitHub's update-branch, naming the head it read): that push is the one the pin covers, so its sweep is skipped. " +
-			"Then it waits for every check and status on that head and merges exactly that head (" + mdtext.Code(rc.Merge.Method) + "). " +
-			"A failed check, a new push by anyone, closing the PR, `/merge-with-reuse cancel` or " + commands.Span(rc.Merge.ChecksTimeout) +
+			"Then it waits for every check and status on that head and merges exactly that head (" + mdtext.Code(Section.Of(rc).Method) + "). " +
+			"A failed check, a new push by anyone, closing the PR, `/merge-with-reuse cancel` or " + commands.Span(Section.Of(rc).ChecksTimeout) +
 			" without green checks stops it; a cancelled check does not count as failed. It never bypasses branch protection: " +
 			"a missing review or required check stops it, said why. One comment on the PR shows each step.\n\n",
-		Settings: []string{fmt.Sprintf("merges with %s and waits at most %s for the checks", mdtext.Code(rc.Merge.Method), commands.Span(rc.Merge.ChecksTimeout))},
+		Settings: []string{fmt.Sprintf("merges with %s and waits at most %s for the checks", mdtext.Code(Section.Of(rc).Method), commands.Span(Section.Of(rc).ChecksTimeout))},
 	}
 }
 
@@ -282,7 +292,7 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 		return commands.Result{Err: errors.New("merge: the pin's plan grants no pin")}
 	}
 	rc := env.Repo
-	data := Data{Installation: in.Installation, Method: rc.Merge.Method, RunID: pin.RunID, RunURL: pin.RunURL, Line: line.Text, Base: base,
+	data := Data{Installation: in.Installation, Method: Section.Of(rc).Method, RunID: pin.RunID, RunURL: pin.RunURL, Line: line.Text, Base: base,
 		Trail: []string{fmt.Sprintf("📌 pinned run %s%s (%s, on commit %s)%s", commands.RunLink(pin.RunID, pin.RunURL), newest(pin.Bare),
 			mdtext.Code(pin.RunConclusion), mdtext.Code(mdtext.ShortSHA(pin.RunSHA)), coverageOf(pin))}}
 	raw, err := json.Marshal(data)
@@ -290,12 +300,12 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 		return commands.Result{Err: err}
 	}
 	s := record.Sequence{Kind: SeqKind, Repo: in.Repo, PR: in.PR, Head: pin.PRHeadAtGrant, Step: StepPinned, Data: raw,
-		ActorID: in.Actor.ID, ActorLogin: in.Actor.Login, Deadline: h.now().Add(rc.Merge.ChecksTimeout)}
+		ActorID: in.Actor.ID, ActorLogin: in.Actor.Login, Deadline: h.now().Add(Section.Of(rc).ChecksTimeout)}
 	s.SetOrigin(in.Origin)
 	status := h.statusComment(in.Repo, in.PR, in.Installation, &s, data, "⏳ looking at the branch next")
 	start := plan.PutSequence{Seq: s, Status: &status, WakeNow: true,
 		Audit: commands.AuditOf(in, record.AuditRecord{Kind: record.AuditMerge, Outcome: StepPinned, RunID: pin.RunID, HeadSHA: pin.PRHeadAtGrant,
-			Reason: fmt.Sprintf("merge with reuse asked; method %s", rc.Merge.Method)})}
+			Reason: fmt.Sprintf("merge with reuse asked; method %s", Section.Of(rc).Method)})}
 	return commands.Result{Outcome: commands.Accepted, RunID: r.RunID, HeadSHA: r.HeadSHA, RunURL: r.RunURL, Acknowledges: true,
 		Plan: plan.Plan{Require: append(r.Plan.Require, plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}),
 			Steps: append(r.Plan.Steps, start)}}
@@ -451,7 +461,7 @@ func (h *Handler) expire(_ context.Context, rc *config.Repo, w seq.Wakeup) (stri
 	if err != nil {
 		return "", nil, err
 	}
-	p, out, err := st.stopped("timeout", fmt.Sprintf("it did not finish within %s of the command (%s)", commands.Span(rc.Merge.ChecksTimeout),
+	p, out, err := st.stopped("timeout", fmt.Sprintf("it did not finish within %s of the command (%s)", commands.Span(Section.Of(rc).ChecksTimeout),
 		stepWords(st.cur.Step)))
 	if err != nil {
 		return "", nil, err

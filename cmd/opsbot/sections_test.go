@@ -1,0 +1,48 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/SemiAnalysisAI/opsbot/config"
+)
+
+// Every section that says who may run a command, opsbot's own fields and
+// the commands' own sections alike (a section added later included, since
+// the walk finds them by their type), refuses a role that is no role at
+// load, naming the key: a typo'd min_role never loads as a rank below
+// everyone's, which would let a reader run the command.
+func TestEverySectionRefusesATypodRole(t *testing.T) {
+	t.Parallel()
+	keys := config.AccessKeys()
+	for _, want := range []string{"reuse", "stage", "merge", "external", "help"} {
+		found := false
+		for _, k := range keys {
+			found = found || k == want
+		}
+		if !found {
+			t.Fatalf("config.AccessKeys() = %v lacks %s", keys, want)
+		}
+	}
+	for _, key := range keys {
+		t.Run(key, func(t *testing.T) {
+			dir := t.TempDir()
+			yaml := "    " + strings.ReplaceAll(key, ".", ":\n      ") + ":\n" + strings.Repeat("  ", strings.Count(key, ".")+3) + "min_role: wrtie\n"
+			path := writeConfig(t, dir, "")
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := strings.Replace(string(raw), "  - name: \"octo-org/octo-repo\"", yaml+"  - name: \"octo-org/octo-repo\"", 1)
+			if err := os.WriteFile(filepath.Join(dir, "typo.yaml"), []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err = config.LoadFileOnly(filepath.Join(dir, "typo.yaml"))
+			if err == nil || !strings.Contains(err.Error(), "repos[0]."+key+".min_role: \"wrtie\" is not a role") {
+				t.Fatalf("a config with %s.min_role: wrtie loaded: %v", key, err)
+			}
+		})
+	}
+}
