@@ -4,14 +4,13 @@ import (
 	"os"
 	"testing"
 
-	"github.com/SemiAnalysisAI/opsbot/commands/merge"
-	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/app"
 )
 
-// TestMain registers the commands' own sections, as the server's wiring
-// does, before any configuration is read: the example configuration and
-// the reference show them.
+// TestMain registers the commands' own sections, as the program does
+// before it reads a configuration: the example configuration and the
+// reference show them.
 func TestMain(m *testing.M) {
-	config.RegisterSection(merge.Section.Section())
+	app.RegisterSections()
 	os.Exit(m.Run())
 }

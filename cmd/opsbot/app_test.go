@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
@@ -52,21 +53,21 @@ repos:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a, err := newApp(ctx, cfg, appDeps{Log: slog.New(slog.DiscardHandler), Secrets: secrets})
+	a, err := app.New(ctx, cfg, app.Deps{Log: slog.New(slog.DiscardHandler), Secrets: secrets})
 	if err != nil {
 		t.Fatalf("newApp: %v", err)
 	}
-	defer a.close()
-	if err := a.start(); err != nil {
+	defer a.Close()
+	if err := a.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		a.stop()
+		a.Stop()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- a.serve(ln) }()
+	go func() { done <- a.Serve(ln) }()
 	url := "http://" + ln.Addr().String() + "/webhook"
 	send := func(event, id string, p map[string]any) {
 		t.Helper()
@@ -105,10 +106,10 @@ repos:
 	pr["installation"] = map[string]any{"id": 4242}
 	send("pull_request", "app-2", pr)
 	testkit.Eventually(t, "the push's installation is recorded in the database", func() bool {
-		id, err := a.store.RepoInstallation(theRepo)
+		id, err := a.Store().RepoInstallation(theRepo)
 		return err == nil && id == 4242
 	})
-	if got, want := a.clients.Installation(theRepo), int64(4242); got != want {
+	if got, want := a.Clients().Installation(theRepo), int64(4242); got != want {
 		t.Fatalf("Installation(%s) = %d, want %d", theRepo, got, want)
 	}
 

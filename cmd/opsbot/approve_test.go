@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands/approve"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
@@ -28,7 +29,7 @@ const (
 // maintain role, and whose server's clock the test moves.
 func approveWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
 	t.Helper()
-	w := newWorldOpts(t, worldOpts{repo: "    external:\n      workflow: " + externalWorkflow + "\n" + repoExtra, deps: func(d *appDeps) {
+	w := newWorldOpts(t, worldOpts{repo: "    external:\n      workflow: " + externalWorkflow + "\n" + repoExtra, deps: func(d *app.Deps) {
 		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
 	}})
 	w.gh.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
@@ -337,7 +338,7 @@ func TestCancelRevokesTheApprovalAndItsRun(t *testing.T) {
 func TestApprovalOfAWorkflowGitHubDoesNotFindFails(t *testing.T) {
 	t.Parallel()
 	clock := &movingClock{t: time.Now()}
-	w := newWorldOpts(t, worldOpts{repo: "    external:\n      workflow: .github/workflows/missing.yml\n", deps: func(d *appDeps) {
+	w := newWorldOpts(t, worldOpts{repo: "    external:\n      workflow: .github/workflows/missing.yml\n", deps: func(d *app.Deps) {
 		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
 	}})
 	w.gh.SetRole(theRepo, maintLog, "maintain")
@@ -514,7 +515,7 @@ func TestApprovedRunMakesTheHeadReady(t *testing.T) {
 func TestApprovedRunOffersCheckRunButtons(t *testing.T) {
 	t.Parallel()
 	clock := &movingClock{t: time.Now()}
-	w := appWorldOpts(t, worldOpts{repo: "    external:\n      workflow: " + externalWorkflow + "\n", deps: func(d *appDeps) {
+	w := appWorldOpts(t, worldOpts{repo: "    external:\n      workflow: " + externalWorkflow + "\n", deps: func(d *app.Deps) {
 		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
 	}})
 	w.gh.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)

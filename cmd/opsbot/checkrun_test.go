@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
@@ -160,7 +161,7 @@ func TestCheckRunButtons(t *testing.T) {
 func TestMergeWithReuseAsAnAppWaitsForCI(t *testing.T) {
 	t.Parallel()
 	clock := &movingClock{t: time.Now()}
-	w := appWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: func(d *appDeps) {
+	w := appWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: func(d *app.Deps) {
 		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
 	}})
 	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })

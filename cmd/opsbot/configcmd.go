@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/config"
 )
 
@@ -59,7 +60,7 @@ func runConfig(e *env, args []string) error {
 				fmt.Fprintf(e.stdout, "  $%s overrides the file: %s\n", o.variable, v)
 			}
 		}
-		_, probs = preflight(cfg, e.getenv)
+		_, probs = app.Preflight(cfg, e.getenv)
 	}
 	fmt.Fprintf(e.stdout, "%s:\n", *file)
 	fmt.Fprintf(e.stdout, "  listen:      %s\n  state_path:  %s\n  github:      %s", cfg.Listen, cfg.StatePath, cfg.GitHub.APIURL)
@@ -77,7 +78,7 @@ func runConfig(e *env, args []string) error {
 		fmt.Fprintln(e.stdout, "  dry run:     on (dry_run is set): notices are logged, not posted")
 	case *noEnv:
 	case cfg.GitHub.App == nil && (cfg.GitHub.TokenEnv == "" || strings.TrimSpace(tok) == ""):
-		fmt.Fprintln(e.stdout, "  dry run:     on: "+noTokenSaying(cfg))
+		fmt.Fprintln(e.stdout, "  dry run:     on: "+app.NoTokenSaying(cfg))
 	default:
 		fmt.Fprintln(e.stdout, "  dry run:     off: notices are posted to GitHub")
 	}
@@ -115,17 +116,6 @@ func printProblems(e *env, probs config.Problems) {
 	for _, p := range probs {
 		fmt.Fprintln(e.stdout, "  "+p)
 	}
-}
-
-// noTokenSaying is what opsbot says, at start and in config check, when it
-// has no GitHub token: it still runs, and what that means.
-func noTokenSaying(cfg *config.Config) string {
-	name := cfg.GitHub.TokenEnv
-	if name == "" {
-		name = "the variable github.token_env names"
-	}
-	return "no GitHub token: webhooks are received and stored; every command will be answered 'permission could not be checked' " +
-		"and nothing is posted (a dry run, whatever dry_run says) until " + name + " is set"
 }
 
 // reportEnvironment says, for each environment variable the configuration

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
 )
 
@@ -26,6 +27,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	app.RegisterSections() // as the program does before it reads a configuration
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)

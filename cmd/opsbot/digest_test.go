@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
@@ -29,7 +30,7 @@ func TestWeeklyDigestOncePerWeekAcrossRestarts(t *testing.T) {
 	sl := slacktest.New(t)
 	// Monday 2026-11-30 08:58 UTC: the digest is due at 09:00.
 	clock := &movingClock{t: time.Date(2026, 11, 30, 8, 58, 0, 0, time.UTC)}
-	deps := func(d *appDeps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond }
+	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond }
 	w := newWorldOpts(t, worldOpts{
 		top:  "slack:\n  api_url: \"" + sl.URL + "\"\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#sweep-ops\"\n  digest: weekly\n  digest_day: monday\n  digest_hour: 9\n",
 		repo: "    gpus_per_runner: {\"gpu-*\": 8}\n",

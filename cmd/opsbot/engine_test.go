@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands"
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/config"
@@ -126,7 +127,7 @@ func holdSeqKind() seq.Kind {
 func TestADeadlineWithoutAWakeupFires(t *testing.T) {
 	t.Parallel()
 	clock := &movingClock{t: time.Now()}
-	w := newWorldOpts(t, worldOpts{deps: func(d *appDeps) {
+	w := newWorldOpts(t, worldOpts{deps: func(d *app.Deps) {
 		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
 		d.Commands, d.Sequences = []commands.Spec{holdSpec(clock.now)}, []seq.Kind{holdSeqKind()}
 	}})
@@ -146,7 +147,7 @@ func TestADeadlineWithoutAWakeupFires(t *testing.T) {
 func TestAWakeupThatFailedForGoodIsSentAgainNextWindow(t *testing.T) {
 	t.Parallel()
 	clock := &movingClock{t: time.Now()}
-	w := newWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: func(d *appDeps) {
+	w := newWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: func(d *app.Deps) {
 		d.Now, d.SeqEvery, d.Worker = clock.now, 10*time.Millisecond, quickWorkers
 		d.GitHub = func(o *ghclient.Options) { o.MaxTries = 1 }
 	}})

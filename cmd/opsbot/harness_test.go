@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	_ "github.com/SemiAnalysisAI/opsbot/internal/golden" // defines -update for go test ./... -update
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/app"
+	_ "github.com/SemiAnalysisAI/opsbot/internal/golden" // defines -update for go test ./... -update
 
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
@@ -77,7 +79,7 @@ func startServer(t *testing.T, configPath string, getenv func(string) string, ar
 
 // startServerWith is startServer with the server's dependencies adjusted
 // by deps (a clock the test moves).
-func startServerWith(t *testing.T, configPath string, getenv func(string) string, deps func(*appDeps), args ...string) *testServer {
+func startServerWith(t *testing.T, configPath string, getenv func(string) string, deps func(*app.Deps), args ...string) *testServer {
 	t.Helper()
 	ts := startServingWith(t, configPath, getenv, deps, args...)
 	testkit.Eventually(t, "the server is ready", func() bool {
@@ -98,7 +100,7 @@ func startServing(t *testing.T, configPath string, getenv func(string) string, a
 	return startServingWith(t, configPath, getenv, nil, args...)
 }
 
-func startServingWith(t *testing.T, configPath string, getenv func(string) string, deps func(*appDeps), args ...string) *testServer {
+func startServingWith(t *testing.T, configPath string, getenv func(string) string, deps func(*app.Deps), args ...string) *testServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()

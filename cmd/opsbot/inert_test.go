@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/golden"
@@ -145,7 +146,7 @@ var (
 func checkInertComment(t *testing.T, body string) {
 	t.Helper()
 	fail := func(format string, args ...any) { t.Errorf("%s\n--- in ---\n%s", fmt.Sprintf(format, args...), body) }
-	if cmds := grammar().Parse(body, commands.Options{Repo: theRepo}); len(cmds) != 0 {
+	if cmds := app.Grammar().Parse(body, commands.Options{Repo: theRepo}); len(cmds) != 0 {
 		fail("opsbot's own comment holds commands: %+v", cmds)
 	}
 	if strings.Count(body, "<!--") != 1 || !ownMarker.MatchString(body) {

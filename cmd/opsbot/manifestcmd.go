@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/SemiAnalysisAI/opsbot/app"
 )
 
 // githubPermission is one permission a GitHub App or a fine-grained token
@@ -55,7 +57,7 @@ func githubPermissions(f appFeatures) []githubPermission {
 }
 
 // githubEvents are the webhook events opsbot uses.
-var githubEvents = usedEvents()
+var githubEvents = app.UsedEvents()
 
 // githubUsage is `opsbot github`'s synopsis: its two subcommands.
 const githubUsage = `Usage: opsbot github app-create --url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--external]

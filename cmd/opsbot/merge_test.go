@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
@@ -24,7 +25,7 @@ func mergeWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
 	if !strings.Contains(repoExtra, "merge:") {
 		repoExtra = "    merge:\n      min_role: write\n" + repoExtra
 	}
-	return newWorldOpts(t, worldOpts{repo: repoExtra, deps: func(d *appDeps) {
+	return newWorldOpts(t, worldOpts{repo: repoExtra, deps: func(d *app.Deps) {
 		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
 	}})
 }
@@ -261,7 +262,7 @@ func pendingChecks(w *world) {
 func TestMergeWithReuseResumesAfterARestart(t *testing.T) {
 	t.Parallel()
 	clock := &movingClock{t: time.Now()}
-	deps := func(d *appDeps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond }
+	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond }
 	w := mergeWorld(t, "", clock)
 	restart := func() {
 		w.srv.Stop(t)

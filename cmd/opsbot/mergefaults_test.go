@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
@@ -167,7 +168,7 @@ func TestMergeWithReuseLostAnswerIsReadNotResent(t *testing.T) {
 func TestMergeWithReuseCrashAfterGitHubMerged(t *testing.T) {
 	t.Parallel()
 	clock := &movingClock{t: time.Now()}
-	deps := func(d *appDeps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond }
+	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond }
 	w := mergeWorld(t, "    main_sweeps: false\n", clock)
 	w.greenChecks(sha("c1"))
 	arrived, release := w.gh.HoldAnswer(routeMerge)
@@ -215,14 +216,14 @@ func TestMergeWithReuseKeepsTheDefaultBranch(t *testing.T) {
 		clock := &movingClock{t: time.Now()}
 		// No wake-up runs until the restart: the retarget comes between the
 		// command and the merge's first step.
-		w := newWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: func(d *appDeps) {
+		w := newWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: func(d *app.Deps) {
 			d.Now, d.SeqEvery = clock.now, time.Hour
 		}})
 		w.greenChecks(sha("c1"))
 		w.comment(maintainer, "/merge-with-reuse 31147925932")
 		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release" })
 		w.srv.Stop(t)
-		w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, func(d *appDeps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond })
+		w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, func(d *app.Deps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond })
 		w.waitStatus("the merge stopped", "⛔ stopped: the PR now merges into `release`, not `main`")
 		if m := w.gh.Merges(); len(m) != 0 {
 			t.Fatalf("merged %+v into the branch the author chose", m)

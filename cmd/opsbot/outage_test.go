@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
@@ -120,22 +121,22 @@ repos:
 	defer cancel()
 	waits := newSteppedWait()
 	var logs testkit.SyncBuffer
-	a, err := newApp(ctx, cfg, appDeps{Log: slog.New(slog.NewJSONHandler(&logs, nil)), Secrets: secrets, Wait: waits.wait,
+	a, err := app.New(ctx, cfg, app.Deps{Log: slog.New(slog.NewJSONHandler(&logs, nil)), Secrets: secrets, Wait: waits.wait,
 		GitHub: func(o *ghclient.Options) { o.MaxTries = 1 }}) // one request a try: the test steps the tries
 	if err != nil {
 		t.Fatalf("newApp with GitHub down: %v", err)
 	}
-	defer a.close()
-	if err := a.start(); err != nil {
+	defer a.Close()
+	if err := a.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		a.stop()
+		a.Stop()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- a.serve(ln) }()
+	go func() { done <- a.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
 
 	first := waits.next(t) // the first try failed
@@ -160,7 +161,7 @@ repos:
 	if code, rep := post(t, fixtures.SignedRequest(t, base+"/webhook", "issue_comment", "outage-1", body, testSecret)); code != http.StatusAccepted {
 		t.Fatalf("a delivery while GitHub is down: %d %v, want 202", code, rep)
 	}
-	if st, err := a.store.InboxStats(); err != nil || st.Depth != 1 {
+	if st, err := a.Store().InboxStats(); err != nil || st.Depth != 1 {
 		t.Fatalf("inbox while GitHub is down: %+v, %v; want the delivery stored", st, err)
 	}
 
@@ -203,7 +204,7 @@ repos:
 	if n := gh.Count("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions"); n != 0 {
 		t.Fatalf("opsbot reacted %d times before it knew its own account", n)
 	}
-	if st, _ := a.store.InboxStats(); st.Depth != 1 {
+	if st, _ := a.Store().InboxStats(); st.Depth != 1 {
 		t.Fatalf("inbox depth %d before GitHub answers, want the delivery still waiting", st.Depth)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands"
 )
 
@@ -30,7 +31,7 @@ func runParse(e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "opsbot parse: the comment is larger than 1 MiB; GitHub comments are at most 64 KiB")
 		return exitCode(2)
 	}
-	cmds := grammar().Parse(string(body), commands.Options{Repo: *repo, Host: *host})
+	cmds := app.Grammar().Parse(string(body), commands.Options{Repo: *repo, Host: *host})
 	if cmds == nil {
 		cmds = []commands.Command{}
 	}

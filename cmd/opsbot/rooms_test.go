@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands"
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
@@ -88,21 +89,21 @@ repos:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a, err := newApp(ctx, cfg, appDeps{Log: slog.New(slog.DiscardHandler), Secrets: secrets, Commands: []commands.Spec{echo()}})
+	a, err := app.New(ctx, cfg, app.Deps{Log: slog.New(slog.DiscardHandler), Secrets: secrets, Commands: []commands.Spec{echo()}})
 	if err != nil {
 		t.Fatalf("newApp: %v", err)
 	}
-	defer a.close()
-	if err := a.start(); err != nil {
+	defer a.Close()
+	if err := a.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		a.stop()
+		a.Stop()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- a.serve(ln) }()
+	go func() { done <- a.Serve(ln) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -149,7 +150,7 @@ repos:
 		}
 		return false
 	})
-	recs, _, err := a.store.Audit(state.AuditQuery{Repo: theRepo, PR: thePR, Kind: "command"})
+	recs, _, err := a.Store().Audit(state.AuditQuery{Repo: theRepo, PR: thePR, Kind: "command"})
 	if err != nil {
 		t.Fatal(err)
 	}

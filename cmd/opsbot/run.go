@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/internal/flagdoc"
 )
 
@@ -29,7 +30,7 @@ type env struct {
 	stderr io.Writer
 	// deps, set by tests only, adjusts what serve builds the server with
 	// (a clock they move, how often sequences are woken).
-	deps func(*appDeps)
+	deps func(*app.Deps)
 }
 
 type subcommand struct {
@@ -71,6 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 
 // runEnv is run in env e.
 func runEnv(e *env, args []string) error {
+	app.RegisterSections() // before any configuration is read
 	if len(args) == 0 {
 		usage(e.stderr)
 		return exitCode(2)

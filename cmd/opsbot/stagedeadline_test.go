@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
@@ -29,7 +30,7 @@ func (c *movingClock) add(d time.Duration) {
 // and which looks for due sequences often.
 func clockedStageWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
 	t.Helper()
-	w := newWorldOpts(t, worldOpts{repo: stageCfg + repoExtra, deps: func(d *appDeps) {
+	w := newWorldOpts(t, worldOpts{repo: stageCfg + repoExtra, deps: func(d *app.Deps) {
 		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
 	}})
 	w.gh.AddRepo(stagingRepo, "stage.yml", 500)

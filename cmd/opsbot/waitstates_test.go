@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands/approve"
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
@@ -24,7 +25,7 @@ type waitingState struct {
 	name string
 	// world builds the world; enter brings the sequence to the state and
 	// waits until its status says so.
-	world func(t *testing.T, deps func(*appDeps)) *world
+	world func(t *testing.T, deps func(*app.Deps)) *world
 	enter func(w *world, clock *movingClock)
 	// deadline passes the sequence's deadline from the state; ended is
 	// what its status says then.
@@ -42,18 +43,18 @@ type waitingState struct {
 // engineDeps are the server's dependencies in the engine's tests: the
 // test's clock, due sequences looked for often, a failing delivery given
 // up on at once, and one try of each GitHub read.
-func engineDeps(clock *movingClock) func(*appDeps) {
-	return func(d *appDeps) {
+func engineDeps(clock *movingClock) func(*app.Deps) {
+	return func(d *app.Deps) {
 		d.Now, d.SeqEvery, d.Worker = clock.now, 10*time.Millisecond, quickWorkers
 		d.GitHub = func(o *ghclient.Options) { o.MaxTries = 1 }
 	}
 }
 
 func waitingStates() []waitingState {
-	mergeW := func(t *testing.T, deps func(*appDeps)) *world {
+	mergeW := func(t *testing.T, deps func(*app.Deps)) *world {
 		return newWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: deps})
 	}
-	approveW := func(t *testing.T, deps func(*appDeps)) *world {
+	approveW := func(t *testing.T, deps func(*app.Deps)) *world {
 		w := newWorldOpts(t, worldOpts{repo: "    external:\n      workflow: " + externalWorkflow + "\n", deps: deps})
 		w.gh.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
 		w.gh.SetRole(theRepo, maintLog, "maintain")
@@ -130,7 +131,7 @@ func waitingStates() []waitingState {
 				w.waitApproval("the approval completed", "completed:")
 			}},
 		{name: "stage: waiting for the staging side's report",
-			world: func(t *testing.T, deps func(*appDeps)) *world {
+			world: func(t *testing.T, deps func(*app.Deps)) *world {
 				w := newWorldOpts(t, worldOpts{repo: stageCfg + "      report_timeout: 2h\n", deps: deps})
 				w.gh.AddRepo(stagingRepo, "stage.yml", 500)
 				return w

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
@@ -42,7 +43,7 @@ type world struct {
 	// readyClock stamps the workflow runs a test completes, in order.
 	readyClock int
 	// deps are the server's adjusted dependencies, kept for a restart.
-	deps func(*appDeps)
+	deps func(*app.Deps)
 }
 
 var resultArtifacts = []githubtest.Artifact{{Name: "results_bmk"}, {Name: "eval_results_all"}, {Name: "changelog-metadata"}}
@@ -67,7 +68,7 @@ type worldOpts struct {
 	top, github, repo string
 	env               map[string]string
 	// deps adjusts the server's dependencies (a clock the test moves).
-	deps func(*appDeps)
+	deps func(*app.Deps)
 }
 
 func newWorldOpts(t *testing.T, o worldOpts) *world {

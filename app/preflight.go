@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
-// preflight is every refusal opsbot serve makes, before it opens anything,
+// Preflight is every refusal opsbot serve makes, before it opens anything,
 // about a configuration that config.Load accepted and the environment it
 // runs in: the one validation `serve` and `config check` share. It checks
 // the listen addresses and paths again after the flags and environment
@@ -20,7 +20,7 @@ import (
 // metrics.token_env naming an unset variable, short secrets, an unreadable
 // VAR_FILE or App key), parses the GitHub App's key, and loads the TLS
 // pair. It returns the secrets and every problem found (nil: serve starts).
-func preflight(cfg *config.Config, getenv func(string) string) (config.Secrets, config.Problems) {
+func Preflight(cfg *config.Config, getenv func(string) string) (config.Secrets, config.Problems) {
 	var probs config.Problems
 	if err := config.CheckListenAddr(cfg.Listen); err != nil {
 		probs = append(probs, "listen: "+err.Error())
@@ -55,9 +55,9 @@ func preflight(cfg *config.Config, getenv func(string) string) (config.Secrets, 
 	return secrets, probs
 }
 
-// listenError says why serve could not listen on addr (the setting key
+// ListenError says why serve could not listen on addr (the setting key
 // names): another server on the port only when that is what happened.
-func listenError(key, addr string, err error) error {
+func ListenError(key, addr string, err error) error {
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
 		return fmt.Errorf("listening on %s %s: %w (another server is using the port: stop it, or choose another %s)", key, addr, err, key)
@@ -65,4 +65,15 @@ func listenError(key, addr string, err error) error {
 		return fmt.Errorf("listening on %s %s: %w (a port below 1024 needs privileges: choose a port above 1023)", key, addr, err)
 	}
 	return fmt.Errorf("listening on %s %s: %w", key, addr, err)
+}
+
+// NoTokenSaying is what opsbot says, at start and in config check, when it
+// has no GitHub token: it still runs, and what that means.
+func NoTokenSaying(cfg *config.Config) string {
+	name := cfg.GitHub.TokenEnv
+	if name == "" {
+		name = "the variable github.token_env names"
+	}
+	return "no GitHub token: webhooks are received and stored; every command will be answered 'permission could not be checked' " +
+		"and nothing is posted (a dry run, whatever dry_run says) until " + name + " is set"
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"github.com/SemiAnalysisAI/opsbot/commands"
@@ -14,9 +14,10 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
-// The commands' own configuration sections, registered before any
-// configuration is read.
-func init() {
+// RegisterSections registers the commands' own configuration sections:
+// call it once, before any configuration is read (the program does, at
+// its start; a test that reads one, in its TestMain).
+func RegisterSections() {
 	config.RegisterSection(merge.Section.Section())
 	config.RegisterSection(approve.ConfigSection)
 }
@@ -55,12 +56,12 @@ func inert() commandSet {
 	return commandSet{pins: &reuse.Handler{}, stager: &stage.Handler{}, merger: &merge.Handler{}, approver: &approve.Handler{}}
 }
 
-// grammar is the registry for reading comments only (opsbot parse).
-func grammar() *commands.Registry { return commands.MustRegistry(inert().specs()...) }
+// Grammar is the registry for reading comments only (opsbot parse).
+func Grammar() *commands.Registry { return commands.MustRegistry(inert().specs()...) }
 
-// usedEvents are the webhook events opsbot uses with its commands: the
+// UsedEvents are the webhook events opsbot uses with its commands: the
 // App subscribes to them, and the metrics count them.
-func usedEvents() []string { return events.Used(inert().kinds()...) }
+func UsedEvents() []string { return events.Used(inert().kinds()...) }
 
 // approvalReader gives run validation opsbot's approvals (state.Store).
 type approvalReader struct{ store *state.Store }
