@@ -623,3 +623,16 @@ func PlanClick(ctx context.Context, env Env, in Invocation, cmd Command, via str
 	}
 	return "click-accepted", p, nil
 }
+
+// OriginSeen is the step that notes, on a sequence a comment started, that
+// a deletion of the comment (or an edit that took its command away) was
+// processed and kept it going (record.Sequence.OriginSeen): recovery then
+// does not take it back in the webhook's place.
+func OriginSeen(cur *record.Sequence, deleted bool) plan.Step {
+	next := *cur
+	next.OriginSeen = "edited"
+	if deleted {
+		next.OriginSeen = "deleted"
+	}
+	return plan.PutSequence{Seq: next, Read: cur.Version}
+}

@@ -251,13 +251,20 @@ func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.De
 }
 
 // MayStop says which deliveries may stop a sequence, so a step yields to
-// them before an act it cannot take back: a comment (a cancel, a command
-// edited away, its comment deleted), a click, a check run's button, and
-// any change of the PR (a push, a close, a retarget).
+// them before an act it cannot take back: a comment that may hold a
+// command (a cancel, a command edited away, its comment deleted: a comment
+// with no command line is never in the inbox), a click, a check run's
+// button, and the changes of the PR that stop one (a push, a close, a
+// retarget or any edit, a draft).
 func MayStop(event, action string) bool {
 	switch event {
-	case EventComment, EventClick, EventPull:
+	case EventComment, EventClick:
 		return true
+	case EventPull:
+		switch action {
+		case "synchronize", "closed", "edited", "converted_to_draft", "reopened":
+			return true
+		}
 	case EventCheckRun:
 		return action == "requested_action"
 	}
@@ -297,25 +304,22 @@ func yielded(tx *state.Tx, ref record.SeqRef) error {
 	return tx.PutSequence(&next, s.Version)
 }
 
-// settle keeps a step that left its sequence as it was from being woken
-// again and again: one whose deadline has passed (its kind did not end it)
-// is ended as expired; one still due waits for an event, its deadline or
-// the wake-up a later write sets. A sequence the step moved is left as its
-// write made it.
+// settle keeps a step that left its sequence as it was (nothing to do
+// yet: an event woke it early) from being woken again in every window: one
+// with a deadline still to come waits for it, or for an event. One without
+// a deadline, or whose deadline passed and whose kind did not end it (the
+// step could not yet), stays due as it is, and is woken again in the next
+// retry window. A sequence the step moved is left as its write made it.
 func settle(tx *state.Tx, ref record.SeqRef, now time.Time) error {
 	s, err := tx.Sequence(ref.Repo, ref.PR, ref.Kind)
 	if err != nil || s == nil || s.Done || s.Version != ref.Version {
 		return err
 	}
-	next := *s
-	switch {
-	case !s.Deadline.IsZero() && !now.Before(s.Deadline):
-		next.Step, next.Done, next.Why = "expired", true, "expired: its deadline passed"
-	case !s.WakeAt.IsZero() && !s.WakeAt.After(now):
-		next.WakeAt = time.Time{}
-	default:
-		return nil // due later: its wake-up or deadline comes
+	if s.Deadline.IsZero() || !now.Before(s.Deadline) || s.WakeAt.IsZero() || s.WakeAt.After(now) {
+		return nil
 	}
+	next := *s
+	next.WakeAt = time.Time{}
 	return tx.PutSequence(&next, s.Version)
 }
 

@@ -57,7 +57,8 @@ func readinessOf(tx *state.Tx, rc *config.Repo, info *state.PRInfo) (readiness, 
 	if started.IsZero() {
 		started = info.SweepAt
 	}
-	if strings.EqualFold(info.SweepSHA, info.HeadSHA) && info.SweepRun != 0 && !(overridden && !started.After(d.OverriddenAt)) {
+	measured := !overridden || (record.SkippedHead{OverriddenAt: d.OverriddenAt}).Measured(started)
+	if strings.EqualFold(info.SweepSHA, info.HeadSHA) && info.SweepRun != 0 && measured {
 		if info.SweepConclusion == "success" {
 			return readiness{"success", fmt.Sprintf("the head's own sweep, run %d (checked again at the merge)", info.SweepRun), info.SweepURL}, nil
 		}

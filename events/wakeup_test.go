@@ -88,13 +88,15 @@ func TestWakeupsReachTheirKind(t *testing.T) {
 func TestTheEngineOwnsDeadlinesYieldsAndIdleSteps(t *testing.T) {
 	now := time.Now()
 	for _, tc := range []struct {
-		name     string
-		seq      state.Sequence
-		expire   bool // the kind has an Expire
-		wake     error
-		wantOut  string
-		wantDone bool
-		check    func(t *testing.T, before, after *state.Sequence)
+		name   string
+		seq    state.Sequence
+		expire bool // the kind has an Expire
+		// expireIdle gives the kind an Expire that does nothing (it cannot end it yet)
+		expireIdle bool
+		wake       error
+		wantOut    string
+		wantDone   bool
+		check      func(t *testing.T, before, after *state.Sequence)
 	}{
 		{name: "deadline passed, the kind's Expire", seq: state.Sequence{Step: "waiting", WakeAt: now.Add(time.Hour), Deadline: now.Add(-time.Second)},
 			expire: true, wantOut: "expired-by-kind", wantDone: true},
@@ -108,6 +110,20 @@ func TestTheEngineOwnsDeadlinesYieldsAndIdleSteps(t *testing.T) {
 			wantOut: "probe-yielded", check: func(t *testing.T, before, after *state.Sequence) {
 				if after.Version != before.Version+1 || after.WakeAt.IsZero() || after.WakeAt.After(time.Now()) {
 					t.Fatalf("after a yield: version %d (was %d), wake %v; want the next version, due now", after.Version, before.Version, after.WakeAt)
+				}
+			}},
+		{name: "a step that changed nothing, without a deadline", seq: state.Sequence{Step: "scheduled", WakeAt: now.Add(-time.Minute)},
+			wantOut: "idle", check: func(t *testing.T, before, after *state.Sequence) {
+				if after.Version != before.Version || !after.WakeAt.Equal(before.WakeAt) {
+					t.Fatalf("after an idle step with no deadline: version %d (was %d), wake %v; want it left due, for the next window",
+						after.Version, before.Version, after.WakeAt)
+				}
+			}},
+		{name: "a step that changed nothing, past its deadline", seq: state.Sequence{Step: "waiting", Deadline: now.Add(-time.Minute)},
+			expireIdle: true, wantOut: "idle", check: func(t *testing.T, before, after *state.Sequence) {
+				if after.Version != before.Version || after.Done {
+					t.Fatalf("a kind's end that did nothing: version %d (was %d), done %v; want it left due, for the next window",
+						after.Version, before.Version, after.Done)
 				}
 			}},
 		{name: "a step that changed nothing", seq: state.Sequence{Step: "waiting", WakeAt: now.Add(-time.Minute), Deadline: now.Add(time.Hour)},
@@ -128,6 +144,9 @@ func TestTheEngineOwnsDeadlinesYieldsAndIdleSteps(t *testing.T) {
 				woke++
 				return "idle", nil, tc.wake
 			}}
+			if tc.expireIdle {
+				k.Expire = func(context.Context, *config.Repo, seq.Wakeup) (string, seq.Write, error) { return "idle", nil, nil }
+			}
 			if tc.expire {
 				k.Expire = func(_ context.Context, _ *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
 					return "expired-by-kind", func(tx record.Tx) error {
@@ -165,8 +184,9 @@ func TestTheEngineOwnsDeadlinesYieldsAndIdleSteps(t *testing.T) {
 
 // A step asks, right before an act it cannot take back, whether a
 // delivery that may stop it waits for the PR: a comment, a click, a check
-// run's button or a change of the PR does; a status, a check suite or
-// another PR's comment does not.
+// run's button or a change of the PR that stops a merge (a push) does; a
+// status, a check suite, a label or an assignment, or another PR's
+// comment does not (each one waiting would only delay the act).
 func TestClearSeesWhatMayStopTheSequence(t *testing.T) {
 	r := newERig(t)
 	r.h.Seqs = r.store
@@ -188,8 +208,11 @@ func TestClearSeesWhatMayStopTheSequence(t *testing.T) {
 	}{
 		{"status", "", 12, false},
 		{"check_suite", "completed", 12, false},
+		{"check_run", "completed", 12, false},
+		{"pull_request", "labeled", 12, false},
+		{"pull_request", "assigned", 12, false},
 		{"issue_comment", "created", 13, false},
-		{"issue_comment", "created", 12, true},
+		{"pull_request", "synchronize", 12, true},
 	} {
 		d := &state.Delivery{ID: fmt.Sprintf("waiting-%d", i), Event: w.event, Action: w.action, Repo: repo, PR: w.pr,
 			ReceivedAt: time.Now(), Body: []byte(fmt.Sprintf(`{"n":%d}`, i))}

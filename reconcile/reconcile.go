@@ -446,6 +446,9 @@ func (r *Reconciler) sequencesTakenBack(ctx context.Context, gh Reader, schema *
 		if o.Kind != record.OriginComment || o.ID == 0 || s.PR <= 0 {
 			continue // a click, or the repository's own (the digest): no comment to look for
 		}
+		if s.OriginSeen != "" {
+			continue // its comment's change was processed (and kept it going): no webhook was lost
+		}
 		if pin, err := r.Store.ActivePin(repo, s.PR); err != nil {
 			return err
 		} else if pin != nil && pin.Origin().Same(o) {

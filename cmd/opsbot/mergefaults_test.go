@@ -230,3 +230,68 @@ func TestMergeWithReuseKeepsTheDefaultBranch(t *testing.T) {
 		}
 	})
 }
+
+// A merge takes only a skip made on its own pin for the update's push: a
+// user who may pin but not merge replaces the merge's pin with a plain pin
+// of the same run (which covers any push), then pushes a commit GitHub
+// signed with the head as its first parent and any content; the plain pin
+// skips it, and the merge stops instead of merging it.
+func TestMergeWithReuseTakesNoSkipMadeOnAnotherPin(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := mergeWorld(t, "    main_sweeps: false\n    merge:\n      min_role: maintain\n", clock)
+	w.gh.SetRole(theRepo, maintLog, "maintain")
+	writer := user{"writer", 424242, "User"}
+	w.gh.AddUser(writer.login, writer.id, "User")
+	w.gh.SetRole(theRepo, writer.login, "write") // may pin, may not merge
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
+	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the update asked", "update asked")
+	w.comment(writer, "/reuse-sweep-run 31147925932") // replaces the merge's pin
+	crafted := sha("e1")
+	w.gh.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000", "benchmarks/kimi.sh")
+	w.greenChecks(crafted)
+	w.sendSync(crafted, "")
+	w.passTime(clock, record.WakeGap)
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	if m := w.gh.Merges(); len(m) != 0 {
+		t.Fatalf("merged %+v: a commit skipped on another pin was taken for the update\n%s", m, st)
+	}
+}
+
+// A cancel, or the deadline, read while a merge whose answer was lost may
+// have been made: the PR is read first, and a PR GitHub merged at the
+// decided head is recorded as merged, its pin kept, and the cancel told it
+// came too late (not "cancelled").
+func TestMergeWithReuseCancelAfterALostMergeAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		act  func(w *world, clock *movingClock)
+		told string
+	}{
+		{"cancel", func(w *world, _ *movingClock) { w.comment(maintainer, "/merge-with-reuse cancel") },
+			"@maintainer too late: the merge asked by @maintainer was made before this cancel was read"},
+		{"deadline", func(w *world, clock *movingClock) { w.passTime(clock, merge.DefaultChecksTimeout+time.Second) }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &movingClock{t: time.Now()}
+			w := mergeWorld(t, "    main_sweeps: false\n", clock)
+			w.greenChecks(sha("c1"))
+			w.gh.Inject(routeMerge, githubtest.Fault{Lost: true, Status: 502, Times: 1})
+			w.comment(maintainer, "/merge-with-reuse 31147925932")
+			testkit.Eventually(t, "the merge asked", func() bool { return w.gh.Count(routeMerge) == 1 })
+			w.settle()
+			tc.act(w, clock)
+			st := w.waitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
+			if strings.Contains(st, "⛔") || w.pinRevoked() {
+				t.Fatalf("a merge GitHub made was ended as stopped, or its pin revoked:\n%s\n%v", st, w.trail())
+			}
+			if tc.told != "" {
+				mustContain(t, "the cancel's reply", w.lastReply(), tc.told)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +53,7 @@ func TestReconcileTakesBackASequenceWhoseCommentWasDeleted(t *testing.T) {
 		if got := ids(rep, "sequences_taken_back"); len(got) != 1 || got[0] != thePR {
 			t.Fatalf("reconcile report %v; want PR %d's merge taken back", rep, thePR)
 		}
-		w.waitStatus("the merge stopped", "⛔ stopped: someone (found by recovery)")
+		w.waitStatus("the merge stopped", "⛔ stopped: someone (found by recovery: a lost webhook) deleted the comment that asked for it")
 		w.gh.SetCheckRun(theRepo, updated, "lint", "completed", "success")
 		clock.add(time.Minute)
 		w.checkEvent(updated)
@@ -60,4 +61,33 @@ func TestReconcileTakesBackASequenceWhoseCommentWasDeleted(t *testing.T) {
 			t.Fatalf("merged %+v after its comment was deleted", m)
 		}
 	})
+}
+
+// A deletion whose webhook came and was processed is not recovered again:
+// someone below the command's role deleted the approval's comment, the
+// approval was kept (audited), and a reconcile, which finds the comment
+// gone, does not revoke it in the webhook's place.
+func TestReconcileLeavesAKeptTakeBack(t *testing.T) {
+	t.Parallel()
+	clock := &movingClock{t: time.Now()}
+	w := approveWorld(t, "", clock)
+	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+	c := w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.waitApproval("waiting for the merge commit", "GitHub is still making")
+	w.gh.DeleteComment(c.ID)
+	w.commentEvent("deleted", maintainer, reader, c.ID, c.Body, "") // a reader's deletion: kept
+	rep := w.reconcile()
+	if got, _ := rep["sequences_taken_back"].([]any); len(got) != 0 {
+		t.Fatalf("reconcile took back %v after the deletion's webhook was processed", got)
+	}
+	if st := w.approvalStatus(); strings.Contains(st, "revoked:") {
+		t.Fatalf("reconcile revoked an approval the deletion's webhook kept:\n%s", st)
+	}
+	var kept bool
+	for _, r := range w.audit() {
+		kept = kept || (r["kind"] == "approval" && r["outcome"] == "kept")
+	}
+	if !kept {
+		t.Fatalf("the reader's deletion is not audited as kept: %v", w.trail())
+	}
 }

@@ -657,18 +657,12 @@ func (h *Handler) expire(ctx context.Context, rc *config.Repo, w seq.Wakeup) (st
 }
 
 // apply is a step's steps as the wake-up's write, guarded by the version
-// read: one that moved meanwhile writes nothing, and the next wake-up
-// reads it again.
+// read: one whose facts moved meanwhile (plan.ErrStale) writes nothing,
+// and the wake-up is decided again at once from a fresh read.
 func (h *Handler) apply(cur *record.Sequence, steps []plan.Step) seq.Write {
 	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: cur.Repo, PR: cur.PR, Kind: SeqKind, Version: cur.Version}}, Steps: steps}
 	t := h.Notices.Teller()
-	return func(tx record.Tx) error {
-		err := plan.Apply(tx, t, p)
-		if errors.Is(err, plan.ErrStale) {
-			return nil
-		}
-		return err
-	}
+	return func(tx record.Tx) error { return plan.Apply(tx, t, p) }
 }
 
 // stepper is one wake-up of an approval.
@@ -782,8 +776,14 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 		}
 	}
 	switch {
-	case st.data.Pending && st.h.marks.Fresh(st.data.Mark):
+	case st.data.Pending && st.h.marks.Fresh(st.data.Mark) && st.now.Sub(st.data.Dispatched) <= PendingGrace:
 		return st.send(ctx)
+	case st.data.Pending && st.h.marks.Fresh(st.data.Mark):
+		// This process's mark, never sent, but old (steps that yielded, a
+		// backlog): marked anew, so a crash after the send finds a mark
+		// whose time is the send's, and looks for its run long enough.
+		st.data.Dispatched, st.data.Mark = st.now, st.h.marks.New()
+		return st.wait(StepActive, "⏳ dispatching "+mdtext.Code(st.data.Workflow)+" now", 0, "approval-dispatch-marked-again")
 	case st.data.Attempts > 0 && st.now.Sub(st.data.Dispatched) < FindWait:
 		return st.wait(StepActive, fmt.Sprintf("⏳ GitHub did not answer the dispatch: looking for its run by its name (until %s)",
 			st.data.Dispatched.Add(FindWait).UTC().Format("15:04 UTC")), Poll, "approval-finding-run")
@@ -798,6 +798,11 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 	st.data.Dispatched, st.data.Pending, st.data.Mark = st.now, true, st.h.marks.New()
 	return st.wait(StepActive, "⏳ dispatching "+mdtext.Code(st.data.Workflow)+" now", 0, "approval-dispatching")
 }
+
+// PendingGrace is how long this process sends a dispatch it marked. A
+// mark older than that, never sent, is marked anew first: the time a
+// lost dispatch's run is looked for from is then the send's.
+const PendingGrace = time.Minute
 
 // MaxAttempts bounds the dispatches of one approval that GitHub did not
 // answer (each followed by FindWait of looking for its run).
@@ -1036,11 +1041,11 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 		rec := commands.AuditOf(ch.Invocation, record.AuditRecord{Kind: record.AuditApproval, Outcome: "kept", RunID: data.RunID, HeadSHA: cur.Head,
 			Reason: fmt.Sprintf("@%s %s that approved @%s's sweep, but revoking it needs %s: it stands", ch.Actor.Login, did,
 				cur.ActorLogin, env.Policy(ch.Spec).Describe())})
-		return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{plan.Audit{Record: rec}}}, nil
+		return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{plan.Audit{Record: rec}, commands.OriginSeen(cur, ch.Deleted)}}, nil
 	}
 	who := mdtext.Mention(ch.Actor.Login)
 	if ch.Recovered {
-		who = "someone (found by recovery)"
+		who = "someone"
 	}
 	extra := h.cancelRun(ctx, cur, data, false)
 	steps, err := h.end(cur, data, StepRevoked, "taken_back", fmt.Sprintf("%s %s that approved it.%s", who, did, strings.TrimSuffix(extra, ".")), false)

@@ -117,6 +117,11 @@ type Data struct {
 	// UpdateAsked is when it was marked, then asked.
 	UpdateMark  string    `json:"update_mark,omitempty"`
 	UpdateAsked time.Time `json:"update_asked,omitzero"`
+	// UpdateBase is the base's tip the update merges, as the pin records it.
+	UpdateBase string `json:"update_base,omitempty"`
+	// PinID is the merge's own pin, read at its first step: only a skip on
+	// it is the update's, and only it lets the head merge.
+	PinID uint64 `json:"pin_id,omitempty"`
 	// MergeMark marks the merge about to be asked, of Decided; MergeAsked
 	// is when it was marked or asked; MergeTries counts the marks.
 	MergeMark   string    `json:"merge_mark,omitempty"`
@@ -226,7 +231,7 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 		return commands.Result{Err: err}
 	}
 	if line.Cancel {
-		return h.cancel(env, in, cur)
+		return h.cancel(ctx, env, in, cur)
 	}
 	if cur != nil {
 		return commands.Result{Outcome: commands.Rejected, Reason: "a merge of this PR is under way",
@@ -328,7 +333,7 @@ func (h *Handler) current(repo string, pr int) (*record.Sequence, error) {
 
 // cancel stops the PR's merge and revokes the pin it took, if that pin is
 // still waiting for its push.
-func (h *Handler) cancel(env commands.Env, in commands.Invocation, cur *record.Sequence) commands.Result {
+func (h *Handler) cancel(ctx context.Context, env commands.Env, in commands.Invocation, cur *record.Sequence) commands.Result {
 	me := mdtext.Mention(in.Actor.Login)
 	if cur == nil {
 		reply := fmt.Sprintf("%s there is no merge of this PR under way to cancel.", me)
@@ -349,6 +354,16 @@ func (h *Handler) cancel(env commands.Env, in commands.Invocation, cur *record.S
 	data, err := decode(cur)
 	if err != nil {
 		return commands.Result{Err: err}
+	}
+	if p, commit, ok, err := h.foundMerged(ctx, env.Repo, cur, data); err != nil {
+		return commands.Result{Err: err}
+	} else if ok {
+		// The merge was asked and its answer is not recorded yet: GitHub
+		// made it. It is recorded as made, with its pin, and the cancel is
+		// told it came too late.
+		return commands.Result{Outcome: commands.Accepted, Plan: p,
+			Reply: fmt.Sprintf("%s too late: the merge asked by %s was made before this cancel was read (%s merged as %s).", me,
+				mdtext.Mention(cur.ActorLogin), mdtext.Code(mdtext.ShortSHA(data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))}
 	}
 	why := fmt.Sprintf("cancelled by @%s", in.Actor.Login)
 	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: cur.Version}}}
@@ -456,10 +471,15 @@ func (h *Handler) wake(ctx context.Context, rc *config.Repo, w seq.Wakeup) (stri
 
 // expire stops the merge at its deadline, whatever it waits for and
 // whatever GitHub would answer now.
-func (h *Handler) expire(_ context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+func (h *Handler) expire(ctx context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
 	st, err := h.stepperOf(rc, w)
 	if err != nil {
 		return "", nil, err
+	}
+	if p, _, ok, err := h.foundMerged(ctx, rc, st.cur, st.data); err != nil {
+		return "", nil, err // whether GitHub merged it is read again at the next try
+	} else if ok {
+		return "merge-merged", h.apply(p), nil
 	}
 	p, out, err := st.stopped("timeout", fmt.Sprintf("it did not finish within %s of the command (%s)", commands.Span(Section.Of(rc).ChecksTimeout),
 		stepWords(st.cur.Step)))
@@ -467,6 +487,31 @@ func (h *Handler) expire(_ context.Context, rc *config.Repo, w seq.Wakeup) (stri
 		return "", nil, err
 	}
 	return out, h.apply(p), nil
+}
+
+// foundMerged reads the PR when the merge may have been asked already (its
+// mark is not this process's, or was tried and its answer lost): a PR
+// merged at the decided head was merged by it, and ok says so, with the
+// plan that records it (its pin kept). Before the merge's mark, or with a
+// mark this process has not sent, nothing is read.
+func (h *Handler) foundMerged(ctx context.Context, rc *config.Repo, cur *record.Sequence, data Data) (p plan.Plan, commit string, ok bool, err error) {
+	if data.MergeMark == "" || data.Decided == "" || h.marks.Fresh(data.MergeMark) {
+		return plan.Plan{}, "", false, nil
+	}
+	gh, err := h.Clients(data.Installation)
+	if err != nil {
+		return plan.Plan{}, "", false, err
+	}
+	pr, err := gh.PullRequest(ctx, cur.Repo, cur.PR)
+	if err != nil {
+		return plan.Plan{}, "", false, err
+	}
+	if !pr.GetMerged() || !strings.EqualFold(pr.GetHead().GetSHA(), data.Decided) {
+		return plan.Plan{}, "", false, nil
+	}
+	st := &stepper{h: h, rc: rc, cur: cur, data: data, now: h.now()}
+	p, _, err = st.merged(pr.GetMergeCommitSHA(), true)
+	return p, pr.GetMergeCommitSHA(), err == nil, err
 }
 
 func (h *Handler) stepperOf(rc *config.Repo, w seq.Wakeup) (*stepper, error) {
@@ -478,16 +523,12 @@ func (h *Handler) stepperOf(rc *config.Repo, w seq.Wakeup) (*stepper, error) {
 }
 
 // apply is a step's plan as the wake-up's write: one whose facts moved
-// meanwhile writes nothing, and the next wake-up reads it again.
+// meanwhile (plan.ErrStale) writes nothing, and the wake-up is decided
+// again at once from a fresh read (a sequence that moved is then left to
+// its own wake-up).
 func (h *Handler) apply(p plan.Plan) seq.Write {
 	t := h.Notices.Teller()
-	return func(tx record.Tx) error {
-		err := plan.Apply(tx, t, p)
-		if errors.Is(err, plan.ErrStale) {
-			return nil
-		}
-		return err
-	}
+	return func(tx record.Tx) error { return plan.Apply(tx, t, p) }
 }
 
 // stepper is one wake-up of a merge.
@@ -522,7 +563,7 @@ func (st *stepper) pin() (*record.Pin, error) {
 		return nil, errors.New("merge: no pin reader")
 	}
 	p, err := st.h.ActivePin(st.cur.Repo, st.cur.PR)
-	if err != nil || p == nil || !p.Origin().Same(st.cur.Origin()) || p.RunID != st.data.RunID {
+	if err != nil || p == nil || !p.Origin().Same(st.cur.Origin()) || p.RunID != st.data.RunID || (st.data.PinID != 0 && p.ID != st.data.PinID) {
 		return nil, err
 	}
 	return p, nil
@@ -642,6 +683,16 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 // is the head merged; behind its base, the update is asked (marked first).
 func (st *stepper) pinned(ctx context.Context, head string) (plan.Plan, string, error) {
 	cur, pr := st.cur, st.pr
+	// The merge's own pin, by its id from now on: a pin of the same run
+	// that replaced it (a /reuse-sweep-run) is not the merge's.
+	pin, err := st.pin()
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if pin == nil {
+		return st.stopped("no_pin", "the pin the merge took was revoked or replaced before the branch was looked at: a merge now would reuse nothing")
+	}
+	st.data.PinID = pin.ID
 	switch pr.GetMergeableState() {
 	case "", "unknown":
 		return st.wait(StepPinned, "⏳ GitHub is still working out whether the branch can be merged", "merge-waiting-mergeable")
@@ -682,11 +733,12 @@ func (st *stepper) behind(ctx context.Context, head string) (plan.Plan, string, 
 	if tree == "" {
 		return st.wait(StepPinned, "⏳ GitHub is still making the merge of the base into the branch", "merge-waiting-test-merge")
 	}
-	if st.data.UpdateMark == "" || !strings.EqualFold(pin.ExpectBase, tip) || !strings.EqualFold(pin.ExpectTree, tree) {
+	stale := st.h.marks.Fresh(st.data.UpdateMark) && st.now.Sub(st.data.UpdateAsked) > MarkFresh // never sent, but old: marked anew
+	if st.data.UpdateMark == "" || stale || !strings.EqualFold(pin.ExpectBase, tip) || !strings.EqualFold(pin.ExpectTree, tree) {
 		// The pin covers the update only once it names the base's tip the
 		// update merges and its tree: recorded with the mark, asked at the
 		// next wake-up.
-		st.data.UpdateMark, st.data.UpdateAsked = st.h.marks.New(), st.now
+		st.data.UpdateMark, st.data.UpdateAsked, st.data.UpdateBase = st.h.marks.New(), st.now, strings.ToLower(tip)
 		next := *cur
 		next.WakeAt = st.now
 		next.Data, _ = json.Marshal(st.data) // plain fields: cannot fail
@@ -763,7 +815,8 @@ func (st *stepper) updating(ctx context.Context, head string) (plan.Plan, string
 	if err != nil {
 		return plan.Plan{}, "", err
 	}
-	if len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[0], cur.Head) || !cm.ByGitHub {
+	if len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[0], cur.Head) || (st.data.UpdateBase != "" && !strings.EqualFold(cm.Parents[1], st.data.UpdateBase)) ||
+		!cm.ByGitHub {
 		// Not the merge of the base into the head read: a push by
 		// someone else, on top of the update or instead of it.
 		return st.stopped("pushed", fmt.Sprintf("the new head %s is not the branch update opsbot asked for (a merge of the base into %s): "+
@@ -779,9 +832,11 @@ func (st *stepper) updating(ctx context.Context, head string) (plan.Plan, string
 		}
 		return st.wait(StepUpdating, "⏳ waiting for opsbot's gate to decide the update's push", "merge-waiting-decision")
 	}
-	if !d.Skipped() || d.RunID != st.data.RunID {
+	if !d.Skipped() || d.RunID != st.data.RunID || d.PinID != st.data.PinID {
 		// The gate took it for another push (its content is not GitHub's
-		// merge of the two, say): it sweeps.
+		// merge of the two, say): it sweeps. A skip on another pin of the
+		// same run (one that replaced the merge's, covering any push) is not
+		// the update's either.
 		return st.stopped("pushed", fmt.Sprintf("the push %s after the update did not reuse run %d (%s): it sweeps. "+
 			"Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(head), st.data.RunID, mdtext.Text(d.Reason)))
 	}
@@ -871,13 +926,19 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 		if err != nil {
 			return plan.Plan{}, "", err
 		}
-		if d == nil || !d.Skipped() || d.RunID != st.data.RunID {
+		if d == nil || !d.Skipped() || d.RunID != st.data.RunID || st.data.PinID == 0 || d.PinID != st.data.PinID {
 			return st.stopped("no_pin", "the pin the merge took was revoked or replaced: a merge now would reuse nothing")
 		}
 	}
 	mark := st.data.MergeMark
 	switch {
 	case mark == "":
+		return st.markMerge()
+	case st.h.marks.Fresh(mark) && st.now.Sub(st.data.MergeAsked) > MarkFresh:
+		// This process's mark, never sent, but old (steps that yielded, a
+		// backlog): marked anew, so a crash after the merge finds a mark
+		// whose time is the merge's.
+		st.data.MergeTries--
 		return st.markMerge()
 	case !st.h.marks.Fresh(mark):
 		// Marked before a restart, or asked with its answer lost: the PR
@@ -937,6 +998,10 @@ func (st *stepper) markMerge() (plan.Plan, string, error) {
 	next.Data, _ = json.Marshal(st.data) // plain fields: cannot fail
 	return plan.Plan{Require: []plan.Fact{st.guard()}, Steps: []plan.Step{plan.PutSequence{Seq: next, Read: st.cur.Version}}}, "merge-marked", nil
 }
+
+// MarkFresh is how long this process asks an update or a merge it marked
+// and has not asked: an older mark is made anew first.
+const MarkFresh = time.Minute
 
 // MergeWait is how long a merge whose answer was lost (or that was marked
 // before a restart) waits, reading the PR, before it is asked again: GitHub
@@ -1025,6 +1090,9 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 	if !ch.Deleted && commands.HasLine(ch.Commands, data.Line) {
 		return plan.Plan{}, nil // the command is still there, as written
 	}
+	if p, _, ok, err := h.foundMerged(ctx, env.Repo, cur, data); err != nil || ok {
+		return p, err // GitHub merged it already: recorded as merged, nothing to take back
+	}
 	did := "deleted the comment"
 	if !ch.Deleted {
 		did = "edited away the command"
@@ -1041,11 +1109,11 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 		rec := commands.AuditOf(ch.Invocation, record.AuditRecord{Kind: record.AuditMerge, Outcome: "kept", RunID: data.RunID,
 			Reason: fmt.Sprintf("@%s %s that started @%s's merge, but stopping it needs %s: it goes on", ch.Actor.Login, did,
 				cur.ActorLogin, env.Policy(ch.Spec).Describe())})
-		return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{plan.Audit{Record: rec}}}, nil
+		return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{plan.Audit{Record: rec}, commands.OriginSeen(cur, ch.Deleted)}}, nil
 	}
 	who := mdtext.Mention(ch.Actor.Login)
 	if ch.Recovered {
-		who = "someone (found by recovery)"
+		who = "someone"
 	}
 	stop := h.stop(cur, data, "taken_back", fmt.Sprintf("%s %s that asked for it", who, did), ch.Actor.ID, ch.Actor.Login)
 	return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{stop}}, nil

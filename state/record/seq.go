@@ -33,6 +33,11 @@ type Sequence struct {
 	OriginURL  string     `json:"origin_url,omitempty"`
 	ActorID    int64      `json:"actor_id,omitempty"`
 	ActorLogin string     `json:"actor_login,omitempty"`
+	// OriginSeen says that a deletion of the origin's comment, or an edit
+	// that took its command away, was processed and did not take the
+	// sequence back (whoever did it lacked the command's role): "deleted"
+	// or "edited". Recovery does not take it back in its place.
+	OriginSeen string `json:"origin_seen,omitempty"`
 	// WakeAt is when the sequence is woken (zero: never, it waits for
 	// events); Deadline is when it gives up.
 	WakeAt   time.Time `json:"wake_at,omitzero"`
