@@ -16,6 +16,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
@@ -25,15 +26,15 @@ import (
 // the payload: a pin sent that way is answered like one sent as JSON.
 func TestFormEncodedWebhookIsAccepted(t *testing.T) {
 	w := newWorld(t, "")
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
 	p := payload(t, "issue_comment", "created")
 	setPath(p, "repository.full_name", theRepo)
 	setPath(p, "issue.number", thePR)
 	setPath(p, "issue.pull_request", map[string]any{"url": "https://api.github.com/repos/" + theRepo + "/pulls/2512"})
 	setPath(p, "comment.id", c.ID)
 	setPath(p, "comment.body", c.Body)
-	setPath(p, "comment.user", maintainer.json())
-	p["sender"] = maintainer.json()
+	setPath(p, "comment.user", maintainer.JSON())
+	p["sender"] = maintainer.JSON()
 	js, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func TestFormEncodedWebhookIsAccepted(t *testing.T) {
 	form := []byte(url.Values{"payload": {string(js)}}.Encode())
 
 	send := func(id string, signed []byte) int {
-		req, err := http.NewRequest(http.MethodPost, w.srv.URL+"/webhook", strings.NewReader(string(form)))
+		req, err := http.NewRequest(http.MethodPost, w.Srv.URL+"/webhook", strings.NewReader(string(form)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,8 +60,8 @@ func TestFormEncodedWebhookIsAccepted(t *testing.T) {
 	if code := send("form-1", form); code != http.StatusAccepted {
 		t.Fatalf("form-encoded delivery: status %d, want 202", code)
 	}
-	w.settle()
-	mustContain(t, "pin reply", w.lastReply(), "@maintainer pinned run [31147925932]")
+	w.Settle()
+	mustContain(t, "pin reply", w.LastReply(), "@maintainer pinned run [31147925932]")
 }
 
 // The conventions a Go operator expects of a CLI.
@@ -127,7 +128,7 @@ func TestConfigCheckReportsUnsetVariables(t *testing.T) {
 func TestMetricsReportUnknownAsAbsent(t *testing.T) {
 	// A server without GitHub credentials (a dry run) asks GitHub nothing.
 	dry := startServer(t, writeConfig(t, t.TempDir(), ""), testEnv(nil))
-	m := (&world{t: t, srv: dry}).metrics()
+	m := (&e2e.World{T: t, Srv: dry}).Metrics()
 	for _, name := range []string{"opsbot_github_rate_limit_remaining", "opsbot_slack_healthy"} {
 		if v, ok := m[name]; ok {
 			t.Errorf("%s = %s before anything was known, want it absent", name, v)
@@ -157,10 +158,10 @@ func TestMetricsReportUnknownAsAbsent(t *testing.T) {
 	}
 	// With a token, GitHub's first answer comes at start: opsbot asks who it is.
 	w := newWorld(t, "")
-	if v := w.metrics()["opsbot_github_rate_limit_remaining"]; v != "4999" {
+	if v := w.Metrics()["opsbot_github_rate_limit_remaining"]; v != "4999" {
 		t.Errorf("opsbot_github_rate_limit_remaining = %q after GitHub answered, want 4999", v)
 	}
-	if v, ok := w.metrics()["opsbot_slack_healthy"]; ok {
+	if v, ok := w.Metrics()["opsbot_slack_healthy"]; ok {
 		t.Errorf("opsbot_slack_healthy = %s without a Slack token, want it absent", v)
 	}
 }
@@ -169,7 +170,7 @@ func TestMetricsReportUnknownAsAbsent(t *testing.T) {
 func TestSlackHealthKnownAfterAuthTest(t *testing.T) {
 	sl := slacktest.New(t)
 	w := slackWorld(t, sl)
-	if v := w.metrics()["opsbot_slack_healthy"]; v != "1" {
+	if v := w.Metrics()["opsbot_slack_healthy"]; v != "1" {
 		t.Errorf("opsbot_slack_healthy = %q after auth.test passed, want 1", v)
 	}
 }
@@ -191,7 +192,7 @@ func TestExampleConfigFirstRunIsDry(t *testing.T) {
 		},
 		"--listen", "127.0.0.1:0", "--state", filepath.Join(dir, "opsbot.db"))
 	testkit.Eventually(t, "the log says GitHub is in dry-run", func() bool {
-		return strings.Contains(ts.stderr.String(), "GitHub dry-run") && strings.Contains(ts.stderr.String(), "dry_run is set")
+		return strings.Contains(ts.Stderr.String(), "GitHub dry-run") && strings.Contains(ts.Stderr.String(), "dry_run is set")
 	})
 }
 
@@ -226,7 +227,7 @@ func TestDemo(t *testing.T) {
 func runGateAction(t *testing.T, w *world, head string, vars map[string]string) (map[string]string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	event, err := json.Marshal(w.syncPayload(head))
+	event, err := json.Marshal(w.SyncPayload(head))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func runGateAction(t *testing.T, w *world, head string, vars map[string]string) 
 		t.Fatal(err)
 	}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GITHUB_EVENT_NAME=pull_request", "GITHUB_EVENT_PATH=" + eventPath,
-		"GITHUB_REPOSITORY=" + theRepo, "GITHUB_OUTPUT=" + outPath, "OPSBOT_SERVER=" + w.srv.URL, "OPSBOT_TIMEOUT=20"}
+		"GITHUB_REPOSITORY=" + theRepo, "GITHUB_OUTPUT=" + outPath, "OPSBOT_SERVER=" + w.Srv.URL, "OPSBOT_TIMEOUT=20"}
 	for k, v := range vars {
 		env = append(env, k+"="+v)
 	}
@@ -264,12 +265,12 @@ func runGateAction(t *testing.T, w *world, head string, vars map[string]string) 
 func TestGateActionAgainstTheServer(t *testing.T) {
 	is := newIssuer(t)
 	w := newWorldWith(t, oidcConfig(is.URL), "", nil)
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.Push(theRepo, thePR, []string{sha("c2")}, []string{"perf-changelog.yaml"})
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.Push(theRepo, thePR, []string{sha("c2")}, []string{"perf-changelog.yaml"})
 
 	idTokens := func(claims map[string]any) map[string]string {
 		endpoint := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Authorization") != "bearer request-token" || r.URL.Query().Get("audience") != w.srv.URL {
+			if r.Header.Get("Authorization") != "bearer request-token" || r.URL.Query().Get("audience") != w.Srv.URL {
 				http.Error(rw, "wrong request token or audience", http.StatusBadRequest)
 				return
 			}
@@ -285,7 +286,7 @@ func TestGateActionAgainstTheServer(t *testing.T) {
 		t.Fatalf("ID token ask for the pinned push: %v\n%s", out, stdout)
 	}
 
-	w.gh.Push(theRepo, thePR, []string{sha("c3")}, []string{"perf-changelog.yaml"})
+	w.GH.Push(theRepo, thePR, []string{sha("c3")}, []string{"perf-changelog.yaml"})
 	out, stdout = runGateAction(t, w, sha("c3"), map[string]string{"OPSBOT_TOKEN": apiToken})
 	if out["skip-pr-sweep"] != "false" || strings.Contains(stdout, "::warning::") {
 		t.Fatalf("gate token ask for the next push: %v\n%s", out, stdout)
@@ -302,10 +303,10 @@ func TestGateActionAgainstTheServer(t *testing.T) {
 // legacy `##[…]` the runner finds anywhere in a line, nor `::…::`.
 func TestReasonTextIsNoWorkflowCommand(t *testing.T) {
 	w := newWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	hostileFiles := []string{"##[set-env name=X;]x", "a::add-mask::b", ":::error::c"}
-	w.gh.Push(theRepo, thePR, []string{sha("c2")}, hostileFiles)
-	w.sendSync(sha("c2"), "")
+	w.GH.Push(theRepo, thePR, []string{sha("c2")}, hostileFiles)
+	w.SendSync(sha("c2"), "")
 	check := func(what, out string) {
 		t.Helper()
 		for _, line := range strings.Split(out, "\n") {

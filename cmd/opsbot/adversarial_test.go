@@ -17,7 +17,7 @@ func TestAdversarialEditsAreStoredAndReadRight(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
 	const line = "/reuse-sweep-run 31147925932"
-	c := w.comment(maintainer, "LGTM\n"+line)
+	c := w.Comment(maintainer, "LGTM\n"+line)
 	noise := []struct{ name, body string }{
 		{"link openers", strings.Repeat("[a](", 16<<10)},
 		{"brackets", strings.Repeat("[", 64<<10)},
@@ -26,7 +26,7 @@ func TestAdversarialEditsAreStoredAndReadRight(t *testing.T) {
 	old := c.Body
 	for _, n := range noise {
 		body := n.body + "\n\n" + line
-		code := w.sendAs(w.id(), "issue_comment", w.commentPayload("edited", maintainer, maintainer, c.ID, body, old))
+		code := w.SendAs(w.ID(), "issue_comment", w.CommentPayload("edited", maintainer, maintainer, c.ID, body, old))
 		if code != http.StatusAccepted {
 			t.Fatalf("%s: answered %d, want 202 (stored)", n.name, code)
 		}
@@ -38,12 +38,12 @@ func TestAdversarialEditsAreStoredAndReadRight(t *testing.T) {
 	// Nested past commands.MaxNesting, the comment is read for no command:
 	// the pin's line is gone from it as opsbot reads it.
 	body := strings.Repeat("> ", 32<<10) + "\n\n" + line
-	if code := w.sendAs(w.id(), "issue_comment", w.commentPayload("edited", maintainer, maintainer, c.ID, body, old)); code != http.StatusAccepted {
+	if code := w.SendAs(w.ID(), "issue_comment", w.CommentPayload("edited", maintainer, maintainer, c.ID, body, old)); code != http.StatusAccepted {
 		t.Fatalf("answered %d, want 202", code)
 	}
-	mustContain(t, "edit reply", w.lastReply(), "is **revoked**", "edited away")
-	w.push("c2")
-	if st := w.statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
+	mustContain(t, "edit reply", w.LastReply(), "is **revoked**", "edited away")
+	w.Push("c2")
+	if st := w.Statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
 		t.Fatalf("after the edit: %+v", st)
 	}
 }
@@ -54,11 +54,11 @@ func TestAdversarialEditsAreStoredAndReadRight(t *testing.T) {
 func TestDeeplyNestedCommentIsReadForNothing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(reader, "/x\n"+strings.Repeat("- ", 20<<10)+"a"+strings.Repeat("\n", 20<<10)+"/reuse-sweep-run 31147925932\n")
-	w.comment(maintainer, strings.Repeat("- ", 3000)+"a\n"+strings.Repeat("\n", 6000)+"/reuse-sweep-run 31147925932\n")
+	w.Comment(reader, "/x\n"+strings.Repeat("- ", 20<<10)+"a"+strings.Repeat("\n", 20<<10)+"/reuse-sweep-run 31147925932\n")
+	w.Comment(maintainer, strings.Repeat("- ", 3000)+"a\n"+strings.Repeat("\n", 6000)+"/reuse-sweep-run 31147925932\n")
 	if tr := w.trail(); len(tr) != 0 {
 		t.Fatalf("audit after deeply nested comments = %v, want nothing read", tr)
 	}
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	mustContain(t, "the pin after them", w.lastReply(), "pinned run")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	mustContain(t, "the pin after them", w.LastReply(), "pinned run")
 }

@@ -87,8 +87,8 @@ repos:
 	setPath(p, "issue.pull_request", map[string]any{"url": "https://api.github.com/repos/" + theRepo + "/pulls/" + strconv.Itoa(thePR)})
 	setPath(p, "comment.id", c.ID)
 	setPath(p, "comment.body", c.Body)
-	setPath(p, "comment.user", user{login: maintLog, id: maintID}.json())
-	p["sender"] = user{login: maintLog, id: maintID}.json()
+	setPath(p, "comment.user", user{Login: maintLog, ID: maintID}.JSON())
+	p["sender"] = user{Login: maintLog, ID: maintID}.JSON()
 	send("issue_comment", "app-1", p)
 	testkit.Eventually(t, "opsbot replies to /opsbot help", func() bool {
 		for _, r := range gh.Comments(theRepo, thePR) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands/approve"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
@@ -29,12 +30,12 @@ const (
 // maintain role, and whose server's clock the test moves.
 func approveWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
 	t.Helper()
-	w := newWorldOpts(t, worldOpts{repo: "    external:\n      workflow: " + externalWorkflow + "\n" + repoExtra, deps: func(d *app.Deps) {
-		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
+	w := newWorldOpts(t, worldOpts{Repo: "    external:\n      workflow: " + externalWorkflow + "\n" + repoExtra, Deps: func(d *app.Deps) {
+		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
 	}})
-	w.gh.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
-	w.gh.SetRole(theRepo, maintLog, "maintain")
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
+	w.GH.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
+	w.GH.SetRole(theRepo, maintLog, "maintain")
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
 	return w
 }
 
@@ -42,7 +43,7 @@ func approveWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
 // for none).
 func (w *world) approvalStatus() string {
 	out := ""
-	for _, r := range w.replies() {
+	for _, r := range w.Replies() {
 		if strings.Contains(r, "**External sweep**") {
 			out = r
 		}
@@ -51,8 +52,8 @@ func (w *world) approvalStatus() string {
 }
 
 func (w *world) waitApproval(what string, subs ...string) string {
-	w.t.Helper()
-	testkit.Eventually(w.t, what, func() bool {
+	w.T.Helper()
+	testkit.Eventually(w.T, what, func() bool {
 		s := w.approvalStatus()
 		for _, sub := range subs {
 			if !strings.Contains(s, sub) {
@@ -61,18 +62,18 @@ func (w *world) waitApproval(what string, subs ...string) string {
 		}
 		return true
 	})
-	w.settle()
+	w.Settle()
 	return w.approvalStatus()
 }
 
 // dispatchedRun waits for the one workflow dispatch and returns it.
 func (w *world) dispatchedRun() githubtest.WorkflowDispatch {
-	w.t.Helper()
-	testkit.Eventually(w.t, "the workflow dispatch", func() bool { return len(w.gh.WorkflowDispatches()) > 0 })
-	w.settle()
-	ds := w.gh.WorkflowDispatches()
+	w.T.Helper()
+	testkit.Eventually(w.T, "the workflow dispatch", func() bool { return len(w.GH.WorkflowDispatches()) > 0 })
+	w.Settle()
+	ds := w.GH.WorkflowDispatches()
 	if len(ds) != 1 {
-		w.t.Fatalf("workflow dispatches %+v; want one", ds)
+		w.T.Fatalf("workflow dispatches %+v; want one", ds)
 	}
 	return ds[0]
 }
@@ -80,9 +81,9 @@ func (w *world) dispatchedRun() githubtest.WorkflowDispatch {
 // runEvent sends workflow_run (requested or completed) for a dispatched run,
 // as GitHub does: its head is the default branch's, it lists no PR.
 func (w *world) runEvent(action string, d githubtest.WorkflowDispatch) {
-	w.t.Helper()
-	run := w.gh.RunOf(theRepo, d.RunID)
-	p := payload(w.t, "workflow_run", action)
+	w.T.Helper()
+	run := w.GH.RunOf(theRepo, d.RunID)
+	p := payload(w.T, "workflow_run", action)
 	setPath(p, "repository.full_name", theRepo)
 	setPath(p, "workflow_run.id", d.RunID)
 	setPath(p, "workflow_run.head_sha", run.HeadSHA)
@@ -92,16 +93,16 @@ func (w *world) runEvent(action string, d githubtest.WorkflowDispatch) {
 	setPath(p, "workflow_run.path", externalWorkflow)
 	setPath(p, "workflow_run.pull_requests", []any{})
 	setPath(p, "workflow_run.conclusion", run.Conclusion)
-	w.send("workflow_run", p)
+	w.Send("workflow_run", p)
 }
 
 // completeApproval finishes a dispatched run with its results, tells opsbot
 // as GitHub does, and waits for the approval to complete.
 func (w *world) completeApproval(clock *movingClock, d githubtest.WorkflowDispatch) string {
-	w.t.Helper()
-	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+	w.T.Helper()
+	w.GH.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
 	w.runEvent("completed", d)
-	w.passTime(clock, record.WakeGap)
+	w.PassTime(clock, record.WakeGap)
 	return w.waitApproval("the approval completed", "completed:")
 }
 
@@ -123,14 +124,14 @@ func (w *world) approvalOutcomes() []string {
 // in a comment of its own at the end, and in the audit.
 func TestApprovedSweepOfAForkIsDispatchedBoundAndReused(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "      min_role: maintain\n    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n", clock)
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	if d.WorkflowID != externalWorkflowID || d.Ref != "main" || !d.Details {
 		t.Fatalf("dispatch %+v; want e2e-tests.yml on main with return_run_details", d)
 	}
-	if d.Inputs["pr-number"] != strconv.Itoa(thePR) || d.Inputs["head-sha"] != sha("c1") || d.Inputs["merge-sha"] != w.gh.MergeCommit(theRepo, thePR) ||
+	if d.Inputs["pr-number"] != strconv.Itoa(thePR) || d.Inputs["head-sha"] != sha("c1") || d.Inputs["merge-sha"] != w.GH.MergeCommit(theRepo, thePR) ||
 		!strings.HasPrefix(d.Inputs["approval-id"], "opsbot-approval-") {
 		t.Fatalf("dispatch inputs %v; want the PR, its head, its merge commit and the approval's id", d.Inputs)
 	}
@@ -140,22 +141,22 @@ func TestApprovedSweepOfAForkIsDispatchedBoundAndReused(t *testing.T) {
 		"run ["+strconv.FormatInt(d.RunID, 10)+"]("+runURL+")")
 
 	// The run finishes; GitHub tells it. The approval completes.
-	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+	w.GH.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
 	w.runEvent("completed", d)
-	w.passTime(clock, record.WakeGap)
+	w.PassTime(clock, record.WakeGap)
 	st = w.waitApproval("the approval completed", "completed:")
 	mustContain(t, "status", st, "succeeded with its results")
-	mustContain(t, "the closing comment", w.lastReply(), "@maintainer the external sweep of `"+sha("c1")[:7]+"` you approved finished")
+	mustContain(t, "the closing comment", w.LastReply(), "@maintainer the external sweep of `"+sha("c1")[:7]+"` you approved finished")
 	if got := strings.Join(w.approvalOutcomes(), " "); got != "active dispatched completed" {
 		t.Fatalf("approval audit %q; want active dispatched completed", got)
 	}
 
 	// The run counts as the head's sweep: pinned by id, the next push
 	// (within the allowed paths) skips its sweep on it.
-	w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
-	mustContain(t, "the pin's reply", w.lastReply(), "pinned")
-	w.push("c2", "perf-changelog.yaml")
-	st2 := w.statuses("c2")
+	w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
+	mustContain(t, "the pin's reply", w.LastReply(), "pinned")
+	w.Push("c2", "perf-changelog.yaml")
+	st2 := w.Statuses("c2")
 	if len(st2) == 0 || !strings.HasPrefix(st2[len(st2)-1].Description, "skip") {
 		t.Fatalf("c2's statuses %+v; want a skip on the approved run", st2)
 	}
@@ -167,7 +168,7 @@ func TestApprovedSweepOfAForkIsDispatchedBoundAndReused(t *testing.T) {
 
 // decisionOf is the audit's decision record for head.
 func (w *world) decisionOf(head string) map[string]any {
-	w.t.Helper()
+	w.T.Helper()
 	for _, r := range w.audit() {
 		if r["kind"] == "decision" && r["head_sha"] == head {
 			return r
@@ -181,23 +182,23 @@ func (w *world) decisionOf(head string) map[string]any {
 // None dispatches anything.
 func TestApprovalsThatAreRefused(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.comment(maintainer, "/approve-sweep "+sha("c0")[:9])
-	mustContain(t, "reply", w.lastReply(), "I did not approve the sweep", "`"+sha("c0")[:9]+"` is not this PR's head, `"+sha("c1")[:7]+"`")
-	w.comment(reader, "/approve-sweep "+sha("c1"))
-	mustContain(t, "reader's reply", w.lastReply(), "maintain")
+	w.Comment(maintainer, "/approve-sweep "+sha("c0")[:9])
+	mustContain(t, "reply", w.LastReply(), "I did not approve the sweep", "`"+sha("c0")[:9]+"` is not this PR's head, `"+sha("c1")[:7]+"`")
+	w.Comment(reader, "/approve-sweep "+sha("c1"))
+	mustContain(t, "reader's reply", w.LastReply(), "maintain")
 	// The head's own short SHA: a fork's author can make a commit that
 	// starts the same way, so only the whole SHA names what was read.
-	w.comment(maintainer, "/approve-sweep "+sha("c1")[:12])
-	mustContain(t, "short SHA's reply", w.lastReply(), "name the head by its full SHA")
-	w.comment(maintainer, "/approve-sweep c1c1")
-	mustContain(t, "usage reply", w.lastReply(), "is not a commit SHA")
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = 0, "" })
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
-	mustContain(t, "reply", w.lastReply(), "not a fork's")
-	w.settle()
-	if ds := w.gh.WorkflowDispatches(); len(ds) != 0 {
+	w.Comment(maintainer, "/approve-sweep "+sha("c1")[:12])
+	mustContain(t, "short SHA's reply", w.LastReply(), "name the head by its full SHA")
+	w.Comment(maintainer, "/approve-sweep c1c1")
+	mustContain(t, "usage reply", w.LastReply(), "is not a commit SHA")
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = 0, "" })
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
+	mustContain(t, "reply", w.LastReply(), "not a fork's")
+	w.Settle()
+	if ds := w.GH.WorkflowDispatches(); len(ds) != 0 {
 		t.Fatalf("dispatched %+v after refusals", ds)
 	}
 }
@@ -207,20 +208,20 @@ func TestApprovalsThatAreRefused(t *testing.T) {
 // told to approve the new head once read.
 func TestPushBeforeTheDispatchExpiresTheApproval(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	w.waitApproval("the approval waiting for the merge commit", "still making the PR's merge commit")
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
-	w.push("c2")
-	w.passTime(clock, record.WakeGap)
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+	w.Push("c2")
+	w.PassTime(clock, record.WakeGap)
 	st := w.waitApproval("the approval expired", "expired:")
 	mustContain(t, "status", st, "a push (head `"+sha("c2")[:7]+"`) came before the sweep was dispatched")
-	clock.add(time.Minute)
+	clock.Add(time.Minute)
 	time.Sleep(100 * time.Millisecond) // the ticker looks every 10 ms: nothing is due
-	w.settle()
-	if ds := w.gh.WorkflowDispatches(); len(ds) != 0 {
+	w.Settle()
+	if ds := w.GH.WorkflowDispatches(); len(ds) != 0 {
 		t.Fatalf("dispatched %+v after the push", ds)
 	}
 	if got := strings.Join(w.approvalOutcomes(), " "); got != "active expired" {
@@ -232,15 +233,15 @@ func TestPushBeforeTheDispatchExpiresTheApproval(t *testing.T) {
 // ran it by hand, say) is never a sweep of the PR.
 func TestUnapprovedRunOfTheExternalWorkflowIsNeverEligible(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.gh.AddRun(theRepo, githubtest.Run{ID: 555, WorkflowID: externalWorkflowID, Event: "workflow_dispatch", Status: "completed",
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 555, WorkflowID: externalWorkflowID, Event: "workflow_dispatch", Status: "completed",
 		Conclusion: "success", HeadSHA: sha("b0"), HeadBranch: "main", Artifacts: resultArtifacts, PRs: []int{}})
-	w.comment(maintainer, "/reuse-sweep-run 555")
-	mustContain(t, "reply", w.lastReply(), "run 555 is a run of the external PRs' workflow", "no maintainer's `/approve-sweep` of this PR dispatched")
-	w.push("c2")
+	w.Comment(maintainer, "/reuse-sweep-run 555")
+	mustContain(t, "reply", w.LastReply(), "run 555 is a run of the external PRs' workflow", "no maintainer's `/approve-sweep` of this PR dispatched")
+	w.Push("c2")
 	if !w.swept("c2") {
-		t.Fatalf("c2 skipped its sweep on an unapproved run: %+v", w.statuses("c2"))
+		t.Fatalf("c2 skipped its sweep on an unapproved run: %+v", w.Statuses("c2"))
 	}
 }
 
@@ -250,31 +251,31 @@ func TestUnapprovedRunOfTheExternalWorkflowIsNeverEligible(t *testing.T) {
 // command picks it as the newest sweep of the PR.
 func TestApprovedRunCountsForItsPROnlyAndWithinThePathGuard(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n", clock)
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	w.waitApproval("the run bound", "waiting for the run")
 	w.completeApproval(clock, d)
 
-	w.push("c2", "perf-changelog.yaml")
-	w.comment(maintainer, "/reuse-sweep-run")
-	mustContain(t, "bare pin's reply", w.lastReply(), "pinned", strconv.FormatInt(d.RunID, 10))
-	w.push("c3", "benchmarks/kimi.sh")
+	w.Push("c2", "perf-changelog.yaml")
+	w.Comment(maintainer, "/reuse-sweep-run")
+	mustContain(t, "bare pin's reply", w.LastReply(), "pinned", strconv.FormatInt(d.RunID, 10))
+	w.Push("c3", "benchmarks/kimi.sh")
 	if !w.swept("c3") {
-		t.Fatalf("c3 touched a file outside the allowed paths yet did not sweep: %+v", w.statuses("c3"))
+		t.Fatalf("c3 touched a file outside the allowed paths yet did not sweep: %+v", w.Statuses("c3"))
 	}
-	mustContain(t, "the invalid pin's notice", w.lastReply(), "benchmarks/kimi.sh")
+	mustContain(t, "the invalid pin's notice", w.LastReply(), "benchmarks/kimi.sh")
 
 	// Another fork PR cannot use it.
-	w.gh.AddPR(theRepo, thePR+1, "author", "other", sha("b0"), []string{sha("d1")}, []string{"perf-changelog.yaml"})
-	w.gh.SetPR(theRepo, thePR+1, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID+1, "someone/InferenceX" })
-	c := w.gh.AddComment(theRepo, thePR+1, maintLog, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
-	p := w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, "")
+	w.GH.AddPR(theRepo, thePR+1, "author", "other", sha("b0"), []string{sha("d1")}, []string{"perf-changelog.yaml"})
+	w.GH.SetPR(theRepo, thePR+1, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID+1, "someone/InferenceX" })
+	c := w.GH.AddComment(theRepo, thePR+1, maintLog, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
+	p := w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, "")
 	setPath(p, "issue.number", thePR+1)
-	w.send("issue_comment", p)
+	w.Send("issue_comment", p)
 	var reply string
-	for _, cm := range w.gh.Comments(theRepo, thePR+1) {
+	for _, cm := range w.GH.Comments(theRepo, thePR+1) {
 		reply = cm.Body
 	}
 	mustContain(t, "the other PR's reply", reply, "was dispatched for PR #"+strconv.Itoa(thePR)+"'s approved head, not for PR #"+strconv.Itoa(thePR+1))
@@ -287,22 +288,22 @@ func TestApprovedRunCountsForItsPROnlyAndWithinThePathGuard(t *testing.T) {
 // A run of the same workflow by someone else, named the same, is not it.
 func TestApprovalWithoutRunDetailsBindsTheRunByItsName(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.gh.RefuseRunDetails(theRepo)
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
-	testkit.Eventually(t, "the dispatch without details", func() bool { return len(w.gh.WorkflowDispatches()) == 1 })
-	d := w.gh.WorkflowDispatches()[0]
+	w.GH.RefuseRunDetails(theRepo)
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
+	testkit.Eventually(t, "the dispatch without details", func() bool { return len(w.GH.WorkflowDispatches()) == 1 })
+	d := w.GH.WorkflowDispatches()[0]
 	if d.Details {
 		t.Fatalf("the dispatch GitHub took asked for run details: %+v", d)
 	}
 	// A decoy: the same name, made by a maintainer by hand, newer.
-	w.gh.AddRun(theRepo, githubtest.Run{ID: 9_000_000_001, WorkflowID: externalWorkflowID, Event: "workflow_dispatch", Status: "queued",
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 9_000_000_001, WorkflowID: externalWorkflowID, Event: "workflow_dispatch", Status: "queued",
 		HeadSHA: sha("b0"), HeadBranch: "main", PRs: []int{}, DisplayTitle: githubtest.RunName(d.Inputs), ActorLogin: maintLog,
 		ActorID: maintID, CreatedAt: time.Now().Add(time.Minute)})
 	w.waitApproval("dispatched, looking for its run", "GitHub named no run")
 	w.runEvent("requested", d)
-	w.passTime(clock, record.WakeGap)
+	w.PassTime(clock, record.WakeGap)
 	st := w.waitApproval("the run found", "found the dispatched run")
 	mustContain(t, "status", st, "["+strconv.FormatInt(d.RunID, 10)+"]")
 	if strings.Contains(st, "9000000001") {
@@ -310,43 +311,43 @@ func TestApprovalWithoutRunDetailsBindsTheRunByItsName(t *testing.T) {
 	}
 	// The bound run is the PR's sweep once it finishes.
 	w.completeApproval(clock, d)
-	w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
-	mustContain(t, "the pin's reply", w.lastReply(), "pinned")
+	w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
+	mustContain(t, "the pin's reply", w.LastReply(), "pinned")
 }
 
 // /approve-sweep cancel revokes an approval whose run is under way: GitHub
 // is asked to cancel the run, and the run counts for nothing.
 func TestCancelRevokesTheApprovalAndItsRun(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	w.waitApproval("the run bound", "waiting for the run")
-	w.comment(maintainer, "/approve-sweep cancel")
-	mustContain(t, "reply", w.lastReply(), "revoked the approval of `"+sha("c1")[:7]+"`", "GitHub was asked to cancel it")
-	if r := w.gh.RunOf(theRepo, d.RunID); r.Conclusion != "cancelled" {
+	w.Comment(maintainer, "/approve-sweep cancel")
+	mustContain(t, "reply", w.LastReply(), "revoked the approval of `"+sha("c1")[:7]+"`", "GitHub was asked to cancel it")
+	if r := w.GH.RunOf(theRepo, d.RunID); r.Conclusion != "cancelled" {
 		t.Fatalf("run %+v not cancelled", r)
 	}
-	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts) // as if it had finished anyway
-	w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
-	mustContain(t, "reply", w.lastReply(), "revoked, so it counts for nothing")
+	w.GH.CompleteRun(theRepo, d.RunID, "success", resultArtifacts) // as if it had finished anyway
+	w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
+	mustContain(t, "reply", w.LastReply(), "revoked, so it counts for nothing")
 }
 
 // A workflow GitHub does not find fails the approval, saying so to the
 // approver, in the status comment and in the audit.
 func TestApprovalOfAWorkflowGitHubDoesNotFindFails(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
-	w := newWorldOpts(t, worldOpts{repo: "    external:\n      workflow: .github/workflows/missing.yml\n", deps: func(d *app.Deps) {
-		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
+	clock := e2e.NewClock()
+	w := newWorldOpts(t, worldOpts{Repo: "    external:\n      workflow: .github/workflows/missing.yml\n", Deps: func(d *app.Deps) {
+		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
 	}})
-	w.gh.SetRole(theRepo, maintLog, "maintain")
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.GH.SetRole(theRepo, maintLog, "maintain")
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	st := w.waitApproval("the approval failed", "failed:")
 	mustContain(t, "status", st, "GitHub did not find the workflow `.github/workflows/missing.yml` on `main` (404")
-	mustContain(t, "the closing comment", w.lastReply(), "the external sweep of `"+sha("c1")[:7]+"` you approved failed")
+	mustContain(t, "the closing comment", w.LastReply(), "the external sweep of `"+sha("c1")[:7]+"` you approved failed")
 	if got := strings.Join(w.approvalOutcomes(), " "); got != "active failed" {
 		t.Fatalf("approval audit %q; want active failed", got)
 	}
@@ -356,36 +357,36 @@ func TestApprovalOfAWorkflowGitHubDoesNotFindFails(t *testing.T) {
 // it) leaves a run that counts for nothing, even when it then succeeds.
 func TestExpiredApprovalsRunNeverCounts(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	w.waitApproval("the run bound", "waiting for the run")
-	w.gh.Inject("POST /repos/{owner}/{repo}/actions/runs/{id}/cancel", githubtest.Fault{Status: 500})
-	w.passTime(clock, 13*time.Hour)
+	w.GH.Inject("POST /repos/{owner}/{repo}/actions/runs/{id}/cancel", githubtest.Fault{Status: 500})
+	w.PassTime(clock, 13*time.Hour)
 	st := w.waitApproval("the approval expired", "expired:")
 	mustContain(t, "status", st, "did not finish within 12h of the approval", "GitHub did not cancel it")
-	w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
-	w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
-	mustContain(t, "reply", w.lastReply(), "was dispatched for an approval that expired, so it counts for nothing")
+	w.GH.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+	w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
+	mustContain(t, "reply", w.LastReply(), "was dispatched for an approval that expired, so it counts for nothing")
 }
 
 // For staging too, the approved head must still be a commit of the PR: a
 // force-push that drops it leaves its run unstaged.
 func TestApprovedRunIsNotStagedOnceItsHeadIsGone(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, stageCfg, clock)
-	w.gh.AddRepo(stagingRepo, "stage.yml", 500)
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.GH.AddRepo(stagingRepo, "stage.yml", 500)
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	w.waitApproval("the run bound", "waiting for the run")
 	w.completeApproval(clock, d)
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{sha("f9")} })
-	w.comment(maintainer, "/stage-results "+strconv.FormatInt(d.RunID, 10))
-	mustContain(t, "reply", w.lastReply(), "is not a commit of PR #"+strconv.Itoa(thePR))
-	if len(w.gh.Dispatches()) != 0 {
-		t.Fatalf("staged: %+v", w.gh.Dispatches())
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{sha("f9")} })
+	w.Comment(maintainer, "/stage-results "+strconv.FormatInt(d.RunID, 10))
+	mustContain(t, "reply", w.LastReply(), "is not a commit of PR #"+strconv.Itoa(thePR))
+	if len(w.GH.Dispatches()) != 0 {
+		t.Fatalf("staged: %+v", w.GH.Dispatches())
 	}
 }
 
@@ -393,14 +394,14 @@ func TestApprovedRunIsNotStagedOnceItsHeadIsGone(t *testing.T) {
 // closed) is not sent again: the run is found by its name and bound.
 func TestLostDispatchAnswerIsFoundNotRepeated(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.gh.DropDispatchAnswers(theRepo, 1)
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.GH.DropDispatchAnswers(theRepo, 1)
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	w.waitApproval("the unanswered dispatch", "GitHub did not answer the dispatch")
-	w.passTime(clock, approve.Poll)
+	w.PassTime(clock, approve.Poll)
 	st := w.waitApproval("the run found", "found by its name after a dispatch whose answer was lost")
-	ds := w.gh.WorkflowDispatches()
+	ds := w.GH.WorkflowDispatches()
 	if len(ds) != 1 {
 		t.Fatalf("%d dispatches; want the one whose answer was lost", len(ds))
 	}
@@ -411,15 +412,15 @@ func TestLostDispatchAnswerIsFoundNotRepeated(t *testing.T) {
 // opsbot's account made for it, found by its name.
 func TestCancelBeforeTheRunIsFoundCancelsItByName(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.gh.RefuseRunDetails(theRepo)
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.GH.RefuseRunDetails(theRepo)
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	w.waitApproval("dispatched, looking for its run", "GitHub named no run")
-	d := w.gh.WorkflowDispatches()[0]
-	w.comment(maintainer, "/approve-sweep cancel")
-	mustContain(t, "reply", w.lastReply(), "revoked the approval", "GitHub was asked to cancel it")
-	if r := w.gh.RunOf(theRepo, d.RunID); r.Conclusion != "cancelled" {
+	d := w.GH.WorkflowDispatches()[0]
+	w.Comment(maintainer, "/approve-sweep cancel")
+	mustContain(t, "reply", w.LastReply(), "revoked the approval", "GitHub was asked to cancel it")
+	if r := w.GH.RunOf(theRepo, d.RunID); r.Conclusion != "cancelled" {
 		t.Fatalf("run %+v not cancelled", r)
 	}
 }
@@ -430,43 +431,43 @@ func TestCancelBeforeTheRunIsFoundCancelsItByName(t *testing.T) {
 // either: it is another measurement than the one the approval saw.
 func TestCancelRevokesEveryCompletedApproval(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
 	var runs []int64
 	for i := range 3 {
-		w.comment(maintainer, "/approve-sweep "+sha("c1"))
-		testkit.Eventually(t, "the dispatch", func() bool { return len(w.gh.WorkflowDispatches()) == i+1 })
-		d := w.gh.WorkflowDispatches()[i]
+		w.Comment(maintainer, "/approve-sweep "+sha("c1"))
+		testkit.Eventually(t, "the dispatch", func() bool { return len(w.GH.WorkflowDispatches()) == i+1 })
+		d := w.GH.WorkflowDispatches()[i]
 		w.waitApproval("the run bound", "run ["+strconv.FormatInt(d.RunID, 10)+"]", "waiting for the run")
 		runs = append(runs, d.RunID)
 		if i == 2 {
 			break // the third stays under way
 		}
-		w.gh.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
+		w.GH.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
 		w.runEvent("completed", d)
-		w.passTime(clock, record.WakeGap)
+		w.PassTime(clock, record.WakeGap)
 		testkit.Eventually(t, "the approval completed", func() bool {
 			return strings.Count(strings.Join(w.approvalOutcomes(), " "), "completed") == i+1
 		})
 	}
-	w.gh.RerunRun(theRepo, runs[1])
-	w.gh.CompleteRun(theRepo, runs[1], "success", resultArtifacts)
-	w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(runs[1], 10))
-	mustContain(t, "reply", w.lastReply(), "was re-run after its approval completed: its attempt 2 is not attempt 1")
+	w.GH.RerunRun(theRepo, runs[1])
+	w.GH.CompleteRun(theRepo, runs[1], "success", resultArtifacts)
+	w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(runs[1], 10))
+	mustContain(t, "reply", w.LastReply(), "was re-run after its approval completed: its attempt 2 is not attempt 1")
 
-	w.comment(maintainer, "/approve-sweep cancel")
-	mustContain(t, "reply", w.lastReply(), "revoked the approval of `"+sha("c1")[:7]+"` by @maintainer under way",
+	w.Comment(maintainer, "/approve-sweep cancel")
+	mustContain(t, "reply", w.LastReply(), "revoked the approval of `"+sha("c1")[:7]+"` by @maintainer under way",
 		"GitHub was asked to cancel it", "revoked the approvals of this PR whose runs counted", strconv.FormatInt(runs[0], 10),
 		strconv.FormatInt(runs[1], 10))
-	if r := w.gh.RunOf(theRepo, runs[2]); r.Conclusion != "cancelled" {
+	if r := w.GH.RunOf(theRepo, runs[2]); r.Conclusion != "cancelled" {
 		t.Fatalf("the run under way %+v was not cancelled", r)
 	}
 	for _, id := range runs[:1] {
-		w.comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(id, 10))
-		mustContain(t, "reply", w.lastReply(), "was revoked, so it counts for nothing")
+		w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(id, 10))
+		mustContain(t, "reply", w.LastReply(), "was revoked, so it counts for nothing")
 	}
-	w.comment(maintainer, "/approve-sweep cancel")
-	mustContain(t, "reply", w.lastReply(), "there is no approval of this PR to revoke")
+	w.Comment(maintainer, "/approve-sweep cancel")
+	mustContain(t, "reply", w.LastReply(), "there is no approval of this PR to revoke")
 }
 
 // While a dispatch whose answer was lost may have made a run that opsbot
@@ -474,15 +475,15 @@ func TestCancelRevokesEveryCompletedApproval(t *testing.T) {
 // it would leave that run running unseen.
 func TestNewApprovalWaitsForALostDispatch(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.gh.DropDispatchAnswers(theRepo, 1)
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.GH.DropDispatchAnswers(theRepo, 1)
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	w.waitApproval("the unanswered dispatch", "GitHub did not answer the dispatch")
-	w.gh.Push(theRepo, thePR, []string{sha("c2")}) // its webhook not yet here
-	w.comment(maintainer, "/approve-sweep "+sha("c2"))
-	mustContain(t, "reply", w.lastReply(), "may have started a run that opsbot is still looking for")
-	if n := len(w.gh.WorkflowDispatches()); n != 1 {
+	w.GH.Push(theRepo, thePR, []string{sha("c2")}) // its webhook not yet here
+	w.Comment(maintainer, "/approve-sweep "+sha("c2"))
+	mustContain(t, "reply", w.LastReply(), "may have started a run that opsbot is still looking for")
+	if n := len(w.GH.WorkflowDispatches()); n != 1 {
 		t.Fatalf("%d dispatches; want the one whose answer was lost", n)
 	}
 }
@@ -491,15 +492,15 @@ func TestNewApprovalWaitsForALostDispatch(t *testing.T) {
 // sweep: opsbot/reuse-ready says a merge would take it.
 func TestApprovedRunMakesTheHeadReady(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "    main_sweeps: false\n", clock)
-	w.sendSync(sha("c1"), "") // opsbot learns the head
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.SendSync(sha("c1"), "") // opsbot learns the head
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	w.waitApproval("the run bound", "waiting for the run")
 	w.completeApproval(clock, d)
 	var last githubtest.Status
-	for _, st := range w.statuses("c1") {
+	for _, st := range w.Statuses("c1") {
 		if st.Context == "opsbot/reuse-ready" {
 			last = st
 		}
@@ -514,15 +515,15 @@ func TestApprovedRunMakesTheHeadReady(t *testing.T) {
 // next push pins it as them.
 func TestApprovedRunOffersCheckRunButtons(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
-	w := appWorldOpts(t, worldOpts{repo: "    external:\n      workflow: " + externalWorkflow + "\n", deps: func(d *app.Deps) {
-		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
+	clock := e2e.NewClock()
+	w := appWorldOpts(t, worldOpts{Repo: "    external:\n      workflow: " + externalWorkflow + "\n", Deps: func(d *app.Deps) {
+		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
 	}})
-	w.gh.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
-	w.gh.SetRole(theRepo, maintLog, "maintain")
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
-	w.sendSync(sha("c1"), "") // opsbot learns the head
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.GH.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
+	w.GH.SetRole(theRepo, maintLog, "maintain")
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
+	w.SendSync(sha("c1"), "") // opsbot learns the head
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	w.waitApproval("the run bound", "waiting for the run")
 	w.completeApproval(clock, d)
@@ -536,7 +537,7 @@ func TestApprovedRunOffersCheckRunButtons(t *testing.T) {
 		t.Fatalf("check runs on c1: %+v", w.checkRunsOn("c1"))
 	}
 	w.clickCheckRun(maintainer, "c1", "reuse", d.RunID)
-	mustContain(t, "the click's reply", w.lastReply(), "pinned")
+	mustContain(t, "the click's reply", w.LastReply(), "pinned")
 }
 
 // An approval of an older head that was never dispatched (GitHub was still
@@ -544,14 +545,14 @@ func TestApprovedRunOffersCheckRunButtons(t *testing.T) {
 // and only the new head is dispatched.
 func TestApprovalOfANewHeadReplacesOneNeverDispatched(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
-	w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	w.waitApproval("the approval waiting for the merge commit", "still making the PR's merge commit")
-	w.gh.Push(theRepo, thePR, []string{sha("c2")}) // its webhook not yet here
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
-	w.comment(maintainer, "/approve-sweep "+sha("c2"))
+	w.GH.Push(theRepo, thePR, []string{sha("c2")}) // its webhook not yet here
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+	w.Comment(maintainer, "/approve-sweep "+sha("c2"))
 	d := w.dispatchedRun()
 	if d.Inputs["head-sha"] != sha("c2") {
 		t.Fatalf("dispatched %+v; want the new head", d)
@@ -564,21 +565,21 @@ func TestApprovalOfANewHeadReplacesOneNeverDispatched(t *testing.T) {
 // reloadWithout writes the configuration without the repository's
 // external section and reloads it, as an operator does.
 func (w *world) reloadWithoutExternal() {
-	w.t.Helper()
-	path := filepath.Join(w.dir, "opsbot.yaml")
+	w.T.Helper()
+	path := filepath.Join(w.Dir, "opsbot.yaml")
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	next := strings.Replace(string(raw), "    external:\n      workflow: "+externalWorkflow+"\n", "", 1)
 	if next == string(raw) {
-		w.t.Fatal("the configuration has no external section to remove")
+		w.T.Fatal("the configuration has no external section to remove")
 	}
 	if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	if r := w.call(http.MethodPost, "/api/v1/reload", apiToken, "", ""); r.code != http.StatusOK {
-		w.t.Fatalf("reload: %d %s", r.code, r.body)
+		w.T.Fatalf("reload: %d %s", r.code, r.body)
 	}
 }
 
@@ -590,30 +591,30 @@ func (w *world) reloadWithoutExternal() {
 func TestApprovalAfterAReloadRemovedItsWorkflow(t *testing.T) {
 	t.Parallel()
 	start := func(t *testing.T) (*world, *movingClock) {
-		clock := &movingClock{t: time.Now()}
+		clock := e2e.NewClock()
 		w := approveWorld(t, "", clock)
-		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
-		w.comment(maintainer, "/approve-sweep "+sha("c1"))
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+		w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 		w.waitApproval("waiting for the merge commit", "GitHub is still making")
 		w.reloadWithoutExternal()
-		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
 		return w, clock
 	}
 	t.Run("cancel", func(t *testing.T) {
 		t.Parallel()
 		w, _ := start(t)
-		w.comment(maintainer, "/approve-sweep cancel")
-		mustContain(t, "reply", w.lastReply(), "@maintainer revoked the approval of `c1c1c1c`")
-		if n := len(w.gh.WorkflowDispatches()); n != 0 {
+		w.Comment(maintainer, "/approve-sweep cancel")
+		mustContain(t, "reply", w.LastReply(), "@maintainer revoked the approval of `c1c1c1c`")
+		if n := len(w.GH.WorkflowDispatches()); n != 0 {
 			t.Fatalf("%d dispatches after the approval was revoked", n)
 		}
 	})
 	t.Run("its next wake-up", func(t *testing.T) {
 		t.Parallel()
 		w, clock := start(t)
-		w.passTime(clock, approve.Poll)
+		w.PassTime(clock, approve.Poll)
 		st := w.waitApproval("the approval ended", "expired: the repository's configuration changed: no workflow for external PRs is configured any more")
-		if n := len(w.gh.WorkflowDispatches()); n != 0 {
+		if n := len(w.GH.WorkflowDispatches()); n != 0 {
 			t.Fatalf("%d dispatches for a workflow the configuration no longer names:\n%s", n, st)
 		}
 	})
@@ -624,9 +625,9 @@ func TestApprovalAfterAReloadRemovedItsWorkflow(t *testing.T) {
 // the logins bound to accounts, so a listed login allowed nobody).
 func TestExternalAllowUsersAdmitsAListedLogin(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "      allow_users: [reader]\n", clock)
-	w.comment(reader, "/approve-sweep "+sha("c1"))
+	w.Comment(reader, "/approve-sweep "+sha("c1"))
 	d := w.dispatchedRun()
 	if d.Inputs["head-sha"] != sha("c1") {
 		t.Fatalf("dispatch %+v", d)

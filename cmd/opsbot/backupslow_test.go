@@ -22,20 +22,20 @@ import (
 // bigComment is a signed issue_comment of about n bytes with no command in
 // it, so the worker completes it without calling GitHub.
 func (w *world) bigComment(n int) []byte {
-	w.t.Helper()
+	w.T.Helper()
 	// An edit: stored in the inbox with its body (a new comment with no
 	// command is recorded without its body).
-	p := payload(w.t, "issue_comment", "created")
+	p := payload(w.T, "issue_comment", "created")
 	p["action"] = "edited"
 	p["changes"] = map[string]any{"body": map[string]any{"from": "notes"}}
 	setPath(p, "repository.full_name", theRepo)
 	setPath(p, "issue.number", thePR)
 	setPath(p, "issue.pull_request", map[string]any{"url": "https://api.github.com/repos/" + theRepo + "/pulls/1"})
-	setPath(p, "comment.id", w.nextID.Add(1))
+	setPath(p, "comment.id", w.Next())
 	setPath(p, "comment.body", strings.Repeat("benchmark notes ", n/16))
 	body, err := json.Marshal(p)
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	return body
 }
@@ -88,12 +88,12 @@ func TestSlowBackupReaderDoesNotStallCommits(t *testing.T) {
 	// A database larger than the socket buffers, so that a client that
 	// does not read leaves the server's writes blocked.
 	big := w.bigComment(16 << 20)
-	if code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "issue_comment", w.id(), big, testSecret)); code != http.StatusAccepted {
+	if code, rep := post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "issue_comment", w.ID(), big, testSecret)); code != http.StatusAccepted {
 		t.Fatalf("16 MiB delivery: %d %v", code, rep)
 	}
-	w.settle()
+	w.Settle()
 
-	conn, resp := slowBackup(t, w.srv.URL)
+	conn, resp := slowBackup(t, w.Srv.URL)
 
 	// A larger delivery than the pages freed so far: its commit must grow
 	// the file past its mapping.
@@ -102,7 +102,7 @@ func TestSlowBackupReaderDoesNotStallCommits(t *testing.T) {
 	// (the race detector, two cores) room to store 24 MiB.
 	client := &http.Client{Timeout: 60 * time.Second}
 	start := time.Now()
-	r, err := client.Do(fixtures.SignedRequest(t, w.srv.URL+"/webhook", "issue_comment", w.id(), bigger, testSecret))
+	r, err := client.Do(fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "issue_comment", w.ID(), bigger, testSecret))
 	if err != nil {
 		t.Fatalf("a delivery's commit waited behind a backup client that does not read (%s): %v", time.Since(start), err)
 	}
@@ -127,13 +127,13 @@ func TestSlowBackupReaderDoesNotStallCommits(t *testing.T) {
 		t.Fatalf("the backup read slowly does not check: %v", err)
 	}
 	conn.Close()
-	testkit.Eventually(t, "the backup's temporary copy is removed", func() bool { return len(backupTemps(t, w.dir)) == 0 })
+	testkit.Eventually(t, "the backup's temporary copy is removed", func() bool { return len(backupTemps(t, w.Dir)) == 0 })
 
 	// A client that hangs up half way: the copy is removed too.
-	conn, _ = slowBackup(t, w.srv.URL)
-	if len(backupTemps(t, w.dir)) != 1 {
-		t.Fatalf("temporary copies while a backup streams: %v, want one", backupTemps(t, w.dir))
+	conn, _ = slowBackup(t, w.Srv.URL)
+	if len(backupTemps(t, w.Dir)) != 1 {
+		t.Fatalf("temporary copies while a backup streams: %v, want one", backupTemps(t, w.Dir))
 	}
 	conn.Close()
-	testkit.Eventually(t, "the temporary copy of an abandoned backup is removed", func() bool { return len(backupTemps(t, w.dir)) == 0 })
+	testkit.Eventually(t, "the temporary copy of an abandoned backup is removed", func() bool { return len(backupTemps(t, w.Dir)) == 0 })
 }

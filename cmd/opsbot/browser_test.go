@@ -67,9 +67,9 @@ func TestAuditPageInBrowser(t *testing.T) {
 	t.Parallel()
 	w := newWorldWith(t, "audit_web:\n  enabled: true\n  user_env: TEST_AUDIT_USER\n  password_env: TEST_AUDIT_PASSWORD\n", "",
 		map[string]string{"TEST_AUDIT_USER": "maint", "TEST_AUDIT_PASSWORD": "s3cret-page-0123456"})
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2", "perf-changelog.yaml")
-	w.push("c3")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2", "perf-changelog.yaml")
+	w.Push("c3")
 
 	ctx := browser(t)
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("maint:s3cret-page-0123456"))
@@ -93,7 +93,7 @@ func TestAuditPageInBrowser(t *testing.T) {
 			t.Fatalf("browsing the audit page: %v", err)
 		}
 	}
-	step(chromedp.Navigate(w.srv.URL + "/audit"))
+	step(chromedp.Navigate(w.Srv.URL + "/audit"))
 	repos := text("table")
 	step(chromedp.Click(chromedp.CSS(`a[href="/audit/SemiAnalysisAI/InferenceX"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/audit/SemiAnalysisAI/InferenceX/2512"]`)))
@@ -122,7 +122,7 @@ func TestAuditPageInBrowser(t *testing.T) {
 	for _, width := range []int64{1280, 390} {
 		step(chromedp.EmulateViewport(width, 800))
 		for _, page := range pages {
-			step(chromedp.Navigate(w.srv.URL+page), chromedp.WaitVisible(chromedp.CSS("header h1")))
+			step(chromedp.Navigate(w.Srv.URL+page), chromedp.WaitVisible(chromedp.CSS("header h1")))
 			overflow, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth + 1`))
 			if err != nil {
 				t.Fatal(err)
@@ -146,11 +146,11 @@ func TestAuditPageInBrowser(t *testing.T) {
 			}
 		}
 	}
-	step(chromedp.Navigate(w.srv.URL+"/audit/SemiAnalysisAI/InferenceX"), chromedp.WaitVisible(chromedp.CSS("#totals")))
+	step(chromedp.Navigate(w.Srv.URL+"/audit/SemiAnalysisAI/InferenceX"), chromedp.WaitVisible(chromedp.CSS("#totals")))
 	mustContain(t, "totals", text("#totals"), "skips 1", "runner hours saved 6.1", "active pins 0")
-	step(chromedp.Navigate(w.srv.URL+"/audit/-/run/31147925932"), chromedp.WaitVisible(chromedp.CSS("#uses")))
+	step(chromedp.Navigate(w.Srv.URL+"/audit/-/run/31147925932"), chromedp.WaitVisible(chromedp.CSS("#uses")))
 	mustContain(t, "run page", text("#uses"), "c2c2c2c", "#2512", "@maintainer", "6.1 runner h")
-	step(chromedp.Navigate(w.srv.URL+"/audit/records?repo=SemiAnalysisAI/InferenceX&outcome=skip"), chromedp.WaitVisible(chromedp.CSS("#trail")))
+	step(chromedp.Navigate(w.Srv.URL+"/audit/records?repo=SemiAnalysisAI/InferenceX&outcome=skip"), chromedp.WaitVisible(chromedp.CSS("#trail")))
 	trail := text("#trail")
 	mustContain(t, "filtered records", trail, "skip", "c2c2c2c")
 	if strings.Contains(trail, "c3c3c3c") {
@@ -163,7 +163,7 @@ func TestAuditPageNeedsCredentials(t *testing.T) {
 	w := newWorldWith(t, "audit_web:\n  enabled: true\n  user_env: TEST_AUDIT_USER\n  password_env: TEST_AUDIT_PASSWORD\n", "",
 		map[string]string{"TEST_AUDIT_USER": "maint", "TEST_AUDIT_PASSWORD": "s3cret-page-0123456"})
 	for _, cred := range []string{"", "maint:wrong", "other:s3cret-page-0123456"} {
-		req, _ := newGet(w.srv.URL + "/audit")
+		req, _ := newGet(w.Srv.URL + "/audit")
 		if cred != "" {
 			u, p, _ := strings.Cut(cred, ":")
 			req.SetBasicAuth(u, p)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/app"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
@@ -33,7 +34,7 @@ func appWorldOpts(t *testing.T, o worldOpts) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyFile := filepath.Join(w.dir, "app.pem")
+	keyFile := filepath.Join(w.Dir, "app.pem")
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func appWorldOpts(t *testing.T, o worldOpts) *world {
 // checkRunsOn are opsbot's check runs on commit name.
 func (w *world) checkRunsOn(name string) []githubtest.CreatedCheckRun {
 	var out []githubtest.CreatedCheckRun
-	for _, c := range w.gh.CreatedCheckRuns() {
+	for _, c := range w.GH.CreatedCheckRuns() {
 		if c.SHA == sha(name) {
 			out = append(out, c)
 		}
@@ -59,14 +60,14 @@ func (w *world) checkRunsOn(name string) []githubtest.CreatedCheckRun {
 // identifier on opsbot's newest check run of commit name that offers it,
 // about run.
 func (w *world) clickCheckRun(u user, name, identifier string, run int64) {
-	w.t.Helper()
-	w.send("check_run", w.clickPayload(u, name, identifier, run))
+	w.T.Helper()
+	w.Send("check_run", w.clickPayload(u, name, identifier, run))
 }
 
 // clickPayload is the check_run requested_action GitHub sends for a click
 // (clickCheckRun); a test sends it again to replay it.
 func (w *world) clickPayload(u user, name, identifier string, run int64) map[string]any {
-	w.t.Helper()
+	w.T.Helper()
 	var id int64
 	for _, c := range w.checkRunsOn(name) {
 		if slices.Contains(c.Actions, identifier) {
@@ -78,7 +79,7 @@ func (w *world) clickPayload(u user, name, identifier string, run int64) map[str
 		"check_run": map[string]any{"id": id, "name": "opsbot/sweep-gate", "head_sha": sha(name), "external_id": fmt.Sprintf("%d:%d", thePR, run),
 			"app": map[string]any{"id": githubtest.AppID}, "pull_requests": []any{map[string]any{"number": thePR}}},
 		"requested_action": map[string]any{"identifier": identifier},
-		"sender":           u.json()}
+		"sender":           u.JSON()}
 }
 
 // As a GitHub App, opsbot puts a check run on every decided head, and on a
@@ -89,12 +90,12 @@ func (w *world) clickPayload(u user, name, identifier string, run int64) map[str
 func TestCheckRunButtons(t *testing.T) {
 	t.Parallel()
 	w := appWorld(t)
-	w.push("c2")
+	w.Push("c2")
 	if cr := w.checkRunsOn("c2"); len(cr) != 1 || cr[0].Conclusion != "neutral" || len(cr[0].Actions) != 0 {
 		t.Fatalf("check runs on c2 after its sweep decision: %+v", cr)
 	}
 	const r2 = int64(31200000020)
-	w.gh.AddRun(theRepo, githubtest.Run{ID: r2, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+	w.GH.AddRun(theRepo, githubtest.Run{ID: r2, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
 	w.sweepCompleted("c2", r2, "success")
 	cr := w.checkRunsOn("c2")
@@ -104,12 +105,12 @@ func TestCheckRunButtons(t *testing.T) {
 	}
 
 	w.clickCheckRun(reader, "c2", "reuse", r2)
-	mustContain(t, "reader's click", w.lastReply(), "@reader", "needs the `write` role")
+	mustContain(t, "reader's click", w.LastReply(), "@reader", "needs the `write` role")
 	w.clickCheckRun(maintainer, "c2", "reuse", r2)
-	mustContain(t, "maintainer's click", w.lastReply(), "📌 @maintainer pinned run [31200000020](", "a click on the check run of c2c2c2c")
-	w.push("c3")
+	mustContain(t, "maintainer's click", w.LastReply(), "📌 @maintainer pinned run [31200000020](", "a click on the check run of c2c2c2c")
+	w.Push("c3")
 	if w.swept("c3") {
-		t.Fatalf("the push after the click swept: %+v", w.statuses("c3"))
+		t.Fatalf("the push after the click swept: %+v", w.Statuses("c3"))
 	}
 	if cr := w.checkRunsOn("c3"); len(cr) != 1 || cr[0].Conclusion != "success" || !strings.Contains(cr[0].Title, "reusing run 31200000020") {
 		t.Fatalf("check run on the skipped head: %+v", cr)
@@ -119,14 +120,14 @@ func TestCheckRunButtons(t *testing.T) {
 	}
 	// The skipped head's workflow run completes too: it measured nothing,
 	// and nothing offers it for reuse.
-	w.gh.AddRun(theRepo, githubtest.Run{ID: 31200000021, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 31200000021, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c3"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Minute)})
 	w.sweepCompleted("c3", 31200000021, "success")
 	if cr := w.checkRunsOn("c3"); len(cr) != 1 {
 		t.Fatalf("a skipped head's run was offered for reuse: %+v", cr)
 	}
 	w.clickCheckRun(maintainer, "c3", "sweep", r2)
-	mustContain(t, "sweep anyway", w.lastReply(), "🔁 @maintainer asked for the sweep of `c3c3c3c` after all")
+	mustContain(t, "sweep anyway", w.LastReply(), "🔁 @maintainer asked for the sweep of `c3c3c3c` after all")
 	if out, _ := w.gate("--pr", "2512", "--sha", sha("c3")); out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"]+out["reason"], "sweep anyway") {
 		t.Fatalf("the gate after Sweep anyway: %v", out)
 	}
@@ -134,24 +135,24 @@ func TestCheckRunButtons(t *testing.T) {
 	// measured nothing, whatever it uploaded (an aggregate of the reused
 	// results): it cannot be pinned; the workflow's re-run, an attempt
 	// started after Sweep anyway, is the head's own sweep and can be.
-	saved, _, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.srv.URL, "--saved", "--format", "json")
+	saved, _, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.Srv.URL, "--saved", "--format", "json")
 	if err != nil || !strings.Contains(saved, `"skips": 0`) {
 		t.Fatalf("saved totals after Sweep anyway: %v\n%s", err, saved)
 	}
-	w.comment(maintainer, "/reuse-sweep-run 31200000021")
-	mustContain(t, "pin of the skipped attempt", w.lastReply(), "I did not pin run 31200000021", "its attempt 1 started before the sweep of its commit `c3c3c3c` was asked for anyway")
-	w.gh.RerunRun(theRepo, 31200000021)
-	w.gh.CompleteRun(theRepo, 31200000021, "success", resultArtifacts)
-	w.comment(maintainer, "/reuse-sweep-run 31200000021")
-	mustContain(t, "pin of the re-run", w.lastReply(), "📌 @maintainer pinned run [31200000021](")
+	w.Comment(maintainer, "/reuse-sweep-run 31200000021")
+	mustContain(t, "pin of the skipped attempt", w.LastReply(), "I did not pin run 31200000021", "its attempt 1 started before the sweep of its commit `c3c3c3c` was asked for anyway")
+	w.GH.RerunRun(theRepo, 31200000021)
+	w.GH.CompleteRun(theRepo, 31200000021, "success", resultArtifacts)
+	w.Comment(maintainer, "/reuse-sweep-run 31200000021")
+	mustContain(t, "pin of the re-run", w.LastReply(), "📌 @maintainer pinned run [31200000021](")
 	// The same click as before, the same payload: a click of its own (its
 	// delivery id), not taken for a replay.
 	w.clickCheckRun(maintainer, "c2", "reuse", r2)
-	mustContain(t, "old head's click", w.lastReply(), "nothing was done: the button is on the check run of `c2c2c2c`, which is no longer this PR's head (`c3c3c3c`)")
+	mustContain(t, "old head's click", w.LastReply(), "nothing was done: the button is on the check run of `c2c2c2c`, which is no longer this PR's head (`c3c3c3c`)")
 
 	tok := newWorld(t, "")
-	tok.push("c2")
-	if n := len(tok.gh.CreatedCheckRuns()); n != 0 {
+	tok.Push("c2")
+	if n := len(tok.GH.CreatedCheckRuns()); n != 0 {
 		t.Fatalf("with a token opsbot made %d check runs", n)
 	}
 }
@@ -160,21 +161,21 @@ func TestCheckRunButtons(t *testing.T) {
 // head's checks: a merge waits for the CI's.
 func TestMergeWithReuseAsAnAppWaitsForCI(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
-	w := appWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: func(d *app.Deps) {
-		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
+	clock := e2e.NewClock()
+	w := appWorldOpts(t, worldOpts{Repo: "    merge:\n      min_role: write\n", Deps: func(d *app.Deps) {
+		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
 	}})
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.waitStatus("the update asked", "update asked")
-	updated := w.gh.PRHead(theRepo, thePR)
-	w.sendSync(updated, "") // opsbot's status and check run on the update: skipped
-	w.passTime(clock, record.WakeGap)
+	updated := w.GH.PRHead(theRepo, thePR)
+	w.SendSync(updated, "") // opsbot's status and check run on the update: skipped
+	w.PassTime(clock, record.WakeGap)
 	w.waitStatus("waiting, with no CI check yet", "(none yet;")
-	if n := len(w.gh.Merges()); n != 0 {
-		t.Fatalf("merged with only opsbot's own check run on the head: %+v", w.gh.Merges())
+	if n := len(w.GH.Merges()); n != 0 {
+		t.Fatalf("merged with only opsbot's own check run on the head: %+v", w.GH.Merges())
 	}
-	if cr := w.gh.CreatedCheckRuns(); len(cr) == 0 {
+	if cr := w.GH.CreatedCheckRuns(); len(cr) == 0 {
 		t.Fatal("opsbot made no check run on the update")
 	}
 }
@@ -187,23 +188,23 @@ func TestMergeWithReuseAsAnAppWaitsForCI(t *testing.T) {
 func TestCheckRunClickReplayedUnderANewIDDoesNothing(t *testing.T) {
 	t.Parallel()
 	w := appWorld(t)
-	w.push("c2")
+	w.Push("c2")
 	const r2 = int64(31200000020)
-	w.gh.AddRun(theRepo, githubtest.Run{ID: r2, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+	w.GH.AddRun(theRepo, githubtest.Run{ID: r2, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
 	w.sweepCompleted("c2", r2, "success")
 	w.clickCheckRun(reader, "c2", "reuse", r2)
-	mustContain(t, "reader's click", w.lastReply(), "@reader", "needs the `write` role")
+	mustContain(t, "reader's click", w.LastReply(), "@reader", "needs the `write` role")
 	captured := w.clickPayload(maintainer, "c2", "reuse", r2)
-	w.send("check_run", captured)
-	mustContain(t, "the click", w.lastReply(), "📌 @maintainer pinned run [31200000020](")
-	w.comment(maintainer, "/reuse-sweep-run cancel")
-	mustContain(t, "cancel", w.lastReply(), "revoked")
-	w.send("check_run", captured) // the same signed body, a new delivery id
-	mustContain(t, "the replay", w.lastReply(), "nothing was done: this button was used already, by @maintainer", "each button acts once")
-	w.push("c3")
+	w.Send("check_run", captured)
+	mustContain(t, "the click", w.LastReply(), "📌 @maintainer pinned run [31200000020](")
+	w.Comment(maintainer, "/reuse-sweep-run cancel")
+	mustContain(t, "cancel", w.LastReply(), "revoked")
+	w.Send("check_run", captured) // the same signed body, a new delivery id
+	mustContain(t, "the replay", w.LastReply(), "nothing was done: this button was used already, by @maintainer", "each button acts once")
+	w.Push("c3")
 	if !w.swept("c3") {
-		t.Fatalf("the push after a replayed click = %+v; want a sweep: the replay pinned the run again", w.statuses("c3"))
+		t.Fatalf("the push after a replayed click = %+v; want a sweep: the replay pinned the run again", w.Statuses("c3"))
 	}
 	var refused bool
 	for _, r := range w.audit() {

@@ -24,42 +24,42 @@ const slackSigning = "slack-signing-secret-0123456789"
 func clickWorld(t *testing.T, sl *slacktest.Fake, repoExtra string) *world {
 	t.Helper()
 	return newWorldOpts(t, worldOpts{
-		top: "slack:\n  api_url: \"" + sl.URL + "\"\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#sweep-ops\"\n" +
+		Top: "slack:\n  api_url: \"" + sl.URL + "\"\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#sweep-ops\"\n" +
 			"  signing_secret_env: TEST_SLACK_SIGNING\n  users:\n    U0MAINT: maintainer\n    U0READ: reader\n",
-		repo: repoExtra,
-		env:  map[string]string{"TEST_SLACK_TOKEN": "xoxb-test", "TEST_SLACK_SIGNING": slackSigning}})
+		Repo: repoExtra,
+		Env:  map[string]string{"TEST_SLACK_TOKEN": "xoxb-test", "TEST_SLACK_SIGNING": slackSigning}})
 }
 
 // click posts a click on one of opsbot's buttons as Slack does: a form
 // whose payload is the interaction, signed with the signing secret at
 // time at. It returns the answer's status.
 func (w *world) click(sl *slacktest.Fake, user, action string, run int64, at time.Time, secret string) int {
-	w.t.Helper()
-	return w.clickFor(sl, user, action, run, w.gh.PRHead(theRepo, thePR), at, secret)
+	w.T.Helper()
+	return w.clickFor(sl, user, action, run, w.GH.PRHead(theRepo, thePR), at, secret)
 }
 
 // clickFor is click on a button offered for head.
 func (w *world) clickFor(sl *slacktest.Fake, user, action string, run int64, head string, at time.Time, secret string) int {
-	w.t.Helper()
+	w.T.Helper()
 	value, _ := json.Marshal(map[string]any{"repo": theRepo, "pr": thePR, "run": run, "head": head})
-	w.nextID.Add(1)
+	n := w.Next()
 	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": user}, "team": map[string]any{"id": "T0TEAM"},
-		"response_url": sl.ResponseURL(fmt.Sprint(w.nextID.Load())),
-		"actions":      []any{map[string]any{"action_id": action, "value": string(value), "action_ts": fmt.Sprintf("%d.%06d", at.Unix(), w.nextID.Load())}}})
+		"response_url": sl.ResponseURL(fmt.Sprint(n)),
+		"actions":      []any{map[string]any{"action_id": action, "value": string(value), "action_ts": fmt.Sprintf("%d.%06d", at.Unix(), n)}}})
 	body := url.Values{"payload": {string(payload)}}.Encode()
 	ts := strconv.FormatInt(at.Unix(), 10)
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte("v0:" + ts + ":" + body))
-	req, _ := http.NewRequest(http.MethodPost, w.srv.URL+"/slack/interactions", strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, w.Srv.URL+"/slack/interactions", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("X-Slack-Request-Timestamp", ts)
 	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	resp.Body.Close()
-	w.settle()
+	w.Settle()
 	return resp.StatusCode
 }
 
@@ -79,7 +79,7 @@ func TestSlackClickPinsAsTheMappedAccount(t *testing.T) {
 	t.Parallel()
 	sl := slacktest.New(t)
 	w := clickWorld(t, sl, "")
-	w.push("c2")
+	w.Push("c2")
 	w.sweepCompleted("c2", 31147925932, "success")
 	var offer slacktest.Post
 	testkit.Eventually(t, "the run offered in Slack", func() bool {
@@ -96,7 +96,7 @@ func TestSlackClickPinsAsTheMappedAccount(t *testing.T) {
 	if code := w.click(sl, "U0MAINT", "reuse", 31147925932, time.Now(), slackSigning); code != 200 {
 		t.Fatalf("click answered %d", code)
 	}
-	mustContain(t, "PR reply", w.lastReply(), "📌 @maintainer pinned run [31147925932](", "(a click in Slack by Slack user U0MAINT)")
+	mustContain(t, "PR reply", w.LastReply(), "📌 @maintainer pinned run [31147925932](", "(a click in Slack by Slack user U0MAINT)")
 	a := lastAnswer(t, sl)
 	if a.ResponseType != "ephemeral" || !strings.Contains(a.Text, "pinned run <https://github.com/SemiAnalysisAI/InferenceX/actions/runs/31147925932|31147925932>") {
 		t.Fatalf("answer to the click: %+v", a)
@@ -111,14 +111,14 @@ func TestSlackClickPinsAsTheMappedAccount(t *testing.T) {
 	if !audited {
 		t.Fatalf("the click is not audited with its Slack user: %v", w.audit())
 	}
-	w.push("c3")
+	w.Push("c3")
 	if w.swept("c3") {
 		t.Fatal("the push after the click swept")
 	}
 	// A button offered for an older head does nothing.
 	w.clickFor(sl, "U0MAINT", "reuse", 31147925932, sha("c2"), time.Now(), slackSigning)
 	mustContain(t, "stale button", lastAnswer(t, sl).Text, "Nothing was done: the button was offered for the PR's head c2c2c2c, which has moved")
-	w.push("c4")
+	w.Push("c4")
 	if !w.swept("c4") {
 		t.Fatal("a stale button pinned for the next push")
 	}
@@ -131,7 +131,7 @@ func TestSlackClicksRefused(t *testing.T) {
 	t.Parallel()
 	sl := slacktest.New(t)
 	w := clickWorld(t, sl, "")
-	w.push("c2") // opsbot knows the PR
+	w.Push("c2") // opsbot knows the PR
 	w.click(sl, "U0NOBODY", "reuse", 31147925932, time.Now(), slackSigning)
 	mustContain(t, "unmapped", lastAnswer(t, sl).Text, "Nothing was done: your Slack account is not mapped to a GitHub account")
 	// Someone not mapped is told within a budget: three at once.
@@ -149,7 +149,7 @@ func TestSlackClicksRefused(t *testing.T) {
 	}
 	w.click(sl, "U0READ", "reuse", 31147925932, time.Now(), slackSigning)
 	mustContain(t, "reader", lastAnswer(t, sl).Text, "Nothing was done:", "as @reader on GitHub")
-	for _, r := range w.replies() {
+	for _, r := range w.Replies() {
 		if strings.Contains(r, "pinned run") {
 			t.Fatalf("a refused click pinned: %s", r)
 		}
@@ -173,9 +173,9 @@ func TestClickAndCommentOriginsNeverCollide(t *testing.T) {
 	t.Parallel()
 	sl := slacktest.New(t)
 	w := clickWorld(t, sl, "")
-	w.push("c2")
+	w.Push("c2")
 	w.click(sl, "U0MAINT", "reuse", 31147925932, time.Now(), slackSigning)
-	mustContain(t, "PR reply", w.lastReply(), "📌 @maintainer pinned run")
+	mustContain(t, "PR reply", w.LastReply(), "📌 @maintainer pinned run")
 	var origin int64
 	for _, r := range w.audit() {
 		if r["kind"] == "pin" && r["outcome"] == "active" {
@@ -185,8 +185,8 @@ func TestClickAndCommentOriginsNeverCollide(t *testing.T) {
 	if origin == 0 {
 		t.Fatalf("the click's pin records no origin id: %v", w.audit())
 	}
-	w.commentEvent("deleted", maintainer, maintainer, origin, "/reuse-sweep-run 31147925932", "")
-	w.push("c3")
+	w.CommentEvent("deleted", maintainer, maintainer, origin, "/reuse-sweep-run 31147925932", "")
+	w.Push("c3")
 	if w.swept("c3") {
 		t.Fatalf("deleting comment %d took back the pin a click made", origin)
 	}

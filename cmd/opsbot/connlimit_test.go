@@ -70,14 +70,14 @@ func signedDelivery(t *testing.T, w *world, from string) (int, string) {
 // signedDeliveryOf posts a signed synchronize of head on a connection of its own.
 func signedDeliveryOf(t *testing.T, w *world, from, head string) (int, string) {
 	t.Helper()
-	body, err := json.Marshal(w.syncPayload(head))
+	body, err := json.Marshal(w.SyncPayload(head))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr := &http.Transport{DisableKeepAlives: true, DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}).DialContext}
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(
-		fixtures.SignedRequest(t, w.srv.URL+"/webhook", "pull_request", w.id(), body, testSecret))
+		fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "pull_request", w.ID(), body, testSecret))
 	if err != nil {
 		// Not accepted: a connection cut while the request was written (the
 		// server cutting a client it took for slow, on a loaded machine)
@@ -97,7 +97,7 @@ func TestIdleConnectionsGiveWayToDeliveries(t *testing.T) {
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	var idle []*keepAlive
 	for range 20 {
-		idle = append(idle, openIdle(t, "127.0.0.1", w.srv.URL))
+		idle = append(idle, openIdle(t, "127.0.0.1", w.Srv.URL))
 	}
 	if code, body := signedDelivery(t, w, "127.0.0.1"); code != http.StatusAccepted {
 		t.Fatalf("a signed delivery with the connection limit filled by idle clients: %d %s, want 202", code, body)
@@ -110,7 +110,7 @@ func TestIdleConnectionsGiveWayToDeliveries(t *testing.T) {
 	if code, err := idle[19].get(t, "/healthz"); err != nil || code != http.StatusOK {
 		t.Fatalf("the newest idle client was not served again: %d %v", code, err)
 	}
-	w.settle()
+	w.Settle()
 }
 
 // One address over http.max_connections_per_ip is refused while another
@@ -121,12 +121,12 @@ func TestPerAddressConnectionLimit(t *testing.T) {
 	w := newWorldWith(t, "http:\n  read_header_timeout: 10s\n  max_connections_per_ip: 4\n  max_pending_per_ip: 4\n", "", nil)
 	// 127.0.0.2 holds four requests in flight (their bodies not yet sent).
 	for range 4 {
-		c := dialFrom(t, "127.0.0.2", w.srv.URL)
+		c := dialFrom(t, "127.0.0.2", w.Srv.URL)
 		fmt.Fprint(c, "POST /webhook HTTP/1.1\r\nHost: opsbot\r\nContent-Type: application/json\r\nX-GitHub-Event: ping\r\n"+
 			"X-GitHub-Delivery: d\r\nX-Hub-Signature-256: sha256="+strings.Repeat("0", 64)+"\r\nContent-Length: 100\r\n\r\n{")
 	}
 	testkit.Eventually(t, "a fifth connection from 127.0.0.2 is refused", func() bool {
-		over := &keepAlive{Conn: dialFrom(t, "127.0.0.2", w.srv.URL)}
+		over := &keepAlive{Conn: dialFrom(t, "127.0.0.2", w.Srv.URL)}
 		over.r = bufio.NewReader(over.Conn)
 		code, err := over.get(t, "/healthz")
 		over.Close()
@@ -140,9 +140,9 @@ func TestPerAddressConnectionLimit(t *testing.T) {
 	// 127.0.0.3 at its limit with idle connections: its oldest gives way.
 	var idle []*keepAlive
 	for range 4 {
-		idle = append(idle, openIdle(t, "127.0.0.3", w.srv.URL))
+		idle = append(idle, openIdle(t, "127.0.0.3", w.Srv.URL))
 	}
-	fifth := openIdle(t, "127.0.0.3", w.srv.URL)
+	fifth := openIdle(t, "127.0.0.3", w.Srv.URL)
 	idle[0].SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := idle[0].Read(make([]byte, 1)); err == nil {
 		t.Fatal("127.0.0.3's oldest idle connection is still open")
@@ -150,10 +150,10 @@ func TestPerAddressConnectionLimit(t *testing.T) {
 	if code, err := fifth.get(t, "/healthz"); err != nil || code != http.StatusOK {
 		t.Fatalf("127.0.0.3's newest connection: %d %v", code, err)
 	}
-	if m := w.metrics(); m[`opsbot_webhook_deliveries_total{event="other",outcome="too_many_from_address"}`] == "0" {
+	if m := w.Metrics(); m[`opsbot_webhook_deliveries_total{event="other",outcome="too_many_from_address"}`] == "0" {
 		t.Errorf("refusals per address counted %q, want at least 1", m[`opsbot_webhook_deliveries_total{event="other",outcome="too_many_from_address"}`])
 	}
-	w.settle()
+	w.Settle()
 }
 
 // An address at its limit with connections still sending their first
@@ -163,11 +163,11 @@ func TestUnfinishedHeadersGiveWayPerAddress(t *testing.T) {
 	w := newWorldWith(t, "http:\n  read_header_timeout: 10s\n  max_connections_per_ip: 4\n", "", nil) // max_pending_per_ip 1
 	var slow []net.Conn
 	for range 4 {
-		c := dialFrom(t, "127.0.0.4", w.srv.URL)
+		c := dialFrom(t, "127.0.0.4", w.Srv.URL)
 		fmt.Fprint(c, "POST /webhook HTTP/1.1\r\nHost: opsbot\r\n") // and not the rest yet
 		slow = append(slow, c)
 	}
-	fresh := &keepAlive{Conn: dialFrom(t, "127.0.0.4", w.srv.URL)}
+	fresh := &keepAlive{Conn: dialFrom(t, "127.0.0.4", w.Srv.URL)}
 	fresh.r = bufio.NewReader(fresh.Conn)
 	if code, err := fresh.get(t, "/healthz"); err != nil || code != http.StatusOK {
 		t.Fatalf("a fifth connection from 127.0.0.4: %d %v, want 200", code, err)
@@ -185,11 +185,11 @@ func TestTrustedProxyForwardedClients(t *testing.T) {
 	w := newWorldWith(t, "http:\n  read_header_timeout: 10s\n  max_connections_per_ip: 2\n  trusted_proxies: [\"127.0.0.2/32\"]\n", "", nil)
 	// The proxy holds more connections than one address may.
 	for range 3 {
-		openIdle(t, "127.0.0.2", w.srv.URL)
+		openIdle(t, "127.0.0.2", w.Srv.URL)
 	}
 	// Two requests of client 203.0.113.7 in flight (bodies not yet sent).
 	for range 2 {
-		c := dialFrom(t, "127.0.0.2", w.srv.URL)
+		c := dialFrom(t, "127.0.0.2", w.Srv.URL)
 		// Signed (the signature is read after the body), so the server
 		// reads the body and the request stays in flight.
 		fmt.Fprint(c, "POST /webhook HTTP/1.1\r\nHost: opsbot\r\nX-Forwarded-For: 203.0.113.7\r\nX-GitHub-Event: ping\r\n"+
@@ -199,18 +199,18 @@ func TestTrustedProxyForwardedClients(t *testing.T) {
 	// Once both have reached the server, a third is refused. The proxy
 	// appends the peer it saw; a client may prepend anything.
 	testkit.Eventually(t, "a third request in flight for 203.0.113.7 through the proxy is refused", func() bool {
-		third := openIdleWithHeader(t, "127.0.0.2", w.srv.URL)
+		third := openIdleWithHeader(t, "127.0.0.2", w.Srv.URL)
 		code, err := third.get(t, "/healthz", "X-Forwarded-For: 10.9.9.9, 203.0.113.7\r\n")
 		third.Close()
 		return err == nil && code == http.StatusServiceUnavailable
 	})
-	other := openIdleWithHeader(t, "127.0.0.2", w.srv.URL)
+	other := openIdleWithHeader(t, "127.0.0.2", w.Srv.URL)
 	if code, err := other.get(t, "/healthz", "X-Forwarded-For: 203.0.113.8\r\n"); err != nil || code != http.StatusOK {
 		t.Fatalf("another client through the proxy: %d %v, want 200", code, err)
 	}
 	// From an untrusted peer the header means nothing: its connections are
 	// counted as its own.
-	direct := openIdleWithHeader(t, "127.0.0.1", w.srv.URL)
+	direct := openIdleWithHeader(t, "127.0.0.1", w.Srv.URL)
 	if code, err := direct.get(t, "/healthz", "X-Forwarded-For: 203.0.113.7\r\n"); err != nil || code != http.StatusOK {
 		t.Fatalf("a direct client naming 203.0.113.7: %d %v, want 200", code, err)
 	}
@@ -244,7 +244,7 @@ func TestSlowHeadersDoNotKeepDeliveriesOut(t *testing.T) {
 					default:
 					}
 					d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: time.Second}
-					c, err := d.Dial("tcp", strings.TrimPrefix(w.srv.URL, "http://"))
+					c, err := d.Dial("tcp", strings.TrimPrefix(w.Srv.URL, "http://"))
 					if err != nil {
 						continue
 					}
@@ -293,7 +293,7 @@ func TestStalledBodiesDoNotKeepDeliveriesOut(t *testing.T) {
 					default:
 					}
 					d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: time.Second}
-					c, err := d.Dial("tcp", strings.TrimPrefix(w.srv.URL, "http://"))
+					c, err := d.Dial("tcp", strings.TrimPrefix(w.Srv.URL, "http://"))
 					if err != nil {
 						continue
 					}

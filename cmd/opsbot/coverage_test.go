@@ -15,8 +15,8 @@ import (
 // succeeded, one cancelled under a name built to escape its code span, and
 // one skipped.
 func coverageRun(w *world, id int64) {
-	w.gh.Push(theRepo, thePR, []string{sha("c2")})
-	w.gh.AddRun(theRepo, githubtest.Run{ID: id, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+	w.GH.Push(theRepo, thePR, []string{sha("c2")})
+	w.GH.AddRun(theRepo, githubtest.Run{ID: id, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour),
 		Jobs: []githubtest.Job{
 			{Name: "benchmark (h100)", Conclusion: "success", Labels: []string{"self-hosted", "gpu-h100"}, Took: 2 * time.Hour},
@@ -33,8 +33,8 @@ func TestPinReplyStatesCoverage(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
 	coverageRun(w, 31200000007)
-	w.comment(maintainer, "/reuse-sweep-run 31200000007")
-	reply := w.lastReply()
+	w.Comment(maintainer, "/reuse-sweep-run 31200000007")
+	reply := w.LastReply()
 	mustContain(t, "pin reply", reply, "**Coverage**: 2 of 3 jobs succeeded, 1 cancelled (``x` @org/team <!", "``); 1 skipped; 3.5 runner hours.")
 	if strings.Contains(reply, "<!-- [y]") {
 		t.Fatalf("a job's name opened an HTML comment in the reply:\n%s", reply)
@@ -55,8 +55,8 @@ func TestRunBelowMinCoverageIsRefused(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "    reuse:\n      min_coverage: 0.9\n")
 	coverageRun(w, 31200000007)
-	w.comment(maintainer, "/reuse-sweep-run 31200000007")
-	mustContain(t, "refusal", w.lastReply(), "I did not pin run 31200000007: run 31200000007 covers too little of the sweep: 2 of 3 jobs succeeded",
+	w.Comment(maintainer, "/reuse-sweep-run 31200000007")
+	mustContain(t, "refusal", w.LastReply(), "I did not pin run 31200000007: run 31200000007 covers too little of the sweep: 2 of 3 jobs succeeded",
 		"under the 90% this repository asks for")
 }
 
@@ -66,12 +66,12 @@ func TestRunBelowMinCoverageIsRefused(t *testing.T) {
 func TestSkipRecordsTheTimeItSaved(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "    gpus_per_runner: {\"gpu-*\": 8}\n")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
 	// R1's default jobs: three benchmarks of 2 h on GPU runners, an
 	// aggregation of 5 min on a hosted one.
 	const runner, gpu = 6*3600 + 5*60, 3 * 2 * 3600 * 8
-	mustContain(t, "skip comment", w.lastReply(), "The run covers 4 of 4 jobs (succeeded); this push saves 6.1 runner hours (48.0 GPU hours).")
+	mustContain(t, "skip comment", w.LastReply(), "The run covers 4 of 4 jobs (succeeded); this push saves 6.1 runner hours (48.0 GPU hours).")
 	var found bool
 	for _, r := range w.audit() {
 		if r["kind"] == "decision" && r["outcome"] == "skip" {
@@ -84,7 +84,7 @@ func TestSkipRecordsTheTimeItSaved(t *testing.T) {
 	if !found {
 		t.Fatalf("no skip in the audit: %v", w.trail())
 	}
-	m := w.metrics()
+	m := w.Metrics()
 	for name, want := range map[string]int{"opsbot_sweep_runner_seconds_saved_total": runner, "opsbot_sweep_gpu_seconds_saved_total": gpu} {
 		key := fmt.Sprintf(`%s{repo="%s"}`, name, theRepo)
 		if m[key] != fmt.Sprint(want) {
@@ -108,11 +108,11 @@ func matching(m map[string]string, prefix string) []string {
 func TestAuditSavedTotals(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "    gpus_per_runner: {\"gpu-*\": 8}\n")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c3")
-	out, errOut, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.srv.URL, "--saved", "--format", "json")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c3")
+	out, errOut, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.Srv.URL, "--saved", "--format", "json")
 	if err != nil {
 		t.Fatalf("audit --saved: %v %s", err, errOut)
 	}
@@ -129,17 +129,17 @@ func TestAuditSavedTotals(t *testing.T) {
 	if len(ws) != 1 || ws[0].Repo != theRepo || ws[0].Skips != 2 || ws[0].RunnerSeconds != 2*(6*3600+5*60) || ws[0].GPUSeconds != 2*3*2*3600*8 {
 		t.Fatalf("saved = %+v; want one week of %s with 2 skips, their runner and GPU seconds", ws, theRepo)
 	}
-	table, _, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.srv.URL, "--saved")
+	table, _, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.Srv.URL, "--saved")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustContain(t, "table", table, "RUNNER HOURS SAVED", theRepo+"  "+ws[0].Week+"  2      12.2", "96.0")
-	if _, errOut, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.srv.URL, "--saved", "--pr", "2512", "--repo", theRepo); err == nil ||
+	if _, errOut, err := runCLI(t, map[string]string{"OPSBOT_API_TOKEN": apiToken}, "audit", "--server", w.Srv.URL, "--saved", "--pr", "2512", "--repo", theRepo); err == nil ||
 		!strings.Contains(errOut, "--saved lists totals by repository and week") {
 		t.Fatalf("--saved with --pr: %v %s", err, errOut)
 	}
-	w.srv.Stop(t)
-	fromDB, _, err := runCLI(t, nil, "audit", "--db", filepath.Join(w.dir, "opsbot.db"), "--saved", "--format", "json")
+	w.Srv.Stop(t)
+	fromDB, _, err := runCLI(t, nil, "audit", "--db", filepath.Join(w.Dir, "opsbot.db"), "--saved", "--format", "json")
 	if err != nil || !strings.Contains(fromDB, `"skips": 2`) {
 		t.Fatalf("audit --db --saved: %v\n%s", err, fromDB)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/app"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
@@ -29,19 +30,19 @@ func TestWeeklyDigestOncePerWeekAcrossRestarts(t *testing.T) {
 	t.Parallel()
 	sl := slacktest.New(t)
 	// Monday 2026-11-30 08:58 UTC: the digest is due at 09:00.
-	clock := &movingClock{t: time.Date(2026, 11, 30, 8, 58, 0, 0, time.UTC)}
-	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond }
+	clock := e2e.ClockAt(time.Date(2026, 11, 30, 8, 58, 0, 0, time.UTC))
+	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }
 	w := newWorldOpts(t, worldOpts{
-		top:  "slack:\n  api_url: \"" + sl.URL + "\"\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#sweep-ops\"\n  digest: weekly\n  digest_day: monday\n  digest_hour: 9\n",
-		repo: "    gpus_per_runner: {\"gpu-*\": 8}\n",
-		env:  map[string]string{"TEST_SLACK_TOKEN": "xoxb-test"}, deps: deps})
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2")
-	w.comment(reader, "/reuse-sweep-run 31147925932") // refused
+		Top:  "slack:\n  api_url: \"" + sl.URL + "\"\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#sweep-ops\"\n  digest: weekly\n  digest_day: monday\n  digest_hour: 9\n",
+		Repo: "    gpus_per_runner: {\"gpu-*\": 8}\n",
+		Env:  map[string]string{"TEST_SLACK_TOKEN": "xoxb-test"}, Deps: deps})
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
+	w.Comment(reader, "/reuse-sweep-run 31147925932") // refused
 	if n := len(digests(sl)); n != 0 {
 		t.Fatalf("%d digests before the hour", n)
 	}
-	w.passTime(clock, 3*time.Minute)
+	w.PassTime(clock, 3*time.Minute)
 	testkit.Eventually(t, "the first digest", func() bool { return len(digests(sl)) == 1 })
 	d := digests(sl)[0]
 	if d.ThreadTS != "" || d.Channel != "#sweep-ops" {
@@ -51,15 +52,15 @@ func TestWeeklyDigestOncePerWeekAcrossRestarts(t *testing.T) {
 		"1 push skipped their sweep, saving 6.1 runner hours (48.0 GPU hours)", "authorized by @maintainer (1)",
 		"1 command refused", "merged, 0 stopped", "pull/2512")
 
-	w.srv.Stop(t)
-	w.srv = startServerWith(t, w.dir+"/opsbot.yaml", w.env, deps)
-	clock.add(time.Hour)
-	w.settle()
+	w.Srv.Stop(t)
+	w.Srv = startServerWith(t, w.Dir+"/opsbot.yaml", w.Env, deps)
+	clock.Add(time.Hour)
+	w.Settle()
 	time.Sleep(200 * time.Millisecond) // passes of the ticker: nothing is due
 	if n := len(digests(sl)); n != 1 {
 		t.Fatalf("%d digests after a restart in the same week, want 1", n)
 	}
-	w.passTime(clock, 7*24*time.Hour)
+	w.PassTime(clock, 7*24*time.Hour)
 	testkit.Eventually(t, "the next week's digest", func() bool { return len(digests(sl)) == 2 })
 	mustContain(t, "second digest", digests(sl)[1].Blocks, "2026-W49", "0 pushes skipped their sweep")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
@@ -35,22 +36,22 @@ const routeCheckRuns = "GET /repos/{owner}/{repo}/commits/{ref}/check-runs"
 
 // deadLetters is how many deliveries the server gave up on.
 func (w *world) deadLetters() int {
-	n, _ := strconv.Atoi(w.metrics()["opsbot_dead_letters"])
+	n, _ := strconv.Atoi(w.Metrics()["opsbot_dead_letters"])
 	return n
 }
 
 // prEvent sends the PR's event a webhook sends for action (one that changes
 // nothing opsbot decides on, such as an assignment).
 func (w *world) prEvent(action string) {
-	w.t.Helper()
-	p := payload(w.t, "pull_request", action)
+	w.T.Helper()
+	p := payload(w.T, "pull_request", action)
 	setPath(p, "repository.full_name", theRepo)
 	p["number"] = thePR
 	setPath(p, "pull_request.number", thePR)
-	setPath(p, "pull_request.head.sha", w.gh.PRHead(theRepo, thePR))
+	setPath(p, "pull_request.head.sha", w.GH.PRHead(theRepo, thePR))
 	setPath(p, "pull_request.head.ref", "kimi-tune")
-	w.setLabels(p)
-	w.send("pull_request", p)
+	w.SetLabels(p)
+	w.Send("pull_request", p)
 }
 
 // A stage request's deadline fires after an event woke its sequence and
@@ -60,24 +61,24 @@ func (w *world) prEvent(action string) {
 // delivery, dropped as one seen before).
 func TestAStageDeadlineFiresAfterAStepThatChangedNothing(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := clockedStageWorld(t, "      report_timeout: 2h\n", clock)
-	w.comment(maintainer, "/stage-results 31147925932")
-	w.settle()
-	before := w.wakeups()
+	w.Comment(maintainer, "/stage-results 31147925932")
+	w.Settle()
+	before := w.Wakeups()
 	w.prEvent("assigned") // wakes the PR's sequences
-	w.passTime(clock, record.WakeGap)
-	if w.wakeups() == before {
+	w.PassTime(clock, record.WakeGap)
+	if w.Wakeups() == before {
 		t.Fatal("the PR's event woke no sequence")
 	}
-	for _, r := range w.replies() {
+	for _, r := range w.Replies() {
 		if strings.Contains(r, "did not report within") {
 			t.Fatalf("failed before its deadline: %s", r)
 		}
 	}
-	w.passTime(clock, 2*time.Hour)
+	w.PassTime(clock, 2*time.Hour)
 	testkit.Eventually(t, "the request failed at its deadline", func() bool {
-		return strings.Contains(strings.Join(w.replies(), "\n"), "did not report within 2h0m0s")
+		return strings.Contains(strings.Join(w.Replies(), "\n"), "did not report within 2h0m0s")
 	})
 }
 
@@ -126,16 +127,16 @@ func holdSeqKind() seq.Kind {
 // the index held wake-up times only, and such a deadline never came).
 func TestADeadlineWithoutAWakeupFires(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
-	w := newWorldOpts(t, worldOpts{deps: func(d *app.Deps) {
-		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
-		d.Commands, d.Sequences = []commands.Spec{holdSpec(clock.now)}, []seq.Kind{holdSeqKind()}
+	clock := e2e.NewClock()
+	w := newWorldOpts(t, worldOpts{Deps: func(d *app.Deps) {
+		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
+		d.Commands, d.Sequences = []commands.Spec{holdSpec(clock.Now)}, []seq.Kind{holdSeqKind()}
 	}})
-	w.comment(maintainer, "/hold")
-	mustContain(t, "status", strings.Join(w.replies(), "\n"), "⏳ holding for an hour")
-	w.passTime(clock, time.Hour+time.Second)
+	w.Comment(maintainer, "/hold")
+	mustContain(t, "status", strings.Join(w.Replies(), "\n"), "⏳ holding for an hour")
+	w.PassTime(clock, time.Hour+time.Second)
 	testkit.Eventually(t, "the hold released at its deadline", func() bool {
-		return strings.Contains(strings.Join(w.replies(), "\n"), "✅ released at its deadline")
+		return strings.Contains(strings.Join(w.Replies(), "\n"), "✅ released at its deadline")
 	})
 }
 
@@ -146,23 +147,23 @@ func TestADeadlineWithoutAWakeupFires(t *testing.T) {
 // moved again, kept its pin and refused every new /merge-with-reuse).
 func TestAWakeupThatFailedForGoodIsSentAgainNextWindow(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
-	w := newWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: func(d *app.Deps) {
-		d.Now, d.SeqEvery, d.Worker = clock.now, 10*time.Millisecond, quickWorkers
+	clock := e2e.NewClock()
+	w := newWorldOpts(t, worldOpts{Repo: "    merge:\n      min_role: write\n", Deps: func(d *app.Deps) {
+		d.Now, d.SeqEvery, d.Worker = clock.Now, 10*time.Millisecond, quickWorkers
 		d.GitHub = func(o *ghclient.Options) { o.MaxTries = 1 }
 	}})
 	pendingChecks(w)
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
-	w.gh.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "success")
-	w.gh.Inject(routeCheckRuns, githubtest.Fault{Status: 502})
+	w.GH.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "success")
+	w.GH.Inject(routeCheckRuns, githubtest.Fault{Status: 502})
 	dead := w.deadLetters()
-	clock.add(merge.Poll)
+	clock.Add(merge.Poll)
 	testkit.Eventually(t, "the failing wake-up dead-lettered", func() bool { return w.deadLetters() > dead })
-	w.gh.Heal(routeCheckRuns)
-	if len(w.gh.Merges()) != 0 {
+	w.GH.Heal(routeCheckRuns)
+	if len(w.GH.Merges()) != 0 {
 		t.Fatal("merged while GitHub failed")
 	}
-	w.passTime(clock, seq.Retry)
+	w.PassTime(clock, seq.Retry)
 	w.waitStatus("the merge", "🎉 merged `c1c1c1c`")
 }

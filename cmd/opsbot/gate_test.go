@@ -19,8 +19,8 @@ import (
 func TestValidationAtPinTime(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.gh.AddRun(theRepo, githubtest.Run{ID: 7, WorkflowID: 77, Event: "pull_request", Status: "in_progress", HeadSHA: sha("c1"), HeadBranch: "kimi-tune"})
-	w.gh.AddRun(theRepo, githubtest.Run{ID: 8, WorkflowID: 99, Event: "pull_request", Status: "completed", Conclusion: "success",
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 7, WorkflowID: 77, Event: "pull_request", Status: "in_progress", HeadSHA: sha("c1"), HeadBranch: "kimi-tune"})
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 8, WorkflowID: 99, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c1"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts})
 	for _, tc := range []struct{ cmd, want string }{
 		{"/use 7", "run 7 has not finished yet"},
@@ -28,11 +28,11 @@ func TestValidationAtPinTime(t *testing.T) {
 		{"/use 9", "run 9 was not found in SemiAnalysisAI/InferenceX"},
 		{"/use https://github.com/SemiAnalysisAI/InferenceX/actions/runs/9/attempts/1", "run 9 was not found"},
 	} {
-		c := w.comment(maintainer, tc.cmd)
-		if r := w.gh.Reactions(c.ID); len(r) != 1 || r[0] != "-1" {
+		c := w.Comment(maintainer, tc.cmd)
+		if r := w.GH.Reactions(c.ID); len(r) != 1 || r[0] != "-1" {
 			t.Errorf("%s: reactions %v", tc.cmd, r)
 		}
-		mustContain(t, tc.cmd, w.lastReply(), "I did not pin run", tc.want)
+		mustContain(t, tc.cmd, w.LastReply(), "I did not pin run", tc.want)
 	}
 	if p := w.trail(); len(p) != 4 || p[0] != "command reuse-sweep-run rejected" {
 		t.Fatalf("audit = %v", p)
@@ -43,30 +43,30 @@ func TestValidationAgainAtUse(t *testing.T) {
 	t.Parallel()
 	t.Run("artifacts expired", func(t *testing.T) {
 		w := newWorld(t, "")
-		w.comment(maintainer, "/reuse-sweep-run 31147925932")
-		w.gh.ExpireArtifacts(theRepo, runR1)
-		w.push("c2")
-		st := w.statuses("c2")
+		w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.GH.ExpireArtifacts(theRepo, runR1)
+		w.Push("c2")
+		st := w.Statuses("c2")
 		if len(st) != 1 || !strings.HasPrefix(st[0].Description, "sweep: pinned run 31147925932 no longer qualifies") {
 			t.Fatalf("status = %+v", st)
 		}
-		mustContain(t, "invalid comment", w.lastReply(), "is invalid", "have expired", "sweeps", "authorized by @maintainer")
+		mustContain(t, "invalid comment", w.LastReply(), "is invalid", "have expired", "sweeps", "authorized by @maintainer")
 		if tr := w.trail(); tr[len(tr)-1] != "pin invalid" || tr[len(tr)-2] != "decision sweep" {
 			t.Fatalf("audit = %v", tr)
 		}
 	})
 	t.Run("rebased away", func(t *testing.T) {
 		w := newWorld(t, "")
-		w.comment(maintainer, "/reuse-sweep-run 31147925932")
-		w.gh.ForcePush(theRepo, thePR, []string{sha("d1"), sha("d2")})
-		w.sendSync(sha("d2"), "")
-		mustContain(t, "invalid comment", w.lastReply(), "is invalid", "not a commit of PR #2512")
+		w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.GH.ForcePush(theRepo, thePR, []string{sha("d1"), sha("d2")})
+		w.SendSync(sha("d2"), "")
+		mustContain(t, "invalid comment", w.LastReply(), "is invalid", "not a commit of PR #2512")
 	})
 	t.Run("path guard", func(t *testing.T) {
 		w := newWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\", \"docs/**\"]\n")
-		w.comment(maintainer, "/reuse-sweep-run 31147925932")
-		w.push("c2", "benchmarks/kimi.sh")
-		mustContain(t, "invalid comment", w.lastReply(), "touch `benchmarks/kimi.sh`", "outside the allowed paths")
+		w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.Push("c2", "benchmarks/kimi.sh")
+		mustContain(t, "invalid comment", w.LastReply(), "touch `benchmarks/kimi.sh`", "outside the allowed paths")
 	})
 }
 
@@ -75,12 +75,12 @@ func TestValidationAgainAtUse(t *testing.T) {
 func TestReusedRunCannotBePinned(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2")
-	w.gh.AddRun(theRepo, githubtest.Run{ID: 31204430170, WorkflowID: 77, Event: "pull_request", Status: "completed",
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 31204430170, WorkflowID: 77, Event: "pull_request", Status: "completed",
 		Conclusion: "success", HeadSHA: sha("c2"), HeadBranch: "kimi-tune"})
-	w.comment(maintainer, "/reuse-sweep-run 31204430170")
-	mustContain(t, "reply", w.lastReply(), "I did not pin run 31204430170", "opsbot skipped the sweep of its commit", "reusing run 31147925932",
+	w.Comment(maintainer, "/reuse-sweep-run 31204430170")
+	mustContain(t, "reply", w.LastReply(), "I did not pin run 31204430170", "opsbot skipped the sweep of its commit", "reusing run 31147925932",
 		"pin run 31147925932 instead")
 }
 
@@ -90,24 +90,24 @@ func TestReusedRunCannotBePinned(t *testing.T) {
 // run, and a bare /reuse-sweep-run passes it over for the real sweep.
 func TestSkippedRunWithAggregateArtifactIsNoSweep(t *testing.T) {
 	w := stageWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2")
-	if st := w.statuses("c2"); len(st) == 0 || !strings.Contains(st[len(st)-1].Description, "reus") {
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
+	if st := w.Statuses("c2"); len(st) == 0 || !strings.Contains(st[len(st)-1].Description, "reus") {
 		t.Fatalf("c2 was not skipped: %+v", st)
 	}
-	w.gh.AddRun(theRepo, githubtest.Run{ID: 31204430170, WorkflowID: 77, Event: "pull_request", Status: "completed",
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 31204430170, WorkflowID: 77, Event: "pull_request", Status: "completed",
 		Conclusion: "success", HeadSHA: sha("c2"), HeadBranch: "kimi-tune", CreatedAt: time.Now().Add(-time.Minute),
 		Artifacts: []githubtest.Artifact{{Name: "eval_results_all"}, {Name: "changelog-metadata"}}})
-	w.comment(maintainer, "/reuse-sweep-run 31204430170")
-	mustContain(t, "explicit pin", w.lastReply(), "I did not pin run 31204430170", "opsbot skipped the sweep of its commit `c2c2c2c`",
+	w.Comment(maintainer, "/reuse-sweep-run 31204430170")
+	mustContain(t, "explicit pin", w.LastReply(), "I did not pin run 31204430170", "opsbot skipped the sweep of its commit `c2c2c2c`",
 		"reusing run 31147925932", "pin run 31147925932 instead")
-	w.comment(maintainer, "/stage-results 31204430170")
-	mustContain(t, "stage", w.lastReply(), "I did not stage run 31204430170", "reusing run 31147925932")
-	if ds := w.gh.Dispatches(); len(ds) != 0 {
+	w.Comment(maintainer, "/stage-results 31204430170")
+	mustContain(t, "stage", w.LastReply(), "I did not stage run 31204430170", "reusing run 31147925932")
+	if ds := w.GH.Dispatches(); len(ds) != 0 {
 		t.Fatalf("a skipped run was dispatched for staging: %+v", ds)
 	}
-	w.comment(maintainer, "/reuse-sweep-run")
-	if r := w.lastReply(); strings.Contains(r, "31204430170") || !strings.Contains(r, "31147925932") {
+	w.Comment(maintainer, "/reuse-sweep-run")
+	if r := w.LastReply(); strings.Contains(r, "31204430170") || !strings.Contains(r, "31147925932") {
 		t.Fatalf("bare pin: want the real sweep 31147925932, not the skipped run 31204430170: %s", r)
 	}
 }
@@ -115,10 +115,10 @@ func TestSkippedRunWithAggregateArtifactIsNoSweep(t *testing.T) {
 func TestGitHubDownDecidesSweep(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.Inject("GET /repos/{owner}/{repo}/actions/runs/{id}", githubtest.Fault{Status: 502})
-	w.push("c2")
-	st := w.statuses("c2")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.Inject("GET /repos/{owner}/{repo}/actions/runs/{id}", githubtest.Fault{Status: 502})
+	w.Push("c2")
+	st := w.Statuses("c2")
 	if len(st) != 1 || !strings.HasPrefix(st[0].Description, "sweep: pinned run 31147925932 could not be checked") {
 		t.Fatalf("status = %+v", st)
 	}
@@ -132,35 +132,35 @@ func TestExactlyOnce(t *testing.T) {
 	t.Parallel()
 	t.Run("redelivered synchronize", func(t *testing.T) {
 		w := newWorld(t, "")
-		w.comment(maintainer, "/reuse-sweep-run 31147925932")
-		w.gh.Push(theRepo, thePR, []string{sha("c2")})
-		id := w.sendSync(sha("c2"), "")
-		if code := w.sendAs(id, "pull_request", w.syncPayload(sha("c2"))); code != http.StatusOK {
+		w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.GH.Push(theRepo, thePR, []string{sha("c2")})
+		id := w.SendSync(sha("c2"), "")
+		if code := w.SendAs(id, "pull_request", w.SyncPayload(sha("c2"))); code != http.StatusOK {
 			t.Fatalf("same delivery id: %d, want 200", code)
 		}
-		w.sendSync(sha("c2"), "") // the same event under a new delivery id
-		if n := len(w.statuses("c2")); n != 1 {
+		w.SendSync(sha("c2"), "") // the same event under a new delivery id
+		if n := len(w.Statuses("c2")); n != 1 {
 			t.Fatalf("%d statuses on c2, want 1", n)
 		}
-		if n := strings.Count(strings.Join(w.replies(), "\n"), "Sweep skipped"); n != 1 {
+		if n := strings.Count(strings.Join(w.Replies(), "\n"), "Sweep skipped"); n != 1 {
 			t.Fatalf("%d skip comments, want 1", n)
 		}
 	})
 	t.Run("ask before webhook", func(t *testing.T) {
 		w := newWorld(t, "")
-		w.comment(maintainer, "/reuse-sweep-run 31147925932")
-		w.gh.Push(theRepo, thePR, []string{sha("c2")})
+		w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.GH.Push(theRepo, thePR, []string{sha("c2")})
 		out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
 		if out["skip-pr-sweep"] != "true" {
 			t.Fatalf("ask = %v", out)
 		}
-		w.settle()
-		w.sendSync(sha("c2"), "")
+		w.Settle()
+		w.SendSync(sha("c2"), "")
 		out2, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
 		if out2["skip-pr-sweep"] != "true" || out2["reuse-source-run-id"] != out["reuse-source-run-id"] {
 			t.Fatalf("second ask = %v", out2)
 		}
-		if n := len(w.statuses("c2")); n != 1 {
+		if n := len(w.Statuses("c2")); n != 1 {
 			t.Fatalf("%d statuses, want 1", n)
 		}
 		if tr := w.trail(); strings.Count(strings.Join(tr, ","), "decision") != 1 {
@@ -169,19 +169,19 @@ func TestExactlyOnce(t *testing.T) {
 	})
 	t.Run("two quick pushes", func(t *testing.T) {
 		w := newWorld(t, "")
-		w.comment(maintainer, "/reuse-sweep-run 31147925932")
-		w.gh.Push(theRepo, thePR, []string{sha("c2"), sha("c3")})
+		w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.GH.Push(theRepo, thePR, []string{sha("c2"), sha("c3")})
 		var wg sync.WaitGroup
 		for _, h := range []string{"c2", "c3"} {
-			body, _ := json.Marshal(w.syncPayload(sha(h)))
-			code, _ := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "pull_request", w.id(), body, testSecret))
+			body, _ := json.Marshal(w.SyncPayload(sha(h)))
+			code, _ := post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "pull_request", w.ID(), body, testSecret))
 			if code != http.StatusAccepted {
 				t.Fatalf("push %s: %d", h, code)
 			}
 		}
 		wg.Wait()
-		w.settle()
-		c2, c3 := w.statuses("c2"), w.statuses("c3")
+		w.Settle()
+		c2, c3 := w.Statuses("c2"), w.Statuses("c3")
 		// c2 was no longer the head when its webhook was decided: the pin
 		// waits for c3, GitHub's head, and only c3 skips.
 		if len(c2) != 1 || !strings.HasPrefix(c2[0].Description, "sweep: commit c2c2c2c is no longer the head") ||
@@ -191,11 +191,11 @@ func TestExactlyOnce(t *testing.T) {
 	})
 	t.Run("replayed comment", func(t *testing.T) {
 		w := newWorld(t, "")
-		c := w.comment(maintainer, "/reuse-sweep-run 31147925932")
-		w.push("c2")                                                        // consumes the pin
-		w.commentEvent("created", maintainer, maintainer, c.ID, c.Body, "") // the old comment again, new delivery id
-		w.push("c3")
-		if st := w.statuses("c3"); !strings.HasPrefix(st[0].Description, "sweep") {
+		c := w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.Push("c2")                                                        // consumes the pin
+		w.CommentEvent("created", maintainer, maintainer, c.ID, c.Body, "") // the old comment again, new delivery id
+		w.Push("c3")
+		if st := w.Statuses("c3"); !strings.HasPrefix(st[0].Description, "sweep") {
 			t.Fatalf("a replayed comment pinned again: %+v", st)
 		}
 		if n := strings.Count(strings.Join(w.trail(), ","), "command"); n != 1 {
@@ -208,7 +208,7 @@ func TestGateAPI(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
 	ask := func(token, body string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, w.srv.URL+"/api/v1/gate", strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, w.Srv.URL+"/api/v1/gate", strings.NewReader(body))
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -244,14 +244,14 @@ func TestGateAPI(t *testing.T) {
 		}
 	}
 	// An ask for an action that does not gate answers sweep and stores nothing.
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.Push(theRepo, thePR, []string{sha("c2")})
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.Push(theRepo, thePR, []string{sha("c2")})
 	out, _ := w.gate("--pr", "2512", "--sha", sha("c2"), "--action", "labeled")
 	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], `"labeled" does not decide`) {
 		t.Fatalf("labeled ask = %v", out)
 	}
-	w.sendSync(sha("c2"), "")
-	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip") {
+	w.SendSync(sha("c2"), "")
+	if st := w.Statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip") {
 		t.Fatalf("after a labeled ask the synchronize must still decide: %+v", st)
 	}
 }
@@ -295,17 +295,17 @@ func TestGateCommandFailsClosed(t *testing.T) {
 func TestGateAskForAnotherCommitUsesUpNothing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	out, _ := w.gate("--pr", "2512", "--sha", sha("e9"))
 	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "commit e9e9e9e is not the head of PR #2512 (c1c1c1c is)") ||
 		!strings.Contains(out["reuse-reason"], "used up nothing") {
 		t.Fatalf("ask for a commit that is not the head = %v", out)
 	}
-	if st := w.statuses("e9"); len(st) != 0 {
+	if st := w.Statuses("e9"); len(st) != 0 {
 		t.Fatalf("a commit that is not the head got a status: %+v", st)
 	}
-	w.push("c2")
-	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+	w.Push("c2")
+	if st := w.Statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
 		t.Fatalf("the real push after the forged ask: %+v", st)
 	}
 	// Once c2 is the head (as its webhook said), the old head is not decided either.

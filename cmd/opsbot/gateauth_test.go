@@ -55,10 +55,10 @@ type apiReply struct {
 // call makes one API request with a bearer (none when ""); a body starting
 // with "{" is sent as JSON, any other as a form.
 func (w *world) call(method, path, bearer, accept, body string) apiReply {
-	w.t.Helper()
-	req, err := http.NewRequest(method, w.srv.URL+path, strings.NewReader(body))
+	w.T.Helper()
+	req, err := http.NewRequest(method, w.Srv.URL+path, strings.NewReader(body))
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
@@ -73,7 +73,7 @@ func (w *world) call(method, path, bearer, accept, body string) apiReply {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -98,8 +98,8 @@ func TestGateWithGitHubActionsIDToken(t *testing.T) {
 	t.Parallel()
 	is := newIssuer(t)
 	w := newWorldWith(t, oidcConfig(is.URL), "", nil)
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.Push(theRepo, thePR, []string{sha("c2")})
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.Push(theRepo, thePR, []string{sha("c2")})
 
 	other, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -134,7 +134,7 @@ func TestGateWithGitHubActionsIDToken(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d with %q", tc.name, r.code, r.body, tc.code, tc.want)
 		}
 	}
-	if st := w.statuses("c2"); len(st) != 0 {
+	if st := w.Statuses("c2"); len(st) != 0 {
 		t.Fatalf("a refused token decided c2: %+v", st)
 	}
 	// The repository's own PR token decides its head, answered as step outputs.
@@ -142,8 +142,8 @@ func TestGateWithGitHubActionsIDToken(t *testing.T) {
 	if r.code != 200 || !strings.HasPrefix(r.ct, "text/plain") || !strings.Contains(r.body, "skip-pr-sweep=true\n") {
 		t.Fatalf("the PR's own token: %d %s %s", r.code, r.ct, r.body)
 	}
-	w.settle()
-	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip") {
+	w.Settle()
+	if st := w.Statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip") {
 		t.Fatalf("status of c2 = %+v", st)
 	}
 	for _, path := range []string{"/api/v1/audit", "/api/v1/dead-letters", "/api/v1/failed-notices", "/api/v1/backup"} {
@@ -155,16 +155,16 @@ func TestGateWithGitHubActionsIDToken(t *testing.T) {
 		t.Errorf("reconcile with an ID token: %d %s", r.code, r.body)
 	}
 	// The default branch was read from GitHub once, for the two push asks.
-	if n := w.gh.Count("GET /repos/{owner}/{repo}"); n != 1 {
+	if n := w.GH.Count("GET /repos/{owner}/{repo}"); n != 1 {
 		t.Errorf("the default branch was read %d times, want 1", n)
 	}
-	m := w.metrics()
+	m := w.Metrics()
 	for outcome, want := range map[string]string{"unauthorized": "4", "forbidden": "4", "skip": "1", "no_reuse": "1", "error": "0"} {
 		if got := m[`opsbot_gate_asks_total{outcome="`+outcome+`"}`]; got != want {
 			t.Errorf("opsbot_gate_asks_total{outcome=%q} = %q, want %s", outcome, got, want)
 		}
 	}
-	logs := w.srv.stderr.String()
+	logs := w.Srv.Stderr.String()
 	mustContain(t, "the server's log", logs, `"msg":"gate ask","repo":"SemiAnalysisAI/InferenceX","pr":2512,"sha":"`+sha("c2")+`"`,
 		`"auth":"oidc","outcome":"skip"`, `"token_repository":"SemiAnalysisAI/InferenceX","token_ref":"refs/pull/2512/merge"`, `"token_run_id":"31200000001","token_actor":"author"`, `"msg":"gate ask refused"`, `"outcome":"forbidden"`)
 }
@@ -215,7 +215,7 @@ func TestTokenClasses(t *testing.T) {
 	w := newWorldWith(t, "  gate_tokens_env: TEST_GATE_TOKENS\n  admin_tokens_env: TEST_ADMIN_TOKENS\n", "",
 		map[string]string{"TEST_GATE_TOKENS_FILE": gateFile, "TEST_ADMIN_TOKENS": "admin-token-01234",
 			"TEST_WEBHOOK_SECRET": "", "TEST_WEBHOOK_SECRET_FILE": hookFile})
-	w.comment(maintainer, "/reuse-sweep-run 31147925932") // signed with the secret read from its file
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932") // signed with the secret read from its file
 	admin := []struct{ method, path, body string }{
 		{http.MethodGet, "/api/v1/audit", ""}, {http.MethodGet, "/api/v1/dead-letters", ""},
 		{http.MethodGet, "/api/v1/failed-notices", ""}, {http.MethodGet, "/api/v1/backup", ""},
@@ -247,7 +247,7 @@ func TestTokenClasses(t *testing.T) {
 	if r := w.call(http.MethodPost, "/api/v1/gate", apiToken, "", askForm(thePR, sha("c1"))); r.code != 200 {
 		t.Fatalf("gate ask with a legacy token: %d %s", r.code, r.body)
 	}
-	mustContain(t, "the server's log", w.srv.stderr.String(), "api.tokens_env is deprecated")
+	mustContain(t, "the server's log", w.Srv.Stderr.String(), "api.tokens_env is deprecated")
 
 	// The CLI reads its token from OPSBOT_API_TOKEN_FILE too.
 	tokFile := filepath.Join(dir, "client-token")
@@ -261,19 +261,19 @@ func TestTokenClasses(t *testing.T) {
 		return ""
 	}
 	var out, errOut strings.Builder
-	if err := run(t.Context(), []string{"gate", "--server", w.srv.URL, "--repo", theRepo, "--pr", "2512", "--sha", sha("c1"),
+	if err := run(t.Context(), []string{"gate", "--server", w.Srv.URL, "--repo", theRepo, "--pr", "2512", "--sha", sha("c1"),
 		"--strict"}, fromFile, strings.NewReader(""), &out, &errOut); err != nil {
 		t.Fatalf("opsbot gate with OPSBOT_API_TOKEN_FILE: %v\n%s%s", err, out.String(), errOut.String())
 	}
 	mustContain(t, "opsbot gate", out.String(), "skip-pr-sweep=false\n", "reuse-reason=run 31147925932 was pinned when this commit was already the head")
-	err := run(t.Context(), []string{"audit", "--server", w.srv.URL, "--repo", theRepo}, fromFile, strings.NewReader(""), &out, &errOut)
+	err := run(t.Context(), []string{"audit", "--server", w.Srv.URL, "--repo", theRepo}, fromFile, strings.NewReader(""), &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "403 Forbidden: this is a gate token") {
 		t.Fatalf("opsbot audit with a gate token: %v", err)
 	}
 
 	// config check warns about the legacy variable, and only about it.
 	var stdout, stderr strings.Builder
-	if err := run(t.Context(), []string{"config", "check", "--config", filepath.Join(w.dir, "opsbot.yaml")}, testEnv(nil),
+	if err := run(t.Context(), []string{"config", "check", "--config", filepath.Join(w.Dir, "opsbot.yaml")}, testEnv(nil),
 		strings.NewReader(""), &stdout, &stderr); err != nil {
 		t.Fatalf("config check: %v\n%s", err, stderr.String())
 	}
@@ -286,8 +286,8 @@ func TestTokenClasses(t *testing.T) {
 func TestGateAnswersStepOutputs(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.Push(theRepo, thePR, []string{sha("c2")})
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.Push(theRepo, thePR, []string{sha("c2")})
 	r := w.call(http.MethodPost, "/api/v1/gate", apiToken, "text/plain", askForm(thePR, sha("c2")))
 	want := "skip-pr-sweep=true\nreuse-enabled=true\nreuse-source-run-id=31147925932\nreuse-source-run-attempt=1\n" +
 		"reuse-source-run-url=https://github.com/SemiAnalysisAI/InferenceX/actions/runs/31147925932\nreuse-source-pr-number=2512\n" +
@@ -301,7 +301,7 @@ func TestGateAnswersStepOutputs(t *testing.T) {
 		t.Fatalf("JSON answer: %d %s", r.code, r.body)
 	}
 	// JSON sent the way `curl -d` sends it, as a form, is read as JSON.
-	req, err := http.NewRequest(http.MethodPost, w.srv.URL+"/api/v1/gate",
+	req, err := http.NewRequest(http.MethodPost, w.Srv.URL+"/api/v1/gate",
 		strings.NewReader(fmt.Sprintf(`{"repo":%q,"pr":%d,"sha":%q}`, theRepo, thePR, sha("c2"))))
 	if err != nil {
 		t.Fatal(err)

@@ -15,8 +15,8 @@ import (
 // head is answered from memory for a minute.
 func TestGateAsksCannotSpendTheGitHubBudget(t *testing.T) {
 	w := newWorld(t, "")
-	w.comment(maintainer, "/opsbot help") // opsbot now knows PR 2512
-	w.gh.ResetRequests()
+	w.Comment(maintainer, "/opsbot help") // opsbot now knows PR 2512
+	w.GH.ResetRequests()
 	limited := 0
 	for i := range 80 {
 		body := askForm(90000+i, sha(fmt.Sprintf("%02x", i))) // a PR opsbot never heard of
@@ -38,13 +38,13 @@ func TestGateAsksCannotSpendTheGitHubBudget(t *testing.T) {
 			t.Fatalf("ask %d: %d %s", i, r.code, r.body)
 		}
 	}
-	if n := w.gh.Reads(); n > 20 {
-		t.Fatalf("80 asks for unknown PRs and commits made %d GitHub reads, want at most 20: %v", n, w.gh.Requests())
+	if n := w.GH.Reads(); n > 20 {
+		t.Fatalf("80 asks for unknown PRs and commits made %d GitHub reads, want at most 20: %v", n, w.GH.Requests())
 	}
 	if limited < 50 {
 		t.Fatalf("%d of 80 asks were limited, want the burst (20) through and the rest refused", limited)
 	}
-	if m := w.metrics(); m[`opsbot_gate_asks_total{outcome="rate_limited"}`] == "0" || m[`opsbot_gate_asks_total{outcome="unknown_pr"}`] == "0" {
+	if m := w.Metrics(); m[`opsbot_gate_asks_total{outcome="rate_limited"}`] == "0" || m[`opsbot_gate_asks_total{outcome="unknown_pr"}`] == "0" {
 		t.Errorf("gate asks counted: rate_limited %s, unknown_pr %s", m[`opsbot_gate_asks_total{outcome="rate_limited"}`],
 			m[`opsbot_gate_asks_total{outcome="unknown_pr"}`])
 	}
@@ -54,16 +54,16 @@ func TestGateAsksCannotSpendTheGitHubBudget(t *testing.T) {
 // closed) but keeps the pin: the next push is checked again and skips.
 func TestGitHubErrorWhileDecidingKeepsThePin(t *testing.T) {
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	const route = "GET /repos/{owner}/{repo}/actions/runs/{id}"
-	w.gh.Inject(route, githubtest.Fault{Status: 403, Body: `{"message":"Resource not accessible by integration"}`})
-	w.push("c2")
+	w.GH.Inject(route, githubtest.Fault{Status: 403, Body: `{"message":"Resource not accessible by integration"}`})
+	w.Push("c2")
 	if out, _ := w.gate("--pr", "2512", "--sha", sha("c2")); out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "the pin stays") {
 		t.Fatalf("the push decided while GitHub failed: %v, want a sweep that keeps the pin", out)
 	}
-	mustContain(t, "reply", w.lastReply(), "GitHub did not answer", "The pin by @maintainer stays")
-	w.gh.Heal(route)
-	w.push("c3")
+	mustContain(t, "reply", w.LastReply(), "GitHub did not answer", "The pin by @maintainer stays")
+	w.GH.Heal(route)
+	w.Push("c3")
 	if out, _ := w.gate("--pr", "2512", "--sha", sha("c3")); out["skip-pr-sweep"] != "true" {
 		t.Fatalf("the next push: %v, want a skip", out)
 	}

@@ -114,8 +114,8 @@ func TestGateCLIRefusalFailsTheStep(t *testing.T) {
 	t.Parallel()
 	w := newWorldWith(t, "  gate_tokens_env: TEST_GATE_TOKENS\n  admin_tokens_env: TEST_ADMIN_TOKENS\n", "",
 		map[string]string{"TEST_GATE_TOKENS": "gate-token-1-0123", "TEST_ADMIN_TOKENS": "admin-token-01234"})
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	ask := []string{"--server", w.srv.URL, "--repo", theRepo, "--pr", "2512", "--sha", sha("c1")}
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	ask := []string{"--server", w.Srv.URL, "--repo", theRepo, "--pr", "2512", "--sha", sha("c1")}
 	for _, tc := range []struct {
 		name, token string
 		args        []string
@@ -123,16 +123,16 @@ func TestGateCLIRefusalFailsTheStep(t *testing.T) {
 	}{
 		{"wrong token (401)", "nope-not-a-token", ask, "HTTP 401|401 Unauthorized|not one of the server's gate tokens"},
 		{"admin token (403)", "admin-token-01234", ask, "403 Forbidden|this is an admin token"},
-		{"short SHA (400)", "gate-token-1-0123", []string{"--server", w.srv.URL, "--repo", theRepo, "--pr", "2512", "--sha", "c1c1c1c"}, "400 Bad Request"},
-		{"no --repo", "gate-token-1-0123", []string{"--server", w.srv.URL, "--pr", "2512", "--sha", sha("c1")}, "--repo OWNER/REPO is required"},
-		{"no --pr", "gate-token-1-0123", []string{"--server", w.srv.URL, "--repo", theRepo, "--sha", sha("c1")}, "--pr N is required"},
+		{"short SHA (400)", "gate-token-1-0123", []string{"--server", w.Srv.URL, "--repo", theRepo, "--pr", "2512", "--sha", "c1c1c1c"}, "400 Bad Request"},
+		{"no --repo", "gate-token-1-0123", []string{"--server", w.Srv.URL, "--pr", "2512", "--sha", sha("c1")}, "--repo OWNER/REPO is required"},
+		{"no --pr", "gate-token-1-0123", []string{"--server", w.Srv.URL, "--repo", theRepo, "--sha", sha("c1")}, "--pr N is required"},
 		{"no --server", "gate-token-1-0123", []string{"--repo", theRepo, "--pr", "2512", "--sha", sha("c1")}, "--server URL is required"},
 		{"a flag it does not know", "gate-token-1-0123", append([]string{"--bogus"}, ask...), "flags are wrong"},
 		{"another event", "gate-token-1-0123", append([]string{"--event", "issue_comment"}, ask...), "answers pull_request and push"},
 		{"no token", "", ask, "OPSBOT_API_TOKEN is not set"},
 		{"plain http elsewhere", "gate-token-1-0123", []string{"--server", "http://opsbot.example.com", "--repo", theRepo, "--pr", "2512",
 			"--sha", sha("c1")}, "is not an https:// URL"},
-		{"a user hiding another host", "gate-token-1-0123", []string{"--server", strings.Replace(w.srv.URL, "http://", "http://127.0.0.1:443@", 1),
+		{"a user hiding another host", "gate-token-1-0123", []string{"--server", strings.Replace(w.Srv.URL, "http://", "http://127.0.0.1:443@", 1),
 			"--repo", theRepo, "--pr", "2512", "--sha", sha("c1")}, "names a user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 func TestGateAskInAnotherCaseIsTheSameCommit(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932") // head c1 when pinned: the pin is for the next push
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932") // head c1 when pinned: the pin is for the next push
 	up := strings.ToUpper(sha("c1"))
 	out, _ := w.gate("--pr", "2512", "--sha", up)
 	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "already the head; the pin covers the next push") {
@@ -28,15 +28,15 @@ func TestGateAskInAnotherCaseIsTheSameCommit(t *testing.T) {
 			}
 		}
 	}
-	w.settle()
-	if st := w.statuses("c1"); len(st) != 1 {
+	w.Settle()
+	if st := w.Statuses("c1"); len(st) != 1 {
 		t.Fatalf("statuses on c1 = %+v, want one", st)
 	}
-	if n := len(w.gh.Statuses(theRepo, up)); n != 0 {
+	if n := len(w.GH.Statuses(theRepo, up)); n != 0 {
 		t.Fatalf("%d statuses posted on the upper-case spelling", n)
 	}
-	w.push("c2")
-	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+	w.Push("c2")
+	if st := w.Statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
 		t.Fatalf("the real next push after upper-case asks: %+v", st)
 	}
 	if tr := strings.Join(w.trail(), ","); strings.Count(tr, "decision") != 2 || !strings.Contains(tr, "pin consumed") {
@@ -53,12 +53,12 @@ func TestGateAskInAnotherCaseIsTheSameCommit(t *testing.T) {
 func TestWebhookHeadInAnotherCaseIsTheSameCommit(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.push("c2")
-	w.sendSync(strings.ToUpper(sha("c2")), "")
+	w.Push("c2")
+	w.SendSync(strings.ToUpper(sha("c2")), "")
 	if tr := strings.Join(w.trail(), ","); strings.Count(tr, "decision") != 1 {
 		t.Fatalf("audit = %s, want one decision for c2", tr)
 	}
-	if n := len(w.gh.Statuses(theRepo, strings.ToUpper(sha("c2")))); n != 0 {
+	if n := len(w.GH.Statuses(theRepo, strings.ToUpper(sha("c2")))); n != 0 {
 		t.Fatalf("%d statuses posted on the upper-case spelling", n)
 	}
 }

@@ -15,15 +15,15 @@ import (
 // `opsbot gate` asks again.
 func TestGateAskDoesNotOvertakeAQueuedCancel(t *testing.T) {
 	w := newWorldWith(t, "  gate_wait: 200ms\n", "", nil)
-	w.gh.AddUser("maint2", 5003, "User")
-	w.gh.SetRole(theRepo, "maint2", "write")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.Push(theRepo, thePR, []string{sha("c2")})
+	w.GH.AddUser("maint2", 5003, "User")
+	w.GH.SetRole(theRepo, "maint2", "write")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.Push(theRepo, thePR, []string{sha("c2")})
 	// maint2's role lookup is slow: their cancel stays queued past the ask's wait.
-	w.gh.Inject("GET /repos/{owner}/{repo}/collaborators/{user}/permission", githubtest.Fault{Delay: 2 * time.Second, Pass: true, Times: 1})
-	c := w.gh.AddComment(theRepo, thePR, "maint2", "/reuse-sweep-run cancel")
-	maint2 := user{"maint2", 5003, "User"}
-	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maint2, maint2, c.ID, c.Body, ""))
+	w.GH.Inject("GET /repos/{owner}/{repo}/collaborators/{user}/permission", githubtest.Fault{Delay: 2 * time.Second, Pass: true, Times: 1})
+	c := w.GH.AddComment(theRepo, thePR, "maint2", "/reuse-sweep-run cancel")
+	maint2 := user{Login: "maint2", ID: 5003, Kind: "User"}
+	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maint2, maint2, c.ID, c.Body, ""))
 
 	r := w.call(http.MethodPost, "/api/v1/gate", apiToken, "text/plain", askForm(thePR, sha("c2")))
 	if r.code != http.StatusServiceUnavailable || !strings.Contains(r.body, "skip-pr-sweep=false\n") ||
@@ -36,7 +36,7 @@ func TestGateAskDoesNotOvertakeAQueuedCancel(t *testing.T) {
 	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "no reuse authorization") {
 		t.Fatalf("opsbot gate while the cancel is queued = %v, want the sweep decided after the cancel", out)
 	}
-	w.settle()
+	w.Settle()
 	if tr := strings.Join(w.trail(), ","); strings.Count(tr, "decision") != 1 || !strings.Contains(tr, "pin revoked") {
 		t.Fatalf("audit = %s, want the pin revoked and one decision", tr)
 	}

@@ -80,7 +80,7 @@ func TestAuditPageSignInIsGuarded(t *testing.T) {
 	w := newWorldWith(t, page, "", map[string]string{"TEST_AUDIT_USER": "maint", "TEST_AUDIT_PASSWORD": password})
 	signIn := func(from, cred string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, w.srv.URL+"/audit", nil)
+		req, _ := http.NewRequest(http.MethodGet, w.Srv.URL+"/audit", nil)
 		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(cred)))
 		tr := &http.Transport{DisableKeepAlives: true, DialContext: dialerFrom(from)}
 		defer tr.CloseIdleConnections()
@@ -172,19 +172,19 @@ func TestMetricsBehindATokenOrElsewhere(t *testing.T) {
 // lists (by id), when it lists any.
 func TestStageCallbackSenders(t *testing.T) {
 	w := stageWorld(t, `      callback_senders: ["41898282"]`+"\n")
-	c := w.comment(maintainer, "/stage-results 31147925932")
-	p := payload(w.t, "repository_dispatch", "")
+	c := w.Comment(maintainer, "/stage-results 31147925932")
+	p := payload(w.T, "repository_dispatch", "")
 	p["action"] = "stage-results-completed"
 	setPath(p, "repository.full_name", theRepo)
 	p["client_payload"] = map[string]any{"comment-id": itoa64(c.ID), "run-id": itoa64(runR1), "pr-number": "2512",
 		"stage-succeeded": true, "request-token": w.requestToken(c.ID)}
 	p["sender"] = map[string]any{"login": "mallory", "id": 6666, "type": "User"}
-	w.send("repository_dispatch", p)
+	w.Send("repository_dispatch", p)
 	if strings.Contains(w.ack(), "staged run") {
 		t.Fatalf("a report from an unlisted sender was taken:\n%s", w.ack())
 	}
 	p["sender"] = map[string]any{"login": "github-actions[bot]", "id": 41898282, "type": "Bot"}
-	w.send("repository_dispatch", p)
+	w.Send("repository_dispatch", p)
 	mustContain(t, "acknowledgement", w.ack(), "staged run")
 }
 
@@ -216,19 +216,19 @@ func TestNoTokenIsSaidAndConfigCheckFailsWhenServeWouldNot(t *testing.T) {
 	}
 	srv := startServer(t, path, testEnv(nil))
 	srv.Stop(t)
-	mustContain(t, "start log", srv.stderr.String(), "no GitHub token: webhooks are received and stored")
+	mustContain(t, "start log", srv.Stderr.String(), "no GitHub token: webhooks are received and stored")
 }
 
 // A token of a person's account is said loudly at start: opsbot treats that
 // account as itself and never runs its commands.
 func TestPersonalTokenIsSaidLoudly(t *testing.T) {
 	w := newWorld(t, "")
-	w.gh.AddUser("alice", 7777, "User")
-	w.gh.SetAuthenticatedUser("alice")
-	w.srv.Stop(t)
-	w.srv = startServer(t, filepath.Join(w.dir, "opsbot.yaml"), w.env)
-	w.srv.Stop(t)
-	mustContain(t, "start log", w.srv.stderr.String(), `"level":"ERROR"`, "the GitHub token belongs to a person's account: opsbot treats alice as itself")
+	w.GH.AddUser("alice", 7777, "User")
+	w.GH.SetAuthenticatedUser("alice")
+	w.Srv.Stop(t)
+	w.Srv = startServer(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env)
+	w.Srv.Stop(t)
+	mustContain(t, "start log", w.Srv.Stderr.String(), `"level":"ERROR"`, "the GitHub token belongs to a person's account: opsbot treats alice as itself")
 }
 
 // `opsbot github app-manifest` prints a GitHub App manifest (the manifest

@@ -18,7 +18,7 @@ import (
 // past the limit are refused quickly with 503 and the server stays up.
 func TestSlowClientsAndConnectionFlood(t *testing.T) {
 	w := newWorldWith(t, "http:\n  read_header_timeout: 300ms\n  max_connections: 20\n", "", nil)
-	host := strings.TrimPrefix(w.srv.URL, "http://")
+	host := strings.TrimPrefix(w.Srv.URL, "http://")
 
 	slow, err := net.Dial("tcp", host)
 	if err != nil {
@@ -35,7 +35,7 @@ func TestSlowClientsAndConnectionFlood(t *testing.T) {
 
 	// A flood: open connections that say nothing (within the header timeout).
 	w2 := newWorldWith(t, "http:\n  read_header_timeout: 5s\n  max_connections: 20\n", "", nil)
-	host = strings.TrimPrefix(w2.srv.URL, "http://")
+	host = strings.TrimPrefix(w2.Srv.URL, "http://")
 	w = w2
 	var conns []net.Conn
 	defer func() {
@@ -69,14 +69,14 @@ func TestSlowClientsAndConnectionFlood(t *testing.T) {
 	}
 	conns = nil
 	testkit.Eventually(t, "the server takes connections again", func() bool {
-		resp, err := http.Get(w.srv.URL + "/healthz")
+		resp, err := http.Get(w.Srv.URL + "/healthz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	if m := w.metrics(); m[`opsbot_webhook_deliveries_total{event="other",outcome="too_many_connections"}`] == "" &&
+	if m := w.Metrics(); m[`opsbot_webhook_deliveries_total{event="other",outcome="too_many_connections"}`] == "" &&
 		m[`opsbot_webhook_deliveries_total{event="other",outcome="header_cut_for_room"}`] == "" {
 		t.Error("refused connections are not counted")
 	}
@@ -85,15 +85,15 @@ func TestSlowClientsAndConnectionFlood(t *testing.T) {
 // GitHub failing to take a reply delays it; it is posted once when GitHub recovers.
 func TestRepliesSurviveGitHubErrors(t *testing.T) {
 	w := newWorld(t, "")
-	w.gh.Inject("POST /repos/{owner}/{repo}/issues/{n}/comments", githubtest.Fault{Status: 500, Times: 2})
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/opsbot help")
+	w.GH.Inject("POST /repos/{owner}/{repo}/issues/{n}/comments", githubtest.Fault{Status: 500, Times: 2})
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/opsbot help")
 	announceComment(t, w, c.ID)
-	testkit.Eventually(t, "the reply is posted after GitHub recovers", func() bool { return len(w.replies()) == 1 })
-	w.settle()
-	if n := len(w.replies()); n != 1 {
+	testkit.Eventually(t, "the reply is posted after GitHub recovers", func() bool { return len(w.Replies()) == 1 })
+	w.Settle()
+	if n := len(w.Replies()); n != 1 {
 		t.Fatalf("%d replies, want exactly 1", n)
 	}
-	if m := w.metrics(); m[`opsbot_notices_total{channel="github",outcome="retried"}`] != "2" {
+	if m := w.Metrics(); m[`opsbot_notices_total{channel="github",outcome="retried"}`] != "2" {
 		t.Fatalf("retried notices metric = %q", m[`opsbot_notices_total{channel="github",outcome="retried"}`])
 	}
 }

@@ -36,7 +36,7 @@ func TestHostileValuesStayInert(t *testing.T) {
 	sl := slacktest.New(t)
 	w := newWorldWith(t, "slack:\n  api_url: \""+sl.URL+"\"\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#sweep-ops\"\n",
 		stageCfg+"    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n", map[string]string{"TEST_SLACK_TOKEN": "xoxb-test"})
-	w.gh.AddRepo(stagingRepo, "stage.yml", 500)
+	w.GH.AddRepo(stagingRepo, "stage.yml", 500)
 	runs := []githubtest.Run{
 		{ID: 42, Conclusion: "success"},
 		{ID: 43, Conclusion: hostile},
@@ -52,20 +52,20 @@ func TestHostileValuesStayInert(t *testing.T) {
 		}
 		r.WorkflowID, r.Status, r.HeadSHA, r.Artifacts = 77, "completed", sha("c1"), resultArtifacts
 		r.CreatedAt = time.Now().Add(-time.Hour)
-		w.gh.AddRun(theRepo, r)
+		w.GH.AddRun(theRepo, r)
 	}
-	m := user{"m`x\n/reuse-sweep-run 1 @org/team <!-- opsbot:notice=1 --> ](http://evil.example) | # h", 7001, "User"}
-	tr := user{"t`\n@org/team", 7002, "User"}
-	unknown := user{"u\n/reuse-sweep-run 1", 7003, "User"} // no account holds the login (404): no role, a 👎 only
+	m := user{Login: "m`x\n/reuse-sweep-run 1 @org/team <!-- opsbot:notice=1 --> ](http://evil.example) | # h", ID: 7001, Kind: "User"}
+	tr := user{Login: "t`\n@org/team", ID: 7002, Kind: "User"}
+	unknown := user{Login: "u\n/reuse-sweep-run 1", ID: 7003, Kind: "User"} // no account holds the login (404): no role, a 👎 only
 	for _, u := range []user{m, tr} {
-		w.gh.AddUser(u.login, u.id, "User")
+		w.GH.AddUser(u.Login, u.ID, "User")
 	}
-	w.gh.SetRole(theRepo, m.login, "write")
-	w.gh.SetRole(theRepo, tr.login, "triage")
+	w.GH.SetRole(theRepo, m.Login, "write")
+	w.GH.SetRole(theRepo, tr.Login, "triage")
 
 	say := func(u user, body string) githubtest.Comment {
 		t.Helper()
-		c := w.gh.AddComment(theRepo, thePR, u.login, body)
+		c := w.GH.AddComment(theRepo, thePR, u.Login, body)
 		hostileCommentEvent(w, "created", u, c.ID, body, "")
 		return c
 	}
@@ -80,9 +80,9 @@ func TestHostileValuesStayInert(t *testing.T) {
 	edited := "LGTM\n/use 42"
 	hostileCommentEvent(w, "edited", m, c.ID, edited, c.Body) // a command added by an edit; the pin's line edited away
 	say(m, "/reuse-sweep-run 31147925932")
-	w.push("c2", "perf-changelog.yaml") // skip
+	w.Push("c2", "perf-changelog.yaml") // skip
 	say(m, "/reuse-sweep-run 31147925932")
-	w.push("c3", hostile)                   // the pin is invalid: a hostile file name
+	w.Push("c3", hostile)                   // the pin is invalid: a hostile file name
 	say(m, "/reuse-sweep-run 31147925932")  // refused: the same file name
 	say(tr, "/reuse-sweep-run 31147925932") // denied, answered (triage)
 	say(unknown, "/reuse-sweep-run 31147925932")
@@ -95,7 +95,7 @@ func TestHostileValuesStayInert(t *testing.T) {
 	// acknowledgement is edited twice), as sent to GitHub.
 	var all strings.Builder
 	count := 0
-	for _, r := range w.gh.Requests() {
+	for _, r := range w.GH.Requests() {
 		if (r.Method != "POST" && r.Method != "PATCH") || !strings.HasSuffix(r.Route, "comments") && !strings.HasSuffix(r.Route, "comments/{id}") {
 			continue
 		}
@@ -127,12 +127,12 @@ func TestHostileValuesStayInert(t *testing.T) {
 // hostileCommentEvent announces a comment like commentEvent, with a hostile
 // PR title and comment URL.
 func hostileCommentEvent(w *world, action string, u user, id int64, body, oldBody string) {
-	w.t.Helper()
-	p := w.commentPayload(action, u, u, id, body, oldBody)
+	w.T.Helper()
+	p := w.CommentPayload(action, u, u, id, body, oldBody)
 	setPath(p, "issue.title", hostile)
 	setPath(p, "comment.html_url", fmt.Sprintf("https://github.com/%s/pull/%d#issuecomment-%d) [x](http://evil.example) <!-- opsbot:notice=1 -->",
 		theRepo, thePR, id))
-	w.send("issue_comment", p)
+	w.Send("issue_comment", p)
 }
 
 var (

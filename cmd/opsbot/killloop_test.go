@@ -136,9 +136,9 @@ repos: [{name: %q, sweep_workflow: .github/workflows/run-sweep.yml}]
 			c := gh.AddComment(theRepo, pr, maintLog, fmt.Sprintf("/reuse-sweep-run %d", 1000+pr))
 			p := map[string]any{"action": "created", "repository": map[string]any{"full_name": theRepo},
 				"issue": map[string]any{"number": pr, "state": "open", "pull_request": map[string]any{"url": "x"}},
-				"comment": map[string]any{"id": c.ID, "body": c.Body, "user": maintainer.json(),
+				"comment": map[string]any{"id": c.ID, "body": c.Body, "user": maintainer.JSON(),
 					"html_url": fmt.Sprintf("https://github.com/%s/pull/%d#issuecomment-%d", theRepo, pr, c.ID)},
-				"sender": maintainer.json()}
+				"sender": maintainer.JSON()}
 			body, _ := json.Marshal(p)
 			deliver("issue_comment", fmt.Sprintf("kill-c-%d", pr), body)
 			// The push comes after the pin is recorded (its reply is posted).

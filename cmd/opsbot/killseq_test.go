@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
@@ -16,13 +17,13 @@ import (
 // configuration and database with the real binary, which a test may kill
 // with SIGKILL; the world's helpers then talk to it.
 func (w *world) serveBinary() *proc {
-	w.t.Helper()
-	w.srv.Stop(w.t)
-	bin := buildBinary(w.t)
-	cmd := exec.Command(bin, "serve", "--config", filepath.Join(w.dir, "opsbot.yaml"))
+	w.T.Helper()
+	w.Srv.Stop(w.T)
+	bin := buildBinary(w.T)
+	cmd := exec.Command(bin, "serve", "--config", filepath.Join(w.Dir, "opsbot.yaml"))
 	cmd.Env = append(os.Environ(), "TEST_WEBHOOK_SECRET="+testSecret, "TEST_GITHUB_TOKEN=ghs_test", "TEST_API_TOKENS="+apiToken)
-	p := startCmd(w.t, cmd, w.dir)
-	w.srv = &testServer{URL: p.url}
+	p := startCmd(w.T, cmd, w.Dir)
+	w.Srv = &testServer{URL: p.url}
 	return p
 }
 
@@ -55,21 +56,21 @@ func TestKill9AfterGitHubTookADispatch(t *testing.T) {
 		t.Skip("builds and kills the real binary")
 	}
 	t.Parallel()
-	w := approveWorld(t, "", &movingClock{t: time.Now()})
+	w := approveWorld(t, "", e2e.NewClock())
 	const runsRoute = "GET /repos/{owner}/{repo}/actions/workflows/{id}/runs"
 	const dispatchRoute = "POST /repos/{owner}/{repo}/actions/workflows/{id}/dispatches"
-	w.gh.Inject(runsRoute, githubtest.Fault{Status: 200, Body: `{"total_count":0,"workflow_runs":[]}`}) // GitHub's list lags
-	arrived, release := w.gh.HoldAnswer(dispatchRoute)
+	w.GH.Inject(runsRoute, githubtest.Fault{Status: 200, Body: `{"total_count":0,"workflow_runs":[]}`}) // GitHub's list lags
+	arrived, release := w.GH.HoldAnswer(dispatchRoute)
 	defer release()
 	p := w.serveBinary()
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/approve-sweep "+sha("c1"))
-	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/approve-sweep "+sha("c1"))
+	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
 	waitSlow(t, arrived, "the dispatch")
 	p.kill9(t)
 	release()
 	w.serveBinary()
 	st := w.waitApproval("looking for the run", "GitHub did not answer the dispatch: looking for its run")
-	if n := len(w.gh.WorkflowDispatches()); n != 1 {
+	if n := len(w.GH.WorkflowDispatches()); n != 1 {
 		t.Fatalf("%d dispatches after a restart with a mark; want the one GitHub took:\n%s", n, st)
 	}
 }
@@ -83,25 +84,25 @@ func TestKill9AfterGitHubMerged(t *testing.T) {
 		t.Skip("builds and kills the real binary")
 	}
 	t.Parallel()
-	w := mergeWorld(t, "    main_sweeps: false\n", &movingClock{t: time.Now()})
+	w := mergeWorld(t, "    main_sweeps: false\n", e2e.NewClock())
 	w.greenChecks(sha("c1"))
-	arrived, release := w.gh.HoldAnswer(routeMerge)
+	arrived, release := w.GH.HoldAnswer(routeMerge)
 	defer release()
 	p := w.serveBinary()
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
-	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
+	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
 	waitSlow(t, arrived, "the merge")
 	p.kill9(t)
 	release()
 	w.serveBinary()
 	w.waitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
-	if n := w.gh.Count(routeMerge); n != 1 {
+	if n := w.GH.Count(routeMerge); n != 1 {
 		t.Fatalf("the merge was asked %d times; want once", n)
 	}
 	if w.pinRevoked() {
 		t.Fatalf("the pin of a merge opsbot made was revoked: %v", w.trail())
 	}
-	m := w.gh.Merges()
+	m := w.GH.Merges()
 	w.closedMerged(m[0].Commit)
 	if out, _ := w.gate("--event", "push", "--sha", m[0].Commit); out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != strconv.FormatInt(runR1, 10) {
 		t.Fatalf("push gate after the merge = %v", out)

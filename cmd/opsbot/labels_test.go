@@ -14,8 +14,8 @@ import (
 func TestLabelAskSweepsADecidedHead(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
 	out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
 	if out["skip-pr-sweep"] != "true" {
 		t.Fatalf("synchronize ask = %v", out)
@@ -39,12 +39,12 @@ func TestLabelAskSweepsADecidedHead(t *testing.T) {
 func TestPinRefusedOnAPartialSweep(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	mustContain(t, "reply", w.lastReply(), "I did not pin run 31147925932", "labelled `evals-only`", "partial")
-	w.gh.SetLabels(theRepo, thePR, "sweep-enabled")
-	w.comment(maintainer, "/reuse-sweep-run")
-	mustContain(t, "bare pin reply", w.lastReply(), "I did not pin a run", "none of the full-sweep labels", "`full-sweep-enabled`")
+	w.GH.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	mustContain(t, "reply", w.LastReply(), "I did not pin run 31147925932", "labelled `evals-only`", "partial")
+	w.GH.SetLabels(theRepo, thePR, "sweep-enabled")
+	w.Comment(maintainer, "/reuse-sweep-run")
+	mustContain(t, "bare pin reply", w.LastReply(), "I did not pin a run", "none of the full-sweep labels", "`full-sweep-enabled`")
 	if tr := w.trail(); len(tr) != 2 || tr[0] != "command reuse-sweep-run rejected" || tr[1] != "command reuse-sweep-run rejected" {
 		t.Fatalf("audit = %v", tr)
 	}
@@ -57,29 +57,29 @@ func TestPinRefusedOnAPartialSweep(t *testing.T) {
 func TestUngatedPushKeepsThePin(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled", "agentx-fast")
-	w.push("c2")
-	if st := w.statuses("c2"); len(st) != 0 {
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.SetLabels(theRepo, thePR, "full-sweep-enabled", "agentx-fast")
+	w.Push("c2")
+	if st := w.Statuses("c2"); len(st) != 0 {
 		t.Fatalf("a push that is not gated got a status: %+v", st)
 	}
-	mustContain(t, "not gated notice", w.lastReply(), "Not gated: labelled `agentx-fast`", "stays for the next push that is gated")
+	mustContain(t, "not gated notice", w.LastReply(), "Not gated: labelled `agentx-fast`", "stays for the next push that is gated")
 	out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
 	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "not gated: labelled `agentx-fast`") {
 		t.Fatalf("ask for a push that is not gated = %v", out)
 	}
-	replies := len(w.replies())
-	w.push("c3")
-	if got := len(w.replies()); got != replies {
-		t.Fatalf("the second push that is not gated for the same reason said it again: %v", w.replies()[replies:])
+	replies := len(w.Replies())
+	w.Push("c3")
+	if got := len(w.Replies()); got != replies {
+		t.Fatalf("the second push that is not gated for the same reason said it again: %v", w.Replies()[replies:])
 	}
 	tr := w.trail()
 	if tr[len(tr)-1] != "decision not_gated" || tr[len(tr)-2] != "decision not_gated" {
 		t.Fatalf("audit = %v", tr)
 	}
-	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled")
-	w.push("c4")
-	if st := w.statuses("c4"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+	w.GH.SetLabels(theRepo, thePR, "full-sweep-enabled")
+	w.Push("c4")
+	if st := w.Statuses("c4"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
 		t.Fatalf("the first gated push after the label went = %+v", st)
 	}
 }
@@ -88,16 +88,16 @@ func TestUngatedPushKeepsThePin(t *testing.T) {
 func TestDraftPushUsesUpNothing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.SetDraft(theRepo, thePR, true)
-	w.push("c2")
-	if st := w.statuses("c2"); len(st) != 0 {
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.SetDraft(theRepo, thePR, true)
+	w.Push("c2")
+	if st := w.Statuses("c2"); len(st) != 0 {
 		t.Fatalf("a draft's push got a status: %+v", st)
 	}
-	mustContain(t, "not gated notice", w.lastReply(), "Not gated: draft")
-	w.gh.SetDraft(theRepo, thePR, false)
-	w.push("c3")
-	if st := w.statuses("c3"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+	mustContain(t, "not gated notice", w.LastReply(), "Not gated: draft")
+	w.GH.SetDraft(theRepo, thePR, false)
+	w.Push("c3")
+	if st := w.Statuses("c3"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
 		t.Fatalf("the first push after ready for review = %+v", st)
 	}
 }
@@ -108,17 +108,17 @@ func TestDraftPushUsesUpNothing(t *testing.T) {
 func TestPushGateJudgesTheMergedPRsLabels(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.SetLabels(theRepo, thePR, "sweep-enabled")
-	w.close(true, "a1")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.SetLabels(theRepo, thePR, "sweep-enabled")
+	w.ClosePR(true, "a1")
 	out, _ := w.gate("--event", "push", "--sha", sha("a1"))
 	if out["reuse-enabled"] != "false" || !strings.Contains(out["reuse-reason"], "none of the full-sweep labels") ||
 		!strings.Contains(out["reuse-reason"], "full-sweep-fail-fast") {
 		t.Fatalf("push gate after a trimmed sweep = %v", out)
 	}
 	w2 := newWorld(t, "")
-	w2.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w2.close(true, "a2")
+	w2.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w2.ClosePR(true, "a2")
 	out, _ = w2.gate("--event", "push", "--sha", sha("a2"))
 	if out["reuse-enabled"] != "true" || !strings.Contains(out["reuse-reason"], "the merge of PR #2512 (head c1c1c1c) reused run 31147925932") {
 		t.Fatalf("push gate after a merge that consumed the pin = %v", out)
@@ -129,11 +129,11 @@ func TestPushGateJudgesTheMergedPRsLabels(t *testing.T) {
 func TestLabelRulesTurnedOff(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "    reuse:\n      full_sweep_labels: []\n      incompatible_labels: []\n")
-	w.gh.SetLabels(theRepo, thePR, "evals-only")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2")
-	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
-		t.Fatalf("with the label rules off = %+v (%s)", st, w.lastReply())
+	w.GH.SetLabels(theRepo, thePR, "evals-only")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
+	if st := w.Statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+		t.Fatalf("with the label rules off = %+v (%s)", st, w.LastReply())
 	}
 }
 
@@ -143,21 +143,21 @@ func TestLabelRulesTurnedOff(t *testing.T) {
 func TestPathGuardCountsOnlyThePRsOwnChanges(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\", \"docs/**\"]\n")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.MergeDefault(theRepo, thePR, sha("c2"), "benchmarks/other-model.sh", "utils/ingest.py")
-	w.sendSync(sha("c2"), "")
-	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
-		t.Fatalf("a merge of main under allowed_paths = %+v (%s)", st, w.lastReply())
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.MergeDefault(theRepo, thePR, sha("c2"), "benchmarks/other-model.sh", "utils/ingest.py")
+	w.SendSync(sha("c2"), "")
+	if st := w.Statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+		t.Fatalf("a merge of main under allowed_paths = %+v (%s)", st, w.LastReply())
 	}
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.MergeDefault(theRepo, thePR, sha("c3"), "benchmarks/other-model.sh")
-	w.push("c4", "benchmarks/kimi.sh")
-	if st := w.statuses("c4"); len(st) != 1 || strings.HasPrefix(st[0].Description, "skip") {
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.MergeDefault(theRepo, thePR, sha("c3"), "benchmarks/other-model.sh")
+	w.Push("c4", "benchmarks/kimi.sh")
+	if st := w.Statuses("c4"); len(st) != 1 || strings.HasPrefix(st[0].Description, "skip") {
 		t.Fatalf("the PR's own change outside allowed_paths after a merge of main = %+v", st)
 	}
-	mustContain(t, "invalid comment", w.lastReply(), "touch `benchmarks/kimi.sh`", "outside the allowed paths")
-	if strings.Contains(w.lastReply(), "other-model") {
-		t.Fatalf("the refusal counts the default branch's file: %s", w.lastReply())
+	mustContain(t, "invalid comment", w.LastReply(), "touch `benchmarks/kimi.sh`", "outside the allowed paths")
+	if strings.Contains(w.LastReply(), "other-model") {
+		t.Fatalf("the refusal counts the default branch's file: %s", w.LastReply())
 	}
 }
 
@@ -167,10 +167,10 @@ func TestPathGuardCountsOnlyThePRsOwnChanges(t *testing.T) {
 func TestMainWithoutSweepsTakesTheFinalHeadsOwnSweep(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "    main_sweeps: false\n")
-	w.push("c2")
-	w.gh.AddRun(theRepo, githubtest.Run{ID: 31200000001, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+	w.Push("c2")
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 31200000001, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
-	w.close(true, "a1")
+	w.ClosePR(true, "a1")
 	out, _ := w.gate("--event", "push", "--sha", sha("a1"))
 	if out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31200000001" || out["reuse-source-head-sha"] != sha("c2") ||
 		!strings.Contains(out["reuse-reason"], "ran its own sweep, run 31200000001") {
@@ -178,18 +178,18 @@ func TestMainWithoutSweepsTakesTheFinalHeadsOwnSweep(t *testing.T) {
 	}
 
 	w2 := newWorld(t, "    main_sweeps: false\n")
-	w2.push("c2")
-	w2.close(true, "a2")
+	w2.Push("c2")
+	w2.ClosePR(true, "a2")
 	out, _ = w2.gate("--event", "push", "--sha", sha("a2"))
 	if out["reuse-enabled"] != "false" || !strings.Contains(out["reuse-reason"], "the final head has no real sweep of its own") {
 		t.Fatalf("push gate after a final head without its own sweep = %v", out)
 	}
 
 	w3 := newWorld(t, "")
-	w3.push("c2")
-	w3.gh.AddRun(theRepo, githubtest.Run{ID: 31200000001, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+	w3.Push("c2")
+	w3.GH.AddRun(theRepo, githubtest.Run{ID: 31200000001, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
-	w3.close(true, "a3")
+	w3.ClosePR(true, "a3")
 	out, _ = w3.gate("--event", "push", "--sha", sha("a3"))
 	if out["reuse-enabled"] != "false" || !strings.Contains(out["reuse-reason"], "ran its own sweep") {
 		t.Fatalf("push gate where pushes to main sweep = %v", out)
@@ -203,12 +203,12 @@ func TestPartialSweepRunStaysPartial(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
 	now := time.Now()
-	w.gh.SetLabelsAt(theRepo, thePR, now.Add(-3*time.Hour), "evals-only")       // before run R1 was made (2 h ago)
-	w.gh.SetLabelsAt(theRepo, thePR, now.Add(-time.Hour), "full-sweep-enabled") // after
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	mustContain(t, "named pin", w.lastReply(), "I did not pin run 31147925932", "was made while PR #2512 was labelled `evals-only`")
-	w.comment(maintainer, "/reuse-sweep-run")
-	mustContain(t, "bare pin", w.lastReply(), "I did not pin a run", "labelled `evals-only`")
+	w.GH.SetLabelsAt(theRepo, thePR, now.Add(-3*time.Hour), "evals-only")       // before run R1 was made (2 h ago)
+	w.GH.SetLabelsAt(theRepo, thePR, now.Add(-time.Hour), "full-sweep-enabled") // after
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	mustContain(t, "named pin", w.LastReply(), "I did not pin run 31147925932", "was made while PR #2512 was labelled `evals-only`")
+	w.Comment(maintainer, "/reuse-sweep-run")
+	mustContain(t, "bare pin", w.LastReply(), "I did not pin a run", "labelled `evals-only`")
 }
 
 // The workflow's ask for a push whose webhook has not come yet judges the
@@ -217,17 +217,17 @@ func TestPartialSweepRunStaysPartial(t *testing.T) {
 func TestAskBeforeThePushWebhookReadsTheLabelsOfThatPush(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.SetDraft(theRepo, thePR, true)
-	w.sendSync(sha("c1"), "") // a webhook carrying draft=true
-	w.gh.SetDraft(theRepo, thePR, false)
-	w.gh.Push(theRepo, thePR, []string{sha("c2")}, nil)
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.SetDraft(theRepo, thePR, true)
+	w.SendSync(sha("c1"), "") // a webhook carrying draft=true
+	w.GH.SetDraft(theRepo, thePR, false)
+	w.GH.Push(theRepo, thePR, []string{sha("c2")}, nil)
 	out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
 	if out["skip-pr-sweep"] != "true" {
 		t.Fatalf("ask for a ready PR's push before its webhook = %v", out)
 	}
-	w.sendSync(sha("c2"), "")
-	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+	w.SendSync(sha("c2"), "")
+	if st := w.Statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
 		t.Fatalf("statuses of c2 = %+v", st)
 	}
 }
@@ -237,24 +237,24 @@ func TestAskBeforeThePushWebhookReadsTheLabelsOfThatPush(t *testing.T) {
 func TestAHeadAnsweredNotGatedStaysSo(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.SetDraft(theRepo, thePR, true)
-	w.gh.Push(theRepo, thePR, []string{sha("c2")}, nil)
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.SetDraft(theRepo, thePR, true)
+	w.GH.Push(theRepo, thePR, []string{sha("c2")}, nil)
 	out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
 	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "not gated: draft") {
 		t.Fatalf("ask for a draft's push = %v", out)
 	}
-	w.gh.SetDraft(theRepo, thePR, false)
-	w.sendSync(sha("c2"), "") // its webhook now says ready for review
-	if st := w.statuses("c2"); len(st) != 0 {
+	w.GH.SetDraft(theRepo, thePR, false)
+	w.SendSync(sha("c2"), "") // its webhook now says ready for review
+	if st := w.Statuses("c2"); len(st) != 0 {
 		t.Fatalf("the head answered not gated was decided: %+v", st)
 	}
 	out, _ = w.gate("--pr", "2512", "--sha", sha("c2"))
 	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "not gated: draft") {
 		t.Fatalf("second ask for the head answered not gated = %v", out)
 	}
-	w.push("c3")
-	if st := w.statuses("c3"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+	w.Push("c3")
+	if st := w.Statuses("c3"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
 		t.Fatalf("the next gated push = %+v", st)
 	}
 }
@@ -264,13 +264,13 @@ func TestAHeadAnsweredNotGatedStaysSo(t *testing.T) {
 func TestNotGatedIsToldToEachPin(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.SetDraft(theRepo, thePR, true)
-	w.push("c2")
-	mustContain(t, "first", w.lastReply(), "Not gated: draft")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c3")
-	mustContain(t, "second pin", w.lastReply(), "Not gated: draft", "c3c3c3c")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.SetDraft(theRepo, thePR, true)
+	w.Push("c2")
+	mustContain(t, "first", w.LastReply(), "Not gated: draft")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c3")
+	mustContain(t, "second pin", w.LastReply(), "Not gated: draft", "c3c3c3c")
 }
 
 // A merge whose labels make the PR's sweep partial reuses nothing, though
@@ -279,9 +279,9 @@ func TestNotGatedIsToldToEachPin(t *testing.T) {
 func TestMergeWithPartialLabelsReusesNothing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
-	w.close(true, "a1")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
+	w.ClosePR(true, "a1")
 	if tr := w.trail(); tr[len(tr)-1] != "pin invalid" || tr[len(tr)-2] != "decision sweep" {
 		t.Fatalf("audit = %v", tr)
 	}
@@ -300,9 +300,9 @@ func TestLateLabelEventDoesNotMoveTheLabelsBack(t *testing.T) {
 	w := newWorld(t, "")
 	t0 := time.Now().Add(-time.Hour)
 	w.sendPRAt("opened", sha("c1"), t0) // the head recorded, not decided (opened is no gate action here)
-	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
+	w.GH.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
 	w.sendPRAt("labeled", sha("c1"), t0.Add(2*time.Minute)) // evals-only added: the newest event
-	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled")
+	w.GH.SetLabels(theRepo, thePR, "full-sweep-enabled")
 	w.sendPRAt("unlabeled", sha("c1"), t0.Add(time.Minute)) // an older event, without evals-only, delivered late
 	out, _ := w.gate("--pr", "2512", "--sha", sha("c1"))
 	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "not gated: labelled `evals-only`") {

@@ -30,21 +30,21 @@ func TestLateCreatedAfterTheCommandWasTakenBack(t *testing.T) {
 		if !found {
 			t.Fatalf("no audit record says the command was not run (%q): %v", why, w.trail())
 		}
-		w.push("c2")
+		w.Push("c2")
 		if out, _ := w.gate("--pr", "2512", "--sha", sha("c2")); out["skip-pr-sweep"] != "false" {
 			t.Fatalf("the push after a taken-back command: %v, want the sweep", out)
 		}
 	}
 	t.Run("deleted first", func(t *testing.T) {
 		w := newWorld(t, "")
-		c := w.gh.AddComment(theRepo, thePR, maintLog, cmd)
-		w.gh.DeleteComment(c.ID)
-		w.commentEvent("deleted", maintainer, maintainer, c.ID, cmd, "")
-		w.commentEvent("created", maintainer, maintainer, c.ID, cmd, "")
-		if r := w.gh.Reactions(c.ID); len(r) != 0 {
+		c := w.GH.AddComment(theRepo, thePR, maintLog, cmd)
+		w.GH.DeleteComment(c.ID)
+		w.CommentEvent("deleted", maintainer, maintainer, c.ID, cmd, "")
+		w.CommentEvent("created", maintainer, maintainer, c.ID, cmd, "")
+		if r := w.GH.Reactions(c.ID); len(r) != 0 {
 			t.Fatalf("reactions to the deleted comment: %v", r)
 		}
-		for _, r := range w.replies() {
+		for _, r := range w.Replies() {
 			if strings.Contains(r, "pinned run") {
 				t.Fatalf("opsbot answered a deleted comment's command:\n%s", r)
 			}
@@ -53,30 +53,30 @@ func TestLateCreatedAfterTheCommandWasTakenBack(t *testing.T) {
 	})
 	t.Run("edited away first", func(t *testing.T) {
 		w := newWorld(t, "")
-		c := w.gh.AddComment(theRepo, thePR, maintLog, cmd)
-		w.gh.EditComment(c.ID, "never mind, the sweep is needed")
-		w.commentEvent("edited", maintainer, maintainer, c.ID, "never mind, the sweep is needed", cmd)
-		w.commentEvent("created", maintainer, maintainer, c.ID, cmd, "")
+		c := w.GH.AddComment(theRepo, thePR, maintLog, cmd)
+		w.GH.EditComment(c.ID, "never mind, the sweep is needed")
+		w.CommentEvent("edited", maintainer, maintainer, c.ID, "never mind, the sweep is needed", cmd)
+		w.CommentEvent("created", maintainer, maintainer, c.ID, cmd, "")
 		notRun(t, w, "no longer holds this command")
 	})
 	t.Run("an edit seen first that GitHub shows was followed by a deletion", func(t *testing.T) {
 		w := newWorld(t, "")
-		c := w.gh.AddComment(theRepo, thePR, maintLog, cmd)
-		w.commentEvent("edited", maintainer, maintainer, c.ID, cmd+"\nthanks", cmd)
-		w.gh.DeleteComment(c.ID)
-		w.commentEvent("created", maintainer, maintainer, c.ID, cmd, "")
+		c := w.GH.AddComment(theRepo, thePR, maintLog, cmd)
+		w.CommentEvent("edited", maintainer, maintainer, c.ID, cmd+"\nthanks", cmd)
+		w.GH.DeleteComment(c.ID)
+		w.CommentEvent("created", maintainer, maintainer, c.ID, cmd, "")
 		notRun(t, w, "edited and then deleted")
 	})
 	t.Run("an edit that kept the command runs it", func(t *testing.T) {
 		w := newWorld(t, "")
-		c := w.gh.AddComment(theRepo, thePR, maintLog, cmd)
-		w.gh.EditComment(c.ID, cmd+"\nthanks!")
-		w.commentEvent("edited", maintainer, maintainer, c.ID, cmd+"\nthanks!", cmd)
-		w.commentEvent("created", maintainer, maintainer, c.ID, cmd, "")
-		if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"+1"}) {
+		c := w.GH.AddComment(theRepo, thePR, maintLog, cmd)
+		w.GH.EditComment(c.ID, cmd+"\nthanks!")
+		w.CommentEvent("edited", maintainer, maintainer, c.ID, cmd+"\nthanks!", cmd)
+		w.CommentEvent("created", maintainer, maintainer, c.ID, cmd, "")
+		if r := w.GH.Reactions(c.ID); !slices.Equal(r, []string{"+1"}) {
 			t.Fatalf("reactions = %v, want +1", r)
 		}
-		w.push("c2")
+		w.Push("c2")
 		if out, _ := w.gate("--pr", "2512", "--sha", sha("c2")); out["skip-pr-sweep"] != "true" {
 			t.Fatalf("the push after the kept command: %v, want a skip", out)
 		}
@@ -98,14 +98,14 @@ func TestDeletingAStageCommentCancelsItsDispatch(t *testing.T) {
 	t.Run("before the dispatch is sent", func(t *testing.T) {
 		w := stageWorld(t, "")
 		// The first request's dispatch is slow: the second's waits behind it, unsent.
-		w.gh.Inject("POST /repos/{owner}/{repo}/dispatches", githubtest.Fault{Delay: 3 * time.Second, Pass: true, Times: 1})
-		first := w.gh.AddComment(theRepo, thePR, maintLog, "/stage-results 31147925932")
-		postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, first.ID, first.Body, ""))
-		second := w.gh.AddComment(theRepo, thePR, maintLog, "/stage-results")
-		postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, second.ID, second.Body, ""))
-		w.gh.DeleteComment(second.ID)
-		w.commentEvent("deleted", maintainer, maintainer, second.ID, second.Body, "")
-		ds := w.gh.Dispatches()
+		w.GH.Inject("POST /repos/{owner}/{repo}/dispatches", githubtest.Fault{Delay: 3 * time.Second, Pass: true, Times: 1})
+		first := w.GH.AddComment(theRepo, thePR, maintLog, "/stage-results 31147925932")
+		postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, first.ID, first.Body, ""))
+		second := w.GH.AddComment(theRepo, thePR, maintLog, "/stage-results")
+		postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, second.ID, second.Body, ""))
+		w.GH.DeleteComment(second.ID)
+		w.CommentEvent("deleted", maintainer, maintainer, second.ID, second.Body, "")
+		ds := w.GH.Dispatches()
 		if len(ds) != 1 || ds[0].ClientPayload["comment-id"] != strconv.FormatInt(first.ID, 10) {
 			t.Fatalf("dispatches = %+v, want only the first request's", ds)
 		}
@@ -113,22 +113,22 @@ func TestDeletingAStageCommentCancelsItsDispatch(t *testing.T) {
 			t.Fatalf("audit: %v", w.trail())
 		}
 		found := false
-		for _, r := range w.replies() {
+		for _, r := range w.Replies() {
 			found = found || strings.Contains(r, "was cancelled before the staging side was asked")
 		}
 		if !found {
-			t.Fatalf("no acknowledgement says the request was cancelled:\n%s", strings.Join(w.replies(), "\n---\n"))
+			t.Fatalf("no acknowledgement says the request was cancelled:\n%s", strings.Join(w.Replies(), "\n---\n"))
 		}
 	})
 	t.Run("after the dispatch was sent", func(t *testing.T) {
 		w := stageWorld(t, "")
-		c := w.comment(maintainer, "/stage-results 31147925932")
-		w.gh.DeleteComment(c.ID)
-		w.commentEvent("deleted", maintainer, maintainer, c.ID, c.Body, "")
+		c := w.Comment(maintainer, "/stage-results 31147925932")
+		w.GH.DeleteComment(c.ID)
+		w.CommentEvent("deleted", maintainer, maintainer, c.ID, c.Body, "")
 		if !stageAudit(w, "not_cancelled", c.ID) {
 			t.Fatalf("audit: %v", w.trail())
 		}
-		if ds := w.gh.Dispatches(); len(ds) != 1 {
+		if ds := w.GH.Dispatches(); len(ds) != 1 {
 			t.Fatalf("dispatches = %+v, want the one sent", ds)
 		}
 	})
@@ -140,22 +140,22 @@ func TestDeletingAStageCommentCancelsItsDispatch(t *testing.T) {
 // the PR say so, and the next push reuses the run.
 func TestLowerRoleCannotTakeBackAPin(t *testing.T) {
 	const cmd = "/reuse-sweep-run 31147925932"
-	writer := user{"writer", 5003, "User"}
+	writer := user{Login: "writer", ID: 5003, Kind: "User"}
 	for _, how := range []string{"deleted", "edited"} {
 		t.Run(how, func(t *testing.T) {
 			w := newWorld(t, "    reuse:\n      min_role: maintain\n")
-			w.gh.SetRole(theRepo, maintLog, "maintain")
-			w.gh.AddUser(writer.login, writer.id, "User")
-			w.gh.SetRole(theRepo, writer.login, "write")
-			c := w.comment(maintainer, cmd)
+			w.GH.SetRole(theRepo, maintLog, "maintain")
+			w.GH.AddUser(writer.Login, writer.ID, "User")
+			w.GH.SetRole(theRepo, writer.Login, "write")
+			c := w.Comment(maintainer, cmd)
 			if how == "deleted" {
-				w.gh.DeleteComment(c.ID)
-				w.commentEvent("deleted", maintainer, writer, c.ID, cmd, "")
+				w.GH.DeleteComment(c.ID)
+				w.CommentEvent("deleted", maintainer, writer, c.ID, cmd, "")
 			} else {
-				w.gh.EditComment(c.ID, "no")
-				w.commentEvent("edited", maintainer, writer, c.ID, "no", cmd)
+				w.GH.EditComment(c.ID, "no")
+				w.CommentEvent("edited", maintainer, writer, c.ID, "no", cmd)
 			}
-			mustContain(t, "reply", w.lastReply(), "@writer", "the pin stays")
+			mustContain(t, "reply", w.LastReply(), "@writer", "the pin stays")
 			kept := false
 			for _, r := range w.audit() {
 				kept = kept || (r["kind"] == "pin" && r["outcome"] == "kept")
@@ -163,7 +163,7 @@ func TestLowerRoleCannotTakeBackAPin(t *testing.T) {
 			if !kept {
 				t.Fatalf("audit: %v", w.trail())
 			}
-			w.push("c2")
+			w.Push("c2")
 			if out, _ := w.gate("--pr", "2512", "--sha", sha("c2")); out["skip-pr-sweep"] != "true" {
 				t.Fatalf("the push after a refused revocation: %v, want a skip", out)
 			}
@@ -171,11 +171,11 @@ func TestLowerRoleCannotTakeBackAPin(t *testing.T) {
 	}
 	t.Run("the author takes back their own pin", func(t *testing.T) {
 		w := newWorld(t, "    reuse:\n      min_role: maintain\n")
-		w.gh.SetRole(theRepo, maintLog, "maintain")
-		c := w.comment(maintainer, cmd)
-		w.gh.DeleteComment(c.ID)
-		w.commentEvent("deleted", maintainer, maintainer, c.ID, cmd, "")
-		w.push("c2")
+		w.GH.SetRole(theRepo, maintLog, "maintain")
+		c := w.Comment(maintainer, cmd)
+		w.GH.DeleteComment(c.ID)
+		w.CommentEvent("deleted", maintainer, maintainer, c.ID, cmd, "")
+		w.Push("c2")
 		if out, _ := w.gate("--pr", "2512", "--sha", sha("c2")); out["skip-pr-sweep"] != "false" {
 			t.Fatalf("the push after the author deleted the pin's comment: %v, want the sweep", out)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
@@ -25,14 +26,14 @@ func mergeWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
 	if !strings.Contains(repoExtra, "merge:") {
 		repoExtra = "    merge:\n      min_role: write\n" + repoExtra
 	}
-	return newWorldOpts(t, worldOpts{repo: repoExtra, deps: func(d *app.Deps) {
-		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
+	return newWorldOpts(t, worldOpts{Repo: repoExtra, Deps: func(d *app.Deps) {
+		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
 	}})
 }
 
 // mergeStatus is the merge's status comment on the PR ("" for none).
 func (w *world) mergeStatus() string {
-	for _, r := range w.replies() {
+	for _, r := range w.Replies() {
 		if strings.Contains(r, "**Merge with reuse**") {
 			return r
 		}
@@ -42,8 +43,8 @@ func (w *world) mergeStatus() string {
 
 // waitStatus waits until the merge's status comment says each of subs.
 func (w *world) waitStatus(what string, subs ...string) string {
-	w.t.Helper()
-	testkit.Eventually(w.t, what, func() bool {
+	w.T.Helper()
+	testkit.Eventually(w.T, what, func() bool {
 		s := w.mergeStatus()
 		for _, sub := range subs {
 			if !strings.Contains(s, sub) {
@@ -52,31 +53,31 @@ func (w *world) waitStatus(what string, subs ...string) string {
 		}
 		return true
 	})
-	w.settle()
+	w.Settle()
 	return w.mergeStatus()
 }
 
 // swept says the gate's last status on commit name says it sweeps.
 func (w *world) swept(name string) bool {
-	st := w.statuses(name)
+	st := w.Statuses(name)
 	return len(st) > 0 && strings.HasPrefix(st[len(st)-1].Description, "sweep")
 }
 
 // greenChecks gives a head the checks a swept (or skipped) PR head has.
 func (w *world) greenChecks(head string) {
-	w.gh.SetCheckRun(theRepo, head, "sweep / gate", "completed", "success")
-	w.gh.SetCheckRun(theRepo, head, "sweep / benchmarks", "completed", "skipped")
-	w.gh.SetCheckRun(theRepo, head, "lint", "completed", "success")
+	w.GH.SetCheckRun(theRepo, head, "sweep / gate", "completed", "success")
+	w.GH.SetCheckRun(theRepo, head, "sweep / benchmarks", "completed", "skipped")
+	w.GH.SetCheckRun(theRepo, head, "lint", "completed", "success")
 }
 
 // checkEvent sends check_suite completed for head, as GitHub does when a
 // head's checks finish.
 func (w *world) checkEvent(head string) {
-	w.t.Helper()
-	p := payload(w.t, "check_suite", "completed")
+	w.T.Helper()
+	p := payload(w.T, "check_suite", "completed")
 	setPath(p, "repository.full_name", theRepo)
 	setPath(p, "check_suite.head_sha", head)
-	w.send("check_suite", p)
+	w.Send("check_suite", p)
 }
 
 // The happy path: a branch behind its base is updated by opsbot, the
@@ -85,29 +86,29 @@ func (w *world) checkEvent(head string) {
 // status comment tells each step and the audit keeps them with who asked.
 func TestMergeWithReuseUpdatesWaitsAndMerges(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "    main_sweeps: false\n", clock)
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
-	testkit.Eventually(t, "the branch update", func() bool { return w.gh.Count(routeUpdateBranch) == 1 })
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	testkit.Eventually(t, "the branch update", func() bool { return w.GH.Count(routeUpdateBranch) == 1 })
 	st := w.waitStatus("the update asked", "update asked")
 	mustContain(t, "status", st, "pinned run [31147925932](", "asked by @maintainer", "`squash`")
-	if n := len(w.gh.Merges()); n != 0 {
+	if n := len(w.GH.Merges()); n != 0 {
 		t.Fatalf("merged before the update's push: %d merges", n)
 	}
 	// GitHub makes the merge commit and sends its synchronize.
-	updated := w.gh.PRHead(theRepo, thePR)
+	updated := w.GH.PRHead(theRepo, thePR)
 	w.greenChecks(updated)
-	w.sendSync(updated, "")
-	w.passTime(clock, record.WakeGap) // an event wakes a sequence at most once a WakeGap after its last step
+	w.SendSync(updated, "")
+	w.PassTime(clock, record.WakeGap) // an event wakes a sequence at most once a WakeGap after its last step
 	st = w.waitStatus("the merge", "merged")
 	mustContain(t, "status", st, "branch updated to `"+updated[:7]+"`: its sweep is skipped, reusing run [31147925932](",
 		"checks of `"+updated[:7]+"` passed", "🎉 merged `"+updated[:7]+"`")
-	merges := w.gh.Merges()
+	merges := w.GH.Merges()
 	if len(merges) != 1 || merges[0].SHA != updated || merges[0].Method != "squash" {
 		t.Fatalf("merges %+v; want one squash of %s", merges, updated)
 	}
-	if n := w.gh.Count(routeUpdateBranch); n != 1 {
+	if n := w.GH.Count(routeUpdateBranch); n != 1 {
 		t.Fatalf("update-branch asked %d times", n)
 	}
 	var outcomes []string
@@ -133,17 +134,17 @@ func TestMergeWithReuseUpdatesWaitsAndMerges(t *testing.T) {
 
 // closedMerged sends pull_request closed for a merge GitHub made as commit.
 func (w *world) closedMerged(commit string) {
-	w.t.Helper()
-	p := payload(w.t, "pull_request", "closed")
+	w.T.Helper()
+	p := payload(w.T, "pull_request", "closed")
 	setPath(p, "repository.full_name", theRepo)
 	p["number"] = thePR
 	setPath(p, "pull_request.number", thePR)
 	setPath(p, "pull_request.merged", true)
 	setPath(p, "pull_request.merge_commit_sha", commit)
 	setPath(p, "pull_request.head.ref", "kimi-tune")
-	setPath(p, "pull_request.head.sha", w.gh.PRHead(theRepo, thePR))
-	w.setLabels(p)
-	w.send("pull_request", p)
+	setPath(p, "pull_request.head.sha", w.GH.PRHead(theRepo, thePR))
+	w.SetLabels(p)
+	w.Send("pull_request", p)
 }
 
 // A branch already up to date goes straight to its checks: a cancelled
@@ -151,17 +152,17 @@ func (w *world) closedMerged(commit string) {
 // asks GitHub to update the branch.
 func TestMergeWithReuseUpToDateTakesCancelledChecksAsNotFailed(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "    merge:\n      min_role: write\n      method: rebase\n", clock)
 	w.greenChecks(sha("c1"))
-	w.gh.SetCheckRun(theRepo, sha("c1"), "sweep / evals", "completed", "cancelled")
-	w.comment(maintainer, "/merge-with-reuse")
+	w.GH.SetCheckRun(theRepo, sha("c1"), "sweep / evals", "completed", "cancelled")
+	w.Comment(maintainer, "/merge-with-reuse")
 	st := w.waitStatus("the merge", "merged")
 	mustContain(t, "status", st, ", the newest real sweep run of this PR (", "up to date with its base (head `c1c1c1c`)", "🎉 merged `c1c1c1c`")
-	if m := w.gh.Merges(); len(m) != 1 || m[0].SHA != sha("c1") || m[0].Method != "rebase" {
+	if m := w.GH.Merges(); len(m) != 1 || m[0].SHA != sha("c1") || m[0].Method != "rebase" {
 		t.Fatalf("merges %+v; want one rebase of c1", m)
 	}
-	if n := w.gh.Count(routeUpdateBranch); n != 0 {
+	if n := w.GH.Count(routeUpdateBranch); n != 0 {
 		t.Fatalf("update-branch asked %d times for a branch up to date", n)
 	}
 }
@@ -183,59 +184,59 @@ func TestMergeWithReuseStops(t *testing.T) {
 		want []string
 	}{
 		{"update refused", func(w *world) {
-			w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-			w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 422, Body: `{"message":"merge conflict between base and head"}`})
+			w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+			w.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 422, Body: `{"message":"merge conflict between base and head"}`})
 		}, nil, []string{"⛔ stopped: GitHub refused to update the branch (merge conflict between base and head). Update the branch by hand, then pin a run again. The pin of run [31147925932](",
 			"it took is revoked: the next push sweeps"}},
 		{"failed check", func(w *world) {
 			w.greenChecks(sha("c1"))
-			w.gh.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "failure")
+			w.GH.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "failure")
 		}, nil, []string{"⛔ stopped: `sweep / benchmarks` failed on c1c1c1c"}},
 		{"a failed status", func(w *world) {
 			w.greenChecks(sha("c1"))
-			w.gh.SetStatus(theRepo, sha("c1"), "ci/external", "error")
+			w.GH.SetStatus(theRepo, sha("c1"), "ci/external", "error")
 		}, nil, []string{"⛔ stopped: `ci/external` failed on c1c1c1c"}},
 		{"a push by someone else", pendingChecks, func(w *world, clock *movingClock) {
-			w.push("c2")
-			w.passTime(clock, record.WakeGap)
+			w.Push("c2")
+			w.PassTime(clock, record.WakeGap)
 		}, []string{"⛔ stopped: a new push (head c2c2c2c) came after c1c1c1c"}},
 		{"cancel", pendingChecks, func(w *world, _ *movingClock) {
-			w.comment(maintainer, "/merge-with-reuse cancel")
-			mustContain(w.t, "cancel reply", w.lastReply(), "@maintainer cancelled the merge of this PR asked by @maintainer. The pin of run [31147925932](")
+			w.Comment(maintainer, "/merge-with-reuse cancel")
+			mustContain(w.T, "cancel reply", w.LastReply(), "@maintainer cancelled the merge of this PR asked by @maintainer. The pin of run [31147925932](")
 		}, []string{"⛔ stopped: cancelled by @maintainer"}},
 		{"the PR closed", pendingChecks, func(w *world, clock *movingClock) {
-			w.close(false, "")
-			w.passTime(clock, record.WakeGap)
+			w.ClosePR(false, "")
+			w.PassTime(clock, record.WakeGap)
 		}, []string{"⛔ stopped: the PR was closed"}},
 		{"the deadline", pendingChecks, func(w *world, clock *movingClock) {
-			w.passTime(clock, 2*time.Hour+time.Minute)
+			w.PassTime(clock, 2*time.Hour+time.Minute)
 		}, []string{"⛔ stopped: it did not finish within 2h of the command (waiting for the checks)"}},
 		{"the PR retargeted", pendingChecks, func(w *world, clock *movingClock) {
-			w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release-unprotected" })
-			w.passTime(clock, merge.Poll)
+			w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release-unprotected" })
+			w.PassTime(clock, merge.Poll)
 		}, []string{"⛔ stopped: the PR now merges into `release-unprotected`, not `main`"}},
 		{"a review wanted", func(w *world) {
 			w.greenChecks(sha("c1"))
-			w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.ReviewRequired = true })
+			w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.ReviewRequired = true })
 		}, nil, []string{"⛔ stopped: the checks are green, but branch protection blocks the merge", "opsbot does not bypass it"}},
 		{"the merge refused", func(w *world) {
 			w.greenChecks(sha("c1"))
-			w.gh.Inject(routeMerge, githubtest.Fault{Status: 405, Body: `{"message":"Repository rule violations found"}`})
+			w.GH.Inject(routeMerge, githubtest.Fault{Status: 405, Body: `{"message":"Repository rule violations found"}`})
 		}, nil, []string{"⛔ stopped: GitHub refused the merge of c1c1c1c (405: Repository rule violations found)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := &movingClock{t: time.Now()}
+			clock := e2e.NewClock()
 			w := mergeWorld(t, "", clock)
 			tc.setup(w)
-			w.comment(maintainer, "/merge-with-reuse 31147925932")
+			w.Comment(maintainer, "/merge-with-reuse 31147925932")
 			if tc.act != nil {
 				w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
 				tc.act(w, clock)
 			}
 			st := w.waitStatus("the stop", "⛔ stopped")
 			mustContain(t, "status", st, tc.want...)
-			if m := w.gh.Merges(); len(m) != 0 {
+			if m := w.GH.Merges(); len(m) != 0 {
 				t.Fatalf("merged %+v", m)
 			}
 			var stopped bool
@@ -254,35 +255,35 @@ func TestMergeWithReuseStops(t *testing.T) {
 // pendingChecks leaves a check of c1 running.
 func pendingChecks(w *world) {
 	w.greenChecks(sha("c1"))
-	w.gh.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "in_progress", "")
+	w.GH.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "in_progress", "")
 }
 
 // A merge survives a restart in each waiting state: what it waited for is
 // read again when its wake-up comes.
 func TestMergeWithReuseResumesAfterARestart(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
-	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond }
+	clock := e2e.NewClock()
+	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }
 	w := mergeWorld(t, "", clock)
 	restart := func() {
-		w.srv.Stop(t)
-		w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, deps)
+		w.Srv.Stop(t)
+		w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, deps)
 	}
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.waitStatus("the update asked", "update asked")
 	restart() // waiting for the update's push
-	updated := w.gh.PRHead(theRepo, thePR)
-	w.gh.SetCheckRun(theRepo, updated, "lint", "in_progress", "")
-	w.sendSync(updated, "")
-	w.passTime(clock, record.WakeGap)
+	updated := w.GH.PRHead(theRepo, thePR)
+	w.GH.SetCheckRun(theRepo, updated, "lint", "in_progress", "")
+	w.SendSync(updated, "")
+	w.PassTime(clock, record.WakeGap)
 	w.waitStatus("waiting for the checks", "waiting for the checks of `"+updated[:7]+"`")
 	restart() // waiting for the checks
-	w.gh.SetCheckRun(theRepo, updated, "lint", "completed", "success")
+	w.GH.SetCheckRun(theRepo, updated, "lint", "completed", "success")
 	w.checkEvent(updated)
-	w.passTime(clock, record.WakeGap)
+	w.PassTime(clock, record.WakeGap)
 	w.waitStatus("the merge", "🎉 merged")
-	if m := w.gh.Merges(); len(m) != 1 || m[0].SHA != updated {
+	if m := w.GH.Merges(); len(m) != 1 || m[0].SHA != updated {
 		t.Fatalf("merges %+v; want one of %s", m, updated)
 	}
 }
@@ -291,16 +292,16 @@ func TestMergeWithReuseResumesAfterARestart(t *testing.T) {
 // or asked of GitHub.
 func TestMergeWithReuseRefusesAReader(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
 	w.greenChecks(sha("c1"))
-	w.comment(reader, "/merge-with-reuse 31147925932")
-	clock.add(time.Minute)
-	w.settle()
+	w.Comment(reader, "/merge-with-reuse 31147925932")
+	clock.Add(time.Minute)
+	w.Settle()
 	if st := w.mergeStatus(); st != "" {
 		t.Fatalf("a reader started a merge: %s", st)
 	}
-	if len(w.gh.Merges()) != 0 || w.gh.Count(routeUpdateBranch) != 0 {
+	if len(w.GH.Merges()) != 0 || w.GH.Count(routeUpdateBranch) != 0 {
 		t.Fatal("a reader's command reached GitHub's merge")
 	}
 	var refused bool
@@ -319,16 +320,16 @@ func TestMergeWithReuseRefusesAReader(t *testing.T) {
 // in one comment are, in either order.
 func TestMergeWithReuseAndAPinInOneComment(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
 	w.greenChecks(sha("c1"))
-	w.comment(maintainer, "/reuse-sweep-run 31147925932\n\n/merge-with-reuse 31147925932")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932\n\n/merge-with-reuse 31147925932")
 	w.waitStatus("the merge", "🎉 merged")
-	mustContain(t, "reply", strings.Join(w.replies(), "\n"), "`/reuse-sweep-run 31147925932` (line 1) was not run: `/merge-with-reuse` later in this comment wins")
+	mustContain(t, "reply", strings.Join(w.Replies(), "\n"), "`/reuse-sweep-run 31147925932` (line 1) was not run: `/merge-with-reuse` later in this comment wins")
 
 	w2 := mergeWorld(t, "", clock)
-	w2.comment(maintainer, "/merge-with-reuse 31147925932\n\n/use 31147925932")
-	mustContain(t, "reply", strings.Join(w2.replies(), "\n"), "`/merge-with-reuse 31147925932` (line 1) was not run: `/reuse-sweep-run` later in this comment wins", "📌 @maintainer pinned run")
+	w2.Comment(maintainer, "/merge-with-reuse 31147925932\n\n/use 31147925932")
+	mustContain(t, "reply", strings.Join(w2.Replies(), "\n"), "`/merge-with-reuse 31147925932` (line 1) was not run: `/reuse-sweep-run` later in this comment wins", "📌 @maintainer pinned run")
 	if st := w2.mergeStatus(); st != "" {
 		t.Fatalf("a merge started although a later pin won: %s", st)
 	}
@@ -339,20 +340,20 @@ func TestMergeWithReuseAndAPinInOneComment(t *testing.T) {
 // push still skips its sweep on the pin, and the merge goes on.
 func TestMergeWithReuseUnderAllowedPaths(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n", clock)
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) {
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) {
 		p.Behind, p.UpdateFiles = true, []string{"benchmarks/other.sh", "utils/merge.py"}
 	})
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.waitStatus("the update asked", "update asked")
-	updated := w.gh.PRHead(theRepo, thePR)
+	updated := w.GH.PRHead(theRepo, thePR)
 	w.greenChecks(updated)
-	w.sendSync(updated, "")
-	w.passTime(clock, record.WakeGap)
+	w.SendSync(updated, "")
+	w.PassTime(clock, record.WakeGap)
 	st := w.waitStatus("the merge", "🎉 merged")
 	mustContain(t, "status", st, "its sweep is skipped, reusing run")
-	if got := w.gh.Statuses(theRepo, updated); len(got) == 0 || !strings.HasPrefix(got[len(got)-1].Description, "skip") {
+	if got := w.GH.Statuses(theRepo, updated); len(got) == 0 || !strings.HasPrefix(got[len(got)-1].Description, "skip") {
 		t.Fatalf("the update's push was not skipped: statuses %+v", got)
 	}
 }
@@ -362,24 +363,24 @@ func TestMergeWithReuseUnderAllowedPaths(t *testing.T) {
 // yet) keeps it waiting until it completes.
 func TestMergeWithReuseWaitsForChecksToExist(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.waitStatus("the update asked", "update asked")
-	updated := w.gh.PRHead(theRepo, thePR)
-	w.sendSync(updated, "") // opsbot's own status on the update: skipped
-	w.passTime(clock, record.WakeGap)
+	updated := w.GH.PRHead(theRepo, thePR)
+	w.SendSync(updated, "") // opsbot's own status on the update: skipped
+	w.PassTime(clock, record.WakeGap)
 	w.waitStatus("waiting, with no check yet", "(none yet;")
-	w.gh.SetCheckSuite(theRepo, updated, "sweep", "queued", "")
-	w.passTime(clock, merge.Poll) // read again: the queued workflow is running
-	if n := len(w.gh.Merges()); n != 0 {
-		t.Fatalf("merged a head whose checks did not exist: %+v", w.gh.Merges())
+	w.GH.SetCheckSuite(theRepo, updated, "sweep", "queued", "")
+	w.PassTime(clock, merge.Poll) // read again: the queued workflow is running
+	if n := len(w.GH.Merges()); n != 0 {
+		t.Fatalf("merged a head whose checks did not exist: %+v", w.GH.Merges())
 	}
-	w.gh.SetCheckSuite(theRepo, updated, "sweep", "completed", "success")
+	w.GH.SetCheckSuite(theRepo, updated, "sweep", "completed", "success")
 	w.greenChecks(updated)
 	w.checkEvent(updated)
-	w.passTime(clock, record.WakeGap)
+	w.PassTime(clock, record.WakeGap)
 	w.waitStatus("the merge", "🎉 merged")
 }
 
@@ -387,21 +388,21 @@ func TestMergeWithReuseWaitsForChecksToExist(t *testing.T) {
 // merge's pin covers: it sweeps, the pin is invalid, and the merge stops.
 func TestMergeWithReuseTakesNoOtherPushForTheUpdate(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.waitStatus("the update asked", "update asked")
-	w.gh.Push(theRepo, thePR, []string{sha("e9")}, []string{"benchmarks/evil.sh"})
+	w.GH.Push(theRepo, thePR, []string{sha("e9")}, []string{"benchmarks/evil.sh"})
 	w.greenChecks(sha("e9"))
-	w.sendSync(sha("e9"), "") // its synchronize comes first
+	w.SendSync(sha("e9"), "") // its synchronize comes first
 	if !w.swept("e9") {
-		t.Fatalf("the push on top of the update skipped its sweep: %+v", w.statuses("e9"))
+		t.Fatalf("the push on top of the update skipped its sweep: %+v", w.Statuses("e9"))
 	}
-	w.passTime(clock, record.WakeGap)
+	w.PassTime(clock, record.WakeGap)
 	st := w.waitStatus("the stop", "⛔ stopped")
 	mustContain(t, "status", st, "a push by someone else")
-	if m := w.gh.Merges(); len(m) != 0 {
+	if m := w.GH.Merges(); len(m) != 0 {
 		t.Fatalf("merged %+v", m)
 	}
 }
@@ -410,23 +411,23 @@ func TestMergeWithReuseTakesNoOtherPushForTheUpdate(t *testing.T) {
 // the next push sweeps. Deleting the command's comment stops the merge.
 func TestMergeWithReuseStopsTakeTheirPinBack(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
 	w.greenChecks(sha("c1"))
-	w.gh.SetCheckRun(theRepo, sha("c1"), "lint", "completed", "failure")
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.GH.SetCheckRun(theRepo, sha("c1"), "lint", "completed", "failure")
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	st := w.waitStatus("the stop", "⛔ stopped")
 	mustContain(t, "status", st, "`lint` failed on c1c1c1c. The pin of run [31147925932](", "is revoked: the next push sweeps")
-	w.push("c2")
+	w.Push("c2")
 	if !w.swept("c2") {
-		t.Fatalf("a push after a stopped merge skipped its sweep: %+v", w.statuses("c2"))
+		t.Fatalf("a push after a stopped merge skipped its sweep: %+v", w.Statuses("c2"))
 	}
 
 	w2 := mergeWorld(t, "", clock)
 	pendingChecks(w2)
-	c := w2.comment(maintainer, "/merge-with-reuse 31147925932")
+	c := w2.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w2.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
-	w2.commentEvent("deleted", maintainer, maintainer, c.ID, c.Body, "")
+	w2.CommentEvent("deleted", maintainer, maintainer, c.ID, c.Body, "")
 	st = w2.waitStatus("the stop", "⛔ stopped")
 	mustContain(t, "status", st, "@maintainer deleted the comment that asked for it")
 }
@@ -434,10 +435,10 @@ func TestMergeWithReuseStopsTakeTheirPinBack(t *testing.T) {
 // Merging pins a run: someone allowed to merge but not to pin is refused.
 func TestMergeWithReuseNeedsTheRoleToPin(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "    reuse:\n      min_role: maintain\n", clock)
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
-	mustContain(t, "reply", w.lastReply(), "I did not start the merge: it pins a run, which needs")
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	mustContain(t, "reply", w.LastReply(), "I did not start the merge: it pins a run, which needs")
 	if st := w.mergeStatus(); st != "" {
 		t.Fatalf("a merge started: %s", st)
 	}
@@ -458,8 +459,8 @@ func TestMergeSectionIsTheCommands(t *testing.T) {
 		"repos[1].merge.checks_timeout: 10s is out of range")
 
 	w := newWorld(t, "")
-	w.comment(maintainer, "/merge-with-reuse 31147925932") // write, not maintain
-	mustContain(t, "reply", w.lastReply(), "this command needs the `maintain` role on the repository or above")
+	w.Comment(maintainer, "/merge-with-reuse 31147925932") // write, not maintain
+	mustContain(t, "reply", w.LastReply(), "this command needs the `maintain` role on the repository or above")
 }
 
 // A merge's pin covers only GitHub's own update of the branch: on a branch
@@ -468,40 +469,40 @@ func TestMergeSectionIsTheCommands(t *testing.T) {
 // update either. Each sweeps, the pin is invalid, the merge stops.
 func TestMergeWithReusePinCoversOnlyGitHubsUpdate(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
 	pendingChecks(w)
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
-	w.gh.PushMerge(theRepo, thePR, sha("e7"), sha("b0"), "benchmarks/evil.sh")
+	w.GH.PushMerge(theRepo, thePR, sha("e7"), sha("b0"), "benchmarks/evil.sh")
 	w.greenChecks(sha("e7"))
-	w.sendSync(sha("e7"), "")
+	w.SendSync(sha("e7"), "")
 	if !w.swept("e7") {
-		t.Fatalf("a crafted merge on a branch up to date skipped its sweep: %+v", w.statuses("e7"))
+		t.Fatalf("a crafted merge on a branch up to date skipped its sweep: %+v", w.Statuses("e7"))
 	}
-	w.passTime(clock, record.WakeGap)
+	w.PassTime(clock, record.WakeGap)
 	w.waitStatus("the stop", "⛔ stopped")
-	if len(w.gh.Merges()) != 0 {
+	if len(w.GH.Merges()) != 0 {
 		t.Fatal("merged")
 	}
 
 	w2 := mergeWorld(t, "", clock)
-	w2.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w2.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 	// GitHub accepts the update but makes it late; the author pushes a
 	// merge of their own first.
-	w2.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`, Times: 1})
-	w2.comment(maintainer, "/merge-with-reuse 31147925932")
+	w2.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`, Times: 1})
+	w2.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w2.waitStatus("the update asked", "update asked")
-	w2.gh.PushMerge(theRepo, thePR, sha("e8"), sha("b0"), "benchmarks/evil.sh")
+	w2.GH.PushMerge(theRepo, thePR, sha("e8"), sha("b0"), "benchmarks/evil.sh")
 	w2.greenChecks(sha("e8"))
-	w2.sendSync(sha("e8"), "")
+	w2.SendSync(sha("e8"), "")
 	if !w2.swept("e8") {
-		t.Fatalf("a merge the author made skipped its sweep: %+v", w2.statuses("e8"))
+		t.Fatalf("a merge the author made skipped its sweep: %+v", w2.Statuses("e8"))
 	}
-	w2.passTime(clock, record.WakeGap)
+	w2.PassTime(clock, record.WakeGap)
 	st := w2.waitStatus("the stop", "⛔ stopped")
 	mustContain(t, "status", st, "is not the branch update opsbot asked for")
-	if len(w2.gh.Merges()) != 0 {
+	if len(w2.GH.Merges()) != 0 {
 		t.Fatal("merged")
 	}
 }
@@ -511,26 +512,26 @@ func TestMergeWithReusePinCoversOnlyGitHubsUpdate(t *testing.T) {
 // editing the command to another run stops it too.
 func TestMergeWithReuseNeedsItsPinToMerge(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
 	pendingChecks(w)
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
-	w.comment(maintainer, "/reuse-sweep-run cancel")
+	w.Comment(maintainer, "/reuse-sweep-run cancel")
 	w.greenChecks(sha("c1"))
 	w.checkEvent(sha("c1"))
-	w.passTime(clock, merge.Poll)
+	w.PassTime(clock, merge.Poll)
 	st := w.waitStatus("the stop", "⛔ stopped")
 	mustContain(t, "status", st, "the pin the merge took was revoked or replaced")
-	if len(w.gh.Merges()) != 0 {
+	if len(w.GH.Merges()) != 0 {
 		t.Fatal("merged without its pin")
 	}
 
 	w2 := mergeWorld(t, "", clock)
 	pendingChecks(w2)
-	c := w2.comment(maintainer, "/merge-with-reuse 31147925932")
+	c := w2.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w2.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
-	w2.commentEvent("edited", maintainer, maintainer, c.ID, "/merge-with-reuse 31147925933", c.Body)
+	w2.CommentEvent("edited", maintainer, maintainer, c.ID, "/merge-with-reuse 31147925933", c.Body)
 	st = w2.waitStatus("the stop", "⛔ stopped")
 	mustContain(t, "status", st, "@maintainer edited away the command that asked for it")
 }

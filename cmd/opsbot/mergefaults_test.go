@@ -8,6 +8,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
@@ -17,7 +18,7 @@ import (
 // says it sweeps.
 func (w *world) gateSwept(name string) bool {
 	var last string
-	for _, st := range w.statuses(name) {
+	for _, st := range w.Statuses(name) {
 		if st.Context == "opsbot/sweep-gate" {
 			last = st.Description
 		}
@@ -48,22 +49,22 @@ func TestMergeWithReusePinCoversOnlyTheContentOfGitHubsMerge(t *testing.T) {
 	crafted := sha("e1")
 	t.Run("a crafted merge instead of the update", func(t *testing.T) {
 		t.Parallel()
-		clock := &movingClock{t: time.Now()}
+		clock := e2e.NewClock()
 		w := mergeWorld(t, "    main_sweeps: false\n", clock)
-		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 		// GitHub takes the update (202) and has not pushed it yet.
-		w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
-		w.comment(maintainer, "/merge-with-reuse 31147925932")
+		w.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
 		w.waitStatus("the update asked", "update asked")
-		w.gh.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000", "benchmarks/kimi.sh")
+		w.GH.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000", "benchmarks/kimi.sh")
 		w.greenChecks(crafted)
-		w.sendSync(crafted, "")
+		w.SendSync(crafted, "")
 		if !w.gateSwept("e1") {
-			t.Fatalf("the crafted merge's status = %+v; want a sweep", w.statuses("e1"))
+			t.Fatalf("the crafted merge's status = %+v; want a sweep", w.Statuses("e1"))
 		}
-		w.passTime(clock, record.WakeGap)
+		w.PassTime(clock, record.WakeGap)
 		w.waitStatus("the merge stopped", "⛔ stopped", "did not reuse run 31147925932")
-		if m := w.gh.Merges(); len(m) != 0 {
+		if m := w.GH.Merges(); len(m) != 0 {
 			t.Fatalf("merged %+v: a crafted commit was taken for GitHub's update", m)
 		}
 		w.closedMerged(sha("e2"))
@@ -73,34 +74,34 @@ func TestMergeWithReusePinCoversOnlyTheContentOfGitHubsMerge(t *testing.T) {
 	})
 	t.Run("GitHub's own merge, by its content", func(t *testing.T) {
 		t.Parallel()
-		clock := &movingClock{t: time.Now()}
+		clock := e2e.NewClock()
 		w := mergeWorld(t, "", clock)
-		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-		w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
-		w.comment(maintainer, "/merge-with-reuse 31147925932")
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+		w.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
 		w.waitStatus("the update asked", "update asked")
 		// The maintainer pressed GitHub's own "Update branch": the same merge.
-		w.gh.CraftMerge(theRepo, thePR, crafted, sha("b0"), "")
+		w.GH.CraftMerge(theRepo, thePR, crafted, sha("b0"), "")
 		w.greenChecks(crafted)
-		w.sendSync(crafted, "")
+		w.SendSync(crafted, "")
 		if w.gateSwept("e1") {
-			t.Fatalf("GitHub's merge of the recorded parents swept: %+v", w.statuses("e1"))
+			t.Fatalf("GitHub's merge of the recorded parents swept: %+v", w.Statuses("e1"))
 		}
-		w.passTime(clock, record.WakeGap)
+		w.PassTime(clock, record.WakeGap)
 		w.waitStatus("the merge", "🎉 merged `e1e1e1e`")
 	})
 	t.Run("a refused update revokes the pin", func(t *testing.T) {
 		t.Parallel()
-		clock := &movingClock{t: time.Now()}
+		clock := e2e.NewClock()
 		w := mergeWorld(t, "", clock)
-		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-		w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 422, Body: `{"message":"Cannot update the branch of a fork you cannot push to"}`})
-		w.comment(maintainer, "/merge-with-reuse 31147925932")
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+		w.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 422, Body: `{"message":"Cannot update the branch of a fork you cannot push to"}`})
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
 		w.waitStatus("the merge stopped", "⛔ stopped: GitHub refused to update the branch", "then pin a run again", "revoked")
-		w.gh.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000")
-		w.sendSync(crafted, "")
+		w.GH.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000")
+		w.SendSync(crafted, "")
 		if !w.gateSwept("e1") {
-			t.Fatalf("a push after a refused update = %+v; want a sweep: the merge's pin covers no push made by hand", w.statuses("e1"))
+			t.Fatalf("a push after a refused update = %+v; want a sweep: the merge's pin covers no push made by hand", w.Statuses("e1"))
 		}
 	})
 }
@@ -110,24 +111,24 @@ func TestMergeWithReusePinCoversOnlyTheContentOfGitHubsMerge(t *testing.T) {
 // the cancel stops the merge and revokes its pin, and nothing is merged.
 func TestMergeWithReuseYieldsToACancelBeforeMerging(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
 	w.greenChecks(sha("c1"))
 	// The first read of the checks marks the merge; the second, in the
 	// step that asks it, is held while the cancel comes.
-	arrived, release := w.gh.HoldAfter(routeCheckRuns, 1)
+	arrived, release := w.GH.HoldAfter(routeCheckRuns, 1)
 	defer release()
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
-	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
+	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
 	waitFor(t, arrived, "the merging step reads the checks")
-	cancel := w.gh.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse cancel")
-	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, cancel.ID, cancel.Body, ""))
+	cancel := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse cancel")
+	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, cancel.ID, cancel.Body, ""))
 	release()
 	w.waitStatus("the merge cancelled", "⛔ stopped: cancelled by @maintainer")
-	if m := w.gh.Merges(); len(m) != 0 {
+	if m := w.GH.Merges(); len(m) != 0 {
 		t.Fatalf("merged %+v after an acknowledged cancel", m)
 	}
-	mustContain(t, "cancel's reply", strings.Join(w.replies(), "\n"), "@maintainer cancelled the merge of this PR asked by @maintainer")
+	mustContain(t, "cancel's reply", strings.Join(w.Replies(), "\n"), "@maintainer cancelled the merge of this PR asked by @maintainer")
 	if !w.pinRevoked() {
 		t.Fatalf("the merge's pin was not revoked: %v", w.trail())
 	}
@@ -140,21 +141,21 @@ func TestMergeWithReuseYieldsToACancelBeforeMerging(t *testing.T) {
 // the default branch reuses the run.
 func TestMergeWithReuseLostAnswerIsReadNotResent(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "    main_sweeps: false\n", clock)
 	w.greenChecks(sha("c1"))
-	w.gh.Inject(routeMerge, githubtest.Fault{Lost: true, Status: 502, Times: 1})
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
-	testkit.Eventually(t, "the merge asked", func() bool { return w.gh.Count(routeMerge) == 1 })
-	w.passTime(clock, merge.MergeWait)
+	w.GH.Inject(routeMerge, githubtest.Fault{Lost: true, Status: 502, Times: 1})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	testkit.Eventually(t, "the merge asked", func() bool { return w.GH.Count(routeMerge) == 1 })
+	w.PassTime(clock, merge.MergeWait)
 	st := w.waitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
-	if n := w.gh.Count(routeMerge); n != 1 {
+	if n := w.GH.Count(routeMerge); n != 1 {
 		t.Fatalf("the merge was asked %d times; want once", n)
 	}
 	if strings.Contains(st, "refused") || w.pinRevoked() {
 		t.Fatalf("a merge GitHub made was taken as refused:\n%s\n%v", st, w.trail())
 	}
-	m := w.gh.Merges()
+	m := w.GH.Merges()
 	w.closedMerged(m[0].Commit)
 	if out, _ := w.gate("--event", "push", "--sha", m[0].Commit); out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" {
 		t.Fatalf("push gate after the merge = %v", out)
@@ -167,26 +168,26 @@ func TestMergeWithReuseLostAnswerIsReadNotResent(t *testing.T) {
 // took the merge for someone else's and revoked the pin).
 func TestMergeWithReuseCrashAfterGitHubMerged(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
-	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond }
+	clock := e2e.NewClock()
+	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }
 	w := mergeWorld(t, "    main_sweeps: false\n", clock)
 	w.greenChecks(sha("c1"))
-	arrived, release := w.gh.HoldAnswer(routeMerge)
+	arrived, release := w.GH.HoldAnswer(routeMerge)
 	defer release()
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
-	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
+	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
 	waitFor(t, arrived, "GitHub merged")
-	w.srv.Stop(t) // the step never wrote what GitHub did
+	w.Srv.Stop(t) // the step never wrote what GitHub did
 	release()
-	w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, deps)
+	w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, deps)
 	w.waitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
-	if n := w.gh.Count(routeMerge); n != 1 {
+	if n := w.GH.Count(routeMerge); n != 1 {
 		t.Fatalf("the merge was asked %d times; want once", n)
 	}
 	if w.pinRevoked() {
 		t.Fatalf("the pin of a merge opsbot made was revoked: %v", w.trail())
 	}
-	m := w.gh.Merges()
+	m := w.GH.Merges()
 	w.closedMerged(m[0].Commit)
 	if out, _ := w.gate("--event", "push", "--sha", m[0].Commit); out["reuse-enabled"] != "true" {
 		t.Fatalf("push gate after the merge = %v", out)
@@ -201,31 +202,31 @@ func TestMergeWithReuseKeepsTheDefaultBranch(t *testing.T) {
 	t.Parallel()
 	t.Run("a PR into another branch", func(t *testing.T) {
 		t.Parallel()
-		clock := &movingClock{t: time.Now()}
+		clock := e2e.NewClock()
 		w := mergeWorld(t, "", clock)
 		w.greenChecks(sha("c1"))
-		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release" })
-		w.comment(maintainer, "/merge-with-reuse 31147925932")
-		mustContain(t, "reply", w.lastReply(), "I did not start the merge: this PR merges into `release`, not the default branch `main`")
-		if st := w.mergeStatus(); st != "" || len(w.gh.Merges()) != 0 {
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release" })
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
+		mustContain(t, "reply", w.LastReply(), "I did not start the merge: this PR merges into `release`, not the default branch `main`")
+		if st := w.mergeStatus(); st != "" || len(w.GH.Merges()) != 0 {
 			t.Fatalf("a merge into another branch started: %s", st)
 		}
 	})
 	t.Run("retargeted before the first step", func(t *testing.T) {
 		t.Parallel()
-		clock := &movingClock{t: time.Now()}
+		clock := e2e.NewClock()
 		// No wake-up runs until the restart: the retarget comes between the
 		// command and the merge's first step.
-		w := newWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: func(d *app.Deps) {
-			d.Now, d.SeqEvery = clock.now, time.Hour
+		w := newWorldOpts(t, worldOpts{Repo: "    merge:\n      min_role: write\n", Deps: func(d *app.Deps) {
+			d.Now, d.SeqEvery = clock.Now, time.Hour
 		}})
 		w.greenChecks(sha("c1"))
-		w.comment(maintainer, "/merge-with-reuse 31147925932")
-		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release" })
-		w.srv.Stop(t)
-		w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, func(d *app.Deps) { d.Now, d.SeqEvery = clock.now, 10*time.Millisecond })
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release" })
+		w.Srv.Stop(t)
+		w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond })
 		w.waitStatus("the merge stopped", "⛔ stopped: the PR now merges into `release`, not `main`")
-		if m := w.gh.Merges(); len(m) != 0 {
+		if m := w.GH.Merges(); len(m) != 0 {
 			t.Fatalf("merged %+v into the branch the author chose", m)
 		}
 	})
@@ -238,24 +239,24 @@ func TestMergeWithReuseKeepsTheDefaultBranch(t *testing.T) {
 // skips it, and the merge stops instead of merging it.
 func TestMergeWithReuseTakesNoSkipMadeOnAnotherPin(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := mergeWorld(t, "    main_sweeps: false\n    merge:\n      min_role: maintain\n", clock)
-	w.gh.SetRole(theRepo, maintLog, "maintain")
-	writer := user{"writer", 424242, "User"}
-	w.gh.AddUser(writer.login, writer.id, "User")
-	w.gh.SetRole(theRepo, writer.login, "write") // may pin, may not merge
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-	w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
-	w.comment(maintainer, "/merge-with-reuse 31147925932")
+	w.GH.SetRole(theRepo, maintLog, "maintain")
+	writer := user{Login: "writer", ID: 424242, Kind: "User"}
+	w.GH.AddUser(writer.Login, writer.ID, "User")
+	w.GH.SetRole(theRepo, writer.Login, "write") // may pin, may not merge
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+	w.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.waitStatus("the update asked", "update asked")
-	w.comment(writer, "/reuse-sweep-run 31147925932") // replaces the merge's pin
+	w.Comment(writer, "/reuse-sweep-run 31147925932") // replaces the merge's pin
 	crafted := sha("e1")
-	w.gh.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000", "benchmarks/kimi.sh")
+	w.GH.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000", "benchmarks/kimi.sh")
 	w.greenChecks(crafted)
-	w.sendSync(crafted, "")
-	w.passTime(clock, record.WakeGap)
+	w.SendSync(crafted, "")
+	w.PassTime(clock, record.WakeGap)
 	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	if m := w.gh.Merges(); len(m) != 0 {
+	if m := w.GH.Merges(); len(m) != 0 {
 		t.Fatalf("merged %+v: a commit skipped on another pin was taken for the update\n%s", m, st)
 	}
 }
@@ -271,26 +272,26 @@ func TestMergeWithReuseCancelAfterALostMergeAnswer(t *testing.T) {
 		act  func(w *world, clock *movingClock)
 		told string
 	}{
-		{"cancel", func(w *world, _ *movingClock) { w.comment(maintainer, "/merge-with-reuse cancel") },
+		{"cancel", func(w *world, _ *movingClock) { w.Comment(maintainer, "/merge-with-reuse cancel") },
 			"@maintainer too late: the merge asked by @maintainer was made before this cancel was read"},
-		{"deadline", func(w *world, clock *movingClock) { w.passTime(clock, merge.DefaultChecksTimeout+time.Second) }, ""},
+		{"deadline", func(w *world, clock *movingClock) { w.PassTime(clock, merge.DefaultChecksTimeout+time.Second) }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := &movingClock{t: time.Now()}
+			clock := e2e.NewClock()
 			w := mergeWorld(t, "    main_sweeps: false\n", clock)
 			w.greenChecks(sha("c1"))
-			w.gh.Inject(routeMerge, githubtest.Fault{Lost: true, Status: 502, Times: 1})
-			w.comment(maintainer, "/merge-with-reuse 31147925932")
-			testkit.Eventually(t, "the merge asked", func() bool { return w.gh.Count(routeMerge) == 1 })
-			w.settle()
+			w.GH.Inject(routeMerge, githubtest.Fault{Lost: true, Status: 502, Times: 1})
+			w.Comment(maintainer, "/merge-with-reuse 31147925932")
+			testkit.Eventually(t, "the merge asked", func() bool { return w.GH.Count(routeMerge) == 1 })
+			w.Settle()
 			tc.act(w, clock)
 			st := w.waitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
 			if strings.Contains(st, "⛔") || w.pinRevoked() {
 				t.Fatalf("a merge GitHub made was ended as stopped, or its pin revoked:\n%s\n%v", st, w.trail())
 			}
 			if tc.told != "" {
-				mustContain(t, "the cancel's reply", w.lastReply(), tc.told)
+				mustContain(t, "the cancel's reply", w.LastReply(), tc.told)
 			}
 		})
 	}

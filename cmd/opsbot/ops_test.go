@@ -29,14 +29,14 @@ var tokenEnv = map[string]string{"OPSBOT_API_TOKEN": apiToken}
 func TestBackupHotAndOffline(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	hot := filepath.Join(t.TempDir(), "hot.db")
-	out, errOut, err := runCLI(t, tokenEnv, "backup", "--server", w.srv.URL, "--out", hot)
+	out, errOut, err := runCLI(t, tokenEnv, "backup", "--server", w.Srv.URL, "--out", hot)
 	if err != nil {
 		t.Fatalf("hot backup: %v %s", err, errOut)
 	}
 	mustContain(t, "backup", out, "passes bbolt's check")
-	if _, _, err := runCLI(t, tokenEnv, "backup", "--server", w.srv.URL, "--out", hot); err == nil {
+	if _, _, err := runCLI(t, tokenEnv, "backup", "--server", w.Srv.URL, "--out", hot); err == nil {
 		t.Fatal("backup overwrote an existing file")
 	}
 	copyStore, err := state.Open(hot, state.Options{})
@@ -49,12 +49,12 @@ func TestBackupHotAndOffline(t *testing.T) {
 		t.Fatalf("the copy's active pin = %+v, %v", p, err)
 	}
 	// Offline: refused while the server holds the file, then works.
-	if _, _, err := runCLI(t, nil, "backup", "--db", w.srv.DB, "--out", filepath.Join(t.TempDir(), "x.db")); err == nil ||
+	if _, _, err := runCLI(t, nil, "backup", "--db", w.Srv.DB, "--out", filepath.Join(t.TempDir(), "x.db")); err == nil ||
 		!strings.Contains(err.Error(), "held by a running opsbot") {
 		t.Fatalf("offline backup of a held file: %v", err)
 	}
-	w.srv.Stop(t)
-	if _, errOut, err := runCLI(t, nil, "backup", "--db", w.srv.DB, "--out", filepath.Join(t.TempDir(), "cold.db")); err != nil {
+	w.Srv.Stop(t)
+	if _, errOut, err := runCLI(t, nil, "backup", "--db", w.Srv.DB, "--out", filepath.Join(t.TempDir(), "cold.db")); err != nil {
 		t.Fatalf("offline backup: %v %s", err, errOut)
 	}
 }
@@ -62,14 +62,14 @@ func TestBackupHotAndOffline(t *testing.T) {
 func TestAuditCommandFormats(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2")
-	table, _, err := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--repo", theRepo, "--pr", "2512")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
+	table, _, err := runCLI(t, tokenEnv, "audit", "--server", w.Srv.URL, "--repo", theRepo, "--pr", "2512")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustContain(t, "table", table, "TIME", "KIND", "decision", "skip", "c2c2c2c", "31147925932", "maintainer")
-	csvOut, _, err := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--sha", sha("c2"), "--format", "csv")
+	csvOut, _, err := runCLI(t, tokenEnv, "audit", "--server", w.Srv.URL, "--sha", sha("c2"), "--format", "csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestAuditCommandFormats(t *testing.T) {
 		len(lines) != 3 {
 		t.Fatalf("csv by sha:\n%s", csvOut)
 	}
-	byRun, _, _ := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--run", "31147925932", "--kind", "decision", "--format", "json")
+	byRun, _, _ := runCLI(t, tokenEnv, "audit", "--server", w.Srv.URL, "--run", "31147925932", "--kind", "decision", "--format", "json")
 	var recs []map[string]any
 	json.Unmarshal([]byte(byRun), &recs)
 	if len(recs) != 1 || recs[0]["outcome"] != "skip" {
@@ -87,22 +87,22 @@ func TestAuditCommandFormats(t *testing.T) {
 	if _, errOut, err := runCLI(t, nil, "audit", "--db", "x", "--server", "y"); err == nil || !strings.Contains(errOut, "exactly one") {
 		t.Fatalf("both sources: %v %s", err, errOut)
 	}
-	resp, _ := http.Get(w.srv.URL + "/api/v1/audit")
+	resp, _ := http.Get(w.Srv.URL + "/api/v1/audit")
 	if resp.StatusCode != 401 {
 		t.Fatalf("audit API without a token: %d", resp.StatusCode)
 	}
-	req, _ := http.NewRequest(http.MethodGet, w.srv.URL+"/api/v1/audit?pr=abc&repo="+theRepo, nil)
+	req, _ := http.NewRequest(http.MethodGet, w.Srv.URL+"/api/v1/audit?pr=abc&repo="+theRepo, nil)
 	req.Header.Set("Authorization", "Bearer "+apiToken)
 	resp, _ = http.DefaultClient.Do(req)
 	if resp.StatusCode != 400 {
 		t.Fatalf("bad filter: %d", resp.StatusCode)
 	}
-	w.srv.Stop(t)
-	offline, _, err := runCLI(t, nil, "audit", "--db", w.srv.DB, "--repo", theRepo, "--pr", "2512", "--format", "json")
+	w.Srv.Stop(t)
+	offline, _, err := runCLI(t, nil, "audit", "--db", w.Srv.DB, "--repo", theRepo, "--pr", "2512", "--format", "json")
 	if err != nil || !strings.Contains(offline, `"outcome": "skip"`) {
 		t.Fatalf("offline audit: %v\n%s", err, offline)
 	}
-	dl, _, err := runCLI(t, nil, "audit", "--db", w.srv.DB, "--dead-letters")
+	dl, _, err := runCLI(t, nil, "audit", "--db", w.Srv.DB, "--dead-letters")
 	if err != nil || !strings.Contains(dl, "DELIVERY") {
 		t.Fatalf("dead letters: %v %s", err, dl)
 	}
@@ -112,14 +112,14 @@ func TestReconcileRecoversLostWebhooks(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
 	// The first reconcile of the repository sets where recovery starts.
-	if _, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo); err != nil {
+	if _, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w.Srv.URL, "--repo", theRepo); err != nil {
 		t.Fatalf("first reconcile: %v %s", err, errOut)
 	}
 	// A command comment whose webhook never came.
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
-	w.gh.SetCommentTime(c.ID, time.Now().Add(-10*time.Minute))
-	w.gh.AddComment(theRepo, thePR, maintLog, "just a remark")
-	out, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo, "--json")
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	w.GH.SetCommentTime(c.ID, time.Now().Add(-10*time.Minute))
+	w.GH.AddComment(theRepo, thePR, maintLog, "just a remark")
+	out, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w.Srv.URL, "--repo", theRepo, "--json")
 	if err != nil {
 		t.Fatalf("reconcile: %v %s", err, errOut)
 	}
@@ -128,20 +128,20 @@ func TestReconcileRecoversLostWebhooks(t *testing.T) {
 	if ids := rep["commands_recovered"].([]any); len(ids) != 1 || int64(ids[0].(float64)) != c.ID {
 		t.Fatalf("report = %s", out)
 	}
-	w.settle()
-	mustContain(t, "recovered pin", w.lastReply(), "pinned run [31147925932]")
+	w.Settle()
+	mustContain(t, "recovered pin", w.LastReply(), "pinned run [31147925932]")
 	// Again: nothing new, nothing twice.
-	out, _, _ = runCLI(t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo)
+	out, _, _ = runCLI(t, tokenEnv, "reconcile", "--server", w.Srv.URL, "--repo", theRepo)
 	mustContain(t, "second reconcile", out, "0 lost command comments queued")
-	w.settle()
+	w.Settle()
 	if n := strings.Count(strings.Join(w.trail(), ","), "pin active"); n != 1 {
 		t.Fatalf("the recovered comment pinned %d times", n)
 	}
 	// The PR is closed while the webhook is lost: the pin expires.
-	w.gh.ClosePR(theRepo, thePR, false, "")
-	out, _, _ = runCLI(t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo)
+	w.GH.ClosePR(theRepo, thePR, false, "")
+	out, _, _ = runCLI(t, tokenEnv, "reconcile", "--server", w.Srv.URL, "--repo", theRepo)
 	mustContain(t, "closed PR", out, "1 pins of closed PRs handled [2512]")
-	w.settle()
+	w.Settle()
 	if tr := w.trail(); tr[len(tr)-1] != "pin expired" {
 		t.Fatalf("audit = %v", tr)
 	}
@@ -150,13 +150,13 @@ func TestReconcileRecoversLostWebhooks(t *testing.T) {
 func TestSendSignsAFixture(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	out, errOut, err := runCLI(t, map[string]string{"OPSBOT_WEBHOOK_SECRET": testSecret}, "send", "--url", w.srv.URL+"/webhook",
+	out, errOut, err := runCLI(t, map[string]string{"OPSBOT_WEBHOOK_SECRET": testSecret}, "send", "--url", w.Srv.URL+"/webhook",
 		"--event", "ping", "--file", filepath.Join("..", "..", "testdata", "fixtures", "github-webhooks", "ping", "payload.json"))
 	if err != nil {
 		t.Fatalf("send: %v %s %s", err, out, errOut)
 	}
 	mustContain(t, "send", out, "202 Accepted", `"status":"ignored"`)
-	_, _, err = runCLI(t, map[string]string{"OPSBOT_WEBHOOK_SECRET": "wrong"}, "send", "--url", w.srv.URL+"/webhook",
+	_, _, err = runCLI(t, map[string]string{"OPSBOT_WEBHOOK_SECRET": "wrong"}, "send", "--url", w.Srv.URL+"/webhook",
 		"--event", "ping", "--file", filepath.Join("..", "..", "testdata", "fixtures", "github-webhooks", "ping", "payload.json"))
 	if code, ok := err.(exitCode); !ok || code != 1 {
 		t.Fatalf("send with a wrong secret: %v", err)
@@ -223,12 +223,12 @@ func TestHelpTextsGolden(t *testing.T) {
 func TestRefusedNoticeIsListed(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.gh.Inject("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", githubtest.Fault{Status: 422})
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/opsbot help")
+	w.GH.Inject("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", githubtest.Fault{Status: 422})
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/opsbot help")
 	announceComment(t, w, c.ID)
 	testkit.Eventually(t, "the reaction is given up after its attempts", func() bool {
-		out, _, err := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--failed-notices", "--format", "json")
+		out, _, err := runCLI(t, tokenEnv, "audit", "--server", w.Srv.URL, "--failed-notices", "--format", "json")
 		return err == nil && strings.Contains(out, `"kind": "reaction"`) && strings.Contains(out, "422")
 	})
-	testkit.Eventually(t, "the reply goes out beside the refused reaction", func() bool { return len(w.replies()) == 1 })
+	testkit.Eventually(t, "the reply goes out beside the refused reaction", func() bool { return len(w.Replies()) == 1 })
 }

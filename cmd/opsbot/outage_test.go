@@ -152,8 +152,8 @@ repos:
 	setPath(p, "issue.pull_request", map[string]any{"url": "https://api.github.com/repos/" + theRepo + "/pulls/" + strconv.Itoa(thePR)})
 	setPath(p, "comment.id", c.ID)
 	setPath(p, "comment.body", c.Body)
-	setPath(p, "comment.user", user{login: maintLog, id: maintID}.json())
-	p["sender"] = user{login: maintLog, id: maintID}.json()
+	setPath(p, "comment.user", user{Login: maintLog, ID: maintID}.JSON())
+	p["sender"] = user{Login: maintLog, ID: maintID}.JSON()
 	body, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
@@ -236,9 +236,9 @@ repos:
 func TestServeStartsWithoutKnowingItself(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.srv.Stop(t)
-	w.gh.Inject("GET /user", githubtest.Fault{Status: 401, Body: `{"message":"Bad credentials"}`})
-	ts := startServing(t, filepath.Join(w.dir, "opsbot.yaml"), w.env)
+	w.Srv.Stop(t)
+	w.GH.Inject("GET /user", githubtest.Fault{Status: 401, Body: `{"message":"Bad credentials"}`})
+	ts := startServing(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env)
 	var ready string
 	testkit.Eventually(t, "/readyz says why opsbot is not ready", func() bool {
 		code, body, _ := apiCall(t, http.MethodGet, ts.URL+"/readyz", "")
@@ -256,7 +256,7 @@ func TestServeStartsWithoutKnowingItself(t *testing.T) {
 		if k == "TEST_GITHUB_TOKEN" {
 			return ""
 		}
-		return w.env(k)
+		return w.Env(k)
 	}
-	startServer(t, filepath.Join(w.dir, "opsbot.yaml"), noToken, "--dry-run")
+	startServer(t, filepath.Join(w.Dir, "opsbot.yaml"), noToken, "--dry-run")
 }

@@ -12,7 +12,7 @@ import (
 
 const triageLog, triageID = "triager", int64(5003)
 
-var triager = user{triageLog, triageID, "User"}
+var triager = user{Login: triageLog, ID: triageID, Kind: "User"}
 
 // quietWorld is a world with Slack and a commenter with the triage role.
 func quietWorld(t *testing.T, topExtra string) (*world, *slacktest.Fake) {
@@ -20,8 +20,8 @@ func quietWorld(t *testing.T, topExtra string) (*world, *slacktest.Fake) {
 	sl := slacktest.New(t)
 	w := newWorldWith(t, "slack:\n  api_url: \""+sl.URL+"\"\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#sweep-ops\"\n"+topExtra, "",
 		map[string]string{"TEST_SLACK_TOKEN": "xoxb-test"})
-	w.gh.AddUser(triageLog, triageID, "User")
-	w.gh.SetRole(theRepo, triageLog, "triage")
+	w.GH.AddUser(triageLog, triageID, "User")
+	w.GH.SetRole(theRepo, triageLog, "triage")
 	return w, sl
 }
 
@@ -31,11 +31,11 @@ func quietWorld(t *testing.T, topExtra string) (*world, *slacktest.Fake) {
 func TestOutsiderDenialIsAReactionOnly(t *testing.T) {
 	t.Parallel()
 	w, sl := quietWorld(t, "")
-	c := w.comment(reader, "/reuse-sweep-run 31147925932")
-	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+	c := w.Comment(reader, "/reuse-sweep-run 31147925932")
+	if r := w.GH.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
 		t.Fatalf("reactions to an outsider's command = %v, want a 👎", r)
 	}
-	if r := w.replies(); len(r) != 0 {
+	if r := w.Replies(); len(r) != 0 {
 		t.Fatalf("opsbot replied to an outsider: %q", r)
 	}
 	if n := len(sl.Posts()); n != 0 {
@@ -47,11 +47,11 @@ func TestOutsiderDenialIsAReactionOnly(t *testing.T) {
 		t.Fatalf("audit of the outsider's denial = %v", last)
 	}
 
-	c = w.comment(triager, "/reuse-sweep-run 31147925932")
-	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+	c = w.Comment(triager, "/reuse-sweep-run 31147925932")
+	if r := w.GH.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
 		t.Fatalf("reactions to a triage user's command = %v", r)
 	}
-	mustContain(t, "triage denial", w.lastReply(), "@triager I did not run `/reuse-sweep-run 31147925932`", "needs the `write` role")
+	mustContain(t, "triage denial", w.LastReply(), "@triager I did not run `/reuse-sweep-run 31147925932`", "needs the `write` role")
 	posts := sl.Posts()
 	if len(posts) != 2 || !strings.Contains(posts[1].Blocks, "I did not run") {
 		t.Fatalf("Slack posts = %+v, want the thread parent and the denial", posts)
@@ -65,17 +65,17 @@ func TestRepliesToOneUserAreLimited(t *testing.T) {
 	t.Parallel()
 	w, sl := quietWorld(t, "")
 	for i := 1; i <= 20; i++ {
-		w.comment(triager, "/reuse-sweep-run 31147925932")
-		if n := len(w.replies()); n != i {
+		w.Comment(triager, "/reuse-sweep-run 31147925932")
+		if n := len(w.Replies()); n != i {
 			t.Fatalf("after %d denials, %d replies", i, n)
 		}
 	}
 	slackBefore := len(sl.Posts())
-	c := w.comment(triager, "/reuse-sweep-run 31147925932")
-	if n := len(w.replies()); n != 20 {
+	c := w.Comment(triager, "/reuse-sweep-run 31147925932")
+	if n := len(w.Replies()); n != 20 {
 		t.Fatalf("the 21st denial in an hour got a reply (%d replies)", n)
 	}
-	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+	if r := w.GH.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
 		t.Fatalf("reactions to the 21st = %v, want a 👎", r)
 	}
 	if n := len(sl.Posts()); n != slackBefore {
@@ -85,8 +85,8 @@ func TestRepliesToOneUserAreLimited(t *testing.T) {
 		t.Fatalf("audit ends %v, want the denial and the suppressed reply", tr[len(tr)-2:])
 	}
 	// Other users are answered.
-	w.comment(maintainer, "/opsbot help")
-	mustContain(t, "another user's reply", w.lastReply(), "@maintainer here is what opsbot does")
+	w.Comment(maintainer, "/opsbot help")
+	mustContain(t, "another user's reply", w.LastReply(), "@maintainer here is what opsbot does")
 }
 
 // The limit is configurable, and a command past it still works: a pin is
@@ -94,13 +94,13 @@ func TestRepliesToOneUserAreLimited(t *testing.T) {
 func TestReplyLimitIsConfigurable(t *testing.T) {
 	t.Parallel()
 	w, _ := quietWorld(t, "notices:\n  max_replies_per_user_per_hour: 2\n")
-	w.comment(maintainer, "/opsbot help")
-	w.comment(maintainer, "/opsbot help")
-	c := w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	if n := len(w.replies()); n != 2 {
+	w.Comment(maintainer, "/opsbot help")
+	w.Comment(maintainer, "/opsbot help")
+	c := w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	if n := len(w.Replies()); n != 2 {
 		t.Fatalf("%d replies with a limit of 2", n)
 	}
-	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"+1"}) {
+	if r := w.GH.Reactions(c.ID); !slices.Equal(r, []string{"+1"}) {
 		t.Fatalf("reactions to a pin past the limit = %v, want a 👍", r)
 	}
 	if tr := w.trail(); !slices.Equal(tr[len(tr)-3:], []string{"command reuse-sweep-run accepted", "pin active", "reply suppressed"}) {
@@ -126,12 +126,12 @@ func TestOutsiderWhosePermissionCannotBeCheckedIsNotAnswered(t *testing.T) {
 		{502, "confused", "permission could not be checked"},
 	} {
 		w, sl := quietWorld(t, "")
-		w.gh.Inject(perm, githubtest.Fault{Status: tc.status, Header: map[string]string{"Retry-After": "0"}})
-		c := w.comment(reader, "/reuse-sweep-run 31147925932")
-		if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{tc.reaction}) {
+		w.GH.Inject(perm, githubtest.Fault{Status: tc.status, Header: map[string]string{"Retry-After": "0"}})
+		c := w.Comment(reader, "/reuse-sweep-run 31147925932")
+		if r := w.GH.Reactions(c.ID); !slices.Equal(r, []string{tc.reaction}) {
 			t.Errorf("status %d: reactions %v, want [%s]", tc.status, r, tc.reaction)
 		}
-		if r := w.replies(); len(r) > 0 {
+		if r := w.Replies(); len(r) > 0 {
 			t.Errorf("status %d: an outsider made opsbot post a comment: %q", tc.status, r)
 		}
 		if n := len(sl.Posts()); n != 0 {
@@ -144,11 +144,11 @@ func TestOutsiderWhosePermissionCannotBeCheckedIsNotAnswered(t *testing.T) {
 		if tc.status == 404 {
 			continue
 		}
-		reads := w.gh.Count(perm)
+		reads := w.GH.Count(perm)
 		for i := 0; i < 3; i++ {
-			w.comment(reader, "/reuse-sweep-run 31147925932")
+			w.Comment(reader, "/reuse-sweep-run 31147925932")
 		}
-		if n := w.gh.Count(perm) - reads; n != 0 {
+		if n := w.GH.Count(perm) - reads; n != 0 {
 			t.Errorf("status %d: 3 more comments within a minute of the failure made %d permission reads, want none", tc.status, n)
 		}
 	}
@@ -160,11 +160,11 @@ func TestOutsiderWhosePermissionCannotBeCheckedIsNotAnswered(t *testing.T) {
 func TestReactionsToOutsidersAreLimited(t *testing.T) {
 	const react = "POST /repos/{owner}/{repo}/issues/comments/{id}/reactions"
 	w, _ := quietWorld(t, "notices:\n  max_outsider_reactions_per_user_per_hour: 3\n  max_outsider_reactions_per_repo_per_hour: 4\n")
-	before := w.gh.Count(react)
+	before := w.GH.Count(react)
 	for i := 0; i < 10; i++ {
-		w.comment(reader, "/reuse-sweep-run 31147925932")
+		w.Comment(reader, "/reuse-sweep-run 31147925932")
 	}
-	if n := w.gh.Count(react) - before; n != 3 {
+	if n := w.GH.Count(react) - before; n != 3 {
 		t.Fatalf("10 outsider commands got %d reactions, want 3 (the per-user limit)", n)
 	}
 	recs := w.audit()
@@ -172,16 +172,16 @@ func TestReactionsToOutsidersAreLimited(t *testing.T) {
 	if last["kind"] != "reaction" || last["outcome"] != "suppressed" || !strings.Contains(fmt.Sprint(last["reason"]), "not reacting") {
 		t.Fatalf("audit of a held reaction = %v", last)
 	}
-	w.gh.AddUser("drive-by", 6001, "User")
-	w.gh.AddUser("drive-by-2", 6002, "User")
-	w.comment(user{"drive-by", 6001, "User"}, "/reuse-sweep-run 31147925932")
-	w.comment(user{"drive-by-2", 6002, "User"}, "/reuse-sweep-run 31147925932")
-	if n := w.gh.Count(react) - before; n != 4 {
+	w.GH.AddUser("drive-by", 6001, "User")
+	w.GH.AddUser("drive-by-2", 6002, "User")
+	w.Comment(user{Login: "drive-by", ID: 6001, Kind: "User"}, "/reuse-sweep-run 31147925932")
+	w.Comment(user{Login: "drive-by-2", ID: 6002, Kind: "User"}, "/reuse-sweep-run 31147925932")
+	if n := w.GH.Count(react) - before; n != 4 {
 		t.Fatalf("with the repository's budget of 4: %d reactions in all, want 4", n)
 	}
 	// Those with triage or above are not counted: their denials are replies.
-	w.comment(triager, "/reuse-sweep-run 31147925932")
-	if n := w.gh.Count(react) - before; n != 5 {
+	w.Comment(triager, "/reuse-sweep-run 31147925932")
+	if n := w.GH.Count(react) - before; n != 5 {
 		t.Fatalf("a triage user's denial got no reaction once outsiders spent theirs (%d in all)", n)
 	}
 }

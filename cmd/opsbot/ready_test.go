@@ -10,7 +10,7 @@ import (
 
 // ready is the newest opsbot/reuse-ready status on commit name.
 func (w *world) ready(name string) (state, words string) {
-	for _, s := range w.gh.Statuses(theRepo, sha(name)) {
+	for _, s := range w.GH.Statuses(theRepo, sha(name)) {
 		if s.Context == "opsbot/reuse-ready" {
 			state, words = s.State, s.Description
 		}
@@ -21,13 +21,13 @@ func (w *world) ready(name string) (state, words string) {
 // sweepCompleted sends workflow_run completed for a run of the sweep
 // workflow on commit name.
 func (w *world) sweepCompleted(name string, run int64, conclusion string) {
-	w.t.Helper()
-	w.readyClock++
-	w.send("workflow_run", map[string]any{"action": "completed",
+	w.T.Helper()
+	w.ReadyClock++
+	w.Send("workflow_run", map[string]any{"action": "completed",
 		"repository": map[string]any{"full_name": theRepo},
 		"workflow_run": map[string]any{"id": run, "head_sha": sha(name), "conclusion": conclusion, "event": "pull_request",
 			"path": ".github/workflows/run-sweep.yml", "html_url": fmt.Sprintf("https://github.com/%s/actions/runs/%d", theRepo, run),
-			"run_attempt": 1, "updated_at": time.Date(2026, 12, 1, 0, 0, w.readyClock, 0, time.UTC).Format(time.RFC3339),
+			"run_attempt": 1, "updated_at": time.Date(2026, 12, 1, 0, 0, w.ReadyClock, 0, time.UTC).Format(time.RFC3339),
 			"pull_requests": []any{map[string]any{"number": thePR}}}})
 }
 
@@ -46,41 +46,41 @@ func TestReuseReadyStatusFollowsTheAnswer(t *testing.T) {
 			return s == state && d == words
 		})
 	}
-	w.push("c2")
+	w.Push("c2")
 	expect("c2", "pending", "the head's sweep is running; a merge waits for it")
 	w.sweepCompleted("c2", 31200000010, "failure")
 	expect("c2", "failure", "no reuse source: the head's sweep (run 31200000010) concluded failure; pin a run with /reuse-sweep-run")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	expect("c2", "success", "merge will reuse run 31147925932 (authorized by @maintainer)")
-	w.comment(maintainer, "/reuse-sweep-run cancel")
+	w.Comment(maintainer, "/reuse-sweep-run cancel")
 	expect("c2", "failure", "no reuse source: the head's sweep (run 31200000010) concluded failure; pin a run with /reuse-sweep-run")
-	w.push("c3")
+	w.Push("c3")
 	expect("c3", "pending", "the head's sweep is running; a merge waits for it")
 	w.sweepCompleted("c3", 31200000011, "success")
 	expect("c3", "success", "the head's own sweep, run 31200000011 (checked again at the merge)")
-	n := len(w.gh.Statuses(theRepo, sha("c3")))
+	n := len(w.GH.Statuses(theRepo, sha("c3")))
 	w.sweepCompleted("c3", 31200000011, "success") // the same answer: not set again
-	if got := len(w.gh.Statuses(theRepo, sha("c3"))); got != n {
+	if got := len(w.GH.Statuses(theRepo, sha("c3"))); got != n {
 		t.Fatalf("an unchanged answer set the status again: %d statuses, had %d", got, n)
 	}
 
 	// A run that does not list this PR (another PR's on the same commit, a
 	// fork's) is not its own sweep.
-	w.push("c4")
-	w.readyClock++
-	w.send("workflow_run", map[string]any{"action": "completed", "repository": map[string]any{"full_name": theRepo},
+	w.Push("c4")
+	w.ReadyClock++
+	w.Send("workflow_run", map[string]any{"action": "completed", "repository": map[string]any{"full_name": theRepo},
 		"workflow_run": map[string]any{"id": 31200000012, "head_sha": sha("c4"), "conclusion": "success", "event": "pull_request",
 			"path": ".github/workflows/run-sweep.yml", "run_attempt": 1, "pull_requests": []any{},
-			"updated_at": time.Date(2026, 12, 1, 0, 0, w.readyClock, 0, time.UTC).Format(time.RFC3339)}})
+			"updated_at": time.Date(2026, 12, 1, 0, 0, w.ReadyClock, 0, time.UTC).Format(time.RFC3339)}})
 	expect("c4", "pending", "the head's sweep is running; a merge waits for it")
 	// Labels that make the sweep partial: a merge reuses nothing, pin or not.
-	w.gh.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932") // refused: partial
-	w.push("c5")
+	w.GH.SetLabels(theRepo, thePR, "full-sweep-enabled", "evals-only")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932") // refused: partial
+	w.Push("c5")
 	expect("c5", "failure", "no reuse source: its labels make its sweep partial, so a merge reuses nothing")
 
 	plain := newWorld(t, "")
-	plain.push("c2")
+	plain.Push("c2")
 	if s, _ := plain.ready("c2"); s != "" {
 		t.Fatalf("opsbot/reuse-ready set where the default branch sweeps: %s", s)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
@@ -18,46 +19,46 @@ func TestReconcileTakesBackASequenceWhoseCommentWasDeleted(t *testing.T) {
 	t.Parallel()
 	t.Run("an approval under way", func(t *testing.T) {
 		t.Parallel()
-		clock := &movingClock{t: time.Now()}
+		clock := e2e.NewClock()
 		w := approveWorld(t, "", clock)
-		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
-		c := w.comment(maintainer, "/approve-sweep "+sha("c1"))
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+		c := w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 		w.waitApproval("waiting for the merge commit", "GitHub is still making")
-		w.gh.DeleteComment(c.ID) // its webhook never comes
+		w.GH.DeleteComment(c.ID) // its webhook never comes
 		rep := w.reconcile()
 		if got := ids(rep, "sequences_taken_back"); len(got) != 1 || got[0] != thePR {
 			t.Fatalf("reconcile report %v; want PR %d's approval taken back", rep, thePR)
 		}
 		w.waitApproval("the approval revoked", "revoked:")
-		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
-		clock.add(time.Hour)
-		w.settle()
-		if n := len(w.gh.WorkflowDispatches()); n != 0 {
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+		clock.Add(time.Hour)
+		w.Settle()
+		if n := len(w.GH.WorkflowDispatches()); n != 0 {
 			t.Fatalf("%d dispatches for an approval whose comment was deleted", n)
 		}
 	})
 	t.Run("a merge after its pin was used", func(t *testing.T) {
 		t.Parallel()
-		clock := &movingClock{t: time.Now()}
+		clock := e2e.NewClock()
 		w := mergeWorld(t, "", clock)
-		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-		c := w.comment(maintainer, "/merge-with-reuse 31147925932")
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+		c := w.Comment(maintainer, "/merge-with-reuse 31147925932")
 		w.waitStatus("the update asked", "update asked")
-		updated := w.gh.PRHead(theRepo, thePR)
-		w.gh.SetCheckRun(theRepo, updated, "lint", "in_progress", "")
-		w.sendSync(updated, "") // the update's push uses the pin
-		w.passTime(clock, record.WakeGap)
+		updated := w.GH.PRHead(theRepo, thePR)
+		w.GH.SetCheckRun(theRepo, updated, "lint", "in_progress", "")
+		w.SendSync(updated, "") // the update's push uses the pin
+		w.PassTime(clock, record.WakeGap)
 		w.waitStatus("waiting for the checks", "waiting for the checks of `"+updated[:7]+"`")
-		w.gh.DeleteComment(c.ID) // its webhook never comes
+		w.GH.DeleteComment(c.ID) // its webhook never comes
 		rep := w.reconcile()
 		if got := ids(rep, "sequences_taken_back"); len(got) != 1 || got[0] != thePR {
 			t.Fatalf("reconcile report %v; want PR %d's merge taken back", rep, thePR)
 		}
 		w.waitStatus("the merge stopped", "⛔ stopped: someone (found by recovery: a lost webhook) deleted the comment that asked for it")
-		w.gh.SetCheckRun(theRepo, updated, "lint", "completed", "success")
-		clock.add(time.Minute)
+		w.GH.SetCheckRun(theRepo, updated, "lint", "completed", "success")
+		clock.Add(time.Minute)
 		w.checkEvent(updated)
-		if m := w.gh.Merges(); len(m) != 0 {
+		if m := w.GH.Merges(); len(m) != 0 {
 			t.Fatalf("merged %+v after its comment was deleted", m)
 		}
 	})
@@ -69,13 +70,13 @@ func TestReconcileTakesBackASequenceWhoseCommentWasDeleted(t *testing.T) {
 // gone, does not revoke it in the webhook's place.
 func TestReconcileLeavesAKeptTakeBack(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
-	c := w.comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+	c := w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 	w.waitApproval("waiting for the merge commit", "GitHub is still making")
-	w.gh.DeleteComment(c.ID)
-	w.commentEvent("deleted", maintainer, reader, c.ID, c.Body, "") // a reader's deletion: kept
+	w.GH.DeleteComment(c.ID)
+	w.CommentEvent("deleted", maintainer, reader, c.ID, c.Body, "") // a reader's deletion: kept
 	rep := w.reconcile()
 	if got, _ := rep["sequences_taken_back"].([]any); len(got) != 0 {
 		t.Fatalf("reconcile took back %v after the deletion's webhook was processed", got)

@@ -24,68 +24,68 @@ import (
 
 // createdPayload is the `created` delivery of a comment on the PR.
 func (w *world) createdPayload(author user, id int64, body string) []byte {
-	w.t.Helper()
-	b, err := json.Marshal(w.commentPayload("created", author, author, id, body, ""))
+	w.T.Helper()
+	b, err := json.Marshal(w.CommentPayload("created", author, author, id, body, ""))
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	return b
 }
 
 // apiBackup saves GET /api/v1/backup to a file and returns its path.
 func (w *world) apiBackup() string {
-	w.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, w.srv.URL+"/api/v1/backup", nil)
+	w.T.Helper()
+	req, err := http.NewRequest(http.MethodGet, w.Srv.URL+"/api/v1/backup", nil)
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+apiToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		w.t.Fatalf("backup: %v", err)
+		w.T.Fatalf("backup: %v", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		w.t.Fatalf("backup: %s", resp.Status)
+		w.T.Fatalf("backup: %s", resp.Status)
 	}
-	path := filepath.Join(w.t.TempDir(), "restored.db")
+	path := filepath.Join(w.T.TempDir(), "restored.db")
 	f, err := os.Create(path)
 	if err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
-		w.t.Fatalf("backup: %v", err)
+		w.T.Fatalf("backup: %v", err)
 	}
 	if err := f.Close(); err != nil {
-		w.t.Fatal(err)
+		w.T.Fatal(err)
 	}
 	return path
 }
 
 // restartOn stops the server and starts it again on the database at path.
 func (w *world) restartOn(path string) {
-	w.t.Helper()
-	w.srv.Stop(w.t)
-	w.srv = startServer(w.t, filepath.Join(w.dir, "opsbot.yaml"), w.env, "--state", path)
+	w.T.Helper()
+	w.Srv.Stop(w.T)
+	w.Srv = startServer(w.T, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, "--state", path)
 }
 
 // pinAndUse pins run R1 with a comment and pushes c2, which uses the pin.
 func (w *world) pinAndUse() int64 {
-	w.t.Helper()
-	c := w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2")
-	if got := w.statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "skip:") {
-		w.t.Fatalf("push c2 did not use the pin: %+v", got)
+	w.T.Helper()
+	c := w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
+	if got := w.Statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "skip:") {
+		w.T.Fatalf("push c2 did not use the pin: %+v", got)
 	}
 	return c.ID
 }
 
 // wantSweep checks that a push of name sweeps (no pin is left to use).
 func (w *world) wantSweep(name string) {
-	w.t.Helper()
-	w.push(name)
-	if got := w.statuses(name); len(got) != 1 || !strings.HasPrefix(got[0].Description, "sweep") {
-		w.t.Fatalf("push %s = %+v, want a sweep: a command already run and used was run again", name, got)
+	w.T.Helper()
+	w.Push(name)
+	if got := w.Statuses(name); len(got) != 1 || !strings.HasPrefix(got[0].Description, "sweep") {
+		w.T.Fatalf("push %s = %+v, want a sweep: a command already run and used was run again", name, got)
 	}
 }
 
@@ -111,16 +111,16 @@ func TestDatabaseRestoredFromAPIBackupDoesNotRunUsedCommandsAgain(t *testing.T) 
 func TestDatabaseRestoredFromAFileCopyDoesNotRunAnsweredCommands(t *testing.T) {
 	w := newWorld(t, "")
 	w.reconcile()
-	w.srv.Stop(t)
+	w.Srv.Stop(t)
 	snapshot := filepath.Join(t.TempDir(), "snapshot.db")
-	raw, err := os.ReadFile(w.srv.DB)
+	raw, err := os.ReadFile(w.Srv.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(snapshot, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.srv = startServer(t, filepath.Join(w.dir, "opsbot.yaml"), w.env)
+	w.Srv = startServer(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env)
 	id := w.pinAndUse()
 	w.restartOn(snapshot)
 	rep := w.reconcile()
@@ -141,7 +141,7 @@ func TestReplayDoesNotRunAnsweredCommandsAndIsBounded(t *testing.T) {
 	copyPath := w.apiBackup()
 	id := w.pinAndUse()
 	w.restartOn(copyPath)
-	if _, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo, "--replay-since", "73h"); err == nil ||
+	if _, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w.Srv.URL, "--repo", theRepo, "--replay-since", "73h"); err == nil ||
 		!strings.Contains(err.Error()+errOut, "more than 72h ago") {
 		t.Fatalf("--replay-since 73h: err %v, stderr %q; want a refusal naming the 72h bound", err, errOut)
 	}
@@ -159,23 +159,23 @@ func TestCommentRecoveryDidNotRunIsNotRunByALaterCreatedDelivery(t *testing.T) {
 	w := newWorld(t, "")
 	w.reconcile()
 	copyPath := w.apiBackup()
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
 	captured := w.createdPayload(maintainer, c.ID, c.Body)
-	if code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "issue_comment", "f0f2c5a0-3a4e-11f0-8a4b-1b5d0f6a7c01", captured, testSecret)); code != 202 {
+	if code, rep := post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "issue_comment", "f0f2c5a0-3a4e-11f0-8a4b-1b5d0f6a7c01", captured, testSecret)); code != 202 {
 		t.Fatalf("created: %d %v", code, rep)
 	}
-	w.settle()
-	w.push("c2") // uses the pin
+	w.Settle()
+	w.Push("c2") // uses the pin
 	w.restartOn(copyPath)
 	rep := w.reconcile()
 	if !slices.Equal(ids(rep, "commands_recorded"), []int64{c.ID}) {
 		t.Fatalf("first reconcile of the restored database = %v", rep)
 	}
-	code, r := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "issue_comment", "f0f2c5a0-3a4e-11f0-8a4b-1b5d0f6a7c01", captured, testSecret))
+	code, r := post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "issue_comment", "f0f2c5a0-3a4e-11f0-8a4b-1b5d0f6a7c01", captured, testSecret))
 	if code/100 != 2 {
 		t.Fatalf("replayed created: %d %v", code, r)
 	}
-	w.settle()
+	w.Settle()
 	if n := countPinActive(w.trail()); n != 0 {
 		t.Fatalf("trail = %v: the replayed comment pinned again", w.trail())
 	}
@@ -197,17 +197,17 @@ func countPinActive(tr []string) int {
 func TestSecondLostCloseOfAPRIsRecovered(t *testing.T) {
 	w := newWorld(t, "")
 	w.reconcile()
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.ClosePR(theRepo, thePR, false, "") // webhook lost
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.ClosePR(theRepo, thePR, false, "") // webhook lost
 	w.reconcile()
 	if tr := w.trail(); tr[len(tr)-1] != "pin expired" {
 		t.Fatalf("first lost close: %v", tr)
 	}
-	w.gh.ReopenPR(theRepo, thePR)
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.ReopenPR(theRepo, thePR)
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	later := time.Now().Add(time.Minute)
-	w.gh.SetNow(func() time.Time { return later })
-	w.gh.ClosePR(theRepo, thePR, false, "") // webhook lost again
+	w.GH.SetNow(func() time.Time { return later })
+	w.GH.ClosePR(theRepo, thePR, false, "") // webhook lost again
 	rep := w.reconcile()
 	if got := rep["pins_of_closed_prs"].([]any); len(got) != 1 {
 		t.Fatalf("second reconcile = %v, want the PR's pin expired", rep)
@@ -223,7 +223,7 @@ func TestSecondLostCloseOfAPRIsRecovered(t *testing.T) {
 func TestWebhookDeliveryUnderARecoveryIDIsRefused(t *testing.T) {
 	w := newWorld(t, "")
 	w.reconcile()
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	p := payload(t, "pull_request", "labeled")
 	setPath(p, "repository.full_name", theRepo)
 	p["number"] = thePR
@@ -233,17 +233,17 @@ func TestWebhookDeliveryUnderARecoveryIDIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"reconcile-closed-" + strings.ToLower(theRepo) + "-" + strconv.Itoa(thePR), "Reconcile-comment-1"} {
-		code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "pull_request", id, body, testSecret))
+		code, rep := post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "pull_request", id, body, testSecret))
 		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(rep["error"]), "opsbot's own") {
 			t.Fatalf("delivery id %q: %d %v, want 400", id, code, rep)
 		}
 	}
-	w.gh.ClosePR(theRepo, thePR, false, "") // closed webhook lost
+	w.GH.ClosePR(theRepo, thePR, false, "") // closed webhook lost
 	w.reconcile()
 	if tr := w.trail(); tr[len(tr)-1] != "pin expired" {
 		t.Fatalf("the lost close was not recovered: %v", tr)
 	}
-	w.gh.ReopenPR(theRepo, thePR)
+	w.GH.ReopenPR(theRepo, thePR)
 	w.wantSweep("c2")
 }
 
@@ -253,13 +253,13 @@ func TestRecoveryDoesNotRunCommandsPostedWhileThePRWasClosed(t *testing.T) {
 	w := newWorld(t, "")
 	w.reconcile()
 	t0 := time.Now()
-	at := func(d time.Duration) { w.gh.SetNow(func() time.Time { return t0.Add(d) }) }
+	at := func(d time.Duration) { w.GH.SetNow(func() time.Time { return t0.Add(d) }) }
 	at(-10 * time.Minute)
-	w.gh.ClosePR(theRepo, thePR, false, "")
+	w.GH.ClosePR(theRepo, thePR, false, "")
 	at(-5 * time.Minute)
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932") // created webhook lost
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932") // created webhook lost
 	at(-2 * time.Minute)
-	w.gh.ReopenPR(theRepo, thePR)
+	w.GH.ReopenPR(theRepo, thePR)
 	rep := w.reconcile()
 	if !slices.Equal(ids(rep, "commands_not_run"), []int64{c.ID}) || len(ids(rep, "commands_recovered")) != 0 {
 		t.Fatalf("reconcile = %v, want comment %d not run", rep, c.ID)
@@ -269,7 +269,7 @@ func TestRecoveryDoesNotRunCommandsPostedWhileThePRWasClosed(t *testing.T) {
 	}
 	// A command posted after the reopen is recovered.
 	at(-time.Minute)
-	c2 := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	c2 := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
 	if rep := w.reconcile(); !slices.Equal(ids(rep, "commands_recovered"), []int64{c2.ID}) {
 		t.Fatalf("reconcile after the reopen = %v, want comment %d recovered", rep, c2.ID)
 	}
@@ -282,7 +282,7 @@ func TestRecoveryDoesNotRunCommandsPostedWhileThePRWasClosed(t *testing.T) {
 func TestClosedDeliveryReplayedAfterRetentionChangesNothing(t *testing.T) {
 	w := newWorld(t, "")
 	t0 := time.Now().Add(-time.Hour)
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	closed := w.closedPayload()
 	setPath(closed, "pull_request.updated_at", t0.UTC().Format(time.RFC3339))
 	captured, err := json.Marshal(closed)
@@ -290,16 +290,16 @@ func TestClosedDeliveryReplayedAfterRetentionChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "6a1f7c30-3b5d-11f0-9c0e-5f2d8f3a9b11"
-	if code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "pull_request", id, captured, testSecret)); code != 202 {
+	if code, rep := post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "pull_request", id, captured, testSecret)); code != 202 {
 		t.Fatalf("closed: %d %v", code, rep)
 	}
-	w.settle()
+	w.Settle()
 	w.sendPRAt("reopened", sha("c1"), t0.Add(time.Minute))
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 
 	// Retention forgets every processed delivery (as retention.processed does after its time).
-	w.srv.Stop(t)
-	st, err := state.Open(w.srv.DB, state.Options{})
+	w.Srv.Stop(t)
+	st, err := state.Open(w.Srv.DB, state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,17 +309,17 @@ func TestClosedDeliveryReplayedAfterRetentionChangesNothing(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	w.srv = startServer(t, filepath.Join(w.dir, "opsbot.yaml"), w.env)
+	w.Srv = startServer(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env)
 
-	if code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "pull_request", id, captured, testSecret)); code != 202 {
+	if code, rep := post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "pull_request", id, captured, testSecret)); code != 202 {
 		t.Fatalf("replayed closed: %d %v, want it stored (retention forgot it)", code, rep)
 	}
-	w.settle()
+	w.Settle()
 	if tr := w.trail(); tr[len(tr)-1] != "pin active" {
 		t.Fatalf("the replayed close expired the pin: %v", tr)
 	}
-	w.push("c2")
-	if got := w.statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "skip:") {
+	w.Push("c2")
+	if got := w.Statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "skip:") {
 		t.Fatalf("push c2 = %+v, want the pin used", got)
 	}
 }
@@ -330,9 +330,9 @@ func TestClosedDeliveryReplayedAfterRetentionChangesNothing(t *testing.T) {
 func TestOneUnreadableCommentDoesNotStopRecovery(t *testing.T) {
 	w := newWorld(t, "")
 	w.reconcile()
-	c1 := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932") // created webhooks lost
-	c2 := w.gh.AddComment(theRepo, thePR, maintLog, "/opsbot help")
-	w.gh.Inject("GET /repos/{owner}/{repo}/issues/comments/{id}/reactions", githubtest.Fault{Status: 404, Times: 1})
+	c1 := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932") // created webhooks lost
+	c2 := w.GH.AddComment(theRepo, thePR, maintLog, "/opsbot help")
+	w.GH.Inject("GET /repos/{owner}/{repo}/issues/comments/{id}/reactions", githubtest.Fault{Status: 404, Times: 1})
 	rep := w.reconcile()
 	if !slices.Equal(ids(rep, "commands_not_run"), []int64{c1.ID}) || !slices.Equal(ids(rep, "commands_recovered"), []int64{c2.ID}) {
 		t.Fatalf("reconcile = %v, want comment %d not run and %d recovered", rep, c1.ID, c2.ID)
@@ -348,8 +348,8 @@ func TestOneUnreadableCommentDoesNotStopRecovery(t *testing.T) {
 // and reopened) would skip whatever the author pushes next.
 func TestRecoveryBindsNoCommandToALaterHead(t *testing.T) {
 	lost := func(w *world) githubtest.Comment {
-		c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932") // its webhook is lost
-		w.gh.SetCommentTime(c.ID, time.Now().Add(-10*time.Minute))
+		c := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932") // its webhook is lost
+		w.GH.SetCommentTime(c.ID, time.Now().Add(-10*time.Minute))
 		return c
 	}
 	notRun := func(t *testing.T, w *world, c githubtest.Comment, why string) {
@@ -365,7 +365,7 @@ func TestRecoveryBindsNoCommandToALaterHead(t *testing.T) {
 		if !found || countPinActive(w.trail()) != 0 {
 			t.Fatalf("audit: %v", w.trail())
 		}
-		w.push("c9")
+		w.Push("c9")
 		if out, _ := w.gate("--pr", "2512", "--sha", sha("c9")); out["skip-pr-sweep"] != "false" {
 			t.Fatalf("the author's next push after recovery: %v, want the sweep", out)
 		}
@@ -374,18 +374,18 @@ func TestRecoveryBindsNoCommandToALaterHead(t *testing.T) {
 		w := newWorld(t, "")
 		w.reconcile()
 		c := lost(w)
-		w.gh.Push(theRepo, thePR, []string{sha("c2")})
-		p := w.syncPayload(sha("c2"))
+		w.GH.Push(theRepo, thePR, []string{sha("c2")})
+		p := w.SyncPayload(sha("c2"))
 		setPath(p, "pull_request.updated_at", time.Now().UTC().Format(time.RFC3339))
-		w.send("pull_request", p)
+		w.Send("pull_request", p)
 		notRun(t, w, c, "after the comment was posted")
 	})
 	t.Run("a push whose webhook was lost too", func(t *testing.T) {
 		w := newWorld(t, "")
 		w.reconcile()
 		c := lost(w)
-		w.gh.Push(theRepo, thePR, []string{sha("c2")})
-		w.gh.AddRun(theRepo, githubtest.Run{ID: 31147926100, WorkflowID: 78, Event: "pull_request", Status: "completed",
+		w.GH.Push(theRepo, thePR, []string{sha("c2")})
+		w.GH.AddRun(theRepo, githubtest.Run{ID: 31147926100, WorkflowID: 78, Event: "pull_request", Status: "completed",
 			Conclusion: "success", HeadSHA: sha("c2"), HeadBranch: "kimi-tune"}) // the gate workflow's run of the push
 		notRun(t, w, c, "was made at")
 	})
@@ -393,15 +393,15 @@ func TestRecoveryBindsNoCommandToALaterHead(t *testing.T) {
 		w := newWorld(t, "")
 		w.reconcile()
 		c := lost(w)
-		w.gh.Push(theRepo, thePR, []string{sha("c2")})
+		w.GH.Push(theRepo, thePR, []string{sha("c2")})
 		notRun(t, w, c, "nothing shows that")
 	})
 	t.Run("closed and reopened after the comment", func(t *testing.T) {
 		w := newWorld(t, "")
 		w.reconcile()
 		c := lost(w)
-		w.gh.ClosePR(theRepo, thePR, false, "")
-		w.gh.ReopenPR(theRepo, thePR)
+		w.GH.ClosePR(theRepo, thePR, false, "")
+		w.GH.ReopenPR(theRepo, thePR)
 		notRun(t, w, c, "was closed at")
 	})
 	t.Run("nothing changed since the comment", func(t *testing.T) {
@@ -412,7 +412,7 @@ func TestRecoveryBindsNoCommandToALaterHead(t *testing.T) {
 		if !slices.Equal(ids(rep, "commands_recovered"), []int64{c.ID}) {
 			t.Fatalf("reconcile = %v, want comment %d recovered", rep, c.ID)
 		}
-		mustContain(t, "recovered pin", w.lastReply(), "pinned run [31147925932]")
+		mustContain(t, "recovered pin", w.LastReply(), "pinned run [31147925932]")
 	})
 }
 
@@ -423,21 +423,21 @@ func TestRecoveryTakesBackALostDeletionOrEdit(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			w := newWorld(t, "")
 			w.reconcile()
-			c := w.comment(maintainer, "/reuse-sweep-run 31147925932")
+			c := w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 			if how == "deleted" {
-				w.gh.DeleteComment(c.ID) // its webhook is lost
+				w.GH.DeleteComment(c.ID) // its webhook is lost
 			} else {
-				w.gh.EditComment(c.ID, "never mind")
+				w.GH.EditComment(c.ID, "never mind")
 			}
 			rep := w.reconcile()
 			if got := ids(rep, "pins_taken_back"); len(got) != 1 {
 				t.Fatalf("reconcile = %v, want the pin of PR %d taken back", rep, thePR)
 			}
-			mustContain(t, "reply", w.lastReply(), "found by recovery")
+			mustContain(t, "reply", w.LastReply(), "found by recovery")
 			if tr := w.trail(); tr[len(tr)-1] != "pin revoked" {
 				t.Fatalf("audit = %v", tr)
 			}
-			w.push("c2")
+			w.Push("c2")
 			if out, _ := w.gate("--pr", "2512", "--sha", sha("c2")); out["skip-pr-sweep"] != "false" {
 				t.Fatalf("the push after the recovered %s: %v, want the sweep", how, out)
 			}
@@ -454,7 +454,7 @@ func TestWebhookDeliveryAsAWakeupIsRefused(t *testing.T) {
 	w := newWorld(t, "")
 	id, body := seq.Delivery(state.SeqRef{Repo: theRepo, PR: thePR, Kind: "merge", Version: 1}, 0)
 	for _, tc := range []struct{ event, id string }{{seq.Event, "a-github-id"}, {"pull_request", id}, {seq.Event, id}} {
-		code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", tc.event, tc.id, body, testSecret))
+		code, rep := post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", tc.event, tc.id, body, testSecret))
 		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(rep["error"]), "opsbot's own") {
 			t.Fatalf("%s %q: %d %v, want 400", tc.event, tc.id, code, rep)
 		}

@@ -12,16 +12,16 @@ import (
 // among the failed notices.
 func TestReactionToADeletedCommentIsGivenUpAtOnce(t *testing.T) {
 	w := newWorld(t, "")
-	outsider := user{"outsider", 6666, "User"}
-	w.gh.AddUser(outsider.login, outsider.id, "User")
+	outsider := user{Login: "outsider", ID: 6666, Kind: "User"}
+	w.GH.AddUser(outsider.Login, outsider.ID, "User")
 	const route = "POST /repos/{owner}/{repo}/issues/comments/{id}/reactions"
-	w.gh.Inject(route, githubtest.Fault{Status: 404, Body: `{"message":"Not Found"}`})
-	w.comment(outsider, "/reuse-sweep-run 31147925932")
-	w.settle()
-	if n := w.gh.Count(route); n != 1 {
+	w.GH.Inject(route, githubtest.Fault{Status: 404, Body: `{"message":"Not Found"}`})
+	w.Comment(outsider, "/reuse-sweep-run 31147925932")
+	w.Settle()
+	if n := w.GH.Count(route); n != 1 {
 		t.Fatalf("%d reaction requests, want 1: a deleted comment's reaction is given up at once", n)
 	}
-	out, _, err := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--failed-notices", "--format", "json")
+	out, _, err := runCLI(t, tokenEnv, "audit", "--server", w.Srv.URL, "--failed-notices", "--format", "json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // problem is refused, every problem said, and the running one stays.
 func TestConfigReload(t *testing.T) {
 	w := newWorld(t, "")
-	path := filepath.Join(w.dir, "opsbot.yaml")
+	path := filepath.Join(w.Dir, "opsbot.yaml")
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -39,8 +39,8 @@ func TestConfigReload(t *testing.T) {
 	if code != http.StatusBadRequest || body["applied"] != false || !strings.Contains(r2s(body["problems"]), "min_role") {
 		t.Fatalf("reload of a broken file: %d %v", code, body)
 	}
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	mustContain(t, "pin under the running configuration", w.lastReply(), "pinned run")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	mustContain(t, "pin under the running configuration", w.LastReply(), "pinned run")
 
 	// A valid one: the maintainer (write) no longer may; listen needs a restart.
 	next := strings.Replace(string(orig), `listen: "127.0.0.1:0"`, `listen: "127.0.0.1:9"`, 1) + "    reuse:\n      min_role: maintain\n"
@@ -51,8 +51,8 @@ func TestConfigReload(t *testing.T) {
 	if code != http.StatusOK || body["applied"] != true || r2s(body["restart_needed_for"]) != "[listen]" {
 		t.Fatalf("reload: %d %v", code, body)
 	}
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	mustContain(t, "after the reload", w.lastReply(), "I did not run", "`maintain`")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	mustContain(t, "after the reload", w.LastReply(), "I did not run", "`maintain`")
 
 	// SIGHUP does the same: back to write.
 	if err := os.WriteFile(path, orig, 0o600); err != nil {
@@ -65,11 +65,11 @@ func TestConfigReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, "SIGHUP reloads the configuration", func() bool {
-		return strings.Contains(w.srv.stderr.String(), `"configuration reloaded"`) &&
-			strings.Count(w.srv.stderr.String(), `"configuration reloaded"`) >= 2
+		return strings.Contains(w.Srv.Stderr.String(), `"configuration reloaded"`) &&
+			strings.Count(w.Srv.Stderr.String(), `"configuration reloaded"`) >= 2
 	})
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	mustContain(t, "after SIGHUP", w.lastReply(), "pinned run")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	mustContain(t, "after SIGHUP", w.LastReply(), "pinned run")
 }
 
 func r2s(v any) string {
@@ -86,13 +86,13 @@ func TestRemovedRepositoryExpiresItsPins(t *testing.T) {
 	for _, how := range []string{"reload", "restart"} {
 		t.Run(how, func(t *testing.T) {
 			w := newWorld(t, "")
-			path := filepath.Join(w.dir, "opsbot.yaml")
+			path := filepath.Join(w.Dir, "opsbot.yaml")
 			orig, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			w.comment(maintainer, "/reuse-sweep-run 31147925932")
-			mustContain(t, "the pin", w.lastReply(), "pinned run")
+			w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+			mustContain(t, "the pin", w.LastReply(), "pinned run")
 			without := strings.Replace(string(orig), theRepo, "octo-org/elsewhere", 1)
 			switch how {
 			case "reload":
@@ -111,8 +111,8 @@ func TestRemovedRepositoryExpiresItsPins(t *testing.T) {
 				w.restart(func(string) string { return without })
 				w.restart(func(string) string { return string(orig) })
 			}
-			w.push("c2")
-			if got := w.statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "sweep") {
+			w.Push("c2")
+			if got := w.Statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "sweep") {
 				t.Fatalf("the first push after the repository is served again = %+v, want a sweep", got)
 			}
 			var expired []string
@@ -136,15 +136,15 @@ func TestRemovedRepositoryExpiresItsPins(t *testing.T) {
 func TestPinInFlightAcrossARemovalIsExpiredWhenTheRepositoryReturns(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	path := filepath.Join(w.dir, "opsbot.yaml")
+	path := filepath.Join(w.Dir, "opsbot.yaml")
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	arrived, release := w.gh.Hold(permissionRoute)
+	arrived, release := w.GH.Hold(permissionRoute)
 	t.Cleanup(release)
-	c := w.gh.AddComment(theRepo, thePR, maintainer.login, "/reuse-sweep-run 31147925932")
-	postNoSettle(t, w, "issue_comment", w.commentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/reuse-sweep-run 31147925932")
+	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
 	waitFor(t, arrived, "the pin's role read")
 	reload := func(cfg string) map[string]any {
 		t.Helper()
@@ -161,12 +161,12 @@ func TestPinInFlightAcrossARemovalIsExpiredWhenTheRepositoryReturns(t *testing.T
 	}
 	reload(strings.Replace(string(orig), theRepo, "octo-org/elsewhere", 1))
 	release() // the pin commits now, after its repository was removed
-	w.settle()
+	w.Settle()
 	if body := reload(string(orig)); body["expired_pins"] != float64(1) {
 		t.Fatalf("adding the repository back: %v, want the pin from before expired", body)
 	}
-	w.push("c2")
-	if got := w.statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "sweep") {
+	w.Push("c2")
+	if got := w.Statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "sweep") {
 		t.Fatalf("the first push after the repository is served again = %+v, want a sweep", got)
 	}
 }

@@ -13,19 +13,19 @@ import (
 func TestEverydayStory(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	c := w.comment(maintainer, "Verified the sweep at c1.\n\n/reuse-sweep-run 31147925932\n")
-	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"+1"}) {
+	c := w.Comment(maintainer, "Verified the sweep at c1.\n\n/reuse-sweep-run 31147925932\n")
+	if r := w.GH.Reactions(c.ID); !slices.Equal(r, []string{"+1"}) {
 		t.Fatalf("reactions on the pin comment = %v, want [+1]", r)
 	}
-	mustContain(t, "pin reply", w.lastReply(), "@maintainer pinned run [31147925932]", "`success`", "commit `c1c1c1c`",
+	mustContain(t, "pin reply", w.LastReply(), "@maintainer pinned run [31147925932]", "`success`", "commit `c1c1c1c`",
 		"covers that one push only", "<!-- opsbot:notice=")
 
-	w.push("c2", "perf-changelog.yaml")
-	st := w.statuses("c2")
+	w.Push("c2", "perf-changelog.yaml")
+	st := w.Statuses("c2")
 	if len(st) != 1 || st[0].Context != "opsbot/sweep-gate" || st[0].Description != "skip: reusing run 31147925932, authorized by @maintainer" {
 		t.Fatalf("status on c2 = %+v", st)
 	}
-	mustContain(t, "skip comment", w.lastReply(), "Sweep skipped for", "reusing run [31147925932]", "authorized by @maintainer",
+	mustContain(t, "skip comment", w.LastReply(), "Sweep skipped for", "reusing run [31147925932]", "authorized by @maintainer",
 		"#issuecomment-")
 	out, _ := w.gate("--pr", "2512", "--sha", sha("c2"))
 	if out["skip-pr-sweep"] != "true" || out["reuse-source-run-id"] != "31147925932" || out["reuse-enabled"] != "true" ||
@@ -33,8 +33,8 @@ func TestEverydayStory(t *testing.T) {
 		t.Fatalf("gate for c2 = %v", out)
 	}
 
-	w.push("c3", "perf-changelog.yaml")
-	if st := w.statuses("c3"); len(st) != 1 || st[0].Description != "sweep: no reuse authorization" {
+	w.Push("c3", "perf-changelog.yaml")
+	if st := w.Statuses("c3"); len(st) != 1 || st[0].Description != "sweep: no reuse authorization" {
 		t.Fatalf("status on c3 = %+v", st)
 	}
 	out, _ = w.gate("--pr", "2512", "--sha", sha("c3"))
@@ -55,14 +55,14 @@ func TestEverydayStory(t *testing.T) {
 func TestBareCommandResolvesNewestRealSweep(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run")
-	mustContain(t, "bare pin reply", w.lastReply(), "pinned run [31147925932]", "the newest real sweep run of this PR")
-	w.push("c2")
-	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
+	w.Comment(maintainer, "/reuse-sweep-run")
+	mustContain(t, "bare pin reply", w.LastReply(), "pinned run [31147925932]", "the newest real sweep run of this PR")
+	w.Push("c2")
+	if st := w.Statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "skip: reusing run 31147925932") {
 		t.Fatalf("status = %+v", st)
 	}
-	w.push("c3")
-	if st := w.statuses("c3"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "sweep") {
+	w.Push("c3")
+	if st := w.Statuses("c3"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "sweep") {
 		t.Fatalf("a bare pin covered a second push: %+v", st)
 	}
 }
@@ -70,46 +70,46 @@ func TestBareCommandResolvesNewestRealSweep(t *testing.T) {
 func TestBareCommandWithoutRunIsRefused(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.gh.ExpireArtifacts(theRepo, runR1)
-	c := w.comment(maintainer, "/reuse-sweep-run")
-	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+	w.GH.ExpireArtifacts(theRepo, runR1)
+	c := w.Comment(maintainer, "/reuse-sweep-run")
+	if r := w.GH.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
 		t.Fatalf("reactions = %v", r)
 	}
-	mustContain(t, "reply", w.lastReply(), "I did not pin a run", "no completed sweep run", "/reuse-sweep-run <run-id>")
+	mustContain(t, "reply", w.LastReply(), "I did not pin a run", "no completed sweep run", "/reuse-sweep-run <run-id>")
 }
 
 func TestDeniedBelowRequiredRole(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.gh.SetRole(theRepo, readerLog, "triage") // answered: below triage gets a reaction only (quiet_test.go)
-	c := w.comment(reader, "/reuse-sweep-run 31147925932")
-	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+	w.GH.SetRole(theRepo, readerLog, "triage") // answered: below triage gets a reaction only (quiet_test.go)
+	c := w.Comment(reader, "/reuse-sweep-run 31147925932")
+	if r := w.GH.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
 		t.Fatalf("reactions = %v", r)
 	}
-	reply := w.lastReply()
+	reply := w.LastReply()
 	mustContain(t, "denial", reply, "@reader I did not run `/reuse-sweep-run 31147925932`", "needs the `write` role")
 	if strings.Contains(reply, "`triage`") {
 		t.Error("the denial reveals the user's role")
 	}
-	w.push("c2")
-	if st := w.statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
+	w.Push("c2")
+	if st := w.Statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
 		t.Fatalf("a denied pin skipped: %+v", st)
 	}
 	if tr := w.trail(); tr[0] != "command reuse-sweep-run denied" {
 		t.Fatalf("audit = %v", tr)
 	}
 	// Usage errors from an unauthorized commenter get no reply at all.
-	before := len(w.replies())
-	w.comment(reader, "/reuse-sweep-run twelve")
-	if len(w.replies()) != before {
+	before := len(w.Replies())
+	w.Comment(reader, "/reuse-sweep-run twelve")
+	if len(w.Replies()) != before {
 		t.Fatal("opsbot answered a usage error of a commenter without the role")
 	}
 	if tr := w.trail(); tr[len(tr)-1] != "command reuse-sweep-run usage_error" {
 		t.Fatalf("usage error not audited: %v", tr)
 	}
 	// A maintainer's usage error is answered with the usage.
-	w.comment(maintainer, "/use")
-	mustContain(t, "usage reply", w.lastReply(), "usage: /use <run-id or run URL>")
+	w.Comment(maintainer, "/use")
+	mustContain(t, "usage reply", w.LastReply(), "usage: /use <run-id or run URL>")
 }
 
 // A bot's command is denied (even with admin) with a 👎 and no reply; an
@@ -118,24 +118,24 @@ func TestDeniedBelowRequiredRole(t *testing.T) {
 func TestBotsAndOpsbotItself(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "    allow_bots: [\"release[bot]\"]\n")
-	w.gh.AddUser("renovate[bot]", 6000, "Bot")
-	w.gh.SetRole(theRepo, "renovate[bot]", "admin")
-	c := w.comment(user{"renovate[bot]", 6000, "Bot"}, "/reuse-sweep-run 31147925932")
-	if r := w.gh.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
+	w.GH.AddUser("renovate[bot]", 6000, "Bot")
+	w.GH.SetRole(theRepo, "renovate[bot]", "admin")
+	c := w.Comment(user{Login: "renovate[bot]", ID: 6000, Kind: "Bot"}, "/reuse-sweep-run 31147925932")
+	if r := w.GH.Reactions(c.ID); !slices.Equal(r, []string{"-1"}) {
 		t.Fatalf("reactions to a bot's command = %v", r)
 	}
-	if r := w.replies(); len(r) != 0 {
+	if r := w.Replies(); len(r) != 0 {
 		t.Fatalf("opsbot replied to a bot that is not allow-listed: %q", r)
 	}
-	before := len(w.replies())
-	w.comment(user{githubtest.BotLogin, githubtest.BotID, "Bot"}, "/reuse-sweep-run 31147925932")
-	if len(w.replies()) != before {
+	before := len(w.Replies())
+	w.Comment(user{Login: githubtest.BotLogin, ID: githubtest.BotID, Kind: "Bot"}, "/reuse-sweep-run 31147925932")
+	if len(w.Replies()) != before {
 		t.Fatal("opsbot answered its own comment")
 	}
-	w.gh.AddUser("release[bot]", 6001, "Bot")
-	w.gh.SetRole(theRepo, "release[bot]", "write")
-	w.comment(user{"release[bot]", 6001, "Bot"}, "/reuse-sweep-run 31147925932")
-	mustContain(t, "allow-listed bot", w.lastReply(), mdtext.Mention("release[bot]")+" pinned run [31147925932]")
+	w.GH.AddUser("release[bot]", 6001, "Bot")
+	w.GH.SetRole(theRepo, "release[bot]", "write")
+	w.Comment(user{Login: "release[bot]", ID: 6001, Kind: "Bot"}, "/reuse-sweep-run 31147925932")
+	mustContain(t, "allow-listed bot", w.LastReply(), mdtext.Mention("release[bot]")+" pinned run [31147925932]")
 	if tr := w.trail(); tr[0] != "command reuse-sweep-run denied" || tr[len(tr)-1] != "pin active" {
 		t.Fatalf("audit = %v", tr)
 	}
@@ -144,19 +144,19 @@ func TestBotsAndOpsbotItself(t *testing.T) {
 func TestSupersedeAndCancel(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.gh.AddRun(theRepo, githubtest.Run{ID: 42, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 42, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c1"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts})
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.comment(maintainer, "/use 42")
-	mustContain(t, "supersede reply", w.lastReply(), "pinned run [42]", "replaces the pin of run [31147925932]", "superseded")
-	w.comment(maintainer, "/reuse-sweep-run cancel")
-	mustContain(t, "cancel reply", w.lastReply(), "revoked the pin of run [42]")
-	w.push("c2")
-	if st := w.statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Comment(maintainer, "/use 42")
+	mustContain(t, "supersede reply", w.LastReply(), "pinned run [42]", "replaces the pin of run [31147925932]", "superseded")
+	w.Comment(maintainer, "/reuse-sweep-run cancel")
+	mustContain(t, "cancel reply", w.LastReply(), "revoked the pin of run [42]")
+	w.Push("c2")
+	if st := w.Statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
 		t.Fatalf("after cancel: %+v", st)
 	}
-	w.comment(maintainer, "/reuse-sweep-run cancel")
-	mustContain(t, "second cancel", w.lastReply(), "no active pin on this PR to cancel")
+	w.Comment(maintainer, "/reuse-sweep-run cancel")
+	mustContain(t, "second cancel", w.LastReply(), "no active pin on this PR to cancel")
 	want := []string{"command reuse-sweep-run accepted", "pin active", "command reuse-sweep-run accepted", "pin superseded", "pin active",
 		"command reuse-sweep-run accepted", "pin revoked", "decision sweep", "command reuse-sweep-run accepted"}
 	if got := w.trail(); !slices.Equal(got, want) {
@@ -167,12 +167,12 @@ func TestSupersedeAndCancel(t *testing.T) {
 func TestLastReuseInACommentWins(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.gh.AddRun(theRepo, githubtest.Run{ID: 42, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 42, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c1"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts})
-	w.comment(maintainer, "/reuse-sweep-run 31147925932\n/reuse-sweep-run 42")
-	mustContain(t, "reply", w.lastReply(), "(line 1) was not run: the last `/reuse-sweep-run` in a comment wins", "pinned run [42]")
-	w.push("c2")
-	if st := w.statuses("c2"); !strings.HasPrefix(st[0].Description, "skip: reusing run 42") {
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932\n/reuse-sweep-run 42")
+	mustContain(t, "reply", w.LastReply(), "(line 1) was not run: the last `/reuse-sweep-run` in a comment wins", "pinned run [42]")
+	w.Push("c2")
+	if st := w.Statuses("c2"); !strings.HasPrefix(st[0].Description, "skip: reusing run 42") {
 		t.Fatalf("status = %+v", st)
 	}
 }
@@ -180,20 +180,20 @@ func TestLastReuseInACommentWins(t *testing.T) {
 func TestDeleteAndEditRevoke(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	c := w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.commentEvent("deleted", maintainer, maintainer, c.ID, c.Body, "")
-	mustContain(t, "delete reply", w.lastReply(), "is **revoked**", "was deleted")
+	c := w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.CommentEvent("deleted", maintainer, maintainer, c.ID, c.Body, "")
+	mustContain(t, "delete reply", w.LastReply(), "is **revoked**", "was deleted")
 
-	c2 := w.comment(maintainer, "LGTM\n/reuse-sweep-run 31147925932")
+	c2 := w.Comment(maintainer, "LGTM\n/reuse-sweep-run 31147925932")
 	// An edit that keeps the line keeps the pin; one that removes it revokes.
-	w.commentEvent("edited", maintainer, maintainer, c2.ID, "LGTM!\n/reuse-sweep-run 31147925932", c2.Body)
+	w.CommentEvent("edited", maintainer, maintainer, c2.ID, "LGTM!\n/reuse-sweep-run 31147925932", c2.Body)
 	if tr := w.trail(); tr[len(tr)-1] != "pin active" {
 		t.Fatalf("an edit keeping the command changed the pin: %v", tr)
 	}
-	w.commentEvent("edited", maintainer, maintainer, c2.ID, "LGTM", "LGTM!\n/reuse-sweep-run 31147925932")
-	mustContain(t, "edit reply", w.lastReply(), "is **revoked**", "edited away")
-	w.push("c2")
-	if st := w.statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
+	w.CommentEvent("edited", maintainer, maintainer, c2.ID, "LGTM", "LGTM!\n/reuse-sweep-run 31147925932")
+	mustContain(t, "edit reply", w.LastReply(), "is **revoked**", "edited away")
+	w.Push("c2")
+	if st := w.Statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
 		t.Fatalf("after the edit: %+v", st)
 	}
 }
@@ -201,18 +201,18 @@ func TestDeleteAndEditRevoke(t *testing.T) {
 func TestCommandsAddedByEditAreNotRun(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	c := w.comment(maintainer, "LGTM")
-	w.commentEvent("edited", maintainer, maintainer, c.ID, "LGTM\n/reuse-sweep-run 31147925932", "LGTM")
-	mustContain(t, "edit reply", w.lastReply(), "commands in edited comments are not run; post a new comment")
-	w.push("c2")
-	if st := w.statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
+	c := w.Comment(maintainer, "LGTM")
+	w.CommentEvent("edited", maintainer, maintainer, c.ID, "LGTM\n/reuse-sweep-run 31147925932", "LGTM")
+	mustContain(t, "edit reply", w.LastReply(), "commands in edited comments are not run; post a new comment")
+	w.Push("c2")
+	if st := w.Statuses("c2"); st[0].Description != "sweep: no reuse authorization" {
 		t.Fatalf("an edited-in command pinned: %+v", st)
 	}
 	// A reader editing in a command makes opsbot say nothing.
-	rc := w.comment(reader, "nice")
-	before := len(w.replies())
-	w.commentEvent("edited", reader, reader, rc.ID, "nice\n/use 31147925932", "nice")
-	if len(w.replies()) != before {
+	rc := w.Comment(reader, "nice")
+	before := len(w.Replies())
+	w.CommentEvent("edited", reader, reader, rc.ID, "nice\n/use 31147925932", "nice")
+	if len(w.Replies()) != before {
 		t.Fatal("opsbot answered an unauthorized edit")
 	}
 }
@@ -221,17 +221,17 @@ func TestCloseExpiresAndMergeConsumes(t *testing.T) {
 	t.Parallel()
 	t.Run("closed", func(t *testing.T) {
 		w := newWorld(t, "")
-		w.comment(maintainer, "/reuse-sweep-run 31147925932")
-		w.close(false, "")
-		mustContain(t, "reply", w.lastReply(), "is **expired**", "closed without merging")
+		w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.ClosePR(false, "")
+		mustContain(t, "reply", w.LastReply(), "is **expired**", "closed without merging")
 		if tr := w.trail(); tr[len(tr)-1] != "pin expired" {
 			t.Fatalf("audit = %v", tr)
 		}
 	})
 	t.Run("merged", func(t *testing.T) {
 		w := newWorld(t, "")
-		w.comment(maintainer, "/reuse-sweep-run 31147925932")
-		w.close(true, "a1")
+		w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+		w.ClosePR(true, "a1")
 		if tr := w.trail(); !slices.Equal(tr[len(tr)-2:], []string{"decision skip", "pin consumed"}) {
 			t.Fatalf("audit = %v", tr)
 		}
@@ -246,16 +246,16 @@ func TestCloseExpiresAndMergeConsumes(t *testing.T) {
 func TestPushGateFollowsTheFinalHead(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2")
-	w.close(true, "a2")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
+	w.ClosePR(true, "a2")
 	out, _ := w.gate("--event", "push", "--sha", sha("a2"))
 	if out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" || out["reuse-source-head-sha"] != sha("c1") {
 		t.Fatalf("push gate after a skipped final head = %v", out)
 	}
 	w2 := newWorld(t, "")
-	w2.push("c2")
-	w2.close(true, "a3")
+	w2.Push("c2")
+	w2.ClosePR(true, "a3")
 	out, _ = w2.gate("--event", "push", "--sha", sha("a3"))
 	if out["reuse-enabled"] != "false" || !strings.Contains(out["reuse-reason"], "ran its own sweep") {
 		t.Fatalf("push gate after a swept final head = %v", out)

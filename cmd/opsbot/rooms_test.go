@@ -120,8 +120,8 @@ repos:
 		setPath(p, "issue.pull_request", map[string]any{"url": "https://api.github.com/repos/" + theRepo + "/pulls/1"})
 		setPath(p, "comment.id", c.ID)
 		setPath(p, "comment.body", c.Body)
-		setPath(p, "comment.user", user{login: login, id: uid}.json())
-		p["sender"] = user{login: login, id: uid}.json()
+		setPath(p, "comment.user", user{Login: login, ID: uid}.JSON())
+		p["sender"] = user{Login: login, ID: uid}.JSON()
 		raw, err := json.Marshal(p)
 		if err != nil {
 			t.Fatal(err)

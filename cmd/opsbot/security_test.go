@@ -24,7 +24,7 @@ import (
 
 // closedPayload is the `closed` (unmerged) delivery of the PR.
 func (w *world) closedPayload() map[string]any {
-	p := payload(w.t, "pull_request", "closed")
+	p := payload(w.T, "pull_request", "closed")
 	setPath(p, "repository.full_name", theRepo)
 	p["number"] = thePR
 	setPath(p, "pull_request.number", thePR)
@@ -40,41 +40,41 @@ func (w *world) closedPayload() map[string]any {
 func TestReplayedClosedDeliveryUnderANewIDDoesNotActAgain(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.gh.ClosePR(theRepo, thePR, false, "")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.GH.ClosePR(theRepo, thePR, false, "")
 	captured, err := json.Marshal(w.closedPayload())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "pull_request", "closed-1", captured, testSecret)); code != http.StatusAccepted {
+	if code, rep := post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "pull_request", "closed-1", captured, testSecret)); code != http.StatusAccepted {
 		t.Fatalf("closed: %d %v", code, rep)
 	}
-	w.settle()
+	w.Settle()
 	if tr := w.trail(); tr[len(tr)-1] != "pin expired" {
 		t.Fatalf("closing did not expire the pin: %v", tr)
 	}
-	w.gh.ReopenPR(theRepo, thePR)
+	w.GH.ReopenPR(theRepo, thePR)
 	reopened := payload(t, "pull_request", "reopened")
 	setPath(reopened, "repository.full_name", theRepo)
 	reopened["number"] = thePR
 	setPath(reopened, "pull_request.number", thePR)
 	setPath(reopened, "pull_request.state", "open")
-	w.send("pull_request", reopened)
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Send("pull_request", reopened)
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	if tr := w.trail(); tr[len(tr)-1] != "pin active" {
 		t.Fatalf("the new pin is not active: %v", tr)
 	}
 
-	code, rep := post(t, fixtures.SignedRequest(t, w.srv.URL+"/webhook", "pull_request", "closed-replayed", captured, testSecret))
+	code, rep := post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "pull_request", "closed-replayed", captured, testSecret))
 	if code != http.StatusOK || rep["status"] != "duplicate" {
 		t.Fatalf("the replayed closed delivery: %d %v, want 200 duplicate", code, rep)
 	}
-	w.settle()
+	w.Settle()
 	if tr := w.trail(); tr[len(tr)-1] != "pin active" {
 		t.Fatalf("the replay acted: %v", tr)
 	}
-	w.push("c2")
-	if got := w.statuses("c2"); len(got) != 1 || got[0].Description != "skip: reusing run 31147925932, authorized by @maintainer" {
+	w.Push("c2")
+	if got := w.Statuses("c2"); len(got) != 1 || got[0].Description != "skip: reusing run 31147925932, authorized by @maintainer" {
 		t.Fatalf("the push after the replay: %+v", got)
 	}
 }
@@ -85,20 +85,20 @@ func TestReplayedClosedDeliveryUnderANewIDDoesNotActAgain(t *testing.T) {
 func TestNeverRunsACommandItWrote(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	machine := user{"ci-machine", 7777, "User"}
-	w.gh.AddUser(machine.login, machine.id, "User")
-	w.gh.SetRole(theRepo, machine.login, "write")
-	w.gh.SetAuthenticatedUser(machine.login)
+	machine := user{Login: "ci-machine", ID: 7777, Kind: "User"}
+	w.GH.AddUser(machine.Login, machine.ID, "User")
+	w.GH.SetRole(theRepo, machine.Login, "write")
+	w.GH.SetAuthenticatedUser(machine.Login)
 	w.restart(func(cfg string) string { return cfg })
-	w.comment(machine, "/reuse-sweep-run 31147925932")
+	w.Comment(machine, "/reuse-sweep-run 31147925932")
 	if tr := w.trail(); len(tr) != 0 {
 		t.Fatalf("opsbot ran a command it wrote: %v", tr)
 	}
-	w.push("c2")
-	if got := w.statuses("c2"); len(got) != 1 || got[0].Description != "sweep: no reuse authorization" {
+	w.Push("c2")
+	if got := w.Statuses("c2"); len(got) != 1 || got[0].Description != "sweep: no reuse authorization" {
 		t.Fatalf("the push after opsbot's own comment: %+v", got)
 	}
-	if n := w.gh.Count("GET /user"); n < 1 {
+	if n := w.GH.Count("GET /user"); n < 1 {
 		t.Fatalf("GET /user asked %d times", n)
 	}
 }
@@ -127,39 +127,39 @@ func TestConfigCheckSaysTheBotAccountIsLearned(t *testing.T) {
 func TestPlantedMarkersNeitherSilenceNorRedirectOpsbot(t *testing.T) {
 	t.Parallel()
 	w := stageWorld(t, "")
-	outsider := user{"outsider", 6666, "User"}
-	w.gh.AddUser(outsider.login, outsider.id, "User")
+	outsider := user{Login: "outsider", ID: 6666, Kind: "User"}
+	w.GH.AddUser(outsider.Login, outsider.ID, "User")
 	var planted strings.Builder
 	planted.WriteString("Nice PR!\n")
 	for i := 1; i <= 300; i++ {
 		fmt.Fprintf(&planted, "<!-- opsbot:notice=%d -->\n", i)
 	}
-	plant := w.comment(outsider, planted.String())
-	w.gh.Inject("POST /repos/{owner}/{repo}/issues/{n}/comments", githubtest.Fault{Status: 502, Times: 1})
-	c := w.comment(maintainer, "/stage-results 31147925932")
+	plant := w.Comment(outsider, planted.String())
+	w.GH.Inject("POST /repos/{owner}/{repo}/issues/{n}/comments", githubtest.Fault{Status: 502, Times: 1})
+	c := w.Comment(maintainer, "/stage-results 31147925932")
 	mustContain(t, "acknowledgement", w.ack(), "@maintainer staging run [31147925932]")
 	w.callback("stage-results-completed", c.ID, runR1, true)
 	mustContain(t, "staged", w.ack(), "@maintainer staged run [31147925932]")
-	if got := w.commentBody(plant.ID); got != planted.String() {
+	if got := w.CommentBody(plant.ID); got != planted.String() {
 		t.Fatalf("opsbot edited the outsider's comment into:\n%s", got)
 	}
-	if n := len(w.replies()); n != 1 {
+	if n := len(w.Replies()); n != 1 {
 		t.Fatalf("%d replies, want the one acknowledgement edited in place", n)
 	}
 }
 
 // reconcile runs `opsbot reconcile --json` with extra flags and returns its report.
 func (w *world) reconcile(args ...string) map[string]any {
-	w.t.Helper()
-	out, errOut, err := runCLI(w.t, tokenEnv, append([]string{"reconcile", "--server", w.srv.URL, "--repo", theRepo, "--json"}, args...)...)
+	w.T.Helper()
+	out, errOut, err := runCLI(w.T, tokenEnv, append([]string{"reconcile", "--server", w.Srv.URL, "--repo", theRepo, "--json"}, args...)...)
 	if err != nil {
-		w.t.Fatalf("reconcile: %v %s", err, errOut)
+		w.T.Fatalf("reconcile: %v %s", err, errOut)
 	}
 	var rep map[string]any
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		w.t.Fatalf("reconcile report: %v\n%s", err, out)
+		w.T.Fatalf("reconcile report: %v\n%s", err, out)
 	}
-	w.settle()
+	w.Settle()
 	return rep
 }
 
@@ -193,11 +193,11 @@ func TestRecoveryDoesNotRunEditedComments(t *testing.T) {
 	if rep := w.reconcile(); rep["first"] != true {
 		t.Fatalf("first reconcile report: %v", rep)
 	}
-	seen := w.comment(maintainer, "Looks good to me.")
-	lost := w.gh.AddComment(theRepo, thePR, maintLog, "Looking at the numbers now.")
-	w.gh.SetCommentTime(lost.ID, time.Now().Add(-20*time.Minute))
+	seen := w.Comment(maintainer, "Looks good to me.")
+	lost := w.GH.AddComment(theRepo, thePR, maintLog, "Looking at the numbers now.")
+	w.GH.SetCommentTime(lost.ID, time.Now().Add(-20*time.Minute))
 	for _, c := range []githubtest.Comment{seen, lost} {
-		w.gh.EditComment(c.ID, c.Body+"\n/reuse-sweep-run 31147925932")
+		w.GH.EditComment(c.ID, c.Body+"\n/reuse-sweep-run 31147925932")
 	}
 	rep := w.reconcile()
 	if got := ids(rep, "commands_recovered"); len(got) != 0 {
@@ -212,8 +212,8 @@ func TestRecoveryDoesNotRunEditedComments(t *testing.T) {
 	if got, want := w.recoveryTrail(), []string{fmt.Sprintf("not_run %d", lost.ID)}; !slices.Equal(got, want) {
 		t.Fatalf("recovery audit = %v, want %v", got, want)
 	}
-	w.push("c2")
-	if got := w.statuses("c2"); len(got) != 1 || got[0].Description != "sweep: no reuse authorization" {
+	w.Push("c2")
+	if got := w.Statuses("c2"); len(got) != 1 || got[0].Description != "sweep: no reuse authorization" {
 		t.Fatalf("the push after recovery: %+v", got)
 	}
 	// Again: the same comments are known now and stay unrun.
@@ -229,10 +229,10 @@ func TestRecoveryDoesNotRunEditedComments(t *testing.T) {
 func TestFirstReconcileRecordsAndDoesNotReplay(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
-	old := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
-	w.gh.SetCommentTime(old.ID, time.Now().Add(-48*time.Hour))
-	recent := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
-	w.gh.SetCommentTime(recent.ID, time.Now().Add(-10*time.Minute))
+	old := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	w.GH.SetCommentTime(old.ID, time.Now().Add(-48*time.Hour))
+	recent := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	w.GH.SetCommentTime(recent.ID, time.Now().Add(-10*time.Minute))
 	rep := w.reconcile()
 	if rep["first"] != true || len(ids(rep, "commands_recovered")) != 0 ||
 		!slices.Equal(ids(rep, "commands_recorded"), []int64{old.ID, recent.ID}) {
@@ -244,29 +244,29 @@ func TestFirstReconcileRecordsAndDoesNotReplay(t *testing.T) {
 	if rep := w.reconcile(); rep["first"] != false || len(ids(rep, "commands_recovered")) != 0 {
 		t.Fatalf("second reconcile: %v", rep)
 	}
-	out, _, err := runCLI(t, tokenEnv, "audit", "--server", w.srv.URL, "--repo", theRepo, "--kind", "recovery", "--format", "json")
+	out, _, err := runCLI(t, tokenEnv, "audit", "--server", w.Srv.URL, "--repo", theRepo, "--kind", "recovery", "--format", "json")
 	if err != nil || strings.Count(out, `"outcome": "recorded"`) != 3 || !strings.Contains(out, "the first reconcile of this repository on this database recorded the 2 comments") {
 		t.Fatalf("the repository's recovery audit: %v\n%s", err, out)
 	}
-	if tr := w.trail(); strings.Contains(strings.Join(tr, ","), "pin active") || len(w.replies()) != 0 {
-		t.Fatalf("old commands were replayed: %v %v", tr, w.replies())
+	if tr := w.trail(); strings.Contains(strings.Join(tr, ","), "pin active") || len(w.Replies()) != 0 {
+		t.Fatalf("old commands were replayed: %v %v", tr, w.Replies())
 	}
 
 	// Another fresh database, asked to replay the last half hour.
 	w2 := newWorld(t, "")
-	old2 := w2.gh.AddComment(theRepo, thePR, maintLog, "/opsbot help")
-	w2.gh.SetCommentTime(old2.ID, time.Now().Add(-48*time.Hour))
-	recent2 := w2.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
-	w2.gh.SetCommentTime(recent2.ID, time.Now().Add(-10*time.Minute))
+	old2 := w2.GH.AddComment(theRepo, thePR, maintLog, "/opsbot help")
+	w2.GH.SetCommentTime(old2.ID, time.Now().Add(-48*time.Hour))
+	recent2 := w2.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	w2.GH.SetCommentTime(recent2.ID, time.Now().Add(-10*time.Minute))
 	rep = w2.reconcile("--replay-since", "30m")
 	if !slices.Equal(ids(rep, "commands_recovered"), []int64{recent2.ID}) || len(ids(rep, "commands_recorded")) != 0 {
 		t.Fatalf("replay report: %v", rep)
 	}
-	mustContain(t, "replayed pin", w2.lastReply(), "pinned run [31147925932]")
-	if n := len(w2.replies()); n != 1 {
+	mustContain(t, "replayed pin", w2.LastReply(), "pinned run [31147925932]")
+	if n := len(w2.Replies()); n != 1 {
 		t.Fatalf("%d replies: the old /opsbot help was replayed too", n)
 	}
-	if _, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w2.srv.URL, "--repo", theRepo, "--replay-since",
+	if _, errOut, err := runCLI(t, tokenEnv, "reconcile", "--server", w2.Srv.URL, "--repo", theRepo, "--replay-since",
 		time.Now().Add(time.Hour).UTC().Format(time.RFC3339)); err == nil || !strings.Contains(err.Error()+errOut, "in the future") {
 		t.Fatalf("a replay from the future: %v %s", err, errOut)
 	}
@@ -280,14 +280,14 @@ func TestRestoredDatabaseDoesNotReplay(t *testing.T) {
 	w := newWorld(t, "")
 	w.reconcile()
 	copyPath := filepath.Join(t.TempDir(), "restored.db")
-	if _, errOut, err := runCLI(t, tokenEnv, "backup", "--server", w.srv.URL, "--out", copyPath); err != nil {
+	if _, errOut, err := runCLI(t, tokenEnv, "backup", "--server", w.Srv.URL, "--out", copyPath); err != nil {
 		t.Fatalf("backup: %v %s", err, errOut)
 	}
 	// After the backup the lost database ran a command; its webhook is not
 	// redelivered to the restored one.
-	ran := w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.srv.Stop(t)
-	w.srv = startServer(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, "--state", copyPath)
+	ran := w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Srv.Stop(t)
+	w.Srv = startServer(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, "--state", copyPath)
 	rep := w.reconcile()
 	if rep["first"] != true || len(ids(rep, "commands_recovered")) != 0 || !slices.Equal(ids(rep, "commands_recorded"), []int64{ran.ID}) {
 		t.Fatalf("reconcile of the restored database: %v", rep)
@@ -300,30 +300,30 @@ func TestRestoredDatabaseDoesNotReplay(t *testing.T) {
 func TestAppLearnsItsBotUserAndNeverRunsItsCommands(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, `    allow_bots: ["`+githubtest.BotLogin+`"]`)
-	w.gh.SetRole(theRepo, githubtest.BotLogin, "write")
+	w.GH.SetRole(theRepo, githubtest.BotLogin, "write")
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyFile := filepath.Join(w.dir, "app.pem")
+	keyFile := filepath.Join(w.Dir, "app.pem")
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.gh.ResetRequests()
+	w.GH.ResetRequests()
 	w.restart(func(cfg string) string {
 		return strings.Replace(cfg, `  token_env: "TEST_GITHUB_TOKEN"`, fmt.Sprintf("  app:\n    id: %d\n    installation_id: 1\n    private_key_file: %q",
 			githubtest.AppID, keyFile), 1)
 	})
-	if w.gh.Count("GET /app") != 1 || w.gh.Count("GET /users/{user}") != 1 {
-		t.Fatalf("at start: GET /app %d times, GET /users/{user} %d times; want once each", w.gh.Count("GET /app"), w.gh.Count("GET /users/{user}"))
+	if w.GH.Count("GET /app") != 1 || w.GH.Count("GET /users/{user}") != 1 {
+		t.Fatalf("at start: GET /app %d times, GET /users/{user} %d times; want once each", w.GH.Count("GET /app"), w.GH.Count("GET /users/{user}"))
 	}
-	bot := user{githubtest.BotLogin, githubtest.BotID, "Bot"}
-	w.comment(bot, "/reuse-sweep-run 31147925932")
+	bot := user{Login: githubtest.BotLogin, ID: githubtest.BotID, Kind: "Bot"}
+	w.Comment(bot, "/reuse-sweep-run 31147925932")
 	if tr := w.trail(); len(tr) != 0 {
 		t.Fatalf("opsbot ran a command its App's bot user wrote: %v", tr)
 	}
-	w.push("c2")
-	if got := w.statuses("c2"); len(got) != 1 || got[0].Description != "sweep: no reuse authorization" {
+	w.Push("c2")
+	if got := w.Statuses("c2"); len(got) != 1 || got[0].Description != "sweep: no reuse authorization" {
 		t.Fatalf("the push after the bot user's comment: %+v", got)
 	}
 }

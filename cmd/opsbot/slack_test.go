@@ -20,8 +20,8 @@ func TestSlackMirrorsPinAndSkip(t *testing.T) {
 	t.Parallel()
 	sl := slacktest.New(t)
 	w := slackWorld(t, sl)
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	w.push("c2")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
 	posts := sl.Posts()
 	if len(posts) != 3 {
 		t.Fatalf("%d Slack posts, want parent, pin, skip: %+v", len(posts), posts)
@@ -46,13 +46,13 @@ func TestSlackDownBlocksNothing(t *testing.T) {
 	sl := slacktest.New(t)
 	sl.Fail(&slacktest.Fault{Error: "channel_not_found"})
 	w := slackWorld(t, sl)
-	c := w.gh.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
 	announceComment(t, w, c.ID)
-	testkit.Eventually(t, "the GitHub reply is posted", func() bool { return len(w.replies()) == 1 })
+	testkit.Eventually(t, "the GitHub reply is posted", func() bool { return len(w.Replies()) == 1 })
 	// The Slack sender works beside GitHub's; once it has failed, opsbot
 	// stays ready and says Slack is degraded.
 	testkit.Eventually(t, "/readyz says Slack is degraded", func() bool {
-		resp, err := http.Get(w.srv.URL + "/readyz")
+		resp, err := http.Get(w.Srv.URL + "/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestSlackDownBlocksNothing(t *testing.T) {
 		}
 		return strings.Contains(string(raw), "channel_not_found")
 	})
-	testkit.Eventually(t, "opsbot_slack_healthy is 0", func() bool { return w.metrics()["opsbot_slack_healthy"] == "0" })
+	testkit.Eventually(t, "opsbot_slack_healthy is 0", func() bool { return w.Metrics()["opsbot_slack_healthy"] == "0" })
 }
 
 // announceComment announces comment id as a created comment without
@@ -75,8 +75,8 @@ func announceComment(t *testing.T, w *world, id int64) string {
 	setPath(p, "issue.number", thePR)
 	setPath(p, "issue.pull_request", map[string]any{"url": "x"})
 	setPath(p, "comment.id", id)
-	setPath(p, "comment.body", w.commentBody(id))
-	setPath(p, "comment.user", maintainer.json())
-	p["sender"] = maintainer.json()
+	setPath(p, "comment.body", w.CommentBody(id))
+	setPath(p, "comment.user", maintainer.JSON())
+	p["sender"] = maintainer.JSON()
 	return postNoSettle(t, w, "issue_comment", p)
 }

@@ -2,61 +2,27 @@ package main
 
 import (
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/app"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
-	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // movingClock is a clock the test moves.
-type movingClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *movingClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *movingClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+type movingClock = e2e.Clock
 
 // clockedStageWorld is a staging world whose server's clock the test moves,
 // and which looks for due sequences often.
 func clockedStageWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
 	t.Helper()
-	w := newWorldOpts(t, worldOpts{repo: stageCfg + repoExtra, deps: func(d *app.Deps) {
-		d.Now, d.SeqEvery = clock.now, 10*time.Millisecond
+	w := newWorldOpts(t, worldOpts{Repo: stageCfg + repoExtra, Deps: func(d *app.Deps) {
+		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
 	}})
-	w.gh.AddRepo(stagingRepo, "stage.yml", 500)
+	w.GH.AddRepo(stagingRepo, "stage.yml", 500)
 	return w
-}
-
-// wakeups is how many wake-ups the server has processed.
-func (w *world) wakeups() int {
-	n := 0
-	for k, v := range w.metrics() {
-		if strings.HasPrefix(k, `opsbot_deliveries_processed_total{event="opsbot_wakeup"`) {
-			c, _ := strconv.Atoi(v)
-			n += c
-		}
-	}
-	return n
-}
-
-// passTime moves the clock by d and waits until a wake-up has been
-// processed since, so what was due by then has been acted on.
-func (w *world) passTime(clock *movingClock, d time.Duration) {
-	w.t.Helper()
-	before := w.wakeups()
-	clock.add(d)
-	testkit.Eventually(w.t, "a wake-up after the clock moved", func() bool { return w.wakeups() > before })
-	w.settle()
 }
 
 // A stage request the staging side never reports on is failed when
@@ -65,23 +31,23 @@ func (w *world) passTime(clock *movingClock, d time.Duration) {
 // not passed, is left waiting.
 func TestStageRequestWithoutReportFailsAtItsDeadline(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := clockedStageWorld(t, "      slot: accumulate\n      report_timeout: 2h\n", clock)
-	first := w.comment(maintainer, "/stage-results 31147925932")
-	w.settle()
-	clock.add(time.Hour)
-	second := w.comment(maintainer, "/stage-results 31147925932")
-	w.settle()
-	w.passTime(clock, time.Hour+time.Second) // the first's deadline passes, not the second's
+	first := w.Comment(maintainer, "/stage-results 31147925932")
+	w.Settle()
+	clock.Add(time.Hour)
+	second := w.Comment(maintainer, "/stage-results 31147925932")
+	w.Settle()
+	w.PassTime(clock, time.Hour+time.Second) // the first's deadline passes, not the second's
 	var fails int
-	for _, r := range w.replies() {
+	for _, r := range w.Replies() {
 		if strings.Contains(r, "did not report within") {
 			fails++
 			mustContain(t, "failed acknowledgement", r, "staging run [31147925932](", ") failed: the staging side", "Ask again with `/stage-results 31147925932`")
 		}
 	}
 	if fails != 1 {
-		t.Fatalf("%d requests failed after the first's deadline, want 1: %q", fails, w.replies())
+		t.Fatalf("%d requests failed after the first's deadline, want 1: %q", fails, w.Replies())
 	}
 	want := []string{"command stage-results accepted", "stage requested", "command stage-results accepted", "stage requested", "stage failed"}
 	if got := w.trail(); !slices.Equal(got, want) {
@@ -95,7 +61,7 @@ func TestStageRequestWithoutReportFailsAtItsDeadline(t *testing.T) {
 	if got := w.trail(); got[len(got)-1] != "callback refused" {
 		t.Fatalf("a late report: audit = %v", got)
 	}
-	w.passTime(clock, time.Hour) // the second's deadline
+	w.PassTime(clock, time.Hour) // the second's deadline
 	if recs := w.audit(); recs[len(recs)-1]["outcome"] != "failed" || recs[len(recs)-1]["comment_id"] != float64(second.ID) {
 		t.Fatalf("the second request at its deadline: audit = %v", w.trail())
 	}
@@ -105,11 +71,11 @@ func TestStageRequestWithoutReportFailsAtItsDeadline(t *testing.T) {
 // deadline passes.
 func TestStageRequestReportedInTimeIsKept(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := clockedStageWorld(t, "      report_timeout: 2h\n", clock)
-	c := w.comment(maintainer, "/stage-results 31147925932")
+	c := w.Comment(maintainer, "/stage-results 31147925932")
 	w.callback("stage-results-completed", c.ID, runR1, true)
-	w.passTime(clock, 3*time.Hour)
+	w.PassTime(clock, 3*time.Hour)
 	mustContain(t, "staged", w.ack(), "@maintainer staged run [31147925932]")
 	if got := w.trail(); slices.Contains(got, "stage failed") {
 		t.Fatalf("a staged request was failed at its deadline: %v", got)
@@ -120,11 +86,11 @@ func TestStageRequestReportedInTimeIsKept(t *testing.T) {
 // deadline: its report came; the completion it reports later is taken.
 func TestStageRequestStartedIsNotFailedAtTheDeadline(t *testing.T) {
 	t.Parallel()
-	clock := &movingClock{t: time.Now()}
+	clock := e2e.NewClock()
 	w := clockedStageWorld(t, "      report_timeout: 2h\n", clock)
-	c := w.comment(maintainer, "/stage-results 31147925932")
+	c := w.Comment(maintainer, "/stage-results 31147925932")
 	w.callback("stage-results-started", c.ID, runR1, false)
-	w.passTime(clock, 3*time.Hour)
+	w.PassTime(clock, 3*time.Hour)
 	mustContain(t, "in progress", w.ack(), "staging in progress")
 	w.callback("stage-results-completed", c.ID, runR1, true)
 	mustContain(t, "staged", w.ack(), "@maintainer staged run [31147925932]")
@@ -137,21 +103,21 @@ func TestStageRequestStartedIsNotFailedAtTheDeadline(t *testing.T) {
 func TestDeletedCommentRevokesItsPinWhileTheStageTakeBackCannotBeChecked(t *testing.T) {
 	t.Parallel()
 	w := stageWorld(t, "")
-	m2 := user{"maintainer2", 5003, "User"}
-	w.gh.AddUser(m2.login, m2.id, "User")
-	w.gh.SetRole(theRepo, m2.login, "write")
-	c := w.comment(maintainer, "/reuse-sweep-run 31147925932\n/stage-results 31147925932")
-	mustContain(t, "pin", strings.Join(w.replies(), "\n"), "pinned run")
-	w.gh.Inject(permissionRoute, githubtest.Fault{Status: 502})
-	w.gh.DeleteComment(c.ID)
-	w.commentEvent("deleted", maintainer, m2, c.ID, c.Body, "")
+	m2 := user{Login: "maintainer2", ID: 5003, Kind: "User"}
+	w.GH.AddUser(m2.Login, m2.ID, "User")
+	w.GH.SetRole(theRepo, m2.Login, "write")
+	c := w.Comment(maintainer, "/reuse-sweep-run 31147925932\n/stage-results 31147925932")
+	mustContain(t, "pin", strings.Join(w.Replies(), "\n"), "pinned run")
+	w.GH.Inject(permissionRoute, githubtest.Fault{Status: 502})
+	w.GH.DeleteComment(c.ID)
+	w.CommentEvent("deleted", maintainer, m2, c.ID, c.Body, "")
 	tr := w.trail()
 	if !slices.Contains(tr, "pin revoked") || !slices.Contains(tr, "stage kept") {
 		t.Fatalf("audit = %v, want the pin revoked and the stage request kept", tr)
 	}
-	w.gh.Heal(permissionRoute)
-	w.push("c2")
-	if st := w.statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "sweep") {
+	w.GH.Heal(permissionRoute)
+	w.Push("c2")
+	if st := w.Statuses("c2"); len(st) != 1 || !strings.HasPrefix(st[0].Description, "sweep") {
 		t.Fatalf("the push after the deletion = %+v, want a sweep", st)
 	}
 }

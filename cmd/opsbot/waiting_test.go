@@ -19,14 +19,14 @@ const permissionRoute = "GET /repos/{owner}/{repo}/collaborators/{user}/permissi
 // reconcileNow asks for a reconcile and returns its report without waiting
 // for the inbox to drain (a delivery in it is held).
 func (w *world) reconcileNow() map[string]any {
-	w.t.Helper()
-	out, errOut, err := runCLI(w.t, tokenEnv, "reconcile", "--server", w.srv.URL, "--repo", theRepo, "--json")
+	w.T.Helper()
+	out, errOut, err := runCLI(w.T, tokenEnv, "reconcile", "--server", w.Srv.URL, "--repo", theRepo, "--json")
 	if err != nil {
-		w.t.Fatalf("reconcile: %v %s", err, errOut)
+		w.T.Fatalf("reconcile: %v %s", err, errOut)
 	}
 	var rep map[string]any
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		w.t.Fatalf("reconcile report: %v\n%s", err, out)
+		w.T.Fatalf("reconcile report: %v\n%s", err, out)
 	}
 	return rep
 }
@@ -46,26 +46,26 @@ func waitFor(t *testing.T, arrived <-chan struct{}, what string) {
 // `/reuse-sweep-run cancel`; its delivery is stored and its processing
 // waits on the role read. It returns the cancel comment and the release.
 func cancelWhileHeld(w *world) (githubtest.Comment, func()) {
-	w.t.Helper()
-	m2 := user{"maintainer2", 5003, "User"}
-	w.gh.AddUser(m2.login, m2.id, "User")
-	w.gh.SetRole(theRepo, m2.login, "write")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.T.Helper()
+	m2 := user{Login: "maintainer2", ID: 5003, Kind: "User"}
+	w.GH.AddUser(m2.Login, m2.ID, "User")
+	w.GH.SetRole(theRepo, m2.Login, "write")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	if n := countPinActive(w.trail()); n != 1 {
-		w.t.Fatalf("trail = %v, want the pin", w.trail())
+		w.T.Fatalf("trail = %v, want the pin", w.trail())
 	}
-	arrived, release := w.gh.Hold(permissionRoute)
-	w.t.Cleanup(release)
-	c := w.gh.AddComment(theRepo, thePR, m2.login, "/reuse-sweep-run cancel")
-	postNoSettle(w.t, w, "issue_comment", w.commentPayload("created", m2, m2, c.ID, c.Body, ""))
-	waitFor(w.t, arrived, "the cancel's role read")
+	arrived, release := w.GH.Hold(permissionRoute)
+	w.T.Cleanup(release)
+	c := w.GH.AddComment(theRepo, thePR, m2.Login, "/reuse-sweep-run cancel")
+	postNoSettle(w.T, w, "issue_comment", w.CommentPayload("created", m2, m2, c.ID, c.Body, ""))
+	waitFor(w.T, arrived, "the cancel's role read")
 	return c, release
 }
 
 // wantCancelled checks the pin was revoked by the cancel, once, and that
 // the next push sweeps.
 func (w *world) wantCancelled() {
-	w.t.Helper()
+	w.T.Helper()
 	tr := w.trail()
 	revoked := 0
 	for _, s := range tr {
@@ -74,12 +74,12 @@ func (w *world) wantCancelled() {
 		}
 	}
 	if revoked != 1 {
-		w.t.Fatalf("trail = %v, want the pin revoked once by the cancel", tr)
+		w.T.Fatalf("trail = %v, want the pin revoked once by the cancel", tr)
 	}
-	mustContain(w.t, "the cancel's reply", w.lastReply(), "@maintainer2")
-	w.push("c2")
-	if got := w.statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "sweep") {
-		w.t.Fatalf("push c2 = %+v, want a sweep: the maintainer cancelled the pin", got)
+	mustContain(w.T, "the cancel's reply", w.LastReply(), "@maintainer2")
+	w.Push("c2")
+	if got := w.Statuses("c2"); len(got) != 1 || !strings.HasPrefix(got[0].Description, "sweep") {
+		w.T.Fatalf("push c2 = %+v, want a sweep: the maintainer cancelled the pin", got)
 	}
 }
 
@@ -98,7 +98,7 @@ func TestReconcileLeavesAWaitingDeliveryItsComment(t *testing.T) {
 			t.Fatalf("reconcile = %v, want a first reconcile leaving comment %d to its delivery", rep, c.ID)
 		}
 		release()
-		w.settle()
+		w.Settle()
 		if tr := w.recoveryTrail(); slices.Contains(tr, "recorded "+itoa64(c.ID)) {
 			t.Fatalf("recovery audit = %v: the waiting comment was recorded", tr)
 		}
@@ -108,13 +108,13 @@ func TestReconcileLeavesAWaitingDeliveryItsComment(t *testing.T) {
 		w := newWorld(t, "")
 		w.reconcile()
 		c, release := cancelWhileHeld(w)
-		w.gh.Inject("GET /repos/{owner}/{repo}/issues/comments/{id}/reactions", githubtest.Fault{Status: 404, Times: 1})
+		w.GH.Inject("GET /repos/{owner}/{repo}/issues/comments/{id}/reactions", githubtest.Fault{Status: 404, Times: 1})
 		rep := w.reconcileNow()
 		if len(ids(rep, "commands_not_run")) != 0 || !slices.Equal(ids(rep, "commands_pending"), []int64{c.ID}) {
 			t.Fatalf("reconcile = %v, want comment %d left to its delivery", rep, c.ID)
 		}
 		release()
-		w.settle()
+		w.Settle()
 		w.wantCancelled()
 	})
 }
@@ -125,16 +125,16 @@ func TestReconcileLeavesAWaitingDeliveryItsComment(t *testing.T) {
 func TestReconcileBeforeTheDeliveryRunsTheCancelOnce(t *testing.T) {
 	w := newWorld(t, "")
 	w.reconcile()
-	m2 := user{"maintainer2", 5003, "User"}
-	w.gh.AddUser(m2.login, m2.id, "User")
-	w.gh.SetRole(theRepo, m2.login, "write")
-	w.comment(maintainer, "/reuse-sweep-run 31147925932")
-	c := w.gh.AddComment(theRepo, thePR, m2.login, "/reuse-sweep-run cancel")
-	w.gh.SetCommentTime(c.ID, time.Now().Add(-time.Minute))
+	m2 := user{Login: "maintainer2", ID: 5003, Kind: "User"}
+	w.GH.AddUser(m2.Login, m2.ID, "User")
+	w.GH.SetRole(theRepo, m2.Login, "write")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	c := w.GH.AddComment(theRepo, thePR, m2.Login, "/reuse-sweep-run cancel")
+	w.GH.SetCommentTime(c.ID, time.Now().Add(-time.Minute))
 	rep := w.reconcile()
 	if !slices.Equal(ids(rep, "commands_recovered"), []int64{c.ID}) {
 		t.Fatalf("reconcile = %v, want comment %d recovered", rep, c.ID)
 	}
-	w.send("issue_comment", w.commentPayload("created", m2, m2, c.ID, c.Body, ""))
+	w.Send("issue_comment", w.CommentPayload("created", m2, m2, c.ID, c.Body, ""))
 	w.wantCancelled()
 }

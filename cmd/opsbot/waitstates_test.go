@@ -10,6 +10,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/commands/approve"
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/seq"
@@ -45,43 +46,43 @@ type waitingState struct {
 // up on at once, and one try of each GitHub read.
 func engineDeps(clock *movingClock) func(*app.Deps) {
 	return func(d *app.Deps) {
-		d.Now, d.SeqEvery, d.Worker = clock.now, 10*time.Millisecond, quickWorkers
+		d.Now, d.SeqEvery, d.Worker = clock.Now, 10*time.Millisecond, quickWorkers
 		d.GitHub = func(o *ghclient.Options) { o.MaxTries = 1 }
 	}
 }
 
 func waitingStates() []waitingState {
 	mergeW := func(t *testing.T, deps func(*app.Deps)) *world {
-		return newWorldOpts(t, worldOpts{repo: "    merge:\n      min_role: write\n", deps: deps})
+		return newWorldOpts(t, worldOpts{Repo: "    merge:\n      min_role: write\n", Deps: deps})
 	}
 	approveW := func(t *testing.T, deps func(*app.Deps)) *world {
-		w := newWorldOpts(t, worldOpts{repo: "    external:\n      workflow: " + externalWorkflow + "\n", deps: deps})
-		w.gh.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
-		w.gh.SetRole(theRepo, maintLog, "maintain")
-		w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
+		w := newWorldOpts(t, worldOpts{Repo: "    external:\n      workflow: " + externalWorkflow + "\n", Deps: deps})
+		w.GH.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
+		w.GH.SetRole(theRepo, maintLog, "maintain")
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
 		return w
 	}
 	return []waitingState{
 		{name: "merge: waiting for GitHub's mergeability", world: mergeW,
 			enter: func(w *world, _ *movingClock) {
-				w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
-				w.comment(maintainer, "/merge-with-reuse 31147925932")
+				w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+				w.Comment(maintainer, "/merge-with-reuse 31147925932")
 				w.waitStatus("waiting for mergeability", "GitHub is still working out whether the branch can be merged")
 			},
 			deadline: merge.DefaultChecksTimeout, ended: []string{"⛔ stopped: it did not finish within 2h of the command (about to look at the branch)"},
 			fail: routePR,
 			poll: merge.Poll,
 			moved: func(w *world, clock *movingClock) {
-				w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+				w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
 				w.greenChecks(sha("c1"))
-				w.passTime(clock, merge.Poll)
+				w.PassTime(clock, merge.Poll)
 				w.waitStatus("the merge", "🎉 merged `c1c1c1c`")
 			}},
 		{name: "merge: waiting for the update's push", world: mergeW,
 			enter: func(w *world, _ *movingClock) {
-				w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-				w.gh.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
-				w.comment(maintainer, "/merge-with-reuse 31147925932")
+				w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
+				w.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
+				w.Comment(maintainer, "/merge-with-reuse 31147925932")
 				w.waitStatus("the update asked", "update asked")
 			},
 			deadline: merge.DefaultChecksTimeout, ended: []string{"⛔ stopped: it did not finish within 2h of the command (updating the branch)"},
@@ -93,52 +94,52 @@ func waitingStates() []waitingState {
 		{name: "merge: waiting for the checks", world: mergeW,
 			enter: func(w *world, _ *movingClock) {
 				pendingChecks(w)
-				w.comment(maintainer, "/merge-with-reuse 31147925932")
+				w.Comment(maintainer, "/merge-with-reuse 31147925932")
 				w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
 			},
 			deadline: merge.DefaultChecksTimeout, ended: []string{"⛔ stopped: it did not finish within 2h of the command (waiting for the checks)"},
 			fail: routeCheckRuns, poll: merge.Poll,
 			moved: func(w *world, clock *movingClock) {
-				w.gh.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "success")
-				w.passTime(clock, merge.Poll)
+				w.GH.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "success")
+				w.PassTime(clock, merge.Poll)
 				w.waitStatus("the merge", "🎉 merged `c1c1c1c`")
 			}},
 		{name: "approval: waiting for GitHub's merge commit", world: approveW,
 			enter: func(w *world, _ *movingClock) {
-				w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
-				w.comment(maintainer, "/approve-sweep "+sha("c1"))
+				w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+				w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 				w.waitApproval("waiting for the merge commit", "GitHub is still making")
 			},
 			deadline: approve.DefaultRunTimeout, ended: []string{"expired: it was not dispatched within 12h of the approval"},
 			fail: routePR, poll: approve.Poll,
 			moved: func(w *world, clock *movingClock) {
-				w.gh.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
-				w.passTime(clock, approve.Poll)
+				w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
+				w.PassTime(clock, approve.Poll)
 				w.dispatchedRun()
 				w.waitApproval("the run bound", "waiting for the run")
 			}},
 		{name: "approval: waiting for its run", world: approveW,
 			enter: func(w *world, _ *movingClock) {
-				w.comment(maintainer, "/approve-sweep "+sha("c1"))
+				w.Comment(maintainer, "/approve-sweep "+sha("c1"))
 				w.dispatchedRun()
 				w.waitApproval("the run bound", "waiting for the run")
 			},
 			deadline: approve.DefaultRunTimeout, ended: []string{"expired: its run", "did not finish within 12h of the approval"},
 			fail: routeRunRead, poll: approve.RunPoll,
 			moved: func(w *world, clock *movingClock) {
-				w.gh.CompleteRun(theRepo, w.gh.WorkflowDispatches()[0].RunID, "success", resultArtifacts)
-				w.passTime(clock, approve.RunPoll)
+				w.GH.CompleteRun(theRepo, w.GH.WorkflowDispatches()[0].RunID, "success", resultArtifacts)
+				w.PassTime(clock, approve.RunPoll)
 				w.waitApproval("the approval completed", "completed:")
 			}},
 		{name: "stage: waiting for the staging side's report",
 			world: func(t *testing.T, deps func(*app.Deps)) *world {
-				w := newWorldOpts(t, worldOpts{repo: stageCfg + "      report_timeout: 2h\n", deps: deps})
-				w.gh.AddRepo(stagingRepo, "stage.yml", 500)
+				w := newWorldOpts(t, worldOpts{Repo: stageCfg + "      report_timeout: 2h\n", Deps: deps})
+				w.GH.AddRepo(stagingRepo, "stage.yml", 500)
 				return w
 			},
 			enter: func(w *world, _ *movingClock) {
-				w.comment(maintainer, "/stage-results 31147925932")
-				w.settle()
+				w.Comment(maintainer, "/stage-results 31147925932")
+				w.Settle()
 			},
 			deadline: 2 * time.Hour, ended: []string{"did not report within 2h0m0s"}},
 	}
@@ -156,18 +157,18 @@ func TestEveryKindRetriesAndExpiresAfterARestart(t *testing.T) {
 	for _, s := range waitingStates() {
 		t.Run(s.name+": deadline", func(t *testing.T) {
 			t.Parallel()
-			clock := &movingClock{t: time.Now()}
+			clock := e2e.NewClock()
 			deps := engineDeps(clock)
 			w := s.world(t, deps)
 			s.enter(w, clock)
-			w.srv.Stop(t)
-			w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, deps)
+			w.Srv.Stop(t)
+			w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, deps)
 			if s.fail != "" {
-				w.gh.Inject(s.fail, githubtest.Fault{Status: 502}) // the end needs nothing of GitHub
+				w.GH.Inject(s.fail, githubtest.Fault{Status: 502}) // the end needs nothing of GitHub
 			}
-			w.passTime(clock, s.deadline+time.Second)
+			w.PassTime(clock, s.deadline+time.Second)
 			testkit.Eventually(t, "the end at the deadline", func() bool {
-				for _, r := range w.replies() {
+				for _, r := range w.Replies() {
 					if containsAll(r, s.ended...) {
 						return true
 					}
@@ -180,18 +181,18 @@ func TestEveryKindRetriesAndExpiresAfterARestart(t *testing.T) {
 		}
 		t.Run(s.name+": a step failed for good", func(t *testing.T) {
 			t.Parallel()
-			clock := &movingClock{t: time.Now()}
+			clock := e2e.NewClock()
 			deps := engineDeps(clock)
 			w := s.world(t, deps)
 			s.enter(w, clock)
-			w.srv.Stop(t)
-			w.srv = startServerWith(t, filepath.Join(w.dir, "opsbot.yaml"), w.env, deps)
-			w.gh.Inject(s.fail, githubtest.Fault{Status: 502})
+			w.Srv.Stop(t)
+			w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, deps)
+			w.GH.Inject(s.fail, githubtest.Fault{Status: 502})
 			dead := w.deadLetters()
-			clock.add(s.poll)
+			clock.Add(s.poll)
 			testkit.Eventually(t, "the failing step dead-lettered", func() bool { return w.deadLetters() > dead })
-			w.gh.Heal(s.fail)
-			w.passTime(clock, seq.Retry)
+			w.GH.Heal(s.fail)
+			w.PassTime(clock, seq.Retry)
 			s.moved(w, clock)
 		})
 	}

@@ -1,0 +1,469 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/app"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+)
+
+// The world: one benchmark repository on a fake GitHub, with PR 2512
+// (commit c1 on base b0), a successful sweep run R1 on c1, a maintainer
+// with write access and a reader.
+const (
+	Repo        = "SemiAnalysisAI/InferenceX"
+	PR          = 2512
+	RunR1       = int64(31147925932)
+	APIToken    = "test-api-token-0123456789"
+	MaintLogin  = "maintainer"
+	MaintID     = int64(5001)
+	ReaderLogin = "reader"
+	ReaderID    = int64(5002)
+)
+
+// ResultArtifacts are the artifacts of a real sweep run.
+var ResultArtifacts = []githubtest.Artifact{{Name: "results_bmk"}, {Name: "eval_results_all"}, {Name: "changelog-metadata"}}
+
+// User is a GitHub account that acts in the world.
+type User struct {
+	Login string
+	ID    int64
+	Kind  string // User (the default) or Bot
+}
+
+// The world's people.
+var (
+	Maintainer = User{MaintLogin, MaintID, "User"}
+	Reader     = User{ReaderLogin, ReaderID, "User"}
+)
+
+// JSON is the account as a webhook names it.
+func (u User) JSON() map[string]any {
+	kind := u.Kind
+	if kind == "" {
+		kind = "User"
+	}
+	return map[string]any{"login": u.Login, "id": u.ID, "type": kind}
+}
+
+// Options are additions to the world's configuration: top level, inside
+// github:, and inside the repository; environment variables; and the
+// server's dependencies (a clock the test moves, a test's command).
+type Options struct {
+	Top, GitHub, Repo string
+	Env               map[string]string
+	Deps              func(*app.Deps)
+}
+
+// World is one test's world: the fake GitHub and opsbot serving it.
+type World struct {
+	T   *testing.T
+	GH  *githubtest.Fake
+	Srv *Server
+	Dir string
+	Env func(string) string
+	// Deps are the server's adjusted dependencies, kept for a restart.
+	Deps func(*app.Deps)
+	// ReadyClock stamps the workflow runs a test completes, in order.
+	ReadyClock int
+	nextID     atomic.Int64
+}
+
+// New sets up the world and starts opsbot on it.
+func New(t *testing.T, o Options) *World {
+	t.Helper()
+	gh := githubtest.New(t)
+	gh.AddRepo(Repo, "run-sweep.yml", 77)
+	gh.AddUser("author", 5000, "User")
+	gh.AddUser(MaintLogin, MaintID, "User")
+	gh.AddUser(ReaderLogin, ReaderID, "User")
+	gh.SetRole(Repo, MaintLogin, "write")
+	gh.SetRole(Repo, ReaderLogin, "read")
+	gh.AddPR(Repo, PR, "author", "kimi-tune", SHA("b0"), []string{SHA("c1")}, []string{"benchmarks/kimi.sh"})
+	gh.AddRun(Repo, githubtest.Run{ID: RunR1, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: SHA("c1"), HeadBranch: "kimi-tune", Artifacts: ResultArtifacts, CreatedAt: time.Now().Add(-2 * time.Hour)})
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`listen: "127.0.0.1:0"
+state_path: %q
+github:
+  api_url: %q
+  token_env: "TEST_GITHUB_TOKEN"
+  webhook_secret_env: "TEST_WEBHOOK_SECRET"
+%s
+api:
+  tokens_env: "TEST_API_TOKENS"
+%s
+repos:
+  - name: %q
+    sweep_workflow: ".github/workflows/run-sweep.yml"
+%s`, filepath.Join(dir, "opsbot.db"), gh.URL, o.GitHub, o.Top, Repo, o.Repo)
+	path := filepath.Join(dir, "opsbot.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := &World{T: t, GH: gh, Dir: dir, Deps: o.Deps}
+	w.nextID.Store(1000)
+	vars := map[string]string{"TEST_GITHUB_TOKEN": "ghs_test", "TEST_API_TOKENS": APIToken}
+	for k, v := range o.Env {
+		vars[k] = v
+	}
+	w.Env = TestEnv(vars)
+	w.Srv = Start(t, path, w.Env, o.Deps)
+	return w
+}
+
+// ConfigPath is the world's configuration file.
+func (w *World) ConfigPath() string { return filepath.Join(w.Dir, "opsbot.yaml") }
+
+// Restart stops opsbot and starts it again on the same database, with the
+// configuration edited by edit (nil: as it is) and the dependencies deps
+// (nil: the world's).
+func (w *World) Restart(edit func(cfg string) string, deps func(*app.Deps)) {
+	w.T.Helper()
+	w.Srv.Stop(w.T)
+	if edit != nil {
+		raw, err := os.ReadFile(w.ConfigPath())
+		if err != nil {
+			w.T.Fatal(err)
+		}
+		if err := os.WriteFile(w.ConfigPath(), []byte(edit(string(raw))), 0o600); err != nil {
+			w.T.Fatal(err)
+		}
+	}
+	if deps == nil {
+		deps = w.Deps
+	}
+	w.Srv = Start(w.T, w.ConfigPath(), w.Env, deps)
+}
+
+// ID is a new delivery id.
+func (w *World) ID() string { return fmt.Sprintf("delivery-%d", w.Next()) }
+
+// Next is a new number of the world's, for ids a test makes.
+func (w *World) Next() int64 { return w.nextID.Add(1) }
+
+// Send signs and posts a payload, and waits until it is processed and
+// every notice it caused is sent.
+func (w *World) Send(event string, payload map[string]any) string {
+	w.T.Helper()
+	id := w.ID()
+	w.SendAs(id, event, payload)
+	return id
+}
+
+// SendAs is Send under a delivery id of the test's.
+func (w *World) SendAs(id, event string, payload map[string]any) int {
+	w.T.Helper()
+	body, err := json.Marshal(payload)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	code, rep := Post(w.T, fixtures.SignedRequest(w.T, w.Srv.URL+"/webhook", event, id, body, Secret))
+	if code/100 != 2 {
+		w.T.Fatalf("webhook %s: %d %v", event, code, rep)
+	}
+	w.Settle()
+	return code
+}
+
+// PostNoSettle posts a payload and returns its delivery id without waiting.
+func (w *World) PostNoSettle(event string, p map[string]any) string {
+	w.T.Helper()
+	body, err := json.Marshal(p)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	id := w.ID()
+	if code, rep := Post(w.T, fixtures.SignedRequest(w.T, w.Srv.URL+"/webhook", event, id, body, Secret)); code/100 != 2 {
+		w.T.Fatalf("webhook: %d %v", code, rep)
+	}
+	return id
+}
+
+// Settle waits until the inbox and the outbox are empty.
+func (w *World) Settle() {
+	w.T.Helper()
+	// A scrape reads the two gauges one after the other, so a delivery
+	// completed into a notice between the reads could look like two empty
+	// queues; the next scrape, wholly after it, cannot.
+	empty := func() bool {
+		m := w.Metrics()
+		return m["opsbot_inbox_depth"] == "0" && m["opsbot_outbox_depth"] == "0"
+	}
+	testkit.Eventually(w.T, "the inbox and the outbox drain", func() bool {
+		if !empty() {
+			return false
+		}
+		return empty() // a second scrape, wholly after the first
+	})
+}
+
+// Metrics are the server's metrics, by series.
+func (w *World) Metrics() map[string]string {
+	resp, err := http.Get(w.Srv.URL + "/metrics")
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			out[line[:i]] = line[i+1:]
+		}
+	}
+	return out
+}
+
+// Payload is a real webhook payload of event and action.
+func Payload(t testing.TB, event, action string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(fixtures.Webhook(t, event, action), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// SetPath sets a value in a payload at a dotted path, making the maps on
+// the way.
+func SetPath(m map[string]any, path string, v any) {
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[parts[len(parts)-1]] = v
+}
+
+// Comment writes a comment on the fake GitHub and announces it.
+func (w *World) Comment(u User, body string) githubtest.Comment {
+	w.T.Helper()
+	c := w.GH.AddComment(Repo, PR, u.Login, body)
+	w.CommentEvent("created", u, u, c.ID, body, "")
+	return c
+}
+
+// CommentEvent sends an issue_comment event (created, edited, deleted).
+func (w *World) CommentEvent(action string, author, sender User, id int64, body, oldBody string) string {
+	w.T.Helper()
+	return w.Send("issue_comment", w.CommentPayload(action, author, sender, id, body, oldBody))
+}
+
+// CommentPayload is an issue_comment payload on the PR (created, edited,
+// deleted), not yet sent.
+func (w *World) CommentPayload(action string, author, sender User, id int64, body, oldBody string) map[string]any {
+	w.T.Helper()
+	p := Payload(w.T, "issue_comment", "created")
+	p["action"] = action
+	SetPath(p, "repository.full_name", Repo)
+	SetPath(p, "issue.number", PR)
+	SetPath(p, "issue.state", "open")
+	SetPath(p, "issue.pull_request", map[string]any{"url": "https://api.github.com/repos/" + Repo + "/pulls/" + strconv.Itoa(PR)})
+	SetPath(p, "comment.id", id)
+	SetPath(p, "comment.body", body)
+	SetPath(p, "comment.user", author.JSON())
+	SetPath(p, "comment.html_url", fmt.Sprintf("https://github.com/%s/pull/%d#issuecomment-%d", Repo, PR, id))
+	p["sender"] = sender.JSON()
+	if action == "edited" {
+		p["changes"] = map[string]any{"body": map[string]any{"from": oldBody}}
+	}
+	return p
+}
+
+// Push adds a commit to the PR on the fake GitHub and sends synchronize.
+func (w *World) Push(name string, files ...string) string {
+	w.T.Helper()
+	w.GH.Push(Repo, PR, []string{SHA(name)}, files)
+	return w.SendSync(SHA(name), "")
+}
+
+// SyncPayload is the PR's synchronize for head.
+func (w *World) SyncPayload(head string) map[string]any {
+	p := Payload(w.T, "pull_request", "synchronize")
+	SetPath(p, "repository.full_name", Repo)
+	p["number"] = PR
+	SetPath(p, "pull_request.number", PR)
+	SetPath(p, "pull_request.head.sha", head)
+	SetPath(p, "pull_request.head.ref", "kimi-tune")
+	w.SetLabels(p)
+	return p
+}
+
+// SetLabels gives a pull_request payload the PR's labels and draft flag
+// as the fake GitHub has them, as GitHub's webhooks carry them.
+func (w *World) SetLabels(p map[string]any) {
+	labels, draft := w.GH.PRLabels(Repo, PR)
+	list := []any{}
+	for _, l := range labels {
+		list = append(list, map[string]any{"name": l})
+	}
+	SetPath(p, "pull_request.labels", list)
+	SetPath(p, "pull_request.draft", draft)
+}
+
+// SendSync sends the PR's synchronize for head (under id, or a new one).
+func (w *World) SendSync(head, id string) string {
+	w.T.Helper()
+	if id == "" {
+		id = w.ID()
+	}
+	w.SendAs(id, "pull_request", w.SyncPayload(head))
+	return id
+}
+
+// ClosePR closes the PR on the fake GitHub (merged as commit merge, when
+// merged) and sends pull_request closed.
+func (w *World) ClosePR(merged bool, merge string) {
+	w.T.Helper()
+	mergeSHA := ""
+	if merge != "" {
+		mergeSHA = SHA(merge)
+	}
+	w.GH.ClosePR(Repo, PR, merged, mergeSHA)
+	p := Payload(w.T, "pull_request", "closed")
+	SetPath(p, "repository.full_name", Repo)
+	p["number"] = PR
+	SetPath(p, "pull_request.number", PR)
+	SetPath(p, "pull_request.merged", merged)
+	SetPath(p, "pull_request.merge_commit_sha", mergeSHA)
+	SetPath(p, "pull_request.head.ref", "kimi-tune")
+	SetPath(p, "pull_request.head.sha", w.GH.PRHead(Repo, PR))
+	w.SetLabels(p)
+	w.Send("pull_request", p)
+}
+
+// Replies are opsbot's comments on the PR, oldest first.
+func (w *World) Replies() []string {
+	var out []string
+	for _, c := range w.GH.Comments(Repo, PR) {
+		if c.Login == githubtest.BotLogin && strings.Contains(c.Body, "<!-- opsbot:notice=") {
+			out = append(out, c.Body)
+		}
+	}
+	return out
+}
+
+// LastReply is opsbot's newest comment on the PR.
+func (w *World) LastReply() string {
+	w.T.Helper()
+	r := w.Replies()
+	if len(r) == 0 {
+		w.T.Fatal("opsbot posted no comment")
+	}
+	return r[len(r)-1]
+}
+
+// Statuses are the commit statuses on commit name.
+func (w *World) Statuses(name string) []githubtest.Status { return w.GH.Statuses(Repo, SHA(name)) }
+
+// CommentBody is the body of a comment on the fake GitHub.
+func (w *World) CommentBody(id int64) string {
+	for _, c := range w.GH.Comments(Repo, PR) {
+		if c.ID == id {
+			return c.Body
+		}
+	}
+	w.T.Fatalf("no comment %d", id)
+	return ""
+}
+
+// AuditRecords are the PR's audit records, read through the admin API.
+func (w *World) AuditRecords() []map[string]any {
+	w.T.Helper()
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/api/v1/audit?repo=%s&pr=%d&limit=1000", w.Srv.URL, Repo, PR), nil)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+APIToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Records []map[string]any `json:"records"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != http.StatusOK {
+		w.T.Fatalf("GET /api/v1/audit: %d %v", resp.StatusCode, err)
+	}
+	return page.Records
+}
+
+// SHA makes a commit id from a short hex name: SHA("c1") is c1c1…c1.
+func SHA(name string) string { return strings.Repeat(name, 40/len(name)+1)[:40] }
+
+// MustContain fails the test when s lacks one of subs.
+func MustContain(t testing.TB, what, s string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			t.Errorf("%s lacks %q:\n%s", what, sub, s)
+		}
+	}
+}
+
+// Clock is a clock the test moves (app.Deps.Now).
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock is a clock at now.
+func NewClock() *Clock { return &Clock{t: time.Now()} }
+
+// ClockAt is a clock at t.
+func ClockAt(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+// Add moves the clock by d.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// Wakeups is how many wake-ups the server has processed.
+func (w *World) Wakeups() int {
+	n := 0
+	for k, v := range w.Metrics() {
+		if strings.HasPrefix(k, `opsbot_deliveries_processed_total{event="opsbot_wakeup"`) {
+			c, _ := strconv.Atoi(v)
+			n += c
+		}
+	}
+	return n
+}
+
+// PassTime moves the clock by d and waits until a wake-up has been
+// processed since, so what was due by then has been acted on.
+func (w *World) PassTime(c *Clock, d time.Duration) {
+	w.T.Helper()
+	before := w.Wakeups()
+	c.Add(d)
+	testkit.Eventually(w.T, "a wake-up after the clock moved", func() bool { return w.Wakeups() > before })
+	w.Settle()
+}
