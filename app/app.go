@@ -15,10 +15,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/commands"
-	"github.com/SemiAnalysisAI/opsbot/commands/approve"
-	"github.com/SemiAnalysisAI/opsbot/commands/merge"
-	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
-	"github.com/SemiAnalysisAI/opsbot/commands/stage"
+	"github.com/SemiAnalysisAI/opsbot/commands/all"
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/digest"
 	"github.com/SemiAnalysisAI/opsbot/events"
@@ -71,22 +68,25 @@ type Deps struct {
 // workers, Serve answers HTTP until the context given to New ends.
 type App struct {
 	version, commit string
-	cfg             *config.Config // as the app was built; the settings a reload may change are live's
-	live            *config.Live
-	file            string               // the configuration file, read again on a reload
-	overrides       func(*config.Config) // the flags and environment that override the file
-	log             *slog.Logger
-	store           *state.Store
-	digester        *digest.Digester // schedules the weekly Slack digests
-	now             func() time.Time
-	metrics         *metrics.Metrics
-	clients         *ghclient.Clients
-	dry             bool
-	pool            *worker.Pool
-	loops           []*outbox.Loop
-	rec             *reconcile.Reconciler
-	ticker          *seq.Ticker  // wakes the sequences that are due
-	handler         http.Handler // the HTTP server's handler, connection limits included
+	// started holds what begin learns, for the commands: who opsbot is,
+	// and the allow_users logins bound to accounts.
+	started   started
+	cfg       *config.Config // as the app was built; the settings a reload may change are live's
+	live      *config.Live
+	file      string               // the configuration file, read again on a reload
+	overrides func(*config.Config) // the flags and environment that override the file
+	log       *slog.Logger
+	store     *state.Store
+	digester  *digest.Digester // schedules the weekly Slack digests
+	now       func() time.Time
+	metrics   *metrics.Metrics
+	clients   *ghclient.Clients
+	dry       bool
+	pool      *worker.Pool
+	loops     []*outbox.Loop
+	rec       *reconcile.Reconciler
+	ticker    *seq.Ticker  // wakes the sequences that are due
+	handler   http.Handler // the HTTP server's handler, connection limits included
 	// metricsHandler serves GET /metrics on metrics.listen (nil: on listen).
 	metricsHandler http.Handler
 	// tls, when set, serves HTTPS with the certificate files (tls.*).
@@ -212,29 +212,31 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 			m.RunnerSaved.WithLabelValues(repo).Add(float64(runner))
 			m.GPUSaved.WithLabelValues(repo).Add(float64(gpu))
 		}}
-	validator := func(inst int64) (*runs.Validator, error) { return validators.For(inst) }
-	stager := &stage.Handler{Cfg: live, Notices: builder, Staged: store.StagedRun, Log: log,
-		Validators: func(inst int64) (stage.Validator, error) { return validator(inst) },
-		Clients:    func(inst int64) (stage.Reader, error) { return clients.For(inst) }}
-	pins := &reuse.Handler{Validators: func(inst int64) (reuse.Validator, error) { return validator(inst) }}
 	var appID int64
 	if cfg.GitHub.App != nil {
 		appID = cfg.GitHub.App.ID
 	}
-	merger := &merge.Handler{Pins: pins, Sequence: store.Sequence, Decision: store.Decision, ActivePin: store.ActivePin, AppID: appID,
-		Notices: builder, Log: log, Now: now,
-		Clients: func(inst int64) (merge.GitHub, error) { return clients.For(inst) }}
-	approver := &approve.Handler{Sequence: store.Sequence, Approval: store.Approval, List: store.Approvals, Notices: builder, Log: log, Now: now,
-		Clients: func(inst int64) (approve.GitHub, error) { return clients.For(inst) }}
-	set := commandSet{pins: pins, stager: stager, merger: merger, approver: approver}
-	reg, err := commands.NewRegistry(append(set.specs(), d.Commands...)...)
+	// The commands, each a module of its own (commands/all), from the one
+	// set of dependencies they share. Who opsbot is and the allow_users
+	// accounts are known at begin, before the workers start.
+	var reg *commands.Registry
+	shared := commands.Deps{Cfg: live, Log: log, Now: now, Notices: builder, State: store, AppID: appID,
+		GitHub:     func(inst int64) (*ghclient.Client, error) { return clients.For(inst) },
+		Validators: func(inst int64) (*runs.Validator, error) { return validators.For(inst) },
+		Self:       a.started.self, Users: a.started.directory, Registry: func() *commands.Registry { return reg }}
+	mods := all.Modules(shared)
+	reg, err = commands.RegistryOf(mods, d.Commands...)
 	if err != nil {
 		return nil, err
 	}
-	// Who opsbot is and the allow_users accounts are set by begin, before
-	// the workers start.
-	handler := &events.Handler{Stage: stager, Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
+	kinds := commands.KindsOf(mods)
+	handler := &events.Handler{Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
 		Marks: store, State: store, Sequences: map[string]seq.Kind{}, Seqs: store, Now: now, Buttons: store, SlackButtons: secrets.SlackSigningSecret != "", AppID: appID}
+	for _, m := range mods {
+		if sh, ok := m.Spec.Handler.(events.StageHandler); ok {
+			handler.Stage = sh // the command that takes the staging side's reports
+		}
+	}
 	digester := &digest.Digester{Cfg: live, Web: web.Base(), Sequence: store.Sequence, Now: now,
 		Audit: func(repo string, since, until time.Time) ([]state.AuditRecord, error) {
 			return auditSince(store, repo, since, until)
@@ -247,7 +249,7 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 	if err := store.Update(func(tx *state.Tx) error { return digester.Schedule(tx, now()) }); err != nil {
 		return nil, fmt.Errorf("scheduling the weekly digests: %w", err)
 	}
-	for _, k := range append(append(set.kinds(), digester.Kind()), d.Sequences...) {
+	for _, k := range append(append(kinds, digester.Kind()), d.Sequences...) {
 		if _, dup := handler.Sequences[k.Name]; dup || k.Name == "" {
 			return nil, fmt.Errorf("the sequence kind %q is registered twice (or has no name)", k.Name)
 		}
@@ -303,8 +305,7 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 		// Read only by the workers and reconciles, which run after this.
 		handler.Checker = &auth.Checker{SelfID: self.ID, SelfLogin: self.Login, TTL: cfg.GitHub.RoleCacheTTL}
 		handler.SelfID, handler.SelfName, handler.Users = self.ID, self.Login, users
-		stager.Users = users
-		approver.SelfID, approver.SelfLogin = self.ID, self.Login
+		a.started.set(self, users)
 		rec.SelfID = self.ID
 		return a.run()
 	}
@@ -362,7 +363,7 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 			}
 			return r.Name, true
 		},
-		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Approvals: store.ApprovalPRFor, Wakes: events.Wakes(append(set.kinds(), d.Sequences...)...),
+		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Approvals: store.ApprovalPRFor, Wakes: events.Wakes(append(kinds, d.Sequences...)...),
 		SlackSecret:    secrets.SlackSigningSecret,
 		SlackUserKnown: func(id string) bool { _, ok := live.Get().Slack.Users[id]; return ok },
 		Metrics:        m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",
@@ -711,3 +712,30 @@ func (a *App) Store() *state.Store { return a.store }
 // Clients are the app's GitHub clients (tests read the installation each
 // repository's webhooks named).
 func (a *App) Clients() *ghclient.Clients { return a.clients }
+
+// started is what begin learns, read by the commands once the workers run
+// (commands.Deps.Self, Users).
+type started struct {
+	mu    sync.Mutex
+	id    int64
+	login string
+	users *auth.Directory
+}
+
+func (s *started) set(self ghclient.Identity, users *auth.Directory) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.id, s.login, s.users = self.ID, self.Login, users
+}
+
+func (s *started) self() (int64, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id, s.login
+}
+
+func (s *started) directory() *auth.Directory {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.users
+}

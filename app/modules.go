@@ -2,66 +2,37 @@ package app
 
 import (
 	"github.com/SemiAnalysisAI/opsbot/commands"
-	"github.com/SemiAnalysisAI/opsbot/commands/approve"
-	"github.com/SemiAnalysisAI/opsbot/commands/help"
-	"github.com/SemiAnalysisAI/opsbot/commands/merge"
-	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
-	"github.com/SemiAnalysisAI/opsbot/commands/stage"
+	"github.com/SemiAnalysisAI/opsbot/commands/all"
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/events"
 	"github.com/SemiAnalysisAI/opsbot/runs"
-	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
-// RegisterSections registers the commands' own configuration sections:
-// call it once, before any configuration is read (the program does, at
-// its start; a test that reads one, in its TestMain).
+// RegisterSections registers the configuration sections the commands'
+// modules declare: call it once, before any configuration is read (the
+// program does, at its start; a test that reads one, in its TestMain).
 func RegisterSections() {
-	config.RegisterSection(merge.Section.Section())
-	config.RegisterSection(approve.ConfigSection)
-}
-
-// commandSet is the handlers of the commands opsbot runs: the server and
-// the tests (and `opsbot parse`) share this one list. A new command is a
-// package under commands/, a field here and a line in specs (and in kinds
-// when it steps a sequence).
-type commandSet struct {
-	pins     *reuse.Handler
-	stager   *stage.Handler
-	merger   *merge.Handler
-	approver *approve.Handler
-}
-
-// specs are the commands, in the order /opsbot help lists them.
-func (c commandSet) specs() []commands.Spec {
-	return []commands.Spec{
-		reuse.Spec(c.pins),
-		merge.Spec(c.merger),
-		stage.Spec(c.stager),
-		approve.Spec(c.approver),
-		help.Spec(),
+	for _, m := range all.Modules(commands.Deps{}) {
+		if m.Section != nil {
+			config.RegisterSection(*m.Section)
+		}
 	}
 }
 
-// kinds are the kinds of sequence the commands step, each declared by its
-// command's package.
-func (c commandSet) kinds() []seq.Kind {
-	return []seq.Kind{stage.Kind(c.stager), merge.Kind(c.merger), approve.Kind(c.approver)}
+// Grammar is the registry for reading comments only (opsbot parse): the
+// commands as they are, reaching nothing.
+func Grammar() *commands.Registry {
+	reg, err := commands.RegistryOf(all.Modules(commands.Deps{}))
+	if err != nil {
+		panic(err) // the list is opsbot's own: a duplicate is a bug a test finds
+	}
+	return reg
 }
-
-// inert is the set with handlers that reach nothing: what the commands
-// are, not what they do.
-func inert() commandSet {
-	return commandSet{pins: &reuse.Handler{}, stager: &stage.Handler{}, merger: &merge.Handler{}, approver: &approve.Handler{}}
-}
-
-// Grammar is the registry for reading comments only (opsbot parse).
-func Grammar() *commands.Registry { return commands.MustRegistry(inert().specs()...) }
 
 // UsedEvents are the webhook events opsbot uses with its commands: the
 // App subscribes to them, and the metrics count them.
-func UsedEvents() []string { return events.Used(inert().kinds()...) }
+func UsedEvents() []string { return events.Used(commands.KindsOf(all.Modules(commands.Deps{}))...) }
 
 // approvalReader gives run validation opsbot's approvals (state.Store).
 type approvalReader struct{ store *state.Store }

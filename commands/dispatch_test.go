@@ -53,7 +53,7 @@ func (r roles) UserID(_ context.Context, login string) (int64, error) {
 }
 
 // parser reads comments with opsbot's commands.
-var parser = commandstest.Registry(nil, nil)
+var parser = commandstest.Registry()
 
 // hrig is one repository's command handling over a temp store and the fake GitHub.
 type hrig struct {
@@ -74,7 +74,7 @@ func newHRig(t *testing.T) *hrig {
 	rc, st, gh, c := tr.Repo, tr.Store, tr.GH, tr.Client
 	gh.AddRun(repo, testrig.SweepRun(11, "c1"))
 	pins := &reuse.Handler{Validators: func(int64) (reuse.Validator, error) { return &runs.Validator{GH: c}, nil }}
-	env := commands.Env{Repo: rc, Commands: commandstest.Registry(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
+	env := commands.Env{Repo: rc, Commands: commandstest.Registry(pins.Module()), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
 		Lookup:  roles{"maintainer": "maintain", "outsider": "read"},
 		Notices: &notices.Builder{}, Users: &auth.Directory{}, State: st,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}

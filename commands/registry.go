@@ -35,6 +35,8 @@ type Spec struct {
 	Help func(rc *config.Repo) Help
 	// Handler runs it.
 	Handler Handler
+	// Buttons are the buttons opsbot offers for it (check runs, Slack).
+	Buttons []Button
 }
 
 // Verb is one way to type a command.

@@ -19,7 +19,7 @@ import (
 var stamp = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func serveAll() *Schema {
-	return &Schema{Repo: func(n string) (string, bool) { return n, true }, Commands: commandstest.Registry(nil, nil), Now: func() time.Time { return stamp }}
+	return &Schema{Repo: func(n string) (string, bool) { return n, true }, Commands: commandstest.Registry(), Now: func() time.Time { return stamp }}
 }
 
 // TestClassifyEveryFixture: every real payload is classified without

@@ -31,13 +31,6 @@ const (
 	ClickIDPrefix = "slack-"
 )
 
-// Click actions: the buttons opsbot puts on Slack messages.
-const (
-	ClickReuse  = "reuse"  // pin the button's run for the next push
-	ClickCancel = "cancel" // revoke the PR's active pin
-	ClickMerge  = "merge"  // /merge-with-reuse with the button's run
-)
-
 // ClickValue is a button's value: the PR it is about and, for reuse, the
 // run. opsbot writes it; Slack signs the click that carries it back.
 type ClickValue struct {
@@ -141,17 +134,13 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 	}
 	inv := commands.Invocation{Repo: rc.Name, PR: d.PR, PRState: info.State, Installation: info.Installation,
 		Actor: auth.Actor{Login: login, ID: ids[0], Type: "User"}, Origin: origin, ExpectHead: info.HeadSHA}
-	var cmd commands.Command
-	switch ci.Action {
-	case ClickReuse:
-		cmd = commands.Command{Name: "reuse-sweep-run", Verb: "/reuse-sweep-run", RunID: ci.RunID, Text: fmt.Sprintf("/reuse-sweep-run %d", ci.RunID)}
-	case ClickCancel:
-		cmd = commands.Command{Name: "reuse-sweep-run", Verb: "/reuse-sweep-run", Cancel: true, Text: "/reuse-sweep-run cancel"}
-	case ClickMerge:
-		cmd = commands.Command{Name: "merge-with-reuse", Verb: "/merge-with-reuse", RunID: ci.RunID, Text: fmt.Sprintf("/merge-with-reuse %d", ci.RunID)}
-	default:
+	// What a button means is its command's (commands.Button, declared
+	// beside the handler).
+	b, _, ok := h.Commands.Button(ci.Action)
+	if !ok || b.Slack == nil {
 		return refuse(string(commands.Rejected), "an unknown button "+ci.Action, "Nothing was done: opsbot does not know this button.")
 	}
+	cmd := b.Command(ci.RunID)
 	out, p, err := commands.PlanClick(ctx, env, inv, cmd, who, answer)
 	if err != nil {
 		return "", nil, err
@@ -224,7 +213,7 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	}
 	via := fmt.Sprintf("a click on the check run of %s", mdtext.ShortSHA(ev.CheckRun.HeadSHA))
 	if !strings.EqualFold(ev.CheckRun.HeadSHA, info.HeadSHA) {
-		rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditCommand, Command: clickCommand(ev.RequestedAction.Identifier),
+		rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditCommand, Command: h.clickCommand(ev.RequestedAction.Identifier),
 			Outcome: string(commands.Rejected), HeadSHA: ev.CheckRun.HeadSHA, Reason: via + ": no longer the PR's head (" + info.HeadSHA + ")"})
 		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(fmt.Sprintf("%s nothing was done: the button is on the check run of %s, "+
 			"which is no longer this PR's head (%s). Use the buttons of the head's own check run.", mdtext.Mention(ev.Sender.Login),
@@ -248,7 +237,7 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 			told = fmt.Sprintf("nothing was done: this button was used already, by %s at %s; each button acts once. Type the command "+
 				"to do it again.", mdtext.Mention(used.By), used.At.UTC().Format("2006-01-02 15:04 UTC"))
 		}
-		rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditCommand, Command: clickCommand(ev.RequestedAction.Identifier),
+		rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditCommand, Command: h.clickCommand(ev.RequestedAction.Identifier),
 			Outcome: string(commands.Rejected), HeadSHA: ev.CheckRun.HeadSHA, Reason: via + ": " + why})
 		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(mdtext.Mention(ev.Sender.Login)+" "+told, false)}}
 		return "check-run-button-used", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
@@ -256,18 +245,13 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	if ev.RequestedAction.Identifier == notices.ActionSweep {
 		return h.sweepAnyway(ctx, rc, env, inv, info, ev.CheckRun.HeadSHA, via, answer, use)
 	}
-	var cmd commands.Command
-	switch ev.RequestedAction.Identifier {
-	case notices.ActionReuse:
-		cmd = commands.Command{Name: "reuse-sweep-run", Verb: "/reuse-sweep-run", RunID: run, Text: fmt.Sprintf("/reuse-sweep-run %d", run)}
-	case notices.ActionMerge:
-		cmd = commands.Command{Name: "merge-with-reuse", Verb: "/merge-with-reuse", RunID: run, Text: fmt.Sprintf("/merge-with-reuse %d", run)}
-	default:
+	// What a button means is its command's (commands.Button, declared
+	// beside the handler).
+	b, _, ok := h.Commands.Button(ev.RequestedAction.Identifier)
+	if !ok || b.Label == "" || (!b.NoRun && run <= 0) {
 		return "ignored-check-run-action", nil, nil
 	}
-	if run <= 0 {
-		return "ignored-check-run-action", nil, nil
-	}
+	cmd := b.Command(run)
 	out, p, err := commands.PlanClick(ctx, env, inv, cmd, via, answer)
 	if err != nil {
 		return "", nil, err
@@ -326,12 +310,12 @@ func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands
 }
 
 // clickCommand is the command a check run's button stands for, as audited.
-func clickCommand(identifier string) string {
-	switch identifier {
-	case notices.ActionMerge:
-		return "merge-with-reuse"
-	case notices.ActionSweep:
+func (h *Handler) clickCommand(identifier string) string {
+	if identifier == notices.ActionSweep {
 		return "sweep-anyway"
 	}
-	return "reuse-sweep-run"
+	if b, _, ok := h.Commands.Button(identifier); ok {
+		return b.Command(0).Name
+	}
+	return "unknown-button"
 }

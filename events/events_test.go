@@ -25,8 +25,8 @@ func TestUpgradeInboxGivesOlderDeliveriesTheirParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Cfg: config.NewLive(cfg), Commands: commandstest.Registry(nil, nil)}
-	s := NewSchema(config.NewLive(cfg), commandstest.Registry(nil, nil), nil)
+	h := &Handler{Cfg: config.NewLive(cfg), Commands: commandstest.Registry()}
+	s := NewSchema(config.NewLive(cfg), commandstest.Registry(), nil)
 	st, err := state.Open(filepath.Join(t.TempDir(), "u.db"), state.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestUpgradeInboxReadsAgainAParseOfAnotherVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := commandstest.Registry(nil, nil)
+	reg := commandstest.Registry()
 	h := &Handler{Cfg: config.NewLive(cfg), Commands: reg}
 	s := NewSchema(config.NewLive(cfg), reg, nil)
 	st, err := state.Open(filepath.Join(t.TempDir(), "u.db"), state.Options{})

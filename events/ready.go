@@ -168,10 +168,7 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 			fmt.Sprintf("The sweep of this head finished: run %s. **Reuse for next push** pins it for the PR's next push "+
 				"(as `/reuse-sweep-run %d`); **Merge with reuse** pins it and lands the PR (as `/merge-with-reuse %d`). "+
 				"A click runs as the one who clicks, with the command's role check.", mdtext.Link(strconv.FormatInt(run.ID, 10), run.HTMLURL), run.ID, run.ID),
-			run.ID, []record.CheckAction{
-				{Label: "Reuse for next push", Description: "Pin this run for the next push", Identifier: notices.ActionReuse},
-				{Label: "Merge with reuse", Description: "Pin this run, then merge the PR", Identifier: notices.ActionMerge},
-			}); err != nil {
+			run.ID, h.Commands.CheckActions()); err != nil {
 			return err
 		}
 		if !h.SlackButtons {
@@ -185,10 +182,6 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 		text := fmt.Sprintf("🏁 The sweep of %s finished: run %s.", mdtext.Code(mdtext.ShortSHA(run.HeadSHA)),
 			mdtext.Link(strconv.FormatInt(run.ID, 10), run.HTMLURL))
 		return h.Notices.SlackButtons(tx, rc.Name, d.PR, text, notices.Links{PR: h.Notices.Web.PR(rc.Name, d.PR), Run: run.HTMLURL},
-			[]record.SlackButton{
-				{Text: fmt.Sprintf("Reuse run %d for next push", run.ID), ActionID: ClickReuse, Value: val(run.ID), Style: "primary"},
-				{Text: "Merge with reuse", ActionID: ClickMerge, Value: val(run.ID)},
-				{Text: "Cancel pin", ActionID: ClickCancel, Value: val(0)},
-			})
+			h.Commands.SlackButtons(run.ID, val))
 	}, nil
 }

@@ -44,7 +44,7 @@ func newERig(t *testing.T) *erig {
 	validators := &runs.Validators{Clients: clients}
 	g := &gate.Gate{Cfg: config.NewLive(cfg), Store: st, Notifier: n, Log: log, Validators: validators.For}
 	pins := &reuse.Handler{Validators: func(inst int64) (reuse.Validator, error) { return validators.For(inst) }}
-	h := &events.Handler{Cfg: config.NewLive(cfg), Log: log, Clients: clients, Commands: commandstest.Registry(pins, nil), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
+	h := &events.Handler{Cfg: config.NewLive(cfg), Log: log, Clients: clients, Commands: commandstest.Registry(pins.Module()), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
 		Gate: g, Notices: n, SelfID: githubtest.BotID, SelfName: githubtest.BotLogin, Users: &auth.Directory{}, State: st}
 	return &erig{h: h, store: st, gh: gh}
 }
@@ -88,7 +88,7 @@ func delivery(t *testing.T, event, action string, set map[string]any) *state.Del
 	// A comment reaches the worker as ingest classified it, its parse
 	// recorded; one ingest ignores (not on a PR) is given the empty parse
 	// the inbox upgrade gives it.
-	s := &events.Schema{Repo: func(n string) (string, bool) { return n, true }, Commands: commandstest.Registry(nil, nil)}
+	s := &events.Schema{Repo: func(n string) (string, bool) { return n, true }, Commands: commandstest.Registry()}
 	c, _, err := s.Classify(event, d.ID, body)
 	if err != nil {
 		t.Fatal(err)

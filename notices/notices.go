@@ -52,12 +52,10 @@ type Builder struct {
 	CheckRuns bool
 }
 
-// Check-run buttons (requested_action identifiers).
-const (
-	ActionReuse = "reuse" // pin the check run's run for the next push
-	ActionMerge = "merge" // /merge-with-reuse with the check run's run
-	ActionSweep = "sweep" // sweep a skipped head after all
-)
+// ActionSweep is the check-run button (requested_action identifier) that
+// sweeps a skipped head after all; the commands' buttons are their own
+// (commands.Button).
+const ActionSweep = "sweep"
 
 // CheckRun puts a check run opsbot/sweep-gate on sha: its conclusion,
 // title and summary (Markdown), the run it is about and its buttons.

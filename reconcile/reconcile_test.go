@@ -63,7 +63,7 @@ func newRig(t *testing.T) *rig {
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:      func() time.Time { return t0 },
 		SelfID:   githubtest.BotID,
-		Commands: commandstest.Registry(nil, nil)}
+		Commands: commandstest.Registry()}
 	return r
 }
 

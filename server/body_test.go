@@ -30,7 +30,7 @@ func budgetServer(t *testing.T, lim BodyLimits) (*Server, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	s := New(Config{Commands: commandstest.Registry(nil, nil), Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret}, MaxBody: 1 << 20, Body: lim,
+	s := New(Config{Commands: commandstest.Registry(), Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret}, MaxBody: 1 << 20, Body: lim,
 		RepoName: func(n string) (string, bool) { return "Codertocat/Hello-World", true },
 		Metrics:  metrics.New(nil, nil, time.Now), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	hs := httptest.NewServer(s)

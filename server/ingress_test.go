@@ -32,7 +32,7 @@ func limitedServer(t *testing.T, maxConns int, lim BodyLimits, readHdr, read tim
 	}
 	t.Cleanup(func() { st.Close() })
 	lim.ReadTimeout = read
-	s := New(Config{Commands: commandstest.Registry(nil, nil), Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret}, MaxBody: 1 << 20, Body: lim,
+	s := New(Config{Commands: commandstest.Registry(), Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret}, MaxBody: 1 << 20, Body: lim,
 		RepoName: func(n string) (string, bool) { return "Codertocat/Hello-World", true },
 		Metrics:  metrics.New(nil, nil, time.Now), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

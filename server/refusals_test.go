@@ -57,7 +57,7 @@ func TestBodyRefusalsAreLoggedRateLimited(t *testing.T) {
 	_, st, _ := newServer(t, nil)
 	sink := &syncBuffer{}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	s := New(Config{Commands: commandstest.Registry(nil, nil), Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret},
+	s := New(Config{Commands: commandstest.Registry(), Store: st, Queue: &queue{}, Secrets: []auth.Secret{secret},
 		MaxBody: 4096, RepoName: func(n string) (string, bool) { return n, true },
 		Metrics: metrics.New(nil, nil, time.Now), Log: slog.New(slog.NewJSONHandler(sink, nil)), Now: func() time.Time { return now }})
 	send := func(id, contentType string, body []byte) int {

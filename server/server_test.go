@@ -36,7 +36,7 @@ func newServer(t testing.TB, fail func() error) (*Server, *state.Store, *queue) 
 	}
 	t.Cleanup(func() { st.Close() })
 	q := &queue{}
-	s := New(Config{Commands: commandstest.Registry(nil, nil), Store: st, Queue: q, Secrets: []auth.Secret{secret}, MaxBody: 25 << 20,
+	s := New(Config{Commands: commandstest.Registry(), Store: st, Queue: q, Secrets: []auth.Secret{secret}, MaxBody: 25 << 20,
 		RepoName: func(n string) (string, bool) {
 			return "Codertocat/Hello-World", strings.EqualFold(n, "Codertocat/Hello-World")
 		},

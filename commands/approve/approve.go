@@ -88,18 +88,19 @@ type GitHub interface {
 // Handler runs /approve-sweep and steps its sequences.
 type Handler struct {
 	Clients func(installation int64) (GitHub, error)
-	// Sequence, Approval and List (a PR's approvals, newest first) read
-	// opsbot's state (state.Store).
-	Sequence func(repo string, pr int, kind string) (*record.Sequence, error)
-	Approval func(repo, id string) (*record.Approval, error)
-	List     func(repo string, pr int) ([]record.Approval, error)
-	Notices  *notices.Builder
-	// SelfID and SelfLogin are opsbot's own GitHub account: only a run it
-	// triggered is bound by its name. Set before the workers start.
-	SelfID    int64
-	SelfLogin string
-	Log       *slog.Logger
-	Now       func() time.Time
+	// State reads opsbot's state (the store): the PR's approval sequence,
+	// its approvals.
+	State   commands.State
+	Notices *notices.Builder
+	// Self is opsbot's own account: only a run it triggered is bound by
+	// its name. Known before the workers start.
+	Self func() (id int64, login string)
+	// Offer are the buttons a completed approval's run is offered with on
+	// the head's check run (the registry's: Reuse for next push, Merge
+	// with reuse).
+	Offer func() []record.CheckAction
+	Log   *slog.Logger
+	Now   func() time.Time
 	// NewID makes an approval's id (nil: 8 random bytes).
 	NewID func() string
 
@@ -171,6 +172,31 @@ var ConfigSection = config.Section{
 		}
 		return out
 	},
+}
+
+// Module is /approve-sweep, its sequence and its section, from what every
+// command shares.
+func Module(d commands.Deps) commands.Module {
+	h := &Handler{State: d.State, Notices: d.Notices, Self: d.Self, Log: d.Log, Now: d.Now,
+		Clients: func(inst int64) (GitHub, error) { return d.GitHub(inst) }}
+	if d.Registry != nil {
+		h.Offer = func() []record.CheckAction { return d.Registry().CheckActions() }
+	}
+	return h.Module()
+}
+
+// Module is the command run by h.
+func (h *Handler) Module() commands.Module {
+	sec := ConfigSection
+	return commands.Module{Spec: Spec(h), Kinds: []seq.Kind{Kind(h)}, Section: &sec}
+}
+
+// offer are the buttons a completed approval's run is offered with.
+func (h *Handler) offer() []record.CheckAction {
+	if h.Offer == nil {
+		return nil
+	}
+	return h.Offer()
 }
 
 // Spec is the command, run by h.
@@ -365,10 +391,10 @@ const IDPrefix = "opsbot-approval-"
 
 // current is the PR's approval sequence that is not done, if any.
 func (h *Handler) current(repo string, pr int) (*record.Sequence, error) {
-	if h.Sequence == nil {
-		return nil, errors.New("approve: no sequence reader")
+	if h.State == nil {
+		return nil, errors.New("approve: no state reader")
 	}
-	s, err := h.Sequence(repo, pr, SeqKind)
+	s, err := h.State.Sequence(repo, pr, SeqKind)
 	if err != nil {
 		return nil, fmt.Errorf("reading the approval of %s#%d: %w", repo, pr, err)
 	}
@@ -384,10 +410,10 @@ func (h *Handler) current(repo string, pr int) (*record.Sequence, error) {
 func (h *Handler) cancel(ctx context.Context, in commands.Invocation, cur *record.Sequence) commands.Result {
 	me := mdtext.Mention(in.Actor.Login)
 	why := "revoked by @" + in.Actor.Login
-	if h.List == nil {
-		return commands.Result{Err: errors.New("approve: no approvals reader")}
+	if h.State == nil {
+		return commands.Result{Err: errors.New("approve: no state reader")}
 	}
-	list, err := h.List(in.Repo, in.PR)
+	list, err := h.State.Approvals(in.Repo, in.PR)
 	if err != nil {
 		return commands.Result{Err: err}
 	}
@@ -534,10 +560,10 @@ func (h *Handler) end(cur *record.Sequence, data Data, to, code, why string, qui
 		ActorID: cur.ActorID, ActorLogin: cur.ActorLogin, Reason: code + ": " + mdtext.Plain(mdtext.Parse(why)) + "; approval " + data.ID}
 	rec.SetOrigin(cur.Origin())
 	steps := []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &edit, Audit: rec}}
-	if h.Approval == nil {
-		return nil, errors.New("approve: no approval reader")
+	if h.State == nil {
+		return nil, errors.New("approve: no state reader")
 	}
-	a, err := h.Approval(cur.Repo, data.ID)
+	a, err := h.State.Approval(cur.Repo, data.ID)
 	if err != nil {
 		return nil, fmt.Errorf("reading approval %s of %s#%d: %w", data.ID, cur.Repo, cur.PR, err)
 	}
@@ -876,7 +902,7 @@ func (st *stepper) bound(id int64, url, how string) ([]plan.Step, string, error)
 	if err != nil {
 		return nil, "", err
 	}
-	a, err := st.h.Approval(st.cur.Repo, st.data.ID)
+	a, err := st.h.State.Approval(st.cur.Repo, st.data.ID)
 	if err != nil {
 		return nil, "", err
 	}
@@ -896,7 +922,12 @@ func (st *stepper) runsByName(ctx context.Context) ([]*github.WorkflowRun, error
 }
 
 func (h *Handler) runsByName(ctx context.Context, gh GitHub, cur *record.Sequence, data Data) ([]*github.WorkflowRun, error) {
-	if h.SelfID == 0 || h.SelfLogin == "" {
+	var selfID int64
+	var selfLogin string
+	if h.Self != nil {
+		selfID, selfLogin = h.Self()
+	}
+	if selfID == 0 || selfLogin == "" {
 		return nil, errors.New("approve: opsbot's own account is not known yet")
 	}
 	wf, err := gh.WorkflowID(ctx, cur.Repo, data.Workflow)
@@ -906,13 +937,13 @@ func (h *Handler) runsByName(ctx context.Context, gh GitHub, cur *record.Sequenc
 	if err != nil {
 		return nil, err
 	}
-	list, err := gh.DispatchedRuns(ctx, cur.Repo, wf, data.Ref, h.SelfLogin, cur.Started.Add(-time.Minute), 300)
+	list, err := gh.DispatchedRuns(ctx, cur.Repo, wf, data.Ref, selfLogin, cur.Started.Add(-time.Minute), 300)
 	if err != nil {
 		return nil, err
 	}
 	var out []*github.WorkflowRun
 	for _, run := range list {
-		if run.GetTriggeringActor().GetID() != h.SelfID && run.GetActor().GetID() != h.SelfID {
+		if run.GetTriggeringActor().GetID() != selfID && run.GetActor().GetID() != selfID {
 			continue
 		}
 		if strings.Contains(run.GetDisplayTitle(), data.ID) && run.GetWorkflowID() == wf {
@@ -998,10 +1029,7 @@ func (st *stepper) dispatched(ctx context.Context) ([]plan.Step, string, error) 
 			fmt.Sprintf("The sweep a maintainer approved for this head finished: run %s. **Reuse for next push** pins it for the PR's next "+
 				"push (as `/reuse-sweep-run %d`); **Merge with reuse** pins it and lands the PR (as `/merge-with-reuse %d`). A click runs "+
 				"as the one who clicks, with the command's role check.", mdtext.Link(fmt.Sprint(id), url), id, id),
-			id, []record.CheckAction{
-				{Label: "Reuse for next push", Description: "Pin this run for the next push", Identifier: notices.ActionReuse},
-				{Label: "Merge with reuse", Description: "Pin this run, then merge the PR", Identifier: notices.ActionMerge},
-			})
+			id, st.h.offer())
 	}})
 	return steps, out, nil
 }

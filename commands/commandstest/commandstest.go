@@ -9,23 +9,33 @@ import (
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/commands"
-	"github.com/SemiAnalysisAI/opsbot/commands/help"
-	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
-	"github.com/SemiAnalysisAI/opsbot/commands/stage"
+	"github.com/SemiAnalysisAI/opsbot/commands/all"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
-// Registry is a registry of opsbot's own commands in the server's order
-// (cmd/opsbot's commandSpecs), run by pins and stager; nil handlers reach
-// nothing, for tests that only read comments.
-func Registry(pins *reuse.Handler, stager *stage.Handler) *commands.Registry {
-	if pins == nil {
-		pins = &reuse.Handler{}
+// Registry is the registry of opsbot's own commands, the server's list
+// (commands/all) in its order, made from an empty state in memory and no
+// GitHub (reaching nothing, for tests that only read comments), with each
+// of replace in place of the module of the same command (a handler a test
+// made).
+func Registry(replace ...commands.Module) *commands.Registry {
+	mods := all.Modules(commands.Deps{State: &Tx{}})
+	for _, r := range replace {
+		found := false
+		for i := range mods {
+			if mods[i].Spec.Name == r.Spec.Name {
+				mods[i], found = r, true
+			}
+		}
+		if !found {
+			panic("commandstest: no command " + r.Spec.Name + " to replace")
+		}
 	}
-	if stager == nil {
-		stager = &stage.Handler{}
+	reg, err := commands.RegistryOf(mods)
+	if err != nil {
+		panic(err)
 	}
-	return commands.MustRegistry(reuse.Spec(pins), stage.Spec(stager), help.Spec())
+	return reg
 }
 
 // Tx is record.Tx in memory, for handlers' unit tests without a store: it
@@ -168,6 +178,33 @@ func (t *Tx) Approval(repo, id string) (*record.Approval, error) {
 	}
 	return &a, nil
 }
+
+// Approvals are a PR's approvals, newest first.
+func (t *Tx) Approvals(repo string, pr int) ([]record.Approval, error) {
+	var out []record.Approval
+	for _, a := range t.ApprovalList {
+		if a.Repo == repo && a.PR == pr {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, func(a, b record.Approval) int { return b.At.Compare(a.At) })
+	return out, nil
+}
+
+// Decision is not kept in memory: handlers' tests do not decide.
+func (t *Tx) Decision(string, int, string) (*record.Decision, error) { return nil, nil }
+
+// StagedRun is the request that staged a run (none when it was not).
+func (t *Tx) StagedRun(repo string, runID int64) (*record.StageRequest, error) {
+	for _, r := range t.Stages {
+		if r.Repo == repo && r.RunID == runID && r.State == record.StageStaged {
+			return &r, nil
+		}
+	}
+	return nil, nil
+}
+
+var _ commands.State = (*Tx)(nil)
 
 // WakeSequences makes the PR's sequences not done due by at.
 func (t *Tx) WakeSequences(repo string, pr int, at time.Time) error {

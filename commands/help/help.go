@@ -19,6 +19,9 @@ const Name = "help"
 const Usage = "usage: /opsbot help"
 
 // Spec is the command.
+// Module is /opsbot help.
+func Module(commands.Deps) commands.Module { return commands.Module{Spec: Spec()} }
+
 func Spec() commands.Spec {
 	return commands.Spec{
 		Name:    Name,

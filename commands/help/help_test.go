@@ -20,7 +20,7 @@ func TestReplyGolden(t *testing.T) {
 	rc.Reuse.AllowedPaths = []string{"perf-changelog.yaml", "docs/**"}
 	rc.Stage.Dispatch.Repo = "SemiAnalysisAI/staging"
 	rc.Reuse.FullSweepLabels, rc.Reuse.IncompatibleLabels = config.DefaultFullSweepLabels, config.DefaultIncompatibleLabels
-	reg := commandstest.Registry(nil, nil)
+	reg := commandstest.Registry()
 	golden.Assert(t, "help.md", help.Reply("octocat", rc, reg))
 	rc.Reuse.AllowedPaths, rc.Reuse.AllowPartialPinned, rc.Stage.Dispatch.Repo, rc.Reuse.AllowTeams, rc.ProtectedPaths = nil, true, "", nil, nil
 	rc.Reuse.FullSweepLabels, rc.Reuse.IncompatibleLabels = []string{}, []string{}

@@ -76,13 +76,11 @@ type Pinner interface {
 type Handler struct {
 	Pins    Pinner
 	Clients func(installation int64) (GitHub, error)
-	// Sequence and Decision read opsbot's state (state.Store).
-	Sequence func(repo string, pr int, kind string) (*record.Sequence, error)
-	Decision func(repo string, pr int, sha string) (*record.Decision, error)
-	// ActivePin reads the PR's active pin (state.Store): a merge that
-	// stops revokes the pin it took while no push has used it.
-	ActivePin func(repo string, pr int) (*record.Pin, error)
-	Notices   *notices.Builder
+	// State reads opsbot's state (the store): the PR's merge sequence,
+	// its active pin (a merge that stops revokes the pin it took while no
+	// push has used it), the decisions of its heads.
+	State   commands.State
+	Notices *notices.Builder
 	// AppID is opsbot's GitHub App (0: a token): its own check run on a
 	// head is not one of the head's checks.
 	AppID int64
@@ -182,9 +180,31 @@ var Section = config.Typed[Settings]{
 	},
 }
 
+// Module is /merge-with-reuse, its sequence and its section, from what
+// every command shares.
+func Module(d commands.Deps) commands.Module {
+	h := &Handler{Pins: reuse.Module(d).Spec.Handler, State: d.State, AppID: d.AppID, Notices: d.Notices, Log: d.Log, Now: d.Now,
+		Clients: func(inst int64) (GitHub, error) { return d.GitHub(inst) }}
+	return h.Module()
+}
+
+// Module is the command run by h.
+func (h *Handler) Module() commands.Module {
+	sec := Section.Section()
+	return commands.Module{Spec: Spec(h), Kinds: []seq.Kind{Kind(h)}, Section: &sec}
+}
+
+// Button is Merge with reuse: on a finished sweep's check run and in Slack.
+var Button = commands.Button{ID: "merge", Label: "Merge with reuse", Description: "Pin this run, then merge the PR",
+	Slack: func(int64) string { return "Merge with reuse" },
+	Command: func(run int64) commands.Command {
+		return commands.Command{Name: Name, Verb: "/merge-with-reuse", RunID: run, Text: fmt.Sprintf("/merge-with-reuse %d", run)}
+	}}
+
 // Spec is the command, run by h.
 func Spec(h *Handler) commands.Spec {
 	return commands.Spec{
+		Buttons:  []commands.Button{Button},
 		Name:     Name,
 		Verbs:    []commands.Verb{{Word: "/merge-with-reuse", Usage: Usage, Args: commands.RunOrCancel, UsageNote: commands.RunNote}},
 		Access:   func(rc *config.Repo) config.Access { return Section.Of(rc).Access },
@@ -318,10 +338,10 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 
 // current is the PR's merge sequence that is not done, if any.
 func (h *Handler) current(repo string, pr int) (*record.Sequence, error) {
-	if h.Sequence == nil {
-		return nil, errors.New("merge: no sequence reader")
+	if h.State == nil {
+		return nil, errors.New("merge: no state reader")
 	}
-	s, err := h.Sequence(repo, pr, SeqKind)
+	s, err := h.State.Sequence(repo, pr, SeqKind)
 	if err != nil {
 		return nil, fmt.Errorf("reading the merge of %s#%d: %w", repo, pr, err)
 	}
@@ -337,7 +357,7 @@ func (h *Handler) cancel(ctx context.Context, env commands.Env, in commands.Invo
 	me := mdtext.Mention(in.Actor.Login)
 	if cur == nil {
 		reply := fmt.Sprintf("%s there is no merge of this PR under way to cancel.", me)
-		last, err := h.Sequence(in.Repo, in.PR, SeqKind)
+		last, err := h.State.Sequence(in.Repo, in.PR, SeqKind)
 		if err != nil {
 			return commands.Result{Err: err}
 		}
@@ -559,10 +579,10 @@ func (st *stepper) read(ctx context.Context) (plan.Plan, string, error) {
 
 // pin is the PR's active pin when it is the one this merge took.
 func (st *stepper) pin() (*record.Pin, error) {
-	if st.h.ActivePin == nil {
-		return nil, errors.New("merge: no pin reader")
+	if st.h.State == nil {
+		return nil, errors.New("merge: no state reader")
 	}
-	p, err := st.h.ActivePin(st.cur.Repo, st.cur.PR)
+	p, err := st.h.State.ActivePin(st.cur.Repo, st.cur.PR)
 	if err != nil || p == nil || !p.Origin().Same(st.cur.Origin()) || p.RunID != st.data.RunID || (st.data.PinID != 0 && p.ID != st.data.PinID) {
 		return nil, err
 	}
@@ -578,8 +598,8 @@ func (st *stepper) guard() plan.Fact {
 // so no push the maintainer makes by hand could use it.
 func (st *stepper) stopped(code, why string) (plan.Plan, string, error) {
 	p := plan.Plan{Require: []plan.Fact{st.guard()}}
-	if st.h.ActivePin != nil {
-		pin, err := st.h.ActivePin(st.cur.Repo, st.cur.PR)
+	if st.h.State != nil {
+		pin, err := st.h.State.ActivePin(st.cur.Repo, st.cur.PR)
 		if err != nil {
 			return plan.Plan{}, "", err
 		}
@@ -822,7 +842,7 @@ func (st *stepper) updating(ctx context.Context, head string) (plan.Plan, string
 		return st.stopped("pushed", fmt.Sprintf("the new head %s is not the branch update opsbot asked for (a merge of the base into %s): "+
 			"a push by someone else", mdtext.ShortSHA(head), mdtext.ShortSHA(cur.Head)))
 	}
-	d, err := st.h.Decision(cur.Repo, cur.PR, head)
+	d, err := st.h.State.Decision(cur.Repo, cur.PR, head)
 	if err != nil {
 		return plan.Plan{}, "", err
 	}
@@ -922,7 +942,7 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 		return plan.Plan{}, "", err
 	}
 	if pin == nil {
-		d, err := st.h.Decision(cur.Repo, cur.PR, head)
+		d, err := st.h.State.Decision(cur.Repo, cur.PR, head)
 		if err != nil {
 			return plan.Plan{}, "", err
 		}

@@ -55,8 +55,31 @@ func Spec(h *Handler) commands.Spec {
 		AnswersEdits: true,
 		Help:         help,
 		Handler:      h,
+		Buttons:      Buttons,
 	}
 }
+
+// Buttons are /reuse-sweep-run's: Reuse for next push (on a finished
+// sweep's check run and in Slack) and Cancel pin (in Slack).
+var Buttons = []commands.Button{
+	{ID: "reuse", Label: "Reuse for next push", Description: "Pin this run for the next push",
+		Slack: func(run int64) string { return fmt.Sprintf("Reuse run %d for next push", run) }, SlackStyle: "primary",
+		Command: func(run int64) commands.Command {
+			return commands.Command{Name: Name, Verb: "/reuse-sweep-run", RunID: run, Text: fmt.Sprintf("/reuse-sweep-run %d", run)}
+		}},
+	{ID: "cancel", Slack: func(int64) string { return "Cancel pin" }, NoRun: true,
+		Command: func(int64) commands.Command {
+			return commands.Command{Name: Name, Verb: "/reuse-sweep-run", Cancel: true, Text: "/reuse-sweep-run cancel"}
+		}},
+}
+
+// Module is /reuse-sweep-run, from what every command shares.
+func Module(d commands.Deps) commands.Module {
+	return (&Handler{Validators: func(inst int64) (Validator, error) { return d.Validators(inst) }}).Module()
+}
+
+// Module is the command run by h.
+func (h *Handler) Module() commands.Module { return commands.Module{Spec: Spec(h)} }
 
 func useArgs(c *commands.Command, args []string, opt commands.Options) string {
 	switch len(args) {

@@ -42,7 +42,7 @@ func TestTakeBackPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &stage.Handler{}
-	reg := commandstest.Registry(nil, h)
+	reg := commandstest.Registry(h.Module())
 	spec, _ := reg.Spec(stage.Name)
 	env := commands.Env{Repo: rc, Commands: reg, Checker: &auth.Checker{TTL: time.Minute, Now: time.Now}, Notices: &notices.Builder{},
 		Users: &auth.Directory{}, State: st}
@@ -161,7 +161,7 @@ func TestTakeBackWhoseRoleCannotBeCheckedIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &stage.Handler{}
-	reg := commandstest.Registry(nil, h)
+	reg := commandstest.Registry(h.Module())
 	spec, _ := reg.Spec(stage.Name)
 	gh := &lookup{err: errors.New("GET /repos/o/r/collaborators/deleter/permission: 502 Bad Gateway")}
 	env := commands.Env{Repo: rc, Commands: reg, Checker: &auth.Checker{TTL: time.Minute, Now: time.Now}, Lookup: gh,

@@ -54,8 +54,17 @@ type Handler struct {
 	Staged     func(repo string, runID int64) (*record.StageRequest, error)
 	Log        *slog.Logger
 	// Users holds the account ids the logins of stage.callback_senders
-	// are bound to.
+	// are bound to (or users gives them, once opsbot has started).
 	Users *auth.Directory
+	users func() *auth.Directory
+}
+
+// directory is the bound logins: Users, or what users gives.
+func (h *Handler) directory() *auth.Directory {
+	if h.Users == nil && h.users != nil {
+		return h.users()
+	}
+	return h.Users
 }
 
 // senderListed reports whether a report's sender is one of the
@@ -74,7 +83,8 @@ func (h *Handler) senderListed(rc *config.Repo, id int64) bool {
 		}
 		logins = append(logins, s)
 	}
-	return id != 0 && h.Users != nil && slices.Contains(h.Users.IDs(logins), id)
+	users := h.directory()
+	return id != 0 && users != nil && slices.Contains(users.IDs(logins), id)
 }
 
 // Enabled reports whether a repository has a staging dispatch configured.
@@ -90,6 +100,24 @@ const Name = "stage-results"
 const Usage = "usage: /stage-results [<run-id or run URL>]"
 
 // Spec is the command, run by h.
+// Module is /stage-results and its deadlines' sequence, from what every
+// command shares.
+func Module(d commands.Deps) commands.Module {
+	h := &Handler{Cfg: d.Cfg, Notices: d.Notices, Log: d.Log,
+		Staged:     func(repo string, run int64) (*record.StageRequest, error) { return d.State.StagedRun(repo, run) },
+		Validators: func(inst int64) (Validator, error) { return d.Validators(inst) },
+		Clients:    func(inst int64) (Reader, error) { return d.GitHub(inst) }}
+	if d.Users != nil {
+		h.users = d.Users
+	}
+	return h.Module()
+}
+
+// Module is the command run by h.
+func (h *Handler) Module() commands.Module {
+	return commands.Module{Spec: Spec(h), Kinds: []seq.Kind{Kind(h)}}
+}
+
 func Spec(h *Handler) commands.Spec {
 	return commands.Spec{
 		Name:    Name,

@@ -1,0 +1,152 @@
+package commands
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/auth"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// Module is one command as opsbot takes it in, everything about it
+// declared in its own package: its Spec (grammar, help, access rule,
+// handler and buttons), the kinds of sequence it steps (with the events
+// each follows), and its configuration section. A command's package makes
+// its module from the one Deps every command shares (a Module(Deps)
+// function); the list of modules (commands/all) is the only place that
+// names it.
+type Module struct {
+	Spec  Spec
+	Kinds []seq.Kind
+	// Section is the command's own section of the configuration (nil: it
+	// reads one of config.Repo's); the program registers it before any
+	// configuration is read.
+	Section *config.Section
+}
+
+// Button is a button opsbot offers for a command, declared beside its
+// handler: on the check run of a head whose sweep finished (a GitHub App's)
+// and in the PR's Slack thread. A click runs Command as the one who
+// clicked, with the command's role check, validation, reply and audit.
+type Button struct {
+	// ID is what a click names: the check run action's identifier and the
+	// Slack action's id (20 characters at most).
+	ID string
+	// Label and Description are the check run's button (20 and 40
+	// characters at most); an empty Label: not on check runs.
+	Label, Description string
+	// Slack is the Slack button's words for the run the button offers
+	// ("": not in Slack); SlackStyle its style (primary, danger, "").
+	Slack      func(run int64) string
+	SlackStyle string
+	// NoRun is a button that names no run (Cancel pin).
+	NoRun bool
+	// Command is the command line a click runs, given the button's run.
+	Command func(run int64) Command
+}
+
+// Deps are what opsbot gives its commands: one set, built by the wiring,
+// from which each command's Module takes what it needs. A command's tests
+// build one with fakes.
+type Deps struct {
+	Cfg     *config.Live
+	Log     *slog.Logger
+	Now     func() time.Time
+	Notices *notices.Builder
+	// State reads opsbot's state outside a write (the store).
+	State State
+	// GitHub is an installation's GitHub client; Validators its run
+	// validator (the one the gate uses).
+	GitHub     func(installation int64) (*ghclient.Client, error)
+	Validators func(installation int64) (*runs.Validator, error)
+	// AppID is opsbot's GitHub App (0: a token).
+	AppID int64
+	// Self is opsbot's own account and Users the allow_users logins bound
+	// to accounts: both known once opsbot has started, before the workers
+	// run (nil in a test that needs neither).
+	Self  func() (id int64, login string)
+	Users func() *auth.Directory
+	// Registry is the registry of every module's command (built from the
+	// list, after the modules: a command that offers the buttons of others
+	// reads it when it offers them).
+	Registry func() *Registry
+}
+
+// State is what a command reads of opsbot's state outside a write.
+type State interface {
+	record.Reader
+	Sequence(repo string, pr int, kind string) (*record.Sequence, error)
+	Decision(repo string, pr int, sha string) (*record.Decision, error)
+	Approval(repo, id string) (*record.Approval, error)
+	Approvals(repo string, pr int) ([]record.Approval, error)
+	StagedRun(repo string, runID int64) (*record.StageRequest, error)
+}
+
+// RegistryOf is the registry of the modules' commands, in their order.
+func RegistryOf(ms []Module, more ...Spec) (*Registry, error) {
+	specs := make([]Spec, 0, len(ms)+len(more))
+	for _, m := range ms {
+		specs = append(specs, m.Spec)
+	}
+	return NewRegistry(append(specs, more...)...)
+}
+
+// KindsOf are the kinds of sequence the modules step, in their order.
+func KindsOf(ms []Module) []seq.Kind {
+	var out []seq.Kind
+	for _, m := range ms {
+		out = append(out, m.Kinds...)
+	}
+	return out
+}
+
+// Button is the button a click names, and its command's spec.
+func (r *Registry) Button(id string) (Button, *Spec, bool) {
+	for _, s := range r.specs {
+		for _, b := range s.Buttons {
+			if b.ID == id {
+				return b, s, true
+			}
+		}
+	}
+	return Button{}, nil, false
+}
+
+// CheckActions are the buttons a finished sweep's check run offers, in the
+// commands' order (GitHub shows at most three).
+func (r *Registry) CheckActions() []record.CheckAction {
+	var out []record.CheckAction
+	for _, s := range r.specs {
+		for _, b := range s.Buttons {
+			if b.Label != "" {
+				out = append(out, record.CheckAction{Label: b.Label, Description: b.Description, Identifier: b.ID})
+			}
+		}
+	}
+	return out
+}
+
+// SlackButtons are the buttons a finished sweep's message in Slack offers
+// for run, each with value (what the click carries back) made for the run
+// it names (0 for a button that names none).
+func (r *Registry) SlackButtons(run int64, value func(run int64) string) []record.SlackButton {
+	var out []record.SlackButton
+	for _, s := range r.specs {
+		for _, b := range s.Buttons {
+			if b.Slack == nil {
+				continue
+			}
+			named := run
+			if b.NoRun {
+				named = 0
+			}
+			out = append(out, record.SlackButton{Text: b.Slack(run), ActionID: b.ID, Value: value(named), Style: b.SlackStyle})
+		}
+	}
+	return out
+}
