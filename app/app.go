@@ -44,15 +44,14 @@ type Deps struct {
 	// Version and Commit are opsbot's, as the binary was built (the
 	// User-Agent, the build info metric, the audit page, the log).
 	Version, Commit string
-	// Commands are registered after opsbot's own (a test's command).
-	Commands []commands.Spec
+	// Modules are commands made after opsbot's own (commands/all) from the
+	// same dependencies: a test's command, with its kinds and section.
+	Modules []func(commands.Deps) commands.Module
 	// Wait replaces the wait between tries to learn opsbot's own GitHub
 	// account (tests step it); nil sleeps.
 	Wait func(ctx context.Context, d time.Duration) error
 	// GitHub adjusts the GitHub client's options (tests: its retries).
 	GitHub func(*ghclient.Options)
-	// Sequences are kinds of sequence stepped after opsbot's own (a test's).
-	Sequences []seq.Kind
 	// SeqEvery is how often due sequences are woken (0: seq.Ticker's default).
 	SeqEvery time.Duration
 	// Now is the clock of the store's records and of what is due (tests
@@ -225,7 +224,10 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 		Validators: func(inst int64) (*runs.Validator, error) { return validators.For(inst) },
 		Self:       a.started.self, Users: a.started.directory, Registry: func() *commands.Registry { return reg }}
 	mods := all.Modules(shared)
-	reg, err = commands.RegistryOf(mods, d.Commands...)
+	for _, mk := range d.Modules {
+		mods = append(mods, mk(shared))
+	}
+	reg, err = commands.RegistryOf(mods)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +251,7 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 	if err := store.Update(func(tx *state.Tx) error { return digester.Schedule(tx, now()) }); err != nil {
 		return nil, fmt.Errorf("scheduling the weekly digests: %w", err)
 	}
-	for _, k := range append(append(kinds, digester.Kind()), d.Sequences...) {
+	for _, k := range append(kinds, digester.Kind()) {
 		if _, dup := handler.Sequences[k.Name]; dup || k.Name == "" {
 			return nil, fmt.Errorf("the sequence kind %q is registered twice (or has no name)", k.Name)
 		}
@@ -363,7 +365,7 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 			}
 			return r.Name, true
 		},
-		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Approvals: store.ApprovalPRFor, Wakes: events.Wakes(append(kinds, d.Sequences...)...),
+		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Approvals: store.ApprovalPRFor, Wakes: events.Wakes(kinds...),
 		SlackSecret:    secrets.SlackSigningSecret,
 		SlackUserKnown: func(id string) bool { _, ok := live.Get().Slack.Users[id]; return ok },
 		Metrics:        m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",

@@ -10,10 +10,15 @@ import (
 )
 
 // RegisterSections registers the configuration sections the commands'
-// modules declare: call it once, before any configuration is read (the
-// program does, at its start; a test that reads one, in its TestMain).
-func RegisterSections() {
-	for _, m := range all.Modules(commands.Deps{}) {
+// modules declare, and those of more (a test's commands, Deps.Modules):
+// call it before any configuration is read (the program does, at its
+// start; a test that reads one, in its TestMain or before it loads).
+func RegisterSections(more ...func(commands.Deps) commands.Module) {
+	mods := all.Modules(commands.Deps{})
+	for _, mk := range more {
+		mods = append(mods, mk(commands.Deps{}))
+	}
+	for _, m := range mods {
 		if m.Section != nil {
 			config.RegisterSection(*m.Section)
 		}

@@ -192,3 +192,51 @@ func TestMigrationDiffIsShort(t *testing.T) {
 		t.Errorf("the migration does not grant id-token: write:\n%s", m[1])
 	}
 }
+
+// "Adding a command" in architecture.md names what a new command touches:
+// every path it names exists, the list of modules is one file whose every
+// line that makes a module names one command package, and the example
+// command it points at is a package of tests.
+func TestAddingACommandStaysTrue(t *testing.T) {
+	raw, err := os.ReadFile("architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "**Adding a command.**")
+	end := strings.Index(doc, "**Adding an event.**")
+	if start < 0 || end < start {
+		t.Fatal(`architecture.md lost its "Adding a command" section`)
+	}
+	section := doc[start:end]
+	for _, path := range []string{"commands/all/all.go", "opsbot.example.yaml", "docs/configuration.md", "README.md", "commands/example"} {
+		if !strings.Contains(section, "`"+path+"`") {
+			t.Errorf("the section does not name %s", path)
+		}
+		if _, err := os.Stat(filepath.Join("..", path)); err != nil {
+			t.Errorf("the section names %s: %v", path, err)
+		}
+	}
+	list, err := os.ReadFile(filepath.Join("..", "commands", "all", "all.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modules := regexp.MustCompile(`(?m)^\t\t([a-z]+)\.Module\(d\),$`).FindAllStringSubmatch(string(list), -1)
+	if len(modules) < 5 {
+		t.Fatalf("commands/all/all.go lists %d modules, one a line; want opsbot's five at least", len(modules))
+	}
+	for _, m := range modules {
+		if _, err := os.Stat(filepath.Join("..", "commands", m[1])); err != nil {
+			t.Errorf("commands/all lists %s.Module, which is no package under commands/: %v", m[1], err)
+		}
+	}
+	example, err := filepath.Glob(filepath.Join("..", "commands", "example", "*.go"))
+	if err != nil || len(example) == 0 {
+		t.Fatalf("commands/example has no Go files: %v", err)
+	}
+	for _, f := range example {
+		if !strings.HasSuffix(f, "_test.go") {
+			t.Errorf("commands/example/%s is not a test file: the example command links into nothing", filepath.Base(f))
+		}
+	}
+}

@@ -528,15 +528,15 @@ func TestApprovedRunOffersCheckRunButtons(t *testing.T) {
 	w.waitApproval("the run bound", "waiting for the run")
 	w.completeApproval(clock, d)
 	var offer *githubtest.CreatedCheckRun
-	for _, c := range w.checkRunsOn("c1") {
+	for _, c := range w.CheckRunsOn("c1") {
 		if strings.Contains(c.Title, "Approved sweep run "+strconv.FormatInt(d.RunID, 10)+" finished") {
 			offer = &c
 		}
 	}
 	if offer == nil || strings.Join(offer.Actions, " ") != "reuse merge" || offer.ExternalID != fmt.Sprintf("%d:%d", thePR, d.RunID) {
-		t.Fatalf("check runs on c1: %+v", w.checkRunsOn("c1"))
+		t.Fatalf("check runs on c1: %+v", w.CheckRunsOn("c1"))
 	}
-	w.clickCheckRun(maintainer, "c1", "reuse", d.RunID)
+	w.ClickCheckRun(maintainer, "c1", "reuse", d.RunID)
 	mustContain(t, "the click's reply", w.LastReply(), "pinned")
 }
 

@@ -1,14 +1,7 @@
 package main
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,57 +22,8 @@ func appWorld(t *testing.T) *world {
 // appWorldOpts is appWorld with additions to the configuration.
 func appWorldOpts(t *testing.T, o worldOpts) *world {
 	t.Helper()
-	w := newWorldOpts(t, o)
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(w.Dir, "app.pem")
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	w.restart(func(cfg string) string {
-		return strings.Replace(cfg, `  token_env: "TEST_GITHUB_TOKEN"`, fmt.Sprintf("  app:\n    id: %d\n    installation_id: 1\n    private_key_file: %q",
-			githubtest.AppID, keyFile), 1)
-	})
-	return w
-}
-
-// checkRunsOn are opsbot's check runs on commit name.
-func (w *world) checkRunsOn(name string) []githubtest.CreatedCheckRun {
-	var out []githubtest.CreatedCheckRun
-	for _, c := range w.GH.CreatedCheckRuns() {
-		if c.SHA == sha(name) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// clickCheckRun sends check_run requested_action: u clicked the button
-// identifier on opsbot's newest check run of commit name that offers it,
-// about run.
-func (w *world) clickCheckRun(u user, name, identifier string, run int64) {
-	w.T.Helper()
-	w.Send("check_run", w.clickPayload(u, name, identifier, run))
-}
-
-// clickPayload is the check_run requested_action GitHub sends for a click
-// (clickCheckRun); a test sends it again to replay it.
-func (w *world) clickPayload(u user, name, identifier string, run int64) map[string]any {
-	w.T.Helper()
-	var id int64
-	for _, c := range w.checkRunsOn(name) {
-		if slices.Contains(c.Actions, identifier) {
-			id = c.ID
-		}
-	}
-	return map[string]any{"action": "requested_action",
-		"repository": map[string]any{"full_name": theRepo},
-		"check_run": map[string]any{"id": id, "name": "opsbot/sweep-gate", "head_sha": sha(name), "external_id": fmt.Sprintf("%d:%d", thePR, run),
-			"app": map[string]any{"id": githubtest.AppID}, "pull_requests": []any{map[string]any{"number": thePR}}},
-		"requested_action": map[string]any{"identifier": identifier},
-		"sender":           u.JSON()}
+	o.App = true
+	return newWorldOpts(t, o)
 }
 
 // As a GitHub App, opsbot puts a check run on every decided head, and on a
@@ -91,42 +35,42 @@ func TestCheckRunButtons(t *testing.T) {
 	t.Parallel()
 	w := appWorld(t)
 	w.Push("c2")
-	if cr := w.checkRunsOn("c2"); len(cr) != 1 || cr[0].Conclusion != "neutral" || len(cr[0].Actions) != 0 {
+	if cr := w.CheckRunsOn("c2"); len(cr) != 1 || cr[0].Conclusion != "neutral" || len(cr[0].Actions) != 0 {
 		t.Fatalf("check runs on c2 after its sweep decision: %+v", cr)
 	}
 	const r2 = int64(31200000020)
 	w.GH.AddRun(theRepo, githubtest.Run{ID: r2, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
-	w.sweepCompleted("c2", r2, "success")
-	cr := w.checkRunsOn("c2")
+	w.SweepCompleted("c2", r2, "success")
+	cr := w.CheckRunsOn("c2")
 	if len(cr) != 2 || strings.Join(cr[1].Actions, ",") != "reuse,merge" || cr[1].ExternalID != fmt.Sprintf("%d:%d", thePR, r2) ||
 		strings.Join(cr[1].Labels, ",") != "Reuse for next push,Merge with reuse" {
 		t.Fatalf("check runs on c2 after its sweep finished: %+v", cr)
 	}
 
-	w.clickCheckRun(reader, "c2", "reuse", r2)
+	w.ClickCheckRun(reader, "c2", "reuse", r2)
 	mustContain(t, "reader's click", w.LastReply(), "@reader", "needs the `write` role")
-	w.clickCheckRun(maintainer, "c2", "reuse", r2)
+	w.ClickCheckRun(maintainer, "c2", "reuse", r2)
 	mustContain(t, "maintainer's click", w.LastReply(), "📌 @maintainer pinned run [31200000020](", "a click on the check run of c2c2c2c")
 	w.Push("c3")
 	if w.swept("c3") {
 		t.Fatalf("the push after the click swept: %+v", w.Statuses("c3"))
 	}
-	if cr := w.checkRunsOn("c3"); len(cr) != 1 || cr[0].Conclusion != "success" || !strings.Contains(cr[0].Title, "reusing run 31200000020") {
+	if cr := w.CheckRunsOn("c3"); len(cr) != 1 || cr[0].Conclusion != "success" || !strings.Contains(cr[0].Title, "reusing run 31200000020") {
 		t.Fatalf("check run on the skipped head: %+v", cr)
 	}
-	if cr := w.checkRunsOn("c3"); len(cr) != 1 || strings.Join(cr[0].Actions, ",") != "sweep" {
+	if cr := w.CheckRunsOn("c3"); len(cr) != 1 || strings.Join(cr[0].Actions, ",") != "sweep" {
 		t.Fatalf("the skipped head's check run offers %+v, want Sweep anyway", cr)
 	}
 	// The skipped head's workflow run completes too: it measured nothing,
 	// and nothing offers it for reuse.
 	w.GH.AddRun(theRepo, githubtest.Run{ID: 31200000021, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c3"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Minute)})
-	w.sweepCompleted("c3", 31200000021, "success")
-	if cr := w.checkRunsOn("c3"); len(cr) != 1 {
+	w.SweepCompleted("c3", 31200000021, "success")
+	if cr := w.CheckRunsOn("c3"); len(cr) != 1 {
 		t.Fatalf("a skipped head's run was offered for reuse: %+v", cr)
 	}
-	w.clickCheckRun(maintainer, "c3", "sweep", r2)
+	w.ClickCheckRun(maintainer, "c3", "sweep", r2)
 	mustContain(t, "sweep anyway", w.LastReply(), "🔁 @maintainer asked for the sweep of `c3c3c3c` after all")
 	if out, _ := w.gate("--pr", "2512", "--sha", sha("c3")); out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"]+out["reason"], "sweep anyway") {
 		t.Fatalf("the gate after Sweep anyway: %v", out)
@@ -147,7 +91,7 @@ func TestCheckRunButtons(t *testing.T) {
 	mustContain(t, "pin of the re-run", w.LastReply(), "📌 @maintainer pinned run [31200000021](")
 	// The same click as before, the same payload: a click of its own (its
 	// delivery id), not taken for a replay.
-	w.clickCheckRun(maintainer, "c2", "reuse", r2)
+	w.ClickCheckRun(maintainer, "c2", "reuse", r2)
 	mustContain(t, "old head's click", w.LastReply(), "nothing was done: the button is on the check run of `c2c2c2c`, which is no longer this PR's head (`c3c3c3c`)")
 
 	tok := newWorld(t, "")
@@ -192,10 +136,10 @@ func TestCheckRunClickReplayedUnderANewIDDoesNothing(t *testing.T) {
 	const r2 = int64(31200000020)
 	w.GH.AddRun(theRepo, githubtest.Run{ID: r2, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
 		HeadSHA: sha("c2"), HeadBranch: "kimi-tune", Artifacts: resultArtifacts, CreatedAt: time.Now().Add(-time.Hour)})
-	w.sweepCompleted("c2", r2, "success")
-	w.clickCheckRun(reader, "c2", "reuse", r2)
+	w.SweepCompleted("c2", r2, "success")
+	w.ClickCheckRun(reader, "c2", "reuse", r2)
 	mustContain(t, "reader's click", w.LastReply(), "@reader", "needs the `write` role")
-	captured := w.clickPayload(maintainer, "c2", "reuse", r2)
+	captured := w.ClickPayload(maintainer, "c2", "reuse", r2)
 	w.Send("check_run", captured)
 	mustContain(t, "the click", w.LastReply(), "📌 @maintainer pinned run [31200000020](")
 	w.Comment(maintainer, "/reuse-sweep-run cancel")

@@ -80,7 +80,7 @@ func TestSlackClickPinsAsTheMappedAccount(t *testing.T) {
 	sl := slacktest.New(t)
 	w := clickWorld(t, sl, "")
 	w.Push("c2")
-	w.sweepCompleted("c2", 31147925932, "success")
+	w.SweepCompleted("c2", 31147925932, "success")
 	var offer slacktest.Post
 	testkit.Eventually(t, "the run offered in Slack", func() bool {
 		for _, p := range sl.Posts() {

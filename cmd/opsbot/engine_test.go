@@ -130,7 +130,9 @@ func TestADeadlineWithoutAWakeupFires(t *testing.T) {
 	clock := e2e.NewClock()
 	w := newWorldOpts(t, worldOpts{Deps: func(d *app.Deps) {
 		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
-		d.Commands, d.Sequences = []commands.Spec{holdSpec(clock.Now)}, []seq.Kind{holdSeqKind()}
+		d.Modules = []func(commands.Deps) commands.Module{func(commands.Deps) commands.Module {
+			return commands.Module{Spec: holdSpec(clock.Now), Kinds: []seq.Kind{holdSeqKind()}}
+		}}
 	}})
 	w.Comment(maintainer, "/hold")
 	mustContain(t, "status", strings.Join(w.Replies(), "\n"), "⏳ holding for an hour")

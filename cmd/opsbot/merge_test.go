@@ -70,16 +70,6 @@ func (w *world) greenChecks(head string) {
 	w.GH.SetCheckRun(theRepo, head, "lint", "completed", "success")
 }
 
-// checkEvent sends check_suite completed for head, as GitHub does when a
-// head's checks finish.
-func (w *world) checkEvent(head string) {
-	w.T.Helper()
-	p := payload(w.T, "check_suite", "completed")
-	setPath(p, "repository.full_name", theRepo)
-	setPath(p, "check_suite.head_sha", head)
-	w.Send("check_suite", p)
-}
-
 // The happy path: a branch behind its base is updated by opsbot, the
 // update's push skips its sweep on the pin the command took, the checks
 // pass and opsbot merges exactly that head with the configured method; one
@@ -280,7 +270,7 @@ func TestMergeWithReuseResumesAfterARestart(t *testing.T) {
 	w.waitStatus("waiting for the checks", "waiting for the checks of `"+updated[:7]+"`")
 	restart() // waiting for the checks
 	w.GH.SetCheckRun(theRepo, updated, "lint", "completed", "success")
-	w.checkEvent(updated)
+	w.CheckEvent(updated)
 	w.PassTime(clock, record.WakeGap)
 	w.waitStatus("the merge", "🎉 merged")
 	if m := w.GH.Merges(); len(m) != 1 || m[0].SHA != updated {
@@ -379,7 +369,7 @@ func TestMergeWithReuseWaitsForChecksToExist(t *testing.T) {
 	}
 	w.GH.SetCheckSuite(theRepo, updated, "sweep", "completed", "success")
 	w.greenChecks(updated)
-	w.checkEvent(updated)
+	w.CheckEvent(updated)
 	w.PassTime(clock, record.WakeGap)
 	w.waitStatus("the merge", "🎉 merged")
 }
@@ -519,7 +509,7 @@ func TestMergeWithReuseNeedsItsPinToMerge(t *testing.T) {
 	w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
 	w.Comment(maintainer, "/reuse-sweep-run cancel")
 	w.greenChecks(sha("c1"))
-	w.checkEvent(sha("c1"))
+	w.CheckEvent(sha("c1"))
 	w.PassTime(clock, merge.Poll)
 	st := w.waitStatus("the stop", "⛔ stopped")
 	mustContain(t, "status", st, "the pin the merge took was revoked or replaced")

@@ -18,19 +18,6 @@ func (w *world) ready(name string) (state, words string) {
 	return state, words
 }
 
-// sweepCompleted sends workflow_run completed for a run of the sweep
-// workflow on commit name.
-func (w *world) sweepCompleted(name string, run int64, conclusion string) {
-	w.T.Helper()
-	w.ReadyClock++
-	w.Send("workflow_run", map[string]any{"action": "completed",
-		"repository": map[string]any{"full_name": theRepo},
-		"workflow_run": map[string]any{"id": run, "head_sha": sha(name), "conclusion": conclusion, "event": "pull_request",
-			"path": ".github/workflows/run-sweep.yml", "html_url": fmt.Sprintf("https://github.com/%s/actions/runs/%d", theRepo, run),
-			"run_attempt": 1, "updated_at": time.Date(2026, 12, 1, 0, 0, w.ReadyClock, 0, time.UTC).Format(time.RFC3339),
-			"pull_requests": []any{map[string]any{"number": thePR}}}})
-}
-
 // With main_sweeps: false, opsbot/reuse-ready on the PR's head says
 // whether a merge now would ingest anything: pending while the head's
 // sweep runs, failure when it failed and nothing is pinned, success on a
@@ -48,7 +35,7 @@ func TestReuseReadyStatusFollowsTheAnswer(t *testing.T) {
 	}
 	w.Push("c2")
 	expect("c2", "pending", "the head's sweep is running; a merge waits for it")
-	w.sweepCompleted("c2", 31200000010, "failure")
+	w.SweepCompleted("c2", 31200000010, "failure")
 	expect("c2", "failure", "no reuse source: the head's sweep (run 31200000010) concluded failure; pin a run with /reuse-sweep-run")
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	expect("c2", "success", "merge will reuse run 31147925932 (authorized by @maintainer)")
@@ -56,10 +43,10 @@ func TestReuseReadyStatusFollowsTheAnswer(t *testing.T) {
 	expect("c2", "failure", "no reuse source: the head's sweep (run 31200000010) concluded failure; pin a run with /reuse-sweep-run")
 	w.Push("c3")
 	expect("c3", "pending", "the head's sweep is running; a merge waits for it")
-	w.sweepCompleted("c3", 31200000011, "success")
+	w.SweepCompleted("c3", 31200000011, "success")
 	expect("c3", "success", "the head's own sweep, run 31200000011 (checked again at the merge)")
 	n := len(w.GH.Statuses(theRepo, sha("c3")))
-	w.sweepCompleted("c3", 31200000011, "success") // the same answer: not set again
+	w.SweepCompleted("c3", 31200000011, "success") // the same answer: not set again
 	if got := len(w.GH.Statuses(theRepo, sha("c3"))); got != n {
 		t.Fatalf("an unchanged answer set the status again: %d statuses, had %d", got, n)
 	}

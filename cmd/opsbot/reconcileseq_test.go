@@ -57,7 +57,7 @@ func TestReconcileTakesBackASequenceWhoseCommentWasDeleted(t *testing.T) {
 		w.waitStatus("the merge stopped", "⛔ stopped: someone (found by recovery: a lost webhook) deleted the comment that asked for it")
 		w.GH.SetCheckRun(theRepo, updated, "lint", "completed", "success")
 		clock.Add(time.Minute)
-		w.checkEvent(updated)
+		w.CheckEvent(updated)
 		if m := w.GH.Merges(); len(m) != 0 {
 			t.Fatalf("merged %+v after its comment was deleted", m)
 		}

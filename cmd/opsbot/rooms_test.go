@@ -89,7 +89,7 @@ repos:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a, err := app.New(ctx, cfg, app.Deps{Log: slog.New(slog.DiscardHandler), Secrets: secrets, Commands: []commands.Spec{echo()}})
+	a, err := app.New(ctx, cfg, app.Deps{Log: slog.New(slog.DiscardHandler), Secrets: secrets, Modules: []func(commands.Deps) commands.Module{func(commands.Deps) commands.Module { return commands.Module{Spec: echo()} }}})
 	if err != nil {
 		t.Fatalf("newApp: %v", err)
 	}

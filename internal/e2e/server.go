@@ -119,7 +119,11 @@ func (s *Server) Stop(t testing.TB) {
 // deps (a clock the test moves), and waits until it is ready.
 func Start(t testing.TB, path string, getenv func(string) string, deps func(*app.Deps)) *Server {
 	t.Helper()
-	app.RegisterSections()
+	var probe app.Deps // the test's own commands' sections are registered before the load
+	if deps != nil {
+		deps(&probe)
+	}
+	app.RegisterSections(probe.Modules...)
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatalf("the test's configuration: %v", err)

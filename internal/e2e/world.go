@@ -2,11 +2,16 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +71,9 @@ type Options struct {
 	Top, GitHub, Repo string
 	Env               map[string]string
 	Deps              func(*app.Deps)
+	// App runs opsbot as the fake's GitHub App (check runs and their
+	// buttons are an App's) instead of with a token.
+	App bool
 }
 
 // World is one test's world: the fake GitHub and opsbot serving it.
@@ -110,6 +118,18 @@ repos:
   - name: %q
     sweep_workflow: ".github/workflows/run-sweep.yml"
 %s`, filepath.Join(dir, "opsbot.db"), gh.URL, o.GitHub, o.Top, Repo, o.Repo)
+	if o.App {
+		key, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyFile := filepath.Join(dir, "app.pem")
+		if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg = strings.Replace(cfg, `  token_env: "TEST_GITHUB_TOKEN"`, fmt.Sprintf("  app:\n    id: %d\n    installation_id: 1\n    private_key_file: %q",
+			githubtest.AppID, keyFile), 1)
+	}
 	path := filepath.Join(dir, "opsbot.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -466,4 +486,64 @@ func (w *World) PassTime(c *Clock, d time.Duration) {
 	c.Add(d)
 	testkit.Eventually(w.T, "a wake-up after the clock moved", func() bool { return w.Wakeups() > before })
 	w.Settle()
+}
+
+// CheckRunsOn are opsbot's check runs on commit name (an App's).
+func (w *World) CheckRunsOn(name string) []githubtest.CreatedCheckRun {
+	var out []githubtest.CreatedCheckRun
+	for _, c := range w.GH.CreatedCheckRuns() {
+		if c.SHA == SHA(name) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ClickCheckRun sends check_run requested_action: u clicked the button
+// identifier on opsbot's newest check run of commit name that offers it,
+// about run.
+func (w *World) ClickCheckRun(u User, name, identifier string, run int64) {
+	w.T.Helper()
+	w.Send("check_run", w.ClickPayload(u, name, identifier, run))
+}
+
+// ClickPayload is the check_run requested_action GitHub sends for a click
+// (ClickCheckRun); a test sends it again to replay it.
+func (w *World) ClickPayload(u User, name, identifier string, run int64) map[string]any {
+	w.T.Helper()
+	var id int64
+	for _, c := range w.CheckRunsOn(name) {
+		if slices.Contains(c.Actions, identifier) {
+			id = c.ID
+		}
+	}
+	return map[string]any{"action": "requested_action",
+		"repository": map[string]any{"full_name": Repo},
+		"check_run": map[string]any{"id": id, "name": "opsbot/sweep-gate", "head_sha": SHA(name), "external_id": fmt.Sprintf("%d:%d", PR, run),
+			"app": map[string]any{"id": githubtest.AppID}, "pull_requests": []any{map[string]any{"number": PR}}},
+		"requested_action": map[string]any{"identifier": identifier},
+		"sender":           u.JSON()}
+}
+
+// SweepCompleted sends workflow_run completed for a run of the sweep
+// workflow on commit name.
+func (w *World) SweepCompleted(name string, run int64, conclusion string) {
+	w.T.Helper()
+	w.ReadyClock++
+	w.Send("workflow_run", map[string]any{"action": "completed",
+		"repository": map[string]any{"full_name": Repo},
+		"workflow_run": map[string]any{"id": run, "head_sha": SHA(name), "conclusion": conclusion, "event": "pull_request",
+			"path": ".github/workflows/run-sweep.yml", "html_url": fmt.Sprintf("https://github.com/%s/actions/runs/%d", Repo, run),
+			"run_attempt": 1, "updated_at": time.Date(2026, 12, 1, 0, 0, w.ReadyClock, 0, time.UTC).Format(time.RFC3339),
+			"pull_requests": []any{map[string]any{"number": PR}}}})
+}
+
+// CheckEvent sends check_suite completed for head, as GitHub does when a
+// head's checks finish.
+func (w *World) CheckEvent(head string) {
+	w.T.Helper()
+	p := Payload(w.T, "check_suite", "completed")
+	SetPath(p, "repository.full_name", Repo)
+	SetPath(p, "check_suite.head_sha", head)
+	w.Send("check_suite", p)
 }

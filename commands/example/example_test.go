@@ -1,0 +1,149 @@
+// Package example_test is a whole command written as the next engineer
+// would write one, kept beside opsbot's own as its test (docs/architecture.md,
+// "Adding a command"): /echo-later <word> has a configuration section of its
+// own (repos[].echo_later, with its own role), a sequence that waits for an
+// event route (a check suite completing on the PR's head) or its deadline,
+// and a button on a finished sweep's check run. Everything it is lives in
+// this package: the server takes it as one more module, and its end-to-end
+// tests run here, on the same world as opsbot's own (internal/e2e). A real
+// command adds one line to commands/all, its keys to opsbot.example.yaml
+// and docs/configuration.md, and its row to the README: four files outside
+// its package.
+package example_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// Name is the command's canonical name; SeqKind its sequence's.
+const (
+	Name    = "echo-later"
+	SeqKind = "echo_later"
+)
+
+// Settings is repos[].echo_later: who may run it, and how long it waits.
+type Settings struct {
+	config.Access `yaml:",inline"`
+	Wait          time.Duration `yaml:"wait"`
+}
+
+// Section is the command's own section: its type, defaults and checks.
+var Section = config.Typed[Settings]{
+	Key: "echo_later",
+	Defaults: func(s *Settings) {
+		if s.MinRole == "" {
+			s.MinRole = "write"
+		}
+		if s.Wait == 0 {
+			s.Wait = time.Hour
+		}
+	},
+	Check: func(_ *config.Repo, s *Settings) []config.SectionProblem {
+		if s.Wait < time.Minute || s.Wait > 24*time.Hour {
+			return []config.SectionProblem{{Key: "wait", Message: fmt.Sprintf("%v is out of range: from 1m to 24h (for example 1h)", s.Wait)}}
+		}
+		return nil
+	},
+}
+
+// Handler runs /echo-later and steps its sequences.
+type Handler struct {
+	Notices *notices.Builder
+	Now     func() time.Time
+}
+
+// Module is the command, from what every command shares.
+func Module(d commands.Deps) commands.Module {
+	h := &Handler{Notices: d.Notices, Now: d.Now}
+	sec := Section.Section()
+	return commands.Module{
+		Spec: commands.Spec{
+			Name:   Name,
+			Verbs:  []commands.Verb{{Word: "/echo-later", Usage: "usage: /echo-later <word>", Args: oneWord}},
+			Access: func(rc *config.Repo) config.Access { return Section.Of(rc).Access },
+			Help: func(rc *config.Repo) commands.Help {
+				return commands.Help{Rows: []commands.HelpRow{{Command: "`/echo-later <word>`",
+					What: "say the word when the head's checks complete", Who: commands.Who(Section.Of(rc).Access)}}}
+			},
+			Handler: h,
+			Buttons: []commands.Button{{ID: "echo", Label: "Echo the run", Description: "Echo this run once the checks end",
+				Command: func(run int64) commands.Command {
+					return commands.Command{Name: Name, Verb: "/echo-later", Args: []string{fmt.Sprint(run)}, Text: fmt.Sprintf("/echo-later %d", run)}
+				}}},
+		},
+		// Its event route: a check suite's completion on the PR's head wakes
+		// it (a pull_request event wakes every kind).
+		Kinds:   []seq.Kind{{Name: SeqKind, Wake: h.wake, Expire: h.expire, Events: []string{"check_suite"}}},
+		Section: &sec,
+	}
+}
+
+func oneWord(c *commands.Command, args []string, _ commands.Options) string {
+	if len(args) != 1 {
+		return "/echo-later takes one word"
+	}
+	c.Args = args
+	return ""
+}
+
+type data struct {
+	Word         string `json:"word"`
+	Installation int64  `json:"installation"`
+	Line         string `json:"line"`
+}
+
+// Prepare starts the PR's echo: a status comment, and a sequence that
+// waits for an event until its deadline.
+func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invocation, line commands.Line) commands.Result {
+	word := line.Args[0]
+	raw, err := json.Marshal(data{Word: word, Installation: in.Installation, Line: line.Text})
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	wait := Section.Of(env.Repo).Wait
+	s := record.Sequence{Kind: SeqKind, Repo: in.Repo, PR: in.PR, Step: "waiting", Data: raw, ActorID: in.Actor.ID, ActorLogin: in.Actor.Login,
+		Deadline: h.Now().Add(wait)}
+	s.SetOrigin(in.Origin)
+	status := plan.Comment{Repo: in.Repo, PR: in.PR, Installation: in.Installation, Kind: string(notices.KindReply),
+		Body: fmt.Sprintf("⏳ %s: I will say %s when the head's checks complete (or give up in %s).", mdtext.Mention(in.Actor.Login),
+			mdtext.Code(word), commands.Span(wait))}
+	return commands.Result{Outcome: commands.Accepted, Acknowledges: true,
+		Plan: plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}},
+			Steps: []plan.Step{plan.PutSequence{Seq: s, Status: &status}}}}
+}
+
+// wake says the word: an event woke the sequence.
+func (h *Handler) wake(_ context.Context, _ *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+	return h.end(w, "done", "✅ %s: %s (a check suite of the head completed).")
+}
+
+// expire gives up at the deadline.
+func (h *Handler) expire(_ context.Context, _ *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+	return h.end(w, "expired", "⌛ %s: no check suite of the head completed in time; %s stays unsaid.")
+}
+
+func (h *Handler) end(w seq.Wakeup, step, words string) (string, seq.Write, error) {
+	var d data
+	if err := json.Unmarshal(w.Seq.Data, &d); err != nil {
+		return "", nil, err
+	}
+	next := *w.Seq
+	next.Step, next.Done = step, true
+	edit := plan.Edit{Repo: next.Repo, PR: next.PR, Installation: d.Installation, Kind: string(notices.KindReply),
+		Body: fmt.Sprintf(words, mdtext.Mention(next.ActorLogin), mdtext.Code(d.Word))}
+	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: next.Repo, PR: next.PR, Kind: SeqKind, Version: w.Seq.Version}},
+		Steps: []plan.Step{plan.PutSequence{Seq: next, Read: w.Seq.Version, Edit: &edit}}}
+	t := h.Notices.Teller()
+	return "echo-" + step, func(tx record.Tx) error { return plan.Apply(tx, t, p) }, nil
+}
