@@ -189,7 +189,7 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 		a.wait = sleepCtx
 	}
 	web := notices.Web(cfg.GitHub.WebURL)
-	builder := &notices.Builder{Web: web, Mirror: &slackmirror.Mirror{Cfg: live, Web: web}, CheckRuns: cfg.GitHub.App != nil}
+	builder := &notices.Notifier{Web: web, Mirror: &slackmirror.Mirror{Cfg: live, Web: web}, CheckRuns: cfg.GitHub.App != nil}
 	slackSender := &slacksend.Sender{Log: log, PRInfo: store.PRInfo, APIURL: cfg.Slack.APIURL}
 	if secrets.SlackToken != "" && !cfg.DryRun {
 		slackSender.Client = slacksend.NewClient(secrets.SlackToken, cfg.Slack.APIURL)
@@ -239,7 +239,7 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 			handler.Stage = sh // the command that takes the staging side's reports
 		}
 	}
-	digester := &digest.Digester{Cfg: live, Web: web.Base(), Sequence: store.Sequence, Now: now,
+	digester := &digest.Digester{Cfg: live, Web: web.Base(), Now: now,
 		Audit: func(repo string, since, until time.Time) ([]state.AuditRecord, error) {
 			return auditSince(store, repo, since, until)
 		},

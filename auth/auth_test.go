@@ -212,14 +212,14 @@ func TestDirectoryKeepsStoredBindings(t *testing.T) {
 // signature, and differs for another of either.
 func TestSignatureDigest(t *testing.T) {
 	sig := "sha256=" + strings.Repeat("ab", 32)
-	a, ok := SignatureDigest("issue_comment", sig)
-	b, _ := SignatureDigest("issue_comment", sig)
-	c, _ := SignatureDigest("pull_request", sig)
-	d, _ := SignatureDigest("issue_comment", "sha256="+strings.Repeat("cd", 32))
+	a, ok := SignatureSum("issue_comment", sig)
+	b, _ := SignatureSum("issue_comment", sig)
+	c, _ := SignatureSum("pull_request", sig)
+	d, _ := SignatureSum("issue_comment", "sha256="+strings.Repeat("cd", 32))
 	if !ok || a != b || a == c || a == d {
 		t.Fatalf("digests: %x %x %x %x", a, b, c, d)
 	}
-	if _, ok := SignatureDigest("issue_comment", "sha1=00"); ok {
+	if _, ok := SignatureSum("issue_comment", "sha1=00"); ok {
 		t.Fatal("a header that is no sha256 signature gave a digest")
 	}
 }

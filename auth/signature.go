@@ -107,13 +107,13 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// SignatureDigest identifies a signed delivery by what it says: a digest of
+// SignatureSum identifies a signed delivery by what it says: a sum of
 // its event and its X-Hub-Signature-256, which, once verified, is GitHub's
 // keyed digest of the body (HMAC-SHA256), so no second pass over the body is
 // needed. A delivery resent under a new id, the same bytes with the same
-// signature, has the same digest. ok is false for a header that is no
+// signature, has the same sum. ok is false for a header that is no
 // signature.
-func SignatureDigest(event, header string) (sum [sha256.Size]byte, ok bool) {
+func SignatureSum(event, header string) (sum [sha256.Size]byte, ok bool) {
 	hexSig, found := strings.CutPrefix(header, "sha256=")
 	sig, err := hex.DecodeString(hexSig)
 	if !found || err != nil || len(sig) != sha256.Size {

@@ -75,7 +75,7 @@ type Env struct {
 	Commands *Registry
 	Checker  *auth.Checker
 	Lookup   auth.Lookup
-	Notices  *notices.Builder
+	Notices  *notices.Notifier
 	// State is opsbot's state as handlers read it before they plan.
 	State   record.Reader
 	Log     *slog.Logger

@@ -76,7 +76,7 @@ func newHRig(t *testing.T) *hrig {
 	pins := &reuse.Handler{Validators: func(int64) (reuse.Validator, error) { return &runs.Validator{GH: c}, nil }}
 	env := commands.Env{Repo: rc, Commands: commandstest.Registry(pins.Module()), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
 		Lookup:  roles{"maintainer": "maintain", "outsider": "read"},
-		Notices: &notices.Builder{}, Users: &auth.Directory{}, State: st,
+		Notices: &notices.Notifier{}, Users: &auth.Directory{}, State: st,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	return &hrig{env: env, store: st, gh: gh}
 }

@@ -57,7 +57,7 @@ type Deps struct {
 	Cfg     *config.Live
 	Log     *slog.Logger
 	Now     func() time.Time
-	Notices *notices.Builder
+	Notices *notices.Notifier
 	// State reads opsbot's state outside a write (the store).
 	State State
 	// GitHub is an installation's GitHub client; Validators its run

@@ -43,8 +43,6 @@ type Digester struct {
 	// Audit lists the audit records of repo from since up to (not
 	// including) until, oldest first.
 	Audit func(repo string, since, until time.Time) ([]record.AuditRecord, error)
-	// Sequence reads a sequence outside a write (state.Store).
-	Sequence func(repo string, pr int, kind string) (*record.Sequence, error)
 	Send     Sender
 	// Web is GitHub's web base, for links ("https://github.com/").
 	Web string
@@ -118,10 +116,7 @@ func (d *Digester) wake(_ context.Context, rc *config.Repo, w seq.Wakeup) (strin
 	ref := w.Ref
 	cfg := d.Cfg.Get()
 	ch := cfg.SlackChannelFor(rc)
-	s, err := d.Sequence(ref.Repo, 0, Kind)
-	if err != nil || s == nil || s.Done || s.Version != ref.Version {
-		return "digest-moved-on", nil, err
-	}
+	s := w.Seq // the engine read it, at the version that was due
 	var data Data
 	if len(s.Data) > 0 {
 		if err := json.Unmarshal(s.Data, &data); err != nil {

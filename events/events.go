@@ -44,7 +44,7 @@ type Handler struct {
 	Commands *commands.Registry
 	Checker  *auth.Checker
 	Gate     *gate.Gate
-	Notices  *notices.Builder
+	Notices  *notices.Notifier
 	Stage    StageHandler // the staging side's reports; nil until staging is wired
 	SelfID   int64
 	SelfName string
@@ -117,7 +117,7 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 	}
 	out, w, err := k.handle(h, ctx, rc, d)
 	if err != nil || d.PR <= 0 || (w == nil && !k.wakes) {
-		return out, w, err // nothing written: nothing the readiness reads changed
+		return out, w, err // nothing written: nothing the reuseReadiness reads changed
 	}
 	return out, func(tx *state.Tx) error {
 		if w != nil {
@@ -132,7 +132,7 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 		}
 		// What the delivery changed may change whether a merge now has a
 		// reuse source.
-		return h.setReady(tx, rc, d.PR)
+		return h.setReuseReady(tx, rc, d.PR)
 	}, nil
 }
 
@@ -246,7 +246,7 @@ func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.De
 		}
 		// A step may change what a merge would reuse (a pin revoked, a
 		// sweep an approval completed).
-		return h.setReady(tx, rc, d.PR)
+		return h.setReuseReady(tx, rc, d.PR)
 	}, nil
 }
 

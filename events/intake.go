@@ -52,7 +52,7 @@ var ErrBadBody = errors.New("events: the body is not a valid payload")
 var ErrLookup = errors.New("events: reading opsbot's state to classify the delivery failed")
 
 // Take classifies, stores and queues one delivery. sum, when not zero, is
-// the delivery's digest (a webhook's verified signature), which finds a
+// the delivery's sum (a webhook's verified signature), which finds a
 // copy sent again. An error wrapping ErrBadBody is the body's fault; any
 // other is the store's, and the source should ask for the delivery again.
 func (in *Intake) Take(ctx context.Context, event, id string, body []byte, sum [32]byte) (Taken, error) {
@@ -70,7 +70,7 @@ func (in *Intake) Take(ctx context.Context, event, id string, body []byte, sum [
 	if event == EventCheckRun && d.Action == "requested_action" {
 		// Two clicks on one button are the same payload: each is its own
 		// delivery, known by GitHub's id alone (a zero sum would have the
-		// store digest the body, which both share).
+		// store hash the body, which both share).
 		d.Sum = sha256.Sum256([]byte("check_run requested_action\x00" + id))
 	}
 	t := Taken{Delivery: d}

@@ -39,7 +39,7 @@ func newERig(t *testing.T) *erig {
 	gh.AddUser("maintainer", 7, "User")
 	gh.SetRole(repo, "maintainer", "maintain")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n := &notices.Builder{}
+	n := &notices.Notifier{}
 	clients := ghclient.NewClients(fac, st)
 	validators := &runs.Validators{Clients: clients}
 	g := &gate.Gate{Cfg: config.NewLive(cfg), Store: st, Notifier: n, Log: log, Validators: validators.For}

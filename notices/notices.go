@@ -39,8 +39,11 @@ func (w Web) Commit(repo, sha string) string {
 	return fmt.Sprintf("%s/%s/commit/%s", w.Base(), repo, sha)
 }
 
-// Builder enqueues notices.
-type Builder struct {
+// Notifier says what opsbot says: it enqueues each notice (a PR comment, an edit, a
+// reaction, a commit status, a check run, a dispatch, a Slack message) in
+// the outbox, in the transaction of the change that causes it. (The gate
+// knows it by the same name, as its notifier.)
+type Notifier struct {
 	// Web is GitHub's web base for links (default https://github.com/).
 	Web Web
 	// Mirror, when set, also posts each PR comment (and other notices worth
@@ -59,7 +62,7 @@ const ActionSweep = "sweep"
 
 // CheckRun puts a check run opsbot/sweep-gate on sha: its conclusion,
 // title and summary (Markdown), the run it is about and its buttons.
-func (b *Builder) CheckRun(tx record.Tx, repo string, pr int, inst int64, sha, conclusion, title, summary string, runID int64,
+func (b *Notifier) CheckRun(tx record.Tx, repo string, pr int, inst int64, sha, conclusion, title, summary string, runID int64,
 	actions []record.CheckAction) error {
 	if !b.CheckRuns {
 		return nil
@@ -99,7 +102,7 @@ type ButtonMirror interface {
 // SlackButtons posts text with buttons in the PR's Slack thread (only in
 // Slack: a click comes back to /slack/interactions); nothing without a
 // mirror that takes buttons.
-func (b *Builder) SlackButtons(tx record.Tx, repo string, pr int, text string, links Links, buttons []record.SlackButton) error {
+func (b *Notifier) SlackButtons(tx record.Tx, repo string, pr int, text string, links Links, buttons []record.SlackButton) error {
 	if bm, ok := b.Mirror.(ButtonMirror); ok {
 		return bm.MirrorButtons(tx, repo, pr, text, links, buttons)
 	}
@@ -115,13 +118,13 @@ type Links struct {
 }
 
 // Reason is a decision's reason in words (the gate's Notifier).
-func (b *Builder) Reason(w record.Why) string { return Reason(w) }
+func (b *Notifier) Reason(w record.Why) string { return Reason(w) }
 
 // StatusContext is the commit status opsbot sets on every decided head.
 const StatusContext = "opsbot/sweep-gate"
 
 // Comment posts a PR comment (with a hidden marker) and mirrors it.
-func (b *Builder) Comment(tx record.Tx, repo string, pr int, inst int64, kind Kind, body string, links Links) (uint64, error) {
+func (b *Notifier) Comment(tx record.Tx, repo string, pr int, inst int64, kind Kind, body string, links Links) (uint64, error) {
 	n := &record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeComment, Repo: repo, PR: pr, Installation: inst, Body: body}
 	if err := tx.Enqueue(n); err != nil {
 		return 0, err
@@ -136,7 +139,7 @@ func (b *Builder) Comment(tx record.Tx, repo string, pr int, inst int64, kind Ki
 
 // Edit replaces the body of the comment notice id posted (keeping its
 // marker), and mirrors the new text.
-func (b *Builder) Edit(tx record.Tx, repo string, pr int, inst int64, of uint64, kind Kind, body string, links Links) error {
+func (b *Notifier) Edit(tx record.Tx, repo string, pr int, inst int64, of uint64, kind Kind, body string, links Links) error {
 	if err := tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeEdit, Repo: repo, PR: pr,
 		Installation: inst, EditOf: of, Body: body}); err != nil {
 		return err
@@ -148,7 +151,7 @@ func (b *Builder) Edit(tx record.Tx, repo string, pr int, inst int64, of uint64,
 }
 
 // React adds a reaction to a user's comment.
-func (b *Builder) React(tx record.Tx, repo string, pr int, inst int64, commentID int64, content string) error {
+func (b *Notifier) React(tx record.Tx, repo string, pr int, inst int64, commentID int64, content string) error {
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeReaction, Repo: repo, PR: pr,
 		Installation: inst, TargetComment: commentID, Reaction: content})
 }
@@ -159,19 +162,19 @@ const ReadyContext = "opsbot/reuse-ready"
 
 // ReadyStatus sets opsbot/reuse-ready on a PR's head: state success,
 // pending or failure, and why.
-func (b *Builder) ReadyStatus(tx record.Tx, repo string, pr int, inst int64, sha, state, description, targetURL string) error {
+func (b *Notifier) ReadyStatus(tx record.Tx, repo string, pr int, inst int64, sha, state, description, targetURL string) error {
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeStatus, Repo: repo, PR: pr,
 		Installation: inst, SHA: sha, State: state, Description: description, Context: ReadyContext, TargetURL: targetURL})
 }
 
 // Status sets the sweep gate's commit status.
-func (b *Builder) Status(tx record.Tx, repo string, pr int, inst int64, sha, description, targetURL string) error {
+func (b *Notifier) Status(tx record.Tx, repo string, pr int, inst int64, sha, description, targetURL string) error {
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeStatus, Repo: repo, PR: pr,
 		Installation: inst, SHA: sha, State: "success", Description: description, Context: StatusContext, TargetURL: targetURL})
 }
 
 // Dispatch sends a repository_dispatch, and returns its notice's id.
-func (b *Builder) Dispatch(tx record.Tx, fromRepo string, pr int, inst int64, toRepo, eventType string, payload map[string]any) (uint64, error) {
+func (b *Notifier) Dispatch(tx record.Tx, fromRepo string, pr int, inst int64, toRepo, eventType string, payload map[string]any) (uint64, error) {
 	n := &record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeDispatch, Repo: toRepo, PR: pr,
 		Installation: inst, EventType: eventType, Payload: payload}
 	if err := tx.Enqueue(n); err != nil {
@@ -182,7 +185,7 @@ func (b *Builder) Dispatch(tx record.Tx, fromRepo string, pr int, inst int64, to
 
 // Decided tells a decision: a commit status always; on skip, a PR comment;
 // when the pin became invalid, a PR comment saying why.
-func (b *Builder) Decided(tx record.Tx, d *record.Decision, pin *record.Pin, inst int64) error {
+func (b *Notifier) Decided(tx record.Tx, d *record.Decision, pin *record.Pin, inst int64) error {
 	prURL := b.Web.PR(d.Repo, d.PR)
 	if d.MergeOf {
 		if pin != nil && pin.State == record.PinInvalid {
@@ -220,7 +223,7 @@ func (b *Builder) Decided(tx record.Tx, d *record.Decision, pin *record.Pin, ins
 
 // NotGated tells a PR with an active pin that a push was not gated (d is
 // the gate's unstored answer): nothing was decided and the pin stays.
-func (b *Builder) NotGated(tx record.Tx, d *record.Decision, pin *record.Pin, inst int64) error {
+func (b *Notifier) NotGated(tx record.Tx, d *record.Decision, pin *record.Pin, inst int64) error {
 	_, err := b.Comment(tx, d.Repo, d.PR, inst, KindNotGated, NotGatedText(b.Web, d, pin), Links{PR: b.Web.PR(d.Repo, d.PR),
 		Comment: pin.CommentURL, Run: b.Web.Run(d.Repo, pin.RunID), Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
 	return err
@@ -243,7 +246,7 @@ func UncheckedText(web Web, d *record.Decision) string {
 		commitLink(web, d.Repo, d.HeadSHA), runLink(d.Why.RunID, web.Run(d.Repo, d.Why.RunID)), d.Why.Detail, mdtext.Mention(d.Why.Actor))
 }
 
-func (b *Builder) pinInvalidComment(tx record.Tx, d *record.Decision, pin *record.Pin, inst int64) error {
+func (b *Notifier) pinInvalidComment(tx record.Tx, d *record.Decision, pin *record.Pin, inst int64) error {
 	_, err := b.Comment(tx, d.Repo, d.PR, inst, KindInvalid, InvalidText(b.Web, d, pin), Links{PR: b.Web.PR(d.Repo, d.PR),
 		Comment: pin.CommentURL, Run: b.Web.Run(d.Repo, pin.RunID), Commit: b.Web.Commit(d.Repo, d.HeadSHA)})
 	return err
@@ -251,7 +254,7 @@ func (b *Builder) pinInvalidComment(tx record.Tx, d *record.Decision, pin *recor
 
 // PinClosed tells that a pin was revoked or expired (not by a decision).
 // why is Markdown: escape what it quotes with mdtext.
-func (b *Builder) PinClosed(tx record.Tx, p *record.Pin, inst int64, why string) error {
+func (b *Notifier) PinClosed(tx record.Tx, p *record.Pin, inst int64, why string) error {
 	_, err := b.Teller().Comment(tx, b.PinClosedComment(p, inst, why))
 	return err
 }
@@ -371,9 +374,9 @@ func runLink(id int64, url string) string { return mdtext.Link(strconv.FormatInt
 
 // Teller puts the notices of a command's plan into the outbox, with their
 // Slack mirror (plan.Teller): the plan carries their words.
-func (b *Builder) Teller() plan.Teller { return teller{b} }
+func (b *Notifier) Teller() plan.Teller { return teller{b} }
 
-type teller struct{ b *Builder }
+type teller struct{ b *Notifier }
 
 func (t teller) Comment(tx record.Tx, c plan.Comment) (uint64, error) {
 	return t.b.Comment(tx, c.Repo, c.PR, c.Installation, Kind(c.Kind), c.Body, Links(c.Links))
@@ -406,7 +409,7 @@ func (t teller) StageReplaced(tx record.Tx, old, by record.StageRequest) error {
 
 // PinClosedComment is the PR comment that says pin p is closed (p.State)
 // and why.
-func (b *Builder) PinClosedComment(p *record.Pin, inst int64, why string) plan.Comment {
+func (b *Notifier) PinClosedComment(p *record.Pin, inst int64, why string) plan.Comment {
 	return plan.Comment{Repo: p.Repo, PR: p.PR, Installation: inst, Kind: string(p.State),
 		Body: fmt.Sprintf("The pin of run %s by %s is **%s**: %s.", runLink(p.RunID, b.Web.Run(p.Repo, p.RunID)),
 			mdtext.Mention(p.ActorLogin), mdtext.Text(string(p.State)), why),

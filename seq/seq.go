@@ -54,7 +54,7 @@ type Payload struct {
 // retry window w (Retry apart): its id names the sequence, the version that
 // is due and the window, so a sequence handed over again before it moved is
 // stored once, while one whose wake-up failed for good (dead-lettered) or
-// changed nothing is woken again in the next window. The id is a digest: no
+// changed nothing is woken again in the next window. The id is a hash: no
 // two sequences share one, whatever their names hold.
 func Delivery(ref record.SeqRef, w int64) (id string, body []byte) {
 	var p Payload
@@ -93,6 +93,16 @@ type Kind struct {
 	// every kind), whose completions on a PR's head wake the PR's
 	// sequences: the kind's own event routes. opsbot subscribes to, stores
 	// and routes these events only when a kind declares them.
+	//
+	// What a route needs, and gives: an event that names only a commit
+	// (check_suite, check_run, status, workflow_run) wakes the sequences of
+	// the PR whose head opsbot knows that commit to be, from the PR's own
+	// pull_request events (a commit no PR heads, or one whose push is still
+	// queued, wakes nothing); only completions are stored (a check run's
+	// only when it failed); and an event makes a sequence due at most once
+	// a record.WakeGap (10 s) after its last write. An event only wakes:
+	// the step re-reads what it waits for, and polls (a wake-up of its
+	// own) where an event may be lost.
 	Events []string
 }
 

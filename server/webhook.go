@@ -118,7 +118,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	// identifies a resent copy without hashing the body again. Stored in
 	// the inbox on the server's context: once GitHub's request has reached
 	// this point, a client hang-up must not cancel the write.
-	sum, _ := auth.SignatureDigest(event, r.Header.Get("X-Hub-Signature-256"))
+	sum, _ := auth.SignatureSum(event, r.Header.Get("X-Hub-Signature-256"))
 	taken, err := s.intake.Take(s.ctx, event, id, body, sum)
 	switch {
 	case errors.Is(err, events.ErrBadBody):

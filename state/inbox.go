@@ -35,7 +35,7 @@ type Delivery struct {
 	Parsed json.RawMessage `json:"parsed,omitempty"`
 	Body   []byte          `json:"-"`
 	// Sum, when set, is what identifies the delivery for the dedupe of
-	// deliveries resent under a new id (auth.SignatureDigest, of its
+	// deliveries resent under a new id (auth.SignatureSum, of its
 	// verified signature); unset, Append hashes the event and body.
 	Sum [sha256.Size]byte `json:"-"`
 }
@@ -82,7 +82,7 @@ func (s *Store) Append(ctx context.Context, d *Delivery) (AppendResult, error) {
 	}
 	sum := d.Sum
 	if sum == ([sha256.Size]byte{}) {
-		sum = digest(d) // hashing the body is the caller's work, not the committer's
+		sum = bodySum(d) // hashing the body is the caller's work, not the committer's
 	}
 	var res AppendResult
 	err = s.write(ctx, nil, func(t *Tx) error {
@@ -110,7 +110,7 @@ func (s *Store) Append(ctx context.Context, d *Delivery) (AppendResult, error) {
 func (s *Store) AppendDone(ctx context.Context, d *Delivery, outcome string, w Write) (AppendResult, error) {
 	sum := d.Sum
 	if sum == ([sha256.Size]byte{}) {
-		sum = digest(d)
+		sum = bodySum(d)
 	}
 	mark, err := json.Marshal(deliveryMark{ReceivedAt: d.ReceivedAt, ProcessedAt: d.ReceivedAt, Outcome: outcome, Processed: 1})
 	if err != nil {
@@ -251,13 +251,13 @@ func (s *Store) committer() {
 	}
 }
 
-// sumChanges are the digests one run of a group adds and removes: the
+// sumChanges are the sums one run of a group adds and removes: the
 // store's set changes only once the run commits.
 type sumChanges struct {
 	add, del map[sumKey]struct{}
 }
 
-// has reports whether a digest is kept, counting this run's changes.
+// has reports whether a sum is kept, counting this run's changes.
 func (s *Store) has(c *sumChanges, sum sumKey) bool {
 	if _, ok := c.add[sum]; ok {
 		return true
@@ -317,8 +317,10 @@ type deliveryMark struct {
 	Digest      []byte    `json:"digest,omitempty"`    // schema 2 only: the digest is indexed in bSumTime now
 }
 
-// digest identifies a delivery by what it says, not by its id.
-func digest(d *Delivery) [sha256.Size]byte {
+// bodySum identifies a delivery by what it says, not by its id: a hash of
+// its event and body (a "sum", as opsbot calls every hash; a "digest" is
+// the weekly Slack summary).
+func bodySum(d *Delivery) [sha256.Size]byte {
 	h := sha256.New()
 	h.Write([]byte(d.Event))
 	h.Write([]byte{0})
@@ -326,7 +328,7 @@ func digest(d *Delivery) [sha256.Size]byte {
 	return [sha256.Size]byte(h.Sum(nil))
 }
 
-// sumKey is what the dedupe keeps of a delivery's digest: its first 16
+// sumKey is what the dedupe keeps of a delivery's sum: its first 16
 // bytes, half the memory of the whole; two deliveries would collide by
 // chance with odds of 2^-128 a pair.
 type sumKey [16]byte
@@ -614,7 +616,7 @@ func (s *Store) InboxStats() (InboxStats, error) {
 	return st, err
 }
 
-// PruneDeliveries forgets processed delivery ids (and the digests of their
+// PruneDeliveries forgets processed delivery ids (and the sums of their
 // bodies) received before cutoff, at most limit of them, and returns how many
 // went. Pending deliveries and the audit are never pruned.
 func (s *Store) PruneDeliveries(cutoff time.Time, limit int) (int, error) {

@@ -859,7 +859,7 @@ func TestReplayDedupeAcrossRestartsPruningAndMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := digest(first)
+	sum := bodySum(first)
 	if err := db.Update(func(tx *bolt.Tx) error {
 		if err := tx.DeleteBucket(bSumTime); err != nil {
 			return err

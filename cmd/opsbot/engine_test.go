@@ -117,7 +117,7 @@ func holdSeqKind() seq.Kind {
 			next.Step, next.Done = "released", true
 			edit := plan.Edit{Repo: next.Repo, PR: next.PR, Kind: string(notices.KindReply), Body: "✅ released at its deadline"}
 			p := plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: next, Read: w.Seq.Version, Edit: &edit}}}
-			t := (&notices.Builder{Web: notices.Web("https://github.com")}).Teller()
+			t := (&notices.Notifier{Web: notices.Web("https://github.com")}).Teller()
 			return "hold-released", func(tx record.Tx) error { return plan.Apply(tx, t, p) }, nil
 		}}
 }

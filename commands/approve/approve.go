@@ -91,7 +91,7 @@ type Handler struct {
 	// State reads opsbot's state (the store): the PR's approval sequence,
 	// its approvals.
 	State   commands.State
-	Notices *notices.Builder
+	Notices *notices.Notifier
 	// Self is opsbot's own account: only a run it triggered is bound by
 	// its name. Known before the workers start.
 	Self func() (id int64, login string)

@@ -59,7 +59,7 @@ var Section = config.Typed[Settings]{
 
 // Handler runs /echo-later and steps its sequences.
 type Handler struct {
-	Notices *notices.Builder
+	Notices *notices.Notifier
 	Now     func() time.Time
 }
 

@@ -80,7 +80,7 @@ type Handler struct {
 	// its active pin (a merge that stops revokes the pin it took while no
 	// push has used it), the decisions of its heads.
 	State   commands.State
-	Notices *notices.Builder
+	Notices *notices.Notifier
 	// AppID is opsbot's GitHub App (0: a token): its own check run on a
 	// head is not one of the head's checks.
 	AppID int64

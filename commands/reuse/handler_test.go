@@ -71,7 +71,7 @@ func env(t *testing.T, st record.Reader) commands.Env {
 	runs := validator{10: {ID: 10, HeadSHA: "c1", Conclusion: "success", PRHead: "c2", URL: "https://github.com/" + repo + "/actions/runs/10"}}
 	pins := &reuse.Handler{Validators: func(int64) (reuse.Validator, error) { return runs, nil }}
 	return commands.Env{Repo: rc, Commands: commandstest.Registry(pins.Module()), Checker: &auth.Checker{TTL: time.Minute, Now: time.Now},
-		Lookup: roles{"maintainer": "maintain", "outsider": "read"}, Notices: &notices.Builder{}, Users: &auth.Directory{}, State: st,
+		Lookup: roles{"maintainer": "maintain", "outsider": "read"}, Notices: &notices.Notifier{}, Users: &auth.Directory{}, State: st,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 

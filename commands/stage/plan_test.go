@@ -44,7 +44,7 @@ func TestTakeBackPlans(t *testing.T) {
 	h := &stage.Handler{}
 	reg := commandstest.Registry(h.Module())
 	spec, _ := reg.Spec(stage.Name)
-	env := commands.Env{Repo: rc, Commands: reg, Checker: &auth.Checker{TTL: time.Minute, Now: time.Now}, Notices: &notices.Builder{},
+	env := commands.Env{Repo: rc, Commands: reg, Checker: &auth.Checker{TTL: time.Minute, Now: time.Now}, Notices: &notices.Notifier{},
 		Users: &auth.Directory{}, State: st}
 	maintainer := auth.Actor{ID: 7, Login: "maintainer", Type: "User"}
 	change := func(id int64) commands.Change {
@@ -97,7 +97,7 @@ func TestCallbackPlans(t *testing.T) {
 	if err := st.AddStageRequest(&req); err != nil {
 		t.Fatal(err)
 	}
-	h := &stage.Handler{Cfg: config.NewLive(cfg), Notices: &notices.Builder{}, Log: slog.New(slog.DiscardHandler)}
+	h := &stage.Handler{Cfg: config.NewLive(cfg), Notices: &notices.Notifier{}, Log: slog.New(slog.DiscardHandler)}
 	report := func(token string) *github.RepositoryDispatchEvent {
 		payload, _ := json.Marshal(map[string]string{"comment-id": "100", "run-id": "10", "pr-number": "1", "stage-succeeded": "true",
 			"request-token": token})
@@ -165,7 +165,7 @@ func TestTakeBackWhoseRoleCannotBeCheckedIsRetried(t *testing.T) {
 	spec, _ := reg.Spec(stage.Name)
 	gh := &lookup{err: errors.New("GET /repos/o/r/collaborators/deleter/permission: 502 Bad Gateway")}
 	env := commands.Env{Repo: rc, Commands: reg, Checker: &auth.Checker{TTL: time.Minute, Now: time.Now}, Lookup: gh,
-		Notices: &notices.Builder{}, Users: &auth.Directory{}, State: st, Log: slog.New(slog.DiscardHandler)}
+		Notices: &notices.Notifier{}, Users: &auth.Directory{}, State: st, Log: slog.New(slog.DiscardHandler)}
 	maintainer := auth.Actor{ID: 7, Login: "maintainer", Type: "User"}
 	deleter := auth.Actor{ID: 8, Login: "deleter", Type: "User"}
 	comment := commands.Comment{Author: maintainer, Invocation: commands.Invocation{Repo: repo, PR: 1, Installation: 1, Actor: deleter,

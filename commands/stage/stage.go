@@ -50,7 +50,7 @@ type Handler struct {
 	// gate and commands use); Clients its reader of label timelines.
 	Validators func(installation int64) (Validator, error)
 	Clients    func(installation int64) (Reader, error)
-	Notices    *notices.Builder
+	Notices    *notices.Notifier
 	Staged     func(repo string, runID int64) (*record.StageRequest, error)
 	Log        *slog.Logger
 	// Users holds the account ids the logins of stage.callback_senders

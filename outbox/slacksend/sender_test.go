@@ -26,7 +26,7 @@ var web notices.Web
 type rig struct {
 	t     *testing.T
 	store *state.Store
-	b     *notices.Builder
+	b     *notices.Notifier
 	slack *slacktest.Fake
 	loop  *outbox.Loop
 	now   time.Time
@@ -45,7 +45,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.store.Close() })
-	r.b = &notices.Builder{Mirror: &slackmirror.Mirror{Cfg: config.NewLive(cfg)}}
+	r.b = &notices.Notifier{Mirror: &slackmirror.Mirror{Cfg: config.NewLive(cfg)}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r.loop = &outbox.Loop{Store: r.store, Channel: state.ChannelSlack, Log: log, Now: func() time.Time { return r.now },
 		Sender: &slacksend.Sender{Client: slacksend.NewClient("xoxb-test", r.slack.URL), Log: log, PRInfo: r.store.PRInfo}}

@@ -48,7 +48,7 @@ var ErrStale = errors.New("plan: what the plan was made on changed before it was
 
 // Teller words nothing: it puts the notices a plan carries (their words
 // already rendered) into the outbox, with their Slack mirror
-// (notices.Builder.Teller).
+// (notices.Notifier.Teller).
 type Teller interface {
 	Comment(tx record.Tx, c Comment) (noticeID uint64, err error)
 	Edit(tx record.Tx, e Edit) error

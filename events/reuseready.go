@@ -8,25 +8,25 @@ import (
 	"strings"
 	"time"
 
-	"github.com/SemiAnalysisAI/opsbot/notices"
-	"github.com/SemiAnalysisAI/opsbot/state/record"
-
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
 	"github.com/SemiAnalysisAI/opsbot/state"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
-// readiness is what opsbot/reuse-ready says of a PR's head now: whether a
-// merge now would have a reuse source, the state and the words (at most
-// 140 characters, GitHub's limit) and the page to link.
-type readiness struct {
+// reuseReadiness is what the opsbot/reuse-ready status says of a PR's head
+// now: whether a merge now would have a reuse source, the state and the
+// words (at most 140 characters, GitHub's limit) and the page to link. (Not
+// the server's readiness, /readyz, nor a PR's mergeability.)
+type reuseReadiness struct {
 	state, words, url string
 }
 
-// readinessOf reads the answer from what opsbot keeps: an active pin (the
+// reuseReadinessOf reads the answer from what opsbot keeps: an active pin (the
 // merge consumes it), the head's skip (the run it reused), the head's own
 // sweep when it completed, a sweep still running, or nothing.
-func readinessOf(tx *state.Tx, rc *config.Repo, info *state.PRInfo) (readiness, error) {
+func reuseReadinessOf(tx *state.Tx, rc *config.Repo, info *state.PRInfo) (reuseReadiness, error) {
 	if info.LabelsKnown {
 		// The merge's push reuses nothing from a PR its labels make partial
 		// (the push gate refuses it), pin or no pin.
@@ -35,22 +35,22 @@ func readinessOf(tx *state.Tx, rc *config.Repo, info *state.PRInfo) (readiness, 
 			if v.NoFullSweep {
 				why = "it has no full-sweep label"
 			}
-			return readiness{"failure", "no reuse source: " + why + ", so a merge reuses nothing", ""}, nil
+			return reuseReadiness{"failure", "no reuse source: " + why + ", so a merge reuses nothing", ""}, nil
 		}
 	}
 	pin, err := tx.ActivePin(info.Repo, info.PR)
 	if err != nil {
-		return readiness{}, err
+		return reuseReadiness{}, err
 	}
 	if pin != nil {
-		return readiness{"success", fmt.Sprintf("merge will reuse run %d (authorized by @%s)", pin.RunID, pin.ActorLogin), pin.RunURL}, nil
+		return reuseReadiness{"success", fmt.Sprintf("merge will reuse run %d (authorized by @%s)", pin.RunID, pin.ActorLogin), pin.RunURL}, nil
 	}
 	d, err := tx.Decision(info.Repo, info.PR, info.HeadSHA)
 	if err != nil {
-		return readiness{}, err
+		return reuseReadiness{}, err
 	}
 	if d != nil && d.Skipped() {
-		return readiness{"success", fmt.Sprintf("merge will reuse run %d (authorized by @%s)", d.RunID, d.ActorLogin), d.RunURL}, nil
+		return reuseReadiness{"success", fmt.Sprintf("merge will reuse run %d (authorized by @%s)", d.RunID, d.ActorLogin), d.RunURL}, nil
 	}
 	overridden := d != nil && d.OverriddenBy != ""
 	started := info.SweepStarted // the attempt's start; a delivery without it: its completion
@@ -60,22 +60,22 @@ func readinessOf(tx *state.Tx, rc *config.Repo, info *state.PRInfo) (readiness, 
 	measured := !overridden || (record.SkippedHead{OverriddenAt: d.OverriddenAt}).Measured(started)
 	if strings.EqualFold(info.SweepSHA, info.HeadSHA) && info.SweepRun != 0 && measured {
 		if info.SweepConclusion == "success" {
-			return readiness{"success", fmt.Sprintf("the head's own sweep, run %d (checked again at the merge)", info.SweepRun), info.SweepURL}, nil
+			return reuseReadiness{"success", fmt.Sprintf("the head's own sweep, run %d (checked again at the merge)", info.SweepRun), info.SweepURL}, nil
 		}
-		return readiness{"failure", fmt.Sprintf("no reuse source: the head's sweep (run %d) concluded %s; pin a run with /reuse-sweep-run",
+		return reuseReadiness{"failure", fmt.Sprintf("no reuse source: the head's sweep (run %d) concluded %s; pin a run with /reuse-sweep-run",
 			info.SweepRun, info.SweepConclusion), info.SweepURL}, nil
 	}
 	if d != nil {
-		return readiness{"pending", "the head's sweep is running; a merge waits for it", ""}, nil
+		return reuseReadiness{"pending", "the head's sweep is running; a merge waits for it", ""}, nil
 	}
-	return readiness{"failure", "no reuse source: a merge now ingests nothing; pin a run with /reuse-sweep-run", ""}, nil
+	return reuseReadiness{"failure", "no reuse source: a merge now ingests nothing; pin a run with /reuse-sweep-run", ""}, nil
 }
 
-// setReady sets opsbot/reuse-ready on the PR's head when the answer
+// setReuseReady sets opsbot/reuse-ready on the PR's head when the answer
 // changed, in the delivery's transaction: only for a repository whose
 // default branch runs no sweep of its own (a merge without a reuse source
 // ingests nothing there), and only for an open PR whose head opsbot knows.
-func (h *Handler) setReady(tx *state.Tx, rc *config.Repo, pr int) error {
+func (h *Handler) setReuseReady(tx *state.Tx, rc *config.Repo, pr int) error {
 	if rc.SweepsOnMain() || pr <= 0 || h.Notices == nil {
 		return nil
 	}
@@ -83,7 +83,7 @@ func (h *Handler) setReady(tx *state.Tx, rc *config.Repo, pr int) error {
 	if err != nil || info == nil || info.HeadSHA == "" || info.State == "closed" {
 		return err
 	}
-	r, err := readinessOf(tx, rc, info)
+	r, err := reuseReadinessOf(tx, rc, info)
 	if err != nil {
 		return err
 	}
