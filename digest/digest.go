@@ -43,7 +43,7 @@ type Digester struct {
 	// Audit lists the audit records of repo from since up to (not
 	// including) until, oldest first.
 	Audit func(repo string, since, until time.Time) ([]record.AuditRecord, error)
-	Send     Sender
+	Send  Sender
 	// Web is GitHub's web base, for links ("https://github.com/").
 	Web string
 	Now func() time.Time
