@@ -278,3 +278,33 @@ func (m *Marks) Try(mark string) bool {
 	delete(m.made, mark)
 	return true
 }
+
+// Status is what a sequence's status comment says, the one comment its
+// steps edit: a title (Markdown), what happened (a line a step) and what
+// happens now. Kinds share its shape, so every sequence reads alike.
+type Status struct {
+	Title string
+	Trail []string
+	Now   string
+}
+
+// Text is the comment's body.
+func (s Status) Text() string {
+	var b strings.Builder
+	b.WriteString(s.Title + "\n\n")
+	for _, l := range s.Trail {
+		b.WriteString("- " + l + "\n")
+	}
+	if s.Now != "" {
+		b.WriteString("- " + s.Now + "\n")
+	}
+	return b.String()
+}
+
+// Moved reports whether a step moved the sequence on, for the audit: its
+// step changed, or its trail grew. Changed reports whether the status
+// comment says something new (moved, or what happens now changed).
+func (s Status) Moved(was Status, step, wasStep string) (moved, changed bool) {
+	moved = step != wasStep || len(s.Trail) != len(was.Trail)
+	return moved, moved || s.Now != was.Now
+}

@@ -606,16 +606,8 @@ func (h *Handler) statusEdit(s *record.Sequence, data Data, now string) plan.Edi
 }
 
 func statusText(s *record.Sequence, data Data, now string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "🔐 **External sweep**, approved by %s for head %s (%s):\n\n", mdtext.Mention(s.ActorLogin),
-		mdtext.Code(mdtext.ShortSHA(s.Head)), mdtext.Code(data.Workflow))
-	for _, l := range data.Trail {
-		b.WriteString("- " + l + "\n")
-	}
-	if now != "" {
-		b.WriteString("- " + now + "\n")
-	}
-	return b.String()
+	return seq.Status{Title: fmt.Sprintf("🔐 **External sweep**, approved by %s for head %s (%s):", mdtext.Mention(s.ActorLogin),
+		mdtext.Code(mdtext.ShortSHA(s.Head)), mdtext.Code(data.Workflow)), Trail: data.Trail, Now: now}.Text()
 }
 
 func runWords(d Data) string {
@@ -725,12 +717,12 @@ func (st *stepper) wait(step, now string, after time.Duration, out string) ([]pl
 	next := *st.cur
 	next.Step = step
 	next.WakeAt = st.now.Add(after)
-	said := st.data.Now
+	was := mustData(st.cur)
 	st.data.Now = now
 	next.Data, _ = json.Marshal(st.data)
 	ps := plan.PutSequence{Seq: next, Read: st.cur.Version}
-	moved := step != st.cur.Step || len(st.data.Trail) != len(mustData(st.cur).Trail)
-	if moved || now != said {
+	moved, changed := seq.Status{Trail: st.data.Trail, Now: now}.Moved(seq.Status{Trail: was.Trail, Now: was.Now}, step, st.cur.Step)
+	if changed {
 		e := st.h.statusEdit(&next, st.data, now)
 		ps.Edit = &e
 	}

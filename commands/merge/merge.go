@@ -451,15 +451,8 @@ func (h *Handler) statusEdit(s *record.Sequence, data Data, now string) plan.Edi
 }
 
 func statusText(s *record.Sequence, data Data, now string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "🔀 **Merge with reuse**, asked by %s (%s):\n\n", mdtext.Mention(s.ActorLogin), mdtext.Code(data.Method))
-	for _, l := range data.Trail {
-		b.WriteString("- " + l + "\n")
-	}
-	if now != "" {
-		b.WriteString("- " + now + "\n")
-	}
-	return b.String()
+	return seq.Status{Title: fmt.Sprintf("🔀 **Merge with reuse**, asked by %s (%s):", mdtext.Mention(s.ActorLogin), mdtext.Code(data.Method)),
+		Trail: data.Trail, Now: now}.Text()
 }
 
 func stepWords(step string) string {
@@ -626,12 +619,12 @@ func (st *stepper) waitFor(step, now string, out string, after time.Duration) (p
 	next := *st.cur
 	next.Step = step
 	next.WakeAt = st.now.Add(after)
-	said := st.data.Now
+	was := mustData(st.cur)
 	st.data.Now = now
 	next.Data, _ = json.Marshal(st.data)
 	ps := plan.PutSequence{Seq: next, Read: st.cur.Version}
-	moved := step != st.cur.Step || len(st.data.Trail) != len(mustData(st.cur).Trail)
-	if moved || now != said {
+	moved, changed := seq.Status{Trail: st.data.Trail, Now: now}.Moved(seq.Status{Trail: was.Trail, Now: was.Now}, step, st.cur.Step)
+	if changed {
 		e := st.h.statusEdit(&next, st.data, now)
 		ps.Edit = &e
 	}
