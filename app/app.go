@@ -380,6 +380,13 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 			if !pool.Running() {
 				return "workers are not running", nil
 			}
+			if secrets.GitHubToken == "" && cfg.GitHub.App == nil {
+				// It runs (webhooks are taken, commands answered), but it can
+				// do nothing it is for: nothing is read from GitHub.
+				return "github: no credentials (github.token_env's variable is empty and no github.app is set): nothing is read " +
+					"from or written to GitHub, and every command is answered that its permission could not be checked", nil
+			}
+
 			if ok, problem := slackSender.Health(); !ok {
 				return "", []string{"slack: " + problem}
 			}

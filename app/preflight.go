@@ -3,6 +3,8 @@ package app
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -76,4 +78,32 @@ func NoTokenSaying(cfg *config.Config) string {
 	}
 	return "no GitHub token: webhooks are received and stored; every command will be answered 'permission could not be checked' " +
 		"and nothing is posted (a dry run, whatever dry_run says) until " + name + " is set"
+}
+
+// NewDatabase decides whether serve may create the database at path when
+// there is none yet, so that a typo in --state or $OPSBOT_STATE_PATH (from
+// says which named it; "" for the configuration's own state_path) never
+// starts opsbot on a new, empty database that has forgotten every pin. It
+// is created when init (--init) says so, when it is the configuration's
+// own state_path, or when its directory is empty (a new volume); it says
+// what it does then (a line for the log; "" when the database exists).
+// Otherwise it refuses, saying what to do.
+func NewDatabase(path, from string, init bool) (string, error) {
+	if _, err := os.Stat(path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return "", nil // there is one (or something Preflight reported on)
+	}
+	switch {
+	case init:
+		return "no database at " + path + ": creating a new, empty one (--init)", nil
+	case from == "":
+		return "no database at " + path + ": creating a new, empty one (the configuration's state_path)", nil
+	}
+	dir := filepath.Dir(path)
+	entries, err := os.ReadDir(dir)
+	if err == nil && len(entries) == 0 {
+		return "no database at " + path + ": creating a new, empty one (" + from + " names a file in an empty directory)", nil
+	}
+	return "", fmt.Errorf("there is no database at %s, which %s names, and its directory %s holds other files: a mistyped path "+
+		"would start opsbot on a new, empty database that has forgotten every pin and decision. Check the path; to create a "+
+		"new database there, add --init", path, from, dir)
 }

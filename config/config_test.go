@@ -121,10 +121,15 @@ repos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse([]byte(c.yaml))
+			cfg, err := Parse([]byte(c.yaml))
 			var probs Problems
-			if !errors.As(err, &probs) {
+			if err == nil {
+				probs = cfg.CheckPaths() // what the file names on this machine: checked after the overrides
+			} else if !errors.As(err, &probs) {
 				t.Fatalf("Parse = %v, want Problems", err)
+			}
+			if len(probs) == 0 {
+				t.Fatal("no problem found")
 			}
 			all := strings.Join(probs, "\n")
 			for _, w := range c.want {

@@ -20,36 +20,29 @@ func (p Problems) Error() string {
 	return fmt.Sprintf("%d problem(s) in the configuration:\n  %s", len(p), strings.Join(p, "\n  "))
 }
 
-// Load reads and validates the file at path. The error, if any, is a
+// Load reads and validates the file at path: the file alone. What it
+// names on this machine (state_path's directory, the TLS pair) is checked
+// by CheckPaths once the flags and the environment have overridden the
+// file (serve's and config check's preflight), so an override can correct
+// a path the file gives for another host. The error, if any, is a
 // Problems listing everything wrong, or a read error.
 func Load(file string) (*Config, error) {
-	return load(file, true)
-}
-
-// LoadFileOnly reads and validates the file at path as Load does, but
-// checks nothing on this machine (CheckPaths): the file alone, as CI lints
-// a configuration written for another host.
-func LoadFileOnly(file string) (*Config, error) {
-	return load(file, false)
-}
-
-func load(file string, paths bool) (*Config, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("reading config %q: %w", file, err)
 	}
 	// A relative state path is relative to the working directory, as the
 	// README's commands expect; nothing to rewrite.
-	return parse(data, paths)
+	return Parse(data)
 }
 
-// Parse decodes and validates a configuration held in memory, its paths
-// on this machine included (CheckPaths).
+// LoadFileOnly is Load: the file alone, as CI lints a configuration
+// written for another host.
+func LoadFileOnly(file string) (*Config, error) { return Load(file) }
+
+// Parse decodes and validates a configuration held in memory (not its
+// paths on this machine: CheckPaths).
 func Parse(data []byte) (*Config, error) {
-	return parse(data, true)
-}
-
-func parse(data []byte, paths bool) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, Problems{fmt.Sprintf("not valid YAML: %v", err)}
@@ -75,9 +68,6 @@ func parse(data []byte, paths bool) (*Config, error) {
 	}
 	cfg.applyDefaults()
 	probs = append(probs, cfg.validate()...)
-	if paths {
-		probs = append(probs, cfg.CheckPaths()...)
-	}
 	if len(probs) > 0 {
 		return nil, probs
 	}

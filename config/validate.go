@@ -235,8 +235,9 @@ func CheckListenAddr(addr string) error {
 }
 
 // CheckPaths checks what the configuration names on this machine: that
-// state_path's directory exists and state_path is no directory. Load runs it;
-// `config check --no-env`, which lints the file alone, does not.
+// state_path's directory exists and state_path is no directory. Preflight
+// runs it after the overrides (serve, config check); Load, and `config
+// check --no-env`, which lint the file alone, do not.
 func (c *Config) CheckPaths() Problems {
 	var p Problems
 	if dir := filepath.Dir(c.StatePath); dir != "" {

@@ -150,6 +150,12 @@ func newClient(opt Options, installationID int64) (*Client, error) {
 		ua = "opsbot"
 	}
 	var authed http.RoundTripper = tokenTransport{base: base, token: opt.Token.Reveal(), ua: ua}
+	if opt.Token.Reveal() == "" && opt.AppID == 0 {
+		// No credentials (a dry run opsbot falls into): GitHub is asked
+		// nothing, rather than asked without credentials (60 requests an
+		// hour, and only what is public).
+		authed = noCredentials{}
+	}
 	if opt.AppID != 0 {
 		inst := opt.InstallationID
 		if inst == 0 {
@@ -252,3 +258,12 @@ func paginate[T any](what string, opt *github.ListOptions, maxPages int,
 }
 
 // ---- Writes ----
+
+// ErrNoCredentials is a request opsbot did not send: it has no GitHub
+// token and no App (github.token_env's variable is empty).
+var ErrNoCredentials = errors.New("ghclient: no GitHub credentials (github.token_env's variable is empty and no github.app is set): GitHub is asked nothing")
+
+// noCredentials refuses every request.
+type noCredentials struct{}
+
+func (noCredentials) RoundTrip(*http.Request) (*http.Response, error) { return nil, ErrNoCredentials }

@@ -166,7 +166,7 @@ func (p *retryPolicy) rateLimit(err error) error {
 func (p *retryPolicy) retry(resp *http.Response, err error) bool {
 	switch {
 	case err != nil:
-		return p.ctx.Err() == nil && p.idempotent
+		return p.ctx.Err() == nil && p.idempotent && !errors.Is(err, ErrNoCredentials)
 	case resp.StatusCode >= 500:
 		return p.idempotent
 	case resp.StatusCode == http.StatusNotFound && p.retry404:

@@ -66,7 +66,7 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 		RateLeft: NewKnownGauge("opsbot_github_rate_limit_remaining",
 			"GitHub's x-ratelimit-remaining on the last answer (absent before the first answer)."),
 		Notices: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "opsbot_notices_total", Help: "Notices from the outbox, by channel and outcome (sent, retried, failed, dropped).",
+			Name: "opsbot_notices_total", Help: "Notices from the outbox, by channel and outcome (sent, logged: a dry run, retried, failed, dropped).",
 		}, []string{"channel", "outcome"}),
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opsbot_decisions_total", Help: "Sweep gate decisions, by decision.",

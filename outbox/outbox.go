@@ -61,6 +61,12 @@ type Sender interface {
 	Retry(err error, attempt int, now time.Time) Retry
 }
 
+// DryRunner is a Sender that may only log what it is given (a dry run):
+// what it "sends" is counted logged, not sent.
+type DryRunner interface {
+	DryRun() bool
+}
+
 // Loop drains one channel.
 type Loop struct {
 	Store   Store
@@ -68,7 +74,8 @@ type Loop struct {
 	Sender  Sender
 	Log     *slog.Logger
 	Now     func() time.Time
-	// Count observes outcomes: sent, retried, failed (metrics).
+	// Count observes outcomes: sent, logged (a dry run), retried, failed
+	// (metrics).
 	Count func(outcome string)
 	// Parallel is how many PRs' notices are sent at once (default 16).
 	Parallel int
@@ -510,7 +517,11 @@ func (l *Loop) sendOne(ctx context.Context, n *state.Notice, budget int64) (Retr
 			return Retry{At: l.now().Add(time.Second)}, false
 		}
 		l.done(n.ID)
-		l.count("sent")
+		if d, ok := l.Sender.(DryRunner); ok && d.DryRun() {
+			l.count("logged") // a dry run: written to the log, not sent
+		} else {
+			l.count("sent")
+		}
 		return Retry{}, true
 	}
 	if errors.Is(err, ErrWaiting) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,13 +14,15 @@ import (
 )
 
 func runServe(e *env, args []string) error {
-	fs := newFlags(e, "serve", "--config FILE [--listen ADDR] [--state FILE] [--dry-run]",
+	fs := newFlags(e, "serve", "--config FILE [--listen ADDR] [--state FILE [--init]] [--dry-run]",
 		"OPSBOT_WEBHOOK_SECRET=change-me-to-a-long-secret opsbot serve --config opsbot.example.yaml",
 		"opsbot serve --config /etc/opsbot/opsbot.yaml --listen 0.0.0.0:8080")
 	file := fs.String("config", "opsbot.yaml", "the YAML configuration file")
 	listen := fs.String("listen", "", "address to listen on (overrides $OPSBOT_LISTEN, which overrides the config's listen)")
 	statePath := fs.String("state", "", "the bbolt database file (overrides $OPSBOT_STATE_PATH, which overrides the config's state_path)")
 	dryRun := fs.Bool("dry-run", false, "log what would be posted to GitHub and Slack instead of posting it")
+	initDB := fs.Bool("init", false, "create the database when --state or $OPSBOT_STATE_PATH names one that does not exist yet\n"+
+		"(the configuration's own state_path, or a path in an empty directory, is created without it)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the server stops (for docs/BENCHMARKS.md)")
 	if err := parseFlags(fs, args); err != nil {
@@ -57,14 +60,22 @@ func runServe(e *env, args []string) error {
 	}
 
 	cfg, err := config.Load(*file)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w\n(no configuration there: start from the example, opsbot serve --config opsbot.example.yaml, "+
+			"or name yours with --config FILE)", err)
+	}
 	if err != nil {
 		return fmt.Errorf("%w\n(check it with: opsbot config check --config %s)", err, *file)
 	}
 	if *listen == "" {
 		*listen = e.getenv("OPSBOT_LISTEN") // the container image's 0.0.0.0:8080
 	}
+	stateFrom := "--state"
 	if *statePath == "" {
-		*statePath = e.getenv("OPSBOT_STATE_PATH")
+		*statePath, stateFrom = e.getenv("OPSBOT_STATE_PATH"), "$OPSBOT_STATE_PATH"
+	}
+	if *statePath == "" {
+		stateFrom = "" // the file's own state_path
 	}
 	overrides := func(c *config.Config) {
 		if *listen != "" {
@@ -84,6 +95,11 @@ func runServe(e *env, args []string) error {
 	}
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration weakens a guard", "warning", w)
+	}
+	if made, err := app.NewDatabase(cfg.StatePath, stateFrom, *initDB); err != nil {
+		return err
+	} else if made != "" {
+		log.Info(made, "state", cfg.StatePath)
 	}
 
 	deps := app.Deps{Log: log, Secrets: secrets, Version: fullVersion(), Commit: fullCommit()}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -211,12 +212,21 @@ func TestHealthReadyAndMetrics(t *testing.T) {
 		t.Fatalf("delivery: %d", code)
 	}
 	post(t, fixtures.SignedRequest(t, ts.URL+"/webhook", "pull_request", "m-2", body, "wrong"))
-	for _, path := range []string{"/healthz", "/readyz"} {
-		resp, err := http.Get(ts.URL + path)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("%s: %v %v", path, resp, err)
-		}
-		resp.Body.Close()
+	resp, err := http.Get(ts.URL + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	// Without GitHub credentials it runs, and says it is not ready: it can
+	// do nothing it is for.
+	resp, err = http.Get(ts.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(ready), "github: no credentials") {
+		t.Fatalf("/readyz without credentials: %d %s", resp.StatusCode, ready)
 	}
 	var text string
 	testkit.Eventually(t, "the delivery is processed", func() bool {
@@ -240,5 +250,34 @@ func TestHealthReadyAndMetrics(t *testing.T) {
 	}
 	if strings.Contains(text, "Hello-World") {
 		t.Error("/metrics names a repository; labels must be bounded")
+	}
+}
+
+// A dry run without GitHub credentials asks GitHub nothing (not even
+// without credentials), answers /readyz 503 saying why, and counts what it
+// would have posted as logged, not sent.
+func TestDryRunWithoutCredentialsAsksGitHubNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorldWith(t, "", "", map[string]string{"TEST_GITHUB_TOKEN": ""})
+	before := w.GH.Count("")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
+	if n := w.GH.Count("") - before; n != 0 {
+		t.Fatalf("a dry run without credentials sent GitHub %d requests: %v", n, w.GH.Requests()[before:])
+	}
+	m := w.Metrics()
+	if m[`opsbot_notices_total{channel="github",outcome="sent"}`] != "" && m[`opsbot_notices_total{channel="github",outcome="sent"}`] != "0" {
+		t.Errorf("notices counted sent in a dry run: %s", m[`opsbot_notices_total{channel="github",outcome="sent"}`])
+	}
+	if n, _ := strconv.Atoi(m[`opsbot_notices_total{channel="github",outcome="logged"}`]); n == 0 {
+		t.Errorf("no notice counted logged in a dry run: %v", m)
+	}
+	resp, err := http.Get(w.Srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz of a dry run without credentials = %d, want 503", resp.StatusCode)
 	}
 }

@@ -44,6 +44,13 @@ type Sender struct {
 	MaxAttempts int
 }
 
+// DryRun reports whether the clients only log their writes (a dry run):
+// the outbox counts what this sender delivers as logged (outbox.DryRunner).
+func (s *Sender) DryRun() bool {
+	d, ok := s.Clients.(interface{ DryRun() bool })
+	return ok && d.DryRun()
+}
+
 var (
 	_ outbox.Sender   = (*Sender)(nil)
 	_ outbox.Preparer = (*Sender)(nil)

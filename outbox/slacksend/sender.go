@@ -264,6 +264,10 @@ func (s *Sender) Retry(err error, attempt int, now time.Time) outbox.Retry {
 	return outbox.Retry{At: now.Add(outbox.RetryDelay(attempt))}
 }
 
+// DryRun reports whether the sender only logs (no Slack token): the
+// outbox counts what it delivers as logged (outbox.DryRunner).
+func (s *Sender) DryRun() bool { return s.Client == nil }
+
 // Scope is the pause scope of a Slack notice (outbox.Loop.Scope): its
 // channel, so a channel error holds only that channel's messages.
 func Scope(n *state.Notice) string {
