@@ -232,12 +232,13 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 		return nil, err
 	}
 	kinds := commands.KindsOf(mods)
+	if err := events.CheckKinds(kinds...); err != nil {
+		return nil, err
+	}
 	handler := &events.Handler{Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
 		Marks: store, State: store, Sequences: map[string]seq.Kind{}, Seqs: store, Now: now, Buttons: store, SlackButtons: secrets.SlackSigningSecret != "", AppID: appID}
-	for _, m := range mods {
-		if sh, ok := m.Spec.Handler.(events.StageHandler); ok {
-			handler.Stage = sh // the command that takes the staging side's reports
-		}
+	if handler.Stage, err = commands.ReportsOf(mods); err != nil {
+		return nil, err
 	}
 	digester := &digest.Digester{Cfg: live, Web: web.Base(), Now: now,
 		Audit: func(repo string, since, until time.Time) ([]state.AuditRecord, error) {
@@ -365,7 +366,7 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 			}
 			return r.Name, true
 		},
-		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Approvals: store.ApprovalPRFor, Wakes: events.Wakes(kinds...),
+		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Approvals: store.ApprovalPRFor, Wakes: events.Wakes(reg.HasButtons(), kinds...),
 		SlackSecret:    secrets.SlackSigningSecret,
 		SlackUserKnown: func(id string) bool { _, ok := live.Get().Slack.Users[id]; return ok },
 		Metrics:        m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",

@@ -35,9 +35,12 @@ func Grammar() *commands.Registry {
 	return reg
 }
 
-// UsedEvents are the webhook events opsbot uses with its commands: the
-// App subscribes to them, and the metrics count them.
-func UsedEvents() []string { return events.Used(commands.KindsOf(all.Modules(commands.Deps{}))...) }
+// UsedEvents are the webhook events opsbot uses with its commands (their
+// kinds' and buttons'): the App subscribes to them, and the metrics count
+// them.
+func UsedEvents() []string {
+	return events.Used(Grammar().HasButtons(), commands.KindsOf(all.Modules(commands.Deps{}))...)
+}
 
 // approvalReader gives run validation opsbot's approvals (state.Store).
 type approvalReader struct{ store *state.Store }

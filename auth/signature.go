@@ -82,7 +82,7 @@ func Sign(body []byte, secret Secret) string {
 
 // TokenMatches reports whether token is one of tokens, in time that depends
 // on neither the tokens' contents nor their lengths: it compares SHA-256
-// digests, all of one size, with every candidate. An empty token never
+// sums, all of one size, with every candidate. An empty token never
 // matches.
 func TokenMatches(token string, tokens []Secret) bool {
 	if token == "" {
@@ -109,7 +109,7 @@ func boolInt(b bool) int {
 
 // SignatureSum identifies a signed delivery by what it says: a sum of
 // its event and its X-Hub-Signature-256, which, once verified, is GitHub's
-// keyed digest of the body (HMAC-SHA256), so no second pass over the body is
+// keyed sum of the body (HMAC-SHA256), so no second pass over the body is
 // needed. A delivery resent under a new id, the same bytes with the same
 // signature, has the same sum. ok is false for a header that is no
 // signature.

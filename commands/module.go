@@ -1,8 +1,13 @@
 package commands
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/google/go-github/v62/github"
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/config"
@@ -10,6 +15,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/notices"
 	"github.com/SemiAnalysisAI/opsbot/runs"
 	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
@@ -27,6 +33,35 @@ type Module struct {
 	// reads one of config.Repo's); the program registers it before any
 	// configuration is read.
 	Section *config.Section
+	// Reports, when set, takes the staging side's reports
+	// (repository_dispatch): one module of the list does, declared here,
+	// not found by the type of its handler.
+	Reports Reports
+}
+
+// Reports takes the staging side's reports (a repository_dispatch event):
+// what it comes to (the audit's outcome) and the plan that records it.
+type Reports interface {
+	Callback(ctx context.Context, st record.Reader, repo string, ev *github.RepositoryDispatchEvent) (string, plan.Plan, error)
+}
+
+// ReportsOf is the one module's Reports: an error when two declare it, or
+// none (the staging side's reports would be ignored).
+func ReportsOf(ms []Module) (Reports, error) {
+	var out Reports
+	for _, m := range ms {
+		if m.Reports == nil {
+			continue
+		}
+		if out != nil {
+			return nil, fmt.Errorf("commands: %s takes the staging side's reports, and another command already does", m.Spec.Name)
+		}
+		out = m.Reports
+	}
+	if out == nil {
+		return nil, errors.New("commands: no command takes the staging side's reports (a Module's Reports)")
+	}
+	return out, nil
 }
 
 // Button is a button opsbot offers for a command, declared beside its
@@ -115,6 +150,17 @@ func (r *Registry) Button(id string) (Button, *Spec, bool) {
 		}
 	}
 	return Button{}, nil, false
+}
+
+// HasButtons says whether a command offers a button: the events a click
+// and its offer need are then used (events.ButtonEvents).
+func (r *Registry) HasButtons() bool {
+	for _, s := range r.specs {
+		if len(s.Buttons) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckActions are the buttons a finished sweep's check run offers, in the

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/notices"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 )
 
@@ -117,6 +119,9 @@ func NewRegistry(specs ...Spec) (*Registry, error) {
 		case len(s.Verbs) == 0, s.Access == nil, s.Help == nil, s.Handler == nil:
 			return nil, fmt.Errorf("commands: %s needs verbs, an access rule, help and a handler", s.Name)
 		}
+		if err := r.checkButtons(s); err != nil {
+			return nil, err
+		}
 		r.specs = append(r.specs, s)
 		r.byName[s.Name] = s
 		for j := range s.Verbs {
@@ -133,6 +138,54 @@ func NewRegistry(specs ...Spec) (*Registry, error) {
 		}
 	}
 	return r, nil
+}
+
+// maxCheckActions is how many buttons GitHub shows on a check run.
+const maxCheckActions = 3
+
+// checkButtons holds s's buttons to what a click can name: an identifier
+// unique across every command, not the gate's own Sweep anyway, and within
+// GitHub's lengths (a cut identifier would name no button); a command to
+// run; somewhere to be offered; and, with the buttons registered before,
+// at most three on a check run (GitHub shows no more).
+func (r *Registry) checkButtons(s *Spec) error {
+	labelled := 0
+	for _, p := range r.specs {
+		for _, b := range p.Buttons {
+			if b.Label != "" {
+				labelled++
+			}
+		}
+	}
+	for i, b := range s.Buttons {
+		switch {
+		case b.ID == "", utf8.RuneCountInString(b.ID) > 20, strings.ContainsAny(b.ID, " \t\n"):
+			return fmt.Errorf("commands: %s: button %d's identifier %q must be one word of 1 to 20 characters", s.Name, i, b.ID)
+		case b.ID == notices.ActionSweep:
+			return fmt.Errorf("commands: %s: button identifier %q is the gate's Sweep anyway", s.Name, b.ID)
+		case utf8.RuneCountInString(b.Label) > 20, utf8.RuneCountInString(b.Description) > 40:
+			return fmt.Errorf("commands: %s: button %s's label (20 characters at most) or description (40) is too long for a check run", s.Name, b.ID)
+		case b.Command == nil:
+			return fmt.Errorf("commands: %s: button %s runs no command", s.Name, b.ID)
+		case b.Label == "" && b.Slack == nil:
+			return fmt.Errorf("commands: %s: button %s is offered nowhere (neither a label for check runs nor Slack words)", s.Name, b.ID)
+		}
+		for j, c := range s.Buttons[:i] {
+			if c.ID == b.ID {
+				return fmt.Errorf("commands: %s: buttons %d and %d share the identifier %q", s.Name, j, i, b.ID)
+			}
+		}
+		if _, _, dup := r.Button(b.ID); dup {
+			return fmt.Errorf("commands: %s: button identifier %q is another command's", s.Name, b.ID)
+		}
+		if b.Label != "" {
+			labelled++
+		}
+	}
+	if labelled > maxCheckActions {
+		return fmt.Errorf("commands: %s: the commands offer %d buttons on a check run; GitHub shows %d at most", s.Name, labelled, maxCheckActions)
+	}
+	return nil
 }
 
 // MustRegistry is NewRegistry for a set known to be well formed.

@@ -111,7 +111,14 @@ repos:
 			`repos[2].name: "O/R" is also repos[1]`,
 		}},
 		{"wrong type", "workers: many\nrepos: [{name: o/r, sweep_workflow: .github/workflows/s.yml}]\n",
-			[]string{"cannot unmarshal !!str `many` into int"}},
+			[]string{"workers (line 1): must be a whole number, not `many`"}},
+		{"a type error does not renumber the repositories after it", `
+repos:
+  - {name: o/a, sweep_workflow: .github/workflows/s.yml, reuse: {allowed_paths: 3}}
+  - {name: o/b, sweep_workflow: .github/workflows/s.yml, stage: {min_role: wrtie}}
+`, []string{"repos[0].reuse.allowed_paths (line 3): must be a list of texts, not `3`", `repos[1].stage.min_role: "wrtie" is not a role`}},
+		{"a type error in the only repository", "repos:\n  - {name: o/a, sweep_workflow: .github/workflows/s.yml, reuse: {allowed_paths: 3}}\n",
+			[]string{"repos[0].reuse.allowed_paths (line 2)"}},
 		{"not yaml", "repos: [\n", []string{"not valid YAML"}},
 		{"empty", "", []string{"the file is empty"}},
 		{"app and token", `
@@ -394,9 +401,37 @@ func TestOIDCAudienceWarningAndRepositoryID(t *testing.T) {
 // A value of the wrong type is reported with the key that holds it.
 func TestTypeErrorsNameTheKey(t *testing.T) {
 	_, err := Parse([]byte("workers: many\nrepos:\n  - name: o/r\n    sweep_workflow: .github/workflows/s.yml\n    reuse:\n      allowed_paths: 3\n"))
-	for _, want := range []string{"workers (line 1): cannot unmarshal", "repos[0].reuse.allowed_paths (line 6): cannot unmarshal"} {
+	for _, want := range []string{"workers (line 1): must be a whole number, not `many`", "repos[0].reuse.allowed_paths (line 6): must be a list of texts, not `3`"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse error %v lacks %q", err, want)
+		}
+	}
+}
+
+// A type error is said in the file's words, and costs the file no
+// repository: the one it is in is still there, and still checked.
+func TestTypeErrorsSpeakTheFilesWords(t *testing.T) {
+	_, err := Parse([]byte(`http:
+  read_timeout: 5
+repos:
+  - name: o/a
+    sweep_workflow: .github/workflows/s.yml
+    reuse: {allowed_paths: 3}
+    stage: {min_role: wrtie}
+`))
+	if err == nil {
+		t.Fatal("Parse took a file with type errors")
+	}
+	got := err.Error()
+	for _, want := range []string{"http.read_timeout (line 2): must be a duration such as 168h or 30m, not `5`",
+		"repos[0].reuse.allowed_paths (line 6): must be a list of texts, not `3`", `repos[0].stage.min_role: "wrtie" is not a role`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q; got:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"repos: required", "cannot unmarshal", "time.Duration"} {
+		if strings.Contains(got, not) {
+			t.Errorf("problems say %q; got:\n%s", not, got)
 		}
 	}
 }

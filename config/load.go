@@ -54,16 +54,23 @@ func Parse(data []byte) (*Config, error) {
 	checkKeys(root.Content[0], reflect.TypeOf(Config{}), "", &probs)
 
 	var cfg Config
+	var typeErrs []string
 	if err := root.Decode(&cfg); err != nil {
 		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			paths := map[int]string{}
-			keyPaths(root.Content[0], "", paths)
-			for _, e := range te.Errors {
-				probs = append(probs, withKeyPath(e, paths))
-			}
-		} else {
-			probs = append(probs, err.Error())
+		if !errors.As(err, &te) {
+			return nil, Problems{err.Error()}
+		}
+		typeErrs = te.Errors
+	}
+	for i := range cfg.Repos {
+		typeErrs = append(typeErrs, cfg.Repos[i].typeErrs...)
+		cfg.Repos[i].typeErrs = nil
+	}
+	if len(typeErrs) > 0 {
+		paths := map[int]string{}
+		keyPaths(root.Content[0], "", paths)
+		for _, e := range typeErrs {
+			probs = append(probs, withKeyPath(e, paths))
 		}
 	}
 	cfg.applyDefaults()
@@ -115,7 +122,61 @@ func withKeyPath(e string, paths map[int]string) string {
 	if !ok {
 		return e
 	}
-	return fmt.Sprintf("%s (line %d): %s", p, n, strings.TrimPrefix(e, m[0]))
+	return fmt.Sprintf("%s (line %d): %s", p, n, plainTypeError(strings.TrimPrefix(e, m[0])))
+}
+
+var unmarshalRE = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+
+// plainTypeError says a YAML type error in the file's words, not Go's
+// ("cannot unmarshal !!int `5` into time.Duration" becomes "must be a
+// duration such as 168h or 30m, not 5").
+func plainTypeError(e string) string {
+	m := unmarshalRE.FindStringSubmatch(e)
+	if m == nil {
+		return e
+	}
+	got := "`" + m[2] + "`"
+	if m[2] == "" {
+		got = map[string]string{"map": "a mapping", "seq": "a list", "null": "empty"}[m[1]]
+		if got == "" {
+			got = "!!" + m[1]
+		}
+	}
+	return fmt.Sprintf("must be %s, not %s", describeType(m[3]), got)
+}
+
+// describeType names a Go type (as the YAML decoder prints it) as the
+// file writes a value of it.
+func describeType(t string) string {
+	t = strings.TrimPrefix(t, "*")
+	switch {
+	case t == "time.Duration":
+		return "a duration such as 168h or 30m"
+	case t == "bool":
+		return "true or false"
+	case t == "string":
+		return "text"
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case strings.HasPrefix(t, "[]"):
+		return "a list of " + plural(describeType(t[2:]))
+	case strings.HasPrefix(t, "map["):
+		return "a mapping (key: value lines)"
+	default:
+		return "a mapping (key: value lines)"
+	}
+}
+
+func plural(d string) string {
+	switch d {
+	case "text":
+		return "texts"
+	case "a whole number":
+		return "whole numbers"
+	}
+	return "items, each " + d
 }
 
 // checkKeys walks a mapping node against a struct type, reporting every key
@@ -162,7 +223,7 @@ var repoType = reflect.TypeOf(Repo{})
 // yamlFields are the keys a struct type takes, by their yaml tags; a
 // repository's also are the registered sections of the commands' own types.
 func yamlFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
+	out := structKeys(t)
 	if t == repoType {
 		for _, s := range registered() {
 			if s.New != nil {
@@ -170,12 +231,19 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 			}
 		}
 	}
+	return out
+}
+
+// structKeys are the keys a struct type's own fields take, by their yaml
+// tags.
+func structKeys(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag := f.Tag.Get("yaml")
 		name, opts, _ := strings.Cut(tag, ",")
-		if opts == "inline" {
-			for k, v := range yamlFields(f.Type) {
+		if opts == "inline" && f.Type.Kind() == reflect.Struct {
+			for k, v := range structKeys(f.Type) {
 				out[k] = v
 			}
 			continue

@@ -47,6 +47,12 @@ type Repo struct {
 	// own are the sections of the commands' own types (Section.New), by
 	// key, each decoded and defaulted at load (Typed.Of reads one).
 	own map[string]any
+	// typeErrs are the decoder's type errors in this repository's own
+	// fields and sections ("line 9: cannot unmarshal …"), kept for Parse
+	// to report with their key paths: a custom decoder's error would make
+	// the YAML decoder drop the repository from the list, and so renumber
+	// the ones after it in every later problem.
+	typeErrs []string
 }
 
 // SweepsOnMain reports whether a push to the default branch sweeps.

@@ -62,7 +62,11 @@ func (t Typed[T]) Section() Section {
 // in code) gets its defaults alone, a new value each call: a loaded
 // configuration is never written to after the load.
 func (t Typed[T]) Of(r *Repo) *T {
-	if v, ok := r.own[t.Key].(*T); ok {
+	if got, ok := r.own[t.Key]; ok {
+		v, ok := got.(*T)
+		if !ok { // RegisterSection refuses two types under one key
+			panic(fmt.Sprintf("config: section %s holds a %T, not a %T", t.Key, got, v))
+		}
 		return v
 	}
 	v := new(T)
@@ -80,16 +84,111 @@ var (
 
 // RegisterSection adds a command's section: its defaults are applied and
 // its checks made whenever a configuration is read. The server's wiring
-// registers its commands' sections before it reads one.
+// registers its commands' sections before it reads one; a test's second
+// wiring registers the same sections again, which changes nothing.
+//
+// It panics on a section the configuration could not hold to its rules: a
+// key that is a field of Repo or another section's of another type (one
+// of them would read its defaults whatever the file says), or a type
+// whose keys or access rules the load could not see (see sectionType).
 func RegisterSection(s Section) {
+	if s.Key == "" {
+		panic("config: a section needs a key")
+	}
+	if s.New != nil {
+		if _, field := structKeys(repoType)[s.Key]; field {
+			panic(fmt.Sprintf("config: section %s: the key is a field of a repository's configuration", s.Key))
+		}
+		if err := sectionType(reflect.TypeOf(s.New()), s.Key); err != nil {
+			panic("config: section " + err.Error())
+		}
+	}
 	sectionsMu.Lock()
 	defer sectionsMu.Unlock()
 	for _, have := range sections {
-		if have.Key == s.Key {
-			return // registered already (a test's second wiring)
+		if have.Key != s.Key {
+			continue
 		}
+		if (have.New == nil) != (s.New == nil) || (s.New != nil && reflect.TypeOf(have.New()) != reflect.TypeOf(s.New())) {
+			panic(fmt.Sprintf("config: section %s is registered twice, with two types", s.Key))
+		}
+		return // registered already, with this type
 	}
 	sections = append(sections, s)
+}
+
+// sectionType holds a section's type (a pointer to a struct) to what the
+// load sees: every field the file may set carries a yaml tag (a field
+// without one could never be set: checkKeys refuses its key), an inline
+// field is a struct, and an Access is reached through struct fields alone
+// (one behind a pointer, a list or a map would be neither defaulted nor
+// checked: its typo'd role would load, and deny everyone at run time).
+func sectionType(t reflect.Type, path string) error {
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("%s: New must return a pointer to a struct, not %s", path, t)
+	}
+	return structFields(t.Elem(), path)
+}
+
+func structFields(t reflect.Type, path string) error {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		at := path + "." + name
+		switch {
+		case !f.IsExported() || name == "-":
+			if holdsAccess(f.Type, map[reflect.Type]bool{}) {
+				return fmt.Errorf("%s.%s: an access rule the file cannot set", path, f.Name)
+			}
+			continue
+		case opts == "inline":
+			if f.Type.Kind() != reflect.Struct {
+				return fmt.Errorf("%s.%s: an inline field must be a struct, not %s", path, f.Name, f.Type)
+			}
+			at = path
+		case name == "":
+			return fmt.Errorf("%s.%s: needs a yaml tag (the file's key for it)", path, f.Name)
+		}
+		if f.Type == accessType {
+			continue
+		}
+		if f.Type.Kind() == reflect.Struct {
+			if err := structFields(f.Type, at); err != nil {
+				return err
+			}
+			continue
+		}
+		if holdsAccess(f.Type, map[reflect.Type]bool{}) {
+			return fmt.Errorf("%s: an access rule behind a %s is neither defaulted nor checked at load; make it a struct field", at, f.Type.Kind())
+		}
+	}
+	return nil
+}
+
+// holdsAccess reports whether a value of t can hold an Access.
+func holdsAccess(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if t == accessType {
+		return true
+	}
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return holdsAccess(t.Elem(), seen)
+	case reflect.Map:
+		return holdsAccess(t.Key(), seen) || holdsAccess(t.Elem(), seen)
+	case reflect.Interface:
+		return false
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			if holdsAccess(t.Field(i).Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func registered() []Section {
@@ -110,14 +209,13 @@ func ownSection(key string) (Section, bool) {
 
 // UnmarshalYAML decodes a repository: its own fields, then each
 // registered section of its own type (checkKeys reports keys neither
-// knows). Type errors of both are one *yaml.TypeError, so every problem
-// is said at once.
+// knows). Type errors of both are kept in the repository for Parse to
+// report, every one at once, with their key paths.
 func (r *Repo) UnmarshalYAML(n *yaml.Node) error {
 	type plain Repo // without this method
-	var errs []string
 	collect := func(err error) error {
 		if te, ok := err.(*yaml.TypeError); ok {
-			errs = append(errs, te.Errors...)
+			r.typeErrs = append(r.typeErrs, te.Errors...)
 			return nil
 		}
 		return err
@@ -140,9 +238,6 @@ func (r *Repo) UnmarshalYAML(n *yaml.Node) error {
 			}
 			r.own[sec.Key] = v
 		}
-	}
-	if len(errs) > 0 {
-		return &yaml.TypeError{Errors: errs}
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func TestClassifyEveryFixture(t *testing.T) {
 				if ignored == "" {
 					t.Fatal("ignored without a reason")
 				}
-				if !slices.Contains(Used(), p.Event) && ignored != IgnoredEvent && ignored != IgnoredUndeclared {
+				if !slices.Contains(Used(false), p.Event) && ignored != IgnoredEvent && ignored != IgnoredUndeclared {
 					t.Fatalf("ignored = %q, want %q (or, for an event a sequence kind may declare, %q)", ignored, IgnoredEvent, IgnoredUndeclared)
 				}
 				return
@@ -44,7 +44,7 @@ func TestClassifyEveryFixture(t *testing.T) {
 			if ignored != "" {
 				t.Fatalf("stored and ignored (%q)", ignored)
 			}
-			if !slices.Contains(Used(), p.Event) {
+			if !slices.Contains(Used(false), p.Event) {
 				t.Fatalf("event %s is not used but was stored", p.Event)
 			}
 			if d.ID != "d-1" || d.Event != p.Event || d.Repo == "" || !d.ReceivedAt.Equal(stamp) || string(d.Body) != string(p.Body) {
@@ -261,19 +261,35 @@ func TestRecoveryFieldOnlyFromRecovery(t *testing.T) {
 // completions are classified by the PR their head is, and the rest ignored.
 func TestDeclaredEventsAreUsedOnlyWhenAKindDeclaresThem(t *testing.T) {
 	kind := seq.Kind{Name: "k", Events: []string{EventCheckSuite, EventStatus, "not_an_event"}}
-	if got := Used(); slices.Contains(got, EventCheckSuite) {
-		t.Fatalf("Used() = %v: check_suite without a kind declaring it", got)
+	if got := Used(false); slices.Contains(got, EventCheckSuite) {
+		t.Fatalf("Used(false) = %v: check_suite without a kind declaring it", got)
 	}
-	if got := Used(kind); !slices.Contains(got, EventCheckSuite) || !slices.Contains(got, EventStatus) ||
+	if got := Used(false, kind); !slices.Contains(got, EventCheckSuite) || !slices.Contains(got, EventStatus) ||
 		slices.Contains(got, EventCheckRun) || slices.Contains(got, "not_an_event") {
-		t.Fatalf("Used(kind) = %v: want check_suite and status, not check_run nor an event with no row", got)
+		t.Fatalf("Used(false, kind) = %v: want check_suite and status, not check_run nor an event with no row", got)
+	}
+	if err := CheckKinds(kind); err == nil || !strings.Contains(err.Error(), `"not_an_event"`) {
+		t.Fatalf("CheckKinds(a kind naming not_an_event) = %v, want it refused by name", err)
+	}
+	for _, e := range []string{"check_suites", EventPull} {
+		if err := CheckKinds(seq.Kind{Name: "k", Events: []string{e}}); err == nil {
+			t.Fatalf("CheckKinds(a kind waiting for %q) = nil: it would never wake", e)
+		}
+	}
+	if err := CheckKinds(seq.Kind{Name: "k", Events: []string{EventCheckSuite, EventStatus}}); err != nil {
+		t.Fatalf("CheckKinds(check_suite, status) = %v", err)
+	}
+	// A button needs the finished sweep that offers it and the click,
+	// whether or not a kind waits for either.
+	if got := Used(true); !slices.Contains(got, EventCheckRun) || !slices.Contains(got, EventWorkflowRun) || slices.Contains(got, EventCheckSuite) {
+		t.Fatalf("Used(buttons) = %v: want check_run and workflow_run, not check_suite", got)
 	}
 	s := serveAll()
 	body := fixtures.Webhook(t, "check_suite", "completed")
 	if _, ignored, _ := s.Classify(EventCheckSuite, "d-1", body); ignored != IgnoredUndeclared {
 		t.Fatalf("undeclared check_suite ignored = %q, want %q", ignored, IgnoredUndeclared)
 	}
-	s.Wakes = Wakes(kind)
+	s.Wakes = Wakes(false, kind)
 	s.Heads = func(repo, sha string) ([]int, error) { return []int{42}, nil }
 	d, ignored, err := s.Classify(EventCheckSuite, "d-1", body)
 	if err != nil || d == nil || d.PR != 42 {

@@ -95,8 +95,14 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 	cfg := h.Cfg.Get()
 	login := cfg.Slack.Users[ci.SlackUser]
 	who := fmt.Sprintf("a click in Slack by Slack user %s", ci.SlackUser)
+	// A refused click is audited under the command its button runs (the
+	// button's id when opsbot knows no such button).
+	command := "button " + ci.Action
+	if _, spec, ok := h.Commands.Button(ci.Action); ok {
+		command = spec.Name
+	}
 	refuse := func(outcome, why, told string) (string, state.Write, error) {
-		rec := record.AuditRecord{Kind: record.AuditCommand, Command: "reuse-sweep-run", Outcome: outcome, Repo: rc.Name, PR: d.PR,
+		rec := record.AuditRecord{Kind: record.AuditCommand, Command: command, Outcome: outcome, Repo: rc.Name, PR: d.PR,
 			RunID: ci.RunID, ActorLogin: login, Reason: who + ": " + why}
 		rec.SetOrigin(origin)
 		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(told, false)}}

@@ -94,9 +94,7 @@ type CommentReader interface {
 }
 
 // StageHandler takes the staging side's reports (repository_dispatch).
-type StageHandler interface {
-	Callback(ctx context.Context, st record.Reader, repo string, ev *github.RepositoryDispatchEvent) (string, plan.Plan, error)
-}
+type StageHandler = commands.Reports
 
 var _ worker.Handler = (*Handler)(nil)
 

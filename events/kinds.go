@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
@@ -80,12 +81,13 @@ func kindOf(event string) (*kind, bool) {
 	return nil, false
 }
 
-// Used are the events opsbot acts on with the sequence kinds ks, in order:
-// the GitHub App subscribes to them, and the metrics count each from the
-// start. The events a kind declares (seq.Kind.Events) are among them only
-// when some kind declares them.
-func Used(ks ...seq.Kind) []string {
-	wakes := Wakes(ks...)
+// Used are the events opsbot acts on with the sequence kinds ks and, with
+// buttons, the commands' buttons, in order: the GitHub App subscribes to
+// them, and the metrics count each from the start. The events a kind
+// declares (seq.Kind.Events) are among them only when some kind declares
+// them, or a button needs them (ButtonEvents).
+func Used(buttons bool, ks ...seq.Kind) []string {
+	wakes := Wakes(buttons, ks...)
 	var out []string
 	for _, k := range kinds {
 		if !k.internal && (!k.declared || wakes[k.name]) {
@@ -95,10 +97,22 @@ func Used(ks ...seq.Kind) []string {
 	return out
 }
 
-// Wakes are the events the kinds ks declare (seq.Kind.Events) that opsbot
-// has a row for.
-func Wakes(ks ...seq.Kind) map[string]bool {
+// ButtonEvents are the events a command's button needs, whatever kind
+// declares them: the finished sweep (workflow_run) whose check run and
+// Slack message offer the buttons, and the click on the check run
+// (check_run requested_action).
+var ButtonEvents = []string{EventWorkflowRun, EventCheckRun}
+
+// Wakes are the events the kinds ks declare (seq.Kind.Events) and, with
+// buttons, ButtonEvents: the declared rows the schema stores. CheckKinds
+// refuses a kind naming an event with no such row.
+func Wakes(buttons bool, ks ...seq.Kind) map[string]bool {
 	out := map[string]bool{}
+	if buttons {
+		for _, e := range ButtonEvents {
+			out[e] = true
+		}
+	}
 	for _, k := range ks {
 		for _, e := range k.Events {
 			if row, ok := kindOf(e); ok && row.declared {
@@ -107,6 +121,27 @@ func Wakes(ks ...seq.Kind) map[string]bool {
 		}
 	}
 	return out
+}
+
+// CheckKinds says which kind of ks declares an event opsbot has no
+// declared row for (a typo such as check_suites, or an event that is
+// always used): such an event would never wake it.
+func CheckKinds(ks ...seq.Kind) error {
+	for _, k := range ks {
+		for _, e := range k.Events {
+			row, ok := kindOf(e)
+			if !ok || !row.declared {
+				var names []string
+				for _, r := range kinds {
+					if r.declared {
+						names = append(names, r.name)
+					}
+				}
+				return fmt.Errorf("sequence kind %s declares the event %q, which is none a kind can wait for (%s)", k.Name, e, strings.Join(names, ", "))
+			}
+		}
+	}
+	return nil
 }
 
 // IgnoredUndeclared is an event opsbot has a row for that no sequence kind

@@ -7,7 +7,7 @@ import (
 )
 
 // RateLimiter is a token bucket per key: Burst at once, refilled at
-// PerMinute. The gate API keys asks by credential (a static token's digest,
+// PerMinute. The gate API keys asks by credential (a static token's sum,
 // or the repository of a verified GitHub Actions ID token: as many buckets
 // as tokens and served repositories); the audit page keys failed sign-ins
 // by client address.

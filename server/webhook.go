@@ -114,7 +114,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		}
 		body = []byte(form.Get("payload"))
 	}
-	// The verified signature is GitHub's keyed digest of the body: it
+	// The verified signature is GitHub's keyed sum of the body: it
 	// identifies a resent copy without hashing the body again. Stored in
 	// the inbox on the server's context: once GitHub's request has reached
 	// this point, a client hang-up must not cancel the write.

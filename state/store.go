@@ -340,7 +340,7 @@ func reposByFamily(tx *bolt.Tx) error {
 
 // digestsInTimeOrder (schema 2 to 3) moves the digest index from digest
 // keys (random, so each append dirtied a page of its own) to time keys, the
-// same as the retention index's; the committer looks digests up in memory.
+// same as the retention index's; the committer looks sums up in memory.
 func digestsInTimeOrder(tx *bolt.Tx) error {
 	old := tx.Bucket(bDigests)
 	if old == nil {
@@ -351,7 +351,7 @@ func digestsInTimeOrder(tx *bolt.Tx) error {
 		var m deliveryMark
 		ok, err := getJSON(marks, id, &m)
 		if err != nil || !ok {
-			return err // a digest whose mark was pruned goes with the old bucket
+			return err // a sum whose mark was pruned goes with the old bucket
 		}
 		return byTime.Put(timeKey(m.ReceivedAt, m.Seq), bytes.Clone(sum[:min(len(sum), 16)]))
 	})

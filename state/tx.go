@@ -17,7 +17,7 @@ type Tx struct {
 	dIn      int  // change in inbox depth, applied after commit
 	dOut     int  // change in outbox depth, applied after commit
 	dDead    int  // change in dead letters, applied after commit
-	// sums is the group's view of the delivery digests: what this run of
+	// sums is the group's view of the delivery sums: what this run of
 	// the group added and removed, applied to the store's set after commit.
 	sums *sumChanges
 }

@@ -164,6 +164,21 @@ func TestSlackClicksRefused(t *testing.T) {
 	if n := len(w.audit()); n != before {
 		t.Fatalf("refused clicks left %d audit records", n-before)
 	}
+	// A refused click is audited under the command its button runs.
+	w.click(sl, "U0OTHER", "merge", 31147925932, time.Now(), slackSigning)
+	mustContain(t, "unmapped merge", lastAnswer(t, sl).Text, "Nothing was done: your Slack account is not mapped")
+	var merge bool
+	for _, r := range w.audit() {
+		if strings.Contains(fmt.Sprint(r["reason"]), "U0OTHER") {
+			if r["command"] != "merge-with-reuse" {
+				t.Fatalf("a refused merge click audited as %v: %v", r["command"], r)
+			}
+			merge = true
+		}
+	}
+	if !merge {
+		t.Fatalf("the refused merge click is not audited: %v", w.audit())
+	}
 }
 
 // A click and a comment never stand for one another: a comment whose id

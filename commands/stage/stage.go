@@ -115,7 +115,7 @@ func Module(d commands.Deps) commands.Module {
 
 // Module is the command run by h.
 func (h *Handler) Module() commands.Module {
-	return commands.Module{Spec: Spec(h), Kinds: []seq.Kind{Kind(h)}}
+	return commands.Module{Spec: Spec(h), Kinds: []seq.Kind{Kind(h)}, Reports: h}
 }
 
 func Spec(h *Handler) commands.Spec {

@@ -8,8 +8,8 @@ type OriginKind string
 // Origin kinds, as stored.
 const (
 	OriginComment  OriginKind = "comment"   // a PR conversation comment; ID is the comment's
-	OriginSlack    OriginKind = "slack"     // a click on a button in Slack; ID is a digest of the click
-	OriginCheckRun OriginKind = "check_run" // a click on a check run's button; ID is a digest of the click
+	OriginSlack    OriginKind = "slack"     // a click on a button in Slack; ID is a sum of the click
+	OriginCheckRun OriginKind = "check_run" // a click on a check run's button; ID is a sum of the click
 )
 
 // Origin is where a command came from: its kind, its id among that kind,
