@@ -462,9 +462,32 @@ func OutputLines(values map[string]string) string {
 // no workflow command: the runner reads `::command::` at a line's start and
 // its legacy parser `##[command]` anywhere in a line, and a value may quote
 // text others chose (a file name in a PR), so every `##[` becomes `# #[` and
-// every `::` becomes `: :`.
+// every `::` becomes `: :`, but in an IPv6 address in brackets (a URL's
+// host: `http://[::1]:9`), whose digits and colons spell no command.
 func OneLine(s string) string {
 	s = strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	var b strings.Builder
+	rest := s
+	for {
+		loc := ipv6Literal.FindStringIndex(rest)
+		if loc == nil {
+			b.WriteString(noCommand(rest))
+			break
+		}
+		b.WriteString(noCommand(rest[:loc[0]]))
+		b.WriteString(rest[loc[0]:loc[1]])
+		rest = rest[loc[1]:]
+	}
+	if out := b.String(); !strings.Contains(out, "##[") {
+		return out
+	}
+	return noCommand(s) // `##` before an address's bracket
+}
+
+// ipv6Literal is an IPv6 address in brackets, with its zone.
+var ipv6Literal = regexp.MustCompile(`\[[0-9A-Fa-f:.]*::?[0-9A-Fa-f:.]*(%25[0-9A-Za-z._~-]+|%[0-9A-Za-z._~-]+)?\]`)
+
+func noCommand(s string) string {
 	for strings.Contains(s, "##[") || strings.Contains(s, "::") {
 		s = strings.ReplaceAll(strings.ReplaceAll(s, "##[", "# #["), "::", ": :")
 	}

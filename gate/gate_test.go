@@ -364,3 +364,25 @@ func TestClosedExpiresThePin(t *testing.T) {
 		t.Fatalf("closing a PR without a pin told the PR again (%d)", r.notes.closed)
 	}
 }
+
+// A value keeps to one line and spells no workflow command, yet an IPv6
+// address in a URL reads as itself in the gate's errors.
+func TestOneLineKeepsAddressesAndNoCommand(t *testing.T) {
+	for in, want := range map[string]string{
+		`Post "http://[::1]:9/api/v1/gate": dial tcp [::1]:9: connect: connection refused`: `Post "http://[::1]:9/api/v1/gate": dial tcp [::1]:9: connect: connection refused`,
+		"[fe80::1%eth0]:80 and a::add-mask::b":                                             "[fe80::1%eth0]:80 and a: :add-mask: :b",
+		"x\n::error::y":                                                                    "x : :error: :y",
+		"##[set-env name=X;]x":                                                             "# #[set-env name=X;]x",
+		"##[::1]":                                                                          "# #[: :1]",
+		"[::error::]":                                                                      "[: :error: :]",
+		":::warning::[::1]::debug::":                                                       ": : :warning: :[::1]: :debug: :",
+	} {
+		got := gate.OneLine(in)
+		if got != want {
+			t.Errorf("OneLine(%q) = %q, want %q", in, got, want)
+		}
+		if strings.Contains(got, "##[") || strings.ContainsAny(got, "\r\n") {
+			t.Errorf("OneLine(%q) = %q holds a command or a line break", in, got)
+		}
+	}
+}

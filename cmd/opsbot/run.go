@@ -140,8 +140,13 @@ func newFlags(e *env, name, synopsis string, examples ...string) *flag.FlagSet {
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "Usage: opsbot %s %s\n\nFlags:\n", name, synopsis)
-		flagdoc.PrintDefaults(w, fs)
+		fmt.Fprintln(w, strings.TrimSpace("Usage: opsbot "+name+" "+synopsis))
+		any := false
+		fs.VisitAll(func(*flag.Flag) { any = true })
+		if any {
+			fmt.Fprint(w, "\nFlags:\n")
+			flagdoc.PrintDefaults(w, fs)
+		}
 		if len(examples) > 0 {
 			fmt.Fprintf(w, "\nExamples:\n  %s\n", strings.Join(examples, "\n  "))
 		}
