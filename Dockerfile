@@ -9,8 +9,10 @@
 # Mount your configuration over /etc/opsbot/opsbot.yaml (the image holds the example, in dry-run). HEALTHCHECK is a
 # Docker instruction: where it is ignored (an OCI-format image, Kubernetes) probe with `/opsbot healthcheck`, or
 # /healthz and /readyz over HTTP (deploy/kubernetes).
+# TARGETARCH is the image's architecture: BuildKit (docker buildx, and docker build since Docker 23) sets it from
+# --platform; the legacy builder takes the default, amd64, or --build-arg TARGETARCH=arm64.
 FROM scratch
-ARG TARGETARCH
+ARG TARGETARCH=amd64
 ARG VERSION=dev
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="opsbot" org.opencontainers.image.version="${VERSION}" \

@@ -1,8 +1,14 @@
 package docs
 
 import (
+	"archive/tar"
+	"compress/gzip"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -63,5 +69,83 @@ func TestInstallSectionAgreesWithTheRelease(t *testing.T) {
 	}
 	if !strings.Contains(read("../LICENSE"), "Apache License") {
 		t.Error("LICENSE is not the Apache License")
+	}
+}
+
+// A release archive holds what its README needs on a machine without the
+// source: the binary (stamped with the version), the README, the LICENSE
+// (Apache-2.0 §4a), the docs it links to with their example workflows, the
+// example configuration and the ping payload of the README's `opsbot send`.
+// It builds one archive with .ci/build-release (skipped with -short).
+func TestReleaseArchiveHoldsWhatTheReadmeNeeds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a release archive")
+	}
+	dist := t.TempDir()
+	target := "linux/" + runtime.GOARCH
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		target = "linux/amd64"
+	}
+	cmd := exec.Command("bash", "../.ci/build-release", "v0.0.0-test", "abc1234")
+	cmd.Env = append(os.Environ(), "OPSBOT_DIST="+dist, "OPSBOT_TARGETS="+target)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf(".ci/build-release: %v\n%s", err, out)
+	}
+	name := "opsbot_v0.0.0-test_" + strings.ReplaceAll(target, "/", "_")
+	f, err := os.Open(filepath.Join(dist, name+".tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]bool{}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[strings.TrimPrefix(h.Name, name+"/")] = true
+		if h.Name == name+"/opsbot" && h.Mode&0o111 == 0 {
+			t.Errorf("the binary is not executable: %o", h.Mode)
+		}
+	}
+	want := []string{"opsbot", "README.md", "LICENSE", "opsbot.example.yaml", "testdata/fixtures/github-webhooks/ping/payload.json"}
+	docs, _ := filepath.Glob("*.md")
+	examples, _ := filepath.Glob("examples/*")
+	for _, d := range append(docs, examples...) {
+		want = append(want, "docs/"+d)
+	}
+	for _, w := range want {
+		if !held[w] {
+			t.Errorf("the archive lacks %s", w)
+		}
+	}
+	// The README's `opsbot send` names the payload the archive holds.
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`--file (testdata/\S+)`).FindAllStringSubmatch(string(readme), -1) {
+		if !held[m[1]] {
+			t.Errorf("the README's opsbot send names %s, which the archive lacks", m[1])
+		}
+	}
+	for _, f := range []string{"checksums.txt", "ca-certificates.crt", "opsbot-" + strings.ReplaceAll(target, "/", "-")} {
+		if _, err := os.Stat(filepath.Join(dist, f)); err != nil {
+			t.Errorf("the release lacks %s: %v", f, err)
+		}
+	}
+	if runtime.GOOS == "linux" && target == "linux/"+runtime.GOARCH {
+		out, err := exec.Command(filepath.Join(dist, "opsbot-"+strings.ReplaceAll(target, "/", "-")), "--version").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "v0.0.0-test") || !strings.Contains(string(out), "abc1234") {
+			t.Errorf("the released binary's --version: %v %s", err, out)
+		}
 	}
 }

@@ -55,8 +55,15 @@ func runDemo(e *env, args []string) error {
 		}
 		defer os.RemoveAll(d)
 		dir = d
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--keep %s: %w", dir, err)
+	} else {
+		// The demo plays its story from a new database: one a run before
+		// kept already holds it, and the story would not replay.
+		if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+			return fmt.Errorf("--keep %s: the directory is not empty (a demo kept there before?); name a new or empty directory, or remove it first", dir)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("--keep %s: %w", dir, err)
+		}
 	}
 
 	gh, err := githubtest.Listen()
