@@ -1,9 +1,12 @@
 // Package metrics holds opsbot's Prometheus collectors. Labels are bounded:
-// event names from a fixed list, outcomes, routes; never a repository or PR.
+// event names from a fixed list, outcomes, routes, and for the time the
+// skips saved the repository (one of those configured); never a PR.
 package metrics
 
 import (
+	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +17,8 @@ import (
 // Metrics is every collector opsbot exports, registered on one registry.
 type Metrics struct {
 	Registry *prometheus.Registry
+	// own are opsbot's own collectors (not Go's nor the process's).
+	own []prometheus.Collector
 
 	Webhooks   *prometheus.CounterVec   // event, outcome
 	Processed  *prometheus.CounterVec   // event, outcome
@@ -22,7 +27,6 @@ type Metrics struct {
 	RateLeft   *KnownGauge              // absent until GitHub's first answer
 	Notices    *prometheus.CounterVec   // channel, outcome (sent, retried, failed, dropped)
 	Decisions  *prometheus.CounterVec   // decision
-	Commands   *prometheus.CounterVec   // command, outcome
 	GateAsks   *prometheus.CounterVec   // outcome
 	SlackUp    *KnownGauge              // absent until auth.test or the first Slack call
 	Commit     prometheus.Histogram     // seconds per group commit
@@ -77,9 +81,6 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 		GPUSaved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opsbot_sweep_gpu_seconds_saved_total", Help: "GPU seconds the skipped sweeps would have taken (runner time weighed by repos[].gpus_per_runner), by repository.",
 		}, []string{"repo"}),
-		Commands: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "opsbot_commands_total", Help: "Commands seen, by command and outcome.",
-		}, []string{"command", "outcome"}),
 		GateAsks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "opsbot_gate_asks_total", Help: "Asks of POST /api/v1/gate, by outcome (skip, sweep, not_head, reuse, no_reuse, or the refusal).",
 		}, []string{"outcome"}),
@@ -90,11 +91,11 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 		Help: "Time of one group commit (all the writes queued together, one fsync).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)})
 	m.GroupSize = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "opsbot_commit_writes",
 		Help: "Writes sharing one group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
-	r.MustRegister(m.Commit, m.GroupSize)
-	r.MustRegister(m.Webhooks, m.Processed, m.Processing, m.APIReqs, m.RateLeft, m.Notices, m.Decisions, m.Commands, m.GateAsks, m.SlackUp, m.SeqDue,
+	m.register(m.Commit, m.GroupSize)
+	m.register(m.Webhooks, m.Processed, m.Processing, m.APIReqs, m.RateLeft, m.Notices, m.Decisions, m.GateAsks, m.SlackUp, m.SeqDue,
 		m.RunnerSaved, m.GPUSaved)
 	if inbox != nil {
-		r.MustRegister(
+		m.register(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_inbox_depth", Help: "Deliveries stored and not yet processed."},
 				func() float64 { d, _, _, _ := inbox(); return float64(d) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_inbox_oldest_age_seconds", Help: "Age of the oldest unprocessed delivery (0 when none)."},
@@ -110,7 +111,7 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 		)
 	}
 	if outbox != nil {
-		r.MustRegister(
+		m.register(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_outbox_depth", Help: "Notices waiting to be sent."},
 				func() float64 { d, _, _ := outbox(); return float64(d) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "opsbot_outbox_oldest_age_seconds", Help: "Age of the oldest unsent notice (0 when none)."},
@@ -147,7 +148,40 @@ func (m *Metrics) BuildInfo(version, commit string) {
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsbot_build_info",
 		Help: "1, labelled with the version of opsbot, its commit and the Go version it was built with."}, []string{"version", "commit", "goversion"})
 	build.WithLabelValues(version, commit, runtime.Version()).Set(1)
-	m.Registry.MustRegister(build)
+	m.register(build)
+}
+
+func (m *Metrics) register(cs ...prometheus.Collector) {
+	m.Registry.MustRegister(cs...)
+	m.own = append(m.own, cs...)
+}
+
+// descRE reads a Desc's name and variable labels from its String (the
+// labels come last, after the help text, which may hold anything).
+var descRE = regexp.MustCompile(`^Desc\{fqName: "([^"]+)".*variableLabels: \{([^{}]*)\}\}$`)
+
+// Series are the series opsbot's own collectors can export, each with its
+// labels in order, whether or not one has a value yet: what the metrics
+// reference (docs/operations.md) lists.
+func (m *Metrics) Series() map[string][]string {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, c := range m.own {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	out := map[string][]string{}
+	for d := range ch {
+		if g := descRE.FindStringSubmatch(d.String()); g != nil {
+			var labels []string
+			if g[2] != "" {
+				labels = strings.Split(g[2], ",")
+			}
+			out[g[1]] = labels
+		}
+	}
+	return out
 }
 
 // Processed implements worker.Observer.

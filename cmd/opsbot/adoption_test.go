@@ -140,8 +140,8 @@ func TestMetricsReportUnknownAsAbsent(t *testing.T) {
 			t.Errorf("%s = %q at start, want 0", zero, m[zero])
 		}
 	}
-	// The README's metrics table lists every series opsbot exports.
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	// The metrics reference (docs/operations.md) lists every series exported.
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestMetricsReportUnknownAsAbsent(t *testing.T) {
 		name, _, _ := strings.Cut(series, "{")
 		name = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
 		if strings.HasPrefix(name, "opsbot_") && !strings.Contains(string(readme), "`"+name) {
-			t.Errorf("README's metrics table does not list %s", name)
+			t.Errorf("docs/operations.md's metrics table does not list %s", name)
 		}
 	}
 	build := `opsbot_build_info{commit="` + fullCommit() + `",goversion="` + runtime.Version() + `",version="` + fullVersion() + `"}`
