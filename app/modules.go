@@ -20,7 +20,9 @@ func RegisterSections(more ...func(commands.Deps) commands.Module) {
 	}
 	for _, m := range mods {
 		if m.Section != nil {
-			config.RegisterSection(*m.Section)
+			s := *m.Section
+			s.Owner = m.Spec.Name
+			config.RegisterSection(s)
 		}
 	}
 }

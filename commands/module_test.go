@@ -31,8 +31,14 @@ func spec(name string, buttons ...commands.Button) commands.Spec {
 	}
 }
 
+// button is a button labelled label (described, when labelled) that
+// runs the command "one".
 func button(id, label string) commands.Button {
-	return commands.Button{ID: id, Label: label, Command: func(int64) commands.Command { return commands.Command{} }}
+	b := commands.Button{ID: id, Label: label, Command: func(int64) commands.Command { return commands.Command{Name: "one"} }}
+	if label != "" {
+		b.Description = "does " + label
+	}
+	return b
 }
 
 // A click names a button by its identifier alone: a registry whose buttons
@@ -46,6 +52,10 @@ func TestRegistryRefusesButtonsAClickCouldNotName(t *testing.T) {
 	}
 	noCommand := button("x", "X")
 	noCommand.Command = nil
+	undescribed := button("x", "X")
+	undescribed.Description = ""
+	elsewhere := button("x", "X")
+	elsewhere.Command = func(int64) commands.Command { return commands.Command{Name: "not-a-command"} }
 	for _, c := range []struct {
 		name  string
 		specs []commands.Spec
@@ -58,6 +68,10 @@ func TestRegistryRefusesButtonsAClickCouldNotName(t *testing.T) {
 		{"an empty identifier", []commands.Spec{spec("one", button("", "I"))}, "1 to 20 characters"},
 		{"a label GitHub would cut", []commands.Spec{spec("one", button("i", strings.Repeat("l", 21)))}, "too long"},
 		{"no command", []commands.Spec{spec("one", noCommand)}, "runs no command"},
+		{"a command not registered", []commands.Spec{spec("one", elsewhere)}, `runs "not-a-command", which is no registered command`},
+		{"a label without a description", []commands.Spec{spec("one", undescribed)}, "no description"},
+		{"a space that is not a space bar's", []commands.Spec{spec("one", button("a\u00a0b", "A"))}, "1 to 20 characters"},
+		{"a carriage return", []commands.Spec{spec("one", button("a\rb", "A"))}, "1 to 20 characters"},
 		{"offered nowhere", []commands.Spec{spec("one", button("i", ""))}, "offered nowhere"},
 		{"a fourth check-run button", []commands.Spec{spec("one", button("a", "A"), button("b", "B")), spec("two", button("c", "C"), button("d", "D"))}, "3 at most"},
 	} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
@@ -137,6 +138,17 @@ func NewRegistry(specs ...Spec) (*Registry, error) {
 			r.longest = max(r.longest, len(v.Word))
 		}
 	}
+	// A click runs a registered command (a run named or none), or it would
+	// be refused as one opsbot no longer has.
+	for _, s := range r.specs {
+		for _, b := range s.Buttons {
+			for _, run := range []int64{0, 1} {
+				if name := b.Command(run).Name; r.byName[name] == nil {
+					return nil, fmt.Errorf("commands: %s: button %s runs %q, which is no registered command", s.Name, b.ID, name)
+				}
+			}
+		}
+	}
 	return r, nil
 }
 
@@ -159,12 +171,15 @@ func (r *Registry) checkButtons(s *Spec) error {
 	}
 	for i, b := range s.Buttons {
 		switch {
-		case b.ID == "", utf8.RuneCountInString(b.ID) > 20, strings.ContainsAny(b.ID, " \t\n"):
+		case b.ID == "", utf8.RuneCountInString(b.ID) > 20,
+			strings.IndexFunc(b.ID, func(c rune) bool { return unicode.IsSpace(c) || !unicode.IsPrint(c) }) >= 0:
 			return fmt.Errorf("commands: %s: button %d's identifier %q must be one word of 1 to 20 characters", s.Name, i, b.ID)
 		case b.ID == notices.ActionSweep:
 			return fmt.Errorf("commands: %s: button identifier %q is the gate's Sweep anyway", s.Name, b.ID)
 		case utf8.RuneCountInString(b.Label) > 20, utf8.RuneCountInString(b.Description) > 40:
 			return fmt.Errorf("commands: %s: button %s's label (20 characters at most) or description (40) is too long for a check run", s.Name, b.ID)
+		case b.Label != "" && b.Description == "":
+			return fmt.Errorf("commands: %s: button %s has a label and no description: GitHub refuses a check run action without one", s.Name, b.ID)
 		case b.Command == nil:
 			return fmt.Errorf("commands: %s: button %s runs no command", s.Name, b.ID)
 		case b.Label == "" && b.Slack == nil:

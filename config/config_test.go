@@ -446,3 +446,36 @@ func TestCheckListenAddr(t *testing.T) {
 		}
 	}
 }
+
+// A type error names the key it is about, even on a line that holds
+// several values; an alias is checked as the value it names, where it is
+// used.
+func TestTypeErrorsNameTheirKeyOnABusyLineAndAliasesAreChecked(t *testing.T) {
+	_, err := Parse([]byte(`http: {read_timeout: 5, max_connections: 10}
+repos:
+  - name: o/a
+    sweep_workflow: .github/workflows/s.yml
+    reuse: &r {min_role: write, allowed_paths: ["docs/**"]}
+    stage: *r
+  - name: o/b
+    sweep_workflow: .github/workflows/s.yml
+    stage:
+      min_role:
+        admin: true
+`))
+	if err == nil {
+		t.Fatal("Parse took a file with type errors")
+	}
+	got := err.Error()
+	for _, want := range []string{"http.read_timeout (line 1): must be a duration", "repos[0].stage.allowed_paths: unknown key",
+		"repos[1].stage.min_role (line 11): must be"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems lack %q; got:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"max_connections (line 1)", "min_role.admin"} {
+		if strings.Contains(got, not) {
+			t.Errorf("problems name %q; got:\n%s", not, got)
+		}
+	}
+}

@@ -67,7 +67,7 @@ func Parse(data []byte) (*Config, error) {
 		cfg.Repos[i].typeErrs = nil
 	}
 	if len(typeErrs) > 0 {
-		paths := map[int]string{}
+		paths := map[int][]keyAt{}
 		keyPaths(root.Content[0], "", paths)
 		for _, e := range typeErrs {
 			probs = append(probs, withKeyPath(e, paths))
@@ -81,9 +81,16 @@ func Parse(data []byte) (*Config, error) {
 	return &cfg, nil
 }
 
-// keyPaths maps each line of a value in the YAML document to the key path
-// that names it (workers, repos[0].reuse.min_role).
-func keyPaths(n *yaml.Node, path string, out map[int]string) {
+// keyAt is a value in the YAML document and the key path that names it
+// (workers, repos[0].reuse.min_role).
+type keyAt struct {
+	path string
+	node *yaml.Node
+}
+
+// keyPaths lists, for each line of the YAML document, the values on it
+// with their key paths.
+func keyPaths(n *yaml.Node, path string, out map[int][]keyAt) {
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -92,17 +99,13 @@ func keyPaths(n *yaml.Node, path string, out map[int]string) {
 			if path != "" {
 				p = path + "." + k.Value
 			}
-			if _, ok := out[v.Line]; !ok || v.Kind == yaml.ScalarNode {
-				out[v.Line] = p
-			}
+			out[v.Line] = append(out[v.Line], keyAt{p, v})
 			keyPaths(v, p, out)
 		}
 	case yaml.SequenceNode:
 		for i, v := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
-			if _, ok := out[v.Line]; !ok || v.Kind == yaml.ScalarNode {
-				out[v.Line] = p
-			}
+			out[v.Line] = append(out[v.Line], keyAt{p, v})
 			keyPaths(v, p, out)
 		}
 	}
@@ -111,18 +114,43 @@ func keyPaths(n *yaml.Node, path string, out map[int]string) {
 var lineRE = regexp.MustCompile(`^line (\d+): `)
 
 // withKeyPath names the key of a YAML type error ("line 3: cannot
-// unmarshal …" becomes "workers (line 3): cannot unmarshal …").
-func withKeyPath(e string, paths map[int]string) string {
+// unmarshal …" becomes "workers (line 3): …"): of the values on its line,
+// the one the error quotes (the value, or a mapping or a list), else every
+// one that could be it.
+func withKeyPath(e string, paths map[int][]keyAt) string {
 	m := lineRE.FindStringSubmatch(e)
 	if m == nil {
 		return e
 	}
 	n, _ := strconv.Atoi(m[1])
-	p, ok := paths[n]
-	if !ok {
+	at := paths[n]
+	if len(at) == 0 {
 		return e
 	}
-	return fmt.Sprintf("%s (line %d): %s", p, n, plainTypeError(strings.TrimPrefix(e, m[0])))
+	rest := strings.TrimPrefix(e, m[0])
+	var named []string
+	if u := unmarshalRE.FindStringSubmatch(rest); u != nil {
+		for _, k := range at {
+			switch {
+			case u[2] != "" && k.node.Kind == yaml.ScalarNode && k.node.Value == u[2],
+				u[2] == "" && u[1] == "map" && k.node.Kind == yaml.MappingNode,
+				u[2] == "" && u[1] == "seq" && k.node.Kind == yaml.SequenceNode,
+				u[2] == "" && u[1] == "null" && k.node.Kind == yaml.ScalarNode && k.node.Tag == "!!null":
+				named = append(named, k.path)
+			}
+		}
+	}
+	if len(named) == 0 {
+		for _, k := range at {
+			if k.node.Kind == yaml.ScalarNode {
+				named = append(named, k.path)
+			}
+		}
+	}
+	if len(named) == 0 {
+		named = []string{at[0].path}
+	}
+	return fmt.Sprintf("%s (line %d): %s", strings.Join(named, " or "), n, plainTypeError(rest))
 }
 
 var unmarshalRE = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
@@ -184,6 +212,11 @@ func plural(d string) string {
 func checkKeys(n *yaml.Node, t reflect.Type, at string, probs *Problems) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	// An alias (*name) is checked as the value it names, here, against
+	// this key's type: an anchor set under another key is no pass.
+	for depth := 0; n.Kind == yaml.AliasNode && n.Alias != nil && depth < 16; depth++ {
+		n = n.Alias
 	}
 	switch t.Kind() {
 	case reflect.Struct:

@@ -41,6 +41,10 @@ type untagged struct {
 type inlineMap struct {
 	Extra map[string]string `yaml:",inline"`
 }
+type who config.Access
+type namedAccess struct {
+	Approvers who `yaml:"approvers"`
+}
 
 // A section the load could not hold to its rules is refused when opsbot
 // starts: one that shares a key (one of the two would read its defaults,
@@ -61,6 +65,8 @@ func TestRegisterSectionRefusesWhatTheLoadCouldNotCheck(t *testing.T) {
 		{"access rules in a map", config.Typed[inMap]{Key: "zz_m"}.Section(), "zz_m.who: an access rule behind a map"},
 		{"a field without a yaml tag", config.Typed[untagged]{Key: "zz_u"}.Section(), "zz_u.Access: needs a yaml tag"},
 		{"an inline map", config.Typed[inlineMap]{Key: "zz_i"}.Section(), "an inline field must be a struct"},
+		{"another owner, the same type", owned(config.Typed[sectionWithRole]{Key: "zz_first"}.Section(), "another-command"), `registered by "" and by "another-command"`},
+		{"an access rule under another name", config.Typed[namedAccess]{Key: "zz_n"}.Section(), "zz_n.approvers: config_test.who has an access rule's fields but is not config.Access"},
 	} {
 		func() {
 			defer func() {
@@ -76,6 +82,11 @@ func TestRegisterSectionRefusesWhatTheLoadCouldNotCheck(t *testing.T) {
 	if got := (config.Typed[sectionWithRole]{Key: "zz_first"}).Of(rc).MinRole; got != "admin" {
 		t.Errorf("the registered section reads min_role %q, want the file's admin", got)
 	}
+}
+
+func owned(s config.Section, owner string) config.Section {
+	s.Owner = owner
+	return s
 }
 
 func mustParse(t *testing.T, y string) *config.Repo {

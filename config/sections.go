@@ -21,6 +21,9 @@ import (
 type Section struct {
 	// Key is the section's key under repos[].
 	Key string
+	// Owner is the command that owns the section (its module's name: the
+	// wiring sets it). One key has one owner.
+	Owner string
 	// New returns a new value of the section's own type: a pointer to a
 	// struct, which the section's YAML decodes into (Typed makes it). Nil
 	// for a section whose type is a field of Repo.
@@ -88,8 +91,9 @@ var (
 // wiring registers the same sections again, which changes nothing.
 //
 // It panics on a section the configuration could not hold to its rules: a
-// key that is a field of Repo or another section's of another type (one
-// of them would read its defaults whatever the file says), or a type
+// key that is a field of Repo, or another section's (of another type, or
+// another owner: one of them would read its defaults whatever the file
+// says, or never run its checks), or a type
 // whose keys or access rules the load could not see (see sectionType).
 func RegisterSection(s Section) {
 	if s.Key == "" {
@@ -112,7 +116,11 @@ func RegisterSection(s Section) {
 		if (have.New == nil) != (s.New == nil) || (s.New != nil && reflect.TypeOf(have.New()) != reflect.TypeOf(s.New())) {
 			panic(fmt.Sprintf("config: section %s is registered twice, with two types", s.Key))
 		}
-		return // registered already, with this type
+		if have.Owner != s.Owner {
+			// The second's defaults and checks would never run.
+			panic(fmt.Sprintf("config: section %s is registered by %q and by %q: one key has one owner", s.Key, have.Owner, s.Owner))
+		}
+		return // registered already, by its owner: a second wiring
 	}
 	sections = append(sections, s)
 }
@@ -151,6 +159,9 @@ func structFields(t reflect.Type, path string) error {
 		}
 		if f.Type == accessType {
 			continue
+		}
+		if f.Type.Kind() == reflect.Struct && f.Type.ConvertibleTo(accessType) {
+			return fmt.Errorf("%s: %s has an access rule's fields but is not config.Access, so its role would be neither defaulted nor checked; use config.Access", at, f.Type)
 		}
 		if f.Type.Kind() == reflect.Struct {
 			if err := structFields(f.Type, at); err != nil {

@@ -95,12 +95,9 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 	cfg := h.Cfg.Get()
 	login := cfg.Slack.Users[ci.SlackUser]
 	who := fmt.Sprintf("a click in Slack by Slack user %s", ci.SlackUser)
-	// A refused click is audited under the command its button runs (the
-	// button's id when opsbot knows no such button).
-	command := "button " + ci.Action
-	if _, spec, ok := h.Commands.Button(ci.Action); ok {
-		command = spec.Name
-	}
+	// A refused click is audited under the command its button runs, as a
+	// check run's is.
+	command := h.clickCommand(ci.Action)
 	refuse := func(outcome, why, told string) (string, state.Write, error) {
 		rec := record.AuditRecord{Kind: record.AuditCommand, Command: command, Outcome: outcome, Repo: rc.Name, PR: d.PR,
 			RunID: ci.RunID, ActorLogin: login, Reason: who + ": " + why}
@@ -315,7 +312,8 @@ func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands
 	return "check-run-sweep-anyway", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 }
 
-// clickCommand is the command a check run's button stands for, as audited.
+// clickCommand is the command a button (a check run's or Slack's) stands
+// for, as audited.
 func (h *Handler) clickCommand(identifier string) string {
 	if identifier == notices.ActionSweep {
 		return "sweep-anyway"

@@ -123,9 +123,9 @@ func Wakes(buttons bool, ks ...seq.Kind) map[string]bool {
 	return out
 }
 
-// CheckKinds says which kind of ks declares an event opsbot has no
-// declared row for (a typo such as check_suites, or an event that is
-// always used): such an event would never wake it.
+// CheckKinds says which kind of ks declares an event that is not one a
+// kind declares: a typo such as check_suites would never wake it, and
+// pull_request wakes every kind already.
 func CheckKinds(ks ...seq.Kind) error {
 	for _, k := range ks {
 		for _, e := range k.Events {
@@ -137,7 +137,8 @@ func CheckKinds(ks ...seq.Kind) error {
 						names = append(names, r.name)
 					}
 				}
-				return fmt.Errorf("sequence kind %s declares the event %q, which is none a kind can wait for (%s)", k.Name, e, strings.Join(names, ", "))
+				return fmt.Errorf("sequence kind %s declares the event %q: a kind declares only %s (pull_request wakes every kind without it)",
+					k.Name, e, strings.Join(names, ", "))
 			}
 		}
 	}

@@ -163,12 +163,12 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 		}
 		// One click to reuse it: the head's check run offers the run (a
 		// GitHub App's), and so does the PR's Slack thread.
+		actions := h.Commands.CheckActions()
 		if err := h.Notices.CheckRun(tx, rc.Name, d.PR, info.Installation, run.HeadSHA, "neutral",
 			fmt.Sprintf("Sweep run %d finished: it can be reused", run.ID),
-			fmt.Sprintf("The sweep of this head finished: run %s. **Reuse for next push** pins it for the PR's next push "+
-				"(as `/reuse-sweep-run %d`); **Merge with reuse** pins it and lands the PR (as `/merge-with-reuse %d`). "+
-				"A click runs as the one who clicks, with the command's role check.", mdtext.Link(strconv.FormatInt(run.ID, 10), run.HTMLURL), run.ID, run.ID),
-			run.ID, h.Commands.CheckActions()); err != nil {
+			fmt.Sprintf("The sweep of this head finished: run %s. %s A click runs as the one who clicks, with its command's role check.",
+				mdtext.Link(strconv.FormatInt(run.ID, 10), run.HTMLURL), notices.ActionsText(actions)),
+			run.ID, actions); err != nil {
 			return err
 		}
 		if !h.SlackButtons {

@@ -415,3 +415,21 @@ func (b *Notifier) PinClosedComment(p *record.Pin, inst int64, why string) plan.
 			mdtext.Mention(p.ActorLogin), mdtext.Text(string(p.State)), why),
 		Links: plan.Links{PR: b.Web.PR(p.Repo, p.PR), Comment: p.CommentURL, Run: b.Web.Run(p.Repo, p.RunID)}}
 }
+
+// ActionsText says what a check run's buttons do, from the buttons
+// themselves: "**Label**: description; …." (empty without buttons), so a
+// button a command adds is described where it is offered.
+func ActionsText(actions []record.CheckAction) string {
+	var parts []string
+	for _, a := range actions {
+		d := a.Description
+		if d != "" {
+			d = strings.ToLower(d[:1]) + d[1:]
+		}
+		parts = append(parts, "**"+mdtext.Text(a.Label)+"**: "+mdtext.Text(d))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, "; ") + "."
+}

@@ -47,6 +47,9 @@ func TestCheckRunButtons(t *testing.T) {
 		strings.Join(cr[1].Labels, ",") != "Reuse for next push,Merge with reuse" {
 		t.Fatalf("check runs on c2 after its sweep finished: %+v", cr)
 	}
+	// Its summary says what each of its buttons does.
+	mustContain(t, "the offer's summary", cr[1].Summary, "**Reuse for next push**: pin this run for the next push",
+		"**Merge with reuse**: pin this run, then merge the PR")
 
 	w.ClickCheckRun(reader, "c2", "reuse", r2)
 	mustContain(t, "reader's click", w.LastReply(), "@reader", "needs the `write` role")

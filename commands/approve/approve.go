@@ -1017,11 +1017,11 @@ func (st *stepper) dispatched(ctx context.Context) ([]plan.Step, string, error) 
 		}
 		// One click to reuse it, as for any finished sweep (a GitHub App's
 		// check run on the head).
+		actions := st.h.offer()
 		return st.h.Notices.CheckRun(tx, repo, pr, inst, head, "neutral", fmt.Sprintf("Approved sweep run %d finished: it can be reused", id),
-			fmt.Sprintf("The sweep a maintainer approved for this head finished: run %s. **Reuse for next push** pins it for the PR's next "+
-				"push (as `/reuse-sweep-run %d`); **Merge with reuse** pins it and lands the PR (as `/merge-with-reuse %d`). A click runs "+
-				"as the one who clicks, with the command's role check.", mdtext.Link(fmt.Sprint(id), url), id, id),
-			id, st.h.offer())
+			fmt.Sprintf("The sweep a maintainer approved for this head finished: run %s. %s A click runs as the one who clicks, "+
+				"with its command's role check.", mdtext.Link(fmt.Sprint(id), url), notices.ActionsText(actions)),
+			id, actions)
 	}})
 	return steps, out, nil
 }
