@@ -16,6 +16,16 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
 
+// helpHead keeps of the help reply (checked whole) its first line, with
+// the hostile login, in the golden files: the commands it lists are
+// commands/help's golden files, and a command added leaves these alone.
+func helpHead(body string) string {
+	if first, _, ok := strings.Cut(body, "\n"); ok && strings.Contains(first, "here is what opsbot does on") {
+		return first + "\n[the rest of /opsbot help: commands/help/testdata]"
+	}
+	return body
+}
+
 // hostile is what an attacker puts in every name opsbot quotes: backticks
 // (to end a code span), a line break with a command on its own line, a team
 // mention, a fake opsbot marker, a link, a table pipe and a heading.
@@ -105,7 +115,7 @@ func TestHostileValuesStayInert(t *testing.T) {
 		}
 		count++
 		checkInertComment(t, c.Body)
-		fmt.Fprintf(&all, "=== %s %d\n%s\n", r.Method, count, c.Body)
+		fmt.Fprintf(&all, "=== %s %d\n%s\n", r.Method, count, helpHead(c.Body))
 	}
 	if count < 19 {
 		t.Fatalf("opsbot posted %d comments; the scenario should give every kind of notice", count)
@@ -118,7 +128,7 @@ func TestHostileValuesStayInert(t *testing.T) {
 	for i, p := range sl.Posts() {
 		for _, text := range slackTexts(t, p.Blocks) {
 			checkInertSlack(t, text)
-			fmt.Fprintf(&slack, "=== post %d\n%s\n", i+1, text)
+			fmt.Fprintf(&slack, "=== post %d\n%s\n", i+1, helpHead(text))
 		}
 	}
 	golden.Assert(t, "hostile-slack.txt", date.ReplaceAllString(slack.String(), "DATE"))

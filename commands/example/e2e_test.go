@@ -129,3 +129,13 @@ func TestEchoLaterButton(t *testing.T) {
 	w.ClickCheckRun(e2e.Maintainer, "c2", "echo", r2)
 	waitStatus(t, w, "⏳ @maintainer: I will say `31200000020`")
 }
+
+// Its help: `/opsbot help` lists its row beside opsbot's own (the help's
+// golden files show opsbot's first commands only: a command shows its own
+// rows here).
+func TestEchoLaterIsInTheHelp(t *testing.T) {
+	t.Parallel()
+	w := world(t, e2e.Options{}, e2e.NewClock())
+	w.Comment(e2e.Maintainer, "/opsbot help")
+	e2e.MustContain(t, "help", w.LastReply(), "| `/echo-later <word>` | ", "| `/reuse-sweep-run <run>` |")
+}
