@@ -181,7 +181,8 @@ func TestMetricsTableIsTheRegistry(t *testing.T) {
 	}
 }
 
-// The Slack buttons the docs name are the ones the commands offer.
+// The Slack buttons the configuration reference names are the ones the
+// commands offer (the other pages point at it).
 func TestSlackButtonsNamedAreTheOffered(t *testing.T) {
 	var texts []string
 	for _, b := range app.Grammar().SlackButtons(1234, func(int64) string { return "" }) {
@@ -190,7 +191,7 @@ func TestSlackButtonsNamedAreTheOffered(t *testing.T) {
 	if len(texts) == 0 {
 		t.Fatal("no command offers a Slack button")
 	}
-	for _, doc := range []string{"configuration.md", "operations.md"} {
+	for _, doc := range []string{"configuration.md"} {
 		text := readDoc(t, doc)
 		for _, b := range texts {
 			if !strings.Contains(text, "**"+b+"**") {
