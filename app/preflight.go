@@ -85,7 +85,8 @@ func NoTokenSaying(cfg *config.Config) string {
 // says which named it; "" for the configuration's own state_path) never
 // starts opsbot on a new, empty database that has forgotten every pin. It
 // is created when init (--init) says so, when it is the configuration's
-// own state_path, or when its directory is empty (a new volume); it says
+// own state_path, or when its directory is empty (a new volume, which may
+// hold lost+found alone); it says
 // what it does then (a line for the log; "" when the database exists).
 // Otherwise it refuses, saying what to do.
 func NewDatabase(path, from string, init bool) (string, error) {
@@ -100,7 +101,8 @@ func NewDatabase(path, from string, init bool) (string, error) {
 	}
 	dir := filepath.Dir(path)
 	entries, err := os.ReadDir(dir)
-	if err == nil && len(entries) == 0 {
+	if err == nil && (len(entries) == 0 || len(entries) == 1 && entries[0].Name() == "lost+found") {
+		// An empty directory, or a new ext4 volume's (lost+found alone).
 		return "no database at " + path + ": creating a new, empty one (" + from + " names a file in an empty directory)", nil
 	}
 	return "", fmt.Errorf("there is no database at %s, which %s names, and its directory %s holds other files: a mistyped path "+

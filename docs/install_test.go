@@ -115,7 +115,8 @@ func TestReleaseArchiveHoldsWhatTheReadmeNeeds(t *testing.T) {
 			t.Errorf("the binary is not executable: %o", h.Mode)
 		}
 	}
-	want := []string{"opsbot", "README.md", "LICENSE", "opsbot.example.yaml", "testdata/fixtures/github-webhooks/ping/payload.json"}
+	want := []string{"opsbot", "README.md", "LICENSE", "opsbot.example.yaml", "testdata/fixtures/github-webhooks/ping/payload.json",
+		"testdata/fixtures/github-webhooks/LICENSE"}
 	docs, _ := filepath.Glob("*.md")
 	examples, _ := filepath.Glob("examples/*")
 	for _, d := range append(docs, examples...) {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/SemiAnalysisAI/opsbot/app"
@@ -51,6 +52,10 @@ func runConfig(e *env, args []string) error {
 	if !*noEnv {
 		// As serve does: the environment overrides the file's listen and
 		// state_path (the container image sets OPSBOT_LISTEN).
+		stateFrom := ""
+		if v := e.getenv("OPSBOT_STATE_PATH"); v != "" && filepath.Clean(v) != filepath.Clean(cfg.StatePath) {
+			stateFrom = "$OPSBOT_STATE_PATH"
+		}
 		for _, o := range []struct {
 			variable string
 			field    *string
@@ -61,6 +66,10 @@ func runConfig(e *env, args []string) error {
 			}
 		}
 		_, probs = app.Preflight(cfg, e.getenv)
+		// The database serve would refuse to create (serve --init creates it).
+		if _, err := app.NewDatabase(cfg.StatePath, stateFrom, false); err != nil {
+			probs = append(probs, err.Error())
+		}
 	}
 	fmt.Fprintf(e.stdout, "%s:\n", *file)
 	fmt.Fprintf(e.stdout, "  listen:      %s\n  state_path:  %s\n  github:      %s", cfg.Listen, cfg.StatePath, cfg.GitHub.APIURL)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"time"
@@ -74,8 +75,8 @@ func runServe(e *env, args []string) error {
 	if *statePath == "" {
 		*statePath, stateFrom = e.getenv("OPSBOT_STATE_PATH"), "$OPSBOT_STATE_PATH"
 	}
-	if *statePath == "" {
-		stateFrom = "" // the file's own state_path
+	if *statePath == "" || filepath.Clean(*statePath) == filepath.Clean(cfg.StatePath) {
+		stateFrom = "" // the file's own state_path (a variable may name it again: the container image's)
 	}
 	overrides := func(c *config.Config) {
 		if *listen != "" {

@@ -64,3 +64,40 @@ func TestServeCreatesNoDatabaseOnAMistypedState(t *testing.T) {
 	first := startServing(t, writeConfig(t, t.TempDir(), ""), env)
 	mustContain(t, "log", first.Stderr.String(), "creating a new, empty one (the configuration's state_path)")
 }
+
+// A new volume is not a typo: a directory that holds lost+found alone (a
+// new ext4 volume) is empty, and $OPSBOT_STATE_PATH naming the file's own
+// state_path (the container image sets it) is the file's own. config check
+// refuses what serve would refuse, saying to add --init.
+func TestServeCreatesTheDatabaseOnANewVolume(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := writeConfig(t, dir, "")
+	volume := t.TempDir()
+	if err := os.Mkdir(filepath.Join(volume, "lost+found"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(volume, "opsbot.db")
+	env := map[string]string{"TEST_WEBHOOK_SECRET": testSecret, "OPSBOT_STATE_PATH": db}
+	if out, errOut, err := runCLI(t, env, "config", "check", "--config", path); err != nil {
+		t.Fatalf("config check on a new volume: %v\n%s%s", err, out, errOut)
+	}
+	srv := startServing(t, path, func(k string) string { return env[k] })
+	mustContain(t, "log", srv.Stderr.String(), "no database at "+db+": creating a new, empty one")
+	srv.Stop(t)
+
+	// The variable naming the file's own state_path, in a directory that
+	// holds other files (the configuration): created, as the file's own.
+	own := filepath.Join(dir, "opsbot.db")
+	env["OPSBOT_STATE_PATH"] = own
+	srv = startServing(t, path, func(k string) string { return env[k] })
+	mustContain(t, "log", srv.Stderr.String(), "creating a new, empty one (the configuration's state_path)")
+	srv.Stop(t)
+
+	// A typo in the variable: config check says what serve would.
+	env["OPSBOT_STATE_PATH"] = filepath.Join(dir, "opsbto.db")
+	out, _, err := runCLI(t, env, "config", "check", "--config", path)
+	if err == nil || !strings.Contains(out, "which $OPSBOT_STATE_PATH names") || !strings.Contains(out, "add --init") {
+		t.Fatalf("config check with a mistyped $OPSBOT_STATE_PATH: %v\n%s", err, out)
+	}
+}
