@@ -182,10 +182,12 @@ func TestUnfinishedHeadersGiveWayPerAddress(t *testing.T) {
 // proxy is not limited per address, and requests in flight are limited per
 // client address it forwards. X-Forwarded-For from anyone else is ignored.
 func TestTrustedProxyForwardedClients(t *testing.T) {
-	// The body-rate floor is off: the two requests below stay in flight
-	// however slowly a loaded machine runs the test.
+	// The two requests below stay in flight however slowly a loaded
+	// machine runs the test: the body-rate floor is off, and a request
+	// still arriving counts as slow (and gives way to a new connection of
+	// the proxy's) only after a minute, not the default second.
 	w := newWorldWith(t, "http:\n  read_header_timeout: 10s\n  max_connections_per_ip: 2\n  trusted_proxies: [\"127.0.0.2/32\"]\n"+
-		"webhook:\n  min_body_rate: -1\n", "", nil)
+		"  slow_header: 1m\nwebhook:\n  min_body_rate: -1\n", "", nil)
 	// The proxy holds more connections than one address may.
 	for range 3 {
 		openIdle(t, "127.0.0.2", w.Srv.URL)
