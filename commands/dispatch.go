@@ -9,6 +9,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/notices"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
@@ -247,7 +248,11 @@ func PlanCreated(ctx context.Context, env Env, c Comment) (string, plan.Plan, er
 				// Outsiders cannot make opsbot talk: a reaction, no reply, no Slack.
 				s.quiet = true
 				if s.verdict.CheckFailed {
-					s.Reason = "permission could not be checked (GitHub did not answer); not answered: " + quietUnknown
+					why := auth.NoAnswer
+					if errors.Is(s.verdict.Err, ghclient.ErrNoCredentials) {
+						why = "opsbot has no GitHub credentials: GitHub was asked nothing"
+					}
+					s.Reason = "permission could not be checked (" + why + "); not answered: " + quietUnknown
 					break
 				}
 				s.Reason += "; not answered: " + quietDenial

@@ -280,4 +280,19 @@ func TestDryRunWithoutCredentialsAsksGitHubNothing(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz of a dry run without credentials = %d, want 503", resp.StatusCode)
 	}
+	// The audit says why the command was not run: no credentials, not a
+	// GitHub that did not answer.
+	var said bool
+	for _, r := range w.audit() {
+		if r["kind"] == "command" {
+			reason := fmt.Sprint(r["reason"])
+			if strings.Contains(reason, "GitHub did not answer") || !strings.Contains(reason, "opsbot has no GitHub credentials") {
+				t.Errorf("the command's audit reason: %q", reason)
+			}
+			said = true
+		}
+	}
+	if !said {
+		t.Fatalf("the command is not audited: %v", w.audit())
+	}
 }
