@@ -227,14 +227,19 @@ func TestConditionalRequests(t *testing.T) {
 
 func TestRouteTemplate(t *testing.T) {
 	for in, want := range map[string]string{
-		"/repos/o/r/actions/runs/123":                  "/repos/{owner}/{repo}/actions/runs/{id}",
-		"/repos/o/r/collaborators/octocat/permission":  "/repos/{owner}/{repo}/collaborators/{user}/permission",
-		"/api/v3/repos/o/r/issues/5/comments":          "/repos/{owner}/{repo}/issues/{n}/comments",
-		"/repos/o/r/compare/a...b":                     "/repos/{owner}/{repo}/compare/{basehead}",
-		"/orgs/acme/teams/reviewers/memberships/alice": "/orgs/{org}/teams/{slug}/memberships/{user}",
-		"/repos/o/r/issues/comments/9/reactions":       "/repos/{owner}/{repo}/issues/comments/{id}/reactions",
-		"/repos/o/r/statuses/abc":                      "/repos/{owner}/{repo}/statuses/{sha}",
-		"/repos/o/r/something-new/secret-name":         "/repos/{owner}/{repo}/{x}/{x}",
+		"/repos/o/r/actions/runs/123":                    "/repos/{owner}/{repo}/actions/runs/{id}",
+		"/repos/o/r/collaborators/octocat/permission":    "/repos/{owner}/{repo}/collaborators/{user}/permission",
+		"/api/v3/repos/o/r/issues/5/comments":            "/repos/{owner}/{repo}/issues/{n}/comments",
+		"/repos/o/r/compare/a...b":                       "/repos/{owner}/{repo}/compare/{basehead}",
+		"/orgs/acme/teams/reviewers/memberships/alice":   "/orgs/{org}/teams/{slug}/memberships/{user}",
+		"/repos/o/r/issues/comments/9/reactions":         "/repos/{owner}/{repo}/issues/comments/{id}/reactions",
+		"/repos/o/r/statuses/abc":                        "/repos/{owner}/{repo}/statuses/{sha}",
+		"/repos/o/r/something-new/secret-name":           "/repos/{owner}/{repo}/{x}/{x}",
+		"/repos/o/r/contents/docs/a/perf-changelog.yaml": "/repos/{owner}/{repo}/contents/{path}",
+		"/repos/o/r/git/refs/heads/feature/x":            "/repos/{owner}/{repo}/git/refs/{path}",
+		"/repos/o/r/git/trees/abc":                       "/repos/{owner}/{repo}/git/trees/{sha}",
+		"/repos/o/r/git/commits":                         "/repos/{owner}/{repo}/git/commits",
+		"/repos/o/r/git/commits/abc":                     "/repos/{owner}/{repo}/git/commits/{sha}",
 	} {
 		if got := RouteTemplate(in); got != want {
 			t.Errorf("RouteTemplate(%q) = %q, want %q", in, got, want)

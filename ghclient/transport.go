@@ -339,7 +339,7 @@ var afterName = map[string]string{
 	"collaborators": "{user}", "memberships": "{user}", "runs": "{id}", "pulls": "{n}", "issues": "{n}",
 	"comments": "{id}", "workflows": "{file}", "installations": "{id}", "compare": "{basehead}",
 	"statuses": "{sha}", "commits": "{sha}", "teams": "{slug}", "orgs": "{org}", "artifacts": "{id}",
-	"attempts": "{n}", "jobs": "{id}", "users": "{user}",
+	"attempts": "{n}", "jobs": "{id}", "users": "{user}", "trees": "{sha}", "branches": "{branch}",
 }
 
 // RouteTemplate turns a request path into its route template, so metrics
@@ -357,6 +357,9 @@ func RouteTemplate(path string) string {
 		case s == "repos" && i+2 < len(segs)+1:
 			out = append(out, "repos", "{owner}", "{repo}")
 			i += 2
+		case (s == "contents" || s == "refs") && i+1 < len(segs):
+			// A file's path, or a ref's name: one label however deep.
+			return "/" + strings.Join(append(out, s, "{path}"), "/")
 		case afterName[s] != "":
 			out = append(out, s)
 			if i+1 < len(segs) && afterName[segs[i+1]] == "" && !knownWord[segs[i+1]] {
@@ -374,5 +377,5 @@ func RouteTemplate(path string) string {
 
 var knownWord = map[string]bool{
 	"permission": true, "actions": true, "reactions": true, "dispatches": true, "access_tokens": true,
-	"app": true, "timeline": true, "rate_limit": true, "user": true,
+	"app": true, "timeline": true, "rate_limit": true, "user": true, "git": true,
 }

@@ -488,6 +488,11 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("GET /repos/{owner}/{repo}/commits/{ref}/status", f.combinedStatus)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/check-suites", f.listCheckSuites)
 	add("GET /repos/{owner}/{repo}/git/commits/{sha}", f.gitCommit)
+	add("GET /repos/{owner}/{repo}/contents/{path...}", f.contents)
+	add("GET /repos/{owner}/{repo}/git/trees/{sha}", f.getTree)
+	add("POST /repos/{owner}/{repo}/git/trees", f.createTree)
+	add("POST /repos/{owner}/{repo}/git/commits", f.createCommit)
+	add("PATCH /repos/{owner}/{repo}/git/refs/{ref...}", f.moveBranch)
 	add("GET /repos/{owner}/{repo}/branches/{branch}", f.branch)
 	// Three GET routes share one shape; one handler tells them apart.
 	issueGets := map[string]handler{

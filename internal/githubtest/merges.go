@@ -262,6 +262,19 @@ func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 		}
 	}
 	parent, ok := repo.parents[sha]
+	if gc, inGit := repo.gitDB().commits[sha]; inGit && !ok {
+		// Known by its content alone (a base's tip a test gave content).
+		parents := []map[string]string{}
+		for _, p := range gc.parents {
+			parents = append(parents, map[string]string{"sha": p})
+		}
+		committer := map[string]string{"name": "A Contributor", "email": "contributor@example.com"}
+		if gc.signed {
+			committer = map[string]string{"name": "GitHub", "email": "noreply@github.com"}
+		}
+		return http.StatusOK, map[string]any{"sha": sha, "parents": parents, "tree": map[string]string{"sha": gc.tree}, "committer": committer,
+			"verification": map[string]any{"verified": gc.signed}}
+	}
 	if !ok {
 		return http.StatusNotFound, notFound()
 	}
@@ -284,6 +297,8 @@ func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 	}
 	if t := repo.trees[sha]; t != "" {
 		tree = t
+	} else if gc, inGit := repo.gitDB().commits[sha]; inGit {
+		tree = gc.tree // a commit a test gave content: its real tree
 	}
 	return http.StatusOK, map[string]any{"sha": sha, "parents": parents, "tree": map[string]string{"sha": tree}, "committer": committer,
 		"verification": verification}

@@ -116,6 +116,12 @@ func (f *Fake) compare(w http.ResponseWriter, r *http.Request, repo *Repo) (int,
 	if !ok {
 		return http.StatusNotFound, notFound()
 	}
+	if out, ok := repo.gitDB().compareGit(base, head); ok {
+		if _, found := out["message"]; found {
+			return http.StatusNotFound, out
+		}
+		return http.StatusOK, out
+	}
 	known := func(c string) bool { _, ok := repo.parents[c]; return ok || isBase(repo, c) }
 	onBase := map[string]bool{} // the commits of base: a commit's ancestors, or the default branch's
 	if base == repo.DefaultBranch {

@@ -31,6 +31,8 @@ type Repo struct {
 	// dropDispatches are dispatches whose answer is lost.
 	noRunDetails   bool
 	dropDispatches int
+	// git is the Git database: the content of commits (gitdata.go).
+	git *gitStore
 }
 
 // AddUser registers an account. kind is "User" or "Bot". Adding a login

@@ -1,0 +1,174 @@
+package ghclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+)
+
+// Change is a file a commit changed since a merge base: its name, the
+// name it had (a rename), how (added, modified, removed, renamed, …) and
+// its blob.
+type Change struct {
+	Name, Previous, Status, SHA string
+}
+
+// Changes are what base...head says: the merge base of the two, and the
+// files head changed since it.
+type Changes struct {
+	MergeBase string
+	Files     []Change
+	// Complete is false when GitHub cut the list (300 files).
+	Complete bool
+}
+
+// Changes reads base...head: the merge base and the files head changed
+// since it.
+func (c *Client) Changes(ctx context.Context, repo, base, head string) (Changes, error) {
+	o, r := split(repo)
+	cmp, resp, err := c.gh.Repositories.CompareCommits(ctx, o, r, base, head, &github.ListOptions{PerPage: 100})
+	if err := wrap(fmt.Sprintf("comparing %s...%s", mdtext.ShortSHA(base), mdtext.ShortSHA(head)), resp, err); err != nil {
+		return Changes{}, err
+	}
+	out := Changes{MergeBase: cmp.GetMergeBaseCommit().GetSHA(), Complete: len(cmp.Files) < 300}
+	for _, f := range cmp.Files {
+		out.Files = append(out.Files, Change{Name: f.GetFilename(), Previous: f.GetPreviousFilename(), Status: f.GetStatus(), SHA: f.GetSHA()})
+	}
+	return out, nil
+}
+
+// ErrNotAFile is a path that is no file one can read whole through the
+// contents API (a directory, a submodule, or a file over 1 MB).
+var ErrNotAFile = errors.New("ghclient: not a file the contents API gives whole")
+
+// FileAt reads a file as it is at ref. ErrNotFound: no such file there.
+func (c *Client) FileAt(ctx context.Context, repo, path, ref string) ([]byte, error) {
+	o, r := split(repo)
+	f, _, resp, err := c.gh.Repositories.GetContents(ctx, o, r, path, &github.RepositoryContentGetOptions{Ref: ref})
+	if err := wrap(fmt.Sprintf("reading %s at %s", path, mdtext.ShortSHA(ref)), resp, err); err != nil {
+		return nil, err
+	}
+	if f == nil || f.GetType() != "file" || f.GetEncoding() != "base64" {
+		return nil, fmt.Errorf("reading %s at %s: %w", path, mdtext.ShortSHA(ref), ErrNotAFile)
+	}
+	text, err := f.GetContent()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s at %s: %w", path, mdtext.ShortSHA(ref), err)
+	}
+	return []byte(text), nil
+}
+
+// TreeEntry is a path of a tree: its mode (100644, 100755, 120000, …),
+// its type (blob, commit for a submodule) and its object.
+type TreeEntry struct {
+	Mode, Type, SHA string
+}
+
+// Tree reads every path of a tree (or a commit's tree). A tree GitHub
+// cuts (over 100,000 entries) is an error: a partial tree would name
+// files as absent that are not.
+func (c *Client) Tree(ctx context.Context, repo, sha string) (map[string]TreeEntry, error) {
+	o, r := split(repo)
+	t, resp, err := c.gh.Git.GetTree(ctx, o, r, sha, true)
+	if err := wrap("reading the tree of "+mdtext.ShortSHA(sha), resp, err); err != nil {
+		return nil, err
+	}
+	if t.GetTruncated() {
+		return nil, fmt.Errorf("reading the tree of %s: GitHub cut it (too many files)", mdtext.ShortSHA(sha))
+	}
+	out := make(map[string]TreeEntry, len(t.Entries))
+	for _, e := range t.Entries {
+		if e.GetType() == "tree" {
+			continue
+		}
+		out[e.GetPath()] = TreeEntry{Mode: e.GetMode(), Type: e.GetType(), SHA: e.GetSHA()}
+	}
+	return out, nil
+}
+
+// TreeChange is one path of a new tree: its mode and type with its
+// object (SHA) or its new content, or removed.
+type TreeChange struct {
+	Path, Mode, Type, SHA string
+	Content               *string
+	Remove                bool
+}
+
+// dryRunRefusal is every Git database write of a dry run.
+var dryRunRefusal = &Refusal{Message: "opsbot runs with --dry-run and writes nothing to GitHub"}
+
+// CreateTree makes a tree: base's paths with changes. Nothing points at
+// it: making one again is harmless.
+func (c *Client) CreateTree(ctx context.Context, repo, base string, changes []TreeChange) (string, error) {
+	if c.dryRun {
+		return "", dryRunRefusal
+	}
+	entries := make([]*github.TreeEntry, 0, len(changes))
+	for _, ch := range changes {
+		e := &github.TreeEntry{Path: github.String(ch.Path), Mode: github.String(ch.Mode), Type: github.String(ch.Type)}
+		switch {
+		case ch.Remove: // sha null: removed
+		case ch.Content != nil:
+			e.Content = ch.Content
+		default:
+			e.SHA = github.String(ch.SHA)
+		}
+		entries = append(entries, e)
+	}
+	o, r := split(repo)
+	t, resp, err := c.gh.Git.CreateTree(ctx, o, r, base, entries)
+	if err := refusal("making a tree", resp, err); err != nil {
+		return "", err
+	}
+	return t.GetSHA(), nil
+}
+
+// CreateCommit makes a commit of tree with parents, naming no author or
+// committer: GitHub makes it as opsbot's account and signs it. Nothing
+// points at it: making one again is harmless.
+func (c *Client) CreateCommit(ctx context.Context, repo, message, tree string, parents []string) (string, error) {
+	if c.dryRun {
+		return "", dryRunRefusal
+	}
+	ps := make([]*github.Commit, 0, len(parents))
+	for _, p := range parents {
+		ps = append(ps, &github.Commit{SHA: github.String(p)})
+	}
+	o, r := split(repo)
+	cm, resp, err := c.gh.Git.CreateCommit(ctx, o, r, &github.Commit{Message: github.String(message), Tree: &github.Tree{SHA: github.String(tree)},
+		Parents: ps}, nil)
+	if err := refusal("making a commit", resp, err); err != nil {
+		return "", err
+	}
+	return cm.GetSHA(), nil
+}
+
+// MoveBranch moves branch to sha, never forced: GitHub refuses (a
+// Refusal, 422) unless the branch's commit is an ancestor of sha, so a
+// push since the branch was read wins.
+func (c *Client) MoveBranch(ctx context.Context, repo, branch, sha string) error {
+	if c.dryRun {
+		c.log.Info("dry-run: would move a branch", "repo", repo, "branch", branch, "sha", sha)
+		return dryRunRefusal
+	}
+	// The branch's name is the PR author's: each part escaped, so no name
+	// reaches another path or a query.
+	parts := strings.Split(branch, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	req, err := c.gh.NewRequest(http.MethodPatch, fmt.Sprintf("repos/%s/git/refs/heads/%s", repo, strings.Join(parts, "/")),
+		map[string]any{"sha": sha, "force": false})
+	if err != nil {
+		return err
+	}
+	resp, err := c.gh.Do(ctx, req, nil)
+	return refusal(fmt.Sprintf("moving the branch %s to %s", branch, mdtext.ShortSHA(sha)), resp, err)
+}

@@ -1,0 +1,85 @@
+package ghclient
+
+import (
+	"errors"
+	"testing"
+)
+
+// The Git database as the conflict merge uses it: what a PR and its base
+// changed since their merge base, files and trees read, a tree and a
+// commit made, and the branch moved only forward.
+func TestGitDatabase(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.AddPR(repo, 7, "octocat", "feature/x?force=true", "b0", []string{"h1"})
+	f.GitCommit(repo, "b0", nil, map[string]string{"log.yaml": "a\n", "keep.txt": "k\n", "gone.txt": "g\n"})
+	f.GitCommit(repo, "h1", []string{"b0"}, map[string]string{"log.yaml": "a\npr\n", "keep.txt": "k\n", "gone.txt": "g\n", "new.txt": "n\n"})
+	f.GitCommit(repo, "m1", []string{"b0"}, map[string]string{"log.yaml": "a\nmain\n", "keep.txt": "k\n"})
+	ctx := t.Context()
+
+	ch, err := c.Changes(ctx, repo, "m1", "h1")
+	if err != nil || ch.MergeBase != "b0" || !ch.Complete || len(ch.Files) != 2 || ch.Files[0].Name != "log.yaml" || ch.Files[1].Name != "new.txt" ||
+		ch.Files[1].Status != "added" {
+		t.Fatalf("Changes(m1...h1) = %+v, %v", ch, err)
+	}
+	main, err := c.Changes(ctx, repo, "h1", "m1")
+	if err != nil || len(main.Files) != 2 || main.Files[0].Name != "gone.txt" || main.Files[0].Status != "removed" {
+		t.Fatalf("Changes(h1...m1) = %+v, %v", main, err)
+	}
+	if b, err := c.FileAt(ctx, repo, "log.yaml", "m1"); err != nil || string(b) != "a\nmain\n" {
+		t.Fatalf("FileAt = %q, %v", b, err)
+	}
+	if _, err := c.FileAt(ctx, repo, "missing.yaml", "m1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("FileAt(a missing file) = %v, want ErrNotFound", err)
+	}
+	tip, err := c.CommitInfo(ctx, repo, "m1")
+	if err != nil || tip.Tree == "" {
+		t.Fatalf("CommitInfo(m1) = %+v, %v", tip, err)
+	}
+	head, err := c.Tree(ctx, repo, "h1")
+	if err != nil || head["new.txt"].Mode != "100644" || head["new.txt"].SHA == "" {
+		t.Fatalf("Tree(h1) = %+v, %v", head, err)
+	}
+	merged := "a\nmain\npr\n"
+	tree, err := c.CreateTree(ctx, repo, tip.Tree, []TreeChange{
+		{Path: "new.txt", Mode: "100644", Type: "blob", SHA: head["new.txt"].SHA},
+		{Path: "log.yaml", Mode: "100644", Type: "blob", Content: &merged},
+		{Path: "keep.txt", Mode: "100644", Type: "blob", Remove: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, err := c.CreateCommit(ctx, repo, "Merge main into feature/x", tree, []string{"h1", "m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.GitFiles(repo, commit); len(got) != 2 || got["log.yaml"] != merged || got["new.txt"] != "n\n" {
+		t.Fatalf("the commit made holds %v", got)
+	}
+	made, err := c.CommitInfo(ctx, repo, commit)
+	if err != nil || made.Tree != tree || len(made.Parents) != 2 || made.Parents[0] != "h1" || made.Parents[1] != "m1" {
+		t.Fatalf("CommitInfo(the commit made) = %+v, %v", made, err)
+	}
+	// Not a fast-forward of the branch: refused, the branch stays.
+	if err := c.MoveBranch(ctx, repo, "feature/x?force=true", "m1"); !isRefusal(err, 422) {
+		t.Fatalf("MoveBranch to a commit that does not follow the head = %v, want a 422 refusal", err)
+	}
+	if err := c.MoveBranch(ctx, repo, "feature/x?force=true", commit); err != nil {
+		t.Fatal(err)
+	}
+	if h := f.PRHead(repo, 7); h != commit {
+		t.Fatalf("the PR's head is %s, want the commit made %s", h, commit)
+	}
+	if info, err := c.CommitInfo(ctx, repo, commit); err != nil || !info.ByGitHub {
+		t.Fatalf("the commit made, as the branch's head: %+v, %v; want it signed by GitHub", info, err)
+	}
+	// A dry run makes nothing.
+	_, dry, _, _ := setup(t, func(o *Options) { o.DryRun = true })
+	if _, err := dry.CreateCommit(ctx, repo, "m", tree, []string{"h1"}); !isRefusal(err, 0) {
+		t.Fatalf("a dry run's CreateCommit = %v", err)
+	}
+}
+
+func isRefusal(err error, status int) bool {
+	var r *Refusal
+	return errors.As(err, &r) && r.Status == status
+}

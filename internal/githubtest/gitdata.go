@@ -1,0 +1,357 @@
+package githubtest
+
+import (
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+)
+
+// The fake's Git database: the content of the commits a test gives it
+// (GitCommit), and what the Git database API makes (blobs, trees, commits,
+// a branch moved), as GitHub answers them. A commit the test gave no
+// content has none here: the rest of the fake knows it by name alone.
+
+// gitEntry is a file in a tree: its mode and its blob.
+type gitEntry struct{ Mode, SHA string }
+
+type gitObject struct {
+	tree    string
+	parents []string
+	message string
+	signed  bool // made through the API with no author given: GitHub signs it
+}
+
+type gitStore struct {
+	blobs   map[string]string
+	trees   map[string]map[string]gitEntry
+	commits map[string]gitObject
+}
+
+func (repo *Repo) gitDB() *gitStore {
+	if repo.git == nil {
+		repo.git = &gitStore{blobs: map[string]string{}, trees: map[string]map[string]gitEntry{}, commits: map[string]gitObject{}}
+	}
+	return repo.git
+}
+
+func blobSHA(content string) string {
+	sum := sha1.Sum(fmt.Appendf(nil, "blob %d\x00%s", len(content), content))
+	return hex.EncodeToString(sum[:])
+}
+
+// putTree stores a tree and returns its name: a sum of its sorted entries.
+func (g *gitStore) putTree(files map[string]gitEntry) string {
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var b strings.Builder
+	for _, p := range paths {
+		fmt.Fprintf(&b, "%s %s %s\n", files[p].Mode, p, files[p].SHA)
+	}
+	sum := sha1.Sum([]byte("tree\x00" + b.String()))
+	sha := hex.EncodeToString(sum[:])
+	g.trees[sha] = files
+	return sha
+}
+
+// GitCommit gives commit sha of repo its content: its parents and its
+// files (path to content, mode 100644), as the Git database reads them.
+func (f *Fake) GitCommit(repo, sha string, parents []string, files map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := f.repos[strings.ToLower(repo)].gitDB()
+	entries := map[string]gitEntry{}
+	for p, c := range files {
+		s := blobSHA(c)
+		g.blobs[s] = c
+		entries[p] = gitEntry{Mode: "100644", SHA: s}
+	}
+	g.commits[sha] = gitObject{tree: g.putTree(entries), parents: parents}
+}
+
+// GitFiles are the files of commit sha as the Git database holds them
+// (nil: a commit without content here).
+func (f *Fake) GitFiles(repo, sha string) map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := f.repos[strings.ToLower(repo)].gitDB()
+	c, ok := g.commits[sha]
+	if !ok {
+		return nil
+	}
+	out := map[string]string{}
+	for p, e := range g.trees[c.tree] {
+		out[p] = g.blobs[e.SHA]
+	}
+	return out
+}
+
+// GitMadeCommits are the commits the Git database API made, in no order.
+func (f *Fake) GitMadeCommits(repo string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for sha, c := range f.repos[strings.ToLower(repo)].gitDB().commits {
+		if c.signed {
+			out = append(out, sha)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ancestors are c and its ancestors in the Git database, nearest first
+// (breadth first).
+func (g *gitStore) ancestors(c string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for queue := []string{c}; len(queue) > 0; queue = queue[1:] {
+		x := queue[0]
+		if seen[x] {
+			continue
+		}
+		seen[x] = true
+		out = append(out, x)
+		queue = append(queue, g.commits[x].parents...)
+	}
+	return out
+}
+
+// compareGit answers base...head from the Git database when it holds both:
+// the merge base, and the files head changed since it, as GitHub lists
+// them (filename, status, sha).
+func (g *gitStore) compareGit(base, head string) (map[string]any, bool) {
+	if _, ok := g.commits[base]; !ok {
+		return nil, false
+	}
+	if _, ok := g.commits[head]; !ok {
+		return nil, false
+	}
+	onBase := map[string]bool{}
+	for _, c := range g.ancestors(base) {
+		onBase[c] = true
+	}
+	mergeBase, ahead := "", 0
+	for i, c := range g.ancestors(head) {
+		if onBase[c] {
+			mergeBase, ahead = c, i
+			break
+		}
+	}
+	if mergeBase == "" {
+		return map[string]any{"message": "No common ancestor"}, true
+	}
+	behind := 0
+	for i, c := range g.ancestors(base) {
+		if c == mergeBase {
+			behind = i
+			break
+		}
+	}
+	status := "diverged"
+	switch {
+	case ahead == 0 && behind == 0:
+		status = "identical"
+	case behind == 0:
+		status = "ahead"
+	case ahead == 0:
+		status = "behind"
+	}
+	from, to := g.trees[g.commits[mergeBase].tree], g.trees[g.commits[head].tree]
+	var files []map[string]any
+	for p, e := range to {
+		old, had := from[p]
+		switch {
+		case !had:
+			files = append(files, map[string]any{"filename": p, "status": "added", "sha": e.SHA})
+		case old != e:
+			files = append(files, map[string]any{"filename": p, "status": "modified", "sha": e.SHA})
+		}
+	}
+	for p, e := range from {
+		if _, ok := to[p]; !ok {
+			files = append(files, map[string]any{"filename": p, "status": "removed", "sha": e.SHA})
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i]["filename"].(string) < files[j]["filename"].(string) })
+	return map[string]any{"status": status, "ahead_by": ahead, "behind_by": behind, "total_commits": ahead,
+		"merge_base_commit": map[string]any{"sha": mergeBase}, "files": files, "commits": []any{}}, true
+}
+
+// contents is a file at a ref: its content, base64 as GitHub encodes it.
+func (f *Fake) contents(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	g := repo.gitDB()
+	c, ok := g.commits[r.URL.Query().Get("ref")]
+	if !ok {
+		return http.StatusNotFound, notFound()
+	}
+	path := r.PathValue("path")
+	e, ok := g.trees[c.tree][path]
+	if !ok {
+		return http.StatusNotFound, notFound()
+	}
+	content := g.blobs[e.SHA]
+	return http.StatusOK, map[string]any{"type": "file", "path": path, "sha": e.SHA, "size": len(content),
+		"encoding": "base64", "content": base64.StdEncoding.EncodeToString([]byte(content))}
+}
+
+// getTree is a tree, every entry (recursive).
+func (f *Fake) getTree(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	g := repo.gitDB()
+	sha := r.PathValue("sha")
+	t, ok := g.trees[sha]
+	if !ok {
+		if c, isCommit := g.commits[sha]; isCommit {
+			t, ok, sha = g.trees[c.tree], true, c.tree
+		}
+	}
+	if !ok {
+		return http.StatusNotFound, notFound()
+	}
+	entries := []map[string]any{}
+	for p, e := range t {
+		entries = append(entries, map[string]any{"path": p, "mode": e.Mode, "type": "blob", "sha": e.SHA})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i]["path"].(string) < entries[j]["path"].(string) })
+	return http.StatusOK, map[string]any{"sha": sha, "tree": entries, "truncated": false}
+}
+
+// createTree makes a tree from base_tree and changes: a path with content
+// (a new blob), with a blob's sha, or with sha null (removed).
+func (f *Fake) createTree(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	var in struct {
+		BaseTree string `json:"base_tree"`
+		Tree     []struct {
+			Path    string  `json:"path"`
+			Mode    string  `json:"mode"`
+			Type    string  `json:"type"`
+			SHA     *string `json:"sha"`
+			Content *string `json:"content"`
+		} `json:"tree"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		return http.StatusBadRequest, map[string]string{"message": "Problems parsing JSON"}
+	}
+	g := repo.gitDB()
+	files := map[string]gitEntry{}
+	if in.BaseTree != "" {
+		base, ok := g.trees[in.BaseTree]
+		if !ok {
+			return http.StatusUnprocessableEntity, map[string]string{"message": "base_tree is not a valid tree oid"}
+		}
+		for p, e := range base {
+			files[p] = e
+		}
+	}
+	for _, e := range in.Tree {
+		switch {
+		case e.Content != nil:
+			s := blobSHA(*e.Content)
+			g.blobs[s] = *e.Content
+			files[e.Path] = gitEntry{Mode: e.Mode, SHA: s}
+		case e.SHA != nil:
+			if _, ok := g.blobs[*e.SHA]; !ok {
+				return http.StatusUnprocessableEntity, map[string]string{"message": "tree.sha " + *e.SHA + " is not a valid blob"}
+			}
+			files[e.Path] = gitEntry{Mode: e.Mode, SHA: *e.SHA}
+		default:
+			if in.BaseTree == "" {
+				return http.StatusUnprocessableEntity, map[string]string{"message": "Must supply base_tree to delete " + e.Path}
+			}
+			delete(files, e.Path)
+		}
+	}
+	return http.StatusCreated, map[string]any{"sha": g.putTree(files), "truncated": false}
+}
+
+// createCommit makes a commit of a tree with parents. Without an author
+// or committer given, GitHub signs it and names itself its committer.
+func (f *Fake) createCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	var in struct {
+		Message string          `json:"message"`
+		Tree    string          `json:"tree"`
+		Parents []string        `json:"parents"`
+		Author  json.RawMessage `json:"author"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		return http.StatusBadRequest, map[string]string{"message": "Problems parsing JSON"}
+	}
+	g := repo.gitDB()
+	if _, ok := g.trees[in.Tree]; !ok {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Tree SHA does not exist"}
+	}
+	for _, p := range in.Parents {
+		if _, ok := g.commits[p]; !ok {
+			return http.StatusUnprocessableEntity, map[string]string{"message": "Parent SHA does not exist or is not a commit object"}
+		}
+	}
+	sum := sha1.Sum([]byte(fmt.Sprintf("commit\x00%s\x00%s\x00%s\x00%d", in.Tree, strings.Join(in.Parents, ","), in.Message, len(g.commits))))
+	sha := hex.EncodeToString(sum[:])
+	signed := len(in.Author) == 0 || string(in.Author) == "null"
+	g.commits[sha] = gitObject{tree: in.Tree, parents: in.Parents, message: in.Message, signed: signed}
+	return http.StatusCreated, map[string]any{"sha": sha, "tree": map[string]string{"sha": in.Tree}, "message": in.Message,
+		"verification": map[string]any{"verified": signed}}
+}
+
+// moveBranch moves a PR's branch to a commit the Git database made, as
+// PATCH git/refs does without force: only when the branch's commit is the
+// new one's first parent (a fast-forward); the PR's head is then it.
+func (f *Fake) moveBranch(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	var in struct {
+		SHA   string `json:"sha"`
+		Force bool   `json:"force"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		return http.StatusBadRequest, map[string]string{"message": "Problems parsing JSON"}
+	}
+	branch := strings.TrimPrefix(r.PathValue("ref"), "heads/")
+	var p *PR
+	for _, x := range repo.PRs {
+		if x.Branch == branch && x.HeadRepo == "" && x.State == "open" {
+			p = x
+		}
+	}
+	if p == nil {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Reference does not exist"}
+	}
+	g := repo.gitDB()
+	c, ok := g.commits[in.SHA]
+	if !ok {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Object does not exist"}
+	}
+	if !in.Force && (len(c.parents) == 0 || c.parents[0] != p.Head()) {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Update is not a fast forward"}
+	}
+	// The rest of the fake knows it as a merge of its second parent into
+	// the head, signed by GitHub, bringing the files that differ.
+	from, to := g.trees[g.commits[p.Head()].tree], g.trees[c.tree]
+	var changed []string
+	for path, e := range to {
+		if from[path] != e {
+			changed = append(changed, path)
+		}
+	}
+	for path := range from {
+		if _, ok := to[path]; !ok {
+			changed = append(changed, path)
+		}
+	}
+	sort.Strings(changed)
+	repo.chain(p.Head(), []string{in.SHA}, [][]string{changed})
+	if len(c.parents) > 1 {
+		repo.extraParent[in.SHA] = c.parents[1]
+		repo.fromDefault[in.SHA] = c.parents[1] == repo.branchTip(p)
+	}
+	repo.byGitHub[in.SHA] = c.signed
+	repo.trees[in.SHA] = c.tree
+	p.Commits = append(p.Commits, in.SHA)
+	p.UpdateConflict, p.Behind = false, false
+	return http.StatusOK, map[string]any{"ref": "refs/heads/" + branch, "object": map[string]string{"sha": in.SHA, "type": "commit"}}
+}
