@@ -65,6 +65,14 @@ type GitHub interface {
 	HeadChecks(ctx context.Context, repo, sha string) ([]ghclient.Check, error)
 	CommitInfo(ctx context.Context, repo, sha string) (ghclient.Commit, error)
 	BranchHead(ctx context.Context, repo, branch string) (string, error)
+	// The conflict merge's (conflict.go): reads, objects nothing points
+	// at, and the branch moved forward.
+	Changes(ctx context.Context, repo, base, head string) (ghclient.Changes, error)
+	FileAt(ctx context.Context, repo, path, ref string) ([]byte, error)
+	Tree(ctx context.Context, repo, sha string) (map[string]ghclient.TreeEntry, error)
+	CreateTree(ctx context.Context, repo, base string, changes []ghclient.TreeChange) (string, error)
+	CreateCommit(ctx context.Context, repo, message, tree string, parents []string) (string, error)
+	MoveBranch(ctx context.Context, repo, branch, sha string) error
 }
 
 // Pinner pins a run as /reuse-sweep-run does (reuse.Handler).
@@ -117,6 +125,14 @@ type Data struct {
 	UpdateAsked time.Time `json:"update_asked,omitzero"`
 	// UpdateBase is the base's tip the update merges, as the pin records it.
 	UpdateBase string `json:"update_base,omitempty"`
+	// Built is the merge opsbot made of a branch that conflicted with its
+	// base (conflict.go), for the head BuiltFor, with the tree BuiltTree,
+	// merging BuiltFiles by the append-only rule; the update's mark and
+	// base are its too.
+	Built      string   `json:"built,omitempty"`
+	BuiltFor   string   `json:"built_for,omitempty"`
+	BuiltTree  string   `json:"built_tree,omitempty"`
+	BuiltFiles []string `json:"built_files,omitempty"`
 	// PinID is the merge's own pin, read at its first step: only a skip on
 	// it is the update's, and only it lets the head merge.
 	PinID uint64 `json:"pin_id,omitempty"`
@@ -148,7 +164,17 @@ type Settings struct {
 	Method string `yaml:"method"`
 	// ChecksTimeout is how long the merge waits for the head's checks.
 	ChecksTimeout time.Duration `yaml:"checks_timeout"`
+	// AppendOnly are the files (globs) a branch that conflicts with its
+	// base may conflict in and still be merged by opsbot: by the
+	// changelog's append-only rule ([] turns the conflict merge off).
+	AppendOnly []string `yaml:"append_only"`
+	// LinkRepo is the repository the changelog's pr-link names
+	// (https://github.com/LinkRepo/pull/N); "" is the repository itself.
+	LinkRepo string `yaml:"link_repo"`
 }
+
+// DefaultAppendOnly is the benchmark repository's append-only changelog.
+var DefaultAppendOnly = []string{"perf-changelog.yaml"}
 
 // Section is repos[].merge: its type, defaults and checks, beside the
 // handler that reads it (registered by the server's wiring).
@@ -164,6 +190,9 @@ var Section = config.Typed[Settings]{
 		if s.ChecksTimeout == 0 {
 			s.ChecksTimeout = DefaultChecksTimeout
 		}
+		if s.AppendOnly == nil {
+			s.AppendOnly = append([]string(nil), DefaultAppendOnly...)
+		}
 	},
 	Check: func(_ *config.Repo, s *Settings) []config.SectionProblem {
 		var out []config.SectionProblem
@@ -171,6 +200,9 @@ var Section = config.Typed[Settings]{
 		case "squash", "merge", "rebase":
 		default:
 			out = append(out, config.SectionProblem{Key: "method", Message: fmt.Sprintf("%q is not a merge method (squash, merge or rebase)", s.Method)})
+		}
+		if s.LinkRepo != "" && strings.Count(s.LinkRepo, "/") != 1 || strings.ContainsAny(s.LinkRepo, " \t\n?#") {
+			out = append(out, config.SectionProblem{Key: "link_repo", Message: fmt.Sprintf("%q is not OWNER/REPO", s.LinkRepo)})
 		}
 		if s.ChecksTimeout < time.Minute || s.ChecksTimeout > 7*24*time.Hour {
 			out = append(out, config.SectionProblem{Key: "checks_timeout",
@@ -230,13 +262,23 @@ func help(rc *config.Repo) commands.Help {
 			{Command: "`/merge-with-reuse cancel`", What: "stop this PR's merge", Who: who},
 		},
 		About: "**What a merge with reuse does.** It pins the run as `/reuse-sweep-run` does. If the branch is behind its base, opsbot " +
-			"updates it (GitHub's update-branch, naming the head it read): that push is the one the pin covers, so its sweep is skipped. " +
+			"updates it (GitHub's update-branch, naming the head it read)" + conflictWords(Section.Of(rc).AppendOnly) + ". " +
+			"That push is the one the pin covers, so its sweep is skipped. " +
 			"Then it waits for every check and status on that head and merges exactly that head (" + mdtext.Code(Section.Of(rc).Method) + "). " +
 			"A failed check, a new push by anyone, closing the PR, `/merge-with-reuse cancel` or " + commands.Span(Section.Of(rc).ChecksTimeout) +
 			" without green checks stops it; a cancelled check does not count as failed. It never bypasses branch protection: " +
 			"a missing review or required check stops it, said why. One comment on the PR shows each step.\n\n",
 		Settings: []string{fmt.Sprintf("merges with %s and waits at most %s for the checks", mdtext.Code(Section.Of(rc).Method), commands.Span(Section.Of(rc).ChecksTimeout))},
 	}
+}
+
+// conflictWords says what the help says of a conflicting branch.
+func conflictWords(appendOnly []string) string {
+	if len(appendOnly) == 0 {
+		return ""
+	}
+	return "; if it conflicts with its base only in " + mdtext.CodeList(appendOnly) + ", opsbot merges it by the changelog's append-only rule " +
+		"and pushes that merge"
 }
 
 // Prepare pins the run and starts the PR's merge, or cancels it.
@@ -710,7 +752,7 @@ func (st *stepper) pinned(ctx context.Context, head string) (plan.Plan, string, 
 	case "", "unknown":
 		return st.wait(StepPinned, "⏳ GitHub is still working out whether the branch can be merged", "merge-waiting-mergeable")
 	case "dirty":
-		return st.stopped("conflict", "the branch has conflicts with its base: resolve them by hand")
+		return st.conflicted(ctx, head)
 	case "draft":
 		return st.stopped("draft", "the PR is a draft")
 	case "behind":

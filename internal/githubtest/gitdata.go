@@ -355,3 +355,10 @@ func (f *Fake) moveBranch(w http.ResponseWriter, r *http.Request, repo *Repo) (i
 	p.UpdateConflict, p.Behind = false, false
 	return http.StatusOK, map[string]any{"ref": "refs/heads/" + branch, "object": map[string]string{"sha": in.SHA, "type": "commit"}}
 }
+
+// SetBranchTip points branch at sha (the base's tip a PR merges into).
+func (f *Fake) SetBranchTip(repo, branch, sha string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(repo)].BranchTips[branch] = sha
+}

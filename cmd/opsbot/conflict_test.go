@@ -1,0 +1,244 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/app"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+const routeMoveBranch = "PATCH /repos/{owner}/{repo}/git/refs/{ref...}"
+
+// entry is a changelog entry as the benchmark repository writes one.
+func entry(key, link string) string {
+	return fmt.Sprintf("- config-keys:\n    - %s\n  description:\n    - \"Update %s\"\n  pr-link: %s\n", key, key, link)
+}
+
+const mainTip = "ma1ma1ma1ma1ma1ma1ma1ma1ma1ma1ma1ma1ma1m"
+
+// conflictWorld is a merge world whose PR and default branch both
+// appended to the changelog since the PR's base (so update-branch cannot
+// merge them): the PR also changed its benchmark script, the default
+// branch its README. more are files both sides changed besides.
+func conflictWorld(t *testing.T, clock *movingClock, more map[string][2]string) *world {
+	t.Helper()
+	w := mergeWorld(t, "    main_sweeps: false\n", clock)
+	link := func(n int) string { return fmt.Sprintf("https://github.com/%s/pull/%d", theRepo, n) }
+	base := entry("base-config", link(1))
+	files := func(side int) map[string]string {
+		out := map[string]string{"README.md": "readme\n", "benchmarks/kimi.sh": "run\n"}
+		switch side {
+		case 1: // the PR
+			out["perf-changelog.yaml"] = base + "\n" + entry("pr-config", "XXX")
+			out["benchmarks/kimi.sh"] = "run faster\n"
+		case 2: // the default branch
+			out["perf-changelog.yaml"] = base + "\n" + entry("main-config", link(41))
+			out["README.md"] = "readme, newer\n"
+		default:
+			out["perf-changelog.yaml"] = base
+		}
+		for name, sides := range more {
+			if side > 0 {
+				out[name] = sides[side-1]
+			} else {
+				out[name] = "the base's\n"
+			}
+		}
+		return out
+	}
+	w.GH.GitCommit(theRepo, sha("b0"), nil, files(0))
+	w.GH.GitCommit(theRepo, sha("c1"), []string{sha("b0")}, files(1))
+	w.GH.GitCommit(theRepo, mainTip, []string{sha("b0")}, files(2))
+	w.GH.SetBranchTip(theRepo, "main", mainTip)
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.UpdateConflict = true })
+	return w
+}
+
+// The changelog conflict, merged on GitHub's side: the branch conflicts
+// with its base only in the append-only changelog, so opsbot makes the
+// merge itself (the base's files, the PR's own changes, the changelog by
+// the append-only rule: main's bytes whole, then the PR's entry linked to
+// the PR), moves the branch to it, and that push, the one the pin covers,
+// skips its sweep; the checks pass and the head merges.
+func TestMergeWithReuseMergesAConflictingChangelog(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	testkit.Eventually(t, "the branch moved", func() bool { return w.GH.Count(routeMoveBranch) == 1 })
+	st := w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	mustContain(t, "status", st, "the branch conflicted with its base in `perf-changelog.yaml`")
+	merged := w.GH.PRHead(theRepo, thePR)
+	if merged == sha("c1") {
+		t.Fatal("the PR's head did not move")
+	}
+	got := w.GH.GitFiles(theRepo, merged)
+	link := func(n int) string { return fmt.Sprintf("https://github.com/%s/pull/%d", theRepo, n) }
+	want := map[string]string{
+		"perf-changelog.yaml": entry("base-config", link(1)) + "\n" + entry("main-config", link(41)) + "\n" + entry("pr-config", link(thePR)),
+		"README.md":           "readme, newer\n",
+		"benchmarks/kimi.sh":  "run faster\n",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the merge holds\n%q\nwant\n%q", got, want)
+	}
+	if n := w.GH.Count(routeUpdateBranch); n != 0 {
+		t.Fatalf("update-branch asked %d times on a conflicting branch", n)
+	}
+	// GitHub sends the push's synchronize: the pin covers it.
+	w.greenChecks(merged)
+	w.SendSync(merged, "")
+	w.PassTime(clock, record.WakeGap)
+	st = w.waitStatus("the merge", "merged")
+	mustContain(t, "status", st, "branch updated to `"+merged[:7]+"`: its sweep is skipped, reusing run [31147925932](", "🎉 merged `"+merged[:7]+"`")
+	if ms := w.GH.Merges(); len(ms) != 1 || ms[0].SHA != merged {
+		t.Fatalf("merges %+v; want one of %s", ms, merged)
+	}
+	var gate []string
+	for _, s := range w.GH.Statuses(theRepo, merged) {
+		if s.Context == "opsbot/sweep-gate" {
+			gate = append(gate, s.Description)
+		}
+	}
+	if len(gate) == 0 || !strings.HasPrefix(gate[len(gate)-1], "skip: reusing run 31147925932") {
+		t.Fatalf("the gate's statuses on the merge opsbot made: %q", gate)
+	}
+}
+
+// What the conflict merge will not do: another file both sides changed
+// stops it, naming the file, and nothing is made or moved; a changelog the
+// rule refuses stops it saying why.
+func TestMergeWithReuseConflictItCannotMerge(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		more map[string][2]string
+		pr   func(w *world)
+		want string
+	}{
+		{"another file", map[string][2]string{"configs/a-master.yaml": {"the PR's\n", "main's\n"}}, nil,
+			"both changed `configs/a-master.yaml`, which is not append-only (`repos[].merge.append_only`): update the branch by hand"},
+		{"a changelog the rule refuses", nil, func(w *world) {
+			// The PR rewrote a historical entry as well as appending.
+			files := w.GH.GitFiles(theRepo, sha("c1"))
+			files["perf-changelog.yaml"] = strings.Replace(files["perf-changelog.yaml"], "Update base-config", "Rewritten", 1)
+			w.GH.GitCommit(theRepo, sha("c1"), []string{sha("b0")}, files)
+		}, "which the append-only rule cannot merge (entry 1 changed; existing entries are immutable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clock := e2e.NewClock()
+			w := conflictWorld(t, clock, c.more)
+			if c.pr != nil {
+				c.pr(w)
+			}
+			w.Comment(maintainer, "/merge-with-reuse 31147925932")
+			st := w.waitStatus("the merge stopped", "⛔ stopped")
+			mustContain(t, "status", st, c.want, "The pin of run [31147925932](", "is revoked")
+			if n := w.GH.Count(routeMoveBranch); n != 0 || len(w.GH.GitMadeCommits(theRepo)) != 0 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
+				t.Fatalf("a conflict opsbot cannot merge made %d commits and moved the branch %d times", len(w.GH.GitMadeCommits(theRepo)), n)
+			}
+		})
+	}
+}
+
+// A push between opsbot's read and its move wins: GitHub refuses to move
+// the branch anything but forward, the merge stops, and the pin is
+// revoked (the next push sweeps).
+func TestMergeWithReuseConflictMergeLosesToAPush(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	w.GH.Inject(routeMoveBranch, githubtest.Fault{Status: 422, Body: `{"message":"Update is not a fast forward"}`})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	mustContain(t, "status", st, "Update is not a fast forward", "a push since opsbot read c1c1c1c wins", "is revoked: the next push sweeps")
+	if h := w.GH.PRHead(theRepo, thePR); h != sha("c1") {
+		t.Fatalf("the branch moved to %s", h)
+	}
+}
+
+// The move's answer lost (the branch moved, GitHub's answer did not come
+// back): opsbot never moves it again; it waits for the push, which its pin
+// covers, and merges.
+func TestMergeWithReuseConflictMergeAnswerLost(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	w.GH.Inject(routeMoveBranch, githubtest.Fault{Lost: true, Status: 502, Times: 1})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the lost answer", "GitHub's answer to the push was lost")
+	merged := w.GH.PRHead(theRepo, thePR)
+	w.PassTime(clock, time.Minute)
+	if n := w.GH.Count(routeMoveBranch); n != 1 {
+		t.Fatalf("the branch was moved %d times", n)
+	}
+	w.greenChecks(merged)
+	w.SendSync(merged, "")
+	w.PassTime(clock, record.WakeGap)
+	w.waitStatus("the merge", "🎉 merged `"+merged[:7]+"`")
+}
+
+// A restart between the mark and the move: the new process does not know
+// whether the branch moved, so it never moves it; it waits for the push,
+// and gives up (pin revoked) when none comes.
+func TestMergeWithReuseConflictMergeAfterARestart(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }
+	w := conflictWorld(t, clock, nil)
+	// The move is held, unanswered, until the test ends: the mark is
+	// written, and the process stops while the move is under way.
+	arrived, release := w.GH.Hold(routeMoveBranch)
+	t.Cleanup(release)
+	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse 31147925932")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, "")) // its worker is held
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the branch was never asked to move")
+	}
+	w.Srv.Stop(t)
+	w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, deps)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(w.Srv.Stderr.String())
+		}
+	})
+	w.PassTime(clock, time.Minute)
+	w.waitStatus("waiting for the push", "was about to be pushed when opsbot stopped; waiting for its push")
+	w.PassTime(clock, 11*time.Minute)
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	mustContain(t, "status", st, "is revoked")
+	// The new process never asked: a move it asked would be held too, and
+	// its worker would never have stopped the merge.
+	if log := w.Srv.Stderr.String(); strings.Contains(log, `"outcome":"merge-conflict-pushed"`) || strings.Contains(log, `"outcome":"merge-conflict-unanswered"`) {
+		t.Fatalf("the process after the restart moved the branch:\n%s", log)
+	}
+}
+
+// A fork's branch is not opsbot's to push to: its conflict stops the merge,
+// saying to update it by hand, and nothing is made.
+func TestMergeWithReuseConflictOfAForkIsLeftToItsAuthor(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
+	const forkRun = int64(31200000077)
+	w.GH.AddRun(theRepo, githubtest.Run{ID: forkRun, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
+		HeadSHA: sha("c1"), HeadBranch: "kimi-tune", HeadRepoID: forkRepoID, HeadRepo: forkRepo, Artifacts: resultArtifacts,
+		CreatedAt: time.Now().Add(-time.Hour)})
+	w.Comment(maintainer, fmt.Sprintf("/merge-with-reuse %d", forkRun))
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	mustContain(t, "status", st, "it is a fork's, which opsbot does not push to: update the branch by hand")
+	if len(w.GH.GitMadeCommits(theRepo)) != 0 || w.GH.Count(routeMoveBranch) != 0 {
+		t.Fatal("a fork's conflict made a commit or moved a branch")
+	}
+}

@@ -1,0 +1,257 @@
+package merge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/SemiAnalysisAI/opsbot/changelog"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+)
+
+// conflicted is a branch GitHub cannot update for a conflict. When the
+// only files both the PR and its base changed since their merge base are
+// append-only (repos[].merge.append_only: the changelog), opsbot makes the
+// merge itself: the base's tree with the PR's own changes, and each
+// append-only file merged by the changelog's rule (main's bytes whole, the
+// PR's entries after them). The commit is made (objects nothing points at
+// yet, made again harmlessly), checked (the base compared with it shows
+// exactly the PR's own files), and recorded on the pin with the act's mark
+// (the pin covers that commit alone: its parents and tree); the next step,
+// in this process, moves the branch to it, forward only, so a push since
+// wins. Anything else stops the merge: update the branch by hand.
+func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, string, error) {
+	cur, pr := st.cur, st.pr
+	set := Section.Of(st.rc)
+	byHand := "update the branch by hand, then pin a run again"
+	if len(set.AppendOnly) == 0 {
+		return st.stopped("conflict", "the branch has conflicts with its base: resolve them by hand")
+	}
+	if pr.GetHead().GetRepo().GetID() != pr.GetBase().GetRepo().GetID() {
+		return st.stopped("conflict", "the branch has conflicts with its base, and it is a fork's, which opsbot does not push to: "+byHand)
+	}
+	pin, err := st.pin()
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if pin == nil {
+		return st.stopped("no_pin", "the pin the merge took was revoked or replaced before the branch was updated: a merge now would reuse nothing")
+	}
+	tip, err := st.gh.BranchHead(ctx, cur.Repo, st.data.Base)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	branch := pr.GetHead().GetRef()
+	built := st.data.Built != "" && strings.EqualFold(st.data.BuiltFor, head) && strings.EqualFold(st.data.UpdateBase, tip) &&
+		strings.EqualFold(pin.ExpectBase, tip) && strings.EqualFold(pin.ExpectTree, st.data.BuiltTree)
+	if built && st.h.marks.Fresh(st.data.UpdateMark) && st.now.Sub(st.data.UpdateAsked) <= MarkFresh {
+		return st.moveBranch(ctx, head, branch)
+	}
+	if built && !st.h.marks.Fresh(st.data.UpdateMark) {
+		// Marked before a restart (or tried already): the branch may have
+		// moved. Its push is waited for; it is never moved again.
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("🔀 the branch conflicted with its base: opsbot's merge %s was about to be pushed "+
+			"when opsbot stopped; waiting for its push", mdtext.Code(mdtext.ShortSHA(st.data.Built))))
+		return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-possibly-pushed")
+	}
+
+	prSide, err := st.gh.Changes(ctx, cur.Repo, tip, head)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	baseSide, err := st.gh.Changes(ctx, cur.Repo, head, tip)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if !prSide.Complete || !baseSide.Complete || prSide.MergeBase == "" {
+		return st.stopped("conflict", "the branch has conflicts with its base, and more files changed than opsbot reads (300 a side): "+byHand)
+	}
+	touched := func(ch ghclient.Changes) map[string]bool {
+		out := map[string]bool{}
+		for _, f := range ch.Files {
+			out[f.Name] = true
+			if f.Previous != "" {
+				out[f.Previous] = true
+			}
+		}
+		return out
+	}
+	onBase := touched(baseSide)
+	var both, other []string
+	for name := range touched(prSide) {
+		if !onBase[name] {
+			continue
+		}
+		both = append(both, name)
+		if !runs.MatchAny(set.AppendOnly, name) {
+			other = append(other, name)
+		}
+	}
+	sort.Strings(both)
+	sort.Strings(other)
+	switch {
+	case len(other) > 0:
+		return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base: both changed %s, which %s not append-only "+
+			"(`repos[].merge.append_only`): %s", mdtext.CodeList(other), map[bool]string{true: "is", false: "are"}[len(other) == 1], byHand))
+	case len(both) == 0:
+		return st.stopped("conflict", "the branch has conflicts with its base that no file both changed explains: "+byHand)
+	}
+	headTree, err := st.gh.Tree(ctx, cur.Repo, head)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	var changes []ghclient.TreeChange
+	for _, f := range prSide.Files {
+		if onBase[f.Name] {
+			continue // an append-only file: merged below
+		}
+		if f.Previous != "" {
+			changes = append(changes, ghclient.TreeChange{Path: f.Previous, Mode: "100644", Type: "blob", Remove: true})
+		}
+		if f.Status == "removed" {
+			changes = append(changes, ghclient.TreeChange{Path: f.Name, Mode: "100644", Type: "blob", Remove: true})
+			continue
+		}
+		e, ok := headTree[f.Name]
+		if !ok {
+			return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base, and %s, which the PR changed, is not in its head's tree: %s",
+				mdtext.Code(f.Name), byHand))
+		}
+		changes = append(changes, ghclient.TreeChange{Path: f.Name, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
+	}
+	rule := changelog.Rule{Repo: set.LinkRepo}
+	if rule.Repo == "" {
+		rule.Repo = cur.Repo
+	}
+	for _, name := range both {
+		var sides [3][]byte
+		for i, ref := range []string{prSide.MergeBase, head, tip} {
+			b, err := st.gh.FileAt(ctx, cur.Repo, name, ref)
+			if errors.Is(err, ghclient.ErrNotFound) || errors.Is(err, ghclient.ErrNotAFile) {
+				return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base in %s, which one side added, removed or made "+
+					"too large to read: %s", mdtext.Code(name), byHand))
+			}
+			if err != nil {
+				return plan.Plan{}, "", err
+			}
+			sides[i] = b
+		}
+		merged, err := rule.Resolve(sides[0], sides[1], sides[2], cur.PR)
+		var refused *changelog.Error
+		if errors.As(err, &refused) {
+			return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base in %s, which the append-only rule cannot merge "+
+				"(%s): %s", mdtext.Code(name), mdtext.Text(refused.Reason), byHand))
+		}
+		if err != nil {
+			return plan.Plan{}, "", err
+		}
+		e := headTree[name]
+		if e.Mode == "" {
+			e.Mode, e.Type = "100644", "blob"
+		}
+		content := string(merged)
+		changes = append(changes, ghclient.TreeChange{Path: name, Mode: e.Mode, Type: e.Type, Content: &content})
+	}
+	base, err := st.gh.CommitInfo(ctx, cur.Repo, tip)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	tree, err := st.gh.CreateTree(ctx, cur.Repo, base.Tree, changes)
+	if err == nil {
+		st.data.Built, err = st.gh.CreateCommit(ctx, cur.Repo, fmt.Sprintf("Merge branch '%s' into %s\n\n%s merged by the append-only rule (opsbot, "+
+			"/merge-with-reuse).", st.data.Base, branch, strings.Join(both, ", ")), tree, []string{head, tip})
+	}
+	var ref *ghclient.Refusal
+	if errors.As(err, &ref) {
+		return st.stopped("update_refused", fmt.Sprintf("%s (%s): %s", refusedWords(ref, "make the merge"), mdtext.Text(ref.Message), byHand))
+	}
+	if err != nil {
+		return plan.Plan{}, "", err // nothing points at what was made: made again at the next step
+	}
+	// What was made is the PR's own change on the base, and nothing else.
+	made, err := st.gh.Changes(ctx, cur.Repo, tip, st.data.Built)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if why := sameChange(prSide, made, onBase); why != "" {
+		return st.stopped("conflict", fmt.Sprintf("the merge opsbot made is not the PR's own change on its base (%s), so it is not pushed: %s", why, byHand))
+	}
+	st.data.BuiltFor, st.data.BuiltTree, st.data.BuiltFiles = strings.ToLower(head), strings.ToLower(tree), both
+	st.data.UpdateMark, st.data.UpdateAsked, st.data.UpdateBase = st.h.marks.New(), st.now, strings.ToLower(tip)
+	next := *cur
+	next.WakeAt = st.now
+	next.Data, _ = json.Marshal(st.data) // plain fields: cannot fail
+	return plan.Plan{Require: []plan.Fact{st.guard(), plan.ActivePin{Repo: cur.Repo, PR: cur.PR, ID: pin.ID}},
+		Steps: []plan.Step{plan.ExpectUpdate{Repo: cur.Repo, PR: cur.PR, PinID: pin.ID, Base: tip, Tree: tree},
+			plan.PutSequence{Seq: next, Read: cur.Version}}}, "merge-conflict-merged", nil
+}
+
+// sameChange says what differs between the PR's change and made's, both
+// against the base's tip ("": the same files; the same content but for
+// the merged append-only files).
+func sameChange(pr, made ghclient.Changes, merged map[string]bool) string {
+	want := map[string]string{}
+	for _, f := range pr.Files {
+		want[f.Name] = f.SHA
+	}
+	got := map[string]string{}
+	for _, f := range made.Files {
+		got[f.Name] = f.SHA
+	}
+	if !made.Complete {
+		return "GitHub cut the list of its files"
+	}
+	for name, sha := range got {
+		w, ok := want[name]
+		switch {
+		case !ok:
+			return "it changes " + mdtext.Code(name) + ", which the PR does not"
+		case !merged[name] && !strings.EqualFold(w, sha):
+			return mdtext.Code(name) + " differs from the PR's"
+		}
+	}
+	for name := range want {
+		if _, ok := got[name]; !ok && !merged[name] {
+			return "it lacks the PR's change to " + mdtext.Code(name)
+		}
+	}
+	return ""
+}
+
+// moveBranch moves the branch to the merge opsbot made, marked before:
+// forward only (a push since wins, and the merge stops), asked once.
+func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Plan, string, error) {
+	if err := st.clear(); err != nil {
+		return plan.Plan{}, "", err // a cancel or a push waits: it goes first
+	}
+	st.h.marks.Try(st.data.UpdateMark)
+	st.data.UpdateAsked = st.now
+	err := st.gh.MoveBranch(ctx, st.cur.Repo, branch, st.data.Built)
+	var ref *ghclient.Refusal
+	if errors.As(err, &ref) {
+		hint := ""
+		if strings.Contains(strings.ToLower(ref.Message), "workflow") {
+			hint = "; the base's changes touch `.github/workflows`, which needs the App's Workflows permission (`opsbot github app-manifest --merge`)"
+		}
+		return st.stopped("update_refused", fmt.Sprintf("%s (%s%s): a push since opsbot read %s wins. Update the branch by hand, then pin a run again",
+			refusedWords(ref, "move the branch to opsbot's merge"), mdtext.Text(ref.Message), hint, mdtext.ShortSHA(head)))
+	}
+	if err != nil && ctx.Err() != nil {
+		return plan.Plan{}, "", err // opsbot is stopping: the next process finds the mark, and waits for the push
+	}
+	what := fmt.Sprintf("🔀 the branch conflicted with its base in %s: opsbot merged it by the append-only rule as %s (from %s)",
+		mdtext.CodeList(st.data.BuiltFiles), mdtext.Code(mdtext.ShortSHA(st.data.Built)), mdtext.Code(mdtext.ShortSHA(head)))
+	if err != nil {
+		st.h.log().Warn("moving a branch got no answer; waiting for its push", "repo", st.cur.Repo, "pr", st.cur.PR, "err", err)
+		st.data.Trail = append(st.data.Trail, what+"; GitHub's answer to the push was lost")
+		return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-unanswered")
+	}
+	st.data.Trail = append(st.data.Trail, what)
+	return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-pushed")
+}
