@@ -110,6 +110,12 @@ func Parse(raw []byte, label string) ([]Entry, error) {
 	if len(root.Content) != 1 || root.Content[0].Kind != yaml.SequenceNode {
 		return nil, refuse("%s root must be a YAML list", label)
 	}
+	// No anchor, alias or merge key: an entry means what its own lines
+	// say, whatever comes before or after it (an alias to an anchor main
+	// redefines would change an appended entry's meaning in the merge).
+	if why := plainYAML(root.Content[0]); why != "" {
+		return nil, refuse("%s %s", label, why)
+	}
 	items := root.Content[0].Content
 	starts := 0
 	for _, line := range splitLines(string(raw)) {
@@ -135,6 +141,29 @@ func Parse(raw []byte, label string) ([]Entry, error) {
 		entries = append(entries, Entry(e))
 	}
 	return entries, nil
+}
+
+// plainYAML says where n uses an anchor, an alias or a merge key ("":
+// nowhere).
+func plainYAML(n *yaml.Node) string {
+	switch {
+	case n.Anchor != "":
+		return fmt.Sprintf("uses a YAML anchor (&%s, line %d): entries must stand alone", n.Anchor, n.Line)
+	case n.Kind == yaml.AliasNode:
+		return fmt.Sprintf("uses a YAML alias (line %d): entries must stand alone", n.Line)
+	case n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0 {
+				return fmt.Sprintf("uses a YAML merge key (<<, line %d): entries must stand alone", k.Line)
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if why := plainYAML(c); why != "" {
+			return why
+		}
+	}
+	return ""
 }
 
 // splitLines splits s as Python's str.splitlines does (the helper counts
@@ -464,10 +493,12 @@ func (r Rule) Resolve(base, pr, main []byte, number int) ([]byte, error) {
 			return nil, err
 		}
 		var blocks [][]byte
+		var kept []Entry
 		for i := len(be); i < len(pe); i++ {
 			if onMain[pe[i].signature()] {
 				continue
 			}
+			kept = append(kept, pe[i])
 			b, err := withLink(pr[ps[i].start:ps[i].content], r.link(number))
 			if err != nil {
 				return nil, err
@@ -482,6 +513,21 @@ func (r Rule) Resolve(base, pr, main []byte, number int) ([]byte, error) {
 			sep = nil
 		}
 		result = append(append(append([]byte{}, main...), sep...), bytes.Join(blocks, []byte("\n"))...)
+		// The entries appended are the PR's, as the PR wrote them, linked
+		// to it: nothing in main's bytes changes what they mean.
+		re, err := Parse(result, "resolved perf-changelog.yaml")
+		if err != nil {
+			return nil, err
+		}
+		if len(re) != len(me)+len(kept) {
+			return nil, refuse("the merge holds %d entries, not main's %d and the PR's %d", len(re), len(me), len(kept))
+		}
+		for i, e := range kept {
+			got := re[len(me)+i]
+			if !reflect.DeepEqual(got.withoutLink(), e.withoutLink()) || got.link() != r.link(number) {
+				return nil, refuse("the PR's entry %d reads differently once merged", len(be)+i+1)
+			}
+		}
 	case corrections > 0:
 		ms, err := spans(main, me)
 		if err != nil {

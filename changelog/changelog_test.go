@@ -171,6 +171,10 @@ func TestResolveFailsClosed(t *testing.T) {
 		{"an entry the line count misses", base, cat(good, []byte("-   config-keys: [x]\n    description: [y]\n    pr-link: XXX\n")), main, "top-level config entries"},
 		{"append-only with an eval selection", base, cat(good[:len(good)-1], []byte("\n  append-only: true\n  evals-only: true\n")), main, "append-only cannot be combined"},
 		{"a main that is no changelog", base, good, []byte("nope\n"), "root must be a YAML list"},
+		{"an alias to an anchor main redefines", []byte("- config-keys: &k [a-config]\n  description: [x]\n  pr-link: https://github.com/SemiAnalysisAI/InferenceX/pull/1\n"),
+			[]byte("- config-keys: &k [a-config]\n  description: [x]\n  pr-link: https://github.com/SemiAnalysisAI/InferenceX/pull/1\n\n- config-keys: *k\n  description: [y]\n  pr-link: XXX\n"),
+			main, "uses a YAML anchor"},
+		{"a merge key", base, cat(good[:len(good)-1], []byte("\n  <<: {evals-only: true}\n")), main, "merge key"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := rule.Resolve(c.base, c.pr, c.main, 42)

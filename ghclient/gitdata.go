@@ -2,6 +2,7 @@ package ghclient
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -44,26 +45,27 @@ func (c *Client) Changes(ctx context.Context, repo, base, head string) (Changes,
 	return out, nil
 }
 
-// ErrNotAFile is a path that is no file one can read whole through the
-// contents API (a directory, a submodule, or a file over 1 MB).
-var ErrNotAFile = errors.New("ghclient: not a file the contents API gives whole")
-
-// FileAt reads a file as it is at ref. ErrNotFound: no such file there.
-func (c *Client) FileAt(ctx context.Context, repo, path, ref string) ([]byte, error) {
+// Blob reads a blob (a file's content) by its object id, whatever its
+// size up to GitHub's 100 MB.
+func (c *Client) Blob(ctx context.Context, repo, sha string) ([]byte, error) {
 	o, r := split(repo)
-	f, _, resp, err := c.gh.Repositories.GetContents(ctx, o, r, path, &github.RepositoryContentGetOptions{Ref: ref})
-	if err := wrap(fmt.Sprintf("reading %s at %s", path, mdtext.ShortSHA(ref)), resp, err); err != nil {
+	b, resp, err := c.gh.Git.GetBlob(ctx, o, r, sha)
+	if err := wrap("reading the blob "+mdtext.ShortSHA(sha), resp, err); err != nil {
 		return nil, err
 	}
-	if f == nil || f.GetType() != "file" || f.GetEncoding() != "base64" {
-		return nil, fmt.Errorf("reading %s at %s: %w", path, mdtext.ShortSHA(ref), ErrNotAFile)
+	if b.GetEncoding() != "base64" {
+		return nil, fmt.Errorf("reading the blob %s: GitHub encoded it %q, not base64", mdtext.ShortSHA(sha), b.GetEncoding())
 	}
-	text, err := f.GetContent()
+	out, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(b.GetContent(), "\n", ""))
 	if err != nil {
-		return nil, fmt.Errorf("reading %s at %s: %w", path, mdtext.ShortSHA(ref), err)
+		return nil, fmt.Errorf("reading the blob %s: %w", mdtext.ShortSHA(sha), err)
 	}
-	return []byte(text), nil
+	return out, nil
 }
+
+// ErrTreeCut is a tree GitHub did not list whole (over 100,000 entries):
+// trying again changes nothing.
+var ErrTreeCut = errors.New("ghclient: GitHub cut the tree (too many files)")
 
 // TreeEntry is a path of a tree: its mode (100644, 100755, 120000, …),
 // its type (blob, commit for a submodule) and its object.
@@ -81,7 +83,7 @@ func (c *Client) Tree(ctx context.Context, repo, sha string) (map[string]TreeEnt
 		return nil, err
 	}
 	if t.GetTruncated() {
-		return nil, fmt.Errorf("reading the tree of %s: GitHub cut it (too many files)", mdtext.ShortSHA(sha))
+		return nil, fmt.Errorf("reading the tree of %s: %w", mdtext.ShortSHA(sha), ErrTreeCut)
 	}
 	out := make(map[string]TreeEntry, len(t.Entries))
 	for _, e := range t.Entries {

@@ -25,11 +25,15 @@ func TestGitDatabase(t *testing.T) {
 	if err != nil || len(main.Files) != 2 || main.Files[0].Name != "gone.txt" || main.Files[0].Status != "removed" {
 		t.Fatalf("Changes(h1...m1) = %+v, %v", main, err)
 	}
-	if b, err := c.FileAt(ctx, repo, "log.yaml", "m1"); err != nil || string(b) != "a\nmain\n" {
-		t.Fatalf("FileAt = %q, %v", b, err)
+	tipFiles, err := c.Tree(ctx, repo, "m1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := c.FileAt(ctx, repo, "missing.yaml", "m1"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("FileAt(a missing file) = %v, want ErrNotFound", err)
+	if b, err := c.Blob(ctx, repo, tipFiles["log.yaml"].SHA); err != nil || string(b) != "a\nmain\n" {
+		t.Fatalf("Blob = %q, %v", b, err)
+	}
+	if _, err := c.Blob(ctx, repo, "0000000000000000000000000000000000000000"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Blob(no such blob) = %v, want ErrNotFound", err)
 	}
 	tip, err := c.CommitInfo(ctx, repo, "m1")
 	if err != nil || tip.Tree == "" {

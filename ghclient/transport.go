@@ -339,7 +339,7 @@ var afterName = map[string]string{
 	"collaborators": "{user}", "memberships": "{user}", "runs": "{id}", "pulls": "{n}", "issues": "{n}",
 	"comments": "{id}", "workflows": "{file}", "installations": "{id}", "compare": "{basehead}",
 	"statuses": "{sha}", "commits": "{sha}", "teams": "{slug}", "orgs": "{org}", "artifacts": "{id}",
-	"attempts": "{n}", "jobs": "{id}", "users": "{user}", "trees": "{sha}", "branches": "{branch}",
+	"attempts": "{n}", "jobs": "{id}", "users": "{user}", "trees": "{sha}", "blobs": "{sha}", "branches": "{branch}",
 }
 
 // RouteTemplate turns a request path into its route template, so metrics

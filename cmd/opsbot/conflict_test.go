@@ -125,6 +125,10 @@ func TestMergeWithReuseConflictItCannotMerge(t *testing.T) {
 	}{
 		{"another file", map[string][2]string{"configs/a-master.yaml": {"the PR's\n", "main's\n"}}, nil,
 			"both changed `configs/a-master.yaml`, which is not append-only (`repos[].merge.append_only`): update the branch by hand"},
+		{"a changelog made a symlink", nil, func(w *world) {
+			files := w.GH.GitFiles(theRepo, sha("c1"))
+			w.GH.GitCommitModes(theRepo, sha("c1"), []string{sha("b0")}, files, map[string]string{"perf-changelog.yaml": "120000"})
+		}, "which is not a plain file on every side"},
 		{"a changelog the rule refuses", nil, func(w *world) {
 			// The PR rewrote a historical entry as well as appending.
 			files := w.GH.GitFiles(theRepo, sha("c1"))
@@ -206,6 +210,12 @@ func TestMergeWithReuseConflictMergeAfterARestart(t *testing.T) {
 		t.Fatal("the branch was never asked to move")
 	}
 	w.Srv.Stop(t)
+	// The default branch moves on meanwhile: still, the branch is never
+	// moved again.
+	files := w.GH.GitFiles(theRepo, mainTip)
+	files["README.md"] = "readme, newest\n"
+	w.GH.GitCommit(theRepo, "ma2ma2ma2ma2ma2ma2ma2ma2ma2ma2ma2ma2ma2m", []string{mainTip}, files)
+	w.GH.SetBranchTip(theRepo, "main", "ma2ma2ma2ma2ma2ma2ma2ma2ma2ma2ma2ma2ma2m")
 	w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, deps)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -221,6 +231,9 @@ func TestMergeWithReuseConflictMergeAfterARestart(t *testing.T) {
 	// its worker would never have stopped the merge.
 	if log := w.Srv.Stderr.String(); strings.Contains(log, `"outcome":"merge-conflict-pushed"`) || strings.Contains(log, `"outcome":"merge-conflict-unanswered"`) {
 		t.Fatalf("the process after the restart moved the branch:\n%s", log)
+	}
+	if made := w.GH.GitMadeCommits(theRepo); len(made) != 1 {
+		t.Fatalf("%d merges made; the process after the restart made another", len(made))
 	}
 }
 
@@ -240,5 +253,33 @@ func TestMergeWithReuseConflictOfAForkIsLeftToItsAuthor(t *testing.T) {
 	mustContain(t, "status", st, "it is a fork's, which opsbot does not push to: update the branch by hand")
 	if len(w.GH.GitMadeCommits(theRepo)) != 0 || w.GH.Count(routeMoveBranch) != 0 {
 		t.Fatal("a fork's conflict made a commit or moved a branch")
+	}
+}
+
+// The PR's own changes come whole into the merge: a file it removed stays
+// removed, a file it added keeps its mode (an executable script), and a
+// file only the base changed is the base's.
+func TestMergeWithReuseConflictMergeKeepsThePRsFiles(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	files := w.GH.GitFiles(theRepo, sha("c1"))
+	files["tools/run.sh"] = "#!/bin/sh\n"
+	delete(files, "README.md") // the PR removes what the base changed: a conflict of its own
+	w.GH.GitCommitModes(theRepo, sha("c1"), []string{sha("b0")}, files, map[string]string{"tools/run.sh": "100755"})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	mustContain(t, "status", st, "both changed `README.md`, which is not append-only")
+
+	w2 := conflictWorld(t, e2e.NewClock(), nil)
+	files = w2.GH.GitFiles(theRepo, sha("c1"))
+	files["tools/run.sh"] = "#!/bin/sh\n"
+	delete(files, "benchmarks/kimi.sh")
+	w2.GH.GitCommitModes(theRepo, sha("c1"), []string{sha("b0")}, files, map[string]string{"tools/run.sh": "100755"})
+	w2.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w2.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	got := w2.GH.GitFiles(theRepo, w2.GH.PRHead(theRepo, thePR))
+	if _, ok := got["benchmarks/kimi.sh"]; ok || got["tools/run.sh"] != "#!/bin/sh\n" || got["README.md"] != "readme, newer\n" {
+		t.Fatalf("the merge holds %q", got)
 	}
 }

@@ -2,6 +2,8 @@ package merge
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,9 +55,10 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	if built && st.h.marks.Fresh(st.data.UpdateMark) && st.now.Sub(st.data.UpdateAsked) <= MarkFresh {
 		return st.moveBranch(ctx, head, branch)
 	}
-	if built && !st.h.marks.Fresh(st.data.UpdateMark) {
+	if st.data.Built != "" && !st.h.marks.Fresh(st.data.UpdateMark) {
 		// Marked before a restart (or tried already): the branch may have
-		// moved. Its push is waited for; it is never moved again.
+		// moved, whatever the base has done since. Its push is waited for;
+		// it is never moved again.
 		st.data.Trail = append(st.data.Trail, fmt.Sprintf("🔀 the branch conflicted with its base: opsbot's merge %s was about to be pushed "+
 			"when opsbot stopped; waiting for its push", mdtext.Code(mdtext.ShortSHA(st.data.Built))))
 		return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-possibly-pushed")
@@ -69,7 +72,10 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	if err != nil {
 		return plan.Plan{}, "", err
 	}
-	if !prSide.Complete || !baseSide.Complete || prSide.MergeBase == "" {
+	switch {
+	case prSide.MergeBase == "":
+		return st.stopped("conflict", "the branch has conflicts with its base, and no common ancestor: "+byHand)
+	case !prSide.Complete || !baseSide.Complete:
 		return st.stopped("conflict", "the branch has conflicts with its base, and more files changed than opsbot reads (300 a side): "+byHand)
 	}
 	touched := func(ch ghclient.Changes) map[string]bool {
@@ -102,28 +108,42 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	case len(both) == 0:
 		return st.stopped("conflict", "the branch has conflicts with its base that no file both changed explains: "+byHand)
 	}
-	headTree, err := st.gh.Tree(ctx, cur.Repo, head)
-	if err != nil {
-		return plan.Plan{}, "", err
+	var trees [3]map[string]ghclient.TreeEntry // the merge base's, the head's, the base's tip's
+	for i, c := range []string{prSide.MergeBase, head, tip} {
+		trees[i], err = st.gh.Tree(ctx, cur.Repo, c)
+		if errors.Is(err, ghclient.ErrTreeCut) {
+			return st.stopped("conflict", "the branch has conflicts with its base, and the repository holds more files than GitHub lists in one tree: "+byHand)
+		}
+		if err != nil {
+			return plan.Plan{}, "", err
+		}
+	}
+	headTree, tipTree := trees[1], trees[2]
+	// What the merge must hold: the base's tip's files, with the PR's own
+	// changes; the append-only files merged below.
+	want := make(map[string]ghclient.TreeEntry, len(tipTree))
+	for p, e := range tipTree {
+		want[p] = e
 	}
 	var changes []ghclient.TreeChange
 	for _, f := range prSide.Files {
 		if onBase[f.Name] {
 			continue // an append-only file: merged below
 		}
-		if f.Previous != "" {
-			changes = append(changes, ghclient.TreeChange{Path: f.Previous, Mode: "100644", Type: "blob", Remove: true})
+		// Every path the PR touched is as the head has it: a renamed file's
+		// old name is gone there, a copied file's source is not.
+		for _, p := range []string{f.Previous, f.Name} {
+			if p == "" {
+				continue
+			}
+			if e, ok := headTree[p]; ok {
+				changes = append(changes, ghclient.TreeChange{Path: p, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
+				want[p] = e
+			} else {
+				changes = append(changes, ghclient.TreeChange{Path: p, Mode: "100644", Type: "blob", Remove: true})
+				delete(want, p)
+			}
 		}
-		if f.Status == "removed" {
-			changes = append(changes, ghclient.TreeChange{Path: f.Name, Mode: "100644", Type: "blob", Remove: true})
-			continue
-		}
-		e, ok := headTree[f.Name]
-		if !ok {
-			return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base, and %s, which the PR changed, is not in its head's tree: %s",
-				mdtext.Code(f.Name), byHand))
-		}
-		changes = append(changes, ghclient.TreeChange{Path: f.Name, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
 	}
 	rule := changelog.Rule{Repo: set.LinkRepo}
 	if rule.Repo == "" {
@@ -131,16 +151,15 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	}
 	for _, name := range both {
 		var sides [3][]byte
-		for i, ref := range []string{prSide.MergeBase, head, tip} {
-			b, err := st.gh.FileAt(ctx, cur.Repo, name, ref)
-			if errors.Is(err, ghclient.ErrNotFound) || errors.Is(err, ghclient.ErrNotAFile) {
-				return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base in %s, which one side added, removed or made "+
-					"too large to read: %s", mdtext.Code(name), byHand))
+		for i, t := range trees {
+			e, ok := t[name]
+			if !ok || e.Mode != "100644" || e.Type != "blob" {
+				return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base in %s, which is not a plain file on every side "+
+					"(one side added or removed it, or made it a symlink, a submodule or an executable): %s", mdtext.Code(name), byHand))
 			}
-			if err != nil {
+			if sides[i], err = st.gh.Blob(ctx, cur.Repo, e.SHA); err != nil {
 				return plan.Plan{}, "", err
 			}
-			sides[i] = b
 		}
 		merged, err := rule.Resolve(sides[0], sides[1], sides[2], cur.PR)
 		var refused *changelog.Error
@@ -151,12 +170,9 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 		if err != nil {
 			return plan.Plan{}, "", err
 		}
-		e := headTree[name]
-		if e.Mode == "" {
-			e.Mode, e.Type = "100644", "blob"
-		}
 		content := string(merged)
-		changes = append(changes, ghclient.TreeChange{Path: name, Mode: e.Mode, Type: e.Type, Content: &content})
+		changes = append(changes, ghclient.TreeChange{Path: name, Mode: "100644", Type: "blob", Content: &content})
+		want[name] = ghclient.TreeEntry{Mode: "100644", Type: "blob", SHA: blobSum(merged)}
 	}
 	base, err := st.gh.CommitInfo(ctx, cur.Repo, tip)
 	if err != nil {
@@ -174,12 +190,13 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	if err != nil {
 		return plan.Plan{}, "", err // nothing points at what was made: made again at the next step
 	}
-	// What was made is the PR's own change on the base, and nothing else.
-	made, err := st.gh.Changes(ctx, cur.Repo, tip, st.data.Built)
+	// What was made is the base's tip with the PR's own change, path by
+	// path (mode, type, content), and nothing else.
+	made, err := st.gh.Tree(ctx, cur.Repo, st.data.Built)
 	if err != nil {
 		return plan.Plan{}, "", err
 	}
-	if why := sameChange(prSide, made, onBase); why != "" {
+	if why := sameTree(want, made); why != "" {
 		return st.stopped("conflict", fmt.Sprintf("the merge opsbot made is not the PR's own change on its base (%s), so it is not pushed: %s", why, byHand))
 	}
 	st.data.BuiltFor, st.data.BuiltTree, st.data.BuiltFiles = strings.ToLower(head), strings.ToLower(tree), both
@@ -192,36 +209,31 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 			plan.PutSequence{Seq: next, Read: cur.Version}}}, "merge-conflict-merged", nil
 }
 
-// sameChange says what differs between the PR's change and made's, both
-// against the base's tip ("": the same files; the same content but for
-// the merged append-only files).
-func sameChange(pr, made ghclient.Changes, merged map[string]bool) string {
-	want := map[string]string{}
-	for _, f := range pr.Files {
-		want[f.Name] = f.SHA
-	}
-	got := map[string]string{}
-	for _, f := range made.Files {
-		got[f.Name] = f.SHA
-	}
-	if !made.Complete {
-		return "GitHub cut the list of its files"
-	}
-	for name, sha := range got {
-		w, ok := want[name]
+// sameTree says where made differs from want ("": nowhere).
+func sameTree(want, made map[string]ghclient.TreeEntry) string {
+	for p, e := range made {
+		w, ok := want[p]
 		switch {
 		case !ok:
-			return "it changes " + mdtext.Code(name) + ", which the PR does not"
-		case !merged[name] && !strings.EqualFold(w, sha):
-			return mdtext.Code(name) + " differs from the PR's"
+			return "it holds " + mdtext.Code(p) + ", which neither the base nor the PR has"
+		case w.Mode != e.Mode || w.Type != e.Type || !strings.EqualFold(w.SHA, e.SHA):
+			return mdtext.Code(p) + " differs"
 		}
 	}
-	for name := range want {
-		if _, ok := got[name]; !ok && !merged[name] {
-			return "it lacks the PR's change to " + mdtext.Code(name)
+	for p := range want {
+		if _, ok := made[p]; !ok {
+			return "it lacks " + mdtext.Code(p)
 		}
 	}
 	return ""
+}
+
+// blobSum is the object id Git gives content as a blob.
+func blobSum(content []byte) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", len(content))
+	h.Write(content)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // moveBranch moves the branch to the merge opsbot made, marked before:

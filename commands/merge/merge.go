@@ -68,7 +68,7 @@ type GitHub interface {
 	// The conflict merge's (conflict.go): reads, objects nothing points
 	// at, and the branch moved forward.
 	Changes(ctx context.Context, repo, base, head string) (ghclient.Changes, error)
-	FileAt(ctx context.Context, repo, path, ref string) ([]byte, error)
+	Blob(ctx context.Context, repo, sha string) ([]byte, error)
 	Tree(ctx context.Context, repo, sha string) (map[string]ghclient.TreeEntry, error)
 	CreateTree(ctx context.Context, repo, base string, changes []ghclient.TreeChange) (string, error)
 	CreateCommit(ctx context.Context, repo, message, tree string, parents []string) (string, error)

@@ -185,21 +185,34 @@ func (g *gitStore) compareGit(base, head string) (map[string]any, bool) {
 		"merge_base_commit": map[string]any{"sha": mergeBase}, "files": files, "commits": []any{}}, true
 }
 
-// contents is a file at a ref: its content, base64 as GitHub encodes it.
-func (f *Fake) contents(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
-	g := repo.gitDB()
-	c, ok := g.commits[r.URL.Query().Get("ref")]
+// blob is a blob's content, base64 as GitHub encodes it.
+func (f *Fake) blob(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	sha := r.PathValue("sha")
+	content, ok := repo.gitDB().blobs[sha]
 	if !ok {
 		return http.StatusNotFound, notFound()
 	}
-	path := r.PathValue("path")
-	e, ok := g.trees[c.tree][path]
-	if !ok {
-		return http.StatusNotFound, notFound()
+	return http.StatusOK, map[string]any{"sha": sha, "size": len(content), "encoding": "base64",
+		"content": base64.StdEncoding.EncodeToString([]byte(content))}
+}
+
+// GitCommitModes is GitCommit with files of other modes (path to mode:
+// 100755, 120000 for a symlink whose content is its target).
+func (f *Fake) GitCommitModes(repo, sha string, parents []string, files map[string]string, modes map[string]string) {
+	f.GitCommit(repo, sha, parents, files)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := f.repos[strings.ToLower(repo)].gitDB()
+	c := g.commits[sha]
+	entries := map[string]gitEntry{}
+	for p, e := range g.trees[c.tree] {
+		if m := modes[p]; m != "" {
+			e.Mode = m
+		}
+		entries[p] = e
 	}
-	content := g.blobs[e.SHA]
-	return http.StatusOK, map[string]any{"type": "file", "path": path, "sha": e.SHA, "size": len(content),
-		"encoding": "base64", "content": base64.StdEncoding.EncodeToString([]byte(content))}
+	c.tree = g.putTree(entries)
+	g.commits[sha] = c
 }
 
 // getTree is a tree, every entry (recursive).

@@ -488,7 +488,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("GET /repos/{owner}/{repo}/commits/{ref}/status", f.combinedStatus)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/check-suites", f.listCheckSuites)
 	add("GET /repos/{owner}/{repo}/git/commits/{sha}", f.gitCommit)
-	add("GET /repos/{owner}/{repo}/contents/{path...}", f.contents)
+	add("GET /repos/{owner}/{repo}/git/blobs/{sha}", f.blob)
 	add("GET /repos/{owner}/{repo}/git/trees/{sha}", f.getTree)
 	add("POST /repos/{owner}/{repo}/git/trees", f.createTree)
 	add("POST /repos/{owner}/{repo}/git/commits", f.createCommit)
