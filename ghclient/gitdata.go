@@ -162,15 +162,69 @@ func (c *Client) MoveBranch(ctx context.Context, repo, branch, sha string) error
 	}
 	// The branch's name is the PR author's: each part escaped, so no name
 	// reaches another path or a query.
-	parts := strings.Split(branch, "/")
-	for i, p := range parts {
-		parts[i] = url.PathEscape(p)
-	}
-	req, err := c.gh.NewRequest(http.MethodPatch, fmt.Sprintf("repos/%s/git/refs/heads/%s", repo, strings.Join(parts, "/")),
+	req, err := c.gh.NewRequest(http.MethodPatch, fmt.Sprintf("repos/%s/git/refs/heads/%s", repo, escapedBranch(branch)),
 		map[string]any{"sha": sha, "force": false})
 	if err != nil {
 		return err
 	}
 	resp, err := c.gh.Do(ctx, req, nil)
 	return refusal(fmt.Sprintf("moving the branch %s to %s", branch, mdtext.ShortSHA(sha)), resp, err)
+}
+
+// escapedBranch is a branch's name with each part escaped for a path.
+func escapedBranch(branch string) string {
+	parts := strings.Split(branch, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
+}
+
+// CreateBranch makes a branch at sha (POST git/refs); a name taken is a
+// Refusal.
+func (c *Client) CreateBranch(ctx context.Context, repo, branch, sha string) error {
+	if c.dryRun {
+		return dryRunRefusal
+	}
+	req, err := c.gh.NewRequest(http.MethodPost, fmt.Sprintf("repos/%s/git/refs", repo), map[string]string{"ref": "refs/heads/" + branch, "sha": sha})
+	if err != nil {
+		return err
+	}
+	resp, err := c.gh.Do(ctx, req, nil)
+	return refusal("making the branch "+branch, resp, err)
+}
+
+// DeleteBranch deletes a branch; one already gone is no error.
+func (c *Client) DeleteBranch(ctx context.Context, repo, branch string) error {
+	if c.dryRun {
+		return dryRunRefusal
+	}
+	req, err := c.gh.NewRequest(http.MethodDelete, fmt.Sprintf("repos/%s/git/refs/heads/%s", repo, escapedBranch(branch)), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.gh.Do(ctx, req, nil)
+	if resp != nil && resp.StatusCode == http.StatusUnprocessableEntity {
+		return nil // gone already
+	}
+	return refusal("deleting the branch "+branch, resp, err)
+}
+
+// MergeInto merges head into the branch base with GitHub's own merge
+// (POST /merges) and returns the merge commit; a conflict (409) is a
+// Refusal.
+func (c *Client) MergeInto(ctx context.Context, repo, base, head, message string) (string, error) {
+	if c.dryRun {
+		return "", dryRunRefusal
+	}
+	o, r := split(repo)
+	cm, resp, err := c.gh.Repositories.Merge(ctx, o, r, &github.RepositoryMergeRequest{Base: github.String(base), Head: github.String(head),
+		CommitMessage: github.String(message)})
+	if err := refusal(fmt.Sprintf("merging %s into %s", mdtext.ShortSHA(head), base), resp, err); err != nil {
+		return "", err
+	}
+	if cm.GetSHA() == "" {
+		return "", &Refusal{Status: resp.StatusCode, Message: "nothing to merge"}
+	}
+	return cm.GetSHA(), nil
 }

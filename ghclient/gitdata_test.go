@@ -76,6 +76,34 @@ func TestGitDatabase(t *testing.T) {
 	if info, err := c.CommitInfo(ctx, repo, commit); err != nil || !info.ByGitHub {
 		t.Fatalf("the commit made, as the branch's head: %+v, %v; want it signed by GitHub", info, err)
 	}
+	// GitHub's own merge, on a branch of opsbot's: a file both changed
+	// merges cleanly (as the test tells the fake) or conflicts.
+	if err := c.CreateBranch(ctx, repo, "opsbot/merge-7", "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateBranch(ctx, repo, "opsbot/merge-7", "h1"); !isRefusal(err, 422) {
+		t.Fatalf("a branch made twice = %v, want a 422 refusal", err)
+	}
+	if _, err := c.MergeInto(ctx, repo, "opsbot/merge-7", "m1", "[skip ci] merge"); !isRefusal(err, 409) {
+		t.Fatalf("a merge with log.yaml changed on both sides = %v, want a 409 refusal", err)
+	}
+	f.CleanMerge(repo, "log.yaml", "a\nboth\n")
+	m, err := c.MergeInto(ctx, repo, "opsbot/merge-7", "m1", "[skip ci] merge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.GitFiles(repo, m); got["log.yaml"] != "a\nboth\n" || got["new.txt"] != "n\n" || got["keep.txt"] != "k\n" || len(got) != 3 {
+		t.Fatalf("GitHub's merge holds %v", got)
+	}
+	if err := c.DeleteBranch(ctx, repo, "opsbot/merge-7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteBranch(ctx, repo, "opsbot/merge-7"); err != nil {
+		t.Fatalf("deleting a branch gone already = %v", err)
+	}
+	if _, ok := f.Branches(repo)["opsbot/merge-7"]; ok {
+		t.Fatal("the branch is still there")
+	}
 	// A dry run makes nothing.
 	_, dry, _, _ := setup(t, func(o *Options) { o.DryRun = true })
 	if _, err := dry.CreateCommit(ctx, repo, "m", tree, []string{"h1"}); !isRefusal(err, 0) {

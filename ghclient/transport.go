@@ -377,5 +377,5 @@ func RouteTemplate(path string) string {
 
 var knownWord = map[string]bool{
 	"permission": true, "actions": true, "reactions": true, "dispatches": true, "access_tokens": true,
-	"app": true, "timeline": true, "rate_limit": true, "user": true, "git": true,
+	"app": true, "timeline": true, "rate_limit": true, "user": true, "git": true, "merges": true,
 }

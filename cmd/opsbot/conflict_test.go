@@ -123,8 +123,8 @@ func TestMergeWithReuseConflictItCannotMerge(t *testing.T) {
 		pr   func(w *world)
 		want string
 	}{
-		{"another file", map[string][2]string{"configs/a-master.yaml": {"the PR's\n", "main's\n"}}, nil,
-			"both changed `configs/a-master.yaml`, which is not append-only (`repos[].merge.append_only`): update the branch by hand"},
+		{"another file that conflicts", map[string][2]string{"configs/a-master.yaml": {"the PR's\n", "main's\n"}}, nil,
+			"GitHub's merge of `configs/a-master.yaml`, which both changed, conflicts too (Merge conflict): update the branch by hand"},
 		{"a changelog made a symlink", nil, func(w *world) {
 			files := w.GH.GitFiles(theRepo, sha("c1"))
 			w.GH.GitCommitModes(theRepo, sha("c1"), []string{sha("b0")}, files, map[string]string{"perf-changelog.yaml": "120000"})
@@ -146,8 +146,13 @@ func TestMergeWithReuseConflictItCannotMerge(t *testing.T) {
 			w.Comment(maintainer, "/merge-with-reuse 31147925932")
 			st := w.waitStatus("the merge stopped", "⛔ stopped")
 			mustContain(t, "status", st, c.want, "The pin of run [31147925932](", "is revoked")
-			if n := w.GH.Count(routeMoveBranch); n != 0 || len(w.GH.GitMadeCommits(theRepo)) != 0 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
-				t.Fatalf("a conflict opsbot cannot merge made %d commits and moved the branch %d times", len(w.GH.GitMadeCommits(theRepo)), n)
+			if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
+				t.Fatalf("a conflict opsbot cannot merge moved the branch %d times", n)
+			}
+			for b := range w.GH.Branches(theRepo) {
+				if strings.HasPrefix(b, "opsbot/") {
+					t.Fatalf("the branch %s is left behind", b)
+				}
 			}
 		})
 	}
@@ -269,7 +274,7 @@ func TestMergeWithReuseConflictMergeKeepsThePRsFiles(t *testing.T) {
 	w.GH.GitCommitModes(theRepo, sha("c1"), []string{sha("b0")}, files, map[string]string{"tools/run.sh": "100755"})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "both changed `README.md`, which is not append-only")
+	mustContain(t, "status", st, "GitHub's merge of `README.md`, which both changed, conflicts too")
 
 	w2 := conflictWorld(t, e2e.NewClock(), nil)
 	files = w2.GH.GitFiles(theRepo, sha("c1"))
@@ -282,4 +287,33 @@ func TestMergeWithReuseConflictMergeKeepsThePRsFiles(t *testing.T) {
 	if _, ok := got["benchmarks/kimi.sh"]; ok || got["tools/run.sh"] != "#!/bin/sh\n" || got["README.md"] != "readme, newer\n" {
 		t.Fatalf("the merge holds %q", got)
 	}
+}
+
+// Both sides changed another file too, in hunks GitHub merges cleanly (a
+// config both extended): GitHub merges the rest (on a branch of opsbot's,
+// deleted after, its pushes running no workflow), opsbot writes the
+// changelog onto that merge, and the push it makes skips.
+func TestMergeWithReuseConflictMergeLetsGitHubMergeTheRest(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, map[string][2]string{"configs/a-master.yaml": {"base\npr line\n", "main line\nbase\n"}})
+	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	merged := w.GH.PRHead(theRepo, thePR)
+	got := w.GH.GitFiles(theRepo, merged)
+	link := func(n int) string { return fmt.Sprintf("https://github.com/%s/pull/%d", theRepo, n) }
+	if got["configs/a-master.yaml"] != "main line\nbase\npr line\n" || got["README.md"] != "readme, newer\n" || got["benchmarks/kimi.sh"] != "run faster\n" ||
+		got["perf-changelog.yaml"] != entry("base-config", link(1))+"\n"+entry("main-config", link(41))+"\n"+entry("pr-config", link(thePR)) {
+		t.Fatalf("the merge holds %q", got)
+	}
+	for b := range w.GH.Branches(theRepo) {
+		if strings.HasPrefix(b, "opsbot/") {
+			t.Fatalf("the merge's branch %s is left behind", b)
+		}
+	}
+	w.greenChecks(merged)
+	w.SendSync(merged, "")
+	w.PassTime(clock, record.WakeGap)
+	w.waitStatus("the merge", "🎉 merged `"+merged[:7]+"`")
 }

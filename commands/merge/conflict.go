@@ -89,24 +89,28 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 		return out
 	}
 	onBase := touched(baseSide)
-	var both, other []string
-	for name := range touched(prSide) {
+	onPR := touched(prSide)
+	var both, appendOnly, other []string
+	for name := range onPR {
 		if !onBase[name] {
 			continue
 		}
 		both = append(both, name)
-		if !runs.MatchAny(set.AppendOnly, name) {
+		if runs.MatchAny(set.AppendOnly, name) {
+			appendOnly = append(appendOnly, name)
+		} else {
 			other = append(other, name)
 		}
 	}
 	sort.Strings(both)
+	sort.Strings(appendOnly)
 	sort.Strings(other)
-	switch {
-	case len(other) > 0:
-		return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base: both changed %s, which %s not append-only "+
-			"(`repos[].merge.append_only`): %s", mdtext.CodeList(other), map[bool]string{true: "is", false: "are"}[len(other) == 1], byHand))
-	case len(both) == 0:
-		return st.stopped("conflict", "the branch has conflicts with its base that no file both changed explains: "+byHand)
+	if len(appendOnly) == 0 {
+		if len(other) == 0 {
+			return st.stopped("conflict", "the branch has conflicts with its base that no file both changed explains: "+byHand)
+		}
+		return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base: both changed %s, and none of it is append-only "+
+			"(`repos[].merge.append_only`): %s", mdtext.CodeList(other), byHand))
 	}
 	var trees [3]map[string]ghclient.TreeEntry // the merge base's, the head's, the base's tip's
 	for i, c := range []string{prSide.MergeBase, head, tip} {
@@ -118,38 +122,14 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 			return plan.Plan{}, "", err
 		}
 	}
-	headTree, tipTree := trees[1], trees[2]
-	// What the merge must hold: the base's tip's files, with the PR's own
-	// changes; the append-only files merged below.
-	want := make(map[string]ghclient.TreeEntry, len(tipTree))
-	for p, e := range tipTree {
-		want[p] = e
-	}
-	var changes []ghclient.TreeChange
-	for _, f := range prSide.Files {
-		if onBase[f.Name] {
-			continue // an append-only file: merged below
-		}
-		// Every path the PR touched is as the head has it: a renamed file's
-		// old name is gone there, a copied file's source is not.
-		for _, p := range []string{f.Previous, f.Name} {
-			if p == "" {
-				continue
-			}
-			if e, ok := headTree[p]; ok {
-				changes = append(changes, ghclient.TreeChange{Path: p, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
-				want[p] = e
-			} else {
-				changes = append(changes, ghclient.TreeChange{Path: p, Mode: "100644", Type: "blob", Remove: true})
-				delete(want, p)
-			}
-		}
-	}
+	mergeBaseTree, headTree, tipTree := trees[0], trees[1], trees[2]
+	// Each append-only file, merged by the rule.
 	rule := changelog.Rule{Repo: set.LinkRepo}
 	if rule.Repo == "" {
 		rule.Repo = cur.Repo
 	}
-	for _, name := range both {
+	merged := map[string][]byte{}
+	for _, name := range appendOnly {
 		var sides [3][]byte
 		for i, t := range trees {
 			e, ok := t[name]
@@ -161,7 +141,7 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 				return plan.Plan{}, "", err
 			}
 		}
-		merged, err := rule.Resolve(sides[0], sides[1], sides[2], cur.PR)
+		out, err := rule.Resolve(sides[0], sides[1], sides[2], cur.PR)
 		var refused *changelog.Error
 		if errors.As(err, &refused) {
 			return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base in %s, which the append-only rule cannot merge "+
@@ -170,18 +150,58 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 		if err != nil {
 			return plan.Plan{}, "", err
 		}
-		content := string(merged)
+		merged[name] = out
+	}
+	// The rest: the base's tip's files with the PR's own changes, or,
+	// where both changed other files, GitHub's own merge of them.
+	var changes []ghclient.TreeChange
+	var want map[string]ghclient.TreeEntry
+	var onto string // the tree the append-only files are written onto
+	if len(other) == 0 {
+		want = make(map[string]ghclient.TreeEntry, len(tipTree))
+		for p, e := range tipTree {
+			want[p] = e
+		}
+		for _, f := range prSide.Files {
+			if onBase[f.Name] {
+				continue // an append-only file: merged above
+			}
+			// Every path the PR touched is as the head has it: a renamed
+			// file's old name is gone there, a copied file's source is not.
+			for _, p := range []string{f.Previous, f.Name} {
+				if p == "" {
+					continue
+				}
+				if e, ok := headTree[p]; ok {
+					changes = append(changes, ghclient.TreeChange{Path: p, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
+					want[p] = e
+				} else {
+					changes = append(changes, ghclient.TreeChange{Path: p, Mode: "100644", Type: "blob", Remove: true})
+					delete(want, p)
+				}
+			}
+		}
+		tipInfo, err := st.gh.CommitInfo(ctx, cur.Repo, tip)
+		if err != nil {
+			return plan.Plan{}, "", err
+		}
+		onto = tipInfo.Tree
+	} else {
+		gm, p, out, err := st.githubMerge(ctx, head, tip, appendOnly, other, mergeBaseTree, headTree, tipTree, onPR)
+		if err != nil || out != "" {
+			return p, out, err
+		}
+		want, onto = gm.files, gm.tree
+	}
+	for _, name := range appendOnly {
+		content := string(merged[name])
 		changes = append(changes, ghclient.TreeChange{Path: name, Mode: "100644", Type: "blob", Content: &content})
-		want[name] = ghclient.TreeEntry{Mode: "100644", Type: "blob", SHA: blobSum(merged)}
+		want[name] = ghclient.TreeEntry{Mode: "100644", Type: "blob", SHA: blobSum(merged[name])}
 	}
-	base, err := st.gh.CommitInfo(ctx, cur.Repo, tip)
-	if err != nil {
-		return plan.Plan{}, "", err
-	}
-	tree, err := st.gh.CreateTree(ctx, cur.Repo, base.Tree, changes)
+	tree, err := st.gh.CreateTree(ctx, cur.Repo, onto, changes)
 	if err == nil {
 		st.data.Built, err = st.gh.CreateCommit(ctx, cur.Repo, fmt.Sprintf("Merge branch '%s' into %s\n\n%s merged by the append-only rule (opsbot, "+
-			"/merge-with-reuse).", st.data.Base, branch, strings.Join(both, ", ")), tree, []string{head, tip})
+			"/merge-with-reuse).", st.data.Base, branch, strings.Join(appendOnly, ", ")), tree, []string{head, tip})
 	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
@@ -199,7 +219,7 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	if why := sameTree(want, made); why != "" {
 		return st.stopped("conflict", fmt.Sprintf("the merge opsbot made is not the PR's own change on its base (%s), so it is not pushed: %s", why, byHand))
 	}
-	st.data.BuiltFor, st.data.BuiltTree, st.data.BuiltFiles = strings.ToLower(head), strings.ToLower(tree), both
+	st.data.BuiltFor, st.data.BuiltTree, st.data.BuiltFiles = strings.ToLower(head), strings.ToLower(tree), appendOnly
 	st.data.UpdateMark, st.data.UpdateAsked, st.data.UpdateBase = st.h.marks.New(), st.now, strings.ToLower(tip)
 	next := *cur
 	next.WakeAt = st.now
@@ -207,6 +227,105 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	return plan.Plan{Require: []plan.Fact{st.guard(), plan.ActivePin{Repo: cur.Repo, PR: cur.PR, ID: pin.ID}},
 		Steps: []plan.Step{plan.ExpectUpdate{Repo: cur.Repo, PR: cur.PR, PinID: pin.ID, Base: tip, Tree: tree},
 			plan.PutSequence{Seq: next, Read: cur.Version}}}, "merge-conflict-merged", nil
+}
+
+// gitHubMerged is GitHub's merge of the rest: its tree and files.
+type gitHubMerged struct {
+	tree  string
+	files map[string]ghclient.TreeEntry
+}
+
+// githubMerge has GitHub merge what both changed besides the append-only
+// files (by hunks, as update-branch would have): the head with its changes
+// to those files undone, on a branch of opsbot's (its pushes run no
+// workflow: [skip ci]), merged with the base's tip (POST /merges), the
+// branch deleted after. GitHub's merge is checked: each file only one side
+// changed is that side's, and the append-only files the base's tip's. A
+// conflict there too (409) stops the merge; p and out, when out is set,
+// are that step.
+func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly, other []string,
+	mergeBaseTree, headTree, tipTree map[string]ghclient.TreeEntry, onPR map[string]bool) (gitHubMerged, plan.Plan, string, error) {
+	cur := st.cur
+	byHand := "update the branch by hand, then pin a run again"
+	stop := func(code, why string) (gitHubMerged, plan.Plan, string, error) {
+		p, out, err := st.stopped(code, why)
+		return gitHubMerged{}, p, out, err
+	}
+	headInfo, err := st.gh.CommitInfo(ctx, cur.Repo, head)
+	if err != nil {
+		return gitHubMerged{}, plan.Plan{}, "", err
+	}
+	var undo []ghclient.TreeChange
+	for _, name := range appendOnly {
+		e := mergeBaseTree[name] // a plain file on every side: checked before
+		undo = append(undo, ghclient.TreeChange{Path: name, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
+	}
+	skip := fmt.Sprintf("[skip ci] opsbot: #%d without its changes to %s, to merge the rest", cur.PR, strings.Join(appendOnly, ", "))
+	undoTree, err := st.gh.CreateTree(ctx, cur.Repo, headInfo.Tree, undo)
+	var undone string
+	if err == nil {
+		undone, err = st.gh.CreateCommit(ctx, cur.Repo, skip, undoTree, []string{head})
+	}
+	temp := fmt.Sprintf("opsbot/merge-%d-%s", cur.PR, mdtext.ShortSHA(undone))
+	if err == nil {
+		err = st.gh.CreateBranch(ctx, cur.Repo, temp, undone)
+	}
+	var ref *ghclient.Refusal
+	if errors.As(err, &ref) {
+		return stop("update_refused", fmt.Sprintf("%s (%s): %s", refusedWords(ref, "make the merge"), mdtext.Text(ref.Message), byHand))
+	}
+	if err != nil {
+		return gitHubMerged{}, plan.Plan{}, "", err
+	}
+	defer func() {
+		if err := st.gh.DeleteBranch(context.WithoutCancel(ctx), cur.Repo, temp); err != nil {
+			st.h.log().Warn("deleting the merge's branch failed; it is left behind", "repo", cur.Repo, "branch", temp, "err", err)
+		}
+	}()
+	gm, err := st.gh.MergeInto(ctx, cur.Repo, temp, tip, skip)
+	if errors.As(err, &ref) {
+		return stop("conflict", fmt.Sprintf("the branch has conflicts with its base, and GitHub's merge of %s, which both changed, conflicts too "+
+			"(%s): %s", mdtext.CodeList(other), mdtext.Text(ref.Message), byHand))
+	}
+	if err != nil {
+		return gitHubMerged{}, plan.Plan{}, "", err
+	}
+	gmInfo, err := st.gh.CommitInfo(ctx, cur.Repo, gm)
+	if err != nil {
+		return gitHubMerged{}, plan.Plan{}, "", err
+	}
+	files, err := st.gh.Tree(ctx, cur.Repo, gm)
+	if err != nil {
+		return gitHubMerged{}, plan.Plan{}, "", err
+	}
+	both := map[string]bool{}
+	for _, n := range other {
+		both[n] = true
+	}
+	for _, n := range appendOnly {
+		both[n] = true
+	}
+	paths := map[string]bool{}
+	for _, t := range []map[string]ghclient.TreeEntry{headTree, tipTree, files} {
+		for p := range t {
+			paths[p] = true
+		}
+	}
+	for p := range paths {
+		if both[p] && !runs.MatchAny(Section.Of(st.rc).AppendOnly, p) {
+			continue // both changed it: GitHub's merge of the two
+		}
+		side := tipTree
+		if onPR[p] && !both[p] {
+			side = headTree
+		}
+		w, inSide := side[p]
+		g, inMerge := files[p]
+		if inSide != inMerge || w != g {
+			return stop("conflict", fmt.Sprintf("GitHub's merge of the rest is not what each side changed (%s): %s", mdtext.Code(p), byHand))
+		}
+	}
+	return gitHubMerged{tree: gmInfo.Tree, files: files}, plan.Plan{}, "", nil
 }
 
 // sameTree says where made differs from want ("": nowhere).

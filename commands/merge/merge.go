@@ -73,6 +73,9 @@ type GitHub interface {
 	CreateTree(ctx context.Context, repo, base string, changes []ghclient.TreeChange) (string, error)
 	CreateCommit(ctx context.Context, repo, message, tree string, parents []string) (string, error)
 	MoveBranch(ctx context.Context, repo, branch, sha string) error
+	CreateBranch(ctx context.Context, repo, branch, sha string) error
+	DeleteBranch(ctx context.Context, repo, branch string) error
+	MergeInto(ctx context.Context, repo, base, head, message string) (string, error)
 }
 
 // Pinner pins a run as /reuse-sweep-run does (reuse.Handler).
@@ -277,8 +280,8 @@ func conflictWords(appendOnly []string) string {
 	if len(appendOnly) == 0 {
 		return ""
 	}
-	return "; if it conflicts with its base only in " + mdtext.CodeList(appendOnly) + ", opsbot merges it by the changelog's append-only rule " +
-		"and pushes that merge"
+	return "; if it conflicts with its base in " + mdtext.CodeList(appendOnly) + ", opsbot merges that by the changelog's append-only rule " +
+		"(the rest by GitHub's own merge) and pushes the merge"
 }
 
 // Prepare pins the run and starts the PR's merge, or cancels it.

@@ -375,3 +375,123 @@ func (f *Fake) SetBranchTip(repo, branch, sha string) {
 	defer f.mu.Unlock()
 	f.repos[strings.ToLower(repo)].BranchTips[branch] = sha
 }
+
+// CleanMerge tells the fake's merges how GitHub's three-way merge merges
+// path when both sides changed it (by hunks that do not touch): content.
+// A path both changed with no clean merge given conflicts (409).
+func (f *Fake) CleanMerge(repo, path, content string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repos[strings.ToLower(repo)]
+	if r.cleanMerges == nil {
+		r.cleanMerges = map[string]string{}
+	}
+	r.cleanMerges[path] = content
+}
+
+// Branches are the repository's branches besides its PRs' (BranchTips),
+// for a test to see what is left.
+func (f *Fake) Branches(repo string) map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]string{}
+	for b, sha := range f.repos[strings.ToLower(repo)].BranchTips {
+		out[b] = sha
+	}
+	return out
+}
+
+// createRef makes a branch pointing at a commit of the Git database.
+func (f *Fake) createRef(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	var in struct{ Ref, SHA string }
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		return http.StatusBadRequest, map[string]string{"message": "Problems parsing JSON"}
+	}
+	branch, ok := strings.CutPrefix(in.Ref, "refs/heads/")
+	if !ok || branch == "" {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Reference name must start with 'refs/'"}
+	}
+	if _, ok := repo.gitDB().commits[in.SHA]; !ok {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Object does not exist"}
+	}
+	if _, taken := repo.BranchTips[branch]; taken {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Reference already exists"}
+	}
+	repo.BranchTips[branch] = in.SHA
+	return http.StatusCreated, map[string]any{"ref": in.Ref, "object": map[string]string{"sha": in.SHA, "type": "commit"}}
+}
+
+// deleteRef deletes a branch that is no PR's.
+func (f *Fake) deleteRef(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	branch := strings.TrimPrefix(r.PathValue("ref"), "heads/")
+	if _, ok := repo.BranchTips[branch]; !ok {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "Reference does not exist"}
+	}
+	delete(repo.BranchTips, branch)
+	return http.StatusNoContent, nil
+}
+
+// mergeInto is POST /merges: head merged into the branch base, by files
+// (a file one side changed is that side's; one both changed is the clean
+// merge CleanMerge gave, else a conflict), the merge commit GitHub's.
+func (f *Fake) mergeInto(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	var in struct {
+		Base, Head    string
+		CommitMessage string `json:"commit_message"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		return http.StatusBadRequest, map[string]string{"message": "Problems parsing JSON"}
+	}
+	g := repo.gitDB()
+	ours, ok := repo.BranchTips[in.Base]
+	if !ok {
+		return http.StatusNotFound, map[string]string{"message": "Base does not exist"}
+	}
+	if _, ok := g.commits[in.Head]; !ok {
+		return http.StatusNotFound, map[string]string{"message": "Head does not exist"}
+	}
+	cmp, _ := g.compareGit(ours, in.Head)
+	mb, _ := cmp["merge_base_commit"].(map[string]any)
+	if mb == nil {
+		return http.StatusConflict, map[string]string{"message": "Merge conflict"}
+	}
+	base := g.trees[g.commits[mb["sha"].(string)].tree]
+	a, b := g.trees[g.commits[ours].tree], g.trees[g.commits[in.Head].tree]
+	out := map[string]gitEntry{}
+	paths := map[string]bool{}
+	for _, t := range []map[string]gitEntry{base, a, b} {
+		for p := range t {
+			paths[p] = true
+		}
+	}
+	for p := range paths {
+		o, inBase := base[p]
+		x, inA := a[p]
+		y, inB := b[p]
+		aChanged, bChanged := inA != inBase || x != o, inB != inBase || y != o
+		switch {
+		case !bChanged || (inA == inB && x == y):
+			if inA {
+				out[p] = x
+			}
+		case !aChanged:
+			if inB {
+				out[p] = y
+			}
+		default:
+			content, clean := repo.cleanMerges[p]
+			if !clean {
+				return http.StatusConflict, map[string]string{"message": "Merge conflict"}
+			}
+			s := blobSHA(content)
+			g.blobs[s] = content
+			out[p] = gitEntry{Mode: "100644", SHA: s}
+		}
+	}
+	tree := g.putTree(out)
+	sum := sha1.Sum([]byte("merges\x00" + ours + "\x00" + in.Head + "\x00" + in.CommitMessage))
+	sha := hex.EncodeToString(sum[:])
+	g.commits[sha] = gitObject{tree: tree, parents: []string{ours, in.Head}, message: in.CommitMessage, signed: true}
+	repo.BranchTips[in.Base] = sha
+	return http.StatusCreated, map[string]any{"sha": sha, "commit": map[string]any{"tree": map[string]string{"sha": tree}, "message": in.CommitMessage}}
+}

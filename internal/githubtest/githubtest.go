@@ -493,6 +493,9 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("POST /repos/{owner}/{repo}/git/trees", f.createTree)
 	add("POST /repos/{owner}/{repo}/git/commits", f.createCommit)
 	add("PATCH /repos/{owner}/{repo}/git/refs/{ref...}", f.moveBranch)
+	add("POST /repos/{owner}/{repo}/git/refs", f.createRef)
+	add("DELETE /repos/{owner}/{repo}/git/refs/{ref...}", f.deleteRef)
+	add("POST /repos/{owner}/{repo}/merges", f.mergeInto)
 	add("GET /repos/{owner}/{repo}/branches/{branch}", f.branch)
 	// Three GET routes share one shape; one handler tells them apart.
 	issueGets := map[string]handler{

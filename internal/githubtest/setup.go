@@ -31,8 +31,10 @@ type Repo struct {
 	// dropDispatches are dispatches whose answer is lost.
 	noRunDetails   bool
 	dropDispatches int
-	// git is the Git database: the content of commits (gitdata.go).
-	git *gitStore
+	// git is the Git database: the content of commits (gitdata.go);
+	// cleanMerges how its merges merge a file both sides changed.
+	git         *gitStore
+	cleanMerges map[string]string
 }
 
 // AddUser registers an account. kind is "User" or "Bot". Adding a login
