@@ -317,3 +317,39 @@ func TestMergeWithReuseConflictMergeLetsGitHubMergeTheRest(t *testing.T) {
 	w.PassTime(clock, record.WakeGap)
 	w.waitStatus("the merge", "🎉 merged `"+merged[:7]+"`")
 }
+
+// Whoever can push may move opsbot's merge branch before GitHub merges it
+// (the branch is public): GitHub's merge is then not of opsbot's commit,
+// and the merge stops before anything is pushed.
+func TestMergeWithReuseConflictMergeBranchMovedByAnother(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, map[string][2]string{"configs/a-master.yaml": {"base\npr line\n", "main line\nbase\n"}})
+	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
+	arrived, release := w.GH.Hold("POST /repos/{owner}/{repo}/merges")
+	t.Cleanup(release)
+	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse 31147925932")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("GitHub was never asked to merge")
+	}
+	var temp string
+	for b := range w.GH.Branches(theRepo) {
+		if strings.HasPrefix(b, "opsbot/merge-") {
+			temp = b
+		}
+	}
+	undone := w.GH.Branches(theRepo)[temp]
+	files := w.GH.GitFiles(theRepo, undone)
+	files["tools/evil.sh"] = "something nobody reviewed\n"
+	w.GH.GitCommit(theRepo, "ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1e", []string{undone}, files)
+	w.GH.SetBranchTip(theRepo, temp, "ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1e")
+	release()
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	mustContain(t, "status", st, "was moved meanwhile", "is revoked")
+	if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
+		t.Fatalf("the branch moved (%d asks)", n)
+	}
+}

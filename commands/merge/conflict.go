@@ -294,6 +294,13 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly
 	if err != nil {
 		return gitHubMerged{}, plan.Plan{}, "", err
 	}
+	// GitHub merged into the branch as it was then: anyone who can push
+	// could have moved it first. Only a merge of opsbot's own commit with
+	// the base's tip is GitHub's merge of the two.
+	if len(gmInfo.Parents) != 2 || !strings.EqualFold(gmInfo.Parents[0], undone) || !strings.EqualFold(gmInfo.Parents[1], tip) {
+		return stop("conflict", fmt.Sprintf("GitHub's merge of the rest is not a merge of opsbot's commit %s with the base's tip (the branch %s "+
+			"was moved meanwhile): %s", mdtext.ShortSHA(undone), mdtext.Code(temp), byHand))
+	}
 	files, err := st.gh.Tree(ctx, cur.Repo, gm)
 	if err != nil {
 		return gitHubMerged{}, plan.Plan{}, "", err
