@@ -204,7 +204,8 @@ func (c *Client) DeleteBranch(ctx context.Context, repo, branch string) error {
 		return err
 	}
 	resp, err := c.gh.Do(ctx, req, nil)
-	if resp != nil && resp.StatusCode == http.StatusUnprocessableEntity {
+	var er *github.ErrorResponse
+	if resp != nil && resp.StatusCode == http.StatusUnprocessableEntity && errors.As(err, &er) && strings.Contains(er.Message, "Reference does not exist") {
 		return nil // gone already
 	}
 	return refusal("deleting the branch "+branch, resp, err)

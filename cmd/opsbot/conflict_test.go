@@ -96,7 +96,7 @@ func TestMergeWithReuseMergesAConflictingChangelog(t *testing.T) {
 	w.greenChecks(merged)
 	w.SendSync(merged, "")
 	w.PassTime(clock, record.WakeGap)
-	st = w.waitStatus("the merge", "merged")
+	st = w.waitStatus("the merge", "🎉 merged")
 	mustContain(t, "status", st, "branch updated to `"+merged[:7]+"`: its sweep is skipped, reusing run [31147925932](", "🎉 merged `"+merged[:7]+"`")
 	if ms := w.GH.Merges(); len(ms) != 1 || ms[0].SHA != merged {
 		t.Fatalf("merges %+v; want one of %s", ms, merged)
@@ -150,7 +150,7 @@ func TestMergeWithReuseConflictItCannotMerge(t *testing.T) {
 				t.Fatalf("a conflict opsbot cannot merge moved the branch %d times", n)
 			}
 			for b := range w.GH.Branches(theRepo) {
-				if strings.HasPrefix(b, "opsbot/") {
+				if strings.HasPrefix(b, "opsbot-merge-") {
 					t.Fatalf("the branch %s is left behind", b)
 				}
 			}
@@ -308,7 +308,7 @@ func TestMergeWithReuseConflictMergeLetsGitHubMergeTheRest(t *testing.T) {
 		t.Fatalf("the merge holds %q", got)
 	}
 	for b := range w.GH.Branches(theRepo) {
-		if strings.HasPrefix(b, "opsbot/") {
+		if strings.HasPrefix(b, "opsbot-merge-") {
 			t.Fatalf("the merge's branch %s is left behind", b)
 		}
 	}
@@ -337,7 +337,7 @@ func TestMergeWithReuseConflictMergeBranchMovedByAnother(t *testing.T) {
 	}
 	var temp string
 	for b := range w.GH.Branches(theRepo) {
-		if strings.HasPrefix(b, "opsbot/merge-") {
+		if strings.HasPrefix(b, "opsbot-merge-") {
 			temp = b
 		}
 	}
@@ -351,5 +351,75 @@ func TestMergeWithReuseConflictMergeBranchMovedByAnother(t *testing.T) {
 	mustContain(t, "status", st, "was moved meanwhile", "is revoked")
 	if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
 		t.Fatalf("the branch moved (%d asks)", n)
+	}
+}
+
+// GitHub's refusals of its merge of the rest say what they are: only a
+// 409 is a conflict; a refusal for want of the Workflows permission says
+// which permission.
+func TestMergeWithReuseConflictMergeRefusedForWorkflows(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, map[string][2]string{"configs/a-master.yaml": {"base\npr line\n", "main line\nbase\n"}})
+	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
+	w.GH.Inject("POST /repos/{owner}/{repo}/merges", githubtest.Fault{Status: 403,
+		Body: `{"message":"refusing to allow a GitHub App to create or update workflow .github/workflows/x.yml without workflows permission"}`})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	mustContain(t, "status", st, "without workflows permission", "needs the App's Workflows permission (`opsbot github app-manifest --merge`)")
+	if strings.Contains(st, "conflicts too") {
+		t.Fatalf("a refusal for a permission said to be a conflict:\n%s", st)
+	}
+}
+
+// opsbot's merge branch is not left behind: not when the answer to its
+// making was lost (it is deleted, and the merge made again), and when it
+// cannot be deleted, the status comment says to delete it by hand.
+func TestMergeWithReuseConflictMergeBranchIsCleanedUp(t *testing.T) {
+	t.Parallel()
+	more := map[string][2]string{"configs/a-master.yaml": {"base\npr line\n", "main line\nbase\n"}}
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, more)
+	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
+	w.GH.Inject("POST /repos/{owner}/{repo}/git/refs", githubtest.Fault{Lost: true, Status: 502, Times: 1})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	for b := range w.GH.Branches(theRepo) {
+		if strings.HasPrefix(b, "opsbot-merge-") {
+			t.Fatalf("the merge's branch %s is left behind", b)
+		}
+	}
+
+	w2 := conflictWorld(t, e2e.NewClock(), more)
+	w2.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
+	w2.GH.Inject("DELETE /repos/{owner}/{repo}/git/refs/{ref...}", githubtest.Fault{Status: 403, Body: `{"message":"Resource not accessible by integration"}`})
+	w2.Comment(maintainer, "/merge-with-reuse 31147925932")
+	st := w2.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	mustContain(t, "status", st, "⚠️ opsbot could not delete its branch `opsbot-merge-", "delete it by hand")
+}
+
+// A push to the branch while opsbot made its merge: the branch is read
+// right before the move, and the push wins.
+func TestMergeWithReuseConflictMergeYieldsToAPushBeforeTheMove(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	// The move's step reads the base's branch, then the PR's: the PR's
+	// read is held while the author pushes.
+	arrived, release := w.GH.HoldAfter("GET /repos/{owner}/{repo}/branches/{branch}", 2)
+	t.Cleanup(release)
+	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse 31147925932")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the branch was never read before the move")
+	}
+	w.GH.Push(theRepo, thePR, []string{sha("c2")}, nil)
+	release()
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	mustContain(t, "status", st, "the branch moved to c2c2c2c while opsbot made its merge from c1c1c1c: a push since wins")
+	if n := w.GH.Count(routeMoveBranch); n != 0 {
+		t.Fatalf("the branch was moved %d times over the push", n)
 	}
 }

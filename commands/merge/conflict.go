@@ -20,14 +20,15 @@ import (
 // conflicted is a branch GitHub cannot update for a conflict. When the
 // only files both the PR and its base changed since their merge base are
 // append-only (repos[].merge.append_only: the changelog), opsbot makes the
-// merge itself: the base's tree with the PR's own changes, and each
-// append-only file merged by the changelog's rule (main's bytes whole, the
-// PR's entries after them). The commit is made (objects nothing points at
-// yet, made again harmlessly), checked (the base compared with it shows
-// exactly the PR's own files), and recorded on the pin with the act's mark
-// (the pin covers that commit alone: its parents and tree); the next step,
-// in this process, moves the branch to it, forward only, so a push since
-// wins. Anything else stops the merge: update the branch by hand.
+// merge itself: the base's tree with the PR's own changes (other files
+// both changed: GitHub's merge of them, githubMerge), and each append-only
+// file merged by the changelog's rule (main's bytes whole, the PR's
+// entries after them). The commit is made (objects nothing points at yet,
+// made again harmlessly), checked path by path, and recorded on the pin
+// with the act's mark (the pin covers that commit alone: its parents and
+// tree); the next step, in this process, moves the branch to it if it is
+// still at the head read, never forced. Anything else stops the merge:
+// update the branch by hand.
 func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, string, error) {
 	cur, pr := st.cur, st.pr
 	set := Section.Of(st.rc)
@@ -64,32 +65,28 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 		return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-possibly-pushed")
 	}
 
+	// What each side changed since their merge base, path by path (mode,
+	// type, content: a rename is its old path gone and its new one made),
+	// from the three trees themselves.
 	prSide, err := st.gh.Changes(ctx, cur.Repo, tip, head)
 	if err != nil {
 		return plan.Plan{}, "", err
 	}
-	baseSide, err := st.gh.Changes(ctx, cur.Repo, head, tip)
-	if err != nil {
-		return plan.Plan{}, "", err
-	}
-	switch {
-	case prSide.MergeBase == "":
+	if prSide.MergeBase == "" {
 		return st.stopped("conflict", "the branch has conflicts with its base, and no common ancestor: "+byHand)
-	case !prSide.Complete || !baseSide.Complete:
-		return st.stopped("conflict", "the branch has conflicts with its base, and more files changed than opsbot reads (300 a side): "+byHand)
 	}
-	touched := func(ch ghclient.Changes) map[string]bool {
-		out := map[string]bool{}
-		for _, f := range ch.Files {
-			out[f.Name] = true
-			if f.Previous != "" {
-				out[f.Previous] = true
-			}
+	var trees [3]map[string]ghclient.TreeEntry // the merge base's, the head's, the base's tip's
+	for i, c := range []string{prSide.MergeBase, head, tip} {
+		trees[i], err = st.gh.Tree(ctx, cur.Repo, c)
+		if errors.Is(err, ghclient.ErrTreeCut) {
+			return st.stopped("conflict", "the branch has conflicts with its base, and the repository holds more files than GitHub lists in one tree: "+byHand)
 		}
-		return out
+		if err != nil {
+			return plan.Plan{}, "", err
+		}
 	}
-	onBase := touched(baseSide)
-	onPR := touched(prSide)
+	mergeBaseTree, headTree, tipTree := trees[0], trees[1], trees[2]
+	onPR, onBase := changed(mergeBaseTree, headTree), changed(mergeBaseTree, tipTree)
 	var both, appendOnly, other []string
 	for name := range onPR {
 		if !onBase[name] {
@@ -112,17 +109,6 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 		return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base: both changed %s, and none of it is append-only "+
 			"(`repos[].merge.append_only`): %s", mdtext.CodeList(other), byHand))
 	}
-	var trees [3]map[string]ghclient.TreeEntry // the merge base's, the head's, the base's tip's
-	for i, c := range []string{prSide.MergeBase, head, tip} {
-		trees[i], err = st.gh.Tree(ctx, cur.Repo, c)
-		if errors.Is(err, ghclient.ErrTreeCut) {
-			return st.stopped("conflict", "the branch has conflicts with its base, and the repository holds more files than GitHub lists in one tree: "+byHand)
-		}
-		if err != nil {
-			return plan.Plan{}, "", err
-		}
-	}
-	mergeBaseTree, headTree, tipTree := trees[0], trees[1], trees[2]
 	// Each append-only file, merged by the rule.
 	rule := changelog.Rule{Repo: set.LinkRepo}
 	if rule.Repo == "" {
@@ -162,25 +148,21 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 		for p, e := range tipTree {
 			want[p] = e
 		}
-		for _, f := range prSide.Files {
-			if onBase[f.Name] {
+		// Every path the PR changed is as the head has it (a renamed
+		// file's old path gone, a copied file's source kept).
+		for p := range onPR {
+			if onBase[p] {
 				continue // an append-only file: merged above
 			}
-			// Every path the PR touched is as the head has it: a renamed
-			// file's old name is gone there, a copied file's source is not.
-			for _, p := range []string{f.Previous, f.Name} {
-				if p == "" {
-					continue
-				}
-				if e, ok := headTree[p]; ok {
-					changes = append(changes, ghclient.TreeChange{Path: p, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
-					want[p] = e
-				} else {
-					changes = append(changes, ghclient.TreeChange{Path: p, Mode: "100644", Type: "blob", Remove: true})
-					delete(want, p)
-				}
+			if e, ok := headTree[p]; ok {
+				changes = append(changes, ghclient.TreeChange{Path: p, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
+				want[p] = e
+			} else {
+				changes = append(changes, ghclient.TreeChange{Path: p, Mode: "100644", Type: "blob", Remove: true})
+				delete(want, p)
 			}
 		}
+		sort.Slice(changes, func(i, j int) bool { return changes[i].Path < changes[j].Path })
 		tipInfo, err := st.gh.CommitInfo(ctx, cur.Repo, tip)
 		if err != nil {
 			return plan.Plan{}, "", err
@@ -237,9 +219,10 @@ type gitHubMerged struct {
 
 // githubMerge has GitHub merge what both changed besides the append-only
 // files (by hunks, as update-branch would have): the head with its changes
-// to those files undone, on a branch of opsbot's (its pushes run no
-// workflow: [skip ci]), merged with the base's tip (POST /merges), the
-// branch deleted after. GitHub's merge is checked: each file only one side
+// to those files undone, on a branch of opsbot's (its commits say [skip
+// ci], so no push or pull_request workflow runs on them; a workflow on
+// branches being created or deleted still does), merged with the base's
+// tip (POST /merges), the branch deleted after. GitHub's merge is checked: each file only one side
 // changed is that side's, and the append-only files the base's tip's. A
 // conflict there too (409) stops the merge; p and out, when out is set,
 // are that step.
@@ -266,28 +249,33 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly
 	if err == nil {
 		undone, err = st.gh.CreateCommit(ctx, cur.Repo, skip, undoTree, []string{head})
 	}
-	temp := fmt.Sprintf("opsbot/merge-%d-%s", cur.PR, mdtext.ShortSHA(undone))
+	// The branch's name holds no slash (no branch named as its folder can
+	// block it) and opsbot's new commit (nobody can have taken it before).
+	temp := fmt.Sprintf("opsbot-merge-%d-%s", cur.PR, mdtext.ShortSHA(undone))
 	if err == nil {
 		err = st.gh.CreateBranch(ctx, cur.Repo, temp, undone)
 	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
-		return stop("update_refused", fmt.Sprintf("%s (%s): %s", refusedWords(ref, "make the merge"), mdtext.Text(ref.Message), byHand))
+		return stop("update_refused", fmt.Sprintf("%s (%s%s): %s", refusedWords(ref, "make the merge"), mdtext.Text(ref.Message), workflowHint(ref), byHand))
 	}
 	if err != nil {
+		if undone != "" {
+			st.deleteBranch(ctx, temp) // its answer lost, it may exist: it is opsbot's (its name holds opsbot's new commit)
+		}
 		return gitHubMerged{}, plan.Plan{}, "", err
 	}
-	defer func() {
-		if err := st.gh.DeleteBranch(context.WithoutCancel(ctx), cur.Repo, temp); err != nil {
-			st.h.log().Warn("deleting the merge's branch failed; it is left behind", "repo", cur.Repo, "branch", temp, "err", err)
-		}
-	}()
+	defer st.deleteBranch(ctx, temp)
 	gm, err := st.gh.MergeInto(ctx, cur.Repo, temp, tip, skip)
-	if errors.As(err, &ref) {
+	switch {
+	case errors.As(err, &ref) && ref.Status == 409:
 		return stop("conflict", fmt.Sprintf("the branch has conflicts with its base, and GitHub's merge of %s, which both changed, conflicts too "+
 			"(%s): %s", mdtext.CodeList(other), mdtext.Text(ref.Message), byHand))
-	}
-	if err != nil {
+	case errors.As(err, &ref) && ref.Message == "nothing to merge", errors.Is(err, ghclient.ErrNotFound):
+		return stop("conflict", fmt.Sprintf("opsbot's branch %s was moved or deleted before GitHub merged it: %s", mdtext.Code(temp), byHand))
+	case errors.As(err, &ref):
+		return stop("update_refused", fmt.Sprintf("%s (%s%s): %s", refusedWords(ref, "merge the rest"), mdtext.Text(ref.Message), workflowHint(ref), byHand))
+	case err != nil:
 		return gitHubMerged{}, plan.Plan{}, "", err
 	}
 	gmInfo, err := st.gh.CommitInfo(ctx, cur.Repo, gm)
@@ -302,6 +290,9 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly
 			"was moved meanwhile): %s", mdtext.ShortSHA(undone), mdtext.Code(temp), byHand))
 	}
 	files, err := st.gh.Tree(ctx, cur.Repo, gm)
+	if errors.Is(err, ghclient.ErrTreeCut) {
+		return stop("conflict", "GitHub's merge of the rest holds more files than GitHub lists in one tree: "+byHand)
+	}
 	if err != nil {
 		return gitHubMerged{}, plan.Plan{}, "", err
 	}
@@ -335,13 +326,48 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly
 	return gitHubMerged{tree: gmInfo.Tree, files: files}, plan.Plan{}, "", nil
 }
 
+// deleteBranch deletes opsbot's merge branch; one it cannot is said in
+// the status comment (delete it by hand), never a reason to stop.
+func (st *stepper) deleteBranch(ctx context.Context, branch string) {
+	if err := st.gh.DeleteBranch(context.WithoutCancel(ctx), st.cur.Repo, branch); err != nil {
+		st.h.log().Warn("deleting the merge's branch failed; it is left behind", "repo", st.cur.Repo, "branch", branch, "err", err)
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("⚠️ opsbot could not delete its branch %s (%s): delete it by hand",
+			mdtext.Code(branch), mdtext.Text(err.Error())))
+	}
+}
+
+// workflowHint is what a refusal about workflows asks of the App.
+func workflowHint(ref *ghclient.Refusal) string {
+	if strings.Contains(strings.ToLower(ref.Message), "workflow") {
+		return "; the base's changes touch `.github/workflows`, which needs the App's Workflows permission (`opsbot github app-manifest --merge`)"
+	}
+	return ""
+}
+
+// changed are the paths whose entry (mode, type, object) differs from
+// from to to, or that only one of them has.
+func changed(from, to map[string]ghclient.TreeEntry) map[string]bool {
+	out := map[string]bool{}
+	for p, e := range to {
+		if from[p] != e {
+			out[p] = true
+		}
+	}
+	for p := range from {
+		if _, ok := to[p]; !ok {
+			out[p] = true
+		}
+	}
+	return out
+}
+
 // sameTree says where made differs from want ("": nowhere).
 func sameTree(want, made map[string]ghclient.TreeEntry) string {
 	for p, e := range made {
 		w, ok := want[p]
 		switch {
 		case !ok:
-			return "it holds " + mdtext.Code(p) + ", which neither the base nor the PR has"
+			return "it holds " + mdtext.Code(p) + ", which it should not"
 		case w.Mode != e.Mode || w.Type != e.Type || !strings.EqualFold(w.SHA, e.SHA):
 			return mdtext.Code(p) + " differs"
 		}
@@ -368,17 +394,26 @@ func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Pl
 	if err := st.clear(); err != nil {
 		return plan.Plan{}, "", err // a cancel or a push waits: it goes first
 	}
+	// GitHub moves a branch without force to any commit that follows
+	// its own, so a push that set it back to an older commit would not be
+	// refused: the branch itself is read last (a push after this read and
+	// before the move is decided by the gate in its order; the content
+	// pushed is opsbot's checked merge either way).
+	at, err := st.gh.BranchHead(ctx, st.cur.Repo, branch)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if !strings.EqualFold(at, head) {
+		return st.stopped("pushed", fmt.Sprintf("the branch moved to %s while opsbot made its merge from %s: a push since wins. "+
+			"Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(at), mdtext.ShortSHA(head)))
+	}
 	st.h.marks.Try(st.data.UpdateMark)
 	st.data.UpdateAsked = st.now
-	err := st.gh.MoveBranch(ctx, st.cur.Repo, branch, st.data.Built)
+	err = st.gh.MoveBranch(ctx, st.cur.Repo, branch, st.data.Built)
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
-		hint := ""
-		if strings.Contains(strings.ToLower(ref.Message), "workflow") {
-			hint = "; the base's changes touch `.github/workflows`, which needs the App's Workflows permission (`opsbot github app-manifest --merge`)"
-		}
 		return st.stopped("update_refused", fmt.Sprintf("%s (%s%s): a push since opsbot read %s wins. Update the branch by hand, then pin a run again",
-			refusedWords(ref, "move the branch to opsbot's merge"), mdtext.Text(ref.Message), hint, mdtext.ShortSHA(head)))
+			refusedWords(ref, "move the branch to opsbot's merge"), mdtext.Text(ref.Message), workflowHint(ref), mdtext.ShortSHA(head)))
 	}
 	if err != nil && ctx.Err() != nil {
 		return plan.Plan{}, "", err // opsbot is stopping: the next process finds the mark, and waits for the push

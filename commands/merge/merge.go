@@ -864,8 +864,11 @@ func (st *stepper) updating(ctx context.Context, head string) (plan.Plan, string
 	cur := st.cur
 	if strings.EqualFold(head, cur.Head) {
 		if st.now.Sub(st.data.UpdateAsked) > UpdateWait {
-			return st.stopped("update_lost", fmt.Sprintf("GitHub made no push %s after the update was asked: update the branch by hand, "+
-				"then pin a run again", commands.Span(UpdateWait)))
+			what := "GitHub made no push %s after the update was asked"
+			if st.data.Built != "" {
+				what = "no push of opsbot's merge came %s after it was about to be pushed"
+			}
+			return st.stopped("update_lost", fmt.Sprintf(what+": update the branch by hand, then pin a run again", commands.Span(UpdateWait)))
 		}
 		return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-waiting-update")
 	}

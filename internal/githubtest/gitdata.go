@@ -339,7 +339,13 @@ func (f *Fake) moveBranch(w http.ResponseWriter, r *http.Request, repo *Repo) (i
 	if !ok {
 		return http.StatusUnprocessableEntity, map[string]string{"message": "Object does not exist"}
 	}
-	if !in.Force && (len(c.parents) == 0 || c.parents[0] != p.Head()) {
+	descends := false
+	for _, a := range g.ancestors(in.SHA) {
+		if a == p.Head() {
+			descends = true
+		}
+	}
+	if !in.Force && !descends {
 		return http.StatusUnprocessableEntity, map[string]string{"message": "Update is not a fast forward"}
 	}
 	// The rest of the fake knows it as a merge of its second parent into

@@ -349,6 +349,11 @@ func (f *Fake) CraftMerge(repo string, number int, commit, second, tree string, 
 func (f *Fake) branch(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
 	name := r.PathValue("branch")
 	tip := repo.BranchTips[name]
+	for _, p := range repo.PRs {
+		if tip == "" && p.Branch == name && p.HeadRepo == "" && p.State == "open" {
+			tip = p.Head() // a PR's own branch
+		}
+	}
 	if tip == "" {
 		for _, p := range repo.PRs {
 			base := p.BaseRef
