@@ -14,37 +14,6 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 )
 
-// Change is a file a commit changed since a merge base: its name, the
-// name it had (a rename), how (added, modified, removed, renamed, …) and
-// its blob.
-type Change struct {
-	Name, Previous, Status, SHA string
-}
-
-// Changes are what base...head says: the merge base of the two, and the
-// files head changed since it.
-type Changes struct {
-	MergeBase string
-	Files     []Change
-	// Complete is false when GitHub cut the list (300 files).
-	Complete bool
-}
-
-// Changes reads base...head: the merge base and the files head changed
-// since it.
-func (c *Client) Changes(ctx context.Context, repo, base, head string) (Changes, error) {
-	o, r := split(repo)
-	cmp, resp, err := c.gh.Repositories.CompareCommits(ctx, o, r, base, head, &github.ListOptions{PerPage: 100})
-	if err := wrap(fmt.Sprintf("comparing %s...%s", mdtext.ShortSHA(base), mdtext.ShortSHA(head)), resp, err); err != nil {
-		return Changes{}, err
-	}
-	out := Changes{MergeBase: cmp.GetMergeBaseCommit().GetSHA(), Complete: len(cmp.Files) < 300}
-	for _, f := range cmp.Files {
-		out.Files = append(out.Files, Change{Name: f.GetFilename(), Previous: f.GetPreviousFilename(), Status: f.GetStatus(), SHA: f.GetSHA()})
-	}
-	return out, nil
-}
-
 // Blob reads a blob (a file's content) by its object id, whatever its
 // size up to GitHub's 100 MB.
 func (c *Client) Blob(ctx context.Context, repo, sha string) ([]byte, error) {

@@ -2,6 +2,7 @@ package ghclient
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -16,14 +17,9 @@ func TestGitDatabase(t *testing.T) {
 	f.GitCommit(repo, "m1", []string{"b0"}, map[string]string{"log.yaml": "a\nmain\n", "keep.txt": "k\n"})
 	ctx := t.Context()
 
-	ch, err := c.Changes(ctx, repo, "m1", "h1")
-	if err != nil || ch.MergeBase != "b0" || !ch.Complete || len(ch.Files) != 2 || ch.Files[0].Name != "log.yaml" || ch.Files[1].Name != "new.txt" ||
-		ch.Files[1].Status != "added" {
-		t.Fatalf("Changes(m1...h1) = %+v, %v", ch, err)
-	}
-	main, err := c.Changes(ctx, repo, "h1", "m1")
-	if err != nil || len(main.Files) != 2 || main.Files[0].Name != "gone.txt" || main.Files[0].Status != "removed" {
-		t.Fatalf("Changes(h1...m1) = %+v, %v", main, err)
+	cmp, err := c.Compare(ctx, repo, "m1", "h1")
+	if err != nil || cmp.MergeBase != "b0" || cmp.Status != "diverged" || strings.Join(cmp.Files, ",") != "log.yaml,new.txt" {
+		t.Fatalf("Compare(m1...h1) = %+v, %v", cmp, err)
 	}
 	tipFiles, err := c.Tree(ctx, repo, "m1")
 	if err != nil {

@@ -41,7 +41,9 @@ func (c *Client) PRCommits(ctx context.Context, repo string, n int) ([]string, e
 type Comparison struct {
 	Status  string // identical, ahead, behind, diverged
 	AheadBy int
-	Files   []string
+	// MergeBase is the commit base and head last shared.
+	MergeBase string
+	Files     []string
 	// FilesComplete is false when GitHub truncated the file list (300 files).
 	FilesComplete bool
 }
@@ -53,7 +55,7 @@ func (c *Client) Compare(ctx context.Context, repo, base, head string) (Comparis
 	if err := wrap(fmt.Sprintf("comparing %s...%s", mdtext.ShortSHA(base), mdtext.ShortSHA(head)), resp, err); err != nil {
 		return Comparison{}, err
 	}
-	out := Comparison{Status: cmp.GetStatus(), AheadBy: cmp.GetAheadBy(), FilesComplete: len(cmp.Files) < 300}
+	out := Comparison{Status: cmp.GetStatus(), AheadBy: cmp.GetAheadBy(), MergeBase: cmp.GetMergeBaseCommit().GetSHA(), FilesComplete: len(cmp.Files) < 300}
 	for _, f := range cmp.Files {
 		out.Files = append(out.Files, f.GetFilename())
 		if f.GetPreviousFilename() != "" {

@@ -207,13 +207,7 @@ func TestMergeWithReuseConflictMergeAfterARestart(t *testing.T) {
 	// written, and the process stops while the move is under way.
 	arrived, release := w.GH.Hold(routeMoveBranch)
 	t.Cleanup(release)
-	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse 31147925932")
-	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, "")) // its worker is held
-	select {
-	case <-arrived:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the branch was never asked to move")
-	}
+	mergeHeld(t, w, arrived, "the branch was never asked to move")
 	w.Srv.Stop(t)
 	// The default branch moves on meanwhile: still, the branch is never
 	// moved again.
@@ -328,13 +322,7 @@ func TestMergeWithReuseConflictMergeBranchMovedByAnother(t *testing.T) {
 	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
 	arrived, release := w.GH.Hold("POST /repos/{owner}/{repo}/merges")
 	t.Cleanup(release)
-	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse 31147925932")
-	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
-	select {
-	case <-arrived:
-	case <-time.After(10 * time.Second):
-		t.Fatal("GitHub was never asked to merge")
-	}
+	mergeHeld(t, w, arrived, "GitHub was never asked to merge")
 	var temp string
 	for b := range w.GH.Branches(theRepo) {
 		if strings.HasPrefix(b, "opsbot-merge-") {
@@ -408,18 +396,26 @@ func TestMergeWithReuseConflictMergeYieldsToAPushBeforeTheMove(t *testing.T) {
 	// read is held while the author pushes.
 	arrived, release := w.GH.HoldAfter("GET /repos/{owner}/{repo}/branches/{branch}", 2)
 	t.Cleanup(release)
-	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse 31147925932")
-	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
-	select {
-	case <-arrived:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the branch was never read before the move")
-	}
+	mergeHeld(t, w, arrived, "the branch was never read before the move")
 	w.GH.Push(theRepo, thePR, []string{sha("c2")}, nil)
 	release()
 	st := w.waitStatus("the merge stopped", "⛔ stopped")
 	mustContain(t, "status", st, "the branch moved to c2c2c2c while opsbot made its merge from c1c1c1c: a push since wins")
 	if n := w.GH.Count(routeMoveBranch); n != 0 {
 		t.Fatalf("the branch was moved %d times over the push", n)
+	}
+}
+
+// mergeHeld comments /merge-with-reuse without waiting for the server to
+// settle (a request it makes is held) and waits until the held request
+// arrives; never is what a test says when it does not.
+func mergeHeld(t *testing.T, w *world, arrived <-chan struct{}, never string) {
+	t.Helper()
+	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse 31147925932")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal(never)
 	}
 }

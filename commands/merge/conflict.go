@@ -39,16 +39,12 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	if pr.GetHead().GetRepo().GetID() != pr.GetBase().GetRepo().GetID() {
 		return st.stopped("conflict", "the branch has conflicts with its base, and it is a fork's, which opsbot does not push to: "+byHand)
 	}
-	pin, err := st.pin()
+	pin, tip, err := st.pinAndTip(ctx)
 	if err != nil {
 		return plan.Plan{}, "", err
 	}
 	if pin == nil {
-		return st.stopped("no_pin", "the pin the merge took was revoked or replaced before the branch was updated: a merge now would reuse nothing")
-	}
-	tip, err := st.gh.BranchHead(ctx, cur.Repo, st.data.Base)
-	if err != nil {
-		return plan.Plan{}, "", err
+		return st.stopped("no_pin", noPinWhy)
 	}
 	branch := pr.GetHead().GetRef()
 	built := st.data.Built != "" && strings.EqualFold(st.data.BuiltFor, head) && strings.EqualFold(st.data.UpdateBase, tip) &&
@@ -68,7 +64,7 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	// What each side changed since their merge base, path by path (mode,
 	// type, content: a rename is its old path gone and its new one made),
 	// from the three trees themselves.
-	prSide, err := st.gh.Changes(ctx, cur.Repo, tip, head)
+	prSide, err := st.gh.Compare(ctx, cur.Repo, tip, head)
 	if err != nil {
 		return plan.Plan{}, "", err
 	}

@@ -67,7 +67,7 @@ type GitHub interface {
 	BranchHead(ctx context.Context, repo, branch string) (string, error)
 	// The conflict merge's (conflict.go): reads, objects nothing points
 	// at, and the branch moved forward.
-	Changes(ctx context.Context, repo, base, head string) (ghclient.Changes, error)
+	Compare(ctx context.Context, repo, base, head string) (ghclient.Comparison, error)
 	Blob(ctx context.Context, repo, sha string) ([]byte, error)
 	Tree(ctx context.Context, repo, sha string) (map[string]ghclient.TreeEntry, error)
 	CreateTree(ctx context.Context, repo, base string, changes []ghclient.TreeChange) (string, error)
@@ -767,22 +767,33 @@ func (st *stepper) pinned(ctx context.Context, head string) (plan.Plan, string, 
 	return st.checks(ctx, head)
 }
 
+// noPinWhy is why a merge whose pin is gone stops before the branch is
+// updated.
+const noPinWhy = "the pin the merge took was revoked or replaced before the branch was updated: a merge now would reuse nothing"
+
+// pinAndTip are the merge's own pin (nil: revoked or replaced) and the
+// base's tip, read before the branch is updated.
+func (st *stepper) pinAndTip(ctx context.Context) (*record.Pin, string, error) {
+	pin, err := st.pin()
+	if err != nil || pin == nil {
+		return pin, "", err
+	}
+	tip, err := st.gh.BranchHead(ctx, st.cur.Repo, st.data.Base)
+	return pin, tip, err
+}
+
 // behind asks GitHub to update the branch: the pin first records what the
 // update will be (the base's tip it merges and the tree GitHub's merge of
 // it makes, read from the PR's test merge commit), with the act's mark; the
 // next step, in this process, asks it once.
 func (st *stepper) behind(ctx context.Context, head string) (plan.Plan, string, error) {
 	cur := st.cur
-	pin, err := st.pin()
+	pin, tip, err := st.pinAndTip(ctx)
 	if err != nil {
 		return plan.Plan{}, "", err
 	}
 	if pin == nil {
-		return st.stopped("no_pin", "the pin the merge took was revoked or replaced before the branch was updated: a merge now would reuse nothing")
-	}
-	tip, err := st.gh.BranchHead(ctx, cur.Repo, st.data.Base)
-	if err != nil {
-		return plan.Plan{}, "", err
+		return st.stopped("no_pin", noPinWhy)
 	}
 	tree, err := st.mergeTree(ctx, tip, head)
 	if err != nil {
