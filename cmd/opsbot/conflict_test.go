@@ -23,13 +23,15 @@ func entry(key, link string) string {
 
 const mainTip = "ma1ma1ma1ma1ma1ma1ma1ma1ma1ma1ma1ma1ma1m"
 
-// conflictWorld is a merge world whose PR and default branch both
+// conflictWorld is a merge world, opsbot a GitHub App, whose PR and default branch both
 // appended to the changelog since the PR's base (so update-branch cannot
 // merge them): the PR also changed its benchmark script, the default
 // branch its README. more are files both sides changed besides.
 func conflictWorld(t *testing.T, clock *movingClock, more map[string][2]string) *world {
 	t.Helper()
-	w := mergeWorld(t, "    main_sweeps: false\n", clock)
+	w := newWorldOpts(t, worldOpts{App: true, Repo: "    merge:\n      min_role: write\n    main_sweeps: false\n", Deps: func(d *app.Deps) {
+		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
+	}})
 	link := func(n int) string { return fmt.Sprintf("https://github.com/%s/pull/%d", theRepo, n) }
 	base := entry("base-config", link(1))
 	files := func(side int) map[string]string {
@@ -417,5 +419,20 @@ func mergeHeld(t *testing.T, w *world, arrived <-chan struct{}, never string) {
 	case <-arrived:
 	case <-time.After(10 * time.Second):
 		t.Fatal(never)
+	}
+}
+
+// With a token, opsbot does not make the merge: its commit would be the
+// token's user's, not GitHub's, and its push could not reuse the run.
+func TestMergeWithReuseConflictNeedsAnApp(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := mergeWorld(t, "", clock)
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.UpdateConflict = true })
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	mustContain(t, "status", st, "opsbot merges them only as a GitHub App", "update the branch by hand")
+	if len(w.GH.GitMadeCommits(theRepo)) != 0 || w.GH.Count(routeMoveBranch) != 0 {
+		t.Fatal("a token made a merge")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -38,6 +37,12 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	}
 	if pr.GetHead().GetRepo().GetID() != pr.GetBase().GetRepo().GetID() {
 		return st.stopped("conflict", "the branch has conflicts with its base, and it is a fork's, which opsbot does not push to: "+byHand)
+	}
+	if st.h.AppID == 0 {
+		// A commit a token makes is the token's user's, not GitHub's: the
+		// gate would not take its push for the one the pin covers.
+		return st.stopped("conflict", "the branch has conflicts with its base, and opsbot merges them only as a GitHub App (a commit a "+
+			"token makes is not signed by GitHub, so its push could not reuse the run): "+byHand)
 	}
 	pin, tip, err := st.pinAndTip(ctx)
 	if err != nil {
@@ -198,13 +203,7 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 		return st.stopped("conflict", fmt.Sprintf("the merge opsbot made is not the PR's own change on its base (%s), so it is not pushed: %s", why, byHand))
 	}
 	st.data.BuiltFor, st.data.BuiltTree, st.data.BuiltFiles = strings.ToLower(head), strings.ToLower(tree), appendOnly
-	st.data.UpdateMark, st.data.UpdateAsked, st.data.UpdateBase = st.h.marks.New(), st.now, strings.ToLower(tip)
-	next := *cur
-	next.WakeAt = st.now
-	next.Data, _ = json.Marshal(st.data) // plain fields: cannot fail
-	return plan.Plan{Require: []plan.Fact{st.guard(), plan.ActivePin{Repo: cur.Repo, PR: cur.PR, ID: pin.ID}},
-		Steps: []plan.Step{plan.ExpectUpdate{Repo: cur.Repo, PR: cur.PR, PinID: pin.ID, Base: tip, Tree: tree},
-			plan.PutSequence{Seq: next, Read: cur.Version}}}, "merge-conflict-merged", nil
+	return st.markUpdate(pin.ID, tip, tree, "merge-conflict-merged")
 }
 
 // gitHubMerged is GitHub's merge of the rest: its tree and files.

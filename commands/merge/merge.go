@@ -782,6 +782,20 @@ func (st *stepper) pinAndTip(ctx context.Context) (*record.Pin, string, error) {
 	return pin, tip, err
 }
 
+// markUpdate records on the pin what the branch's update will be (the
+// base's tip it merges and its tree: the only push the pin covers), with
+// the act's mark; the next step, due at once, asks it.
+func (st *stepper) markUpdate(pinID uint64, tip, tree, out string) (plan.Plan, string, error) {
+	cur := st.cur
+	st.data.UpdateMark, st.data.UpdateAsked, st.data.UpdateBase = st.h.marks.New(), st.now, strings.ToLower(tip)
+	next := *cur
+	next.WakeAt = st.now
+	next.Data, _ = json.Marshal(st.data) // plain fields: cannot fail
+	return plan.Plan{Require: []plan.Fact{st.guard(), plan.ActivePin{Repo: cur.Repo, PR: cur.PR, ID: pinID}},
+		Steps: []plan.Step{plan.ExpectUpdate{Repo: cur.Repo, PR: cur.PR, PinID: pinID, Base: tip, Tree: tree},
+			plan.PutSequence{Seq: next, Read: cur.Version}}}, out, nil
+}
+
 // behind asks GitHub to update the branch: the pin first records what the
 // update will be (the base's tip it merges and the tree GitHub's merge of
 // it makes, read from the PR's test merge commit), with the act's mark; the
@@ -807,13 +821,7 @@ func (st *stepper) behind(ctx context.Context, head string) (plan.Plan, string, 
 		// The pin covers the update only once it names the base's tip the
 		// update merges and its tree: recorded with the mark, asked at the
 		// next wake-up.
-		st.data.UpdateMark, st.data.UpdateAsked, st.data.UpdateBase = st.h.marks.New(), st.now, strings.ToLower(tip)
-		next := *cur
-		next.WakeAt = st.now
-		next.Data, _ = json.Marshal(st.data) // plain fields: cannot fail
-		return plan.Plan{Require: []plan.Fact{st.guard(), plan.ActivePin{Repo: cur.Repo, PR: cur.PR, ID: pin.ID}},
-			Steps: []plan.Step{plan.ExpectUpdate{Repo: cur.Repo, PR: cur.PR, PinID: pin.ID, Base: tip, Tree: tree},
-				plan.PutSequence{Seq: next, Read: cur.Version}}}, "merge-update-named", nil
+		return st.markUpdate(pin.ID, tip, tree, "merge-update-named")
 	}
 	if !st.h.marks.Fresh(st.data.UpdateMark) {
 		// Marked before a restart (or tried already): the update may have
