@@ -436,3 +436,42 @@ func TestMergeWithReuseConflictNeedsAnApp(t *testing.T) {
 		t.Fatal("a token made a merge")
 	}
 }
+
+// A cancel delivered while opsbot builds its merge goes first: the move
+// yields to it, and nothing is pushed.
+func TestMergeWithReuseConflictMergeYieldsToACancel(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	arrived, release := w.GH.Hold("POST /repos/{owner}/{repo}/git/commits")
+	t.Cleanup(release)
+	mergeHeld(t, w, arrived, "opsbot never made its merge")
+	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse cancel")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	release()
+	w.waitStatus("the merge stopped", "⛔ stopped: cancelled by @maintainer")
+	var said bool
+	for _, r := range w.Replies() {
+		said = said || strings.Contains(r, "cancelled the merge of this PR asked by @maintainer. The pin of run")
+	}
+	if !said {
+		t.Fatalf("no reply says the cancel revoked the pin: %q", w.Replies())
+	}
+	if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
+		t.Fatalf("the branch moved (%d asks) after the cancel", n)
+	}
+}
+
+// A read GitHub fails while the merge is built is read again at the next
+// try: the merge goes on, made once more harmlessly, pushed once.
+func TestMergeWithReuseConflictMergeSurvivesAFailedRead(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	w.GH.Inject("GET /repos/{owner}/{repo}/git/trees/{sha}", githubtest.Fault{Status: 502, Skip: 3, Times: 1})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	if n := w.GH.Count(routeMoveBranch); n != 1 {
+		t.Fatalf("the branch was moved %d times", n)
+	}
+}
