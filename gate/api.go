@@ -30,8 +30,11 @@ type Request struct {
 	Repo   string `json:"repo"`
 	PR     int    `json:"pr"`
 	SHA    string `json:"sha"`
-	Event  string `json:"event"`  // pull_request (default) or push
+	Event  string `json:"event"`  // pull_request (default), push or merge_group
 	Action string `json:"action"` // the pull_request action; default synchronize
+	// Ref is a merge_group ask's group branch (its head_ref,
+	// gh-readonly-queue/<base>/pr-<N>-<sha>), which names its PR.
+	Ref string `json:"ref,omitempty"`
 	// Asker names the credential that asks (set by the server, never read
 	// from the ask): a miss one asker's ask found is remembered for it alone,
 	// so nobody can make the workflow's own ask answer from a miss they
@@ -71,10 +74,11 @@ type Answer struct {
 }
 
 // PRFinder reads PRs: the PRs of a commit (for a push to the default
-// branch), and one PR (its head, when opsbot has not seen it).
+// branch), and one PR (its head, when opsbot has not seen it); and a
+// commit (a merge group's tree).
 type PRFinder interface {
 	PullRequestsForCommit(ctx context.Context, repo, sha string) ([]*github.PullRequest, error)
-	PullRequest(ctx context.Context, repo string, n int) (*github.PullRequest, error)
+	GroupReader
 }
 
 // API answers the workflow's asks.
@@ -128,8 +132,10 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 	case "pull_request", "pull_request_target":
 	case "push":
 		return a.push(ctx, r)
+	case "merge_group":
+		return a.group(ctx, r)
 	default:
-		return Answer{}, fmt.Errorf("%w: event %q (use pull_request or push)", ErrBadAsk, r.Event)
+		return Answer{}, fmt.Errorf("%w: event %q (use pull_request, push or merge_group)", ErrBadAsk, r.Event)
 	}
 	if r.PR <= 0 {
 		return Answer{}, fmt.Errorf("%w: a pull_request ask needs the PR number", ErrBadAsk)
@@ -208,6 +214,34 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
+	return FromDecision(r, d), nil
+}
+
+// group answers a merge group's ask: the PR its branch names, decided as
+// Gate.Group does. The ref comes from the asker, so it proves nothing: a
+// skip needs the group's files to be a skipped head's, whatever PR the
+// ref names.
+func (a *API) group(ctx context.Context, r Request) (Answer, error) {
+	pr, _, ok := GroupPR(r.Ref)
+	if !ok {
+		return Answer{}, fmt.Errorf("%w: ref %q is not a merge group's branch (gh-readonly-queue/<base>/pr-<N>-<sha>): "+
+			"send github.event.merge_group.head_ref", ErrBadAsk, clip(r.Ref, 120))
+	}
+	if r.PR != 0 && r.PR != pr {
+		return Answer{}, fmt.Errorf("%w: the ask names PR #%d, its merge group's branch PR #%d", ErrBadAsk, r.PR, pr)
+	}
+	if a.Finder == nil {
+		return Answer{}, errors.New("gate: no GitHub client to read the merge group")
+	}
+	f, err := a.Finder(r.Repo)
+	if err != nil {
+		return Answer{}, err
+	}
+	d, err := a.Gate.Group(ctx, f, r.Repo, pr, r.SHA)
+	if err != nil {
+		return Answer{}, err
+	}
+	r.PR = pr
 	return FromDecision(r, d), nil
 }
 

@@ -187,6 +187,9 @@ type Commit struct {
 	Parents  []string
 	Tree     string
 	ByGitHub bool
+	// Verified is GitHub's word that the commit's signature is good
+	// (whoever signed it).
+	Verified bool
 }
 
 // GitHubCommitter is the committer email of the commits GitHub makes
@@ -205,7 +208,8 @@ func (c *Client) CommitInfo(ctx context.Context, repo, sha string) (Commit, erro
 		out.Parents = append(out.Parents, p.GetSHA())
 	}
 	out.Tree = strings.ToLower(cm.GetTree().GetSHA())
-	out.ByGitHub = cm.GetVerification().GetVerified() && strings.EqualFold(cm.GetCommitter().GetEmail(), GitHubCommitter)
+	out.Verified = cm.GetVerification().GetVerified()
+	out.ByGitHub = out.Verified && strings.EqualFold(cm.GetCommitter().GetEmail(), GitHubCommitter)
 	return out, nil
 }
 

@@ -357,6 +357,10 @@ func RouteTemplate(path string) string {
 		case s == "repos" && i+2 < len(segs)+1:
 			out = append(out, "repos", "{owner}", "{repo}")
 			i += 2
+		case s == "rules" && i+2 < len(segs) && segs[i+1] == "branches":
+			return "/" + strings.Join(append(out, "rules", "branches", "{branch}"), "/")
+		case s == "api" && i+1 < len(segs) && segs[i+1] == "graphql":
+			return "/graphql"
 		case (s == "contents" || s == "refs") && i+1 < len(segs):
 			// A file's path, or a ref's name: one label however deep.
 			return "/" + strings.Join(append(out, s, "{path}"), "/")
@@ -378,4 +382,5 @@ func RouteTemplate(path string) string {
 var knownWord = map[string]bool{
 	"permission": true, "actions": true, "reactions": true, "dispatches": true, "access_tokens": true,
 	"app": true, "timeline": true, "rate_limit": true, "user": true, "git": true, "merges": true,
+	"graphql": true,
 }

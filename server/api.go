@@ -361,7 +361,7 @@ func (a *API) logAsk(res gateResult) {
 }
 
 // readAsk reads an ask from a JSON body or from form fields (repo, pr, sha,
-// event, action), as a shell step sends them with curl --data-urlencode.
+// event, action, ref), as a shell step sends them with curl --data-urlencode.
 // Unknown fields are errors.
 func readAsk(w http.ResponseWriter, r *http.Request) (gate.Request, error) {
 	var req gate.Request
@@ -378,12 +378,12 @@ func readAsk(w http.ResponseWriter, r *http.Request) (gate.Request, error) {
 		}
 		for k := range form {
 			switch k {
-			case "repo", "pr", "sha", "event", "action":
+			case "repo", "pr", "sha", "event", "action", "ref":
 			default:
-				return req, fmt.Errorf("unknown form field %q (send repo, pr, sha, event, action)", k)
+				return req, fmt.Errorf("unknown form field %q (send repo, pr, sha, event, action, ref)", k)
 			}
 		}
-		req.Repo, req.SHA, req.Event, req.Action = form.Get("repo"), form.Get("sha"), form.Get("event"), form.Get("action")
+		req.Repo, req.SHA, req.Event, req.Action, req.Ref = form.Get("repo"), form.Get("sha"), form.Get("event"), form.Get("action"), form.Get("ref")
 		if p := form.Get("pr"); p != "" {
 			n, err := strconv.Atoi(p)
 			if err != nil || n < 0 {
@@ -396,7 +396,7 @@ func readAsk(w http.ResponseWriter, r *http.Request) (gate.Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return req, errors.New("body must be JSON {\"repo\",\"pr\",\"sha\",\"event\",\"action\"} or a form with those fields: " + err.Error())
+		return req, errors.New("body must be JSON {\"repo\",\"pr\",\"sha\",\"event\",\"action\",\"ref\"} or a form with those fields: " + err.Error())
 	}
 	return req, nil
 }

@@ -157,8 +157,12 @@ pull_request)
 push)
   filter='[.repository.full_name // "", "0", .after // "", ""]'
   ;;
+merge_group)
+  # The group's branch names its PR; the server reads the rest from GitHub.
+  filter='[.repository.full_name // "", "0", .merge_group.head_sha // "", .merge_group.head_ref // ""]'
+  ;;
 *)
-  refused "the workflow ran on \"$event\": the gate answers pull_request and push events"
+  refused "the workflow ran on \"$event\": the gate answers pull_request, push and merge_group events"
   ;;
 esac
 # Fields are joined with the unit separator, not a tab: read collapses runs
@@ -167,14 +171,16 @@ if ! fields=$(jq -r "$filter | map(gsub(\"[\\u001f\\n\\r]\"; \" \")) | join(\"\\
   refused "cannot read the event payload $GITHUB_EVENT_PATH: $(head -c 300 "$work/jq.err")"
 fi
 IFS=$'\x1f' read -r repo pr sha action <<<"$fields"
+ref=""
+if [ "$event" = merge_group ]; then ref=$action action=""; fi
 repo=${repo:-${GITHUB_REPOSITORY:-}}
 [ -n "$repo" ] || refused "the event names no repository"
 [[ $sha =~ ^0*$ ]] && fail_closed "the $event event names no commit"
 if [ "$event" = pull_request ] && [ "$pr" -le 0 ] 2>/dev/null; then
   fail_closed "the pull_request event names no pull request number"
 fi
-jq -n --arg repo "$repo" --argjson pr "$pr" --arg sha "$sha" --arg event "$event" --arg action "$action" \
-  '{repo: $repo, pr: $pr, sha: $sha, event: $event, action: $action}' >"$work/ask.json" ||
+jq -n --arg repo "$repo" --argjson pr "$pr" --arg sha "$sha" --arg event "$event" --arg action "$action" --arg ref "$ref" \
+  '{repo: $repo, pr: $pr, sha: $sha, event: $event, action: $action} + (if $ref == "" then {} else {ref: $ref} end)' >"$work/ask.json" ||
   fail_closed "cannot build the request from the event"
 
 # --- retries ---------------------------------------------------------------

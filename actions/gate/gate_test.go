@@ -223,6 +223,24 @@ func TestPush(t *testing.T) {
 		"sha": "6113728f27ae82c7b1a177c8d03f9e96e0adf246", "event": "push", "action": ""})
 }
 
+// On a merge group the ask names the group's commit and its branch, which
+// names its PR (the server reads the rest from GitHub).
+func TestMergeGroup(t *testing.T) {
+	t.Parallel()
+	g := newGateServer(t, reply{200, skipAnswer})
+	s := runStep(t, "merge_group", "merge_group/checks_requested.payload.json", prVars(g.URL))
+	asks := g.Asks()
+	if len(asks) != 1 {
+		t.Fatalf("asks = %d, want 1", len(asks))
+	}
+	wantAsk(t, asks[0], gateToken, map[string]any{"repo": "octo-org/octo-repo", "pr": float64(0),
+		"sha": "2ffea6db159f6b6c47a24e778fb9ef40cf6b1c7d", "event": "merge_group", "action": "",
+		"ref": "refs/heads/gh-readonly-queue/main/pr-104-929f8209d40f77f4abc622a499c93a83babdbe64"})
+	if s.outputs["skip-pr-sweep"] != "true" || s.failed {
+		t.Fatalf("outputs %v, failed %v:\n%s", s.outputs, s.failed, s.stdout)
+	}
+}
+
 // A server that cannot be reached is retried until the budget is spent,
 // then the sweep runs.
 func TestServerDownFailsClosedAfterItsBudget(t *testing.T) {

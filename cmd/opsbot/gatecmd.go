@@ -39,14 +39,15 @@ func gateTransient(format string, a ...any) *gateFailure {
 }
 
 func runGate(e *env, args []string) error {
-	fs := newFlags(e, "gate", "--server URL --repo OWNER/REPO (--pr N --sha SHA | --event push --sha SHA) [flags]",
+	fs := newFlags(e, "gate", "--server URL --repo OWNER/REPO (--pr N --sha SHA | --event push --sha SHA | --event merge_group --ref REF --sha SHA) [flags]",
 		"opsbot gate --server https://opsbot.example.com --repo SemiAnalysisAI/InferenceX --pr 2512 --sha $HEAD_SHA",
 		"opsbot gate --server https://opsbot.example.com --repo SemiAnalysisAI/InferenceX --event push --sha $GITHUB_SHA")
 	serverURL := fs.String("server", "", "the opsbot server's base URL: https://, or http:// only to this machine (127.0.0.0/8, localhost, [::1])")
 	repo := fs.String("repo", "", "OWNER/REPO")
 	pr := fs.Int("pr", 0, "the pull request number (pull_request events)")
-	sha := fs.String("sha", "", "the head commit (pull_request) or the pushed commit (push), all 40 (or 64) hex digits")
-	event := fs.String("event", "pull_request", "pull_request or push")
+	sha := fs.String("sha", "", "the head commit (pull_request), the pushed commit (push) or the group's commit (merge_group), all 40 (or 64) hex digits")
+	event := fs.String("event", "pull_request", "pull_request, push or merge_group")
+	ref := fs.String("ref", "", "the merge group's branch, github.event.merge_group.head_ref (merge_group events)")
 	action := fs.String("action", "synchronize", "the pull_request action that triggered the workflow")
 	output := fs.String("github-output", "", "file to append the step outputs to (default $GITHUB_OUTPUT)")
 	strict := fs.Bool("strict", false, "fail the step (exit 1) also when no decision could be had in time, not only when the ask was refused")
@@ -63,7 +64,7 @@ func runGate(e *env, args []string) error {
 	if perr != nil {
 		err = gateRefusal("the step's flags are wrong (opsbot gate --help lists them)")
 	} else {
-		ans, err = askGateFor(e, *serverURL, gate.Request{Repo: *repo, PR: *pr, SHA: *sha, Event: *event, Action: *action}, *timeout)
+		ans, err = askGateFor(e, *serverURL, gate.Request{Repo: *repo, PR: *pr, SHA: *sha, Event: *event, Action: *action, Ref: *ref}, *timeout)
 	}
 	var f *gateFailure
 	if err != nil && !errors.As(err, &f) {
@@ -111,8 +112,10 @@ func askGateFor(e *env, serverURL string, req gate.Request, timeout time.Duratio
 		return ans, gateRefusal("--timeout %s is not a positive duration", timeout)
 	case req.Repo == "":
 		return ans, gateRefusal("--repo OWNER/REPO is required")
-	case req.Event != "pull_request" && req.Event != "push":
-		return ans, gateRefusal("--event %q: the gate answers pull_request and push events", req.Event)
+	case req.Event != "pull_request" && req.Event != "push" && req.Event != "merge_group":
+		return ans, gateRefusal("--event %q: the gate answers pull_request, push and merge_group events", req.Event)
+	case req.Event == "merge_group" && req.Ref == "":
+		return ans, gateRefusal("--ref is required for a merge_group event (github.event.merge_group.head_ref)")
 	case req.SHA == "":
 		return ans, gateRefusal("--sha is required (the head commit of the PR, or the pushed commit)")
 	case strings.Trim(req.SHA, "0") == "":

@@ -91,7 +91,7 @@ func (w *world) gate(args ...string) (map[string]string, string) {
 		return ""
 	}, strings.NewReader(""), &stdout, &stderr)
 	if err != nil {
-		w.T.Fatalf("opsbot gate: %v\n%s", err, stderr.String())
+		w.T.Fatalf("opsbot gate: %v\n%s\n%s", err, stderr.String(), stdout.String())
 	}
 	raw, err := os.ReadFile(out)
 	if err != nil {

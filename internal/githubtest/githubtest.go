@@ -56,6 +56,7 @@ type Fake struct {
 	checkSuites []CheckSuite
 	created     []CreatedCheckRun
 	merges      []Merge
+	enqueues    []string // heads asked to be queued (queue.go)
 	reactions   []Reaction
 	dispatches  []Dispatch
 	// workflowDispatches are the workflow dispatches sent.
@@ -497,6 +498,8 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("DELETE /repos/{owner}/{repo}/git/refs/{ref...}", f.deleteRef)
 	add("POST /repos/{owner}/{repo}/merges", f.mergeInto)
 	add("GET /repos/{owner}/{repo}/branches/{branch}", f.branch)
+	add("GET /repos/{owner}/{repo}/rules/branches/{branch...}", f.branchRules)
+	add("POST /graphql", f.graphql)
 	// Three GET routes share one shape; one handler tells them apart.
 	issueGets := map[string]handler{
 		"GET /repos/{owner}/{repo}/issues/{n}/comments":  f.listComments,

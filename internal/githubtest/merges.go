@@ -157,6 +157,9 @@ func (f *Fake) mergePull(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 	case p.ReviewRequired:
 		return notMergeable("At least 1 approving review is required by reviewers with write access.")
 	}
+	if repo.queueRequired(p) {
+		return notMergeable("Repository rule violations found\n\nChanges must be made through the merge queue")
+	}
 	commit := fmt.Sprintf("e0e0%04d%032x", n, len(f.merges))
 	p.State, p.Merged, p.MergeSHA = "closed", true, commit
 	p.ClosedAt, p.UpdatedAt = f.now(), f.now()
@@ -281,12 +284,11 @@ func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 	parents := []map[string]string{{"sha": parent}}
 	committer := map[string]string{"name": "A Contributor", "email": "contributor@example.com"}
 	verification := map[string]any{"verified": false, "reason": "unsigned"}
-	tree := treeOf(sha)
+	tree := repo.treeFor(sha)
 	if b := repo.baseParent[sha]; b != "" {
 		parents = append(parents, map[string]string{"sha": b})
 		committer = map[string]string{"name": "GitHub", "email": "noreply@github.com"}
 		verification = map[string]any{"verified": true, "reason": "valid"}
-		tree = MergeTree(parent, b)
 	}
 	if extra := repo.extraParent[sha]; extra != "" {
 		parents = append(parents, map[string]string{"sha": extra})
@@ -295,13 +297,24 @@ func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 		committer = map[string]string{"name": "GitHub", "email": "noreply@github.com"}
 		verification = map[string]any{"verified": true, "reason": "valid"}
 	}
-	if t := repo.trees[sha]; t != "" {
-		tree = t
-	} else if gc, inGit := repo.gitDB().commits[sha]; inGit {
-		tree = gc.tree // a commit a test gave content: its real tree
-	}
 	return http.StatusOK, map[string]any{"sha": sha, "parents": parents, "tree": map[string]string{"sha": tree}, "committer": committer,
 		"verification": verification}
+}
+
+// treeFor is the tree of a commit of the repository's chains: one set for
+// it (a crafted merge's), its content's (a commit a test gave content),
+// update-branch's merge's, or its own.
+func (repo *Repo) treeFor(sha string) string {
+	if t := repo.trees[sha]; t != "" {
+		return t
+	}
+	if gc, inGit := repo.gitDB().commits[sha]; inGit {
+		return gc.tree
+	}
+	if b := repo.baseParent[sha]; b != "" {
+		return MergeTree(repo.parents[sha], b)
+	}
+	return treeOf(sha)
 }
 
 // treeOf is the tree of an ordinary commit: its own.

@@ -21,7 +21,7 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 		baseRef = repo.DefaultBranch
 	}
 	out := &github.PullRequest{
-		Number: github.Int(p.Number), Title: github.String(p.Title), State: github.String(p.State),
+		Number: github.Int(p.Number), NodeID: github.String(nodeID(repo, p.Number)), Title: github.String(p.Title), State: github.String(p.State),
 		Merged: github.Bool(p.Merged), Commits: github.Int(len(p.Commits)),
 		User:    f.users[strings.ToLower(p.Author)],
 		HTMLURL: github.String(fmt.Sprintf("https://github.com/%s/pull/%d", full, p.Number)),

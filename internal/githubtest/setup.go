@@ -35,6 +35,10 @@ type Repo struct {
 	// cleanMerges how its merges merge a file both sides changed.
 	git         *gitStore
 	cleanMerges map[string]string
+	// rules are the rule types of each branch (SetBranchRules); queue the
+	// merge queue's entries, PR -> state (queue.go).
+	rules map[string][]string
+	queue map[int]string
 }
 
 // AddUser registers an account. kind is "User" or "Bot". Adding a login

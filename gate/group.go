@@ -1,0 +1,98 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/state"
+)
+
+// A merge group is the commit GitHub's merge queue tests before it moves
+// the base branch to it: the base's tip with the queued PRs' changes, on a
+// branch gh-readonly-queue/<base>/pr-<N>-<base's tip>. Its sweep may be
+// skipped only when its files are exactly those of a PR head whose sweep
+// the gate skipped: the run that head reused covers them byte for byte.
+// Any other group (the base moved since the PR was brought up to date, or
+// the group holds more than one PR) sweeps.
+
+var groupRE = regexp.MustCompile(`^(?:refs/heads/)?gh-readonly-queue/(.+)/pr-([1-9][0-9]{0,8})-(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
+
+// GroupPR is the PR and base branch a merge group's branch names (its
+// head_ref); ok is false for any other ref.
+func GroupPR(ref string) (pr int, base string, ok bool) {
+	m := groupRE.FindStringSubmatch(strings.TrimSpace(ref))
+	if m == nil {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(m[2])
+	return n, m[1], err == nil
+}
+
+// GroupReader reads what a merge group's answer needs of GitHub.
+type GroupReader interface {
+	PullRequest(ctx context.Context, repo string, n int) (*github.PullRequest, error)
+	CommitInfo(ctx context.Context, repo, sha string) (ghclient.Commit, error)
+}
+
+// Group answers for a merge group's commit sha of PR pr (never stored: it
+// is worked out anew from GitHub and the PR's decisions at each ask, so a
+// Sweep anyway or a push since is seen). Skip only when the PR is open,
+// its labels make its sweep full, the gate skipped its head's sweep, and
+// the group's tree is the head's tree.
+func (g *Gate) Group(ctx context.Context, gh GroupReader, repo string, pr int, sha string) (*state.Decision, error) {
+	rc, ok := g.Cfg.Get().Repo(repo)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownRepo, repo)
+	}
+	sweep := func(format string, args ...any) (*state.Decision, error) {
+		return &state.Decision{Repo: rc.Name, PR: pr, HeadSHA: sha, Decision: state.Sweep,
+			Reason: fmt.Sprintf("merge group %s of PR #%d: ", mdtext.ShortSHA(sha), pr) + fmt.Sprintf(format, args...)}, nil
+	}
+	p, err := gh.PullRequest(ctx, rc.Name, pr)
+	if err != nil {
+		return nil, fmt.Errorf("reading PR #%d of merge group %s: %w", pr, mdtext.ShortSHA(sha), err)
+	}
+	if p.GetState() != "open" {
+		return sweep("the PR is %s, so nothing of it is queued", p.GetState())
+	}
+	if rej := runs.LabelRejection(pr, rc.Reuse.Judge(runs.PRLabels(p), p.GetDraft())); rej != nil {
+		return sweep("no reuse: %s", rej.Reason)
+	}
+	head := strings.ToLower(p.GetHead().GetSHA())
+	d, err := g.Store.Decision(rc.Name, pr, head)
+	if err != nil {
+		return nil, err
+	}
+	d = Effective(d)
+	if d == nil {
+		return sweep("opsbot decided nothing for the PR's head %s", mdtext.ShortSHA(head))
+	}
+	if d.Decision != state.Skip {
+		return sweep("the PR's head %s was not skipped (%s)", mdtext.ShortSHA(head), d.Reason)
+	}
+	group, err := gh.CommitInfo(ctx, rc.Name, sha)
+	if err != nil {
+		return nil, fmt.Errorf("reading merge group %s: %w", mdtext.ShortSHA(sha), err)
+	}
+	own, err := gh.CommitInfo(ctx, rc.Name, head)
+	if err != nil {
+		return nil, fmt.Errorf("reading PR #%d's head %s: %w", pr, mdtext.ShortSHA(head), err)
+	}
+	if group.Tree == "" || !strings.EqualFold(group.Tree, own.Tree) {
+		return sweep("its files are not those of the PR's head %s, whose sweep reused run %d (the base branch moved since the PR "+
+			"was brought up to date, or the group holds other PRs too)", mdtext.ShortSHA(head), d.RunID)
+	}
+	out := *d
+	out.HeadSHA = sha
+	out.Reason = fmt.Sprintf("merge group %s of PR #%d has exactly the files of its head %s, whose sweep reused run %d, authorized by @%s",
+		mdtext.ShortSHA(sha), pr, mdtext.ShortSHA(head), d.RunID, d.ActorLogin)
+	return &out, nil
+}
