@@ -47,6 +47,7 @@ func TestReadmeIsShortAndCarriesTheTwoCommands(t *testing.T) {
 var githubEventNames = map[string]string{
 	"issue_comment": "Issue comments", "pull_request": "Pull requests", "repository_dispatch": "Repository dispatches",
 	"check_suite": "Check suites", "check_run": "Check runs", "status": "Statuses", "workflow_run": "Workflow runs",
+	"merge_group": "Merge groups",
 }
 
 // The webhook set up by hand (the README's first gate, credentials.md)

@@ -21,6 +21,9 @@ const (
 	EventCheckRun    = "check_run"
 	EventStatus      = "status"
 	EventWorkflowRun = "workflow_run"
+	// The merge queue testing (checks_requested) and leaving (destroyed) a
+	// PR's group commit.
+	EventMergeGroup = "merge_group"
 )
 
 // kind is one event opsbot uses: how ingest reads what a delivery is about
@@ -60,6 +63,7 @@ var kinds = []kind{
 	{name: EventCheckRun, classify: failedRuns, handle: (*Handler).handleCheckRun, wakes: true, declared: true},
 	{name: EventStatus, classify: statuses, handle: wakeOnly, wakes: true, declared: true},
 	{name: EventWorkflowRun, classify: workflowRuns, handle: (*Handler).handleWorkflowRun, wakes: true, declared: true},
+	{name: EventMergeGroup, classify: mergeGroups, handle: (*Handler).handleMergeGroup, wakes: true, declared: true},
 	{name: EventClick, internal: true,
 		classify: func(_ *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
 			return classifyClick(env, id, d), nil

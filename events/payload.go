@@ -171,6 +171,14 @@ type envelope struct {
 	CheckSuite  *headCommit `json:"check_suite"`
 	CheckRun    *headCommit `json:"check_run"`
 	WorkflowRun *headCommit `json:"workflow_run"`
+	MergeGroup  *mergeGroup `json:"merge_group"`
+}
+
+// mergeGroup is a merge_group event's group: its commit and its branch,
+// gh-readonly-queue/<base>/pr-<N>-<base's tip>, which names its PR.
+type mergeGroup struct {
+	HeadSHA string `json:"head_sha"`
+	HeadRef string `json:"head_ref"`
 }
 
 type headCommit struct {

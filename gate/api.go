@@ -237,7 +237,7 @@ func (a *API) group(ctx context.Context, r Request) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	d, err := a.Gate.Group(ctx, f, r.Repo, pr, r.SHA)
+	d, _, err := a.Gate.Group(ctx, f, r.Repo, pr, r.SHA)
 	if err != nil {
 		return Answer{}, err
 	}

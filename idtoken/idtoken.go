@@ -323,6 +323,20 @@ func (s *Scope) Covers(ctx context.Context, c Claims, r gate.Request) error {
 		if want := "refs/heads/" + branch; c.Ref != want {
 			return fmt.Errorf("%w: the token's ref is %s, a push ask needs the default branch %s", ErrNotCovered, c.Ref, want)
 		}
+	case "merge_group":
+		if c.EventName != "merge_group" {
+			return fmt.Errorf("%w: the token's event_name is %s, a merge group ask needs merge_group (a merge_group workflow's token)",
+				ErrNotCovered, orNone(c.EventName))
+		}
+		// The group's branch, as GitHub minted it into the token: the ask
+		// names no other.
+		want := r.Ref
+		if !strings.HasPrefix(want, "refs/") {
+			want = "refs/heads/" + want
+		}
+		if c.Ref != want {
+			return fmt.Errorf("%w: the token's ref is %s, the merge group ask names %s", ErrNotCovered, c.Ref, want)
+		}
 	default:
 		return fmt.Errorf("%w: event %q", ErrNotCovered, r.Event)
 	}

@@ -252,9 +252,9 @@ func TestAppManifests(t *testing.T) {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	want := map[string]string{"metadata": "read", "actions": "read", "contents": "read", "pull_requests": "read", "issues": "write",
-		"statuses": "write", "members": "read", "checks": "write"}
+		"statuses": "write", "members": "read", "checks": "write", "merge_queues": "read"}
 	if fmt.Sprint(gh.Perms) != fmt.Sprint(want) || gh.Hook["url"] != "https://opsbot.example.com/webhook" || gh.Public ||
-		strings.Join(gh.Events, ",") != "issue_comment,pull_request,repository_dispatch,check_suite,check_run,status,workflow_run" {
+		strings.Join(gh.Events, ",") != "issue_comment,pull_request,repository_dispatch,check_suite,check_run,status,workflow_run,merge_group" {
 		t.Fatalf("manifest = %+v", gh)
 	}
 	out, _, _ = runCLI(t, nil, "github", "app-manifest", "--url", "https://opsbot.example.com", "--staging")

@@ -32,10 +32,11 @@ func githubPermissions(f appFeatures) []githubPermission {
 		{"issues", "write", "replies and reactions on PR conversations, reading comments and the PR timeline"},
 		{"statuses", "write", "the opsbot/sweep-gate commit status; the statuses on a head a merge waits for"},
 		{"checks", "write", "the opsbot/sweep-gate check run on each decided head and its buttons; the check runs a merge waits for"},
+		{"merge_queues", "read", "merge_group events: the gate's status on a merge queue's group, and what the queue did for a queued merge"},
 	}
 	switch {
 	case f.merge:
-		ps[2] = githubPermission{"contents", "write", "as read, and /merge-with-reuse: updating a PR's branch and merging it" +
+		ps[2] = githubPermission{"contents", "write", "as read, and /merge-with-reuse: updating a PR's branch and merging it (or adding it to the merge queue)" +
 			map[bool]string{true: "; sending the staging repository_dispatch (install the App on the staging repository too)"}[f.staging]}
 		ps[3] = githubPermission{"pull_requests", "write", "as read, and /merge-with-reuse: updating a PR's branch and merging it"}
 	case f.staging:

@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // groupAsk is a merge_group ask's JSON body.
@@ -51,4 +55,117 @@ func TestGateAnswersAMergeGroupByThePRsDecision(t *testing.T) {
 	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "the PR's head c3c3c3c was not skipped") {
 		t.Fatalf("gate for the group of a swept head = %v", out)
 	}
+}
+
+// sendMergeGroup sends a merge_group event of the PR's group commit.
+func (w *world) sendMergeGroup(action, reason, group, ref string) {
+	w.T.Helper()
+	p := payload(w.T, "merge_group", "checks_requested")
+	setPath(p, "repository.full_name", theRepo)
+	p["action"] = action
+	if reason != "" {
+		p["reason"] = reason
+	}
+	setPath(p, "merge_group.head_sha", group)
+	setPath(p, "merge_group.head_ref", ref)
+	w.Send("merge_group", p)
+}
+
+// queueWorld is a merge world whose default branch takes its merges
+// through GitHub's merge queue, the PR's head up to date and green.
+func queueWorld(t *testing.T, clock *movingClock) *world {
+	t.Helper()
+	w := mergeWorld(t, "    main_sweeps: false\n", clock)
+	w.GH.SetBranchRules(theRepo, "main", "merge_queue")
+	w.greenChecks(sha("c1"))
+	return w
+}
+
+// A default branch whose rules require a merge queue: /merge-with-reuse
+// adds the decided head to the queue (naming it) instead of merging; the
+// queue's group of exactly that head is answered skip on the pinned run
+// (its gate status, opsbot/reuse-ready and the workflow's ask), the status
+// comment tells the group and the queue's merge, and the default branch's
+// push reuses the run.
+func TestMergeWithReuseGoesThroughTheMergeQueue(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := queueWorld(t, clock)
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("queued", "added to the merge queue of `main`", "⏳ in the merge queue (queued")
+	if n := len(w.GH.Merges()); n != 0 {
+		t.Fatalf("merged through the API with a merge queue required: %d merges", n)
+	}
+	if q := w.GH.Enqueues(); len(q) != 1 || q[0] != sha("c1") || w.GH.Queued(theRepo, thePR) == "" {
+		t.Fatalf("enqueues %v, queued %q; want c1 queued once", q, w.GH.Queued(theRepo, thePR))
+	}
+	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+	w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
+	w.PassTime(clock, record.WakeGap)
+	st := w.waitStatus("the group told", "the merge queue tests the group `f1f1f1f`")
+	mustContain(t, "status", st, "has exactly the files of its head c1c1c1c, for which @maintainer pinned run 31147925932")
+	var gateSt, ready string
+	groupStatuses := func() bool {
+		for _, s := range w.GH.Statuses(theRepo, sha("f1")) {
+			switch s.Context {
+			case "opsbot/sweep-gate":
+				gateSt = s.Description
+			case "opsbot/reuse-ready":
+				ready = s.State + " " + s.Description
+			}
+		}
+		return gateSt != "" && ready != ""
+	}
+	testkit.Eventually(t, "the group's statuses", groupStatuses)
+	if gateSt != "skip: reusing run 31147925932, authorized by @maintainer" || !strings.HasPrefix(ready, "success merge group of c1c1c1c: merge will reuse run 31147925932") {
+		t.Fatalf("the group's statuses: gate %q, reuse-ready %q", gateSt, ready)
+	}
+	out, _ := w.gate("--event", "merge_group", "--ref", ref, "--sha", sha("f1"))
+	if out["skip-pr-sweep"] != "true" || out["reuse-source-run-id"] != "31147925932" {
+		t.Fatalf("gate for the group = %v", out)
+	}
+	// The queue's checks pass: it moves main to the group and closes the PR.
+	w.GH.MergeByQueue(theRepo, thePR, sha("f1"))
+	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
+	w.closedMerged(sha("f1"))
+	w.PassTime(clock, record.WakeGap)
+	w.waitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
+	out, _ = w.gate("--event", "push", "--sha", sha("f1"))
+	if out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" {
+		t.Fatalf("push gate after the queue's merge = %v", out)
+	}
+	if n := len(w.GH.Merges()); n != 0 {
+		t.Fatalf("%d merges through the API", n)
+	}
+}
+
+// A queued merge stops when the queue drops its group (said why), and a
+// cancel takes the PR out of the queue: nothing merges after it.
+func TestMergeWithReuseLeavesTheMergeQueue(t *testing.T) {
+	t.Parallel()
+	t.Run("invalidated", func(t *testing.T) {
+		t.Parallel()
+		clock := e2e.NewClock()
+		w := queueWorld(t, clock)
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
+		w.waitStatus("queued", "added to the merge queue of `main`")
+		ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+		w.GH.LeaveQueue(theRepo, thePR)
+		w.sendMergeGroup("destroyed", "invalidated", sha("f1"), ref)
+		w.PassTime(clock, record.WakeGap)
+		w.waitStatus("stopped", "⛔ stopped: the PR left the merge queue without being merged: its group was invalidated")
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		t.Parallel()
+		clock := e2e.NewClock()
+		w := queueWorld(t, clock)
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
+		w.waitStatus("queued", "added to the merge queue of `main`")
+		w.Comment(maintainer, "/merge-with-reuse cancel")
+		w.waitStatus("cancelled", "⛔ stopped: cancelled by @maintainer. It is taken out of the merge queue")
+		mustContain(t, "reply", w.LastReply(), "cancelled the merge of this PR asked by @maintainer. It is taken out of the merge queue.")
+		if q := w.GH.Queued(theRepo, thePR); q != "" {
+			t.Fatalf("the PR is still in the queue (%s) after the cancel", q)
+		}
+	})
 }

@@ -45,6 +45,7 @@ const (
 	StepPinned   = "pinned"         // the run is pinned; the branch is looked at next
 	StepUpdating = "updating"       // update-branch was asked; its push is awaited
 	StepChecks   = "waiting_checks" // the decided head's checks are awaited
+	StepQueued   = "queued"         // the decided head is in the base branch's merge queue
 	StepMerged   = "merged"
 	StepStopped  = "stopped"
 )
@@ -76,6 +77,12 @@ type GitHub interface {
 	CreateBranch(ctx context.Context, repo, branch, sha string) error
 	DeleteBranch(ctx context.Context, repo, branch string) error
 	MergeInto(ctx context.Context, repo, base, head, message string) (string, error)
+	// The merge queue's (queue.go): the base branch's rules, and the PR
+	// added to, taken out of and read in its queue.
+	BranchRules(ctx context.Context, repo, branch string) ([]string, error)
+	Enqueue(ctx context.Context, nodeID, expectedHead string) error
+	Dequeue(ctx context.Context, nodeID string) error
+	QueueEntryOf(ctx context.Context, repo string, n int) (ghclient.QueueEntry, error)
 }
 
 // Pinner pins a run as /reuse-sweep-run does (reuse.Handler).
@@ -145,6 +152,12 @@ type Data struct {
 	MergeAsked  time.Time `json:"merge_asked,omitzero"`
 	MergeTries  int       `json:"merge_tries,omitempty"`
 	MergeCommit string    `json:"merge_commit,omitempty"`
+	// Queue is a base branch that takes its merges through GitHub's merge
+	// queue: the merge's act adds the decided head to it (its mark is
+	// MergeMark's). QueueGroup is the last group of the PR the status
+	// comment told.
+	Queue      bool   `json:"queue,omitempty"`
+	QueueGroup string `json:"queue_group,omitempty"`
 	// Now is what the status comment last said is happening.
 	Now string `json:"now,omitempty"`
 	// Trail is what the status comment says happened, a line a step.
@@ -254,7 +267,7 @@ func Spec(h *Handler) commands.Spec {
 // a workflow run's or check suite's completion, a failed check run, a
 // commit status, on the PR's head.
 func Kind(h *Handler) seq.Kind {
-	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Events: []string{"check_suite", "check_run", "status", "workflow_run"}}
+	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Events: []string{"check_suite", "check_run", "status", "workflow_run", "merge_group"}}
 }
 
 func help(rc *config.Repo) commands.Help {
@@ -430,7 +443,11 @@ func (h *Handler) cancel(ctx context.Context, env commands.Env, in commands.Invo
 			Reply: fmt.Sprintf("%s too late: the merge asked by %s was made before this cancel was read (%s merged as %s).", me,
 				mdtext.Mention(cur.ActorLogin), mdtext.Code(mdtext.ShortSHA(data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))}
 	}
-	why := fmt.Sprintf("cancelled by @%s", in.Actor.Login)
+	left, err := h.leaveQueue(ctx, cur, data)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	why := withLeft(fmt.Sprintf("cancelled by @%s", in.Actor.Login), left)
 	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: cur.Version}}}
 	pin, err := env.State.ActivePin(in.Repo, in.PR)
 	if err != nil {
@@ -450,7 +467,7 @@ func (h *Handler) cancel(ctx context.Context, env commands.Env, in commands.Invo
 	p.Require = append(p.Require, f)
 	p.Steps = append(p.Steps, h.stop(cur, data, "cancelled", why, in.Actor.ID, in.Actor.Login))
 	return commands.Result{Outcome: commands.Accepted, Plan: p,
-		Reply: fmt.Sprintf("%s cancelled the merge of this PR asked by %s.%s", me, mdtext.Mention(cur.ActorLogin), revoked)}
+		Reply: fmt.Sprintf("%s cancelled the merge of this PR asked by %s.%s%s", me, mdtext.Mention(cur.ActorLogin), left, revoked)}
 }
 
 func decode(s *record.Sequence) (Data, error) {
@@ -508,6 +525,8 @@ func stepWords(step string) string {
 		return "updating the branch"
 	case StepChecks:
 		return "waiting for the checks"
+	case StepQueued:
+		return "in the merge queue"
 	}
 	return step
 }
@@ -539,8 +558,12 @@ func (h *Handler) expire(ctx context.Context, rc *config.Repo, w seq.Wakeup) (st
 	} else if ok {
 		return "merge-merged", h.apply(p), nil
 	}
-	p, out, err := st.stopped("timeout", fmt.Sprintf("it did not finish within %s of the command (%s)", commands.Span(Section.Of(rc).ChecksTimeout),
-		stepWords(st.cur.Step)))
+	left, err := h.leaveQueue(ctx, st.cur, st.data)
+	if err != nil {
+		return "", nil, err
+	}
+	p, out, err := st.stopped("timeout", withLeft(fmt.Sprintf("it did not finish within %s of the command (%s)", commands.Span(Section.Of(rc).ChecksTimeout),
+		stepWords(st.cur.Step)), left))
 	if err != nil {
 		return "", nil, err
 	}
@@ -733,6 +756,12 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 			return st.stopped("pushed", fmt.Sprintf("a new push (head %s) came after %s, the head the merge was for", mdtext.ShortSHA(head), mdtext.ShortSHA(st.data.Decided)))
 		}
 		return st.checks(ctx, head)
+	case StepQueued:
+		if !strings.EqualFold(head, st.data.Decided) {
+			return st.stopped("pushed", fmt.Sprintf("a new push (head %s) came after %s, the head queued; GitHub takes a PR out of its "+
+				"merge queue when it is pushed to", mdtext.ShortSHA(head), mdtext.ShortSHA(st.data.Decided)))
+		}
+		return st.queued(ctx)
 	}
 	return plan.Plan{}, "merge-unknown-step", nil
 }
@@ -978,13 +1007,25 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 		st.data.MergeMark = "" // a merge marked while the checks were green is not asked now
 		return st.wait(StepChecks, now, "merge-waiting-checks")
 	}
+	if !st.data.Queue {
+		rules, err := st.gh.BranchRules(ctx, cur.Repo, st.data.Base)
+		if err != nil {
+			return plan.Plan{}, "", err
+		}
+		st.data.Queue = slices.Contains(rules, ghclient.RuleMergeQueue)
+	}
 	switch state := st.pr.GetMergeableState(); state {
 	case "clean", "unstable", "has_hooks":
+	case "blocked":
+		if !st.data.Queue {
+			return st.stopped("blocked", "the checks are green, but branch protection blocks the merge (a required review, or a required check "+
+				"that has not passed): opsbot does not bypass it")
+		}
+		// A branch whose merges go through its queue may say blocked
+		// for that alone: the enqueue is refused, said why, if anything
+		// else blocks it.
 	case "", "unknown":
 		return st.wait(StepChecks, "⏳ checks green; GitHub is still working out whether the PR can be merged", "merge-waiting-mergeable")
-	case "blocked":
-		return st.stopped("blocked", "the checks are green, but branch protection blocks the merge (a required review, or a required check "+
-			"that has not passed): opsbot does not bypass it")
 	case "behind":
 		return st.stopped("behind", "the base branch moved on while the checks ran; run `/merge-with-reuse` again")
 	case "dirty":
@@ -1020,6 +1061,8 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 		// whose time is the merge's.
 		st.data.MergeTries--
 		return st.markMerge()
+	case !st.h.marks.Fresh(mark) && st.data.Queue:
+		return st.queueAsked(ctx, head)
 	case !st.h.marks.Fresh(mark):
 		// Marked before a restart, or asked with its answer lost: the PR
 		// read above is open at the decided head, so GitHub has not merged
@@ -1038,8 +1081,19 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 		return plan.Plan{}, "", err // a cancel or a push waits: it goes first
 	}
 	st.h.marks.Try(mark)
+	if st.data.Queue {
+		return st.enqueue(ctx, head)
+	}
 	commit, err := st.gh.MergePR(ctx, cur.Repo, cur.PR, head, st.data.Method)
 	var ref *ghclient.Refusal
+	if ghclient.QueueRequired(err) {
+		// Classic branch protection's merge queue: the rules list
+		// only rulesets. Marked anew, the next step adds it to the queue.
+		st.data.Queue = true
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("🚦 GitHub takes merges into %s through its merge queue (%s)",
+			mdtext.Code(st.data.Base), mdtext.Text(err.Error())))
+		return st.markMerge()
+	}
 	if errors.As(err, &ref) {
 		// Merged meanwhile at this head (by someone, or by a merge whose
 		// answer was lost): merged, whatever this answer says.
@@ -1113,6 +1167,9 @@ func (st *stepper) merged(commit string, found bool) (plan.Plan, string, error) 
 	line := fmt.Sprintf("🎉 merged %s as %s", mdtext.Code(mdtext.ShortSHA(st.data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))
 	if found {
 		line = fmt.Sprintf("🎉 the PR was found merged at %s, as %s", mdtext.Code(mdtext.ShortSHA(st.data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))
+	}
+	if st.data.Queue && st.data.MergeMark != "" {
+		line = fmt.Sprintf("🎉 the merge queue merged %s as %s", mdtext.Code(mdtext.ShortSHA(st.data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))
 	}
 	st.data.Trail = append(st.data.Trail, line)
 	next.Data, _ = json.Marshal(st.data)
@@ -1195,6 +1252,10 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 	if ch.Recovered {
 		who = "someone"
 	}
-	stop := h.stop(cur, data, "taken_back", fmt.Sprintf("%s %s that asked for it", who, did), ch.Actor.ID, ch.Actor.Login)
+	left, err := h.leaveQueue(ctx, cur, data)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	stop := h.stop(cur, data, "taken_back", withLeft(fmt.Sprintf("%s %s that asked for it", who, did), left), ch.Actor.ID, ch.Actor.Login)
 	return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{stop}}, nil
 }

@@ -163,6 +163,20 @@ type PRInfo struct {
 	// ReadySaid is the opsbot/reuse-ready status last set (head, state and
 	// words): set again only when the answer changes.
 	ReadySaid string `json:"ready_said,omitempty"`
+	// Queue is what the merge queue last did with the PR (merge_group
+	// events), for the PR's merge to tell.
+	Queue *QueueEvent `json:"queue,omitempty"`
+}
+
+// QueueEvent is a merge_group event of a PR: checks_requested for its
+// group commit Group (the gate's answer for it in Said), or destroyed with
+// GitHub's reason (merged, invalidated, dequeued).
+type QueueEvent struct {
+	Action string    `json:"action"`
+	Reason string    `json:"reason,omitempty"`
+	Group  string    `json:"group"`
+	Said   string    `json:"said,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // PinState is where a pin is in its lifecycle. A pin is created active and

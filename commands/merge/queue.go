@@ -1,0 +1,187 @@
+package merge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// GitHub's merge queue: a base branch whose rules require one takes its
+// merges only through it. The merge's act is then the enqueue of the
+// decided head (GitHub's enqueuePullRequest, naming that head), marked and
+// asked once as a merge is; the queue tests a group commit of the PR on
+// the base's tip (the gate answers it by the PR's decision, package gate)
+// and moves the base branch to it, or drops it. The merge waits in
+// StepQueued, told by merge_group events and polls, and says each on its
+// status comment. Cancelling it, taking its command back or its deadline
+// takes the PR out of the queue.
+
+// enqueue adds the decided head to the merge queue; its mark is tried.
+func (st *stepper) enqueue(ctx context.Context, head string) (plan.Plan, string, error) {
+	cur := st.cur
+	err := st.gh.Enqueue(ctx, st.pr.GetNodeID(), head)
+	var ref *ghclient.Refusal
+	if errors.As(err, &ref) {
+		// Queued already (an earlier enqueue whose answer was lost)?
+		if e, rerr := st.gh.QueueEntryOf(ctx, cur.Repo, cur.PR); rerr == nil && e.State != "" {
+			return st.inQueue(head, e, "found queued")
+		}
+		return st.stopped("enqueue_refused", fmt.Sprintf("%s of %s (%s)", refusedWords(ref, "add the PR to the merge queue"),
+			mdtext.ShortSHA(head), mdtext.Text(ref.Message)))
+	}
+	if err != nil && ctx.Err() != nil {
+		return plan.Plan{}, "", err // opsbot is stopping: the next process finds the mark, and reads the queue
+	}
+	if err != nil {
+		// Whether GitHub queued it is not known: the queue is read again,
+		// and the enqueue is never asked again blindly.
+		st.h.log().Warn("adding a PR to the merge queue got no answer; reading the queue again", "repo", cur.Repo, "pr", cur.PR, "err", err)
+		st.data.MergeAsked = st.now
+		return st.waitFor(StepChecks, "⏳ GitHub did not answer adding the PR to the merge queue: reading it again", "merge-enqueue-unanswered", MergeWait/4)
+	}
+	return st.inQueue(head, ghclient.QueueEntry{State: "QUEUED"}, "")
+}
+
+// queueAsked is an enqueue marked before a restart, or asked with its
+// answer lost: a PR in the queue waits there; one not in it (and open at
+// the decided head, as read) was not queued, and is marked anew after
+// MergeWait, at most MaxMergeTries times.
+func (st *stepper) queueAsked(ctx context.Context, head string) (plan.Plan, string, error) {
+	e, err := st.gh.QueueEntryOf(ctx, st.cur.Repo, st.cur.PR)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if e.State != "" {
+		return st.inQueue(head, e, "found queued")
+	}
+	if st.now.Sub(st.data.MergeAsked) < MergeWait {
+		return st.waitFor(StepChecks, "⏳ GitHub did not answer adding the PR to the merge queue: reading it again", "merge-enqueue-unanswered", MergeWait/4)
+	}
+	if st.data.MergeTries >= MaxMergeTries {
+		return st.stopped("enqueue_lost", fmt.Sprintf("GitHub answered none of %d asks to add %s to the merge queue, and it is not queued: "+
+			"add it by hand", st.data.MergeTries, mdtext.ShortSHA(head)))
+	}
+	return st.markMerge()
+}
+
+// inQueue is the decided head in the merge queue: the merge waits for the
+// queue as long as it waited for the checks.
+func (st *stepper) inQueue(head string, e ghclient.QueueEntry, how string) (plan.Plan, string, error) {
+	line := fmt.Sprintf("🚦 the checks of %s passed: added to the merge queue of %s", mdtext.Code(mdtext.ShortSHA(head)), mdtext.Code(st.data.Base))
+	if how != "" {
+		line += " (" + how + ")"
+	}
+	st.data.Trail = append(st.data.Trail, line)
+	st.cur.Deadline = st.now.Add(Section.Of(st.rc).ChecksTimeout)
+	return st.wait(StepQueued, st.queueNow(e), "merge-queued")
+}
+
+func (st *stepper) queueNow(e ghclient.QueueEntry) string {
+	pos := ""
+	if e.Position > 0 {
+		pos = fmt.Sprintf(", position %d", e.Position)
+	}
+	return fmt.Sprintf("⏳ in the merge queue (%s%s; until %s)", strings.ToLower(strings.ReplaceAll(e.State, "_", " ")), pos,
+		st.cur.Deadline.UTC().Format("15:04 UTC"))
+}
+
+// queued is a wake-up of a queued merge whose PR is open at the decided
+// head: a group the queue tests is told; a PR out of the queue (and not
+// merged, read again) stops the merge, saying why when GitHub said.
+func (st *stepper) queued(ctx context.Context) (plan.Plan, string, error) {
+	cur := st.cur
+	info, err := st.h.State.PRInfo(cur.Repo, cur.PR)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	var q *record.QueueEvent
+	if info != nil {
+		q = info.Queue
+	}
+	if q != nil && q.Action == "checks_requested" && q.Group != "" && q.Group != st.data.QueueGroup {
+		st.data.QueueGroup = q.Group
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("🧪 the merge queue tests the group %s: %s", mdtext.Code(mdtext.ShortSHA(q.Group)), q.Said))
+	}
+	e, err := st.gh.QueueEntryOf(ctx, cur.Repo, cur.PR)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if e.State != "" {
+		return st.wait(StepQueued, st.queueNow(e), "merge-waiting-queue")
+	}
+	again, err := st.gh.PullRequest(ctx, cur.Repo, cur.PR)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if again.GetMerged() && strings.EqualFold(again.GetHead().GetSHA(), st.data.Decided) {
+		return st.merged(again.GetMergeCommitSHA(), true)
+	}
+	why := "the PR left the merge queue without being merged"
+	if q != nil && q.Action == "destroyed" && q.Reason != "merged" {
+		why += ": its group was " + queueWords(q.Reason)
+	}
+	return st.stopped("dequeued", why+". Run `/merge-with-reuse` again to queue it again")
+}
+
+// queueWords says a merge_group destroyed's reason.
+func queueWords(reason string) string {
+	switch reason {
+	case "invalidated":
+		return "invalidated (its checks failed, or the base branch changed under it)"
+	case "dequeued":
+		return "dequeued (taken out of the queue)"
+	}
+	return "destroyed (" + mdtext.Text(reason) + ")"
+}
+
+// leaveQueue takes a merge's PR out of its merge queue when the merge may
+// have queued it: said is what the status comment and the reply add (""
+// when nothing was queued). A refusal while the PR is still queued is
+// said: it may still merge.
+func (h *Handler) leaveQueue(ctx context.Context, cur *record.Sequence, data Data) (said string, err error) {
+	if !data.Queue || data.MergeMark == "" {
+		return "", nil
+	}
+	gh, err := h.Clients(data.Installation)
+	if err != nil {
+		return "", err
+	}
+	pr, err := gh.PullRequest(ctx, cur.Repo, cur.PR)
+	if err != nil {
+		return "", err
+	}
+	if pr.GetState() != "open" {
+		return "", nil
+	}
+	err = gh.Dequeue(ctx, pr.GetNodeID())
+	var ref *ghclient.Refusal
+	if errors.As(err, &ref) {
+		e, rerr := gh.QueueEntryOf(ctx, cur.Repo, cur.PR)
+		if rerr != nil {
+			return "", rerr
+		}
+		if e.State == "" {
+			return "", nil // not in the queue
+		}
+		return fmt.Sprintf(" ⚠️ GitHub refused to take the PR out of the merge queue (%s): it may still merge; remove it from the queue by hand.",
+			mdtext.Text(ref.Message)), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return " It is taken out of the merge queue.", nil
+}
+
+// withLeft is a stop's words with what leaveQueue said.
+func withLeft(why, left string) string {
+	if left == "" {
+		return why
+	}
+	return why + "." + strings.TrimSuffix(left, ".")
+}
