@@ -73,6 +73,7 @@ func TestMergeWithReuseMergesAConflictingChangelog(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := conflictWorld(t, clock, nil)
+	w.GH.SetBranchRules(theRepo, "kimi-tune", "required_signatures") // GitHub signs what the App makes
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	testkit.Eventually(t, "the branch moved", func() bool { return w.GH.Count(routeMoveBranch) == 1 })
 	st := w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
@@ -137,6 +138,10 @@ func TestMergeWithReuseConflictItCannotMerge(t *testing.T) {
 			files["perf-changelog.yaml"] = strings.Replace(files["perf-changelog.yaml"], "Update base-config", "Rewritten", 1)
 			w.GH.GitCommit(theRepo, sha("c1"), []string{sha("b0")}, files)
 		}, "which the append-only rule cannot merge (entry 1 changed; existing entries are immutable"},
+		{"a branch requiring signatures, GitHub signing nothing", nil, func(w *world) {
+			w.GH.SetBranchRules(theRepo, "kimi-tune", "required_signatures")
+			w.GH.SignNothing(theRepo)
+		}, "the branch `kimi-tune` requires signed commits, and GitHub did not sign the merge opsbot made"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

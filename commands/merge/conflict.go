@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"slices"
 	"strings"
 
 	"github.com/SemiAnalysisAI/opsbot/changelog"
@@ -201,6 +202,22 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	}
 	if why := sameTree(want, made); why != "" {
 		return st.stopped("conflict", fmt.Sprintf("the merge opsbot made is not the PR's own change on its base (%s), so it is not pushed: %s", why, byHand))
+	}
+	// A branch whose rules require signed commits takes the merge only
+	// signed: GitHub signs what an App makes with no author given.
+	rules, err := st.gh.BranchRules(ctx, cur.Repo, branch)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if slices.Contains(rules, ghclient.RuleRequiredSignatures) {
+		cm, err := st.gh.CommitInfo(ctx, cur.Repo, st.data.Built)
+		if err != nil {
+			return plan.Plan{}, "", err
+		}
+		if !cm.Verified {
+			return st.stopped("unsigned", fmt.Sprintf("the branch %s requires signed commits, and GitHub did not sign the merge opsbot made (%s), "+
+				"so it is not pushed: %s", mdtext.Code(branch), mdtext.ShortSHA(st.data.Built), byHand))
+		}
 	}
 	st.data.BuiltFor, st.data.BuiltTree, st.data.BuiltFiles = strings.ToLower(head), strings.ToLower(tree), appendOnly
 	return st.markUpdate(pin.ID, tip, tree, "merge-conflict-merged")

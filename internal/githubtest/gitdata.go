@@ -307,7 +307,7 @@ func (f *Fake) createCommit(w http.ResponseWriter, r *http.Request, repo *Repo) 
 	}
 	sum := sha1.Sum([]byte(fmt.Sprintf("commit\x00%s\x00%s\x00%s\x00%d", in.Tree, strings.Join(in.Parents, ","), in.Message, len(g.commits))))
 	sha := hex.EncodeToString(sum[:])
-	signed := len(in.Author) == 0 || string(in.Author) == "null"
+	signed := (len(in.Author) == 0 || string(in.Author) == "null") && !repo.unsigned
 	g.commits[sha] = gitObject{tree: in.Tree, parents: in.Parents, message: in.Message, signed: signed}
 	return http.StatusCreated, map[string]any{"sha": sha, "tree": map[string]string{"sha": in.Tree}, "message": in.Message,
 		"verification": map[string]any{"verified": signed}}

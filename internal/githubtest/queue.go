@@ -29,6 +29,14 @@ func (f *Fake) SetBranchRules(repo, branch string, rules ...string) {
 	r.rules[branch] = rules
 }
 
+// SignNothing makes GitHub sign none of the commits made through the
+// API (as for an account whose commits it does not sign).
+func (f *Fake) SignNothing(repo string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(repo)].unsigned = true
+}
+
 func (repo *Repo) queueRequired(p *PR) bool {
 	base := p.BaseRef
 	if base == "" {

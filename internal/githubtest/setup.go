@@ -39,6 +39,9 @@ type Repo struct {
 	// merge queue's entries, PR -> state (queue.go).
 	rules map[string][]string
 	queue map[int]string
+	// unsigned: the commits made through the API are not signed
+	// (SignNothing).
+	unsigned bool
 }
 
 // AddUser registers an account. kind is "User" or "Bot". Adding a login
