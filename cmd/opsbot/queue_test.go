@@ -4,11 +4,16 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
+
+const routeGraphQL = "POST /graphql"
 
 // groupAsk is a merge_group ask's JSON body.
 func groupAsk(ref, commit string) string {
@@ -167,5 +172,63 @@ func TestMergeWithReuseLeavesTheMergeQueue(t *testing.T) {
 		if q := w.GH.Queued(theRepo, thePR); q != "" {
 			t.Fatalf("the PR is still in the queue (%s) after the cancel", q)
 		}
+	})
+}
+
+// Where a queued merge can be interrupted: GitHub's answer to the enqueue
+// lost (the queue is read, never asked again blindly), a branch whose
+// classic protection requires the queue (GitHub refuses the merge, and the
+// next step enqueues), the deadline while queued (taken out of the
+// queue), and a push while queued.
+func TestMergeWithReuseQueueFaults(t *testing.T) {
+	t.Parallel()
+	t.Run("enqueue answer lost", func(t *testing.T) {
+		t.Parallel()
+		clock := e2e.NewClock()
+		w := queueWorld(t, clock)
+		w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1})
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
+		w.waitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
+		w.PassTime(clock, merge.MergeWait/4)
+		st := w.waitStatus("found queued", "added to the merge queue of `main` (found queued)")
+		if q := w.GH.Enqueues(); len(q) != 1 {
+			t.Fatalf("enqueued %d times (%v); want once\n%s", len(q), q, st)
+		}
+	})
+	t.Run("classic protection", func(t *testing.T) {
+		t.Parallel()
+		clock := e2e.NewClock()
+		w := mergeWorld(t, "", clock)
+		w.GH.SetClassicQueue(theRepo, "main")
+		w.greenChecks(sha("c1"))
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
+		st := w.waitStatus("queued", "added to the merge queue of `main`")
+		mustContain(t, "status", st, "🚦 GitHub takes merges into `main` through its merge queue (", "Changes must be made through the merge queue")
+		if q := w.GH.Enqueues(); len(q) != 1 || q[0] != sha("c1") || len(w.GH.Merges()) != 0 {
+			t.Fatalf("enqueues %v, merges %v", q, w.GH.Merges())
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		t.Parallel()
+		clock := e2e.NewClock()
+		w := queueWorld(t, clock)
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
+		w.waitStatus("queued", "added to the merge queue of `main`")
+		w.PassTime(clock, merge.DefaultChecksTimeout+time.Minute)
+		w.waitStatus("stopped", "⛔ stopped: it did not finish within 2h of the command (in the merge queue). It is taken out of the merge queue")
+		if q := w.GH.Queued(theRepo, thePR); q != "" {
+			t.Fatalf("still queued (%s) after the deadline", q)
+		}
+	})
+	t.Run("a push while queued", func(t *testing.T) {
+		t.Parallel()
+		clock := e2e.NewClock()
+		w := queueWorld(t, clock)
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
+		w.waitStatus("queued", "added to the merge queue of `main`")
+		w.GH.LeaveQueue(theRepo, thePR) // GitHub takes a PR pushed to out of its queue
+		w.Push("c2", "perf-changelog.yaml")
+		w.PassTime(clock, record.WakeGap)
+		w.waitStatus("stopped", "⛔ stopped: a new push (head c2c2c2c) came after c1c1c1c, the head queued")
 	})
 }

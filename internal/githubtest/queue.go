@@ -37,12 +37,25 @@ func (f *Fake) SignNothing(repo string) {
 	f.repos[strings.ToLower(repo)].unsigned = true
 }
 
+// SetClassicQueue makes a branch's classic protection require the merge
+// queue: GitHub then refuses a merge through the API, but the branch's
+// rules (rulesets only) do not list it.
+func (f *Fake) SetClassicQueue(repo, branch string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.repos[strings.ToLower(repo)]
+	if r.classicQueue == nil {
+		r.classicQueue = map[string]bool{}
+	}
+	r.classicQueue[branch] = true
+}
+
 func (repo *Repo) queueRequired(p *PR) bool {
 	base := p.BaseRef
 	if base == "" {
 		base = repo.DefaultBranch
 	}
-	return slices.Contains(repo.rules[base], "merge_queue")
+	return slices.Contains(repo.rules[base], "merge_queue") || repo.classicQueue[base]
 }
 
 func (f *Fake) branchRules(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {

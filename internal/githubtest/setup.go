@@ -42,6 +42,9 @@ type Repo struct {
 	// unsigned: the commits made through the API are not signed
 	// (SignNothing).
 	unsigned bool
+	// classicQueue are branches whose classic protection requires the
+	// merge queue: their rules do not list it (SetClassicQueue).
+	classicQueue map[string]bool
 }
 
 // AddUser registers an account. kind is "User" or "Bot". Adding a login
