@@ -280,7 +280,8 @@ func help(rc *config.Repo) commands.Help {
 		About: "**What a merge with reuse does.** It pins the run as `/reuse-sweep-run` does. If the branch is behind its base, opsbot " +
 			"updates it (GitHub's update-branch, naming the head it read)" + conflictWords(Section.Of(rc).AppendOnly) + ". " +
 			"That push is the one the pin covers, so its sweep is skipped. " +
-			"Then it waits for every check and status on that head and merges exactly that head (" + mdtext.Code(Section.Of(rc).Method) + "). " +
+			"Then it waits for every check and status on that head and merges exactly that head (" + mdtext.Code(Section.Of(rc).Method) + "), " +
+			"or adds it to GitHub's merge queue where the default branch requires one. " +
 			"A failed check, a new push by anyone, closing the PR, `/merge-with-reuse cancel` or " + commands.Span(Section.Of(rc).ChecksTimeout) +
 			" without green checks stops it; a cancelled check does not count as failed. It never bypasses branch protection: " +
 			"a missing review or required check stops it, said why. One comment on the PR shows each step.\n\n",
