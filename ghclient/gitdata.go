@@ -121,23 +121,20 @@ func (c *Client) CreateCommit(ctx context.Context, repo, message, tree string, p
 	return cm.GetSHA(), nil
 }
 
-// MoveBranch moves branch to sha, never forced: GitHub refuses (a
-// Refusal, 422) unless the branch's commit is an ancestor of sha, so a
-// push since the branch was read wins.
-func (c *Client) MoveBranch(ctx context.Context, repo, branch, sha string) error {
+// MoveBranchFrom moves branch (of the repository whose GraphQL id is
+// repoNode) from the commit from to sha in one compare-and-swap
+// (updateRefs with beforeOid), never forced: a branch no longer at from,
+// or a sha that does not follow it, is a Refusal and nothing moves.
+func (c *Client) MoveBranchFrom(ctx context.Context, repoNode, branch, from, sha string) error {
 	if c.dryRun {
-		c.log.Info("dry-run: would move a branch", "repo", repo, "branch", branch, "sha", sha)
+		c.log.Info("dry-run: would move a branch", "branch", branch, "from", from, "sha", sha)
 		return dryRunRefusal
 	}
-	// The branch's name is the PR author's: each part escaped, so no name
-	// reaches another path or a query.
-	req, err := c.gh.NewRequest(http.MethodPatch, fmt.Sprintf("repos/%s/git/refs/heads/%s", repo, escapedBranch(branch)),
-		map[string]any{"sha": sha, "force": false})
-	if err != nil {
-		return err
-	}
-	resp, err := c.gh.Do(ctx, req, nil)
-	return refusal(fmt.Sprintf("moving the branch %s to %s", branch, mdtext.ShortSHA(sha)), resp, err)
+	const q = `mutation($repo: ID!, $name: GitRefname!, $before: GitObjectID!, $after: GitObjectID!) {
+  updateRefs(input: {repositoryId: $repo, refUpdates: [{name: $name, beforeOid: $before, afterOid: $after, force: false}]}) { clientMutationId }
+}`
+	return c.graphql(ctx, fmt.Sprintf("moving the branch %s from %s to %s", branch, mdtext.ShortSHA(from), mdtext.ShortSHA(sha)), q,
+		map[string]any{"repo": repoNode, "name": "refs/heads/" + branch, "before": from, "after": sha}, nil)
 }
 
 // escapedBranch is a branch's name with each part escaped for a path.

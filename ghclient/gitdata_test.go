@@ -59,11 +59,17 @@ func TestGitDatabase(t *testing.T) {
 	if err != nil || made.Tree != tree || len(made.Parents) != 2 || made.Parents[0] != "h1" || made.Parents[1] != "m1" {
 		t.Fatalf("CommitInfo(the commit made) = %+v, %v", made, err)
 	}
-	// Not a fast-forward of the branch: refused, the branch stays.
-	if err := c.MoveBranch(ctx, repo, "feature/x?force=true", "m1"); !isRefusal(err, 422) {
-		t.Fatalf("MoveBranch to a commit that does not follow the head = %v, want a 422 refusal", err)
+	// Not a fast-forward of the branch, or a branch no longer at the
+	// commit named: refused, the branch stays. The name is a GraphQL
+	// variable: nothing in it reaches a path or a query.
+	node := "R_" + strings.Replace(repo, "/", "_", 1)
+	if err := c.MoveBranchFrom(ctx, node, "feature/x?force=true", "h1", "m1"); !isRefusal(err, 0) {
+		t.Fatalf("MoveBranchFrom to a commit that does not follow the head = %v, want a refusal", err)
 	}
-	if err := c.MoveBranch(ctx, repo, "feature/x?force=true", commit); err != nil {
+	if err := c.MoveBranchFrom(ctx, node, "feature/x?force=true", "m1", commit); !isRefusal(err, 0) {
+		t.Fatalf("MoveBranchFrom a commit the branch is not at = %v, want a refusal", err)
+	}
+	if err := c.MoveBranchFrom(ctx, node, "feature/x?force=true", "h1", commit); err != nil {
 		t.Fatal(err)
 	}
 	if h := f.PRHead(repo, 7); h != commit {

@@ -14,7 +14,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
-const routeMoveBranch = "PATCH /repos/{owner}/{repo}/git/refs/{ref...}"
+const routeMoveBranch = "POST /graphql" // updateRefs: the conflict tests send no other GraphQL
 
 // entry is a changelog entry as the benchmark repository writes one.
 func entry(key, link string) string {
@@ -178,6 +178,26 @@ func TestMergeWithReuseConflictMergeLosesToAPush(t *testing.T) {
 	mustContain(t, "status", st, "Update is not a fast forward", "a push since opsbot read c1c1c1c wins", "is revoked: the next push sweeps")
 	if h := w.GH.PRHead(theRepo, thePR); h != sha("c1") {
 		t.Fatalf("the branch moved to %s", h)
+	}
+}
+
+// A force-push that sets the branch back to an older commit after opsbot
+// read it and before its move: the move is a compare-and-swap from the
+// head opsbot read (updateRefs' beforeOid), so GitHub refuses it although
+// opsbot's merge follows the older commit too; nothing moves.
+func TestMergeWithReuseConflictMergeLosesToAForcePushBack(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	arrived, release := w.GH.Hold(routeMoveBranch)
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	<-arrived
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{sha("b0")} })
+	release()
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	mustContain(t, "status", st, "beforeOid", "a push since opsbot read c1c1c1c wins")
+	if h := w.GH.PRHead(theRepo, thePR); h != sha("b0") || w.GH.BranchMoves() != 0 {
+		t.Fatalf("the branch is at %s after %d moves; want the force-push's b0 and no move", h, w.GH.BranchMoves())
 	}
 }
 

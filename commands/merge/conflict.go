@@ -401,16 +401,16 @@ func blobSum(content []byte) string {
 }
 
 // moveBranch moves the branch to the merge opsbot made, marked before:
-// forward only (a push since wins, and the merge stops), asked once.
+// from the head opsbot read only (a push since wins, and the merge
+// stops), asked once.
 func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Plan, string, error) {
 	if err := st.clear(); err != nil {
 		return plan.Plan{}, "", err // a cancel or a push waits: it goes first
 	}
-	// GitHub moves a branch without force to any commit that follows
-	// its own, so a push that set it back to an older commit would not be
-	// refused: the branch itself is read last (a push after this read and
-	// before the move is decided by the gate in its order; the content
-	// pushed is opsbot's checked merge either way).
+	// The move is a compare-and-swap from the head read (updateRefs'
+	// beforeOid): a push since, even one that set the branch back to an
+	// older commit opsbot's merge also follows, is refused. The branch is
+	// read first only to say which push won.
 	at, err := st.gh.BranchHead(ctx, st.cur.Repo, branch)
 	if err != nil {
 		return plan.Plan{}, "", err
@@ -421,7 +421,7 @@ func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Pl
 	}
 	st.h.marks.Try(st.data.UpdateMark)
 	st.data.UpdateAsked = st.now
-	err = st.gh.MoveBranch(ctx, st.cur.Repo, branch, st.data.Built)
+	err = st.gh.MoveBranchFrom(ctx, st.pr.GetHead().GetRepo().GetNodeID(), branch, head, st.data.Built)
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
 		return st.stopped("update_refused", fmt.Sprintf("%s (%s%s): a push since opsbot read %s wins. Update the branch by hand, then pin a run again",

@@ -73,7 +73,7 @@ type GitHub interface {
 	Tree(ctx context.Context, repo, sha string) (map[string]ghclient.TreeEntry, error)
 	CreateTree(ctx context.Context, repo, base string, changes []ghclient.TreeChange) (string, error)
 	CreateCommit(ctx context.Context, repo, message, tree string, parents []string) (string, error)
-	MoveBranch(ctx context.Context, repo, branch, sha string) error
+	MoveBranchFrom(ctx context.Context, repoNode, branch, from, sha string) error
 	CreateBranch(ctx context.Context, repo, branch, sha string) error
 	DeleteBranch(ctx context.Context, repo, branch string) error
 	MergeInto(ctx context.Context, repo, base, head, message string) (string, error)

@@ -325,6 +325,14 @@ func (f *Fake) moveBranch(w http.ResponseWriter, r *http.Request, repo *Repo) (i
 		return http.StatusBadRequest, map[string]string{"message": "Problems parsing JSON"}
 	}
 	branch := strings.TrimPrefix(r.PathValue("ref"), "heads/")
+	return repo.moveTo(branch, in.SHA, "", in.Force)
+}
+
+// moveTo moves a PR's branch to sha as GitHub does: a commit that exists
+// and, unless forced, follows the head; with before, only while the
+// branch is at before (GraphQL's updateRefs).
+func (repo *Repo) moveTo(branch, sha, before string, force bool) (int, any) {
+	in := struct{ SHA string }{sha}
 	var p *PR
 	for _, x := range repo.PRs {
 		if x.Branch == branch && x.HeadRepo == "" && x.State == "open" {
@@ -345,7 +353,10 @@ func (f *Fake) moveBranch(w http.ResponseWriter, r *http.Request, repo *Repo) (i
 			descends = true
 		}
 	}
-	if !in.Force && !descends {
+	if before != "" && before != p.Head() {
+		return http.StatusUnprocessableEntity, map[string]string{"message": "A ref does not point at the expected value (beforeOid)"}
+	}
+	if !force && !descends {
 		return http.StatusUnprocessableEntity, map[string]string{"message": "Update is not a fast forward"}
 	}
 	// The rest of the fake knows it as a merge of its second parent into

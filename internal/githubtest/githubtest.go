@@ -57,6 +57,7 @@ type Fake struct {
 	created     []CreatedCheckRun
 	merges      []Merge
 	enqueues    []string // heads asked to be queued (queue.go)
+	moves       int      // branch moves made through updateRefs (queue.go)
 	reactions   []Reaction
 	dispatches  []Dispatch
 	// workflowDispatches are the workflow dispatches sent.

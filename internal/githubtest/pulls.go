@@ -12,9 +12,9 @@ import (
 
 func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 	full := repo.Owner + "/" + repo.Name
-	headID, headName := p.HeadRepoID, p.HeadRepo
+	headID, headName, headNode := p.HeadRepoID, p.HeadRepo, "R_fork_"+p.HeadRepo
 	if headID == 0 {
-		headID, headName = repo.ID, full
+		headID, headName, headNode = repo.ID, full, repoNodeID(repo)
 	}
 	baseRef := p.BaseRef
 	if baseRef == "" {
@@ -27,7 +27,7 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 		HTMLURL: github.String(fmt.Sprintf("https://github.com/%s/pull/%d", full, p.Number)),
 		Head: &github.PullRequestBranch{SHA: github.String(p.Head()), Ref: github.String(p.Branch),
 			Label: github.String(strings.SplitN(headName, "/", 2)[0] + ":" + p.Branch),
-			Repo:  &github.Repository{ID: github.Int64(headID), FullName: github.String(headName)}},
+			Repo:  &github.Repository{ID: github.Int64(headID), FullName: github.String(headName), NodeID: github.String(headNode)}},
 		Base: &github.PullRequestBranch{SHA: github.String(p.BaseSHA), Ref: github.String(baseRef),
 			Repo: &github.Repository{ID: github.Int64(repo.ID), FullName: github.String(full), DefaultBranch: github.String(repo.DefaultBranch)}},
 	}

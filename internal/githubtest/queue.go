@@ -14,6 +14,16 @@ import (
 // (pullRequest.mergeQueueEntry), and the queue's groups made and merged by
 // the test (MergeGroup, MergeByQueue, LeaveQueue).
 
+// repoNodeID is a repository's GraphQL id.
+func repoNodeID(repo *Repo) string { return fmt.Sprintf("R_%s_%s", repo.Owner, repo.Name) }
+
+// BranchMoves is how many branch moves (updateRefs) GitHub made.
+func (f *Fake) BranchMoves() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.moves
+}
+
 // nodeID is a PR's GraphQL id.
 func nodeID(repo *Repo, n int) string { return fmt.Sprintf("PR_%s_%s_%d", repo.Owner, repo.Name, n) }
 
@@ -171,6 +181,24 @@ func (f *Fake) graphql(w http.ResponseWriter, r *http.Request, _ *Repo) (int, an
 		repo.queue[p.Number] = "QUEUED"
 		f.enqueues = append(f.enqueues, p.Head())
 		return http.StatusOK, map[string]any{"data": map[string]any{"enqueuePullRequest": map[string]any{"mergeQueueEntry": map[string]any{"state": "QUEUED"}}}}
+	case strings.Contains(in.Query, "updateRefs"):
+		var repo *Repo
+		for _, r := range f.repos {
+			if repoNodeID(r) == str("repo") {
+				repo = r
+			}
+		}
+		if repo == nil {
+			return fail("NOT_FOUND", fmt.Sprintf("Could not resolve to a node with the global id of '%s'", str("repo")))
+		}
+		force, _ := in.Variables["force"].(bool)
+		code, out := repo.moveTo(strings.TrimPrefix(str("name"), "refs/heads/"), str("after"), str("before"), force)
+		if code != http.StatusOK {
+			msg, _ := out.(map[string]string)
+			return fail("UNPROCESSABLE", msg["message"])
+		}
+		f.moves++
+		return http.StatusOK, map[string]any{"data": map[string]any{"updateRefs": map[string]any{"clientMutationId": nil}}}
 	case strings.Contains(in.Query, "dequeuePullRequest"):
 		repo, p := byNode(str("pr"))
 		if p == nil || repo.queue[p.Number] == "" {
