@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
@@ -231,4 +233,47 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 		w.PassTime(clock, record.WakeGap)
 		w.waitStatus("stopped", "⛔ stopped: a new push (head c2c2c2c) came after c1c1c1c, the head queued")
 	})
+}
+
+// A restart while the enqueue is under way: whether GitHub queued the PR
+// is read from its queue entry by the next process, never asked blindly.
+// Made before the stop (its answer lost): found queued, asked once. Never
+// made: not queued a minute later, so marked anew and asked once by the
+// new process.
+func TestMergeWithReuseQueueAfterARestart(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		made  bool
+		asked int
+		want  string
+	}{
+		{"enqueue made, its answer lost", true, 1, "(found queued)"},
+		{"enqueue never made", false, 1, "added to the merge queue of `main`"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clock := e2e.NewClock()
+			deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }
+			w := queueWorld(t, clock)
+			hold := w.GH.Hold
+			if c.made {
+				hold = w.GH.HoldAnswer
+			}
+			arrived, release := hold(routeGraphQL)
+			t.Cleanup(release)
+			mergeHeld(t, w, arrived, "the PR was never enqueued")
+			w.Srv.Stop(t)
+			release()
+			w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, deps)
+			w.PassTime(clock, time.Minute)
+			if !c.made {
+				w.PassTime(clock, merge.MergeWait)
+			}
+			st := w.waitStatus("queued", c.want, "⏳ in the merge queue")
+			if q := w.GH.Enqueues(); len(q) != c.asked {
+				t.Fatalf("enqueued %d times (%v); want %d\n%s", len(q), q, c.asked, st)
+			}
+		})
+	}
 }
