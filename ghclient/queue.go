@@ -22,7 +22,9 @@ const (
 // every ruleset that targets it, merge_queue and required_signatures among
 // them). Classic branch protection is not listed: GitHub answers the
 // merge of a PR its merge queue must take with a refusal that says so
-// (QueueRequired).
+// (QueueRequired), and a push its rules refuse with a refusal too. A
+// GitHub without rulesets (an older GitHub Enterprise Server) answers 404:
+// no rules.
 func (c *Client) BranchRules(ctx context.Context, repo, branch string) ([]string, error) {
 	req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("repos/%s/rules/branches/%s?per_page=100", repo, url.PathEscape(branch)), nil)
 	if err != nil {
@@ -32,6 +34,9 @@ func (c *Client) BranchRules(ctx context.Context, repo, branch string) ([]string
 		Type string `json:"type"`
 	}
 	resp, err := c.gh.Do(ctx, req, &rules)
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
+		return nil, nil
+	}
 	if err := wrap("reading the rules of the branch "+branch, resp, err); err != nil {
 		return nil, err
 	}
