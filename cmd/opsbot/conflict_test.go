@@ -190,8 +190,8 @@ func TestMergeWithReuseConflictMergeLosesToAForcePushBack(t *testing.T) {
 	clock := e2e.NewClock()
 	w := conflictWorld(t, clock, nil)
 	arrived, release := w.GH.Hold(routeMoveBranch)
-	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	<-arrived
+	t.Cleanup(release)
+	mergeHeld(t, w, arrived, "the branch was never asked to move")
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{sha("b0")} })
 	release()
 	st := w.waitStatus("the merge stopped", "⛔ stopped")
