@@ -52,7 +52,7 @@ func (h *Handler) handleMergeGroup(ctx context.Context, rc *config.Repo, d *stat
 		return "", nil, err
 	}
 	group, _ := gate.CanonicalSHA(ev.MergeGroup.HeadSHA)
-	qe := &record.QueueEvent{Action: ev.Action, Reason: ev.Reason, Group: group, At: d.ReceivedAt}
+	qe := &record.QueueEvent{Action: ev.Action, Reason: ev.Reason, Group: group}
 	var decided *state.Decision
 	var head string
 	switch ev.Action {
@@ -86,7 +86,12 @@ func (h *Handler) handleMergeGroup(ctx context.Context, rc *config.Repo, d *stat
 		if err != nil || info == nil {
 			return err
 		}
-		info.Queue = qe
+		qe.At = tx.Now() // the sequences' clock: a merge reads only what came after its enqueue
+		if old := info.Queue; old == nil || old.Group != qe.Group || old.Action != "destroyed" {
+			// A group's checks_requested delivered after its destroyed
+			// does not hide why it left.
+			info.Queue = qe
+		}
 		if err := tx.PutPRInfo(info); err != nil {
 			return err
 		}

@@ -73,15 +73,20 @@ func (g *Gate) Group(ctx context.Context, gh GroupReader, repo string, pr int, s
 		return nil, head, err
 	}
 	d = Effective(d)
-	if d == nil {
-		// A head no push decided: the PR's active pin, granted at this
-		// head and checked again now as the merge will check it, stands
-		// in (the merge's push consumes it; the group uses up nothing).
+	if d == nil || (d.Decision != state.Skip && d.OverriddenBy == "") {
+		// A head whose sweep was not skipped (undecided, or it swept
+		// before a pin was granted at it): the PR's active pin, granted
+		// at this head and checked again now as the merge will check it,
+		// stands in (the merge's push consumes it; the group uses up
+		// nothing). A skip overridden by Sweep anyway stays a sweep.
 		pin, err := g.Store.ActivePin(rc.Name, pr)
 		if err != nil {
 			return nil, head, err
 		}
 		if pin == nil || !strings.EqualFold(pin.PRHeadAtGrant, head) {
+			if d != nil {
+				return sweep("the PR's head %s was not skipped (%s), and no pin was granted at it", mdtext.ShortSHA(head), d.Reason)
+			}
 			return sweep("opsbot decided nothing for the PR's head %s, and no pin was granted at it", mdtext.ShortSHA(head))
 		}
 		var inst int64

@@ -121,6 +121,11 @@ func (c *Client) CreateCommit(ctx context.Context, repo, message, tree string, p
 	return cm.GetSHA(), nil
 }
 
+// updateRefsPreview is the media type GitHub's schema previews list for
+// updateRefs: sent, so the mutation is answered wherever it is still a
+// preview.
+const updateRefsPreview = "application/vnd.github.update-refs-preview+json"
+
 // MoveBranchFrom moves branch (of the repository whose GraphQL id is
 // repoNode) from the commit from to sha in one compare-and-swap
 // (updateRefs with beforeOid), never forced: a branch no longer at from,
@@ -134,7 +139,7 @@ func (c *Client) MoveBranchFrom(ctx context.Context, repoNode, branch, from, sha
   updateRefs(input: {repositoryId: $repo, refUpdates: [{name: $name, beforeOid: $before, afterOid: $after, force: false}]}) { clientMutationId }
 }`
 	return c.graphql(ctx, fmt.Sprintf("moving the branch %s from %s to %s", branch, mdtext.ShortSHA(from), mdtext.ShortSHA(sha)), q,
-		map[string]any{"repo": repoNode, "name": "refs/heads/" + branch, "before": from, "after": sha}, nil)
+		map[string]any{"repo": repoNode, "name": "refs/heads/" + branch, "before": from, "after": sha}, nil, updateRefsPreview)
 }
 
 // escapedBranch is a branch's name with each part escaped for a path.

@@ -18,9 +18,19 @@ import (
 type Refusal struct {
 	Status  int
 	Message string
+	// GraphQL is a refusal GitHub's GraphQL API answered (HTTP 200 with
+	// a typed error): GitHub's, with no status of its own. A Refusal with
+	// neither is opsbot's own (a dry run).
+	GraphQL bool
 }
 
+// Dry is opsbot's own refusal (a dry run), not GitHub's.
+func (r *Refusal) Dry() bool { return r.Status == 0 && !r.GraphQL }
+
 func (r *Refusal) Error() string {
+	if r.GraphQL {
+		return "GitHub refused: " + r.Message
+	}
 	if r.Status == 0 {
 		return r.Message
 	}

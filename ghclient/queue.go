@@ -76,13 +76,22 @@ type graphqlError struct {
 	Message string `json:"message"`
 }
 
-// graphql posts one query. An answer with errors is a Refusal (GitHub
-// read the query and would answer it the same way again), but a rate
-// limit's, which is an error to try again later.
-func (c *Client) graphql(ctx context.Context, what, query string, vars map[string]any, out any) error {
+// unknownOutcome are the GraphQL error types that say nothing of whether
+// a mutation was made (GitHub timed out or failed inside): never a
+// Refusal, so a write is decided by reading GitHub again.
+var unknownOutcome = map[string]bool{"": true, "INTERNAL": true, "SERVICE_UNAVAILABLE": true, "TIMEOUT": true, "RATE_LIMITED": true}
+
+// graphql posts one query (with accept as its Accept header when set). An
+// answer with typed errors is a Refusal (GitHub read the query and would
+// answer it the same way again); an untyped, internal or rate-limit error
+// is an error whose outcome is unknown.
+func (c *Client) graphql(ctx context.Context, what, query string, vars map[string]any, out any, accept ...string) error {
 	req, err := c.gh.NewRequest(http.MethodPost, c.graphqlURL(), map[string]any{"query": query, "variables": vars})
 	if err != nil {
 		return err
+	}
+	for _, a := range accept {
+		req.Header.Set("Accept", a)
 	}
 	var answer struct {
 		Data   json.RawMessage `json:"data"`
@@ -94,15 +103,15 @@ func (c *Client) graphql(ctx context.Context, what, query string, vars map[strin
 	}
 	if len(answer.Errors) > 0 {
 		var msgs []string
-		limited := false
+		unknown := false
 		for _, e := range answer.Errors {
 			msgs = append(msgs, e.Message)
-			limited = limited || e.Type == "RATE_LIMITED"
+			unknown = unknown || unknownOutcome[e.Type]
 		}
-		if limited {
-			return fmt.Errorf("%s: GitHub's GraphQL rate limit: %s", what, strings.Join(msgs, "; "))
+		if unknown {
+			return fmt.Errorf("%s: GitHub's GraphQL API failed, whether it acted is not known: %s", what, strings.Join(msgs, "; "))
 		}
-		return fmt.Errorf("%s: %w", what, &Refusal{Message: strings.Join(msgs, "; ")})
+		return fmt.Errorf("%s: %w", what, &Refusal{GraphQL: true, Message: strings.Join(msgs, "; ")})
 	}
 	if out == nil {
 		return nil

@@ -172,7 +172,7 @@ func TestMergeWithReuseConflictMergeLosesToAPush(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := conflictWorld(t, clock, nil)
-	w.GH.Inject(routeMoveBranch, githubtest.Fault{Status: 422, Body: `{"message":"Update is not a fast forward"}`})
+	w.GH.Inject(routeMoveBranch, githubtest.Fault{Status: 200, Body: `{"data":null,"errors":[{"type":"UNPROCESSABLE","message":"Update is not a fast forward"}]}`})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	st := w.waitStatus("the merge stopped", "⛔ stopped")
 	mustContain(t, "status", st, "Update is not a fast forward", "a push since opsbot read c1c1c1c wins", "is revoked: the next push sweeps")
@@ -195,7 +195,7 @@ func TestMergeWithReuseConflictMergeLosesToAForcePushBack(t *testing.T) {
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{sha("b0")} })
 	release()
 	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "beforeOid", "a push since opsbot read c1c1c1c wins")
+	mustContain(t, "status", st, "GitHub refused to move the branch to opsbot's merge", "beforeOid", "a push since opsbot read c1c1c1c wins")
 	if h := w.GH.PRHead(theRepo, thePR); h != sha("b0") || w.GH.BranchMoves() != 0 {
 		t.Fatalf("the branch is at %s after %d moves; want the force-push's b0 and no move", h, w.GH.BranchMoves())
 	}

@@ -46,6 +46,7 @@ func githubPermissions(f appFeatures) []githubPermission {
 		ps[1] = githubPermission{"actions", "write", "as read, and /approve-sweep: dispatching the external PRs' workflow and cancelling a revoked approval's run"}
 	}
 	if f.merge {
+		ps[len(ps)-1] = githubPermission{"merge_queues", "write", "as read, and /merge-with-reuse: adding a PR to the default branch's merge queue and taking it out"}
 		// GitHub refuses a push that changes .github/workflows/** to an App
 		// without it: the update of a branch that brings main's workflow
 		// changes is such a push.

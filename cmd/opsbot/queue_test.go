@@ -217,7 +217,7 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 		w.Comment(maintainer, "/merge-with-reuse 31147925932")
 		w.waitStatus("queued", "added to the merge queue of `main`")
 		w.PassTime(clock, merge.DefaultChecksTimeout+time.Minute)
-		w.waitStatus("stopped", "⛔ stopped: it did not finish within 2h of the command (in the merge queue). It is taken out of the merge queue")
+		w.waitStatus("stopped", "⛔ stopped: it did not finish within 2h of adding it to the merge queue (in the merge queue). It is taken out of the merge queue")
 		if q := w.GH.Queued(theRepo, thePR); q != "" {
 			t.Fatalf("still queued (%s) after the deadline", q)
 		}
@@ -276,4 +276,82 @@ func TestMergeWithReuseQueueAfterARestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A queued PR's enqueue whose answer was lost, then a check that runs
+// again: the queue is read before any check (the PR is found queued), so
+// a cancel still takes it out of the queue.
+func TestMergeWithReuseCancelAfterALostEnqueue(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := queueWorld(t, clock)
+	w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
+	w.GH.SetCheckRun(theRepo, sha("c1"), "lint", "in_progress", "")
+	w.PassTime(clock, merge.MergeWait/4)
+	w.waitStatus("found queued", "(found queued)")
+	w.Comment(maintainer, "/merge-with-reuse cancel")
+	w.waitStatus("cancelled", "cancelled by @maintainer. It is taken out of the merge queue")
+	if q := w.GH.Queued(theRepo, thePR); q != "" {
+		t.Fatalf("cancelled, but the PR is still in the merge queue (%s)", q)
+	}
+	if n := len(w.GH.Enqueues()); n != 1 {
+		t.Fatalf("enqueued %d times; want once", n)
+	}
+}
+
+// GitHub's queue says the group merged before the PR reads merged: the
+// merge waits and reads again, and records the merge, never "left the
+// queue without being merged".
+func TestMergeWithReuseQueueMergeSeenLate(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := queueWorld(t, clock)
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("queued", "added to the merge queue of `main`")
+	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+	w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
+	w.PassTime(clock, record.WakeGap)
+	w.waitStatus("the group told", "the merge queue tests the group `f1f1f1f`")
+	w.GH.LeaveQueue(theRepo, thePR)
+	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
+	w.PassTime(clock, record.WakeGap)
+	w.waitStatus("waiting for the merge's record", "the PR left the merge queue: reading whether it merged")
+	w.GH.MergeByQueue(theRepo, thePR, sha("f1"))
+	w.closedMerged(sha("f1"))
+	w.PassTime(clock, record.WakeGap)
+	st := w.waitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
+	if strings.Contains(st, "without being merged") {
+		t.Fatalf("status:\n%s", st)
+	}
+}
+
+// The group of a head that swept itself before the pin was granted at it
+// (the usual up-to-date PR): the pin stands in, so the group skips.
+func TestGateAnswersTheGroupOfAPinnedHeadThatSwept(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := queueWorld(t, clock)
+	w.SendSync(sha("c1"), "") // c1's own push: it sweeps (no pin yet)
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("queued", "added to the merge queue of `main`")
+	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+	out, _ := w.gate("--event", "merge_group", "--ref", ref, "--sha", sha("f1"))
+	if out["skip-pr-sweep"] != "true" || out["reuse-source-run-id"] != "31147925932" {
+		t.Fatalf("the group of the pinned head that swept = %v", out)
+	}
+}
+
+// The deadline ends a queued merge even while GitHub's GraphQL API refuses
+// everything: the stop says the PR may still merge.
+func TestMergeWithReuseQueueDeadlineWithoutGraphQL(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := queueWorld(t, clock)
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("queued", "added to the merge queue of `main`")
+	w.GH.Inject(routeGraphQL, githubtest.Fault{Status: 200, Body: `{"data":null,"errors":[{"type":"FORBIDDEN","message":"Resource not accessible by integration"}]}`})
+	w.PassTime(clock, merge.DefaultChecksTimeout+time.Minute)
+	w.waitStatus("stopped", "⛔ stopped: it did not finish within 2h", "could not take the PR out of the merge queue", "it may still merge")
 }

@@ -846,7 +846,7 @@ func (st *stepper) send(ctx context.Context) ([]plan.Step, string, error) {
 	if errors.As(err, &ref) {
 		words := "GitHub refused to dispatch it"
 		switch {
-		case ref.Status == 0:
+		case ref.Dry():
 			words = "opsbot did not dispatch it"
 		case ref.Status == 404:
 			words = "GitHub did not find the workflow " + mdtext.Code(st.data.Workflow) + " on " + mdtext.Code(st.data.Ref)

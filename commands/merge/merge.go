@@ -156,8 +156,13 @@ type Data struct {
 	// queue: the merge's act adds the decided head to it (its mark is
 	// MergeMark's). QueueGroup is the last group of the PR the status
 	// comment told.
-	Queue      bool   `json:"queue,omitempty"`
-	QueueGroup string `json:"queue_group,omitempty"`
+	// EnqueueAt is when the merge first marked its enqueue: the queue's
+	// events before it are an earlier merge's. QueueGone is when the PR
+	// was first found out of the queue unmerged, with no word why.
+	Queue      bool      `json:"queue,omitempty"`
+	QueueGroup string    `json:"queue_group,omitempty"`
+	EnqueueAt  time.Time `json:"enqueue_at,omitzero"`
+	QueueGone  time.Time `json:"queue_gone,omitzero"`
 	// Now is what the status comment last said is happening.
 	Now string `json:"now,omitempty"`
 	// Trail is what the status comment says happened, a line a step.
@@ -514,7 +519,11 @@ func (h *Handler) statusEdit(s *record.Sequence, data Data, now string) plan.Edi
 }
 
 func statusText(s *record.Sequence, data Data, now string) string {
-	return seq.Status{Title: fmt.Sprintf("🔀 **Merge with reuse**, asked by %s (%s):", mdtext.Mention(s.ActorLogin), mdtext.Code(data.Method)),
+	method := mdtext.Code(data.Method)
+	if data.Queue {
+		method = "GitHub's merge queue"
+	}
+	return seq.Status{Title: fmt.Sprintf("🔀 **Merge with reuse**, asked by %s (%s):", mdtext.Mention(s.ActorLogin), method),
 		Trail: data.Trail, Now: now}.Text()
 }
 
@@ -563,8 +572,12 @@ func (h *Handler) expire(ctx context.Context, rc *config.Repo, w seq.Wakeup) (st
 	if err != nil {
 		return "", nil, err
 	}
-	p, out, err := st.stopped("timeout", withLeft(fmt.Sprintf("it did not finish within %s of the command (%s)", commands.Span(Section.Of(rc).ChecksTimeout),
-		stepWords(st.cur.Step)), left))
+	since := "the command"
+	if st.cur.Step == StepQueued {
+		since = "adding it to the merge queue"
+	}
+	p, out, err := st.stopped("timeout", withLeft(fmt.Sprintf("it did not finish within %s of %s (%s)", commands.Span(Section.Of(rc).ChecksTimeout),
+		since, stepWords(st.cur.Step)), left))
 	if err != nil {
 		return "", nil, err
 	}
@@ -755,6 +768,11 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 	case StepChecks:
 		if !strings.EqualFold(head, st.data.Decided) {
 			return st.stopped("pushed", fmt.Sprintf("a new push (head %s) came after %s, the head the merge was for", mdtext.ShortSHA(head), mdtext.ShortSHA(st.data.Decided)))
+		}
+		if st.data.Queue && st.data.MergeMark != "" && !st.h.marks.Fresh(st.data.MergeMark) {
+			// The enqueue may have been asked (a lost answer, a restart):
+			// the queue says where the PR is before any check is read.
+			return st.queueAsked(ctx, head)
 		}
 		return st.checks(ctx, head)
 	case StepQueued:
@@ -1005,7 +1023,9 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 		if len(checks) == 0 {
 			now = fmt.Sprintf("⏳ waiting for the checks of %s (none yet; until %s)", mdtext.Code(mdtext.ShortSHA(head)), cur.Deadline.UTC().Format("15:04 UTC"))
 		}
-		st.data.MergeMark = "" // a merge marked while the checks were green is not asked now
+		if !st.data.Queue {
+			st.data.MergeMark = "" // a merge marked while the checks were green is not asked now
+		}
 		return st.wait(StepChecks, now, "merge-waiting-checks")
 	}
 	if !st.data.Queue {
@@ -1127,6 +1147,9 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 func (st *stepper) markMerge() (plan.Plan, string, error) {
 	st.data.MergeMark, st.data.MergeAsked = st.h.marks.New(), st.now
 	st.data.MergeTries++
+	if st.data.Queue && st.data.EnqueueAt.IsZero() {
+		st.data.EnqueueAt = st.now
+	}
 	next := *st.cur
 	next.Step = StepChecks
 	next.WakeAt = st.now
@@ -1149,7 +1172,7 @@ const MaxMergeTries = 3
 // refusedWords says who did not do what: GitHub refused, or opsbot (in
 // dry-run) did not.
 func refusedWords(ref *ghclient.Refusal, what string) string {
-	if ref.Status == 0 {
+	if ref.Dry() {
 		return "opsbot did not " + what
 	}
 	if what == "merge" {
@@ -1169,7 +1192,7 @@ func (st *stepper) merged(commit string, found bool) (plan.Plan, string, error) 
 	if found {
 		line = fmt.Sprintf("🎉 the PR was found merged at %s, as %s", mdtext.Code(mdtext.ShortSHA(st.data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))
 	}
-	if st.data.Queue && st.data.MergeMark != "" {
+	if st.data.Queue && st.data.QueueGroup != "" && strings.EqualFold(commit, st.data.QueueGroup) {
 		line = fmt.Sprintf("🎉 the merge queue merged %s as %s", mdtext.Code(mdtext.ShortSHA(st.data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))
 	}
 	st.data.Trail = append(st.data.Trail, line)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
@@ -29,7 +30,11 @@ func (st *stepper) enqueue(ctx context.Context, head string) (plan.Plan, string,
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
 		// Queued already (an earlier enqueue whose answer was lost)?
-		if e, rerr := st.gh.QueueEntryOf(ctx, cur.Repo, cur.PR); rerr == nil && e.State != "" {
+		e, rerr := st.gh.QueueEntryOf(ctx, cur.Repo, cur.PR)
+		if rerr != nil {
+			return plan.Plan{}, "", rerr // read again at the next step, which finds the mark tried
+		}
+		if e.State != "" {
 			return st.inQueue(head, e, "found queued")
 		}
 		return st.stopped("enqueue_refused", fmt.Sprintf("%s of %s (%s)", refusedWords(ref, "add the PR to the merge queue"),
@@ -59,6 +64,11 @@ func (st *stepper) queueAsked(ctx context.Context, head string) (plan.Plan, stri
 	}
 	if e.State != "" {
 		return st.inQueue(head, e, "found queued")
+	}
+	if q := st.queueEvent(); q != nil && q.Action == "destroyed" {
+		// It was queued, and has left the queue since: asked again, it
+		// would undo whoever took it out.
+		return st.leftQueue(ctx, q)
 	}
 	if st.now.Sub(st.data.MergeAsked) < MergeWait {
 		return st.waitFor(StepChecks, "⏳ GitHub did not answer adding the PR to the merge queue: reading it again", "merge-enqueue-unanswered", MergeWait/4)
@@ -96,14 +106,7 @@ func (st *stepper) queueNow(e ghclient.QueueEntry) string {
 // merged, read again) stops the merge, saying why when GitHub said.
 func (st *stepper) queued(ctx context.Context) (plan.Plan, string, error) {
 	cur := st.cur
-	info, err := st.h.State.PRInfo(cur.Repo, cur.PR)
-	if err != nil {
-		return plan.Plan{}, "", err
-	}
-	var q *record.QueueEvent
-	if info != nil {
-		q = info.Queue
-	}
+	q := st.queueEvent()
 	if q != nil && q.Action == "checks_requested" && q.Group != "" && q.Group != st.data.QueueGroup {
 		st.data.QueueGroup = q.Group
 		st.data.Trail = append(st.data.Trail, fmt.Sprintf("🧪 the merge queue tests the group %s: %s", mdtext.Code(mdtext.ShortSHA(q.Group)), q.Said))
@@ -113,20 +116,52 @@ func (st *stepper) queued(ctx context.Context) (plan.Plan, string, error) {
 		return plan.Plan{}, "", err
 	}
 	if e.State != "" {
+		st.data.QueueGone = time.Time{}
 		return st.wait(StepQueued, st.queueNow(e), "merge-waiting-queue")
 	}
-	again, err := st.gh.PullRequest(ctx, cur.Repo, cur.PR)
+	return st.leftQueue(ctx, q)
+}
+
+// leftQueue is a PR no longer in its merge queue: merged (read again: the
+// queue's merge and the PR's record are not one write at GitHub), else
+// stopped when GitHub said why it left, or once MergeWait passed since it
+// was first found gone without a word.
+func (st *stepper) leftQueue(ctx context.Context, q *record.QueueEvent) (plan.Plan, string, error) {
+	again, err := st.gh.PullRequest(ctx, st.cur.Repo, st.cur.PR)
 	if err != nil {
 		return plan.Plan{}, "", err
 	}
 	if again.GetMerged() && strings.EqualFold(again.GetHead().GetSHA(), st.data.Decided) {
 		return st.merged(again.GetMergeCommitSHA(), true)
 	}
+	if again.GetState() == "open" && (q == nil || q.Action != "destroyed" || q.Reason == "merged") {
+		// No word yet of why, or the word is that it merged: GitHub's
+		// record of the merge may follow the queue's.
+		if st.data.QueueGone.IsZero() {
+			st.data.QueueGone = st.now
+		}
+		if st.now.Sub(st.data.QueueGone) < MergeWait {
+			return st.waitFor(StepQueued, "⏳ the PR left the merge queue: reading whether it merged", "merge-queue-left", MergeWait/4)
+		}
+	}
 	why := "the PR left the merge queue without being merged"
 	if q != nil && q.Action == "destroyed" && q.Reason != "merged" {
 		why += ": its group was " + queueWords(q.Reason)
 	}
 	return st.stopped("dequeued", why+". Run `/merge-with-reuse` again to queue it again")
+}
+
+// queueEvent is what the merge queue last did with the PR since this
+// merge asked to add it (nil: nothing, or only before).
+func (st *stepper) queueEvent() *record.QueueEvent {
+	if st.h.State == nil {
+		return nil
+	}
+	info, err := st.h.State.PRInfo(st.cur.Repo, st.cur.PR)
+	if err != nil || info == nil || info.Queue == nil || info.Queue.At.Before(st.data.EnqueueAt) {
+		return nil
+	}
+	return info.Queue
 }
 
 // queueWords says a merge_group destroyed's reason.
@@ -142,12 +177,27 @@ func queueWords(reason string) string {
 
 // leaveQueue takes a merge's PR out of its merge queue when the merge may
 // have queued it: said is what the status comment and the reply add (""
-// when nothing was queued). A refusal while the PR is still queued is
-// said: it may still merge.
+// when nothing was queued). What stops the merge stops it whatever GitHub
+// answers: a refusal while the PR is still queued, or GitHub not
+// answering, is said (it may still merge). err is opsbot stopping only.
 func (h *Handler) leaveQueue(ctx context.Context, cur *record.Sequence, data Data) (said string, err error) {
 	if !data.Queue || data.MergeMark == "" {
 		return "", nil
 	}
+	said, err = h.dequeue(ctx, cur, data)
+	if err != nil && ctx.Err() != nil {
+		return "", err
+	}
+	if err != nil {
+		h.log().Warn("taking a PR out of its merge queue failed", "repo", cur.Repo, "pr", cur.PR, "err", err)
+		return fmt.Sprintf(" ⚠️ opsbot could not take the PR out of the merge queue (%s): it may still merge; remove it from the queue by hand.",
+			mdtext.Text(err.Error())), nil
+	}
+	return said, nil
+}
+
+// dequeue is leaveQueue's act.
+func (h *Handler) dequeue(ctx context.Context, cur *record.Sequence, data Data) (string, error) {
 	gh, err := h.Clients(data.Installation)
 	if err != nil {
 		return "", err
