@@ -88,6 +88,13 @@ func queueWorld(t *testing.T, clock *movingClock) *world {
 	return w
 }
 
+// mergeQueued asks the merge and waits until the head is in the queue.
+func (w *world) mergeQueued() {
+	w.T.Helper()
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("queued", "added to the merge queue of `main`")
+}
+
 // A default branch whose rules require a merge queue: /merge-with-reuse
 // adds the decided head to the queue (naming it) instead of merging; the
 // queue's group of exactly that head is answered skip on the pinned run
@@ -154,8 +161,7 @@ func TestMergeWithReuseLeavesTheMergeQueue(t *testing.T) {
 		t.Parallel()
 		clock := e2e.NewClock()
 		w := queueWorld(t, clock)
-		w.Comment(maintainer, "/merge-with-reuse 31147925932")
-		w.waitStatus("queued", "added to the merge queue of `main`")
+		w.mergeQueued()
 		ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
 		w.GH.LeaveQueue(theRepo, thePR)
 		w.sendMergeGroup("destroyed", "invalidated", sha("f1"), ref)
@@ -166,8 +172,7 @@ func TestMergeWithReuseLeavesTheMergeQueue(t *testing.T) {
 		t.Parallel()
 		clock := e2e.NewClock()
 		w := queueWorld(t, clock)
-		w.Comment(maintainer, "/merge-with-reuse 31147925932")
-		w.waitStatus("queued", "added to the merge queue of `main`")
+		w.mergeQueued()
 		w.Comment(maintainer, "/merge-with-reuse cancel")
 		w.waitStatus("cancelled", "⛔ stopped: cancelled by @maintainer. It is taken out of the merge queue")
 		mustContain(t, "reply", w.LastReply(), "cancelled the merge of this PR asked by @maintainer. It is taken out of the merge queue.")
@@ -214,8 +219,7 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 		t.Parallel()
 		clock := e2e.NewClock()
 		w := queueWorld(t, clock)
-		w.Comment(maintainer, "/merge-with-reuse 31147925932")
-		w.waitStatus("queued", "added to the merge queue of `main`")
+		w.mergeQueued()
 		w.PassTime(clock, merge.DefaultChecksTimeout+time.Minute)
 		w.waitStatus("stopped", "⛔ stopped: it did not finish within 2h of adding it to the merge queue (in the merge queue). It is taken out of the merge queue")
 		if q := w.GH.Queued(theRepo, thePR); q != "" {
@@ -226,8 +230,7 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 		t.Parallel()
 		clock := e2e.NewClock()
 		w := queueWorld(t, clock)
-		w.Comment(maintainer, "/merge-with-reuse 31147925932")
-		w.waitStatus("queued", "added to the merge queue of `main`")
+		w.mergeQueued()
 		w.GH.LeaveQueue(theRepo, thePR) // GitHub takes a PR pushed to out of its queue
 		w.Push("c2", "perf-changelog.yaml")
 		w.PassTime(clock, record.WakeGap)
@@ -308,8 +311,7 @@ func TestMergeWithReuseQueueMergeSeenLate(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
-	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("queued", "added to the merge queue of `main`")
+	w.mergeQueued()
 	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
 	w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
 	w.PassTime(clock, record.WakeGap)
@@ -334,8 +336,7 @@ func TestGateAnswersTheGroupOfAPinnedHeadThatSwept(t *testing.T) {
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
 	w.SendSync(sha("c1"), "") // c1's own push: it sweeps (no pin yet)
-	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("queued", "added to the merge queue of `main`")
+	w.mergeQueued()
 	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
 	out, _ := w.gate("--event", "merge_group", "--ref", ref, "--sha", sha("f1"))
 	if out["skip-pr-sweep"] != "true" || out["reuse-source-run-id"] != "31147925932" {
@@ -349,8 +350,7 @@ func TestMergeWithReuseQueueDeadlineWithoutGraphQL(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
-	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("queued", "added to the merge queue of `main`")
+	w.mergeQueued()
 	w.GH.Inject(routeGraphQL, githubtest.Fault{Status: 200, Body: `{"data":null,"errors":[{"type":"FORBIDDEN","message":"Resource not accessible by integration"}]}`})
 	w.PassTime(clock, merge.DefaultChecksTimeout+time.Minute)
 	w.waitStatus("stopped", "⛔ stopped: it did not finish within 2h", "could not take the PR out of the merge queue", "it may still merge")
