@@ -87,9 +87,15 @@ func (h *Handler) handleMergeGroup(ctx context.Context, rc *config.Repo, d *stat
 			return err
 		}
 		qe.At = tx.Now() // the sequences' clock: a merge reads only what came after its enqueue
-		if old := info.Queue; old == nil || old.Group != qe.Group || old.Action != "destroyed" {
+		old := info.Queue
+		switch {
+		case old != nil && old.Action == "destroyed" && old.Reason == "merged":
+			// The queue merged the PR: no event of another group,
+			// delivered late, says otherwise.
+		case old != nil && old.Group == qe.Group && old.Action == "destroyed" && qe.Action != "destroyed":
 			// A group's checks_requested delivered after its destroyed
 			// does not hide why it left.
+		default:
 			info.Queue = qe
 		}
 		if err := tx.PutPRInfo(info); err != nil {

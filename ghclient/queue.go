@@ -154,12 +154,15 @@ func (c *Client) Dequeue(ctx context.Context, nodeID string) error {
 type QueueEntry struct {
 	State    string
 	Position int
+	// Added is how many times the PR's timeline shows it added to a
+	// merge queue (by anyone).
+	Added int
 }
 
 // QueueEntryOf reads a PR's merge queue entry.
 func (c *Client) QueueEntryOf(ctx context.Context, repo string, n int) (QueueEntry, error) {
 	const q = `query($owner: String!, $name: String!, $n: Int!) {
-  repository(owner: $owner, name: $name) { pullRequest(number: $n) { mergeQueueEntry { state position } } }
+  repository(owner: $owner, name: $name) { pullRequest(number: $n) { mergeQueueEntry { state position } timelineItems(itemTypes: [ADDED_TO_MERGE_QUEUE_EVENT]) { totalCount } } }
 }`
 	o, r := split(repo)
 	var out struct {
@@ -169,6 +172,9 @@ func (c *Client) QueueEntryOf(ctx context.Context, repo string, n int) (QueueEnt
 					State    string `json:"state"`
 					Position int    `json:"position"`
 				} `json:"mergeQueueEntry"`
+				TimelineItems struct {
+					TotalCount int `json:"totalCount"`
+				} `json:"timelineItems"`
 			} `json:"pullRequest"`
 		} `json:"repository"`
 	}
@@ -179,9 +185,10 @@ func (c *Client) QueueEntryOf(ctx context.Context, repo string, n int) (QueueEnt
 	if out.Repository.PullRequest == nil {
 		return QueueEntry{}, fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
+	added := out.Repository.PullRequest.TimelineItems.TotalCount
 	e := out.Repository.PullRequest.MergeQueueEntry
 	if e == nil {
-		return QueueEntry{}, nil
+		return QueueEntry{Added: added}, nil
 	}
-	return QueueEntry{State: e.State, Position: e.Position}, nil
+	return QueueEntry{State: e.State, Position: e.Position, Added: added}, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -166,6 +167,8 @@ func TestMergeWithReuseLeavesTheMergeQueue(t *testing.T) {
 		w.GH.LeaveQueue(theRepo, thePR)
 		w.sendMergeGroup("destroyed", "invalidated", sha("f1"), ref)
 		w.PassTime(clock, record.WakeGap)
+		w.waitStatus("read again", "the PR left the merge queue: reading whether it merged")
+		w.PassTime(clock, merge.MergeWait)
 		w.waitStatus("stopped", "⛔ stopped: the PR left the merge queue without being merged: its group was invalidated")
 	})
 	t.Run("cancelled", func(t *testing.T) {
@@ -193,11 +196,11 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 		t.Parallel()
 		clock := e2e.NewClock()
 		w := queueWorld(t, clock)
-		w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1})
+		w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1, Skip: 1}) // the first is the queue read before the enqueue
 		w.Comment(maintainer, "/merge-with-reuse 31147925932")
 		w.waitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
 		w.PassTime(clock, merge.MergeWait/4)
-		st := w.waitStatus("found queued", "added to the merge queue of `main` (found queued)")
+		st := w.waitStatus("found queued", "`c1c1c1c` is in the merge queue of `main` (found queued)")
 		if q := w.GH.Enqueues(); len(q) != 1 {
 			t.Fatalf("enqueued %d times (%v); want once\n%s", len(q), q, st)
 		}
@@ -252,18 +255,19 @@ func TestMergeWithReuseQueueAfterARestart(t *testing.T) {
 		want  string
 	}{
 		{"enqueue made, its answer lost", true, 1, "(found queued)"},
-		{"enqueue never made", false, 1, "added to the merge queue of `main`"},
+		{"enqueue never made", false, 1, "merge queue of `main`"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			clock := e2e.NewClock()
 			deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }
 			w := queueWorld(t, clock)
-			hold := w.GH.Hold
+			// The first GraphQL request is the queue read before the enqueue.
+			hold := w.GH.HoldAfter
 			if c.made {
-				hold = w.GH.HoldAnswer
+				hold = w.GH.HoldAnswerAfter
 			}
-			arrived, release := hold(routeGraphQL)
+			arrived, release := hold(routeGraphQL, 1)
 			t.Cleanup(release)
 			mergeHeld(t, w, arrived, "the PR was never enqueued")
 			w.Srv.Stop(t)
@@ -273,6 +277,11 @@ func TestMergeWithReuseQueueAfterARestart(t *testing.T) {
 			if !c.made {
 				w.PassTime(clock, merge.MergeWait)
 			}
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Log(w.mergeStatus())
+				}
+			})
 			st := w.waitStatus("queued", c.want, "⏳ in the merge queue")
 			if q := w.GH.Enqueues(); len(q) != c.asked {
 				t.Fatalf("enqueued %d times (%v); want %d\n%s", len(q), q, c.asked, st)
@@ -288,7 +297,7 @@ func TestMergeWithReuseCancelAfterALostEnqueue(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
-	w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1})
+	w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1, Skip: 1}) // the first is the queue read before the enqueue
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.waitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
 	w.GH.SetCheckRun(theRepo, sha("c1"), "lint", "in_progress", "")
@@ -354,4 +363,111 @@ func TestMergeWithReuseQueueDeadlineWithoutGraphQL(t *testing.T) {
 	w.GH.Inject(routeGraphQL, githubtest.Fault{Status: 200, Body: `{"data":null,"errors":[{"type":"FORBIDDEN","message":"Resource not accessible by integration"}]}`})
 	w.PassTime(clock, merge.DefaultChecksTimeout+time.Minute)
 	w.waitStatus("stopped", "⛔ stopped: it did not finish within 2h", "could not take the PR out of the merge queue", "it may still merge")
+}
+
+// A cancel read while GitHub records the queue's merge (the queue said the
+// group merged; the PR does not show it yet) is too late, and says so: the
+// merge goes on reading and records the merge.
+func TestMergeWithReuseCancelWhileTheQueueMerges(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := queueWorld(t, clock)
+	w.mergeQueued()
+	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+	w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
+	w.PassTime(clock, record.WakeGap)
+	w.waitStatus("the group told", "the merge queue tests the group `f1f1f1f`")
+	w.GH.LeaveQueue(theRepo, thePR)
+	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
+	w.Comment(maintainer, "/merge-with-reuse cancel")
+	mustContain(t, "reply", w.LastReply(), "too late: GitHub's merge queue merged this PR")
+	w.GH.MergeByQueue(theRepo, thePR, sha("f1"))
+	w.closedMerged(sha("f1"))
+	w.PassTime(clock, record.WakeGap)
+	st := w.waitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
+	if strings.Contains(st, "cancelled") {
+		t.Fatalf("status:\n%s", st)
+	}
+}
+
+// After a lost enqueue answer, a PR someone took out of the queue is not
+// queued again: GitHub's timeline shows it was added since (no group made,
+// no event), or a group of it was tested since.
+func TestMergeWithReuseDoesNotQueueAgainWhatLeft(t *testing.T) {
+	t.Parallel()
+	for _, group := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group seen %v", group), func(t *testing.T) {
+			t.Parallel()
+			clock := e2e.NewClock()
+			w := queueWorld(t, clock)
+			w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1, Skip: 1}) // the first is the queue read before the enqueue
+			w.Comment(maintainer, "/merge-with-reuse 31147925932")
+			w.waitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
+			if group {
+				ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+				w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
+			}
+			w.GH.LeaveQueue(theRepo, thePR) // a maintainer takes it out
+			w.PassTime(clock, merge.MergeWait/4)
+			w.waitStatus("read again", "the PR left the merge queue: reading whether it merged")
+			w.PassTime(clock, merge.MergeWait)
+			st := w.waitStatus("stopped", "⛔ stopped: the PR left the merge queue without being merged")
+			if q := w.GH.Enqueues(); len(q) != 1 || w.GH.Queued(theRepo, thePR) != "" {
+				t.Fatalf("enqueued %d times, queued now %q\n%s", len(q), w.GH.Queued(theRepo, thePR), st)
+			}
+		})
+	}
+}
+
+// A cancel whose dequeue GitHub did not answer: a 502 is tried again (the
+// cancel is not acknowledged until the PR is out); a dequeue made with its
+// answer lost is read back from the queue and said as done.
+func TestMergeWithReuseCancelDequeueFaults(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		fault githubtest.Fault
+	}{
+		{"a 502", githubtest.Fault{Status: 502, Body: `{"message":"Bad Gateway"}`, Times: 1}},
+		{"answer lost", githubtest.Fault{Lost: true, Times: 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clock := e2e.NewClock()
+			w := queueWorld(t, clock)
+			w.mergeQueued()
+			w.GH.Inject(routeGraphQL, c.fault)
+			w.Comment(maintainer, "/merge-with-reuse cancel")
+			st := w.waitStatus("cancelled", "⛔ stopped: cancelled by @maintainer. It is taken out of the merge queue")
+			if q := w.GH.Queued(theRepo, thePR); q != "" || strings.Contains(st, "may still merge") {
+				t.Fatalf("queued %q after the cancel:\n%s", q, st)
+			}
+		})
+	}
+}
+
+// Two groups' events in any order: the queue merged the later group, the
+// earlier group's invalidation arrives after, and the PR shows the merge a
+// moment later: the merge records the merge, never "without being merged".
+func TestMergeWithReuseQueueEventsOutOfOrder(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := queueWorld(t, clock)
+	w.mergeQueued()
+	ref1 := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+	w.sendMergeGroup("checks_requested", "", sha("f1"), ref1)
+	ref2 := w.GH.MergeGroup(theRepo, thePR, sha("f2"), true)
+	w.sendMergeGroup("checks_requested", "", sha("f2"), ref2)
+	w.GH.LeaveQueue(theRepo, thePR)
+	w.sendMergeGroup("destroyed", "merged", sha("f2"), ref2)
+	w.sendMergeGroup("destroyed", "invalidated", sha("f1"), ref1)
+	w.PassTime(clock, record.WakeGap)
+	w.waitStatus("read again", "the PR left the merge queue: reading whether it merged")
+	w.GH.MergeByQueue(theRepo, thePR, sha("f2"))
+	w.closedMerged(sha("f2"))
+	w.PassTime(clock, record.WakeGap)
+	st := w.waitStatus("merged", "🎉")
+	if strings.Contains(st, "without being merged") {
+		t.Fatalf("status:\n%s", st)
+	}
 }

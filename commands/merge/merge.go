@@ -159,10 +159,13 @@ type Data struct {
 	// EnqueueAt is when the merge first marked its enqueue: the queue's
 	// events before it are an earlier merge's. QueueGone is when the PR
 	// was first found out of the queue unmerged, with no word why.
-	Queue      bool      `json:"queue,omitempty"`
-	QueueGroup string    `json:"queue_group,omitempty"`
-	EnqueueAt  time.Time `json:"enqueue_at,omitzero"`
-	QueueGone  time.Time `json:"queue_gone,omitzero"`
+	// AddedBefore is how many times GitHub's timeline shows the PR added
+	// to a merge queue before this merge marked its enqueue.
+	AddedBefore int       `json:"added_before,omitempty"`
+	Queue       bool      `json:"queue,omitempty"`
+	QueueGroup  string    `json:"queue_group,omitempty"`
+	EnqueueAt   time.Time `json:"enqueue_at,omitzero"`
+	QueueGone   time.Time `json:"queue_gone,omitzero"`
 	// Now is what the status comment last said is happening.
 	Now string `json:"now,omitempty"`
 	// Trail is what the status comment says happened, a line a step.
@@ -449,7 +452,13 @@ func (h *Handler) cancel(ctx context.Context, env commands.Env, in commands.Invo
 			Reply: fmt.Sprintf("%s too late: the merge asked by %s was made before this cancel was read (%s merged as %s).", me,
 				mdtext.Mention(cur.ActorLogin), mdtext.Code(mdtext.ShortSHA(data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))}
 	}
-	left, err := h.leaveQueue(ctx, cur, data)
+	left, err := h.leaveQueue(ctx, cur, data, false)
+	if errors.Is(err, errQueueMerged) {
+		// Too late: the queue merged it; the merge records it when GitHub
+		// shows it on the PR.
+		return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: cur.Version}}},
+			Reply: fmt.Sprintf("%s too late: GitHub's merge queue merged this PR (asked by %s) before this cancel was read.", me, mdtext.Mention(cur.ActorLogin))}
+	}
 	if err != nil {
 		return commands.Result{Err: err}
 	}
@@ -568,7 +577,10 @@ func (h *Handler) expire(ctx context.Context, rc *config.Repo, w seq.Wakeup) (st
 	} else if ok {
 		return "merge-merged", h.apply(p), nil
 	}
-	left, err := h.leaveQueue(ctx, st.cur, st.data)
+	left, err := h.leaveQueue(ctx, st.cur, st.data, true)
+	if errors.Is(err, errQueueMerged) {
+		left, err = " The merge queue said it merged the PR, which GitHub does not show yet.", nil
+	}
 	if err != nil {
 		return "", nil, err
 	}
@@ -1072,6 +1084,9 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 			return st.stopped("no_pin", "the pin the merge took was revoked or replaced: a merge now would reuse nothing")
 		}
 	}
+	if err := st.noteQueueBefore(ctx); err != nil {
+		return plan.Plan{}, "", err
+	}
 	mark := st.data.MergeMark
 	switch {
 	case mark == "":
@@ -1113,6 +1128,10 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 		st.data.Queue = true
 		st.data.Trail = append(st.data.Trail, fmt.Sprintf("🚦 GitHub takes merges into %s through its merge queue (%s)",
 			mdtext.Code(st.data.Base), mdtext.Text(err.Error())))
+		st.data.EnqueueAt, st.data.MergeTries = time.Time{}, 0 // marked anew as the enqueue's
+		if err := st.noteQueueBefore(ctx); err != nil {
+			return plan.Plan{}, "", err
+		}
 		return st.markMerge()
 	}
 	if errors.As(err, &ref) {
@@ -1146,7 +1165,9 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 // merge is asked: the next step asks it.
 func (st *stepper) markMerge() (plan.Plan, string, error) {
 	st.data.MergeMark, st.data.MergeAsked = st.h.marks.New(), st.now
-	st.data.MergeTries++
+	if !st.data.Queue {
+		st.data.MergeTries++ // an enqueue counts when it is sent (queue.go)
+	}
 	if st.data.Queue && st.data.EnqueueAt.IsZero() {
 		st.data.EnqueueAt = st.now
 	}
@@ -1276,7 +1297,10 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 	if ch.Recovered {
 		who = "someone"
 	}
-	left, err := h.leaveQueue(ctx, cur, data)
+	left, err := h.leaveQueue(ctx, cur, data, false)
+	if errors.Is(err, errQueueMerged) {
+		return plan.Plan{}, nil // too late: the queue merged it, and the merge records it
+	}
 	if err != nil {
 		return plan.Plan{}, err
 	}

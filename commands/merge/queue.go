@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/commands"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
@@ -23,9 +24,25 @@ import (
 // status comment. Cancelling it, taking its command back or its deadline
 // takes the PR out of the queue.
 
+// noteQueueBefore records, before the enqueue is first marked, how many
+// times GitHub's timeline shows the PR added to a merge queue: one more
+// later is the PR queued since, whoever asked.
+func (st *stepper) noteQueueBefore(ctx context.Context) error {
+	if !st.data.Queue || !st.data.EnqueueAt.IsZero() {
+		return nil
+	}
+	e, err := st.gh.QueueEntryOf(ctx, st.cur.Repo, st.cur.PR)
+	if err != nil {
+		return err
+	}
+	st.data.AddedBefore = e.Added
+	return nil
+}
+
 // enqueue adds the decided head to the merge queue; its mark is tried.
 func (st *stepper) enqueue(ctx context.Context, head string) (plan.Plan, string, error) {
 	cur := st.cur
+	st.data.MergeTries++ // an ask sent: only these count
 	err := st.gh.Enqueue(ctx, st.pr.GetNodeID(), head)
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
@@ -65,9 +82,14 @@ func (st *stepper) queueAsked(ctx context.Context, head string) (plan.Plan, stri
 	if e.State != "" {
 		return st.inQueue(head, e, "found queued")
 	}
-	if q := st.queueEvent(); q != nil && q.Action == "destroyed" {
-		// It was queued, and has left the queue since: asked again, it
-		// would undo whoever took it out.
+	q, err := st.queueEvent()
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	if q != nil || e.Added > st.data.AddedBefore {
+		// It was queued since the enqueue was marked (GitHub's timeline
+		// counts one more addition, or the queue told of it) and has
+		// left the queue: asked again, it would undo whoever took it out.
 		return st.leftQueue(ctx, q)
 	}
 	if st.now.Sub(st.data.MergeAsked) < MergeWait {
@@ -85,7 +107,7 @@ func (st *stepper) queueAsked(ctx context.Context, head string) (plan.Plan, stri
 func (st *stepper) inQueue(head string, e ghclient.QueueEntry, how string) (plan.Plan, string, error) {
 	line := fmt.Sprintf("🚦 the checks of %s passed: added to the merge queue of %s", mdtext.Code(mdtext.ShortSHA(head)), mdtext.Code(st.data.Base))
 	if how != "" {
-		line += " (" + how + ")"
+		line = fmt.Sprintf("🚦 %s is in the merge queue of %s (%s)", mdtext.Code(mdtext.ShortSHA(head)), mdtext.Code(st.data.Base), how)
 	}
 	st.data.Trail = append(st.data.Trail, line)
 	st.cur.Deadline = st.now.Add(Section.Of(st.rc).ChecksTimeout)
@@ -106,7 +128,10 @@ func (st *stepper) queueNow(e ghclient.QueueEntry) string {
 // merged, read again) stops the merge, saying why when GitHub said.
 func (st *stepper) queued(ctx context.Context) (plan.Plan, string, error) {
 	cur := st.cur
-	q := st.queueEvent()
+	q, err := st.queueEvent()
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
 	if q != nil && q.Action == "checks_requested" && q.Group != "" && q.Group != st.data.QueueGroup {
 		st.data.QueueGroup = q.Group
 		st.data.Trail = append(st.data.Trail, fmt.Sprintf("🧪 the merge queue tests the group %s: %s", mdtext.Code(mdtext.ShortSHA(q.Group)), q.Said))
@@ -134,14 +159,15 @@ func (st *stepper) leftQueue(ctx context.Context, q *record.QueueEvent) (plan.Pl
 	if again.GetMerged() && strings.EqualFold(again.GetHead().GetSHA(), st.data.Decided) {
 		return st.merged(again.GetMergeCommitSHA(), true)
 	}
-	if again.GetState() == "open" && (q == nil || q.Action != "destroyed" || q.Reason == "merged") {
-		// No word yet of why, or the word is that it merged: GitHub's
-		// record of the merge may follow the queue's.
+	if again.GetState() == "open" {
+		// Whatever the queue's last word (events of two groups may come
+		// in any order), GitHub's record of a merge may follow the
+		// queue's: read again for MergeWait first.
 		if st.data.QueueGone.IsZero() {
 			st.data.QueueGone = st.now
 		}
 		if st.now.Sub(st.data.QueueGone) < MergeWait {
-			return st.waitFor(StepQueued, "⏳ the PR left the merge queue: reading whether it merged", "merge-queue-left", MergeWait/4)
+			return st.waitFor(st.cur.Step, "⏳ the PR left the merge queue: reading whether it merged", "merge-queue-left", MergeWait/4)
 		}
 	}
 	why := "the PR left the merge queue without being merged"
@@ -153,15 +179,22 @@ func (st *stepper) leftQueue(ctx context.Context, q *record.QueueEvent) (plan.Pl
 
 // queueEvent is what the merge queue last did with the PR since this
 // merge asked to add it (nil: nothing, or only before).
-func (st *stepper) queueEvent() *record.QueueEvent {
-	if st.h.State == nil {
-		return nil
+func (st *stepper) queueEvent() (*record.QueueEvent, error) {
+	return queueEventOf(st.h.State, st.cur, st.data)
+}
+
+func queueEventOf(s commands.State, cur *record.Sequence, data Data) (*record.QueueEvent, error) {
+	if s == nil {
+		return nil, nil
 	}
-	info, err := st.h.State.PRInfo(st.cur.Repo, st.cur.PR)
-	if err != nil || info == nil || info.Queue == nil || info.Queue.At.Before(st.data.EnqueueAt) {
-		return nil
+	info, err := s.PRInfo(cur.Repo, cur.PR)
+	if err != nil {
+		return nil, err
 	}
-	return info.Queue
+	if info == nil || info.Queue == nil || info.Queue.At.Before(data.EnqueueAt) {
+		return nil, nil
+	}
+	return info.Queue, nil
 }
 
 // queueWords says a merge_group destroyed's reason.
@@ -175,28 +208,33 @@ func queueWords(reason string) string {
 	return "destroyed (" + mdtext.Text(reason) + ")"
 }
 
+// errQueueMerged is a PR out of its merge queue whose group the queue
+// said it merged: GitHub's record of the merge on the PR follows. What
+// would stop the merge is too late; the merge records the merge.
+var errQueueMerged = errors.New("merge: the merge queue merged the PR; GitHub records it on the PR next")
+
 // leaveQueue takes a merge's PR out of its merge queue when the merge may
 // have queued it: said is what the status comment and the reply add (""
-// when nothing was queued). What stops the merge stops it whatever GitHub
-// answers: a refusal while the PR is still queued, or GitHub not
-// answering, is said (it may still merge). err is opsbot stopping only.
-func (h *Handler) leaveQueue(ctx context.Context, cur *record.Sequence, data Data) (said string, err error) {
+// when nothing was queued). A refusal while the PR is still queued is
+// said (it may still merge). Any other failure is err, to try again,
+// unless mustStop (the deadline), which stops whatever GitHub answers and
+// says that it may still merge. errQueueMerged: too late.
+func (h *Handler) leaveQueue(ctx context.Context, cur *record.Sequence, data Data, mustStop bool) (said string, err error) {
 	if !data.Queue || data.MergeMark == "" {
 		return "", nil
 	}
 	said, err = h.dequeue(ctx, cur, data)
-	if err != nil && ctx.Err() != nil {
-		return "", err
+	if err == nil || errors.Is(err, errQueueMerged) || ctx.Err() != nil || !mustStop {
+		return said, err
 	}
-	if err != nil {
-		h.log().Warn("taking a PR out of its merge queue failed", "repo", cur.Repo, "pr", cur.PR, "err", err)
-		return fmt.Sprintf(" ⚠️ opsbot could not take the PR out of the merge queue (%s): it may still merge; remove it from the queue by hand.",
-			mdtext.Text(err.Error())), nil
-	}
-	return said, nil
+	h.log().Warn("taking a PR out of its merge queue failed", "repo", cur.Repo, "pr", cur.PR, "err", err)
+	return fmt.Sprintf(" ⚠️ opsbot could not take the PR out of the merge queue (%s): it may still merge; remove it from the queue by hand.",
+		mdtext.Text(err.Error())), nil
 }
 
-// dequeue is leaveQueue's act.
+// dequeue is leaveQueue's act: asked, then (unless GitHub answered that it
+// took the PR out) decided from the PR's queue entry and what the queue
+// said of it since the enqueue.
 func (h *Handler) dequeue(ctx context.Context, cur *record.Sequence, data Data) (string, error) {
 	gh, err := h.Clients(data.Installation)
 	if err != nil {
@@ -210,22 +248,37 @@ func (h *Handler) dequeue(ctx context.Context, cur *record.Sequence, data Data) 
 		return "", nil
 	}
 	err = gh.Dequeue(ctx, pr.GetNodeID())
-	var ref *ghclient.Refusal
-	if errors.As(err, &ref) {
-		e, rerr := gh.QueueEntryOf(ctx, cur.Repo, cur.PR)
-		if rerr != nil {
-			return "", rerr
-		}
-		if e.State == "" {
-			return "", nil // not in the queue
-		}
-		return fmt.Sprintf(" ⚠️ GitHub refused to take the PR out of the merge queue (%s): it may still merge; remove it from the queue by hand.",
-			mdtext.Text(ref.Message)), nil
+	if err == nil {
+		return " It is taken out of the merge queue.", nil
 	}
-	if err != nil {
+	if ctx.Err() != nil {
 		return "", err
 	}
-	return " It is taken out of the merge queue.", nil
+	e, rerr := gh.QueueEntryOf(ctx, cur.Repo, cur.PR)
+	if rerr != nil {
+		return "", fmt.Errorf("%w; then %w", err, rerr)
+	}
+	var ref *ghclient.Refusal
+	switch {
+	case e.State != "" && errors.As(err, &ref):
+		return fmt.Sprintf(" ⚠️ GitHub refused to take the PR out of the merge queue (%s): it may still merge; remove it from the queue by hand.",
+			mdtext.Text(ref.Message)), nil
+	case e.State != "":
+		return "", err // not answered, still queued: asked again
+	}
+	// Out of the queue: taken out by this ask (its answer lost), by
+	// someone, or merged by the queue a moment ago.
+	q, qerr := queueEventOf(h.State, cur, data)
+	if qerr != nil {
+		return "", qerr
+	}
+	if q != nil && q.Action == "destroyed" && q.Reason == "merged" {
+		return "", errQueueMerged
+	}
+	if !errors.As(err, &ref) {
+		return " It is taken out of the merge queue.", nil // the ask's answer was lost; GitHub took it
+	}
+	return "", nil // not in the queue
 }
 
 // withLeft is a stop's words with what leaveQueue said.

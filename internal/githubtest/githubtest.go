@@ -363,6 +363,15 @@ func (f *Fake) HoldAfter(route string, skip int) (arrived <-chan struct{}, relea
 	return fl.arrived, func() { once.Do(func() { close(fl.hold) }) }
 }
 
+// HoldAnswerAfter is HoldAnswer for the request after the next skip ones
+// on route.
+func (f *Fake) HoldAnswerAfter(route string, skip int) (arrived <-chan struct{}, release func()) {
+	fl := Fault{Lost: true, Times: 1, Skip: skip, hold: make(chan struct{}), arrived: make(chan struct{})}
+	f.Inject(route, fl)
+	var once sync.Once
+	return fl.arrived, func() { once.Do(func() { close(fl.hold) }) }
+}
+
 // serveLost makes a request and loses its answer (Fault.Lost).
 func (f *Fake) serveLost(w http.ResponseWriter, r *http.Request, route string, h handler, rec Request, fault *Fault) {
 	f.mu.Lock()

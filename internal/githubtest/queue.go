@@ -179,6 +179,10 @@ func (f *Fake) graphql(w http.ResponseWriter, r *http.Request, _ *Repo) (int, an
 			repo.queue = map[int]string{}
 		}
 		repo.queue[p.Number] = "QUEUED"
+		if repo.added == nil {
+			repo.added = map[int]int{}
+		}
+		repo.added[p.Number]++
 		f.enqueues = append(f.enqueues, p.Head())
 		return http.StatusOK, map[string]any{"data": map[string]any{"enqueuePullRequest": map[string]any{"mergeQueueEntry": map[string]any{"state": "QUEUED"}}}}
 	case strings.Contains(in.Query, "updateRefs"):
@@ -216,7 +220,8 @@ func (f *Fake) graphql(w http.ResponseWriter, r *http.Request, _ *Repo) (int, an
 		if st := repo.queue[int(n)]; st != "" {
 			entry = map[string]any{"state": st, "position": 1}
 		}
-		return http.StatusOK, map[string]any{"data": map[string]any{"repository": map[string]any{"pullRequest": map[string]any{"mergeQueueEntry": entry}}}}
+		return http.StatusOK, map[string]any{"data": map[string]any{"repository": map[string]any{"pullRequest": map[string]any{"mergeQueueEntry": entry,
+			"timelineItems": map[string]any{"totalCount": repo.added[int(n)]}}}}}
 	}
 	return fail("PARSE", "the fake answers no such query")
 }
