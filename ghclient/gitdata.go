@@ -142,6 +142,33 @@ func (c *Client) MoveBranchFrom(ctx context.Context, repoNode, branch, from, sha
 		map[string]any{"repo": repoNode, "name": "refs/heads/" + branch, "before": from, "after": sha}, nil, updateRefsPreview)
 }
 
+// BranchesWithPrefix lists the branches whose names start with prefix,
+// and the commit each points to (GET git/matching-refs/heads/{prefix}),
+// at most 100.
+func (c *Client) BranchesWithPrefix(ctx context.Context, repo, prefix string) (map[string]string, error) {
+	req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("repos/%s/git/matching-refs/heads/%s?per_page=100", repo, escapedBranch(prefix)), nil)
+	if err != nil {
+		return nil, err
+	}
+	var refs []struct {
+		Ref    string `json:"ref"`
+		Object struct {
+			SHA string `json:"sha"`
+		} `json:"object"`
+	}
+	resp, err := c.gh.Do(ctx, req, &refs)
+	if err := wrap("listing the branches "+prefix+"*", resp, err); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, r := range refs {
+		if name, ok := strings.CutPrefix(r.Ref, "refs/heads/"); ok {
+			out[name] = r.Object.SHA
+		}
+	}
+	return out, nil
+}
+
 // escapedBranch is a branch's name with each part escaped for a path.
 func escapedBranch(branch string) string {
 	parts := strings.Split(branch, "/")

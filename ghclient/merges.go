@@ -200,6 +200,7 @@ type Commit struct {
 	// Verified is GitHub's word that the commit's signature is good
 	// (whoever signed it).
 	Verified bool
+	Message  string
 }
 
 // GitHubCommitter is the committer email of the commits GitHub makes
@@ -219,6 +220,7 @@ func (c *Client) CommitInfo(ctx context.Context, repo, sha string) (Commit, erro
 	}
 	out.Tree = strings.ToLower(cm.GetTree().GetSHA())
 	out.Verified = cm.GetVerification().GetVerified()
+	out.Message = cm.GetMessage()
 	out.ByGitHub = out.Verified && strings.EqualFold(cm.GetCommitter().GetEmail(), GitHubCommitter)
 	return out, nil
 }

@@ -361,7 +361,7 @@ func RouteTemplate(path string) string {
 			return "/" + strings.Join(append(out, "rules", "branches", "{branch}"), "/")
 		case s == "api" && i+1 < len(segs) && segs[i+1] == "graphql":
 			return "/graphql"
-		case (s == "contents" || s == "refs") && i+1 < len(segs):
+		case (s == "contents" || s == "refs" || s == "matching-refs") && i+1 < len(segs):
 			// A file's path, or a ref's name: one label however deep.
 			return "/" + strings.Join(append(out, s, "{path}"), "/")
 		case afterName[s] != "":

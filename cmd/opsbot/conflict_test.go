@@ -413,6 +413,35 @@ func TestMergeWithReuseConflictMergeBranchIsCleanedUp(t *testing.T) {
 	mustContain(t, "status", st, "⚠️ opsbot could not delete its branch `opsbot-merge-", "delete it by hand")
 }
 
+// A branch of opsbot's that a process killed between making and deleting
+// it left behind (its commit opsbot's: "[skip ci] opsbot: #N without its
+// changes …") is deleted by the next merge of the PR, which makes its own
+// and pushes; another's branch of that name pattern, on a commit that is
+// not opsbot's, stays.
+func TestMergeWithReuseConflictMergeSweepsABranchLeftByACrash(t *testing.T) {
+	t.Parallel()
+	more := map[string][2]string{"configs/a-master.yaml": {"base\npr line\n", "main line\nbase\n"}}
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, more)
+	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
+	leftover := "1eff1eff1eff1eff1eff1eff1eff1eff1eff1eff"
+	w.GH.GitCommit(theRepo, leftover, []string{sha("c1")}, w.GH.GitFiles(theRepo, sha("c1")))
+	w.GH.SetCommitMessage(theRepo, leftover, fmt.Sprintf("[skip ci] opsbot: #%d without its changes to perf-changelog.yaml, to merge the rest", thePR))
+	w.GH.SetBranchTip(theRepo, fmt.Sprintf("opsbot-merge-%d-1eff1ef", thePR), leftover)
+	w.GH.SetBranchTip(theRepo, fmt.Sprintf("opsbot-merge-%d-someone", thePR), sha("c1"))
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	var still []string
+	for b := range w.GH.Branches(theRepo) {
+		if strings.HasPrefix(b, "opsbot-merge-") {
+			still = append(still, b)
+		}
+	}
+	if len(still) != 1 || still[0] != fmt.Sprintf("opsbot-merge-%d-someone", thePR) {
+		t.Fatalf("branches left: %v; want only the one that is not opsbot's", still)
+	}
+}
+
 // A push to the branch while opsbot made its merge: the branch is read
 // right before the move, and the push wins.
 func TestMergeWithReuseConflictMergeYieldsToAPushBeforeTheMove(t *testing.T) {

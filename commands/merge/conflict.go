@@ -246,6 +246,7 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly
 		p, out, err := st.stopped(code, why)
 		return gitHubMerged{}, p, out, err
 	}
+	st.sweepLeftBranches(ctx)
 	headInfo, err := st.gh.CommitInfo(ctx, cur.Repo, head)
 	if err != nil {
 		return gitHubMerged{}, plan.Plan{}, "", err
@@ -340,6 +341,26 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly
 
 // deleteBranch deletes opsbot's merge branch; one it cannot is said in
 // the status comment (delete it by hand), never a reason to stop.
+// sweepLeftBranches deletes the branches of opsbot's for this PR that a
+// process stopped between making and deleting one left behind: named
+// opsbot-merge-<pr>-…, pointing at a commit of opsbot's (its message). A
+// failure to list them is logged: they stay, as before.
+func (st *stepper) sweepLeftBranches(ctx context.Context) {
+	left, err := st.gh.BranchesWithPrefix(ctx, st.cur.Repo, fmt.Sprintf("opsbot-merge-%d-", st.cur.PR))
+	if err != nil {
+		st.h.log().Warn("listing the merge branches left behind failed", "repo", st.cur.Repo, "pr", st.cur.PR, "err", err)
+		return
+	}
+	own := fmt.Sprintf("[skip ci] opsbot: #%d without its changes to ", st.cur.PR)
+	for name, sha := range left {
+		cm, err := st.gh.CommitInfo(ctx, st.cur.Repo, sha)
+		if err != nil || !strings.HasPrefix(cm.Message, own) {
+			continue // not a commit of opsbot's merge: someone else's branch
+		}
+		st.deleteBranch(ctx, name)
+	}
+}
+
 func (st *stepper) deleteBranch(ctx context.Context, branch string) {
 	if err := st.gh.DeleteBranch(context.WithoutCancel(ctx), st.cur.Repo, branch); err != nil {
 		st.h.log().Warn("deleting the merge's branch failed; it is left behind", "repo", st.cur.Repo, "branch", branch, "err", err)

@@ -76,6 +76,17 @@ func (f *Fake) GitCommit(repo, sha string, parents []string, files map[string]st
 	g.commits[sha] = gitObject{tree: g.putTree(entries), parents: parents}
 }
 
+// SetCommitMessage gives a commit of the Git database its message (and
+// makes it GitHub's: signed, as one made through the API).
+func (f *Fake) SetCommitMessage(repo, sha, message string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := f.repos[strings.ToLower(repo)].gitDB()
+	c := g.commits[sha]
+	c.message, c.signed = message, true
+	g.commits[sha] = c
+}
+
 // GitFiles are the files of commit sha as the Git database holds them
 // (nil: a commit without content here).
 func (f *Fake) GitFiles(repo, sha string) map[string]string {
@@ -436,6 +447,21 @@ func (f *Fake) createRef(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 	}
 	repo.BranchTips[branch] = in.SHA
 	return http.StatusCreated, map[string]any{"ref": in.Ref, "object": map[string]string{"sha": in.SHA, "type": "commit"}}
+}
+
+// matchingRefs lists the branches whose names start with the prefix.
+func (f *Fake) matchingRefs(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	prefix, ok := strings.CutPrefix(r.PathValue("ref"), "heads/")
+	if !ok {
+		return http.StatusOK, []any{}
+	}
+	out := []map[string]any{}
+	for b, sha := range repo.BranchTips {
+		if strings.HasPrefix(b, prefix) {
+			out = append(out, map[string]any{"ref": "refs/heads/" + b, "object": map[string]string{"sha": sha, "type": "commit"}})
+		}
+	}
+	return http.StatusOK, out
 }
 
 // deleteRef deletes a branch that is no PR's.

@@ -505,6 +505,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("POST /repos/{owner}/{repo}/git/commits", f.createCommit)
 	add("PATCH /repos/{owner}/{repo}/git/refs/{ref...}", f.moveBranch)
 	add("POST /repos/{owner}/{repo}/git/refs", f.createRef)
+	add("GET /repos/{owner}/{repo}/git/matching-refs/{ref...}", f.matchingRefs)
 	add("DELETE /repos/{owner}/{repo}/git/refs/{ref...}", f.deleteRef)
 	add("POST /repos/{owner}/{repo}/merges", f.mergeInto)
 	add("GET /repos/{owner}/{repo}/branches/{branch}", f.branch)

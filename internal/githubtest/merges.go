@@ -276,7 +276,7 @@ func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 			committer = map[string]string{"name": "GitHub", "email": "noreply@github.com"}
 		}
 		return http.StatusOK, map[string]any{"sha": sha, "parents": parents, "tree": map[string]string{"sha": gc.tree}, "committer": committer,
-			"verification": map[string]any{"verified": gc.signed}}
+			"verification": map[string]any{"verified": gc.signed}, "message": gc.message}
 	}
 	if !ok {
 		return http.StatusNotFound, notFound()
