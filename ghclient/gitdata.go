@@ -143,10 +143,10 @@ func (c *Client) MoveBranchFrom(ctx context.Context, repoNode, branch, from, sha
 }
 
 // BranchesWithPrefix lists the branches whose names start with prefix,
-// and the commit each points to (GET git/matching-refs/heads/{prefix}),
-// at most 100.
+// and the commit each points to (GET git/matching-refs/heads/{prefix}, as
+// GitHub lists them: the endpoint has no pages).
 func (c *Client) BranchesWithPrefix(ctx context.Context, repo, prefix string) (map[string]string, error) {
-	req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("repos/%s/git/matching-refs/heads/%s?per_page=100", repo, escapedBranch(prefix)), nil)
+	req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("repos/%s/git/matching-refs/heads/%s", repo, escapedBranch(prefix)), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -419,17 +419,20 @@ func TestMergeWithReuseDoesNotQueueAgainWhatLeft(t *testing.T) {
 	}
 }
 
-// A cancel whose dequeue GitHub did not answer: a 502 is tried again (the
-// cancel is not acknowledged until the PR is out); a dequeue made with its
-// answer lost is read back from the queue and said as done.
+// A cancel whose dequeue GitHub did not confirm is taken at once (the pin
+// revoked, the reply saying the PR is being taken out), and the merge
+// keeps taking the PR out: a 502 throughout the cancel, then GitHub back:
+// taken out; a dequeue made with its answer lost: out of the queue, and
+// not merged within a minute, so stopped as cancelled.
 func TestMergeWithReuseCancelDequeueFaults(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		fault githubtest.Fault
+		want  string
 	}{
-		{"a 502", githubtest.Fault{Status: 502, Body: `{"message":"Bad Gateway"}`, Times: 1}},
-		{"answer lost", githubtest.Fault{Lost: true, Times: 1}},
+		{"GitHub down", githubtest.Fault{Status: 502, Body: `{"message":"Bad Gateway"}`}, "⛔ stopped: cancelled by @maintainer. It is taken out of the merge queue"},
+		{"answer lost", githubtest.Fault{Lost: true, Times: 1}, "⛔ stopped: cancelled by @maintainer. It is out of the merge queue"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -438,11 +441,42 @@ func TestMergeWithReuseCancelDequeueFaults(t *testing.T) {
 			w.mergeQueued()
 			w.GH.Inject(routeGraphQL, c.fault)
 			w.Comment(maintainer, "/merge-with-reuse cancel")
-			st := w.waitStatus("cancelled", "⛔ stopped: cancelled by @maintainer. It is taken out of the merge queue")
+			mustContain(t, "reply", w.LastReply(), "cancelled the merge of this PR asked by @maintainer. The PR is being taken out of the merge queue",
+				"is revoked; the next push sweeps")
+			w.waitStatus("leaving", "✋ cancelled by @maintainer: taking the PR out of the merge queue")
+			w.GH.Heal(routeGraphQL)
+			w.PassTime(clock, merge.MergeWait/4)
+			if c.fault.Lost {
+				w.PassTime(clock, merge.MergeWait)
+			}
+			st := w.waitStatus("stopped", c.want)
 			if q := w.GH.Queued(theRepo, thePR); q != "" || strings.Contains(st, "may still merge") {
 				t.Fatalf("queued %q after the cancel:\n%s", q, st)
 			}
 		})
+	}
+}
+
+// A cancel read while the queue merges the PR, before any word of it came
+// (the PR is out of the queue, GitHub shows no merge yet): taken as a
+// cancel being carried out, and when GitHub shows the merge, the merge is
+// recorded, never "cancelled".
+func TestMergeWithReuseCancelBeforeTheQueuesWord(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := queueWorld(t, clock)
+	w.mergeQueued()
+	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+	w.GH.LeaveQueue(theRepo, thePR)
+	w.Comment(maintainer, "/merge-with-reuse cancel")
+	mustContain(t, "reply", w.LastReply(), "The PR is being taken out of the merge queue")
+	w.GH.MergeByQueue(theRepo, thePR, sha("f1"))
+	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
+	w.closedMerged(sha("f1"))
+	w.PassTime(clock, merge.MergeWait/4)
+	st := w.waitStatus("merged", "🎉")
+	if strings.Contains(st, "⛔") {
+		t.Fatalf("status:\n%s", st)
 	}
 }
 

@@ -352,12 +352,26 @@ func (st *stepper) sweepLeftBranches(ctx context.Context) {
 		return
 	}
 	own := fmt.Sprintf("[skip ci] opsbot: #%d without its changes to ", st.cur.PR)
+	prefix := fmt.Sprintf("opsbot-merge-%d-", st.cur.PR)
+	looked := 0
 	for name, sha := range left {
+		if looked == 10 {
+			break // a few a merge: more are no crash's, and cost a read each
+		}
+		looked++
 		cm, err := st.gh.CommitInfo(ctx, st.cur.Repo, sha)
-		if err != nil || !strings.HasPrefix(cm.Message, own) {
+		if err != nil || !strings.HasPrefix(cm.Message, own) || len(cm.Parents) == 0 {
 			continue // not a commit of opsbot's merge: someone else's branch
 		}
-		st.deleteBranch(ctx, name)
+		// opsbot names its branch for its own commit: the branch's tip,
+		// or (once GitHub merged the rest on it) the tip's first parent.
+		suffix := strings.TrimPrefix(name, prefix)
+		if suffix != mdtext.ShortSHA(sha) && suffix != mdtext.ShortSHA(cm.Parents[0]) {
+			continue
+		}
+		if err := st.gh.DeleteBranch(context.WithoutCancel(ctx), st.cur.Repo, name); err != nil {
+			st.h.log().Warn("deleting a merge branch left behind failed", "repo", st.cur.Repo, "branch", name, "err", err)
+		}
 	}
 }
 

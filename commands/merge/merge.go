@@ -46,6 +46,7 @@ const (
 	StepUpdating = "updating"       // update-branch was asked; its push is awaited
 	StepChecks   = "waiting_checks" // the decided head's checks are awaited
 	StepQueued   = "queued"         // the decided head is in the base branch's merge queue
+	StepLeaving  = "leaving_queue"  // stopped (cancelled, taken back) while the PR may be queued: taking it out
 	StepMerged   = "merged"
 	StepStopped  = "stopped"
 )
@@ -162,11 +163,15 @@ type Data struct {
 	// was first found out of the queue unmerged, with no word why.
 	// AddedBefore is how many times GitHub's timeline shows the PR added
 	// to a merge queue before this merge marked its enqueue.
-	AddedBefore int       `json:"added_before,omitempty"`
-	Queue       bool      `json:"queue,omitempty"`
-	QueueGroup  string    `json:"queue_group,omitempty"`
-	EnqueueAt   time.Time `json:"enqueue_at,omitzero"`
-	QueueGone   time.Time `json:"queue_gone,omitzero"`
+	AddedBefore int `json:"added_before,omitempty"`
+	// LeaveCode and LeaveWhy are the stop a merge in StepLeaving ends with
+	// once its PR is out of the merge queue.
+	LeaveCode  string    `json:"leave_code,omitempty"`
+	LeaveWhy   string    `json:"leave_why,omitempty"`
+	Queue      bool      `json:"queue,omitempty"`
+	QueueGroup string    `json:"queue_group,omitempty"`
+	EnqueueAt  time.Time `json:"enqueue_at,omitzero"`
+	QueueGone  time.Time `json:"queue_gone,omitzero"`
 	// Now is what the status comment last said is happening.
 	Now string `json:"now,omitempty"`
 	// Trail is what the status comment says happened, a line a step.
@@ -453,17 +458,27 @@ func (h *Handler) cancel(ctx context.Context, env commands.Env, in commands.Invo
 			Reply: fmt.Sprintf("%s too late: the merge asked by %s was made before this cancel was read (%s merged as %s).", me,
 				mdtext.Mention(cur.ActorLogin), mdtext.Code(mdtext.ShortSHA(data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))}
 	}
-	left, err := h.leaveQueue(ctx, cur, data, false)
-	if errors.Is(err, errQueueMerged) {
+	if cur.Step == StepLeaving {
+		return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: cur.Version}}},
+			Reply: fmt.Sprintf("%s this merge is already stopping (%s): opsbot is taking the PR out of the merge queue.", me, mdtext.Text(data.LeaveWhy))}
+	}
+	l, err := h.leaveQueue(ctx, cur, data)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	if l.result == leftMerged {
 		// Too late: the queue merged it; the merge records it when GitHub
 		// shows it on the PR.
 		return commands.Result{Outcome: commands.Accepted, Plan: plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: cur.Version}}},
 			Reply: fmt.Sprintf("%s too late: GitHub's merge queue merged this PR (asked by %s) before this cancel was read.", me, mdtext.Mention(cur.ActorLogin))}
 	}
-	if err != nil {
-		return commands.Result{Err: err}
+	left := l.words
+	later := l.result == leftUnknown || l.result == leftGone
+	if later {
+		left = " The PR is being taken out of the merge queue (GitHub has not confirmed it yet): the status comment says when it is out, " +
+			"or if the queue merged it first."
 	}
-	why := withLeft(fmt.Sprintf("cancelled by @%s", in.Actor.Login), left)
+	why := withLeft(fmt.Sprintf("cancelled by @%s", in.Actor.Login), l.words)
 	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind, Version: cur.Version}}}
 	pin, err := env.State.ActivePin(in.Repo, in.PR)
 	if err != nil {
@@ -481,7 +496,11 @@ func (h *Handler) cancel(ctx context.Context, env commands.Env, in commands.Invo
 		}
 	}
 	p.Require = append(p.Require, f)
-	p.Steps = append(p.Steps, h.stop(cur, data, "cancelled", why, in.Actor.ID, in.Actor.Login))
+	if later {
+		p.Steps = append(p.Steps, h.leaveLater(cur, data, "cancelled", fmt.Sprintf("cancelled by @%s", in.Actor.Login)))
+	} else {
+		p.Steps = append(p.Steps, h.stop(cur, data, "cancelled", why, in.Actor.ID, in.Actor.Login))
+	}
 	return commands.Result{Outcome: commands.Accepted, Plan: p,
 		Reply: fmt.Sprintf("%s cancelled the merge of this PR asked by %s.%s%s", me, mdtext.Mention(cur.ActorLogin), left, revoked)}
 }
@@ -547,6 +566,8 @@ func stepWords(step string) string {
 		return "waiting for the checks"
 	case StepQueued:
 		return "in the merge queue"
+	case StepLeaving:
+		return "taking the PR out of the merge queue"
 	}
 	return step
 }
@@ -578,12 +599,27 @@ func (h *Handler) expire(ctx context.Context, rc *config.Repo, w seq.Wakeup) (st
 	} else if ok {
 		return "merge-merged", h.apply(p), nil
 	}
-	left, err := h.leaveQueue(ctx, st.cur, st.data, true)
-	if errors.Is(err, errQueueMerged) {
-		left, err = " The merge queue said it merged the PR, which GitHub does not show yet.", nil
-	}
+	l, err := h.leaveQueue(ctx, st.cur, st.data)
 	if err != nil {
 		return "", nil, err
+	}
+	if l.result == leftMerged {
+		// GitHub's merge queue said it merged the group: its signed word
+		// stands for the record GitHub did not show on the PR in time.
+		st.data.QueueGroup = l.group
+		p, out, err := st.merged(l.group, true)
+		if err != nil {
+			return "", nil, err
+		}
+		return out, h.apply(p), nil
+	}
+	left := l.words
+	if st.cur.Step == StepLeaving {
+		p, out, err := st.stopped(st.data.LeaveCode, withLeft(st.data.LeaveWhy, left))
+		if err != nil {
+			return "", nil, err
+		}
+		return out, h.apply(p), nil
 	}
 	since := "the command"
 	if st.cur.Step == StepQueued {
@@ -794,6 +830,8 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 				"merge queue when it is pushed to", mdtext.ShortSHA(head), mdtext.ShortSHA(st.data.Decided)))
 		}
 		return st.queued(ctx)
+	case StepLeaving:
+		return st.leaving(ctx)
 	}
 	return plan.Plan{}, "merge-unknown-step", nil
 }
@@ -1096,7 +1134,9 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 		// This process's mark, never sent, but old (steps that yielded, a
 		// backlog): marked anew, so a crash after the merge finds a mark
 		// whose time is the merge's.
-		st.data.MergeTries--
+		if !st.data.Queue {
+			st.data.MergeTries-- // marked anew, not asked again (an enqueue counts when sent)
+		}
 		return st.markMerge()
 	case !st.h.marks.Fresh(mark) && st.data.Queue:
 		return st.queueAsked(ctx, head)
@@ -1298,13 +1338,20 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 	if ch.Recovered {
 		who = "someone"
 	}
-	left, err := h.leaveQueue(ctx, cur, data, false)
-	if errors.Is(err, errQueueMerged) {
-		return plan.Plan{}, nil // too late: the queue merged it, and the merge records it
+	if cur.Step == StepLeaving {
+		return plan.Plan{}, nil // stopping already
 	}
+	l, err := h.leaveQueue(ctx, cur, data)
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	stop := h.stop(cur, data, "taken_back", withLeft(fmt.Sprintf("%s %s that asked for it", who, did), left), ch.Actor.ID, ch.Actor.Login)
+	why := fmt.Sprintf("%s %s that asked for it", who, did)
+	switch l.result {
+	case leftMerged:
+		return plan.Plan{}, nil // too late: the queue merged it, and the merge records it
+	case leftUnknown, leftGone:
+		return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{h.leaveLater(cur, data, "taken_back", why)}}, nil
+	}
+	stop := h.stop(cur, data, "taken_back", withLeft(why, l.words), ch.Actor.ID, ch.Actor.Login)
 	return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{stop}}, nil
 }
