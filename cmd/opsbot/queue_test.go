@@ -79,6 +79,38 @@ func (w *world) sendMergeGroup(action, reason, group, ref string) {
 	w.Send("merge_group", p)
 }
 
+// lostEnqueue asks the merge, and GitHub queues the PR but its answer to
+// the enqueue is lost (the first GraphQL request is the queue read before
+// it).
+func (w *world) lostEnqueue() {
+	w.T.Helper()
+	w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1, Skip: 1})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
+}
+
+// groupTested queues the PR; the queue makes its group f1 of exactly the
+// head and asks for its checks, and the status comment tells it. It
+// returns the group's branch.
+func (w *world) groupTested(clock *movingClock) string {
+	w.T.Helper()
+	w.mergeQueued()
+	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+	w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
+	w.PassTime(clock, record.WakeGap)
+	w.waitStatus("the group told", "the merge queue tests the group `f1f1f1f`")
+	return ref
+}
+
+// queueMerges merges the PR as its queue does, with GitHub's events: the
+// group destroyed as merged, the PR closed merged.
+func (w *world) queueMerges(group, ref string) {
+	w.T.Helper()
+	w.GH.MergeByQueue(theRepo, thePR, group)
+	w.sendMergeGroup("destroyed", "merged", group, ref)
+	w.closedMerged(group)
+}
+
 // queueWorld is a merge world whose default branch takes its merges
 // through GitHub's merge queue, the PR's head up to date and green.
 func queueWorld(t *testing.T, clock *movingClock) *world {
@@ -140,9 +172,7 @@ func TestMergeWithReuseGoesThroughTheMergeQueue(t *testing.T) {
 		t.Fatalf("gate for the group = %v", out)
 	}
 	// The queue's checks pass: it moves main to the group and closes the PR.
-	w.GH.MergeByQueue(theRepo, thePR, sha("f1"))
-	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
-	w.closedMerged(sha("f1"))
+	w.queueMerges(sha("f1"), ref)
 	w.PassTime(clock, record.WakeGap)
 	w.waitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
 	out, _ = w.gate("--event", "push", "--sha", sha("f1"))
@@ -196,9 +226,7 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 		t.Parallel()
 		clock := e2e.NewClock()
 		w := queueWorld(t, clock)
-		w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1, Skip: 1}) // the first is the queue read before the enqueue
-		w.Comment(maintainer, "/merge-with-reuse 31147925932")
-		w.waitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
+		w.lostEnqueue()
 		w.PassTime(clock, merge.MergeWait/4)
 		st := w.waitStatus("found queued", "`c1c1c1c` is in the merge queue of `main` (found queued)")
 		if q := w.GH.Enqueues(); len(q) != 1 {
@@ -297,9 +325,7 @@ func TestMergeWithReuseCancelAfterALostEnqueue(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
-	w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1, Skip: 1}) // the first is the queue read before the enqueue
-	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
+	w.lostEnqueue()
 	w.GH.SetCheckRun(theRepo, sha("c1"), "lint", "in_progress", "")
 	w.PassTime(clock, merge.MergeWait/4)
 	w.waitStatus("found queued", "(found queued)")
@@ -320,15 +346,11 @@ func TestMergeWithReuseQueueMergeSeenLate(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
-	w.mergeQueued()
-	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
-	w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
-	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("the group told", "the merge queue tests the group `f1f1f1f`")
+	ref := w.groupTested(clock)
 	w.GH.LeaveQueue(theRepo, thePR)
 	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("waiting for the merge's record", "the PR left the merge queue: reading whether it merged")
+	w.waitStatus("waiting for the merge's record", "the merge queue merged the PR: waiting for GitHub's record of it")
 	w.GH.MergeByQueue(theRepo, thePR, sha("f1"))
 	w.closedMerged(sha("f1"))
 	w.PassTime(clock, record.WakeGap)
@@ -372,11 +394,7 @@ func TestMergeWithReuseCancelWhileTheQueueMerges(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
-	w.mergeQueued()
-	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
-	w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
-	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("the group told", "the merge queue tests the group `f1f1f1f`")
+	ref := w.groupTested(clock)
 	w.GH.LeaveQueue(theRepo, thePR)
 	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
 	w.Comment(maintainer, "/merge-with-reuse cancel")
@@ -400,9 +418,7 @@ func TestMergeWithReuseDoesNotQueueAgainWhatLeft(t *testing.T) {
 			t.Parallel()
 			clock := e2e.NewClock()
 			w := queueWorld(t, clock)
-			w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1, Skip: 1}) // the first is the queue read before the enqueue
-			w.Comment(maintainer, "/merge-with-reuse 31147925932")
-			w.waitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
+			w.lostEnqueue()
 			if group {
 				ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
 				w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
@@ -470,9 +486,7 @@ func TestMergeWithReuseCancelBeforeTheQueuesWord(t *testing.T) {
 	w.GH.LeaveQueue(theRepo, thePR)
 	w.Comment(maintainer, "/merge-with-reuse cancel")
 	mustContain(t, "reply", w.LastReply(), "The PR is being taken out of the merge queue")
-	w.GH.MergeByQueue(theRepo, thePR, sha("f1"))
-	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
-	w.closedMerged(sha("f1"))
+	w.queueMerges(sha("f1"), ref)
 	w.PassTime(clock, merge.MergeWait/4)
 	st := w.waitStatus("merged", "🎉")
 	if strings.Contains(st, "⛔") {
@@ -496,7 +510,7 @@ func TestMergeWithReuseQueueEventsOutOfOrder(t *testing.T) {
 	w.sendMergeGroup("destroyed", "merged", sha("f2"), ref2)
 	w.sendMergeGroup("destroyed", "invalidated", sha("f1"), ref1)
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("read again", "the PR left the merge queue: reading whether it merged")
+	w.waitStatus("read again", "the merge queue merged the PR: waiting for GitHub's record of it")
 	w.GH.MergeByQueue(theRepo, thePR, sha("f2"))
 	w.closedMerged(sha("f2"))
 	w.PassTime(clock, record.WakeGap)
@@ -504,4 +518,25 @@ func TestMergeWithReuseQueueEventsOutOfOrder(t *testing.T) {
 	if strings.Contains(st, "without being merged") {
 		t.Fatalf("status:\n%s", st)
 	}
+}
+
+// The queue said it merged the PR, and GitHub's record of the merge never
+// shows on the PR before the deadline: the merge is recorded as the
+// queue's (its group the merge commit), never as a PR that left the queue
+// unmerged.
+func TestMergeWithReuseQueueWordOfAMergeStands(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := queueWorld(t, clock)
+	ref := w.groupTested(clock)
+	w.GH.LeaveQueue(theRepo, thePR)
+	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
+	w.PassTime(clock, record.WakeGap)
+	w.waitStatus("waiting for the record", "the merge queue merged the PR: waiting for GitHub's record of it")
+	w.PassTime(clock, merge.MergeWait*2)
+	if st := w.mergeStatus(); strings.Contains(st, "⛔") {
+		t.Fatalf("stopped while the queue's word is that it merged:\n%s", st)
+	}
+	w.PassTime(clock, merge.DefaultChecksTimeout)
+	w.waitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
 }

@@ -149,9 +149,10 @@ func (st *stepper) queued(ctx context.Context) (plan.Plan, string, error) {
 }
 
 // leftQueue is a PR no longer in its merge queue: merged (read again: the
-// queue's merge and the PR's record are not one write at GitHub), else
-// stopped when GitHub said why it left, or once MergeWait passed since it
-// was first found gone without a word.
+// queue's merge and the PR's record are not one write at GitHub), waited
+// for while the queue's word is that it merged, else stopped once
+// MergeWait passed since it was first found gone (saying why when GitHub
+// said).
 func (st *stepper) leftQueue(ctx context.Context, q *record.QueueEvent) (plan.Plan, string, error) {
 	again, err := st.gh.PullRequest(ctx, st.cur.Repo, st.cur.PR)
 	if err != nil {
@@ -159,6 +160,12 @@ func (st *stepper) leftQueue(ctx context.Context, q *record.QueueEvent) (plan.Pl
 	}
 	if again.GetMerged() && strings.EqualFold(again.GetHead().GetSHA(), st.data.Decided) {
 		return st.merged(again.GetMergeCommitSHA(), true)
+	}
+	if again.GetState() == "open" && q != nil && q.Action == "destroyed" && q.Reason == "merged" {
+		// GitHub's queue said it merged the PR: its record on the PR
+		// follows. Waited for until the deadline, which records the
+		// queue's word (expire).
+		return st.waitFor(st.cur.Step, "⏳ the merge queue merged the PR: waiting for GitHub's record of it", "merge-queue-merged", MergeWait/4)
 	}
 	if again.GetState() == "open" {
 		// Whatever the queue's last word (events of two groups may come
