@@ -43,7 +43,7 @@ type mergeGroupPayload struct {
 // handleMergeGroup records what the merge queue did with the PR, for its
 // merge to tell (the delivery wakes it). A group whose checks are
 // requested is answered as the gate answers its ask: its sweep gate
-// status and check, and opsbot/reuse-ready as the PR's head has it (the
+// status, and opsbot/reuse-ready as the PR's head has it (the
 // group's commit becomes the default branch's, and a required status must
 // be on it).
 func (h *Handler) handleMergeGroup(ctx context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error) {
