@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,9 @@ type ClickValue struct {
 	// Head is the PR's head the button was offered for: a click after the
 	// head moved does nothing.
 	Head string `json:"head,omitempty"`
+	// Nonce names the offer the button is part of (record.Offer): each
+	// button acts once.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // Click is a click as stored: the repository and PR (as a webhook names
@@ -56,6 +60,7 @@ type ClickInfo struct {
 	Action      string `json:"action"`
 	RunID       int64  `json:"run_id,omitempty"`
 	Head        string `json:"head,omitempty"`
+	Nonce       string `json:"nonce,omitempty"`
 	SlackUser   string `json:"slack_user"`
 	SlackTeam   string `json:"slack_team,omitempty"`
 	ResponseURL string `json:"response_url,omitempty"`
@@ -98,11 +103,11 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 	// A refused click is audited under the command its button runs, as a
 	// check run's is.
 	command := h.clickCommand(ci.Action)
-	refuse := func(outcome, why, told string) (string, state.Write, error) {
+	refuse := func(outcome, why, told string, steps ...plan.Step) (string, state.Write, error) {
 		rec := record.AuditRecord{Kind: record.AuditCommand, Command: command, Outcome: outcome, Repo: rc.Name, PR: d.PR,
 			RunID: ci.RunID, ActorLogin: login, Reason: who + ": " + why}
 		rec.SetOrigin(origin)
-		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(told, false)}}
+		p := plan.Plan{Steps: append([]plan.Step{plan.Audit{Record: rec}, answer(told, false)}, steps...)}
 		return "click-" + outcome, func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 	}
 	if login == "" {
@@ -130,8 +135,22 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 		return refuse(string(commands.Errored), "its GitHub login @"+login+" could not be resolved to an account",
 			"Nothing was done: opsbot could not find the GitHub account "+login+" your Slack account is mapped to. Ask an opsbot admin to check slack.users.")
 	}
+	// Each button acts once, whatever its click does from here on: a click
+	// with the nonce of no offer, or of a button used already, is refused.
+	use, why, told, err := h.buttonOf(rc.Name, d.PR, ci.Nonce, ci.Action, ci.RunID,
+		record.ButtonUse{Action: ci.Action, By: login, ByID: ids[0], Delivery: d.ID}, "of the newest message in this thread")
+	if err != nil {
+		return "", nil, err
+	}
+	if why != "" {
+		return refuse(string(commands.Rejected), why, "Nothing was done: "+told)
+	}
+	refuseUsing := func(why, told string) (string, state.Write, error) {
+		use.Use.Outcome = string(commands.Rejected)
+		return refuse(string(commands.Rejected), why, told, use)
+	}
 	if ci.Head == "" || !strings.EqualFold(ci.Head, info.HeadSHA) {
-		return refuse(string(commands.Rejected), "the button was for head "+ci.Head+", no longer the PR's head "+info.HeadSHA,
+		return refuseUsing("the button was for head "+ci.Head+", no longer the PR's head "+info.HeadSHA,
 			fmt.Sprintf("Nothing was done: the button was offered for the PR's head %s, which has moved (now %s). Use the newest message's buttons.",
 				mdtext.ShortSHA(ci.Head), mdtext.ShortSHA(info.HeadSHA)))
 	}
@@ -141,14 +160,55 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 	// beside the handler).
 	b, _, ok := h.Commands.Button(ci.Action)
 	if !ok || b.Slack == nil {
-		return refuse(string(commands.Rejected), "an unknown button "+ci.Action, "Nothing was done: opsbot does not know this button.")
+		return refuseUsing("an unknown button "+ci.Action, "Nothing was done: opsbot does not know this button.")
 	}
 	cmd := b.Command(ci.RunID)
 	out, p, err := commands.PlanClick(ctx, env, inv, cmd, who, answer)
 	if err != nil {
 		return "", nil, err
 	}
+	use.Use.Outcome = strings.TrimPrefix(out, "click-")
+	p.Steps = append(p.Steps, use)
 	return out, func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
+}
+
+// buttonOf reads the offer a click's nonce names (record.Offer) and says
+// whether the clicked button may act: why is "" and use is the step that
+// uses the button up, for the plan of whatever the click then does; or why
+// is the audit's reason it may not and told what the clicker reads after
+// "nothing was done: ", naming the buttons to use now (where) or the
+// command to type.
+func (h *Handler) buttonOf(repo string, pr int, nonce, action string, run int64, u record.ButtonUse, where string) (use plan.UseButton,
+	why, told string, err error) {
+	if h.Buttons == nil {
+		return use, "", "", worker.Permanent(errors.New("events: the handler has no button reader (events.Handler.Buttons)"))
+	}
+	o, err := h.Buttons.ButtonOffer(repo, nonce)
+	if err != nil {
+		return use, "", "", err
+	}
+	use = plan.UseButton{Repo: repo, Nonce: nonce, Use: u}
+	if o == nil || o.PR != pr || !slices.Contains(o.Actions, action) {
+		return use, "a button opsbot did not offer on this PR (its nonce names no offer of it)",
+			"opsbot did not offer this button on this PR, or offered it before buttons carried a nonce. Use the buttons " + where +
+				", or type the command.", nil
+	}
+	used := o.Used(action)
+	if used == nil {
+		return use, "", "", nil
+	}
+	again := "Sweep anyway acts once for each skip."
+	if b, _, ok := h.Commands.Button(action); ok {
+		again = "Type " + mdtext.Code(b.Command(run).Text) + " on the PR to do it again."
+	}
+	what := "its click was " + used.Outcome
+	if used.Outcome == string(commands.Accepted) {
+		what = "its click acted"
+	}
+	return use, fmt.Sprintf("the button was used already, by @%s at %s (delivery %s; %s)", used.By, used.At.UTC().Format(time.RFC3339),
+			used.Delivery, what),
+		fmt.Sprintf("this button was used already, by %s at %s (%s); each button acts once. %s", mdtext.Mention(used.By),
+			used.At.UTC().Format("2006-01-02 15:04 UTC"), what, again), nil
 }
 
 // checkRunPayload is the part of a check_run event opsbot reads.
@@ -183,11 +243,13 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	if ev.CheckRun.Name != notices.StatusContext || (h.AppID != 0 && ev.CheckRun.App.ID != h.AppID) {
 		return "ignored-check-run", nil, nil // another app's check run
 	}
-	// The check run names the PR and the run its buttons act on.
-	prOf, runOf, _ := strings.Cut(ev.CheckRun.ExternalID, ":")
+	// The check run names the PR and the run its buttons act on, and the
+	// offer of its buttons: pr:run:nonce.
+	prOf, rest, _ := strings.Cut(ev.CheckRun.ExternalID, ":")
 	if n, err := strconv.Atoi(prOf); err != nil || n != d.PR {
 		return "ignored-check-run-other-pr", nil, nil
 	}
+	runOf, nonce, _ := strings.Cut(rest, ":")
 	run, _ := strconv.ParseInt(runOf, 10, 64)
 	info, err := h.State.PRInfo(rc.Name, d.PR)
 	if err != nil {
@@ -215,42 +277,41 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 		return commands.Reply(env, inv, notices.KindReply, text, links)
 	}
 	via := fmt.Sprintf("a click on the check run of %s", mdtext.ShortSHA(ev.CheckRun.HeadSHA))
-	if !strings.EqualFold(ev.CheckRun.HeadSHA, info.HeadSHA) {
-		rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditCommand, Command: h.clickCommand(ev.RequestedAction.Identifier),
-			Outcome: string(commands.Rejected), HeadSHA: ev.CheckRun.HeadSHA, Reason: via + ": no longer the PR's head (" + info.HeadSHA + ")"})
-		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(fmt.Sprintf("%s nothing was done: the button is on the check run of %s, "+
-			"which is no longer this PR's head (%s). Use the buttons of the head's own check run.", mdtext.Mention(ev.Sender.Login),
-			mdtext.Code(mdtext.ShortSHA(ev.CheckRun.HeadSHA)), mdtext.Code(mdtext.ShortSHA(info.HeadSHA))), false)}}
-		return "check-run-old-head", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
-	}
-	// Each offered button acts once: GitHub signs a click's body, not its
-	// delivery id, so a captured click sent again under a new id is the
-	// same button, used up by the first click that acted.
-	if h.Buttons == nil {
-		return "", nil, worker.Permanent(errors.New("events: the handler has no button reader (events.Handler.Buttons)"))
-	}
-	use := record.ButtonUse{Repo: rc.Name, CheckRun: ev.CheckRun.ID, Action: ev.RequestedAction.Identifier, By: ev.Sender.Login,
-		ByID: ev.Sender.ID, Delivery: d.ID}
-	if used, err := h.Buttons.ButtonUse(rc.Name, ev.CheckRun.ID, ev.RequestedAction.Identifier); err != nil {
-		return "", nil, err
-	} else if used != nil || ev.CheckRun.ID == 0 {
-		why, told := "a check run without an id", "nothing was done: the click names no check run."
-		if used != nil {
-			why = fmt.Sprintf("the button was used already, by @%s at %s (delivery %s)", used.By, used.At.UTC().Format(time.RFC3339), used.Delivery)
-			told = fmt.Sprintf("nothing was done: this button was used already, by %s at %s; each button acts once. Type the command "+
-				"to do it again.", mdtext.Mention(used.By), used.At.UTC().Format("2006-01-02 15:04 UTC"))
-		}
-		rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditCommand, Command: h.clickCommand(ev.RequestedAction.Identifier),
+	action := ev.RequestedAction.Identifier
+	refuse := func(out, why, told string, steps ...plan.Step) (string, state.Write, error) {
+		rec := commands.AuditOf(inv, record.AuditRecord{Kind: record.AuditCommand, Command: h.clickCommand(action),
 			Outcome: string(commands.Rejected), HeadSHA: ev.CheckRun.HeadSHA, Reason: via + ": " + why})
-		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(mdtext.Mention(ev.Sender.Login)+" "+told, false)}}
-		return "check-run-button-used", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
+		p := plan.Plan{Steps: append([]plan.Step{plan.Audit{Record: rec}, answer(mdtext.Mention(ev.Sender.Login)+" nothing was done: "+told, false)},
+			steps...)}
+		return out, func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 	}
-	if ev.RequestedAction.Identifier == notices.ActionSweep {
+	// Each offered button acts once, whatever its click does from here on:
+	// GitHub signs a click's body, not its delivery id, so a captured click
+	// sent again under a new id brings back a nonce whose button was used.
+	where := "of the newest check run on this PR's head"
+	if info.HeadSHA != "" {
+		where += " " + mdtext.Code(mdtext.ShortSHA(info.HeadSHA))
+	}
+	use, why, told, err := h.buttonOf(rc.Name, d.PR, nonce, action, run,
+		record.ButtonUse{Action: action, By: ev.Sender.Login, ByID: ev.Sender.ID, Delivery: d.ID}, where)
+	if err != nil {
+		return "", nil, err
+	}
+	if why != "" {
+		return refuse("check-run-button-refused", why, told)
+	}
+	if !strings.EqualFold(ev.CheckRun.HeadSHA, info.HeadSHA) {
+		use.Use.Outcome = string(commands.Rejected)
+		return refuse("check-run-old-head", "no longer the PR's head ("+info.HeadSHA+")", fmt.Sprintf("the button is on the check run of %s, "+
+			"which is no longer this PR's head (%s). Use the buttons of the head's own check run.",
+			mdtext.Code(mdtext.ShortSHA(ev.CheckRun.HeadSHA)), mdtext.Code(mdtext.ShortSHA(info.HeadSHA))), use)
+	}
+	if action == notices.ActionSweep {
 		return h.sweepAnyway(ctx, rc, env, inv, info, ev.CheckRun.HeadSHA, via, answer, use)
 	}
 	// What a button means is its command's (commands.Button, declared
 	// beside the handler).
-	b, _, ok := h.Commands.Button(ev.RequestedAction.Identifier)
+	b, _, ok := h.Commands.Button(action)
 	if !ok || b.Label == "" || (!b.NoRun && run <= 0) {
 		return "ignored-check-run-action", nil, nil
 	}
@@ -259,9 +320,8 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	if err != nil {
 		return "", nil, err
 	}
-	if out == "click-accepted" {
-		p.Steps = append(p.Steps, plan.UseButton{Use: use}) // a click that acted uses its button up
-	}
+	use.Use.Outcome = strings.TrimPrefix(out, "click-")
+	p.Steps = append(p.Steps, use) // the click uses its button up, whatever it did
 	return out, func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 }
 
@@ -269,7 +329,7 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 // skip came from a pin): the gate answers sweep for the head from then on,
 // so the workflow's re-run sweeps. Audited and told on the PR.
 func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands.Env, inv commands.Invocation, info *state.PRInfo, head, via string,
-	answer func(string, bool) plan.Step, use record.ButtonUse) (string, state.Write, error) {
+	answer func(string, bool) plan.Step, use plan.UseButton) (string, state.Write, error) {
 	t := h.Notices.Teller()
 	spec, ok := env.Commands.Spec("reuse-sweep-run")
 	if !ok {
@@ -279,7 +339,8 @@ func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands
 	v := env.Check(ctx, inv.Actor, spec)
 	if !v.Allowed {
 		rec.Outcome, rec.Reason = "override_denied", via+": "+v.Reason
-		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec},
+		use.Use.Outcome = string(commands.Denied)
+		p := plan.Plan{Steps: []plan.Step{use, plan.Audit{Record: rec},
 			answer(fmt.Sprintf("%s nothing was done: %s.", mdtext.Mention(inv.Actor.Login), v.Reason), false)}}
 		return "check-run-sweep-denied", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 	}
@@ -289,7 +350,8 @@ func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands
 	}
 	if d == nil || !d.Skipped() {
 		rec.Outcome, rec.Reason = "not_skipped", via+": the head's sweep is not skipped"
-		p := plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec}, answer(fmt.Sprintf("%s nothing was done: the sweep of %s is not skipped.",
+		use.Use.Outcome = string(commands.Rejected)
+		p := plan.Plan{Steps: []plan.Step{use, plan.Audit{Record: rec}, answer(fmt.Sprintf("%s nothing was done: the sweep of %s is not skipped.",
 			mdtext.Mention(inv.Actor.Login), mdtext.Code(mdtext.ShortSHA(head))), false)}}
 		return "check-run-sweep-nothing", func(tx *state.Tx) error { return plan.Apply(tx, t, p) }, nil
 	}
@@ -297,7 +359,8 @@ func (h *Handler) sweepAnyway(ctx context.Context, rc *config.Repo, env commands
 	rec.Reason = fmt.Sprintf("%s: sweep anyway, asked by @%s (the skip reused run %d)", via, inv.Actor.Login, d.RunID)
 	text := fmt.Sprintf("🔁 %s asked for the sweep of %s after all: the skip that reused run %d is overridden, and the workflow's re-run "+
 		"(or its next gate ask) for this head sweeps.", mdtext.Mention(inv.Actor.Login), mdtext.Code(mdtext.ShortSHA(head)), d.RunID)
-	p := plan.Plan{Steps: []plan.Step{plan.UseButton{Use: use}, plan.OverrideDecision{Repo: rc.Name, PR: inv.PR, SHA: head, Login: inv.Actor.Login, Audit: rec},
+	use.Use.Outcome = string(commands.Accepted)
+	p := plan.Plan{Steps: []plan.Step{use, plan.OverrideDecision{Repo: rc.Name, PR: inv.PR, SHA: head, Login: inv.Actor.Login, Audit: rec},
 		commands.Reply(env, inv, notices.KindReply, text, notices.Links{PR: h.Notices.Web.PR(rc.Name, inv.PR)}),
 		plan.Notice{Fn: func(tx record.Tx) error {
 			// GitHub shows the head as sweeping again: its status and its check run.

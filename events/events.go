@@ -65,14 +65,14 @@ type Handler struct {
 	Seqs SeqReader
 	// Now is the clock of the sequences' deadlines (nil: time.Now).
 	Now func() time.Time
-	// Buttons reads which buttons of opsbot's check runs were used (the
+	// Buttons reads the buttons opsbot offered and which were used (the
 	// store): each acts once.
 	Buttons ButtonReader
 }
 
-// ButtonReader reads a check run's button's use (nil: never used).
+// ButtonReader reads an offer of buttons by its nonce (nil: none).
 type ButtonReader interface {
-	ButtonUse(repo string, checkRun int64, action string) (*record.ButtonUse, error)
+	ButtonOffer(repo, nonce string) (*record.Offer, error)
 }
 
 // SeqReader is what the sequence engine reads of opsbot's state.
@@ -512,6 +512,13 @@ func (h *Handler) comment(ctx context.Context, rc *config.Repo, ev *commentRecor
 	return "ignored-action", nil, nil
 }
 
+// ActionHeadUnknown is the action of a pull_request delivery reconcile
+// makes (its id RecoveryIDPrefix's) for an open PR with a pin whose head
+// opsbot does not know: it records the PR as GitHub has it now, head and
+// labels, and decides nothing, so opsbot/reuse-ready is set on it. GitHub
+// sends no such action.
+const ActionHeadUnknown = "opsbot_head_unknown"
+
 func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Delivery, ev *PullPayload) (string, state.Write, error) {
 	pr := &ev.PullRequest
 	// GitHub sends lower-case SHAs; opsbot keys decisions by that spelling.
@@ -524,7 +531,8 @@ func (h *Handler) pullRequest(ctx context.Context, rc *config.Repo, d *state.Del
 	info := &state.PRInfo{Repo: rc.Name, PR: n, Title: pr.Title, Author: pr.User.Login,
 		Branch: pr.Head.Ref, HeadSHA: pr.Head.SHA, HeadAt: pr.UpdatedAt, State: pr.State,
 		Labels: labels, Draft: pr.Draft, LabelsKnown: known, LabelsAt: pr.UpdatedAt}
-	if a := ev.Action; a != "opened" && a != "reopened" && a != "synchronize" {
+	reconciled := ev.Action == ActionHeadUnknown && strings.HasPrefix(strings.ToLower(d.ID), RecoveryIDPrefix)
+	if a := ev.Action; a != "opened" && a != "reopened" && a != "synchronize" && !reconciled {
 		// The head opsbot knows (which the gate API decides for) moves only
 		// with a push; a late label or edit event may carry an older one.
 		info.HeadSHA, info.HeadAt = "", time.Time{}

@@ -68,7 +68,8 @@ func (h *Handler) handleMergeGroup(ctx context.Context, rc *config.Repo, d *stat
 		if err != nil {
 			return "", nil, worker.Permanent(err)
 		}
-		decided, head, err = h.Gate.Group(ctx, gh, rc.Name, d.PR, group)
+		_, base, _ := gate.GroupPR(ev.MergeGroup.HeadRef)
+		decided, head, err = h.Gate.Group(ctx, gh, rc.Name, d.PR, base, group)
 		if err != nil {
 			return "", nil, err
 		}

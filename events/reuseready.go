@@ -174,9 +174,20 @@ func (h *Handler) handleWorkflowRun(_ context.Context, rc *config.Repo, d *state
 		if !h.SlackButtons {
 			return nil
 		}
-		// One click to reuse it: the PR's Slack thread offers the run.
+		// One click to reuse it: the PR's Slack thread offers the run, an
+		// offer of its own (record.Offer).
+		o := &record.Offer{Repo: rc.Name, PR: d.PR, Head: info.HeadSHA, Surface: record.OfferSlack}
+		for _, b := range h.Commands.SlackButtons(run.ID, func(int64) string { return "" }) {
+			o.Actions = append(o.Actions, b.ActionID)
+		}
+		if len(o.Actions) == 0 {
+			return nil
+		}
+		if err := tx.OfferButtons(o); err != nil {
+			return err
+		}
 		val := func(run int64) string {
-			raw, _ := json.Marshal(ClickValue{Repo: rc.Name, PR: d.PR, RunID: run, Head: strings.ToLower(info.HeadSHA)}) // plain fields: cannot fail
+			raw, _ := json.Marshal(ClickValue{Repo: rc.Name, PR: d.PR, RunID: run, Head: strings.ToLower(info.HeadSHA), Nonce: o.Nonce}) // plain fields: cannot fail
 			return string(raw)
 		}
 		text := fmt.Sprintf("🏁 The sweep of %s finished: run %s.", mdtext.Code(mdtext.ShortSHA(run.HeadSHA)),

@@ -222,7 +222,7 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 // skip needs the group's files to be a skipped head's, whatever PR the
 // ref names.
 func (a *API) group(ctx context.Context, r Request) (Answer, error) {
-	pr, _, ok := GroupPR(r.Ref)
+	pr, base, ok := GroupPR(r.Ref)
 	if !ok {
 		return Answer{}, fmt.Errorf("%w: ref %q is not a merge group's branch (gh-readonly-queue/<base>/pr-<N>-<sha>): "+
 			"send github.event.merge_group.head_ref", ErrBadAsk, clip(r.Ref, 120))
@@ -237,7 +237,7 @@ func (a *API) group(ctx context.Context, r Request) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	d, _, err := a.Gate.Group(ctx, f, r.Repo, pr, r.SHA)
+	d, _, err := a.Gate.Group(ctx, f, r.Repo, pr, base, r.SHA)
 	if err != nil {
 		return Answer{}, err
 	}

@@ -200,6 +200,15 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 		if pin.ExpectBase == "" {
 			return notIt("the merge had asked for no update (the branch was up to date)")
 		}
+		if pin.ExpectCommit != "" {
+			// The merge opsbot made itself (a conflict merged on GitHub's
+			// side): that commit, by its SHA, which fixes its parents and the
+			// tree opsbot checked, whoever GitHub names its committer.
+			if !strings.EqualFold(a.SHA, pin.ExpectCommit) {
+				return notIt(fmt.Sprintf("it is not the merge opsbot made (%s)", mdtext.ShortSHA(pin.ExpectCommit)))
+			}
+			return g.planRun(ctx, rc, a, pin, v)
+		}
 		cm, err := v.GH.CommitInfo(ctx, a.Repo, a.SHA)
 		if err != nil {
 			g.Log.Warn("reading a pushed commit failed; deciding sweep, keeping the pin", "repo", a.Repo, "pr", a.PR, "err", err)
@@ -216,6 +225,11 @@ func (g *Gate) plan(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin)
 			return notIt("GitHub did not make it (it is not signed and committed by GitHub)")
 		}
 	}
+	return g.planRun(ctx, rc, a, pin, v)
+}
+
+// planRun checks the pinned run for the push a.
+func (g *Gate) planRun(ctx context.Context, rc *config.Repo, a Ask, pin *state.Pin, v *runs.Validator) plan {
 	rules := runs.RulesFor(rc, runs.ForNamedPin)
 	rules.NewHead = a.SHA
 	rules.Attempt = pin.RunAttempt // a re-run since the pin replaced what the maintainer saw

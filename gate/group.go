@@ -42,13 +42,14 @@ type GroupReader interface {
 	CommitInfo(ctx context.Context, repo, sha string) (ghclient.Commit, error)
 }
 
-// Group answers for a merge group's commit sha of PR pr, with the PR's
+// Group answers for a merge group's commit sha of PR pr into the base
+// branch base (as its group branch names them), with the PR's
 // head as GitHub gave it ("" when it could not be read) (never stored: it
 // is worked out anew from GitHub and the PR's decisions at each ask, so a
 // Sweep anyway or a push since is seen). Skip only when the PR is open,
 // its labels make its sweep full, the gate skipped its head's sweep, and
-// the group's tree is the head's tree.
-func (g *Gate) Group(ctx context.Context, gh GroupReader, repo string, pr int, sha string) (d *state.Decision, head string, err error) {
+// the group's tree is the head's tree (and the PR merges into base).
+func (g *Gate) Group(ctx context.Context, gh GroupReader, repo string, pr int, base, sha string) (d *state.Decision, head string, err error) {
 	rc, ok := g.Cfg.Get().Repo(repo)
 	if !ok {
 		return nil, "", fmt.Errorf("%w: %s", ErrUnknownRepo, repo)
@@ -63,6 +64,9 @@ func (g *Gate) Group(ctx context.Context, gh GroupReader, repo string, pr int, s
 	}
 	if p.GetState() != "open" {
 		return sweep("the PR is %s, so nothing of it is queued", p.GetState())
+	}
+	if base != "" && p.GetBase().GetRef() != base {
+		return sweep("the group's branch names the base %s, the PR merges into %s", base, p.GetBase().GetRef())
 	}
 	if rej := runs.LabelRejection(pr, rc.Reuse.Judge(runs.PRLabels(p), p.GetDraft())); rej != nil {
 		return sweep("no reuse: %s", rej.Reason)

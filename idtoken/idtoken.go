@@ -44,6 +44,7 @@ type Claims struct {
 	Ref          string `json:"ref"`
 	WorkflowRef  string `json:"workflow_ref"`
 	EventName    string `json:"event_name"`
+	SHA          string `json:"sha"`
 	RunID        string `json:"run_id"`
 	Actor        string `json:"actor"`
 }
@@ -336,6 +337,10 @@ func (s *Scope) Covers(ctx context.Context, c Claims, r gate.Request) error {
 		}
 		if c.Ref != want {
 			return fmt.Errorf("%w: the token's ref is %s, the merge group ask names %s", ErrNotCovered, c.Ref, want)
+		}
+		// And the group's commit, as GitHub minted it into the token.
+		if c.SHA == "" || !strings.EqualFold(c.SHA, r.SHA) {
+			return fmt.Errorf("%w: the token's sha is %s, the merge group ask names %s", ErrNotCovered, orNone(c.SHA), orNone(r.SHA))
 		}
 	default:
 		return fmt.Errorf("%w: event %q", ErrNotCovered, r.Event)

@@ -61,13 +61,26 @@ type Notifier struct {
 const ActionSweep = "sweep"
 
 // CheckRun puts a check run opsbot/sweep-gate on sha: its conclusion,
-// title and summary (Markdown), the run it is about and its buttons.
+// title and summary (Markdown), the run it is about and its buttons, a new
+// offer of them (its external_id is pr:run:nonce).
 func (b *Notifier) CheckRun(tx record.Tx, repo string, pr int, inst int64, sha, conclusion, title, summary string, runID int64,
 	actions []record.CheckAction) error {
 	if !b.CheckRuns {
 		return nil
 	}
 	ext := strconv.Itoa(pr) + ":" + strconv.FormatInt(runID, 10) // the PR and the run a button acts on
+	if len(actions) > 0 {
+		// A new offer each time: a click brings its nonce back, and each
+		// of its buttons acts once (record.Offer).
+		o := &record.Offer{Repo: repo, PR: pr, Head: sha, Surface: record.OfferCheckRun}
+		for _, a := range actions {
+			o.Actions = append(o.Actions, a.Identifier)
+		}
+		if err := tx.OfferButtons(o); err != nil {
+			return err
+		}
+		ext += ":" + o.Nonce
+	}
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeCheckRun, Repo: repo, PR: pr, Installation: inst,
 		SHA: sha, Context: StatusContext, State: conclusion, Description: title, Body: summary, ExternalID: ext, Actions: actions})
 }

@@ -114,6 +114,9 @@ type Report struct {
 	// meanwhile): that delivery runs them as it would have anyway.
 	CommandsPending []int64 `json:"commands_pending"`
 	PinsOfClosedPRs []int   `json:"pins_of_closed_prs"` // PRs whose pin is being expired or consumed
+	// HeadsRecorded are open PRs with a pin whose head opsbot did not know:
+	// it is being recorded as GitHub has it (and opsbot/reuse-ready set).
+	HeadsRecorded []int `json:"heads_recorded,omitempty"`
 	// SequencesTakenBack are PRs whose live sequence's comment (an
 	// approval's, a merge's) was deleted, or its command edited away, with
 	// the webhook lost: the change was taken in as the webhook would have.
@@ -332,6 +335,9 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			return rep, err
 		}
 		if p.GetState() != "closed" {
+			if err := r.headUnknown(ctx, schema, rc.Name, p, &rep); err != nil {
+				return rep, err
+			}
 			if err := r.takenBack(ctx, gh, schema, rc.Name, n, &rep); err != nil {
 				return rep, err
 			}
@@ -383,6 +389,32 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 // inbox (in the PR's order), as the webhook would have done. Who deleted or
 // edited it is not known, so it is revoked whoever it was: the next push
 // then sweeps, which is never wrong.
+// headUnknown records, for an open PR with a pin whose head opsbot does
+// not know (a pin granted by an opsbot that did not record it), the PR as
+// GitHub has it now (events.ActionHeadUnknown), so opsbot/reuse-ready is set
+// on its head.
+func (r *Reconciler) headUnknown(ctx context.Context, schema *events.Schema, repo string, p *github.PullRequest, rep *Report) error {
+	info, err := r.Store.PRInfo(repo, p.GetNumber())
+	if err != nil || (info != nil && info.HeadSHA != "") {
+		return err
+	}
+	n, head := p.GetNumber(), p.GetHead()
+	body := &events.PullPayload{Action: events.ActionHeadUnknown, Number: n,
+		PullRequest: events.PullRequest{Number: n, State: p.GetState(), Title: p.GetTitle(), UpdatedAt: p.GetUpdatedAt().Time,
+			Head: events.PullHead{SHA: head.GetSHA(), Ref: head.GetRef()}, Draft: p.GetDraft(), Labels: []events.Label{},
+			User: events.Account{Login: p.GetUser().GetLogin()}},
+		Repository: &events.Repository{FullName: repo}, Sender: events.Account{Login: "opsbot-reconcile"}}
+	for _, l := range p.Labels {
+		body.PullRequest.Labels = append(body.PullRequest.Labels, events.Label{Name: l.GetName()})
+	}
+	added, err := r.add(ctx, schema, fmt.Sprintf("%shead-%s-%d-%s", IDPrefix, strings.ToLower(repo), n, strings.ToLower(head.GetSHA())),
+		events.EventPull, body)
+	if added {
+		rep.HeadsRecorded = append(rep.HeadsRecorded, n)
+	}
+	return err
+}
+
 func (r *Reconciler) takenBack(ctx context.Context, gh Reader, schema *events.Schema, repo string, n int, rep *Report) error {
 	pin, err := r.Store.ActivePin(repo, n)
 	if err != nil || pin == nil || pin.CommentID == 0 || pin.Origin().Kind != record.OriginComment {

@@ -74,6 +74,9 @@ func (t *Tx) Grant(p *Pin, c PinChange) (superseded *Pin, err error) {
 	if err := putJSON(b, pinKey(id), p); err != nil {
 		return nil, err
 	}
+	if err := t.knowHead(p.Repo, p.PR, p.PRHeadAtGrant); err != nil {
+		return nil, err
+	}
 	if old != nil {
 		// The old pin is retired before the new one becomes the PR's active
 		// pin: a PR never has two.
@@ -105,10 +108,33 @@ func (t *Tx) auditPin(p *Pin, s PinState, c PinChange) error {
 	return t.Audit(r)
 }
 
-// ExpectUpdate records the base tip a merge's branch update will merge, and
-// the tree GitHub's merge of it makes, on the PR's active pin id
-// (record.Pins).
-func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base, tree string) error {
+// knowHead records head, the PR's head GitHub gave when a pin was
+// granted, for a PR whose head opsbot does not know (opened before opsbot
+// served the repository, its webhooks lost), so opsbot/reuse-ready can be
+// set on it; a head a webhook gave stays (HeadAt zero: any push's webhook
+// moves it).
+func (t *Tx) knowHead(repo string, pr int, head string) error {
+	if head == "" {
+		return nil
+	}
+	info, err := t.PRInfo(repo, pr)
+	if err != nil {
+		return err
+	}
+	if info == nil {
+		info = &PRInfo{Repo: repo, PR: pr, State: "open"}
+	}
+	if info.HeadSHA != "" {
+		return nil
+	}
+	info.HeadSHA = strings.ToLower(head)
+	return t.PutPRInfo(info)
+}
+
+// ExpectUpdate records the base tip a merge's branch update will merge, the
+// tree the merge makes and, for a merge opsbot made itself, its commit, on
+// the PR's active pin id (record.Pins).
+func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base, tree, commit string) error {
 	cur, err := activePin(t.tx, repo, pr)
 	if err != nil {
 		return err
@@ -120,6 +146,6 @@ func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base, tree string) err
 	if err != nil {
 		return err
 	}
-	cur.ExpectBase, cur.ExpectTree = strings.ToLower(base), strings.ToLower(tree)
+	cur.ExpectBase, cur.ExpectTree, cur.ExpectCommit = strings.ToLower(base), strings.ToLower(tree), strings.ToLower(commit)
 	return putJSON(b, pinKey(id), cur)
 }

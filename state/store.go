@@ -33,7 +33,7 @@ var (
 )
 
 // SchemaVersion is the layout this build reads and writes.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 var (
 	bMeta       = []byte("meta")
@@ -64,10 +64,10 @@ var (
 	bSeqWake       = []byte("seqwake")       // due unix nanos(8) pr(8) repo \0 kind -> nil: when each sequence is due (its wake-up or deadline; schema 7)
 	bSaved         = []byte("saved")         // repo \0 ISO week -> SavedWeek: what the skips saved
 	bApprovals     = []byte("approvals")     // approvals of external PRs' heads and their runs (approvals.go)
-	bButtons       = []byte("buttons")       // repo \0 check run(8) \0 action -> ButtonUse: the check-run buttons used (schema 7)
+	bOffers        = []byte("offers")        // repo \0 nonce -> Offer: the buttons offered and those used (schema 8; "buttons" before)
 	allBuckets     = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bSumTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
 		bPRs, bComments, bOutbox, bStage, bReused, bSent, bFailed, bBudgets, bReconciled, bInstallations, bUsers, bHeads, bSeqWake, bSaved, bApprovals,
-		bButtons}
+		bOffers}
 	keySchema = []byte("schema")
 )
 
@@ -232,6 +232,7 @@ var migrations = []func(tx *bolt.Tx) error{
 	4: decisionsCoded,
 	5: headsIndexed,
 	6: seqsDueIndexed,
+	7: offersNonced,
 }
 
 // headsIndexed (schema 5 to 6) builds the index from each PR's recorded

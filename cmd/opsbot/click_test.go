@@ -38,10 +38,17 @@ func (w *world) click(sl *slacktest.Fake, user, action string, run int64, at tim
 	return w.clickFor(sl, user, action, run, w.GH.PRHead(theRepo, thePR), at, secret)
 }
 
-// clickFor is click on a button offered for head.
+// clickFor is click on a button offered for head: the value of the newest
+// message in Slack that offers it for head (with its offer's nonce), or,
+// when none does, a value of opsbot's shape without a nonce.
 func (w *world) clickFor(sl *slacktest.Fake, user, action string, run int64, head string, at time.Time, secret string) int {
 	w.T.Helper()
 	value, _ := json.Marshal(map[string]any{"repo": theRepo, "pr": thePR, "run": run, "head": head})
+	for _, p := range sl.Posts() {
+		if v := slackValue(p.Blocks, action); strings.Contains(v, `"head":"`+head+`"`) {
+			value = []byte(v)
+		}
+	}
 	n := w.Next()
 	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": user}, "team": map[string]any{"id": "T0TEAM"},
 		"response_url": sl.ResponseURL(fmt.Sprint(n)),
@@ -61,6 +68,28 @@ func (w *world) clickFor(sl *slacktest.Fake, user, action string, run int64, hea
 	resp.Body.Close()
 	w.Settle()
 	return resp.StatusCode
+}
+
+// slackValue is the value of the button action in a message's blocks ("":
+// none).
+func slackValue(blocks, action string) string {
+	var bs []struct {
+		Elements []struct {
+			ActionID string `json:"action_id"`
+			Value    string `json:"value"`
+		} `json:"elements"`
+	}
+	if json.Unmarshal([]byte(blocks), &bs) != nil {
+		return ""
+	}
+	for _, b := range bs {
+		for _, e := range b.Elements {
+			if e.ActionID == action {
+				return e.Value
+			}
+		}
+	}
+	return ""
 }
 
 // lastAnswer is the newest answer to a click.
@@ -116,7 +145,7 @@ func TestSlackClickPinsAsTheMappedAccount(t *testing.T) {
 		t.Fatal("the push after the click swept")
 	}
 	// A button offered for an older head does nothing.
-	w.clickFor(sl, "U0MAINT", "reuse", 31147925932, sha("c2"), time.Now(), slackSigning)
+	w.clickFor(sl, "U0MAINT", "merge", 31147925932, sha("c2"), time.Now(), slackSigning)
 	mustContain(t, "stale button", lastAnswer(t, sl).Text, "Nothing was done: the button was offered for the PR's head c2c2c2c, which has moved")
 	w.Push("c4")
 	if !w.swept("c4") {
@@ -132,6 +161,7 @@ func TestSlackClicksRefused(t *testing.T) {
 	sl := slacktest.New(t)
 	w := clickWorld(t, sl, "")
 	w.Push("c2") // opsbot knows the PR
+	w.SweepCompleted("c2", 31147925932, "success")
 	w.click(sl, "U0NOBODY", "reuse", 31147925932, time.Now(), slackSigning)
 	mustContain(t, "unmapped", lastAnswer(t, sl).Text, "Nothing was done: your Slack account is not mapped to a GitHub account")
 	// Someone not mapped is told within a budget: three at once.
@@ -149,6 +179,14 @@ func TestSlackClicksRefused(t *testing.T) {
 	}
 	w.click(sl, "U0READ", "reuse", 31147925932, time.Now(), slackSigning)
 	mustContain(t, "reader", lastAnswer(t, sl).Text, "Nothing was done:", "as @reader on GitHub")
+	// The reader's click used the button up: each acts once, whatever its
+	// click did. A value with no offer's nonce does nothing either.
+	w.click(sl, "U0MAINT", "reuse", 31147925932, time.Now(), slackSigning)
+	mustContain(t, "the used button", lastAnswer(t, sl).Text, "Nothing was done: this button was used already, by @reader",
+		"each button acts once")
+	w.clickFor(sl, "U0MAINT", "reuse", 31147925932, sha("c1"), time.Now(), slackSigning)
+	mustContain(t, "no offer", lastAnswer(t, sl).Text, "Nothing was done: opsbot did not offer this button on this PR",
+		"Use the buttons of the newest message in this thread")
 	for _, r := range w.Replies() {
 		if strings.Contains(r, "pinned run") {
 			t.Fatalf("a refused click pinned: %s", r)
@@ -189,6 +227,7 @@ func TestClickAndCommentOriginsNeverCollide(t *testing.T) {
 	sl := slacktest.New(t)
 	w := clickWorld(t, sl, "")
 	w.Push("c2")
+	w.SweepCompleted("c2", 31147925932, "success")
 	w.click(sl, "U0MAINT", "reuse", 31147925932, time.Now(), slackSigning)
 	mustContain(t, "PR reply", w.LastReply(), "📌 @maintainer pinned run")
 	var origin int64

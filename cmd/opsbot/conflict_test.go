@@ -68,12 +68,30 @@ func conflictWorld(t *testing.T, clock *movingClock, more map[string][2]string) 
 // merge itself (the base's files, the PR's own changes, the changelog by
 // the append-only rule: main's bytes whole, then the PR's entry linked to
 // the PR), moves the branch to it, and that push, the one the pin covers,
-// skips its sweep; the checks pass and the head merges.
+// skips its sweep; the checks pass and the head merges. The pin covers
+// that commit by its SHA, whoever GitHub records as its committer: GitHub
+// itself, or the App's bot (GitHub documents only that it signs an App's
+// commit made with no author, not whom it names).
 func TestMergeWithReuseMergesAConflictingChangelog(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		byApp bool
+	}{{"committed by GitHub", false}, {"committed by the App's bot", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			mergesAConflictingChangelog(t, c.byApp)
+		})
+	}
+}
+
+func mergesAConflictingChangelog(t *testing.T, byApp bool) {
 	clock := e2e.NewClock()
 	w := conflictWorld(t, clock, nil)
 	w.GH.SetBranchRules(theRepo, "kimi-tune", "required_signatures") // GitHub signs what the App makes
+	if byApp {
+		w.GH.CommitAsTheApp(theRepo)
+	}
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	testkit.Eventually(t, "the branch moved", func() bool { return w.GH.Count(routeMoveBranch) == 1 })
 	st := w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")

@@ -52,6 +52,13 @@ func TestGateAnswersAMergeGroupByThePRsDecision(t *testing.T) {
 	if rep.code == 200 && strings.Contains(rep.body, "skip-pr-sweep=true") {
 		t.Fatalf("a group ref naming another PR answered %d %s", rep.code, rep.body)
 	}
+	// A group branch naming another base than the PR's gains nothing
+	// either, though its files are the head's.
+	ref = w.GH.MergeGroup(theRepo, thePR, sha("f4"), true)
+	out, _ = w.gate("--event", "merge_group", "--ref", strings.Replace(ref, "gh-readonly-queue/main/", "gh-readonly-queue/release/", 1), "--sha", sha("f4"))
+	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "the group's branch names the base release, the PR merges into main") {
+		t.Fatalf("gate for a group branch of another base = %v", out)
+	}
 	rep = w.call("POST", "/api/v1/gate", apiToken, "application/json", groupAsk("refs/heads/kimi-tune", sha("f1")))
 	if rep.code != 400 || !strings.Contains(rep.body, "is not a merge group's branch") {
 		t.Fatalf("a ref that is no group's = %d %s", rep.code, rep.body)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/state"
 )
 
 // ready is the newest opsbot/reuse-ready status on commit name.
@@ -70,5 +72,56 @@ func TestReuseReadyStatusFollowsTheAnswer(t *testing.T) {
 	plain.Push("c2")
 	if s, _ := plain.ready("c2"); s != "" {
 		t.Fatalf("opsbot/reuse-ready set where the default branch sweeps: %s", s)
+	}
+}
+
+// A PR opsbot has no record of (opened before opsbot served the
+// repository, or its opened delivery lost) gets opsbot/reuse-ready when a
+// pin is taken: the pin records the head GitHub gave it. A pin whose head
+// opsbot does not know (granted by an opsbot that did not record it) gets
+// it from reconcile, which records the PR as GitHub has it.
+func TestReuseReadyOnAPROpsbotNeverSaw(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "    main_sweeps: false\n")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	testkit.Eventually(t, "opsbot/reuse-ready on the unseen PR's head", func() bool {
+		s, d := w.ready("c1")
+		return s == "success" && d == "merge will reuse run 31147925932 (authorized by @maintainer)"
+	})
+
+	// The same pin, taken by an opsbot that did not record the head.
+	w2 := newWorld(t, "    main_sweeps: false\n")
+	w2.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w2.Restart(func(cfg string) string {
+		st, err := state.Open(filepath.Join(w2.Dir, "opsbot.db"), state.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := st.Update(func(tx *state.Tx) error {
+			info, err := tx.PRInfo(theRepo, thePR)
+			if err != nil || info == nil {
+				return fmt.Errorf("no record of the PR: %v", err)
+			}
+			info.HeadSHA, info.ReadySaid = "", ""
+			return tx.PutPRInfo(info)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}, nil)
+	before := len(w2.GH.Statuses(theRepo, sha("c1")))
+	rep := w2.reconcile()
+	if fmt.Sprint(rep["heads_recorded"]) != fmt.Sprintf("[%d]", thePR) {
+		t.Fatalf("reconcile report %v: want the PR's head recorded", rep)
+	}
+	testkit.Eventually(t, "opsbot/reuse-ready set again after reconcile", func() bool {
+		s, _ := w2.ready("c1")
+		return len(w2.GH.Statuses(theRepo, sha("c1"))) > before && s == "success"
+	})
+	for _, r := range w2.audit() {
+		if r["kind"] == "decision" || r["outcome"] == "consumed" {
+			t.Fatalf("recording the head decided it: %v", w2.trail())
+		}
 	}
 }

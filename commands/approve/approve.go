@@ -772,11 +772,15 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 			"then approve the new head")
 	}
 	merge := strings.ToLower(pr.GetMergeCommitSHA())
+	if merge == "" {
+		// GitHub has not made the merge commit yet: nothing to read.
+		return st.wait(StepActive, "⏳ GitHub is still making the merge commit of the approved head", Poll, "approval-waiting-merge-commit")
+	}
 	cm, err := st.gh.CommitInfo(ctx, cur.Repo, merge)
 	if err != nil && !errors.Is(err, ghclient.ErrNotFound) {
 		return nil, "", err
 	}
-	if merge == "" || err != nil || len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[1], cur.Head) {
+	if err != nil || len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[1], cur.Head) {
 		// GitHub's merge commit is of an older head: it is making the new one.
 		return st.wait(StepActive, "⏳ GitHub is still making the merge commit of the approved head", Poll, "approval-waiting-merge-commit")
 	}

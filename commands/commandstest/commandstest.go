@@ -53,8 +53,8 @@ type Tx struct {
 	Seqs    map[string]record.Sequence // by repo#PR kind
 	// ApprovalList holds the approvals by repo and id.
 	ApprovalList map[string]record.Approval
-	// Buttons are the check-run buttons used.
-	Buttons []record.ButtonUse
+	// Offers are the buttons offered, with their uses, by nonce.
+	Offers map[string]*record.Offer
 	// NoReplies and NoReactions spend the budgets.
 	NoReplies, NoReactions bool
 	nextID                 uint64
@@ -259,22 +259,36 @@ func (t *Tx) OverrideDecision(repo string, pr int, sha, login string) error {
 	return fmt.Errorf("commandstest: no decision of %s#%d@%s to override", repo, pr, sha)
 }
 
-// UseButton uses up a check run's button once.
-func (t *Tx) UseButton(b record.ButtonUse) error {
-	for _, u := range t.Buttons {
-		if u.Repo == b.Repo && u.CheckRun == b.CheckRun && u.Action == b.Action {
-			return fmt.Errorf("%w: check run %d's %s", record.ErrButtonUsed, b.CheckRun, b.Action)
-		}
+// OfferButtons keeps an offer under a new nonce ("offer-N").
+func (t *Tx) OfferButtons(o *record.Offer) error {
+	if t.Offers == nil {
+		t.Offers = map[string]*record.Offer{}
 	}
-	t.Buttons = append(t.Buttons, b)
+	t.nextID++
+	o.Nonce, o.At, o.Uses = fmt.Sprintf("offer-%d", t.nextID), t.Now(), nil
+	c := *o
+	t.Offers[o.Nonce] = &c
+	return nil
+}
+
+// UseButton uses up a button of an offer once.
+func (t *Tx) UseButton(repo, nonce string, u record.ButtonUse) error {
+	o := t.Offers[nonce]
+	if o == nil || o.Repo != repo || !slices.Contains(o.Actions, u.Action) {
+		return fmt.Errorf("%w: %s of %q", record.ErrButtonUnknown, u.Action, nonce)
+	}
+	if o.Used(u.Action) != nil {
+		return fmt.Errorf("%w: %s of %q", record.ErrButtonUsed, u.Action, nonce)
+	}
+	o.Uses = append(o.Uses, u)
 	return nil
 }
 
 // ExpectUpdate records the base tip on the PR's active merge pin.
-func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base, tree string) error {
+func (t *Tx) ExpectUpdate(repo string, pr int, id uint64, base, tree, commit string) error {
 	for i := range t.PinList {
 		if p := &t.PinList[i]; p.ID == id && p.Repo == repo && p.PR == pr && p.State == record.PinActive && p.ExpectParent != "" {
-			p.ExpectBase, p.ExpectTree = base, tree
+			p.ExpectBase, p.ExpectTree, p.ExpectCommit = base, tree, commit
 			return nil
 		}
 	}

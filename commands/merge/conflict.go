@@ -220,7 +220,7 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 		}
 	}
 	st.data.BuiltFor, st.data.BuiltTree, st.data.BuiltFiles = strings.ToLower(head), strings.ToLower(tree), appendOnly
-	return st.markUpdate(pin.ID, tip, tree, "merge-conflict-merged")
+	return st.markUpdate(pin.ID, tip, tree, st.data.Built, "merge-conflict-merged")
 }
 
 // gitHubMerged is GitHub's merge of the rest: its tree and files.

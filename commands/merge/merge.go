@@ -882,16 +882,23 @@ func (st *stepper) pinAndTip(ctx context.Context) (*record.Pin, string, error) {
 }
 
 // markUpdate records on the pin what the branch's update will be (the
-// base's tip it merges and its tree: the only push the pin covers), with
-// the act's mark; the next step, due at once, asks it.
-func (st *stepper) markUpdate(pinID uint64, tip, tree, out string) (plan.Plan, string, error) {
+// base's tip it merges, its tree and, for a merge opsbot made, its commit:
+// the only push the pin covers), with the act's mark; the next step, due
+// at once, asks it.
+func (st *stepper) markUpdate(pinID uint64, tip, tree, commit, out string) (plan.Plan, string, error) {
 	cur := st.cur
 	st.data.UpdateMark, st.data.UpdateAsked, st.data.UpdateBase = st.h.marks.New(), st.now, strings.ToLower(tip)
+	if commit == "" {
+		// GitHub's update-branch, not a merge opsbot made: one it made
+		// before (never pushed: its mark was this process's) is not the
+		// update any more.
+		st.data.Built, st.data.BuiltFor, st.data.BuiltTree, st.data.BuiltFiles = "", "", "", nil
+	}
 	next := *cur
 	next.WakeAt = st.now
 	next.Data, _ = json.Marshal(st.data) // plain fields: cannot fail
 	return plan.Plan{Require: []plan.Fact{st.guard(), plan.ActivePin{Repo: cur.Repo, PR: cur.PR, ID: pinID}},
-		Steps: []plan.Step{plan.ExpectUpdate{Repo: cur.Repo, PR: cur.PR, PinID: pinID, Base: tip, Tree: tree},
+		Steps: []plan.Step{plan.ExpectUpdate{Repo: cur.Repo, PR: cur.PR, PinID: pinID, Base: tip, Tree: tree, Commit: commit},
 			plan.PutSequence{Seq: next, Read: cur.Version}}}, out, nil
 }
 
@@ -920,7 +927,7 @@ func (st *stepper) behind(ctx context.Context, head string) (plan.Plan, string, 
 		// The pin covers the update only once it names the base's tip the
 		// update merges and its tree: recorded with the mark, asked at the
 		// next wake-up.
-		return st.markUpdate(pin.ID, tip, tree, "merge-update-named")
+		return st.markUpdate(pin.ID, tip, tree, "", "merge-update-named")
 	}
 	if !st.h.marks.Fresh(st.data.UpdateMark) {
 		// Marked before a restart (or tried already): the update may have
@@ -990,16 +997,22 @@ func (st *stepper) updating(ctx context.Context, head string) (plan.Plan, string
 		}
 		return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-waiting-update")
 	}
-	cm, err := st.gh.CommitInfo(ctx, cur.Repo, head)
-	if err != nil {
-		return plan.Plan{}, "", err
-	}
-	if len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[0], cur.Head) || (st.data.UpdateBase != "" && !strings.EqualFold(cm.Parents[1], st.data.UpdateBase)) ||
-		!cm.ByGitHub {
-		// Not the merge of the base into the head read: a push by
-		// someone else, on top of the update or instead of it.
-		return st.stopped("pushed", fmt.Sprintf("the new head %s is not the branch update opsbot asked for (a merge of the base into %s): "+
-			"a push by someone else", mdtext.ShortSHA(head), mdtext.ShortSHA(cur.Head)))
+	if st.data.Built == "" || !strings.EqualFold(head, st.data.Built) {
+		// Not the merge opsbot made itself (known by its SHA, whoever GitHub
+		// records as its committer): GitHub's update-branch merge of the
+		// base into the head read, signed and committed by GitHub, or a
+		// push by someone else.
+		cm, err := st.gh.CommitInfo(ctx, cur.Repo, head)
+		if err != nil {
+			return plan.Plan{}, "", err
+		}
+		if st.data.Built != "" || len(cm.Parents) != 2 || !strings.EqualFold(cm.Parents[0], cur.Head) ||
+			(st.data.UpdateBase != "" && !strings.EqualFold(cm.Parents[1], st.data.UpdateBase)) || !cm.ByGitHub {
+			// Not the merge of the base into the head read: a push by
+			// someone else, on top of the update or instead of it.
+			return st.stopped("pushed", fmt.Sprintf("the new head %s is not the branch update opsbot asked for (a merge of the base into %s): "+
+				"a push by someone else", mdtext.ShortSHA(head), mdtext.ShortSHA(cur.Head)))
+		}
 	}
 	d, err := st.h.State.Decision(cur.Repo, cur.PR, head)
 	if err != nil {

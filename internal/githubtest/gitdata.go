@@ -24,6 +24,7 @@ type gitObject struct {
 	parents []string
 	message string
 	signed  bool // made through the API with no author given: GitHub signs it
+	byApp   bool // and names the App's bot its committer (CommitAsTheApp), not itself
 }
 
 type gitStore struct {
@@ -319,7 +320,7 @@ func (f *Fake) createCommit(w http.ResponseWriter, r *http.Request, repo *Repo) 
 	sum := sha1.Sum([]byte(fmt.Sprintf("commit\x00%s\x00%s\x00%s\x00%d", in.Tree, strings.Join(in.Parents, ","), in.Message, len(g.commits))))
 	sha := hex.EncodeToString(sum[:])
 	signed := (len(in.Author) == 0 || string(in.Author) == "null") && !repo.unsigned
-	g.commits[sha] = gitObject{tree: in.Tree, parents: in.Parents, message: in.Message, signed: signed}
+	g.commits[sha] = gitObject{tree: in.Tree, parents: in.Parents, message: in.Message, signed: signed, byApp: signed && repo.appCommits}
 	return http.StatusCreated, map[string]any{"sha": sha, "tree": map[string]string{"sha": in.Tree}, "message": in.Message,
 		"verification": map[string]any{"verified": signed}}
 }
@@ -390,7 +391,7 @@ func (repo *Repo) moveTo(branch, sha, before string, force bool) (int, any) {
 		repo.extraParent[in.SHA] = c.parents[1]
 		repo.fromDefault[in.SHA] = c.parents[1] == repo.branchTip(p)
 	}
-	repo.byGitHub[in.SHA] = c.signed
+	repo.byGitHub[in.SHA] = c.signed && !c.byApp
 	repo.trees[in.SHA] = c.tree
 	p.Commits = append(p.Commits, in.SHA)
 	p.UpdateConflict, p.Behind = false, false

@@ -272,7 +272,10 @@ func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 			parents = append(parents, map[string]string{"sha": p})
 		}
 		committer := map[string]string{"name": "A Contributor", "email": "contributor@example.com"}
-		if gc.signed {
+		switch {
+		case gc.byApp:
+			committer = map[string]string{"name": "opsbot[bot]", "email": fmt.Sprintf("%d+opsbot[bot]@users.noreply.github.com", AppID)}
+		case gc.signed:
 			committer = map[string]string{"name": "GitHub", "email": "noreply@github.com"}
 		}
 		return http.StatusOK, map[string]any{"sha": sha, "parents": parents, "tree": map[string]string{"sha": gc.tree}, "committer": committer,
@@ -295,6 +298,10 @@ func (f *Fake) gitCommit(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 	}
 	if repo.byGitHub[sha] {
 		committer = map[string]string{"name": "GitHub", "email": "noreply@github.com"}
+		verification = map[string]any{"verified": true, "reason": "valid"}
+	}
+	if gc, ok := repo.gitDB().commits[sha]; ok && gc.byApp {
+		committer = map[string]string{"name": "opsbot[bot]", "email": fmt.Sprintf("%d+opsbot[bot]@users.noreply.github.com", AppID)}
 		verification = map[string]any{"verified": true, "reason": "valid"}
 	}
 	return http.StatusOK, map[string]any{"sha": sha, "parents": parents, "tree": map[string]string{"sha": tree}, "committer": committer,

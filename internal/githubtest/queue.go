@@ -47,6 +47,16 @@ func (f *Fake) SignNothing(repo string) {
 	f.repos[strings.ToLower(repo)].unsigned = true
 }
 
+// CommitAsTheApp makes the commits made through the API with no author
+// given name the App's bot (opsbot[bot]) their author and committer,
+// signed, instead of GitHub: GitHub documents that it signs them as the
+// App, not whom it records.
+func (f *Fake) CommitAsTheApp(repo string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(repo)].appCommits = true
+}
+
 // SetClassicQueue makes a branch's classic protection require the merge
 // queue: GitHub then refuses a merge through the API, but the branch's
 // rules (rulesets only) do not list it.

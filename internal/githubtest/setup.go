@@ -43,6 +43,9 @@ type Repo struct {
 	// unsigned: the commits made through the API are not signed
 	// (SignNothing).
 	unsigned bool
+	// appCommits: the commits made through the API with no author name
+	// the App's bot their committer, not GitHub (CommitAsTheApp).
+	appCommits bool
 	// classicQueue are branches whose classic protection requires the
 	// merge queue: their rules do not list it (SetClassicQueue).
 	classicQueue map[string]bool

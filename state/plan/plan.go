@@ -700,30 +700,34 @@ func (s PutSequence) apply(tx record.Tx, t Teller) error {
 }
 
 // ExpectUpdate records on the PR's active pin PinID (a merge's) the base
-// tip Base of the branch update the merge asks for next, and Tree, the
-// tree GitHub's merge of Base into the head makes (record.Pins).
+// tip Base of the branch update the merge asks for next, Tree, the tree
+// the merge of Base into the head makes, and Commit, the merge commit when
+// opsbot made it itself (record.Pins).
 type ExpectUpdate struct {
-	Repo  string
-	PR    int
-	PinID uint64
-	Base  string
-	Tree  string
+	Repo   string
+	PR     int
+	PinID  uint64
+	Base   string
+	Tree   string
+	Commit string
 }
 
 func (s ExpectUpdate) apply(tx record.Tx, _ Teller) error {
-	return tx.ExpectUpdate(s.Repo, s.PR, s.PinID, s.Base, s.Tree)
+	return tx.ExpectUpdate(s.Repo, s.PR, s.PinID, s.Base, s.Tree, s.Commit)
 }
 
-// UseButton uses up a button of one of opsbot's check runs: each offered
-// button acts once (record.ButtonUse). One used meanwhile makes the plan
-// stale, and the click is decided again from what is stored.
+// UseButton uses up a button of one of opsbot's offers (a check run's, a
+// Slack message's): each offered button acts once, whatever its click did
+// (record.Offer). One used meanwhile makes the plan stale, and the click is
+// decided again from what is stored.
 type UseButton struct {
-	Use record.ButtonUse
+	Repo, Nonce string
+	Use         record.ButtonUse
 }
 
 func (s UseButton) apply(tx record.Tx, _ Teller) error {
-	err := tx.UseButton(s.Use)
-	if errors.Is(err, record.ErrButtonUsed) {
+	err := tx.UseButton(s.Repo, s.Nonce, s.Use)
+	if errors.Is(err, record.ErrButtonUsed) || errors.Is(err, record.ErrButtonUnknown) {
 		return fmt.Errorf("%w: %w", ErrStale, err)
 	}
 	return err

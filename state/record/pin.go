@@ -27,9 +27,15 @@ type Pin struct {
 	// commit's): a commit with those parents and other content is not it,
 	// whoever signed it. Until then (ExpectBase empty) it covers no push
 	// at all.
-	ExpectParent  string `json:"expect_parent,omitempty"`
-	ExpectBase    string `json:"expect_base,omitempty"`
-	ExpectTree    string `json:"expect_tree,omitempty"`
+	ExpectParent string `json:"expect_parent,omitempty"`
+	ExpectBase   string `json:"expect_base,omitempty"`
+	ExpectTree   string `json:"expect_tree,omitempty"`
+	// ExpectCommit, when set, is the merge commit opsbot made itself (a
+	// branch that conflicted with its base, merged on GitHub's side): the
+	// push the pin covers is exactly that commit, by its SHA, whoever GitHub
+	// records as its committer (its SHA fixes its parents and tree, which
+	// opsbot checked before moving the branch to it).
+	ExpectCommit  string `json:"expect_commit,omitempty"`
 	Bare          bool   `json:"bare,omitempty"` // resolved from a bare /reuse-sweep-run
 	PRHeadAtGrant string `json:"pr_head_at_grant"`
 	ActorID       int64  `json:"actor_id"`
@@ -237,20 +243,59 @@ func (m CommentMark) String() string {
 	return "none"
 }
 
-// ButtonUse is a button of one of opsbot's check runs, used: each button a
-// check run offers acts once. GitHub signs a click's payload but not its
-// delivery id, so a captured click sent again under a new id would
-// otherwise run again as the one who clicked.
+// Offer is one offering of buttons on a PR: a check run's, or a message's
+// in the PR's Slack thread. GitHub and Slack sign a click's body but not
+// its delivery id, so a captured click sent again under a new id would
+// otherwise run again as the one who clicked: each offer carries a nonce
+// that the click brings back (the check run's external_id, the Slack
+// button's value), opsbot makes a new one each time it offers buttons, and
+// each button of an offer acts once, whatever its click then did.
+type Offer struct {
+	Nonce string `json:"nonce"`
+	Repo  string `json:"repo"`
+	PR    int    `json:"pr"`
+	// Head is the PR's head the buttons were offered for; Surface where
+	// (OfferCheckRun, OfferSlack); Actions the buttons' identifiers.
+	Head    string    `json:"head"`
+	Surface string    `json:"surface"`
+	Actions []string  `json:"actions"`
+	At      time.Time `json:"at"`
+	// Uses are the buttons clicked, one each.
+	Uses []ButtonUse `json:"uses,omitempty"`
+}
+
+// Where an offer's buttons are.
+const (
+	OfferCheckRun = "check-run"
+	OfferSlack    = "slack"
+)
+
+// Used is how the button action was used (nil: not yet).
+func (o *Offer) Used(action string) *ButtonUse {
+	for i := range o.Uses {
+		if o.Uses[i].Action == action {
+			return &o.Uses[i]
+		}
+	}
+	return nil
+}
+
+// ButtonUse is one button of an offer, used by a click that reached its
+// command: who clicked, the click's delivery, when, and what became of it
+// (the command's outcome: accepted, denied, rejected, ...).
 type ButtonUse struct {
-	Repo     string `json:"repo"`
-	CheckRun int64  `json:"check_run"` // the check run's id, GitHub's and unique
-	Action   string `json:"action"`    // the button's identifier
-	// By is who clicked, Delivery the click's delivery id, At when.
+	Action   string    `json:"action"`
 	By       string    `json:"by"`
 	ByID     int64     `json:"by_id,omitempty"`
 	Delivery string    `json:"delivery,omitempty"`
+	Outcome  string    `json:"outcome,omitempty"`
 	At       time.Time `json:"at,omitzero"`
 }
 
-// ErrButtonUsed is a button of a check run that acted before.
-var ErrButtonUsed = errors.New("record: the check run's button was used before")
+// ErrButtonUsed is a button of an offer that was clicked before;
+// ErrButtonUnknown a button opsbot did not offer (no offer of its nonce,
+// or none of its identifier).
+var (
+	ErrButtonUsed    = errors.New("record: the button was used before")
+	ErrButtonUnknown = errors.New("record: no such button was offered")
+)

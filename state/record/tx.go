@@ -10,9 +10,13 @@ type Tx interface {
 	// OverrideDecision marks the skip decided for a PR's head overridden
 	// by login (Sweep anyway): an error when the head has no skip.
 	OverrideDecision(repo string, pr int, sha, login string) error
-	// UseButton uses up one button of a check run opsbot offered: an
-	// error wrapping ErrButtonUsed when it was used before.
-	UseButton(b ButtonUse) error
+	// OfferButtons records an offer of buttons, giving it a new nonce
+	// (o.Nonce) and its time.
+	OfferButtons(o *Offer) error
+	// UseButton uses up one button of an offer, whatever its click did:
+	// an error wrapping ErrButtonUnknown when no such button was offered,
+	// ErrButtonUsed when it was used before.
+	UseButton(repo, nonce string, u ButtonUse) error
 	Auditor
 	Outbox
 	PRs
@@ -67,9 +71,10 @@ type Pins interface {
 	// Transition moves the active pin p to a closed state.
 	Transition(p *Pin, to PinState, c PinChange) error
 	// ExpectUpdate records on the PR's active pin id (a merge's) the base
-	// tip of the branch update the merge is about to ask for, and the tree
-	// GitHub's merge of it makes: the one push the pin then covers.
-	ExpectUpdate(repo string, pr int, id uint64, base, tree string) error
+	// tip of the branch update the merge is about to ask for, the tree its
+	// merge makes and, for a merge opsbot made itself, its commit: the one
+	// push the pin then covers.
+	ExpectUpdate(repo string, pr int, id uint64, base, tree, commit string) error
 }
 
 // Comments are the marks of what opsbot has seen of each comment.
