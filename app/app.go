@@ -313,7 +313,13 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 		return a.run()
 	}
 	api := &server.API{Tokens: secrets.APITokens, GateTokens: secrets.GateTokens, AdminTokens: secrets.AdminTokens,
-		Audit: store, Log: log, Ctx: ctx, Reconcile: readyReconciler{rec, &a.ready}, Reload: func() server.ReloadResult { return a.Reload() },
+		Audit: store, Log: log, Ctx: ctx, Served: func() []string {
+			var out []string
+			for _, r := range live.Get().Repos {
+				out = append(out, r.Name)
+			}
+			return out
+		}, Reconcile: readyReconciler{rec, &a.ready}, Reload: func() server.ReloadResult { return a.Reload() },
 		AskLimit:   &server.RateLimiter{Burst: cfg.API.GateRate.Burst, PerMinute: cfg.API.GateRate.PerMinute},
 		AskOutcome: func(o string) { m.GateAsks.WithLabelValues(o).Inc() },
 		Gate: readyGate{&gate.API{Gate: g, QuietWait: cfg.API.GateWait,

@@ -78,11 +78,13 @@ func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, strin
 		return nil, IgnoredUndeclared, nil
 	}
 	if env.Repository == nil {
-		return nil, IgnoredRepo, nil
+		return nil, IgnoredRepo + ": the payload names no repository", nil
 	}
 	repo, ok := s.Repo(env.Repository.FullName)
 	if !ok {
-		return nil, IgnoredRepo, nil
+		// A typo in repos[].name looks like a working setup unless the
+		// answer says which repository was not served.
+		return nil, IgnoredRepo + ": " + clipName(env.Repository.FullName) + " is not one of this opsbot's repos[]", nil
 	}
 	now := time.Now
 	if s.Now != nil {
@@ -336,4 +338,13 @@ func classifyDispatch(env *envelope, d *state.Delivery) string {
 		}
 	}
 	return ""
+}
+
+// clipName is a repository's name as GitHub sent it, quoted and at most
+// 100 bytes, for a reason said back.
+func clipName(name string) string {
+	if len(name) > 100 {
+		name = name[:100] + "…"
+	}
+	return strconv.Quote(name)
 }

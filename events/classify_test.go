@@ -110,7 +110,7 @@ func TestClassify(t *testing.T) {
 			commands: []string{reuse.Name}},
 		{name: "pull request", event: "pull_request", body: fixtures.Webhook(t, "pull_request", "synchronize"), pr: 2},
 		{name: "unused event", event: "issues", body: []byte(`{"action":"opened","repository":{"full_name":"a/b"}}`), ignored: IgnoredEvent},
-		{name: "no repository", event: "pull_request", body: []byte(`{"action":"opened","number":3}`), ignored: IgnoredRepo},
+		{name: "no repository", event: "pull_request", body: []byte(`{"action":"opened","number":3}`), ignored: IgnoredRepo + ": the payload names no repository"},
 		{name: "pull request without a number", event: "pull_request",
 			body: []byte(`{"action":"opened","repository":{"full_name":"a/b"}}`), ignored: IgnoredNoPR},
 		{name: "dispatch not from staging", event: "repository_dispatch", body: fixtures.Webhook(t, "repository_dispatch", ""),
@@ -228,7 +228,7 @@ func TestClassifyRejects(t *testing.T) {
 	}
 	s.Repo = func(string) (string, bool) { return "", false }
 	d, ignored, err := s.Classify("pull_request", "d-1", fixtures.Webhook(t, "pull_request", "opened"))
-	if err != nil || d != nil || ignored != IgnoredRepo {
+	if err != nil || d != nil || !strings.HasPrefix(ignored, IgnoredRepo+": ") || !strings.Contains(ignored, `"Codertocat/Hello-World"`) {
 		t.Fatalf("Classify of a repository not served = %v, %q, %v; want ignored %q", d, ignored, err, IgnoredRepo)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/outbox"
 	"github.com/SemiAnalysisAI/opsbot/state"
 )
@@ -197,7 +198,7 @@ func TestRunWakesOnEnqueue(t *testing.T) {
 	go func() { l.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	enqueue(t, st, 1, "hello")
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testkit.Deadline(t)
 	for len(s.Sent()) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the loop did not wake for a new notice")

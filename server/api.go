@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,7 +77,11 @@ type API struct {
 	AskLimit  *RateLimiter
 	Reconcile Reconciler
 	Audit     AuditReader
-	Log       *slog.Logger
+	// Served lists the repositories opsbot serves (nil: not known): an
+	// audit filter naming another, with nothing of it in the audit, is
+	// refused, saying so (a typo there looks like an empty audit).
+	Served func() []string
+	Log    *slog.Logger
 	// Ctx is the server's lifetime context; decisions run on it (with a
 	// timeout) so a client hanging up does not cut a decision in half.
 	Ctx context.Context
@@ -487,6 +492,15 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 	}
 	if recs == nil {
 		recs = []state.AuditRecord{}
+	}
+	if len(recs) == 0 && q.Repo != "" && q.After == 0 && a.Served != nil {
+		served := a.Served()
+		some, _, err := a.Audit.Audit(state.AuditQuery{Repo: q.Repo, Limit: 1})
+		if err == nil && len(some) == 0 && !slices.ContainsFunc(served, func(r string) bool { return strings.EqualFold(r, q.Repo) }) {
+			writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("opsbot does not serve %s and its audit holds nothing of it; "+
+				"it serves %s (check the name)", q.Repo, strings.Join(served, ", "))})
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, AuditPage{Records: recs, Next: next})
 }

@@ -53,7 +53,7 @@ func upload(t *testing.T, url string, n int) net.Conn {
 
 func answerOf(t *testing.T, c net.Conn) (int, http.Header) {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(testkit.Deadline(t))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatalf("reading the answer: %v", err)
@@ -111,7 +111,7 @@ func TestBodyBudgetFavoursSmallBodies(t *testing.T) {
 	answers := make(chan answer, 2)
 	for _, c := range []net.Conn{a, b} {
 		go func() {
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			c.SetReadDeadline(testkit.Deadline(t))
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				return
@@ -123,7 +123,7 @@ func TestBodyBudgetFavoursSmallBodies(t *testing.T) {
 	var cut answer
 	select {
 	case cut = <-answers:
-	case <-time.After(10 * time.Second):
+	case <-testkit.Expired(t):
 		t.Fatal("neither upload gave way to the signed delivery")
 	}
 	if cut.code != http.StatusServiceUnavailable || cut.h.Get("Retry-After") == "" {
@@ -137,7 +137,7 @@ func TestBodyBudgetFavoursSmallBodies(t *testing.T) {
 		if held.code != http.StatusServiceUnavailable || held.h.Get("Retry-After") == "" {
 			t.Fatalf("a stalled upload with a faster one needing room: %d (Retry-After %q), want 503", held.code, held.h.Get("Retry-After"))
 		}
-	case <-time.After(10 * time.Second):
+	case <-testkit.Expired(t):
 		t.Fatal("the stalled upload did not give way to a faster one")
 	}
 	c.Close()

@@ -88,7 +88,7 @@ func TestUnreadBodiesDoNotHoldConnectionSlots(t *testing.T) {
 		defer c.Close()
 		io.WriteString(c, r)
 		go func() {
-			c.SetReadDeadline(time.Now().Add(6 * time.Second))
+			c.SetReadDeadline(testkit.Deadline(t))
 			br := bufio.NewReader(c)
 			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
@@ -135,7 +135,7 @@ func TestStalledWebhookBodiesGiveWayToADelivery(t *testing.T) {
 		defer c.Close()
 		io.WriteString(c, "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-GitHub-Event: x\r\nX-GitHub-Delivery: y\r\nContent-Length: 1000\r\n\r\n")
 	}
-	deadline := time.Now().Add(6 * time.Second)
+	deadline := testkit.Deadline(t)
 	for {
 		code, err := signedDelivery(t, addr, "g-2")
 		if code == http.StatusAccepted {

@@ -86,6 +86,7 @@ type Server struct {
 	bodies         *bodyBudget
 	m              *metrics.Metrics
 	log            *slog.Logger
+	unserved       onceEvery // repositories not served, logged once a while each
 	ready          ReadyCheck
 	now            func() time.Time
 	ctx            context.Context

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/events"
@@ -24,6 +26,9 @@ type webhookReply struct {
 	Status   string `json:"status"`
 	Delivery string `json:"delivery,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Reason says why a delivery was ignored (shown in the webhook's
+	// Recent Deliveries on GitHub).
+	Reason string `json:"reason,omitempty"`
 }
 
 func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
@@ -131,8 +136,15 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		answer(http.StatusServiceUnavailable, "error", webhookReply{Status: "error", Error: "could not store the delivery; retry"})
 		return
 	case taken.Delivery == nil:
-		s.log.Debug("webhook ignored", "delivery", id, "event", label, "reason", taken.Ignored)
-		answer(http.StatusAccepted, "ignored", webhookReply{Status: "ignored"})
+		if strings.HasPrefix(taken.Ignored, events.IgnoredRepo) && s.unserved.first(taken.Ignored, s.now()) {
+			// A repository opsbot does not serve: a typo in repos[].name
+			// looks like a working setup unless the log says it.
+			s.log.Info("webhook ignored: its repository is not served (check repos[].name)", "delivery", id, "event", label,
+				"reason", taken.Ignored)
+		} else {
+			s.log.Debug("webhook ignored", "delivery", id, "event", label, "reason", taken.Ignored)
+		}
+		answer(http.StatusAccepted, "ignored", webhookReply{Status: "ignored", Reason: taken.Ignored})
 		return
 	case taken.Result == state.Duplicate:
 		answer(http.StatusOK, "duplicate", webhookReply{Status: "duplicate"})
@@ -141,4 +153,26 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		s.m.ObserveProcessed(event, taken.Done, 0)
 	}
 	answer(http.StatusAccepted, "stored", webhookReply{Status: "stored"})
+}
+
+// onceEvery says whether a key was not seen for a while: the log of
+// deliveries for repositories opsbot does not serve says each repository
+// once every refusalLogEvery, not once per delivery. It keeps at most
+// maxRefusalKeys keys.
+type onceEvery struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func (o *onceEvery) first(key string, now time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if last, ok := o.seen[key]; ok && now.Sub(last) < refusalLogEvery {
+		return false
+	}
+	if o.seen == nil || len(o.seen) >= maxRefusalKeys {
+		o.seen = map[string]time.Time{}
+	}
+	o.seen[key] = now
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	_ "github.com/SemiAnalysisAI/opsbot/internal/golden" // defines -update for go test ./... -update
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,10 +113,10 @@ func TestAppendGroupCommit(t *testing.T) {
 			}
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); int(s.inFlight.Load())+len(s.appends) < n; {
+	for deadline := testkit.Deadline(t); int(s.inFlight.Load())+len(s.appends) < n; {
 		if time.Now().After(deadline) {
 			close(release)
-			t.Fatalf("only %d of %d appends queued in 10 s", int(s.inFlight.Load())+len(s.appends), n)
+			t.Fatalf("only %d of %d appends queued", int(s.inFlight.Load())+len(s.appends), n)
 		}
 		time.Sleep(time.Millisecond) // waiting for the goroutines to queue, not for the result
 	}

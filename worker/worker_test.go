@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/state"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 )
@@ -88,7 +89,7 @@ func TestOrderPerPRParallelAcrossPRs(t *testing.T) {
 		add(t, s, p, fmt.Sprintf("2-%d", i), 2)
 	}
 	// PR 2 finishes while PR 1's first delivery is still held.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := testkit.Deadline(t); ; {
 		mu.Lock()
 		n := len(seen[2])
 		mu.Unlock()
@@ -97,7 +98,7 @@ func TestOrderPerPRParallelAcrossPRs(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			close(gate)
-			t.Fatalf("PR 2 processed %d of 5 deliveries in 10 s while PR 1 was held: one slow PR holds up another", n)
+			t.Fatalf("PR 2 processed only %d of 5 deliveries while PR 1 was held: one slow PR holds up another", n)
 		}
 		time.Sleep(time.Millisecond)
 	}

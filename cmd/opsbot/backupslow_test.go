@@ -59,7 +59,7 @@ func slowBackup(t *testing.T, url string) (net.Conn, *http.Response) {
 	}
 	t.Cleanup(func() { c.Close() })
 	fmt.Fprintf(c, "GET /api/v1/backup HTTP/1.1\r\nHost: opsbot\r\nAuthorization: Bearer %s\r\n\r\n", apiToken)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(testkit.Deadline(t))
 	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
 	if err != nil {
 		t.Fatalf("reading the backup's response header: %v", err)
@@ -117,7 +117,7 @@ func TestSlowBackupReaderDoesNotStallCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	conn.SetReadDeadline(testkit.Deadline(t))
 	n, err := io.Copy(f, resp.Body)
 	f.Close()
 	if err != nil || n != resp.ContentLength {

@@ -100,14 +100,14 @@ func TestUnsignedUploadsCostBoundedMemory(t *testing.T) {
 			tick := time.NewTicker(50 * time.Millisecond)
 			defer tick.Stop()
 			for n := 0; n < sendEach; n += block {
-				c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+				c.SetWriteDeadline(testkit.Deadline(t))
 				if _, err := c.Write(buf); err != nil {
 					break // cut by the server
 				}
 				sent.Add(block)
 				<-tick.C
 			}
-			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			c.SetReadDeadline(testkit.Deadline(t))
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				answers[i] = "closed"
@@ -140,8 +140,8 @@ func TestUnsignedUploadsCostBoundedMemory(t *testing.T) {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the uploads were not all answered or cut within 60 s")
+	case <-testkit.Expired(t):
+		t.Fatal("the uploads were not all answered or cut")
 	}
 	close(stopSampling)
 	<-sampled

@@ -489,7 +489,7 @@ func mergeHeld(t *testing.T, w *world, arrived <-chan struct{}, never string) {
 	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
 	select {
 	case <-arrived:
-	case <-time.After(10 * time.Second):
+	case <-testkit.Expired(t):
 		t.Fatal(never)
 	}
 }

@@ -41,7 +41,7 @@ type keepAlive struct {
 func (k *keepAlive) get(t *testing.T, path string, header ...string) (int, error) {
 	t.Helper()
 	fmt.Fprintf(k, "GET %s HTTP/1.1\r\nHost: opsbot\r\n%s\r\n", path, strings.Join(header, ""))
-	k.SetReadDeadline(time.Now().Add(10 * time.Second))
+	k.SetReadDeadline(testkit.Deadline(t))
 	resp, err := http.ReadResponse(k.r, nil)
 	if err != nil {
 		return 0, err
@@ -103,7 +103,7 @@ func TestIdleConnectionsGiveWayToDeliveries(t *testing.T) {
 		t.Fatalf("a signed delivery with the connection limit filled by idle clients: %d %s, want 202", code, body)
 	}
 	oldest := idle[0]
-	oldest.SetReadDeadline(time.Now().Add(10 * time.Second))
+	oldest.SetReadDeadline(testkit.Deadline(t))
 	if n, err := oldest.Read(make([]byte, 1)); err == nil {
 		t.Fatalf("the oldest idle connection is still open (read %d bytes)", n)
 	}
@@ -143,7 +143,7 @@ func TestPerAddressConnectionLimit(t *testing.T) {
 		idle = append(idle, openIdle(t, "127.0.0.3", w.Srv.URL))
 	}
 	fifth := openIdle(t, "127.0.0.3", w.Srv.URL)
-	idle[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	idle[0].SetReadDeadline(testkit.Deadline(t))
 	if _, err := idle[0].Read(make([]byte, 1)); err == nil {
 		t.Fatal("127.0.0.3's oldest idle connection is still open")
 	}
@@ -172,7 +172,7 @@ func TestUnfinishedHeadersGiveWayPerAddress(t *testing.T) {
 	if code, err := fresh.get(t, "/healthz"); err != nil || code != http.StatusOK {
 		t.Fatalf("a fifth connection from 127.0.0.4: %d %v, want 200", code, err)
 	}
-	slow[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	slow[0].SetReadDeadline(testkit.Deadline(t))
 	if _, err := slow[0].Read(make([]byte, 1)); err == nil {
 		t.Fatal("127.0.0.4's oldest unfinished header is still open")
 	}

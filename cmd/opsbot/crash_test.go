@@ -15,6 +15,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // The real opsbot binary, built once for the package's tests that run it as
@@ -96,7 +97,7 @@ func startCmd(t *testing.T, cmd *exec.Cmd, dir string) *proc {
 	select {
 	case u := <-urlc:
 		return &proc{cmd: cmd, url: u}
-	case <-time.After(15 * time.Second):
+	case <-testkit.Expired(t):
 		t.Fatalf("opsbot did not start; see %s", logFile.Name())
 	}
 	return nil
@@ -163,7 +164,7 @@ func TestCrashKill9LosesNoAcceptedDelivery(t *testing.T) {
 
 	// Restart: the inbox left by the kill is processed, then a clean stop.
 	p2 := startBinary(t, bin, config)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testkit.Deadline(t)
 	for {
 		resp, err := http.Get(p2.url + "/metrics")
 		if err != nil {

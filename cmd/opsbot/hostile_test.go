@@ -26,7 +26,7 @@ func TestSlowClientsAndConnectionFlood(t *testing.T) {
 	}
 	defer slow.Close()
 	slow.Write([]byte("POST /webhook HTTP/1.1\r\nHost: x\r\n")) // and never the rest
-	slow.SetReadDeadline(time.Now().Add(5 * time.Second))
+	slow.SetReadDeadline(testkit.Deadline(t))
 	start := time.Now()
 	io.ReadAll(slow) // returns when the server closes the connection
 	if took := time.Since(start); took > 3*time.Second {

@@ -76,7 +76,7 @@ repos: [{name: %q, sweep_workflow: .github/workflows/run-sweep.yml}]
 		pmu.Lock()
 		cur = cmd
 		pmu.Unlock()
-		deadline := time.Now().Add(15 * time.Second)
+		deadline := testkit.Deadline(t)
 		for {
 			if resp, err := http.Get(url + "/healthz"); err == nil {
 				resp.Body.Close()
@@ -165,7 +165,7 @@ repos: [{name: %q, sweep_workflow: .github/workflows/run-sweep.yml}]
 	}
 	select {
 	case <-done:
-	case <-time.After(90 * time.Second):
+	case <-testkit.Expired(t):
 		t.Fatal("the deliveries did not all get through")
 	}
 	testkit.Eventually(t, "every PR's skip is announced", func() bool {

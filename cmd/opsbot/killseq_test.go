@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // serveBinary stops the world's in-process server and serves the same
@@ -33,7 +33,7 @@ func waitSlow(t *testing.T, arrived <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-arrived:
-	case <-time.After(45 * time.Second):
+	case <-testkit.Expired(t):
 		t.Fatalf("%s never reached GitHub", what)
 	}
 }

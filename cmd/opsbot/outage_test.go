@@ -54,7 +54,7 @@ func (s *steppedWait) next(t *testing.T) time.Duration {
 	select {
 	case d := <-s.asked:
 		return d
-	case <-time.After(10 * time.Second):
+	case <-testkit.Expired(t):
 		t.Fatal("opsbot did not wait to try GitHub again")
 		return 0
 	}

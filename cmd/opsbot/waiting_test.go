@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // The race between reconcile and a comment's `created` delivery still
@@ -36,7 +37,7 @@ func waitFor(t *testing.T, arrived <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-arrived:
-	case <-time.After(10 * time.Second):
+	case <-testkit.Expired(t):
 		t.Fatalf("%s never reached GitHub", what)
 	}
 }

@@ -296,3 +296,41 @@ func TestDryRunWithoutCredentialsAsksGitHubNothing(t *testing.T) {
 		t.Fatalf("the command is not audited: %v", w.audit())
 	}
 }
+
+// A typo in repos[].name must not look like a working setup: a webhook of
+// a repository opsbot does not serve is answered 202 ignored with the
+// reason and the repository, logged at info once, and opsbot audit --repo
+// of it (through the server or on the database) says opsbot holds nothing
+// of it, where a served repository's empty audit is an empty table.
+func TestAnUnservedRepositoryIsNamed(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	p := payload(t, "pull_request", "synchronize")
+	setPath(p, "repository.full_name", "Nope/Nope")
+	raw, _ := json.Marshal(p)
+	for i := range 2 {
+		code, body := post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "pull_request", fmt.Sprintf("unserved-%d", i), raw, testSecret))
+		if code != http.StatusAccepted || body["status"] != "ignored" ||
+			body["reason"] != `repository not served: "Nope/Nope" is not one of this opsbot's repos[]` {
+			t.Fatalf("a webhook of a repository not served: %d %v", code, body)
+		}
+	}
+	log := w.Srv.Stderr.String()
+	if n := strings.Count(log, "webhook ignored: its repository is not served"); n != 1 || !strings.Contains(log, `"level":"INFO","msg":"webhook ignored: its repository is not served`) ||
+		!strings.Contains(log, `Nope/Nope`) {
+		t.Fatalf("the log says the repository %d times (want once, at info, naming it):\n%s", n, log)
+	}
+	env := map[string]string{"OPSBOT_API_TOKEN": apiToken}
+	_, errOut, err := runCLI(t, env, "audit", "--server", w.Srv.URL, "--repo", "Nope/Nope")
+	if err == nil || !strings.Contains(fmt.Sprint(err)+errOut, "opsbot does not serve Nope/Nope and its audit holds nothing of it; it serves "+theRepo) {
+		t.Fatalf("audit --repo of a repository not served: %v\n%s", err, errOut)
+	}
+	if out, errOut, err := runCLI(t, env, "audit", "--server", w.Srv.URL, "--repo", theRepo); err != nil {
+		t.Fatalf("audit of a served repository with no records: %v\n%s%s", err, out, errOut)
+	}
+	w.Srv.Stop(t)
+	_, errOut, err = runCLI(t, nil, "audit", "--db", w.Srv.DB, "--repo", "Nope/Nope")
+	if err == nil || !strings.Contains(fmt.Sprint(err)+errOut, "the database holds nothing of Nope/Nope: check the name") {
+		t.Fatalf("audit --db --repo of a repository it holds nothing of: %v\n%s", err, errOut)
+	}
+}

@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/config"
@@ -68,9 +67,9 @@ func Launch(t testing.TB, dir, db string, serve func(ctx context.Context, stdout
 			t.Fatalf("server did not start: %v\n%s", err, s.Stderr.String())
 		}
 		s.URL = u
-	case <-time.After(10 * time.Second):
+	case <-testkit.Expired(t):
 		cancel()
-		t.Fatalf("server did not start in 10s\n%s", s.Stderr.String())
+		t.Fatalf("server did not start\n%s", s.Stderr.String())
 	}
 	t.Cleanup(func() { s.Stop(t) })
 	resp, err := http.Get(s.URL + "/healthz")
@@ -112,8 +111,8 @@ func (s *Server) Stop(t testing.TB) {
 		if err != nil {
 			t.Errorf("serve returned %v\n%s", err, s.Stderr.String())
 		}
-	case <-time.After(20 * time.Second):
-		t.Errorf("server did not stop in 20s")
+	case <-testkit.Expired(t):
+		t.Errorf("server did not stop")
 	}
 }
 

@@ -21,17 +21,43 @@ import (
 	"time"
 )
 
-// Eventually polls cond until it holds or 10 s pass. It waits for a
-// condition, never for a fixed time.
+// Eventually polls cond until it holds. It waits for the condition, never
+// for a fixed time: on a busy machine a test only takes longer. A condition
+// that never holds fails the test shortly before the test binary's own
+// deadline (go test -timeout; Deadline), saying what it waited for.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := Deadline(t)
+	pause := time.Millisecond
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, 20*time.Millisecond)
 	}
+}
+
+// Deadline is when a test gives up waiting for something it expects: a
+// margin before the test binary's deadline (go test -timeout), so the test
+// fails saying what it waited for instead of the binary being killed. It is
+// no budget of the test's own: whatever the machine's load, the wait lasts
+// as long as the run allows. Without a deadline (-timeout 0) it is a day.
+func Deadline(t testing.TB) time.Time {
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if end, ok := d.Deadline(); ok {
+			margin := min(time.Until(end)/10, 30*time.Second)
+			return end.Add(-margin)
+		}
+	}
+	return time.Now().Add(24 * time.Hour)
+}
+
+// Expired is a channel that delivers once Deadline(t) has passed: the case
+// of a select that waits for an event, failing only when the run would
+// otherwise be killed.
+func Expired(t testing.TB) <-chan time.Time {
+	return time.After(time.Until(Deadline(t)))
 }
 
 // SyncBuffer is a text buffer that goroutines may write at once (a
