@@ -201,6 +201,9 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 			m.SlackUp.Set(1)
 		}
 		checkCancel()
+	} else if secrets.SlackToken != "" {
+		// The token is there: dry_run keeps Slack dry too.
+		log.Warn("Slack dry-run: messages are logged, not posted, because dry_run is set (its token is there: set dry_run: false to post)")
 	} else {
 		log.Warn("Slack dry-run: messages are logged, not posted", "variable", cfg.Slack.TokenEnv)
 	}

@@ -26,6 +26,27 @@ type RunOptions struct {
 	// Stdout is told "opsbot serving on URL" (and the metrics' URL) once
 	// the server listens.
 	Stdout io.Writer
+	// Listener and MetricsListener, when set, are cfg.Listen and
+	// cfg.Metrics.Listen already listened on (Listen): a port in use is
+	// refused before the database is opened. Run closes them.
+	Listener, MetricsListener net.Listener
+}
+
+// Listen listens on cfg.Listen and, when set, cfg.Metrics.Listen, for
+// RunOptions: serve does it before anything else is made, so a port in
+// use is said before a database is created or opened.
+func Listen(cfg *config.Config) (ln, mln net.Listener, err error) {
+	ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, ListenError("listen", cfg.Listen, err)
+	}
+	if cfg.Metrics.Listen != "" {
+		if mln, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
+			ln.Close()
+			return nil, nil, ListenError("metrics.listen", cfg.Metrics.Listen, err)
+		}
+	}
+	return ln, mln, nil
 }
 
 // Run serves cfg (read and checked by the caller: config.Load, Preflight)
@@ -37,6 +58,11 @@ func Run(ctx context.Context, cfg *config.Config, d Deps, o RunOptions) error {
 	log := d.Log
 	a, err := New(ctx, cfg, d)
 	if err != nil {
+		for _, l := range []net.Listener{o.Listener, o.MetricsListener} {
+			if l != nil {
+				l.Close()
+			}
+		}
 		return err
 	}
 	defer a.Close()
@@ -61,18 +87,16 @@ func Run(ctx context.Context, cfg *config.Config, d Deps, o RunOptions) error {
 			}
 		}
 	}()
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		a.Stop()
-		return ListenError("listen", cfg.Listen, err)
-	}
-	if a.metricsHandler != nil {
-		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
-		if err != nil {
-			ln.Close()
+	ln, mln := o.Listener, o.MetricsListener
+	if ln == nil {
+		if ln, mln, err = Listen(cfg); err != nil {
 			a.Stop()
-			return ListenError("metrics.listen", cfg.Metrics.Listen, err)
+			return err
 		}
+	}
+	if mln != nil && a.metricsHandler == nil {
+		mln.Close()
+	} else if mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", a.metricsHandler)
 		ms := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, ReadTimeout: cfg.HTTP.ReadTimeout,

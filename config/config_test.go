@@ -308,7 +308,7 @@ func TestLabelRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := cfg.Repos[0].Reuse
-	if got := strings.Join(r.FullSweepLabels, ","); got != "full-sweep-fail-fast,full-sweep-enabled,non-canary-full-sweep-enabled" {
+	if got := strings.Join(r.FullSweepLabels, ","); got != "full-sweep-fail-fast,full-sweep-enabled,non-canary-full-sweep-enabled,full-sweep-fail-fast-no-canary" {
 		t.Fatalf("full_sweep_labels default = %q", got)
 	}
 	if got := strings.Join(r.IncompatibleLabels, ","); got != "evals-only,agentx-fast" {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +53,7 @@ func Parse(data []byte) (*Config, error) {
 	}
 	var probs Problems
 	checkKeys(root.Content[0], reflect.TypeOf(Config{}), "", &probs)
+	placeholders(root.Content[0], "", &probs)
 
 	var cfg Config
 	var typeErrs []string
@@ -79,6 +81,38 @@ func Parse(data []byte) (*Config, error) {
 		return nil, probs
 	}
 	return &cfg, nil
+}
+
+// PlaceholderAppID is the App id the starter configurations hold until
+// the App's own is put in: no opsbot runs as it.
+const PlaceholderAppID = 1
+
+// placeholderRE is a placeholder the docs and starter configurations
+// write for a value of the reader's own (YOUR-HOST, YOUR-ORG).
+var placeholderRE = regexp.MustCompile(`YOUR-[A-Z][A-Z-]*`)
+
+// placeholders adds a problem for each value that still holds a
+// placeholder: a configuration copied from the docs passes no check until
+// the reader's own values are in it.
+func placeholders(n *yaml.Node, path string, probs *Problems) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if m := placeholderRE.FindString(n.Value); m != "" {
+			*probs = append(*probs, fmt.Sprintf("%s: %q holds the placeholder %s: put your own value in its place", path, n.Value, m))
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			placeholders(n.Content[i+1], p, probs)
+		}
+	case yaml.SequenceNode:
+		for i, v := range n.Content {
+			placeholders(v, fmt.Sprintf("%s[%d]", path, i), probs)
+		}
+	}
 }
 
 // keyAt is a value in the YAML document and the key path that names it
@@ -294,10 +328,17 @@ func closest(k string, fields map[string]reflect.Type) string {
 	for n := range fields {
 		names = append(names, n)
 	}
+	return Closest(k, names)
+}
+
+// Closest is the word of names that word is a slip of (at most two edits
+// away; the nearest, the first in sorted order at a tie), or "".
+func Closest(word string, names []string) string {
+	names = slices.Clone(names)
 	sort.Strings(names)
 	best, bestD := "", 3
 	for _, n := range names {
-		if d := editDistance(k, n); d < bestD {
+		if d := editDistance(word, n); d < bestD {
 			best, bestD = n, d
 		}
 	}

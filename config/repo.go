@@ -109,7 +109,7 @@ type Reuse struct {
 // DefaultFullSweepLabels are the labels of a full sweep when the
 // configuration does not say: the repository's workflow runs its gate only
 // for a PR with one of them.
-var DefaultFullSweepLabels = []string{"full-sweep-fail-fast", "full-sweep-enabled", "non-canary-full-sweep-enabled"}
+var DefaultFullSweepLabels = []string{"full-sweep-fail-fast", "full-sweep-enabled", "non-canary-full-sweep-enabled", "full-sweep-fail-fast-no-canary"}
 
 // DefaultIncompatibleLabels make a sweep partial when the configuration
 // does not say: runs of such PRs are not reused.

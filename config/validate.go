@@ -309,8 +309,12 @@ func (c *Config) validate() Problems {
 	checkURL("api.github_oidc.issuer", c.API.GitHubOIDC.Issuer)
 	if c.GitHub.App != nil {
 		a := c.GitHub.App
-		if a.ID <= 0 {
+		switch {
+		case a.ID <= 0:
 			add("github.app.id", "required: the GitHub App's id")
+		case a.ID == PlaceholderAppID:
+			add("github.app.id", "%d is the starter configuration's placeholder: set your App's id (opsbot github app-create prints it)",
+				PlaceholderAppID)
 		}
 		if a.PrivateKeyFile == "" {
 			add("github.app.private_key_file", "required: the App's private key (PEM)")

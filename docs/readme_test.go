@@ -235,3 +235,31 @@ func TestSecurityNamesTestsThatExist(t *testing.T) {
 		}
 	}
 }
+
+// The README's first gate is paste-and-pass: its gate job is, line for
+// line, the job of docs/examples/first-gate.yml, which CI lints with
+// actionlint like every example workflow.
+func TestReadmeGateIsTheLintedExample(t *testing.T) {
+	readme := readDoc(t, "../README.md")
+	m := regexp.MustCompile("(?s)\n   ```yaml\n(   reuse-sweep-gate:\n.*?)   ```\n").FindStringSubmatch(readme)
+	if m == nil {
+		t.Fatal("the README shows no reuse-sweep-gate job")
+	}
+	var snippet []string
+	for _, l := range strings.Split(strings.TrimRight(m[1], "\n"), "\n") {
+		snippet = append(snippet, strings.TrimPrefix(l, "   "))
+	}
+	example := readDoc(t, "examples/first-gate.yml")
+	i := strings.Index(example, "\n  reuse-sweep-gate:\n")
+	if i < 0 {
+		t.Fatal("docs/examples/first-gate.yml has no reuse-sweep-gate job")
+	}
+	job, _, _ := strings.Cut(example[i+1:], "\n\n")
+	var lines []string
+	for _, l := range strings.Split(job, "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "  "))
+	}
+	if got, want := strings.Join(snippet, "\n"), strings.Join(lines, "\n"); got != want {
+		t.Fatalf("the README's gate job:\n%s\ndocs/examples/first-gate.yml's:\n%s", got, want)
+	}
+}

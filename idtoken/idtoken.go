@@ -132,7 +132,9 @@ func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, error) 
 		}
 		return nil, err
 	}
-	v.v = p.Verifier(&oidc.Config{ClientID: v.Audience, Now: now, SupportedSigningAlgs: []string{oidc.RS256}})
+	// The audience is checked by audienceIs (a trailing / aside), after the
+	// signature.
+	v.v = p.Verifier(&oidc.Config{SkipClientIDCheck: true, Now: now, SupportedSigningAlgs: []string{oidc.RS256}})
 	return v.v, nil
 }
 
@@ -150,6 +152,9 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Claims, error) {
 	tok, err := ver.Verify(ctx, raw)
 	if err != nil {
 		return Claims{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if !audienceIs(tok.Audience, v.Audience) {
+		return Claims{}, fmt.Errorf("%w: its audience is not %q (mint it with audience=%s)", ErrInvalid, v.Audience, v.Audience)
 	}
 	var c Claims
 	if err := tok.Claims(&c); err != nil {
@@ -193,7 +198,7 @@ func (v *Verifier) precheck(raw string) error {
 			auds = []string{one}
 		}
 	}
-	if !slices.Contains(auds, v.Audience) {
+	if !audienceIs(auds, v.Audience) {
 		return fmt.Errorf("its audience is not %q (mint it with audience=%s)", v.Audience, v.Audience)
 	}
 	now := time.Now
@@ -208,6 +213,14 @@ func (v *Verifier) precheck(raw string) error {
 		return fmt.Errorf("its repository %q is not served by this opsbot", clip(c.Repository))
 	}
 	return nil
+}
+
+// audienceIs says whether a token's audiences hold want. A URL's trailing
+// / is no part of it: the gate action takes its server input without one,
+// and a configuration may name the same URL with one.
+func audienceIs(auds []string, want string) bool {
+	want = strings.TrimSuffix(want, "/")
+	return want != "" && slices.ContainsFunc(auds, func(a string) bool { return strings.TrimSuffix(a, "/") == want })
 }
 
 func clip(s string) string {

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/google/go-github/v62/github"
 )
 
@@ -64,7 +65,7 @@ type appCreate struct {
 
 func runAppCreate(e *env, args []string) error {
 	fs := newFlags(e, "github app-create",
-		"--url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--external] [--github-url URL] [--api-url URL] [--port N] [--timeout D]",
+		"--url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--external] [--github-url URL] [--api-url URL] [--port N] [--timeout D] [--code CODE]",
 		"opsbot github app-create --url https://opsbot.example.com --org SemiAnalysisAI --out /etc/opsbot/github",
 		"opsbot github app-create --url https://opsbot.example.com --name opsbot-alice --staging --teams",
 		"opsbot github app-create --url https://opsbot.example.com --org acme --github-url https://ghe.example.com/")
@@ -75,13 +76,16 @@ func runAppCreate(e *env, args []string) error {
 	name := fs.String("name", "", "the App's name, unique across GitHub, at most 34 characters (default opsbot-ORG; required without --org)")
 	staging := fs.Bool("staging", false, "also contents: write, for /stage-results dispatches")
 	teams := fs.Bool("teams", false, "also members: read, for allow_teams")
-	merge := fs.Bool("merge", false, "also contents: write, pull_requests: write and workflows: write, for /merge-with-reuse")
+	merge := fs.Bool("merge", false, "also contents: write, pull_requests: write, workflows: write and merge_queues: write, for "+
+		"/merge-with-reuse (docs/commands.md#merging-with-reuse)")
 	external := fs.Bool("external", false, "also actions: write, for /approve-sweep (dispatching the external PRs' workflow)")
 	webURL := fs.String("github-url", "https://github.com/", "GitHub's web URL, where the manifest is posted (GitHub Enterprise Server: https://HOST/)")
 	apiURL := fs.String("api-url", "", "GitHub's API URL, where the code is exchanged (default https://api.github.com/ for github.com, "+
 		"else GITHUB-URL/api/v3/)")
 	port := fs.Int("port", 0, "the loopback port of the page to open (default: any free port; set it to forward it over ssh -L)")
 	timeout := fs.Duration("timeout", time.Hour, "how long to wait for GitHub to send the browser back (GitHub's flow must finish within an hour)")
+	byHand := fs.String("code", "", "finish a run whose exchange of GitHub's code failed: exchange CODE (the one that run printed, good "+
+		"for an hour) and write the files, with no browser")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -136,6 +140,26 @@ func runAppCreate(e *env, args []string) error {
 	}
 	if err := prepareAppDir(dir); err != nil {
 		return err
+	}
+	if *byHand != "" {
+		// The browser's part was done by an earlier run: only the exchange
+		// is left.
+		if !manifestKey.MatchString(*byHand) {
+			return usage("--code: not a code GitHub hands back (letters, digits, - and _)")
+		}
+		a := &appCreate{name: *name, org: *org, web: web, apiURL: api, out: dir, root: root,
+			api: github.NewClient(&http.Client{Timeout: 30 * time.Second})}
+		if a.api.BaseURL, err = url.Parse(api); err != nil {
+			return usage("--api-url: " + err.Error())
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, *timeout)
+		defer cancel()
+		res, err := a.finish(ctx, *byHand)
+		if err != nil {
+			return a.explain(e, *byHand, err)
+		}
+		a.printNext(e, res)
+		return nil
 	}
 
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
@@ -193,7 +217,7 @@ func runAppCreate(e *env, args []string) error {
 		res, err := a.finish(ctx, cb.code)
 		cb.reply <- appResult{app: res, err: err}
 		if err != nil {
-			return err
+			return a.explain(e, cb.code, err)
 		}
 		a.printNext(e, res)
 		return nil
@@ -368,7 +392,23 @@ func (a *appCreate) handler(host string, codes chan<- appCallback, stop <-chan s
 
 // finish exchanges GitHub's code for the App's credentials and writes them.
 func (a *appCreate) finish(ctx context.Context, code string) (*createdApp, error) {
-	cfg, _, err := a.api.Apps.CompleteAppManifest(ctx, code)
+	// GitHub takes a code once: an exchange whose answer was lost (the
+	// network, GitHub's 5xx) is tried again, and one GitHub never answered
+	// can still be finished by hand (explain).
+	tries, lost := 0, false
+	cfg, err := backoff.Retry(ctx, func() (*github.AppConfig, error) {
+		tries++
+		cfg, resp, err := a.api.Apps.CompleteAppManifest(ctx, code)
+		var ue *url.Error
+		switch {
+		case err == nil:
+			return cfg, nil
+		case errors.As(err, &ue), resp != nil && resp.StatusCode >= 500:
+			lost = true
+			return nil, err
+		}
+		return nil, backoff.Permanent(err)
+	}, backoff.WithBackOff(a.retry()), backoff.WithMaxTries(exchangeTries))
 	if err != nil {
 		var er *github.ErrorResponse
 		if errors.As(err, &er) && er.Response != nil {
@@ -380,6 +420,12 @@ func (a *appCreate) finish(ctx context.Context, code string) (*createdApp, error
 				}
 				return nil, fmt.Errorf("GitHub refused to create the App: %s; nothing was written", errorText(er))
 			case http.StatusNotFound:
+				if lost {
+					return nil, fmt.Errorf("GitHub does not know the code any more after an exchange whose answer was lost (%d tries): it "+
+						"may have made the App's key then. Nothing was written: in the App's settings (%s), generate a private key and "+
+						"save it as %s, and set a webhook secret and save it as %s; or delete the App and run this again",
+						tries, a.appsPage(), filepath.Join(a.out, appKeyFile), filepath.Join(a.out, appSecretFile))
+				}
 				return nil, fmt.Errorf("GitHub does not know the code it sent back (a code works once, within an hour): nothing was written; " +
 					"if the App was created, delete it in its settings and run this again")
 			}
@@ -392,7 +438,11 @@ func (a *appCreate) finish(ctx context.Context, code string) (*createdApp, error
 		} else if errors.As(err, &er) && er.Response != nil {
 			why = fmt.Sprintf("GitHub answered %d: %s", er.Response.StatusCode, errorText(er))
 		}
-		return nil, fmt.Errorf("exchanging GitHub's code at %sapp-manifests/…/conversions: %s; nothing was written", a.apiURL, why)
+		err = fmt.Errorf("exchanging GitHub's code at %sapp-manifests/…/conversions (%d tries): %s; nothing was written", a.apiURL, tries, why)
+		if lost {
+			err = &exchangeFailed{err}
+		}
+		return nil, err
 	}
 	// The name may have been changed on GitHub's page (one taken, say); the
 	// owner asked for may not.
@@ -421,6 +471,53 @@ func (a *appCreate) finish(ctx context.Context, code string) (*createdApp, error
 		return nil, err
 	}
 	return res, nil
+}
+
+// exchangeTries is how many times GitHub's code is offered for the App's
+// key before the run gives up and says how to finish by hand.
+const exchangeTries = 5
+
+// retry is the back-off between two tries of the exchange: about three
+// seconds in all, since the code's hour is the browser's too.
+func (a *appCreate) retry() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = 200*time.Millisecond, 2*time.Second
+	return b
+}
+
+// exchangeFailed is an exchange of GitHub's code that never got GitHub's
+// answer: the code may still be good, and the run can be finished by hand.
+type exchangeFailed struct{ err error }
+
+func (e *exchangeFailed) Error() string { return e.err.Error() }
+func (e *exchangeFailed) Unwrap() error { return e.err }
+
+// explain is err as the terminal says it: for an exchange that never got
+// GitHub's answer, with how to finish the run by hand with its code (which
+// buys the App's key: said on the terminal only, never on the page).
+func (a *appCreate) explain(e *env, code string, err error) error {
+	var ef *exchangeFailed
+	if !errors.As(err, &ef) {
+		return err
+	}
+	cmd := fmt.Sprintf("opsbot github app-create --url %s --out %s --code %s --api-url %s", a.root, a.out, code, a.apiURL)
+	if a.org != "" {
+		cmd += " --org " + a.org
+	} else {
+		cmd += " --name " + a.name
+	}
+	fmt.Fprintf(e.stderr, "GitHub's code is good for an hour from when GitHub sent the browser back, and once: finish by hand with\n  %s\n"+
+		"(If that says GitHub does not know the code, the App was made with a key that is not here: generate one in its settings, %s.)\n",
+		cmd, a.appsPage())
+	return err
+}
+
+// appsPage is GitHub's page of the Apps the run's owner has.
+func (a *appCreate) appsPage() string {
+	if a.org != "" {
+		return a.web + "organizations/" + url.PathEscape(a.org) + "/settings/apps"
+	}
+	return a.web + "settings/apps"
 }
 
 func nameTaken(er *github.ErrorResponse) bool {

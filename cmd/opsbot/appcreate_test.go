@@ -382,3 +382,62 @@ func TestAppCreateRefusesBadInput(t *testing.T) {
 		t.Fatal("an existing key was overwritten")
 	}
 }
+
+// The code's exchange is tried again when its answer is lost (the network,
+// GitHub's 5xx); when no try gets GitHub's answer, the terminal says how to
+// finish by hand with the code (never the page), and --code does. A
+// --url given as the webhook's own URL is taken for its base.
+func TestAppCreateExchangeRetriedAndFinishedByHand(t *testing.T) {
+	t.Parallel()
+	gh := githubtest.New(t)
+	out := filepath.Join(t.TempDir(), "github")
+	gh.Inject(conversions, githubtest.Fault{Drop: true, Times: 2})
+	f := startAppCreate(t, gh, "--url", "https://opsbot.example.com/webhook/", "--org", "acme", "--out", out,
+		"--github-url", gh.URL, "--api-url", gh.URL)
+	back := f.submit()
+	if hook := gh.ManifestApps()[0].Manifest["hook_attributes"].(map[string]any)["url"]; hook != "https://opsbot.example.com/webhook" {
+		t.Errorf("the App's webhook is %v, want https://opsbot.example.com/webhook", hook)
+	}
+	if code, body := f.get(back.String()); code != http.StatusOK {
+		t.Fatalf("the redirect answered %d:\n%s", code, body)
+	}
+	if err := f.wait(); err != nil {
+		t.Fatalf("app-create after two lost exchanges: %v\n%s", err, f.errOut())
+	}
+	if n := gh.Count(conversions); n != 3 {
+		t.Fatalf("%d exchanges, want 3 (two lost, one answered)", n)
+	}
+	if _, err := os.Stat(filepath.Join(out, appKeyFile)); err != nil {
+		t.Fatal(err)
+	}
+
+	gh2 := githubtest.New(t)
+	out2 := filepath.Join(t.TempDir(), "github")
+	gh2.Inject(conversions, githubtest.Fault{Drop: true, Times: exchangeTries})
+	f = startAppCreate(t, gh2, "--url", "https://opsbot.example.com", "--org", "acme", "--out", out2,
+		"--github-url", gh2.URL, "--api-url", gh2.URL)
+	back = f.submit()
+	code, body := f.get(back.String())
+	err := f.wait()
+	if err == nil || code != http.StatusBadGateway {
+		t.Fatalf("app-create with every exchange lost: %v; the page %d", err, code)
+	}
+	byHand := regexp.MustCompile(`opsbot github app-create (--url \S+ --out \S+ --code (\S+) --api-url \S+ --org acme)\n`).FindStringSubmatch(f.errOut())
+	if byHand == nil || byHand[2] != back.Query().Get("code") {
+		t.Fatalf("the terminal does not say how to finish with the code:\n%s", f.errOut())
+	}
+	if strings.Contains(body, byHand[2]) {
+		t.Errorf("the page shows the code:\n%s", body)
+	}
+	if entries, _ := os.ReadDir(out2); len(entries) != 0 {
+		t.Fatalf("wrote %v after the exchange failed", entries)
+	}
+	stdout, stderr, err := runCLI(t, nil, append([]string{"github", "app-create"}, strings.Fields(byHand[1])...)...)
+	if err != nil {
+		t.Fatalf("finishing by hand: %v\n%s%s", err, stdout, stderr)
+	}
+	mustContain(t, "finished by hand", stdout, "Created the GitHub App")
+	if b, err := os.ReadFile(filepath.Join(out2, appKeyFile)); err != nil || string(b) != gh2.ManifestApps()[0].PEM {
+		t.Fatalf("the key written by hand: %v", err)
+	}
+}

@@ -40,6 +40,9 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 			"metrics.token_env: TEST_METRICS_TOKEN (or TEST_METRICS_TOKEN_FILE) is empty or unset"},
 		{"no webhook secret", "", map[string]string{"TEST_WEBHOOK_SECRET": ""}, "github.webhook_secret_env: the environment variable TEST_WEBHOOK_SECRET is empty or unset"},
 		{"a GitHub App key that does not parse", "", map[string]string{"TEST_GITHUB_TOKEN": ""}, "github.app.private_key_file:"},
+		{"a placeholder copied from the docs", "api:\n  github_oidc:\n    audience: \"https://YOUR-HOST\"\n", nil,
+			`api.github_oidc.audience: "https://YOUR-HOST" holds the placeholder YOUR-HOST: put your own value in its place`},
+		{"a GitHub App of the starter's placeholder id", "", map[string]string{"TEST_GITHUB_TOKEN": ""}, "github.app.id: 1 is the starter configuration's placeholder"},
 		{"OPSBOT_STATE_PATH in a missing directory", "", map[string]string{"OPSBOT_STATE_PATH": filepath.Join(dir, "nowhere", "opsbot.db")},
 			"state_path: directory " + `"` + filepath.Join(dir, "nowhere") + `" cannot be used`},
 	} {
@@ -56,7 +59,11 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 			}
 			if strings.HasPrefix(tc.name, "a GitHub App") {
 				raw, _ := os.ReadFile(path)
-				cfg := strings.Replace(string(raw), `  token_env: "TEST_GITHUB_TOKEN"`, "  app:\n    id: 12345\n    private_key_file: "+garbage, 1)
+				id := "12345"
+				if strings.Contains(tc.name, "placeholder") {
+					id = "1"
+				}
+				cfg := strings.Replace(string(raw), `  token_env: "TEST_GITHUB_TOKEN"`, "  app:\n    id: "+id+"\n    private_key_file: "+garbage, 1)
 				if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 					t.Fatal(err)
 				}
@@ -136,6 +143,10 @@ func TestServeSaysWhenThePortIsTaken(t *testing.T) {
 	err = run(t.Context(), []string{"serve", "--config", path, "--listen", ln.Addr().String()}, testEnv(nil), strings.NewReader(""), &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "another server is using the port") {
 		t.Fatalf("serve on a taken port = %v", err)
+	}
+	// Said before anything was made: no new, empty database beside it.
+	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "opsbot.db")); err == nil {
+		t.Fatal("serve made a database before it found the port taken")
 	}
 }
 

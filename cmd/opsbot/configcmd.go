@@ -18,6 +18,7 @@ func runConfig(e *env, args []string) error {
 				"  opsbot config check --config deploy/opsbot.yaml --no-env   # CI: the file alone, no secrets needed")
 			return nil
 		}
+		unknownSubcommand(e, "config", args, "check")
 		fmt.Fprintln(e.stderr, "Usage: opsbot config "+synopsis)
 		return exitCode(2)
 	}
@@ -84,7 +85,7 @@ func runConfig(e *env, args []string) error {
 	tok, _ := config.SecretValue(e.getenv, cfg.GitHub.TokenEnv)
 	switch {
 	case cfg.DryRun:
-		fmt.Fprintln(e.stdout, "  dry run:     on (dry_run is set): notices are logged, not posted")
+		fmt.Fprintln(e.stdout, "  dry run:     on (dry_run is set): notices are logged, not posted, to GitHub and to Slack alike")
 	case *noEnv:
 	case cfg.GitHub.App == nil && (cfg.GitHub.TokenEnv == "" || strings.TrimSpace(tok) == ""):
 		fmt.Fprintln(e.stdout, "  dry run:     on: "+app.NoTokenSaying(cfg))

@@ -330,3 +330,27 @@ func TestGateAnswersStepOutputs(t *testing.T) {
 		}
 	}
 }
+
+// An audience is a URL whose trailing / is no part of it: the gate action
+// asks for its server input without one, and api.github_oidc.audience may
+// name the same URL with one (or the other way round). Another URL is
+// still refused.
+func TestIDTokenAudienceTakesATrailingSlash(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ configured, minted string }{
+		{"https://opsbot.example.com/", "https://opsbot.example.com"},
+		{"https://opsbot.example.com", "https://opsbot.example.com/"},
+		{"https://opsbot.example.com/", "https://opsbot.example.com/"},
+	} {
+		is := newIssuer(t)
+		w := newWorldWith(t, oidcConfig(is.URL)+fmt.Sprintf("    audience: %q\n", c.configured), "", nil)
+		r := w.call(http.MethodPost, "/api/v1/gate", is.token(t, map[string]any{"aud": c.minted}), "text/plain", askForm(thePR, sha("c1")))
+		if r.code != 200 || !strings.Contains(r.body, "skip-pr-sweep=") {
+			t.Errorf("audience %q configured, %q minted: %d %s", c.configured, c.minted, r.code, r.body)
+		}
+		r = w.call(http.MethodPost, "/api/v1/gate", is.token(t, map[string]any{"aud": "https://opsbot.example.com.evil"}), "", askForm(thePR, sha("c1")))
+		if r.code != 401 || !strings.Contains(r.body, "audience") {
+			t.Errorf("another audience with %q configured: %d %s", c.configured, r.code, r.body)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/SemiAnalysisAI/opsbot/app"
+	"github.com/SemiAnalysisAI/opsbot/config"
 )
 
 // githubPermission is one permission a GitHub App or a fine-grained token
@@ -63,7 +64,7 @@ var githubEvents = app.UsedEvents()
 
 // githubUsage is `opsbot github`'s synopsis: its two subcommands.
 const githubUsage = `Usage: opsbot github app-create --url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--external]
-                            [--github-url URL] [--api-url URL] [--port N] [--timeout D]
+                            [--github-url URL] [--api-url URL] [--port N] [--timeout D] [--code CODE]
        opsbot github app-manifest --url URL [--name NAME] [--staging] [--teams] [--merge] [--external]
 
   app-create    create opsbot's GitHub App through GitHub's manifest flow, and keep its key and webhook secret
@@ -87,8 +88,25 @@ func runGitHub(e *env, args []string) error {
 			return nil
 		}
 	}
+	unknownSubcommand(e, "github", args, "app-create", "app-manifest")
 	fmt.Fprintln(e.stderr, githubUsage)
 	return exitCode(2)
+}
+
+// unknownSubcommand says, before a command's usage, which subcommand it
+// was given that it does not have (nothing when it was given none), and
+// the one meant when the word is a letter or two off.
+func unknownSubcommand(e *env, cmd string, args []string, subs ...string) {
+	if len(args) == 0 {
+		fmt.Fprintf(e.stderr, "opsbot %s: which one? (%s)\n", cmd, strings.Join(subs, ", "))
+		return
+	}
+	got := args[0]
+	msg := fmt.Sprintf("opsbot %s: unknown subcommand %q", cmd, got)
+	if s := config.Closest(got, subs); s != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	fmt.Fprintln(e.stderr, msg)
 }
 
 // appManifest is the GitHub App manifest of an opsbot served at root (its
@@ -115,7 +133,8 @@ func publicBase(raw string) (string, bool) {
 	if raw == "" || err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return "", false
 	}
-	return strings.TrimSuffix(raw, "/"), true
+	// The base, not the webhook's URL: opsbot adds /webhook itself.
+	return strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(raw, "/"), "/webhook"), "/"), true
 }
 
 func runAppManifest(e *env, args []string) error {
@@ -126,7 +145,8 @@ func runAppManifest(e *env, args []string) error {
 	name := fs.String("name", "opsbot", "the App's name")
 	staging := fs.Bool("staging", false, "also contents: write, for /stage-results dispatches")
 	teams := fs.Bool("teams", false, "also members: read, for allow_teams")
-	merge := fs.Bool("merge", false, "also contents: write, pull_requests: write and workflows: write, for /merge-with-reuse")
+	merge := fs.Bool("merge", false, "also contents: write, pull_requests: write, workflows: write and merge_queues: write, for "+
+		"/merge-with-reuse (docs/commands.md#merging-with-reuse)")
 	external := fs.Bool("external", false, "also actions: write, for /approve-sweep (dispatching the external PRs' workflow)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -149,6 +169,7 @@ func runSlack(e *env, args []string) error {
 		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h" || args[0] == "-help") {
 			args = []string{"app-manifest", "--help"}
 		} else {
+			unknownSubcommand(e, "slack", args, "app-manifest")
 			fmt.Fprintln(e.stderr, "Usage: opsbot slack app-manifest [--name NAME] [--url URL]")
 			return exitCode(2)
 		}

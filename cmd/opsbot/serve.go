@@ -97,7 +97,16 @@ func runServe(e *env, args []string) error {
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration weakens a guard", "warning", w)
 	}
+	// A port in use is said before any database is made or opened.
+	ln, mln, err := app.Listen(cfg)
+	if err != nil {
+		return err
+	}
 	if made, err := app.NewDatabase(cfg.StatePath, stateFrom, *initDB); err != nil {
+		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
 		return err
 	} else if made != "" {
 		log.Info(made, "state", cfg.StatePath)
@@ -107,7 +116,7 @@ func runServe(e *env, args []string) error {
 	if e.deps != nil {
 		e.deps(&deps)
 	}
-	return app.Run(e.ctx, cfg, deps, app.RunOptions{File: *file, Overrides: overrides, Stdout: e.stdout})
+	return app.Run(e.ctx, cfg, deps, app.RunOptions{File: *file, Overrides: overrides, Stdout: e.stdout, Listener: ln, MetricsListener: mln})
 }
 
 // readableDurations writes durations as people read them ("1.5s",

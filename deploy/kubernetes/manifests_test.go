@@ -280,9 +280,23 @@ func TestConfigAndSecretsAgreeWithOpsbot(t *testing.T) {
 	}
 	// The state directory exists only in the pod: check the rest here.
 	text := strings.Replace(string(m.configText), raw.StatePath, filepath.Join(t.TempDir(), "opsbot.db"), 1)
+	// As it is, the starter is refused for each placeholder left in it.
+	_, err := config.Parse([]byte(text))
+	if err == nil || !strings.Contains(err.Error(), `api.github_oidc.audience: "https://YOUR-HOST" holds the placeholder YOUR-HOST`) ||
+		!strings.Contains(err.Error(), "github.app.id: 1 is the starter configuration's placeholder") {
+		t.Fatalf("opsbot.yaml with its placeholders: %v; want each refused", err)
+	}
+	// Filled in as its README says, it loads, with no warning.
+	text = strings.Replace(strings.ReplaceAll(text, "YOUR-HOST", "opsbot.example.org"), "    id: 1 ", "    id: 123456 ", 1)
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
-		t.Fatalf("opsbot.yaml: %v", err)
+		t.Fatalf("opsbot.yaml filled in: %v", err)
+	}
+	if w := cfg.Warnings(); len(w) > 0 {
+		t.Errorf("opsbot.yaml draws warnings from config check: %q", w)
+	}
+	if cfg.Slack.TokenEnv == "" || cfg.Slack.Channel == "" {
+		t.Errorf("opsbot.yaml has no Slack (token_env %q, channel %q)", cfg.Slack.TokenEnv, cfg.Slack.Channel)
 	}
 
 	reads := map[string]bool{"OPSBOT_LISTEN": true, "OPSBOT_STATE_PATH": true}
