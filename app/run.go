@@ -71,6 +71,11 @@ func Run(ctx context.Context, cfg *config.Config, d Deps, o RunOptions) error {
 		a.overrides = func(*config.Config) {}
 	}
 	if err := a.Start(); err != nil {
+		for _, l := range []net.Listener{o.Listener, o.MetricsListener} {
+			if l != nil {
+				l.Close()
+			}
+		}
 		return err
 	}
 	// SIGHUP reads the configuration again, as POST /api/v1/reload does.

@@ -256,7 +256,9 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 		return "", nil, err
 	}
 	if info == nil {
-		return "ignored-check-run", nil, nil
+		// Nothing to run it for; its button is used up all the same.
+		return "ignored-check-run", h.useClicked(rc.Name, nonce, ev.RequestedAction.Identifier, record.ButtonUse{
+			Action: ev.RequestedAction.Identifier, By: ev.Sender.Login, ByID: ev.Sender.ID, Delivery: d.ID, Outcome: "ignored"}), nil
 	}
 	env, err := h.env(ctx, rc, info.Installation)
 	if err != nil {
@@ -313,7 +315,8 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	// beside the handler).
 	b, _, ok := h.Commands.Button(action)
 	if !ok || b.Label == "" || (!b.NoRun && run <= 0) {
-		return "ignored-check-run-action", nil, nil
+		use.Use.Outcome = "ignored"
+		return "ignored-check-run-action", func(tx *state.Tx) error { return plan.Apply(tx, t, plan.Plan{Steps: []plan.Step{use}}) }, nil
 	}
 	cmd := b.Command(run)
 	out, p, err := commands.PlanClick(ctx, env, inv, cmd, via, answer)
@@ -385,4 +388,52 @@ func (h *Handler) clickCommand(identifier string) string {
 		return b.Command(0).Name
 	}
 	return "unknown-button"
+}
+
+// useClicked is the write that uses up a clicked button of an offer, if
+// there is one to use (a nonce of no offer, or a button used already,
+// writes nothing): a click that did nothing (nothing to run it for, or its
+// delivery given up) still uses its button up, so the same signed body
+// sent again later under another delivery id acts no more than it did.
+func (h *Handler) useClicked(repo, nonce, action string, u record.ButtonUse) state.Write {
+	if nonce == "" || action == "" {
+		return nil
+	}
+	return func(tx *state.Tx) error {
+		err := tx.UseButton(repo, nonce, u)
+		if errors.Is(err, record.ErrButtonUsed) || errors.Is(err, record.ErrButtonUnknown) {
+			return nil
+		}
+		return err
+	}
+}
+
+// Buried is what a click's delivery given up (the dead letters) still
+// writes: its button used up (worker.Burier), so a captured copy of a click
+// that failed does not act later as the clicker. Any other delivery writes
+// nothing.
+func (h *Handler) Buried(d *state.Delivery) state.Write {
+	switch {
+	case d.Event == EventCheckRun && d.Action == "requested_action":
+		var ev checkRunPayload
+		if decode(d, &ev) != nil {
+			return nil
+		}
+		_, rest, _ := strings.Cut(ev.CheckRun.ExternalID, ":")
+		_, nonce, _ := strings.Cut(rest, ":")
+		return h.useClicked(d.Repo, nonce, ev.RequestedAction.Identifier, record.ButtonUse{Action: ev.RequestedAction.Identifier,
+			By: ev.Sender.Login, ByID: ev.Sender.ID, Delivery: d.ID, Outcome: "errored"})
+	case d.Event == EventClick:
+		var c Click
+		if decode(d, &c) != nil || c.Click == nil {
+			return nil
+		}
+		login := ""
+		if h.Cfg != nil {
+			login = h.Cfg.Get().Slack.Users[c.Click.SlackUser]
+		}
+		return h.useClicked(d.Repo, c.Click.Nonce, c.Click.Action, record.ButtonUse{Action: c.Click.Action, By: login, Delivery: d.ID,
+			Outcome: "errored"})
+	}
+	return nil
 }

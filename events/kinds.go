@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
@@ -192,9 +193,18 @@ const IgnoredCheckRunPassed = "a check run that did not fail (its suite's comple
 // so that a merge stops at the first failed job.
 func failedRuns(s *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
 	if env.Action == "requested_action" {
-		// A click on one of opsbot's check runs' buttons: the PR the check
-		// run names (a click on an older head's included), else (a fork's
-		// PR lists none) the PR the head index finds.
+		// A click on one of opsbot's check runs' buttons: the PR opsbot
+		// wrote into the check run's external_id (GitHub signs it, and it
+		// holds for an older head's check run and a fork's PR alike, so the
+		// click reaches its offer and uses its button up); else the PR the
+		// check run names, else the PR the head index finds.
+		if env.CheckRun != nil {
+			prOf, _, _ := strings.Cut(env.CheckRun.ExternalID, ":")
+			if n, err := strconv.Atoi(prOf); err == nil && n > 0 {
+				d.PR = n
+				return "", nil
+			}
+		}
 		if env.CheckRun != nil && len(env.CheckRun.PullRequests) > 0 && env.CheckRun.PullRequests[0].Number > 0 {
 			d.PR = env.CheckRun.PullRequests[0].Number
 			return "", nil

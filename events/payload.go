@@ -184,6 +184,7 @@ type mergeGroup struct {
 type headCommit struct {
 	ID           int64  `json:"id"`
 	HeadSHA      string `json:"head_sha"`
+	ExternalID   string `json:"external_id"`   // a check run's: opsbot's own name the PR first (pr:run:nonce)
 	Event        string `json:"event"`         // a workflow run's
 	DisplayTitle string `json:"display_title"` // a workflow run's name (its run-name)
 	Conclusion   string `json:"conclusion"`

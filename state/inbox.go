@@ -519,8 +519,9 @@ type DeadLetter struct {
 	Body     []byte    `json:"body"`
 }
 
-// Bury moves a pending delivery to the dead-letter bucket with its reason.
-func (s *Store) Bury(seq uint64, reason string, attempts int) error {
+// Bury moves a pending delivery to the dead-letter bucket with its reason,
+// and applies also (nil: nothing) in the same transaction.
+func (s *Store) Bury(seq uint64, reason string, attempts int, also Write) error {
 	return s.write(context.Background(), nil, func(t *Tx) error {
 		tx := t.tx
 		inbox := tx.Bucket(bInbox)
@@ -544,6 +545,11 @@ func (s *Store) Bury(seq uint64, reason string, attempts int) error {
 		m.ProcessedAt, m.Outcome = s.now(), "dead-letter"
 		if err := putJSON(marks, []byte(d.ID), m); err != nil {
 			return err
+		}
+		if also != nil {
+			if err := also(t); err != nil {
+				return err
+			}
 		}
 		t.dIn--
 		t.dDead++

@@ -33,11 +33,14 @@ func (s *Store) SetReconciledAt(repo string, t time.Time) error {
 	})
 }
 
-// ForgetReconciled makes a database copy (a backup) forget when each
-// repository was reconciled, so the first reconcile of a database restored
-// from it records the comments it finds as seen instead of replaying what
-// the lost database may have run already. No server may hold the file.
-func ForgetReconciled(path string) error {
+// ForgetOnCopy makes a database copy (a backup) forget what a database
+// restored from it must not trust: when each repository was reconciled, so
+// its first reconcile records the comments it finds as seen instead of
+// replaying what the lost database may have run already; and the buttons
+// offered, so a click used since the copy, captured and sent again, is a
+// button opsbot does not know instead of one unused. No server may hold the
+// file.
+func ForgetOnCopy(path string) error {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return fmt.Errorf("opening %q: %w", path, err)
@@ -66,6 +69,14 @@ func ForgetReconciled(path string) error {
 		}
 		if !found {
 			return errors.New("no reconciled bucket: not an opsbot database")
+		}
+		if tx.Bucket(bOffers) != nil {
+			if err := tx.DeleteBucket(bOffers); err != nil {
+				return err
+			}
+			if _, err := tx.CreateBucket(bOffers); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

@@ -176,7 +176,7 @@ func TestBury(t *testing.T) {
 	s := openTest(t, nil)
 	d := delivery("dl", 3)
 	s.Append(context.Background(), d)
-	if err := s.Bury(d.Seq, "decoding failed", 6); err != nil {
+	if err := s.Bury(d.Seq, "decoding failed", 6, nil); err != nil {
 		t.Fatal(err)
 	}
 	dead, err := s.DeadLetters()
@@ -542,7 +542,7 @@ func TestDepthCounters(t *testing.T) {
 	s.Complete(ds[0], "ok", func(tx *Tx) error {
 		return tx.Enqueue(&Notice{Channel: ChannelGitHub, Kind: NoticeComment, Repo: "o/r", PR: 1, Body: "x"})
 	})
-	s.Bury(ds[1].Seq, "bad", 1)
+	s.Bury(ds[1].Seq, "bad", 1, nil)
 	st, _ := s.InboxStats()
 	depth, _, _ := s.OutboxStats()
 	if st.Depth != 3 || st.DeadLetter != 1 || depth != 1 {

@@ -457,9 +457,9 @@ func (s *Store) Backup(w io.Writer) (int64, error) {
 // file beside it, checks the copy, and returns it open at its start with its
 // size. The read transaction lasts only as long as the local write, so a
 // slow reader of the copy never holds back commits that must grow the file.
-// The copy forgets when each repository was reconciled (ForgetReconciled),
-// so a database restored from it starts with a first reconcile that runs
-// nothing. The caller closes the file and removes it (by f.Name()); copies a
+// The copy forgets when each repository was reconciled and the buttons
+// offered (ForgetOnCopy), so a database restored from it starts with a
+// first reconcile that runs nothing, and takes no click offered before. The caller closes the file and removes it (by f.Name()); copies a
 // crash left behind are removed the next time the store is opened.
 func (s *Store) BackupFile() (f *os.File, n int64, err error) {
 	f, err = os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+backupSuffix+"*")
@@ -476,7 +476,7 @@ func (s *Store) BackupFile() (f *os.File, n int64, err error) {
 	if _, err = s.Backup(f); err != nil {
 		return nil, 0, fmt.Errorf("writing the backup copy: %w", err)
 	}
-	if err = ForgetReconciled(f.Name()); err != nil {
+	if err = ForgetOnCopy(f.Name()); err != nil {
 		return nil, 0, fmt.Errorf("clearing the backup copy's reconcile stamps: %w", err)
 	}
 	st, err := f.Stat()

@@ -27,6 +27,13 @@ type Handler interface {
 	Handle(ctx context.Context, d *state.Delivery) (outcome string, w state.Write, err error)
 }
 
+// Burier is a Handler that has something written when a delivery is given
+// up (moved to the dead letters): in the same transaction, so what the
+// delivery must not leave undone is done even though it failed.
+type Burier interface {
+	Buried(d *state.Delivery) state.Write
+}
+
 type logKey struct{}
 
 // WithLogger carries the logger of one delivery (its id, repo and PR) to
@@ -60,7 +67,7 @@ type Store interface {
 	Pending() ([]*state.Delivery, error)
 	Delivery(seq uint64) (*state.Delivery, error)
 	Complete(d *state.Delivery, outcome string, w state.Write) error
-	Bury(seq uint64, reason string, attempts int) error
+	Bury(seq uint64, reason string, attempts int, also state.Write) error
 }
 
 // Observer is told about every finished delivery (metrics).
@@ -345,7 +352,7 @@ func (p *Pool) process(ctx context.Context, it *item) (finished bool) {
 	}
 	if err != nil {
 		log.Error("loading a delivery", "err", err)
-		return p.failed(log, it, err)
+		return p.failed(log, it, nil, err)
 	}
 	log = log.With("delivery", d.ID, "repo", d.Repo, "pr", d.PR, "action", d.Action)
 	var outcome string
@@ -354,7 +361,7 @@ func (p *Pool) process(ctx context.Context, it *item) (finished bool) {
 		outcome, w, err = p.handle(WithLogger(ctx, log), d)
 		if err != nil {
 			log.Warn("processing failed", "err", err, "attempt", it.attempts+1)
-			return p.failed(log, it, err)
+			return p.failed(log, it, d, err)
 		}
 		err = p.store.Complete(d, outcome, w)
 		if errors.Is(err, plan.ErrStale) && replans < MaxReplans {
@@ -368,7 +375,7 @@ func (p *Pool) process(ctx context.Context, it *item) (finished bool) {
 	}
 	if err != nil && !errors.Is(err, state.ErrNotFound) {
 		log.Error("committing the result", "err", err)
-		return p.failed(log, it, err)
+		return p.failed(log, it, d, err)
 	}
 	log.Info("processed", "outcome", outcome, "took", time.Since(start))
 	if p.opt.Observer != nil {
@@ -388,11 +395,15 @@ func (p *Pool) handle(ctx context.Context, d *state.Delivery) (outcome string, w
 	return p.h.Handle(ctx, d)
 }
 
-func (p *Pool) failed(log *slog.Logger, it *item, err error) bool {
+func (p *Pool) failed(log *slog.Logger, it *item, d *state.Delivery, err error) bool {
 	if !IsPermanent(err) && it.attempts+1 < p.opt.MaxAttempts {
 		return false
 	}
-	if berr := p.store.Bury(it.seq, err.Error(), it.attempts+1); berr != nil && !errors.Is(berr, state.ErrNotFound) {
+	var also state.Write
+	if b, ok := p.h.(Burier); ok && d != nil {
+		also = b.Buried(d)
+	}
+	if berr := p.store.Bury(it.seq, err.Error(), it.attempts+1, also); berr != nil && !errors.Is(berr, state.ErrNotFound) {
 		log.Error("moving a delivery to the dead letters", "err", berr)
 		return false
 	}

@@ -355,3 +355,34 @@ func TestStartKeepsOrderWithDeliveriesStoredMeanwhile(t *testing.T) {
 		t.Fatalf("order %v, want the pin stored first, then the cancel", order)
 	}
 }
+
+// burying is a handler that always fails, and has a write done when its
+// delivery is given up (Burier).
+type burying struct{ handlerFunc }
+
+func (burying) Buried(d *state.Delivery) state.Write {
+	return func(tx *state.Tx) error {
+		return tx.Audit(state.AuditRecord{Kind: "command", Outcome: "buried", Repo: d.Repo, PR: d.PR, Reason: "given up: " + d.ID})
+	}
+}
+
+// What a Burier has written when a delivery is given up commits with the
+// dead letter: a click that failed still uses its button up.
+func TestBuriedDeliveryWritesWhatItsHandlerAsks(t *testing.T) {
+	s := newStore(t)
+	h := burying{handlerFunc(func(ctx context.Context, d *state.Delivery) (string, state.Write, error) {
+		return "", nil, Permanent(errors.New("GitHub answered 500"))
+	})}
+	p := New(s, h, quiet, Options{Workers: 1, MaxAttempts: 2})
+	p.Start(context.Background())
+	defer p.Stop()
+	add(t, s, p, "click", 3)
+	p.Wait()
+	if dead, _ := s.DeadLetters(); len(dead) != 1 || dead[0].Delivery.ID != "click" {
+		t.Fatalf("dead letters = %+v", dead)
+	}
+	recs, _, err := s.Audit(state.AuditQuery{Repo: "o/r"})
+	if err != nil || len(recs) != 1 || recs[0].Outcome != "buried" || recs[0].Reason != "given up: click" {
+		t.Fatalf("audit after the bury = %+v, %v; want the Burier's record", recs, err)
+	}
+}

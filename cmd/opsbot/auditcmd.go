@@ -168,10 +168,12 @@ func openAuditSource(e *env, serverURL, db string) (*auditSource, error) {
 				recs, next, err := st.Audit(aq)
 				if err == nil && len(recs) == 0 && aq.Repo != "" && aq.After == 0 {
 					// A typo in --repo looks like an empty audit: say when the
-					// database holds nothing of the repository at all.
-					some, _, err := st.Audit(state.AuditQuery{Repo: aq.Repo, Limit: 1})
-					if err == nil && len(some) == 0 {
-						return server.AuditPage{}, fmt.Errorf("the database holds nothing of %s: check the name (OWNER/REPO, as in repos[].name)", aq.Repo)
+					// database holds nothing of the repository at all (which
+					// the database alone cannot tell from a repository served
+					// but quiet so far: said, not refused).
+					if some, _, err := st.Audit(state.AuditQuery{Repo: aq.Repo, Limit: 1}); err == nil && len(some) == 0 {
+						fmt.Fprintf(e.stderr, "opsbot audit: the database holds nothing of %s: check the name (OWNER/REPO, as in repos[].name), "+
+							"unless opsbot has had no event of it yet\n", aq.Repo)
 					}
 				}
 				return server.AuditPage{Records: recs, Next: next}, err

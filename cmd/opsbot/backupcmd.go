@@ -47,7 +47,7 @@ func runBackup(e *env, args []string) error {
 	if err == nil {
 		// A database restored from the copy must not replay comments the
 		// lost one may have run: its first reconcile only records them.
-		if err = state.ForgetReconciled(tmp); err != nil {
+		if err = state.ForgetOnCopy(tmp); err != nil {
 			err = fmt.Errorf("preparing the copy: %w", err)
 		}
 	}

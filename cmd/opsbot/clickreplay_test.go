@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -115,22 +117,73 @@ func TestRefusedSweepAnywayReplayedOverridesNothing(t *testing.T) {
 }
 
 // A click refused because its check run's head is no longer the PR's,
-// replayed after the author force-pushes that head back, pins nothing.
+// replayed after the author force-pushes that head back, pins nothing; the
+// same on a fork's PR, whose check runs list no PR (the click is known by
+// the PR its check run's external_id names).
 func TestOldHeadClickReplayedAfterAForcePushBackPinsNothing(t *testing.T) {
+	t.Parallel()
+	for _, fork := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fork=%v", fork), func(t *testing.T) {
+			t.Parallel()
+			w := appWorld(t)
+			w.offerRun("c2", offeredRun)
+			w.Push("c3")
+			captured := w.ClickPayload(maintainer, "c2", "reuse", offeredRun)
+			if fork {
+				setPath(captured, "check_run.pull_requests", []any{}) // as GitHub sends a fork's PR's
+			}
+			w.Send("check_run", captured)
+			mustContain(t, "the refused click", w.LastReply(), "which is no longer this PR's head")
+			w.forcePushBack("c2")
+			// The head is c2 again: another button of its check run is not
+			// refused for its head (the maintainer lacks merge's role).
+			w.ClickCheckRun(maintainer, "c2", "merge", offeredRun)
+			mustContain(t, "a click once c2 is the head again", w.LastReply(), "needs the `maintain` role")
+			w.Send("check_run", captured)
+			mustContain(t, "the replay", w.LastReply(), "nothing was done: this button was used already, by @maintainer", "its click was rejected")
+			w.Push("c4")
+			if !w.swept("c4") {
+				t.Fatalf("a replayed click pinned: %+v", w.Statuses("c4"))
+			}
+		})
+	}
+}
+
+// forcePushBack force-pushes the PR's branch back to commit name (an older
+// head), and sends its synchronize as GitHub does: a delivery of its own
+// (stamped later than the pushes before it), stored and taken.
+func (w *world) forcePushBack(name string) {
+	w.T.Helper()
+	w.GH.ForcePush(theRepo, thePR, []string{sha("c1"), sha(name)})
+	p := w.SyncPayload(sha(name))
+	setPath(p, "pull_request.updated_at", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	if code := w.SendAs(w.ID(), "pull_request", p); code != http.StatusAccepted {
+		w.T.Fatalf("the synchronize back to %s was answered %d, not stored", name, code)
+	}
+}
+
+// A database restored from a backup takes no click offered before the
+// backup: a click used since, captured and sent again, finds a button
+// opsbot does not know, and does nothing.
+func TestRestoredDatabaseTakesNoClickOfferedBefore(t *testing.T) {
 	t.Parallel()
 	w := appWorld(t)
 	w.offerRun("c2", offeredRun)
-	w.Push("c3")
+	copyPath := filepath.Join(t.TempDir(), "restored.db")
+	if _, errOut, err := runCLI(t, tokenEnv, "backup", "--server", w.Srv.URL, "--out", copyPath); err != nil {
+		t.Fatalf("backup: %v %s", err, errOut)
+	}
 	captured := w.ClickPayload(maintainer, "c2", "reuse", offeredRun)
 	w.Send("check_run", captured)
-	mustContain(t, "the refused click", w.LastReply(), "which is no longer this PR's head")
-	w.GH.ForcePush(theRepo, thePR, []string{sha("c1"), sha("c2")})
-	w.SendSync(sha("c2"), "")
+	mustContain(t, "the click", w.LastReply(), "📌 @maintainer pinned run")
+	w.Comment(maintainer, "/reuse-sweep-run cancel")
+	w.Srv.Stop(t)
+	w.Srv = startServer(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, "--state", copyPath)
 	w.Send("check_run", captured)
-	mustContain(t, "the replay", w.LastReply(), "nothing was done: this button was used already, by @maintainer", "its click was rejected")
-	w.Push("c4")
-	if !w.swept("c4") {
-		t.Fatalf("a replayed click pinned: %+v", w.Statuses("c4"))
+	mustContain(t, "the replay on the restored database", w.LastReply(), "nothing was done: opsbot did not offer this button on this PR")
+	w.Push("c3")
+	if !w.swept("c3") {
+		t.Fatalf("a replayed click pinned on the restored database: %+v", w.Statuses("c3"))
 	}
 }
 
