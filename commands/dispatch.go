@@ -272,7 +272,7 @@ func PlanCreated(ctx context.Context, env Env, c Comment) (string, plan.Plan, er
 					Code(cmd.Text), cmd.Line, mdtext.Code(later))
 			}
 		default:
-			s.Result = spec.Handler.Prepare(ctx, env, c.Invocation, Line{Command: cmd, Spec: spec, Verdict: s.verdict})
+			s.Result = oneLive(env, c.Invocation, spec, spec.Handler.Prepare(ctx, env, c.Invocation, Line{Command: cmd, Spec: spec, Verdict: s.verdict}))
 		}
 	}
 	outcome := "commands"
@@ -603,7 +603,7 @@ func PlanClick(ctx context.Context, env Env, in Invocation, cmd Command, via str
 		return "click-" + rec.Outcome, plan.Plan{Steps: []plan.Step{plan.Audit{Record: rec},
 			answer(fmt.Sprintf("Nothing was done: %s (as @%s on GitHub).", v.Reason, in.Actor.Login), false)}}, nil
 	}
-	res := spec.Handler.Prepare(ctx, env, in, Line{Command: cmd, Spec: spec, Verdict: v})
+	res := oneLive(env, in, spec, spec.Handler.Prepare(ctx, env, in, Line{Command: cmd, Spec: spec, Verdict: v}))
 	if res.Err != nil {
 		return "", plan.Plan{}, res.Err
 	}

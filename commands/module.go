@@ -128,7 +128,15 @@ func RegistryOf(ms []Module, more ...Spec) (*Registry, error) {
 	for _, m := range ms {
 		specs = append(specs, m.Spec)
 	}
-	return NewRegistry(append(specs, more...)...)
+	r, err := NewRegistry(append(specs, more...)...)
+	if err != nil {
+		return nil, err
+	}
+	r.kinds = map[string]seq.Kind{}
+	for _, k := range KindsOf(ms) {
+		r.kinds[k.Name] = k
+	}
+	return r, nil
 }
 
 // KindsOf are the kinds of sequence the modules step, in their order.

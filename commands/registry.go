@@ -3,12 +3,14 @@ package commands
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 )
 
@@ -95,6 +97,8 @@ type Registry struct {
 	byName  map[string]*Spec
 	verbs   map[string]registered
 	longest int
+	// kinds are the kinds of sequence the modules step, by name.
+	kinds map[string]seq.Kind
 }
 
 type registered struct {
@@ -161,11 +165,11 @@ const maxCheckActions = 3
 // run; somewhere to be offered; and, with the buttons registered before,
 // at most three on a check run (GitHub shows no more).
 func (r *Registry) checkButtons(s *Spec) error {
-	labelled := 0
-	for _, p := range r.specs {
+	var held []string // the check-run buttons registered, "Label (command)"
+	for _, p := range append(slices.Clone(r.specs), s) {
 		for _, b := range p.Buttons {
 			if b.Label != "" {
-				labelled++
+				held = append(held, fmt.Sprintf("%q (%s)", b.Label, p.Name))
 			}
 		}
 	}
@@ -193,12 +197,10 @@ func (r *Registry) checkButtons(s *Spec) error {
 		if _, _, dup := r.Button(b.ID); dup {
 			return fmt.Errorf("commands: %s: button identifier %q is another command's", s.Name, b.ID)
 		}
-		if b.Label != "" {
-			labelled++
-		}
 	}
-	if labelled > maxCheckActions {
-		return fmt.Errorf("commands: %s: the commands offer %d buttons on a check run; GitHub shows %d at most", s.Name, labelled, maxCheckActions)
+	if len(held) > maxCheckActions {
+		return fmt.Errorf("commands: %s: the commands offer %d buttons on a check run, and GitHub shows %d at most: %s; give one no Label "+
+			"(a Slack button only) or leave it out", s.Name, len(held), maxCheckActions, strings.Join(held, ", "))
 	}
 	return nil
 }

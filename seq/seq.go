@@ -104,7 +104,25 @@ type Kind struct {
 	// the step re-reads what it waits for, and polls (a wake-up of its
 	// own) where an event may be lost.
 	Events []string
+	// OnStart is what a command that begins a sequence of this kind on a
+	// PR that has a live one comes to (one live sequence per PR and kind):
+	// Refuse (the default) answers which sequence waits and how to stop it;
+	// Replace ends the live one ("replaced") and begins the new one.
+	OnStart Conflict
+	// Stop is the command line that stops a live sequence of the kind
+	// ("/merge-with-reuse cancel"), said to a second command that is
+	// refused ("": none; it ends at its deadline).
+	Stop string
 }
+
+// Conflict is what beginning a sequence does where one of its kind lives.
+type Conflict int
+
+// What a second sequence of a kind does while one lives.
+const (
+	Refuse Conflict = iota
+	Replace
+)
 
 // Wakeup is one step of a sequence: the sequence as read, at the version
 // that was due, and the engine's services to the step.

@@ -23,3 +23,12 @@ func Modules(d commands.Deps) []commands.Module {
 		help.Module(d),
 	}
 }
+
+// Check is the error a command's module would stop the server with beside
+// opsbot's own (its buttons, with theirs, more than a check run holds; a
+// verb or an identifier taken): a new command's own tests call it, so what
+// would fail at the start fails there, naming the cause.
+func Check(module func(commands.Deps) commands.Module) error {
+	_, err := commands.RegistryOf(append(Modules(commands.Deps{}), module(commands.Deps{})))
+	return err
+}

@@ -139,3 +139,31 @@ func TestEchoLaterIsInTheHelp(t *testing.T) {
 	w.Comment(e2e.Maintainer, "/opsbot help")
 	e2e.MustContain(t, "help", w.LastReply(), "| `/echo-later <word>` | ", "| `/reuse-sweep-run <run>` |")
 }
+
+// A second /echo-later while one waits is answered, never a dead letter:
+// one live sequence per PR and kind holds for every kind, the engine's
+// rule, though this handler does not look for one. The first goes on.
+func TestEchoLaterTwiceIsAnsweredOnce(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, e2e.Options{}, clock)
+	w.Push("c2")
+	w.Comment(e2e.Maintainer, "/echo-later hello")
+	waitStatus(t, w, "⏳ @maintainer: I will say `hello`")
+	w.Comment(e2e.Maintainer, "/echo-later again")
+	e2e.MustContain(t, "the second command's reply", w.LastReply(), "@maintainer this PR has a `/echo-later` under way already",
+		"(asked by @maintainer, at step `waiting`): one at a time; it ends by itself by ")
+	if m := w.Metrics(); m["opsbot_dead_letters"] != "0" {
+		t.Fatalf("dead letters after the second command: %s", m["opsbot_dead_letters"])
+	}
+	var refused bool
+	for _, r := range w.AuditRecords() {
+		refused = refused || (r["command"] == Name && r["outcome"] == "rejected" && strings.Contains(r["reason"].(string), "echo_later sequence of this PR waits"))
+	}
+	if !refused {
+		t.Fatalf("the refusal is not in the audit: %v", w.AuditRecords())
+	}
+	w.CheckEvent(e2e.SHA("c2"))
+	w.PassTime(clock, record.WakeGap)
+	waitStatus(t, w, "✅ @maintainer: `hello`")
+}

@@ -15,9 +15,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/all"
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/notices"
@@ -146,4 +149,27 @@ func (h *Handler) end(w seq.Wakeup, step, words string) (string, seq.Write, erro
 		Steps: []plan.Step{plan.PutSequence{Seq: next, Read: w.Seq.Version, Edit: &edit}}}
 	t := h.Notices.Teller()
 	return "echo-" + step, func(tx record.Tx) error { return plan.Apply(tx, t, p) }, nil
+}
+
+// The command fits beside opsbot's own (what the server's start would
+// refuse fails here first): its verb and button are its own, and its
+// labelled button is one of the three a check run holds. A fourth
+// labelled button is refused, naming the limit and the buttons that hold
+// the places.
+func TestModuleFitsBesideOpsbots(t *testing.T) {
+	if err := all.Check(Module); err != nil {
+		t.Fatal(err)
+	}
+	fourth := func(d commands.Deps) commands.Module {
+		m := Module(d)
+		b := m.Spec.Buttons[0]
+		b.ID, b.Label = "echo-twice", "Echo it twice"
+		m.Spec.Buttons = append(m.Spec.Buttons, b)
+		return m
+	}
+	err := all.Check(fourth)
+	if err == nil || !strings.Contains(err.Error(), "the commands offer 4 buttons on a check run, and GitHub shows 3 at most: "+
+		`"Reuse for next push" (reuse-sweep-run), "Merge with reuse" (merge-with-reuse), "Echo the run" (echo-later), "Echo it twice" (echo-later)`) {
+		t.Fatalf("a fourth check-run button: %v", err)
+	}
 }

@@ -281,7 +281,8 @@ func Spec(h *Handler) commands.Spec {
 // a workflow run's or check suite's completion, a failed check run, a
 // commit status, on the PR's head.
 func Kind(h *Handler) seq.Kind {
-	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Events: []string{"check_suite", "check_run", "status", "workflow_run", "merge_group"}}
+	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Events: []string{"check_suite", "check_run", "status", "workflow_run", "merge_group"},
+		Stop: "/merge-with-reuse cancel"}
 }
 
 func help(rc *config.Repo) commands.Help {

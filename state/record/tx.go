@@ -116,4 +116,6 @@ type Reader interface {
 	PRInfo(repo string, pr int) (*PRInfo, error)
 	StageRequestByComment(repo string, commentID int64) (*StageRequest, error)
 	StageRequests(repo string) ([]StageRequest, error)
+	// Sequence is the PR's sequence of a kind (nil: none).
+	Sequence(repo string, pr int, kind string) (*Sequence, error)
 }
