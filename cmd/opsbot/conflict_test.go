@@ -228,7 +228,7 @@ func TestMergeWithReuseConflictMergeAnswerLost(t *testing.T) {
 	w := conflictWorld(t, clock, nil)
 	w.GH.Inject(routeMoveBranch, githubtest.Fault{Lost: true, Status: 502, Times: 1})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the lost answer", "GitHub's answer to the push was lost")
+	w.waitStatus("the lost answer, the branch read back", "opsbot merged it by the append-only rule", "GitHub's answer did not say so; the branch read back did")
 	merged := w.GH.PRHead(theRepo, thePR)
 	w.PassTime(clock, time.Minute)
 	if n := w.GH.Count(routeMoveBranch); n != 1 {
@@ -477,6 +477,49 @@ func TestMergeWithReuseConflictMergeYieldsToAPushBeforeTheMove(t *testing.T) {
 	mustContain(t, "status", st, "the branch moved to c2c2c2c while opsbot made its merge from c1c1c1c: a push since wins")
 	if n := w.GH.Count(routeMoveBranch); n != 0 {
 		t.Fatalf("the branch was moved %d times over the push", n)
+	}
+}
+
+// A cancel delivered while the move's step reads the branch, the last
+// GitHub read before the move: the cancel goes first, and the branch is
+// never moved (the stop check is the last thing before the act).
+func TestMergeWithReuseConflictMergeYieldsToACancelDuringTheLastRead(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	arrived, release := w.GH.HoldAfter("GET /repos/{owner}/{repo}/branches/{branch}", 2)
+	t.Cleanup(release)
+	mergeHeld(t, w, arrived, "the branch was never read before the move")
+	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse cancel")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	testkit.Eventually(t, "the cancel stored", func() bool { return w.Metrics()["opsbot_inbox_depth"] != "0" })
+	release()
+	w.waitStatus("the merge stopped", "⛔ stopped: cancelled by @maintainer")
+	if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
+		t.Fatalf("the branch moved (%d asks) after the cancel was acknowledged", n)
+	}
+}
+
+// GitHub refuses the move with an untyped GraphQL error: opsbot reads the
+// branch back before it says anything, and the stop says the branch was
+// not moved (never that the push's answer was lost, or that opsbot merged
+// it), and asks no more.
+func TestMergeWithReuseConflictMoveRefusedUntyped(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	w.GH.Inject(routeMoveBranch, githubtest.Fault{Status: 200, Body: `{"data":null,"errors":[{"message":"Something went wrong while executing your query."}]}`, Times: 1})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	mustContain(t, "status", st, "GitHub did not move the branch to opsbot's merge", "Something went wrong while executing your query",
+		"the branch was still at c1c1c1c when read back")
+	for _, lie := range []string{"answer to the push was lost", "opsbot merged it by the append-only rule as"} {
+		if strings.Contains(st, lie) {
+			t.Fatalf("the stop says %q of a branch GitHub did not move:\n%s", lie, st)
+		}
+	}
+	if n := w.GH.Count(routeMoveBranch); n != 1 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
+		t.Fatalf("%d moves asked, the branch at %s; want one ask and c1", n, w.GH.PRHead(theRepo, thePR))
 	}
 }
 

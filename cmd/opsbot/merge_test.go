@@ -525,3 +525,23 @@ func TestMergeWithReuseNeedsItsPinToMerge(t *testing.T) {
 	st = w2.waitStatus("the stop", "⛔ stopped")
 	mustContain(t, "status", st, "@maintainer edited away the command that asked for it")
 }
+
+// A push that comes while the merge has not looked at the branch yet (GitHub
+// still working out whether it can be merged) stops the merge, and the stop
+// says what the gate did with that push (a merge's pin covers only the
+// update opsbot asks for: it swept), never that the pin covers it.
+func TestMergeWithReuseStoppedByAPushSaysWhatThePushDid(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := mergeWorld(t, "", clock)
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	w.waitStatus("the merge waits for GitHub", "GitHub is still working out whether the branch can be merged")
+	w.Push("c2")
+	w.PassTime(clock, record.WakeGap)
+	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	mustContain(t, "status", st, "a new push (head c2c2c2c) came before the branch was looked at; opsbot's gate decided it sweeps (")
+	if strings.Contains(st, "the pin covers that push") || !w.swept("c2") {
+		t.Fatalf("the stop of a push the gate swept:\n%s\n%+v", st, w.Statuses("c2"))
+	}
+}

@@ -439,9 +439,6 @@ func blobSum(content []byte) string {
 // from the head opsbot read only (a push since wins, and the merge
 // stops), asked once.
 func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Plan, string, error) {
-	if err := st.clear(); err != nil {
-		return plan.Plan{}, "", err // a cancel or a push waits: it goes first
-	}
 	// The move is a compare-and-swap from the head read (updateRefs'
 	// beforeOid): a push since, even one that set the branch back to an
 	// older commit opsbot's merge also follows, is refused. The branch is
@@ -453,6 +450,11 @@ func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Pl
 	if !strings.EqualFold(at, head) {
 		return st.stopped("pushed", fmt.Sprintf("the branch moved to %s while opsbot made its merge from %s: a push since wins. "+
 			"Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(at), mdtext.ShortSHA(head)))
+	}
+	// The last thing before the move, with no GitHub read after it: a
+	// cancel, a deleted command or a push that waits goes first.
+	if err := st.clear(); err != nil {
+		return plan.Plan{}, "", err
 	}
 	st.h.marks.Try(st.data.UpdateMark)
 	st.data.UpdateAsked = st.now
@@ -468,9 +470,28 @@ func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Pl
 	what := fmt.Sprintf("🔀 the branch conflicted with its base in %s: opsbot merged it by the append-only rule as %s (from %s)",
 		mdtext.CodeList(st.data.BuiltFiles), mdtext.Code(mdtext.ShortSHA(st.data.Built)), mdtext.Code(mdtext.ShortSHA(head)))
 	if err != nil {
-		st.h.log().Warn("moving a branch got no answer; waiting for its push", "repo", st.cur.Repo, "pr", st.cur.PR, "err", err)
-		st.data.Trail = append(st.data.Trail, what+"; GitHub's answer to the push was lost")
-		return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-unanswered")
+		// An answer lost, or one that does not say (an untyped GraphQL
+		// error): GitHub is read back before anything is said.
+		st.h.log().Warn("moving a branch got no clear answer; reading the branch back", "repo", st.cur.Repo, "pr", st.cur.PR, "err", err)
+		now, rerr := st.gh.BranchHead(ctx, st.cur.Repo, branch)
+		switch {
+		case rerr == nil && strings.EqualFold(now, st.data.Built):
+			st.data.Trail = append(st.data.Trail, what+" (GitHub's answer did not say so; the branch read back did)")
+		case rerr == nil && strings.EqualFold(now, head):
+			return st.stopped("update_refused", fmt.Sprintf("GitHub did not move the branch to opsbot's merge %s (it answered: %s); the "+
+				"branch was still at %s when read back, and opsbot does not ask again. Update the branch by hand, then pin a run again",
+				mdtext.ShortSHA(st.data.Built), mdtext.Text(err.Error()), mdtext.ShortSHA(head)))
+		case rerr == nil:
+			return st.stopped("pushed", fmt.Sprintf("the branch is at %s, neither opsbot's merge %s nor %s, the head it read: a push "+
+				"since wins. Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(now), mdtext.ShortSHA(st.data.Built),
+				mdtext.ShortSHA(head)))
+		default:
+			st.data.Trail = append(st.data.Trail, fmt.Sprintf("🔀 the branch conflicted with its base in %s: opsbot made its merge %s (from %s) "+
+				"and asked GitHub to move the branch to it; GitHub's answer did not say whether it did, and the branch could not be read back",
+				mdtext.CodeList(st.data.BuiltFiles), mdtext.Code(mdtext.ShortSHA(st.data.Built)), mdtext.Code(mdtext.ShortSHA(head))))
+			return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-unanswered")
+		}
+		return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-pushed")
 	}
 	st.data.Trail = append(st.data.Trail, what)
 	return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-pushed")

@@ -714,6 +714,21 @@ func (st *stepper) pin() (*record.Pin, error) {
 	return p, nil
 }
 
+// pushSays is what became of a push the merge did not make, as the
+// gate's records say (a merge's pin covers only the update opsbot asks
+// for, so the gate sweeps any other push).
+func (st *stepper) pushSays(head string) string {
+	if st.h.State != nil {
+		if d, err := st.h.State.Decision(st.cur.Repo, st.cur.PR, head); err == nil && d != nil {
+			if d.Skipped() {
+				return fmt.Sprintf("opsbot's gate skipped its sweep, reusing run %d", d.RunID)
+			}
+			return "opsbot's gate decided it sweeps (" + mdtext.Text(d.Reason) + ")"
+		}
+	}
+	return "it sweeps: the merge's pin covers only the update opsbot asks for"
+}
+
 func (st *stepper) guard() plan.Fact {
 	return plan.SequenceAt{Repo: st.cur.Repo, PR: st.cur.PR, Kind: SeqKind, Version: st.cur.Version}
 }
@@ -809,8 +824,8 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 			if st.data.UpdateMark != "" {
 				return st.updating(ctx, head) // the update may have been asked just before a restart: is this its push?
 			}
-			return st.stopped("pushed", fmt.Sprintf("a new push (head %s) came before the branch was looked at; the pin covers that push. "+
-				"Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(head)))
+			return st.stopped("pushed", fmt.Sprintf("a new push (head %s) came before the branch was looked at; %s. "+
+				"Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(head), st.pushSays(head)))
 		}
 		return st.pinned(ctx, head)
 	case StepUpdating:
