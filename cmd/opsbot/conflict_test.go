@@ -490,8 +490,7 @@ func TestMergeWithReuseConflictMergeYieldsToACancelDuringTheLastRead(t *testing.
 	arrived, release := w.GH.HoldAfter("GET /repos/{owner}/{repo}/branches/{branch}", 2)
 	t.Cleanup(release)
 	mergeHeld(t, w, arrived, "the branch was never read before the move")
-	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse cancel")
-	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	w.cancelNoSettle()
 	testkit.Eventually(t, "the cancel stored", func() bool { return w.Metrics()["opsbot_inbox_depth"] != "0" })
 	release()
 	w.waitStatus("the merge stopped", "⛔ stopped: cancelled by @maintainer")
@@ -521,6 +520,14 @@ func TestMergeWithReuseConflictMoveRefusedUntyped(t *testing.T) {
 	if n := w.GH.Count(routeMoveBranch); n != 1 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
 		t.Fatalf("%d moves asked, the branch at %s; want one ask and c1", n, w.GH.PRHead(theRepo, thePR))
 	}
+}
+
+// cancelNoSettle comments /merge-with-reuse cancel without waiting for the
+// server (a step it runs is held on a request).
+func (w *world) cancelNoSettle() {
+	w.T.Helper()
+	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse cancel")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
 }
 
 // mergeHeld comments /merge-with-reuse without waiting for the server to
@@ -561,8 +568,7 @@ func TestMergeWithReuseConflictMergeYieldsToACancel(t *testing.T) {
 	arrived, release := w.GH.Hold("POST /repos/{owner}/{repo}/git/commits")
 	t.Cleanup(release)
 	mergeHeld(t, w, arrived, "opsbot never made its merge")
-	c := w.GH.AddComment(theRepo, thePR, maintainer.Login, "/merge-with-reuse cancel")
-	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	w.cancelNoSettle()
 	release()
 	w.waitStatus("the merge stopped", "⛔ stopped: cancelled by @maintainer")
 	var said bool
@@ -589,4 +595,34 @@ func TestMergeWithReuseConflictMergeSurvivesAFailedRead(t *testing.T) {
 	if n := w.GH.Count(routeMoveBranch); n != 1 {
 		t.Fatalf("the branch was moved %d times", n)
 	}
+}
+
+// The move's answer lost, and the branch cannot be read back either:
+// opsbot says only that it asked, never that the branch moved, waits for
+// the push (which its pin covers), never moves the branch again, and
+// merges.
+func TestMergeWithReuseConflictMoveUnansweredAndUnread(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	arrived, release := w.GH.HoldAnswer(routeMoveBranch)
+	t.Cleanup(release)
+	mergeHeld(t, w, arrived, "the branch was never moved")
+	// GitHub moved the branch; its answer will be lost, and reading the
+	// branch back fails too (the client's own retries included).
+	w.GH.Inject("GET /repos/{owner}/{repo}/branches/{branch}", githubtest.Fault{Status: 502, Times: 8})
+	release()
+	st := w.waitStatus("the unanswered move", "GitHub's answer did not say whether it did, and the branch could not be read back")
+	if strings.Contains(st, "opsbot merged it by the append-only rule as") {
+		t.Fatalf("the status says the branch moved, which opsbot does not know:\n%s", st)
+	}
+	merged := w.GH.PRHead(theRepo, thePR)
+	w.PassTime(clock, time.Minute)
+	if n := w.GH.Count(routeMoveBranch); n != 1 {
+		t.Fatalf("the branch was moved %d times", n)
+	}
+	w.greenChecks(merged)
+	w.SendSync(merged, "")
+	w.PassTime(clock, record.WakeGap)
+	w.waitStatus("the merge", "🎉 merged `"+merged[:7]+"`")
 }
