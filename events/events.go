@@ -202,10 +202,24 @@ func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.De
 	if err != nil {
 		return "", nil, err
 	}
-	if cur == nil || cur.Done || cur.Version != ref.Version {
+	if cur == nil || (cur.Done && !cur.Holds()) || cur.Version != ref.Version {
 		return ref.Kind + "-moved-on", nil, nil // done, or moved since it was due: its own wake-up comes
 	}
 	now := h.now()
+	if cur.Done {
+		// Done, and what it made on GitHub is still there: the kind's
+		// cleanup, until a write of its own drops the last of it.
+		if k.Cleanup == nil {
+			h.Log.Error("a done sequence holds something on GitHub and its kind has no cleanup; delete it by hand", "kind", ref.Kind,
+				"repo", ref.Repo, "pr", ref.PR, "left", cur.Left)
+			return ref.Kind + "-left-behind", func(tx *state.Tx) error { return forgetLeft(tx, ref) }, nil
+		}
+		out, write, err := k.Cleanup(ctx, rc, seq.Wakeup{Ref: ref, Seq: cur, Now: now})
+		if err != nil || write == nil {
+			return out, nil, err
+		}
+		return out, func(tx *state.Tx) error { return write(tx) }, nil
+	}
 	key := d.Key()
 	w := seq.Wakeup{Ref: ref, Seq: cur, Now: now, Clear: func() error {
 		waiting, err := h.Seqs.Waiting(key, d.Seq, MayStop)
@@ -288,6 +302,18 @@ func expire(_ context.Context, _ *config.Repo, w seq.Wakeup) (string, seq.Write,
 		next.Step, next.Done, next.Why = "expired", true, "expired: its deadline passed"
 		return tx.PutSequence(&next, s.Version)
 	}, nil
+}
+
+// forgetLeft drops what a done sequence of a kind without a cleanup holds
+// (logged for a maintainer to delete), so it is not woken again.
+func forgetLeft(tx *state.Tx, ref record.SeqRef) error {
+	s, err := tx.Sequence(ref.Repo, ref.PR, ref.Kind)
+	if err != nil || s == nil || !s.Done || s.Version != ref.Version {
+		return err
+	}
+	next := *s
+	next.Left = nil
+	return tx.PutSequence(&next, s.Version)
 }
 
 // yielded makes the sequence due again at once, as its next version: the

@@ -227,3 +227,46 @@ func TestClearSeesWhatMayStopTheSequence(t *testing.T) {
 		}
 	}
 }
+
+// A done sequence that still holds something on GitHub is stepped by its
+// kind's Cleanup, never its Wake, until a write drops what it holds; a kind
+// without a Cleanup has it dropped (logged for a maintainer), not woken in
+// every window.
+func TestTheEngineCleansUpWhatADoneSequenceLeft(t *testing.T) {
+	for _, withCleanup := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cleanup %v", withCleanup), func(t *testing.T) {
+			r := newERig(t)
+			r.h.Seqs = r.store
+			s := putSeq(t, r.store, state.Sequence{Kind: "probe", Repo: repo, PR: 12, Step: "stopped", Done: true,
+				Left: []record.Leftover{{Branch: "opsbot-merge-12-abc1234"}}}, 1)
+			if due, err := r.store.DueSequences(time.Now().Add(time.Second), 10); err != nil || len(due) != 1 {
+				t.Fatalf("due = %+v, %v; want the done sequence that holds a branch", due, err)
+			}
+			k := seq.Kind{Name: "probe", Wake: func(context.Context, *config.Repo, seq.Wakeup) (string, seq.Write, error) {
+				t.Fatal("a done sequence was woken")
+				return "", nil, nil
+			}}
+			if withCleanup {
+				k.Cleanup = func(_ context.Context, _ *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+					return "cleaned", func(tx record.Tx) error {
+						next := *w.Seq
+						next.Left = nil
+						return tx.PutSequence(&next, w.Seq.Version)
+					}, nil
+				}
+			}
+			r.h.Sequences = map[string]seq.Kind{"probe": k}
+			out, w, err := r.h.Handle(context.Background(), wakeOf(t, state.SeqRef{Repo: repo, PR: 12, Kind: "probe", Version: s.Version}))
+			want := map[bool]string{true: "cleaned", false: "probe-left-behind"}[withCleanup]
+			if err != nil || out != want {
+				t.Fatalf("Handle = %q, %v; want %q", out, err, want)
+			}
+			if err := r.store.Update(w); err != nil {
+				t.Fatal(err)
+			}
+			if due, err := r.store.DueSequences(time.Now().Add(time.Hour), 10); err != nil || len(due) != 0 {
+				t.Fatalf("due after = %+v, %v; want none", due, err)
+			}
+		})
+	}
+}

@@ -89,6 +89,12 @@ type Kind struct {
 	// the engine ends it as "expired"). A kind whose deadline is not an end
 	// (stage's next report deadline) steps it as it sees fit.
 	Expire func(ctx context.Context, rc *config.Repo, w Wakeup) (outcome string, wr Write, err error)
+	// Cleanup deletes what a done sequence left on GitHub
+	// (record.Sequence.Left): the engine runs it instead of Wake while a
+	// done sequence holds something, from the write that ended it (due at
+	// once) until a write of Cleanup's own drops the last of it. A kind
+	// that makes nothing on GitHub leaves it nil.
+	Cleanup func(ctx context.Context, rc *config.Repo, w Wakeup) (outcome string, wr Write, err error)
 	// Events are the webhook events, besides pull_request (which wakes
 	// every kind), whose completions on a PR's head wake the PR's
 	// sequences: the kind's own event routes. opsbot subscribes to, stores

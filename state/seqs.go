@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -80,14 +81,20 @@ func (t *Tx) PutSequence(s *Sequence, read uint64) error {
 	if cur == nil || cur.Done {
 		s.Started = now
 	}
+	if cur != nil && cur.Done && cur.Holds() && read == 0 {
+		s.Left = keepLeft(s.Left, cur.Left) // a sequence begun over a done one deletes what that one left
+	}
 	if cur != nil {
 		s.Version = cur.Version + 1
 	} else {
 		s.Version = 1
 	}
 	s.V, s.Updated = 1, now
-	if s.Done {
+	switch {
+	case s.Done && !s.Holds():
 		s.WakeAt = time.Time{}
+	case s.Done && s.WakeAt.IsZero():
+		s.WakeAt = now // what it left is deleted at once
 	}
 	b, err := prBucket(t.tx, s.Repo, s.PR, true)
 	if err != nil {
@@ -168,7 +175,7 @@ func (s *Store) DueSequences(now time.Time, max int) ([]SeqRef, error) {
 			if err != nil {
 				return err
 			}
-			if seq == nil || seq.Done || !record.DueAt(seq).Equal(time.Unix(0, int64(binary.BigEndian.Uint64(k[:8])))) {
+			if seq == nil || (seq.Done && !seq.Holds()) || !record.DueAt(seq).Equal(time.Unix(0, int64(binary.BigEndian.Uint64(k[:8])))) {
 				continue // a key no write keeps (a build that did not clean up): nothing to wake
 			}
 			out = append(out, SeqRef{Repo: seq.Repo, PR: pr, Kind: seq.Kind, Version: seq.Version})
@@ -176,6 +183,17 @@ func (s *Store) DueSequences(now time.Time, max int) ([]SeqRef, error) {
 		return nil
 	})
 	return out, err
+}
+
+// keepLeft is mine with what was left before that mine does not name.
+func keepLeft(mine, before []record.Leftover) []record.Leftover {
+	out := append([]record.Leftover(nil), mine...)
+	for _, l := range before {
+		if !slices.ContainsFunc(out, func(m record.Leftover) bool { return m.Branch == l.Branch }) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func max64(a, b int64) int64 {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // A sequence changes only from the version its writer read; its wake-up
@@ -150,5 +152,46 @@ func TestSequencesAreDueAtTheirDeadline(t *testing.T) {
 	defer s.Close()
 	if due := dueAt(now.Add(3 * time.Hour)); len(due) != 2 || due[0].PR != 1 || due[1].PR != 2 {
 		t.Fatalf("after opening a schema 6 file, due = %+v; want the stage at its deadline and the merge at its wake-up", due)
+	}
+}
+
+// A done sequence that still holds something on GitHub (Left) is due at
+// once, and stays due until a write drops it, whatever its deadline; it is
+// not live; a sequence begun over it takes what it left.
+func TestDoneSequencesHoldingSomethingStayDue(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s, err := Open(filepath.Join(t.TempDir(), "opsbot.db"), Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	put := func(seq *Sequence, read uint64) {
+		t.Helper()
+		if err := s.Update(func(tx *Tx) error { return tx.PutSequence(seq, read) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := &Sequence{Kind: "merge", Repo: "o/r", PR: 7, Step: "pinned", Deadline: now.Add(time.Hour),
+		Left: []record.Leftover{{Branch: "opsbot-merge-7-abc1234", Commit: "abc1234"}}}
+	put(live, 0)
+	done := *live
+	done.Step, done.Done = "stopped", true
+	put(&done, live.Version)
+	if due, err := s.DueSequences(now, 10); err != nil || len(due) != 1 || due[0].Version != done.Version {
+		t.Fatalf("due = %+v, %v; want the done merge that holds a branch, at once", due, err)
+	}
+	if l, err := s.LiveSequences("o/r"); err != nil || len(l) != 0 {
+		t.Fatalf("live = %+v, %v; want none: it is done", l, err)
+	}
+	again := &Sequence{Kind: "merge", Repo: "o/r", PR: 7, Step: "pinned", Deadline: now.Add(time.Hour)}
+	put(again, 0)
+	if len(again.Left) != 1 || again.Left[0].Branch != "opsbot-merge-7-abc1234" {
+		t.Fatalf("the new merge holds %+v; want what the done one left", again.Left)
+	}
+	cleaned := *again
+	cleaned.Step, cleaned.Done, cleaned.Left = "stopped", true, nil
+	put(&cleaned, again.Version)
+	if due, err := s.DueSequences(now.Add(2*time.Hour), 10); err != nil || len(due) != 0 {
+		t.Fatalf("due = %+v, %v; want none once nothing is held", due, err)
 	}
 }

@@ -247,38 +247,65 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly
 		return gitHubMerged{}, p, out, err
 	}
 	st.sweepLeftBranches(ctx)
-	headInfo, err := st.gh.CommitInfo(ctx, cur.Repo, head)
-	if err != nil {
+	skip := fmt.Sprintf("[skip ci] opsbot: #%d without its changes to %s, to merge the rest", cur.PR, strings.Join(appendOnly, ", "))
+	var ref *ghclient.Refusal
+	key := strings.ToLower(head + ".." + tip)
+	undone := st.data.Undone
+	if st.data.UndoneFor != key || undone == "" || !st.holds(tempBranch(cur.PR, undone)) {
+		headInfo, err := st.gh.CommitInfo(ctx, cur.Repo, head)
+		if err != nil {
+			return gitHubMerged{}, plan.Plan{}, "", err
+		}
+		var undo []ghclient.TreeChange
+		for _, name := range appendOnly {
+			e := mergeBaseTree[name] // a plain file on every side: checked before
+			undo = append(undo, ghclient.TreeChange{Path: name, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
+		}
+		undoTree, err := st.gh.CreateTree(ctx, cur.Repo, headInfo.Tree, undo)
+		if err == nil {
+			undone, err = st.gh.CreateCommit(ctx, cur.Repo, skip, undoTree, []string{head})
+		}
+		if errors.As(err, &ref) {
+			return stop("update_refused", fmt.Sprintf("%s (%s%s): %s", refusedWords(ref, "make the merge"), mdtext.Text(ref.Message), workflowHint(ref), byHand))
+		}
+		if err != nil {
+			return gitHubMerged{}, plan.Plan{}, "", err // nothing points at what was made: made again at the next step
+		}
+		// The branch is the merge's before it is made: written first, so
+		// whatever ends the merge from now on deletes it.
+		st.dropLeftBut(ctx, "") // an older try's, for another head or tip
+		st.data.Undone, st.data.UndoneFor, st.data.BranchMark = undone, key, st.h.marks.New()
+		st.noteLeft(tempBranch(cur.PR, undone), undone)
+		p, out, err := st.waitFor(st.cur.Step, fmt.Sprintf("⏳ GitHub merges what both changed on opsbot's temporary branch %s",
+			mdtext.Code(tempBranch(cur.PR, undone))), "merge-conflict-branch-noted", 0)
+		return gitHubMerged{}, p, out, err
+	}
+	temp := tempBranch(cur.PR, undone)
+	// A cancel, a deleted command or a push that waits goes first: the
+	// branch is not made for a merge about to stop.
+	if err := st.clear(); err != nil {
 		return gitHubMerged{}, plan.Plan{}, "", err
 	}
-	var undo []ghclient.TreeChange
-	for _, name := range appendOnly {
-		e := mergeBaseTree[name] // a plain file on every side: checked before
-		undo = append(undo, ghclient.TreeChange{Path: name, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
+	if !st.h.marks.Try(st.data.BranchMark) {
+		// Made before a restart, or tried already: it may be there, and
+		// moved by anyone who can push. Deleted first, made afresh.
+		if err := st.gh.DeleteBranch(context.WithoutCancel(ctx), cur.Repo, temp); err != nil {
+			return gitHubMerged{}, plan.Plan{}, "", err
+		}
 	}
-	skip := fmt.Sprintf("[skip ci] opsbot: #%d without its changes to %s, to merge the rest", cur.PR, strings.Join(appendOnly, ", "))
-	undoTree, err := st.gh.CreateTree(ctx, cur.Repo, headInfo.Tree, undo)
-	var undone string
-	if err == nil {
-		undone, err = st.gh.CreateCommit(ctx, cur.Repo, skip, undoTree, []string{head})
-	}
-	// The branch's name holds no slash (no branch named as its folder can
-	// block it) and opsbot's new commit (nobody can have taken it before).
-	temp := fmt.Sprintf("opsbot-merge-%d-%s", cur.PR, mdtext.ShortSHA(undone))
-	if err == nil {
-		err = st.gh.CreateBranch(ctx, cur.Repo, temp, undone)
-	}
-	var ref *ghclient.Refusal
+	err := st.gh.CreateBranch(ctx, cur.Repo, temp, undone)
 	if errors.As(err, &ref) {
+		st.dropBranch(ctx, temp)
 		return stop("update_refused", fmt.Sprintf("%s (%s%s): %s", refusedWords(ref, "make the merge"), mdtext.Text(ref.Message), workflowHint(ref), byHand))
 	}
 	if err != nil {
-		if undone != "" {
-			st.deleteBranch(ctx, temp) // its answer lost, it may exist: it is opsbot's (its name holds opsbot's new commit)
-		}
-		return gitHubMerged{}, plan.Plan{}, "", err
+		return gitHubMerged{}, plan.Plan{}, "", err // its answer lost, it may exist: deleted first at the next try
 	}
-	defer st.deleteBranch(ctx, temp)
+	stop = func(code, why string) (gitHubMerged, plan.Plan, string, error) {
+		st.dropBranch(ctx, temp)
+		p, out, err := st.stopped(code, why)
+		return gitHubMerged{}, p, out, err
+	}
 	gm, err := st.gh.MergeInto(ctx, cur.Repo, temp, tip, skip)
 	switch {
 	case errors.As(err, &ref) && ref.Status == 409:
@@ -336,11 +363,10 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly
 			return stop("conflict", fmt.Sprintf("GitHub's merge of the rest is not what each side changed (%s): %s", mdtext.Code(p), byHand))
 		}
 	}
+	st.dropBranch(ctx, temp) // GitHub's merge is read: the branch has done its part
 	return gitHubMerged{tree: gmInfo.Tree, files: files}, plan.Plan{}, "", nil
 }
 
-// deleteBranch deletes opsbot's merge branch; one it cannot is said in
-// the status comment (delete it by hand), never a reason to stop.
 // sweepLeftBranches deletes the branches of opsbot's for this PR that a
 // process stopped between making and deleting one left behind: named
 // opsbot-merge-<pr>-…, pointing at a commit of opsbot's (its message). A
@@ -372,14 +398,6 @@ func (st *stepper) sweepLeftBranches(ctx context.Context) {
 		if err := st.gh.DeleteBranch(context.WithoutCancel(ctx), st.cur.Repo, name); err != nil {
 			st.h.log().Warn("deleting a merge branch left behind failed", "repo", st.cur.Repo, "branch", name, "err", err)
 		}
-	}
-}
-
-func (st *stepper) deleteBranch(ctx context.Context, branch string) {
-	if err := st.gh.DeleteBranch(context.WithoutCancel(ctx), st.cur.Repo, branch); err != nil {
-		st.h.log().Warn("deleting the merge's branch failed; it is left behind", "repo", st.cur.Repo, "branch", branch, "err", err)
-		st.data.Trail = append(st.data.Trail, fmt.Sprintf("⚠️ opsbot could not delete its branch %s (%s): delete it by hand",
-			mdtext.Code(branch), mdtext.Text(err.Error())))
 	}
 }
 

@@ -137,6 +137,15 @@ type Data struct {
 	UpdateAsked time.Time `json:"update_asked,omitzero"`
 	// UpdateBase is the base's tip the update merges, as the pin records it.
 	UpdateBase string `json:"update_base,omitempty"`
+	// Undone is opsbot's commit of the head without its changes to the
+	// append-only files, made for UndoneFor (head..tip) when both sides
+	// changed other files too: GitHub merges the rest on a temporary branch
+	// at it, noted in the record (Left) before it is made; BranchMark marks
+	// its making in this process (one made before a restart, or tried, is
+	// deleted first: it may be there).
+	Undone     string `json:"undone,omitempty"`
+	UndoneFor  string `json:"undone_for,omitempty"`
+	BranchMark string `json:"branch_mark,omitempty"`
 	// Built is the merge opsbot made of a branch that conflicted with its
 	// base (conflict.go), for the head BuiltFor, with the tree BuiltTree,
 	// merging BuiltFiles by the append-only rule; the update's mark and
@@ -281,7 +290,7 @@ func Spec(h *Handler) commands.Spec {
 // a workflow run's or check suite's completion, a failed check run, a
 // commit status, on the PR's head.
 func Kind(h *Handler) seq.Kind {
-	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Events: []string{"check_suite", "check_run", "status", "workflow_run", "merge_group"},
+	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Cleanup: h.cleanup, Events: []string{"check_suite", "check_run", "status", "workflow_run", "merge_group"},
 		Stop: "/merge-with-reuse cancel"}
 }
 
@@ -529,6 +538,9 @@ func (h *Handler) stop(cur *record.Sequence, data Data, code, why string, actorI
 	next := *cur
 	next.Step, next.Done, next.Why = StepStopped, true, code+": "+why
 	data.Trail = append(data.Trail, "⛔ stopped: "+why)
+	if l := leftWords(next.Left); l != "" {
+		data.Trail = append(data.Trail, l) // the engine's cleanup runs next
+	}
 	next.Data, _ = json.Marshal(data) // plain fields: cannot fail
 	edit := h.statusEdit(&next, data, "")
 	rec := record.AuditRecord{Kind: record.AuditMerge, Outcome: StepStopped, Repo: cur.Repo, PR: cur.PR, RunID: data.RunID,
@@ -664,7 +676,8 @@ func (h *Handler) stepperOf(rc *config.Repo, w seq.Wakeup) (*stepper, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stepper{h: h, rc: rc, cur: w.Seq, data: data, now: w.Now, clear: w.CheckClear}, nil
+	cur := *w.Seq // the step's own: what it notes (Left) goes into the writes it makes
+	return &stepper{h: h, rc: rc, cur: &cur, data: data, now: w.Now, clear: w.CheckClear}, nil
 }
 
 // apply is a step's plan as the wake-up's write: one whose facts moved
@@ -797,6 +810,15 @@ func firstNonEmpty(a, b string) string {
 }
 
 func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
+	if st.cur.Holds() {
+		// Only a merge still looking at its branch (StepPinned) makes one:
+		// any other it holds is an earlier try's, or an earlier merge's.
+		keep := ""
+		if st.cur.Step == StepPinned {
+			keep = st.tempNow()
+		}
+		st.dropLeftBut(ctx, keep)
+	}
 	pr, cur := st.pr, st.cur
 	head := pr.GetHead().GetSHA()
 	if pr.GetMerged() {
@@ -1287,6 +1309,9 @@ func (st *stepper) merged(commit string, found bool) (plan.Plan, string, error) 
 		line = fmt.Sprintf("🎉 the merge queue merged %s as %s", mdtext.Code(mdtext.ShortSHA(st.data.Decided)), mdtext.Code(mdtext.ShortSHA(commit)))
 	}
 	st.data.Trail = append(st.data.Trail, line)
+	if l := leftWords(next.Left); l != "" {
+		st.data.Trail = append(st.data.Trail, l) // the engine's cleanup runs next
+	}
 	next.Data, _ = json.Marshal(st.data)
 	e := st.h.statusEdit(&next, st.data, "")
 	rec := record.AuditRecord{Kind: record.AuditMerge, Outcome: StepMerged, Repo: cur.Repo, PR: cur.PR, RunID: st.data.RunID,

@@ -42,6 +42,12 @@ type Sequence struct {
 	// events); Deadline is when it gives up.
 	WakeAt   time.Time `json:"wake_at,omitzero"`
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Left is what the sequence made on GitHub that is opsbot's to delete
+	// (a temporary branch), recorded before it is made and dropped once
+	// GitHub confirms it gone. A done sequence that still holds something
+	// stays due at WakeAt, so the engine's cleanup (seq.Kind.Cleanup) runs
+	// until it is gone; a sequence begun over a done one takes its Left.
+	Left []Leftover `json:"left,omitempty"`
 	// Version counts its writes; a write names the version it read.
 	Version uint64    `json:"version"`
 	Started time.Time `json:"started,omitzero"`
@@ -69,11 +75,25 @@ func (s *Sequence) SetOrigin(o Origin) {
 	s.OriginID, s.OriginURL, s.OriginKind = o.ID, o.URL, storedKind(o.Kind)
 }
 
+// Leftover is a branch a sequence made on GitHub for a while (the merge's
+// temporary branch), named for Commit, opsbot's commit it was made at.
+// Tries counts the deletions GitHub refused or did not answer.
+type Leftover struct {
+	Branch string `json:"branch"`
+	Commit string `json:"commit,omitempty"`
+	Tries  int    `json:"tries,omitempty"`
+}
+
+// Holds reports whether the sequence still holds something on GitHub.
+func (s *Sequence) Holds() bool { return len(s.Left) > 0 }
+
 // DueAt is when s is next due: its wake-up or its deadline, whichever
 // comes first (zero: never, it waits for events). The wake index holds
 // this time, so a deadline fires whether or not a wake-up is set.
 func DueAt(s *Sequence) time.Time {
 	switch {
+	case s.Done && s.Holds():
+		return s.WakeAt // its cleanup: no deadline stops it
 	case s.Done:
 		return time.Time{}
 	case s.WakeAt.IsZero():

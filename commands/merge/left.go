@@ -1,0 +1,147 @@
+package merge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// What a merge leaves on GitHub for a while: the temporary branch GitHub
+// merges the rest on (conflict.go). It is in the sequence's record
+// (record.Sequence.Left) before it is made, so whatever ends the merge (a
+// push, a cancel, a close, the deadline, a crash and any of those after
+// it) ends with it named in the status comment, and the engine's cleanup
+// deletes it once the merge is done.
+
+// MaxCleanupTries bounds the deletions of a branch GitHub did not answer;
+// past it, the status comment says to delete it by hand.
+const MaxCleanupTries = 10
+
+// tempBranch is the name of the branch for opsbot's commit undone: no
+// slash (no branch named as its folder can block it), and opsbot's new
+// commit (nobody can have taken it before).
+func tempBranch(pr int, undone string) string {
+	return fmt.Sprintf("opsbot-merge-%d-%s", pr, mdtext.ShortSHA(undone))
+}
+
+// tempNow is the temporary branch of the merge's current try ("": none).
+func (st *stepper) tempNow() string {
+	if st.data.Undone == "" {
+		return ""
+	}
+	return tempBranch(st.cur.PR, st.data.Undone)
+}
+
+// holds reports whether the merge's record names branch as left.
+func (st *stepper) holds(branch string) bool {
+	return slices.ContainsFunc(st.cur.Left, func(l record.Leftover) bool { return l.Branch == branch })
+}
+
+// noteLeft records branch, for commit, as the merge's before it is made.
+func (st *stepper) noteLeft(branch, commit string) {
+	if !st.holds(branch) {
+		st.cur.Left = append(slices.Clip(st.cur.Left), record.Leftover{Branch: branch, Commit: commit})
+	}
+}
+
+// dropBranch deletes one branch the merge left, and says what became of it:
+// gone, it is no longer the merge's; refused, the trail says to delete it by
+// hand (asking again would not change GitHub's mind); unanswered, it stays
+// for the next try, at most MaxCleanupTries.
+func (st *stepper) dropBranch(ctx context.Context, branch string) (deleted bool) {
+	err := st.gh.DeleteBranch(context.WithoutCancel(ctx), st.cur.Repo, branch)
+	i := slices.IndexFunc(st.cur.Left, func(l record.Leftover) bool { return l.Branch == branch })
+	var ref *ghclient.Refusal
+	switch {
+	case err == nil:
+	case errors.As(err, &ref), i >= 0 && st.cur.Left[i].Tries+1 >= MaxCleanupTries:
+		st.h.log().Warn("deleting the merge's branch failed; it is left behind", "repo", st.cur.Repo, "branch", branch, "err", err)
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("⚠️ opsbot could not delete its branch %s (%s): delete it by hand",
+			mdtext.Code(branch), mdtext.Text(err.Error())))
+	default:
+		st.h.log().Warn("deleting the merge's branch got no answer; it is tried again", "repo", st.cur.Repo, "branch", branch, "err", err)
+		if i >= 0 {
+			left := slices.Clone(st.cur.Left)
+			left[i].Tries++
+			st.cur.Left = left
+		}
+		return false
+	}
+	if i >= 0 {
+		st.cur.Left = slices.Delete(slices.Clone(st.cur.Left), i, i+1)
+	}
+	return err == nil
+}
+
+// dropLeftBut deletes what the record holds besides keep: what an earlier
+// merge of the PR left (a sequence begun over a done one takes its Left).
+func (st *stepper) dropLeftBut(ctx context.Context, keep string) {
+	for _, l := range slices.Clone(st.cur.Left) {
+		if l.Branch != keep {
+			st.dropBranch(ctx, l.Branch)
+		}
+	}
+}
+
+// leftWords is the status comment's line for what a merge that ended
+// still holds on GitHub ("": nothing).
+func leftWords(left []record.Leftover) string {
+	if len(left) == 0 {
+		return ""
+	}
+	names := make([]string, len(left))
+	for i, l := range left {
+		names[i] = l.Branch
+	}
+	return fmt.Sprintf("🧹 opsbot's temporary %s %s may still be on GitHub: opsbot deletes %s now", plural(len(names), "branch", "branches"),
+		mdtext.CodeList(names), plural(len(names), "it", "them"))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// cleanup is the engine's step of a done merge that still holds a branch
+// on GitHub: each is deleted, and the status comment says so; one GitHub
+// did not answer is tried again after Poll.
+func (h *Handler) cleanup(ctx context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+	st, err := h.stepperOf(rc, w)
+	if err != nil {
+		return "", nil, err
+	}
+	if st.gh, err = h.Clients(st.data.Installation); err != nil {
+		return "", nil, err
+	}
+	for _, l := range slices.Clone(st.cur.Left) {
+		if st.dropBranch(ctx, l.Branch) {
+			st.data.Trail = append(st.data.Trail, fmt.Sprintf("🧹 opsbot's temporary branch %s is deleted", mdtext.Code(l.Branch)))
+		}
+	}
+	next, read := *st.cur, w.Seq.Version
+	next.WakeAt = st.now.Add(Poll) // kept only while something is left
+	next.Data, err = json.Marshal(st.data)
+	if err != nil {
+		return "", nil, err
+	}
+	edit := h.statusEdit(&next, st.data, "")
+	// Guarded by the write itself (a done sequence is version 0 to a
+	// plan's SequenceAt): one begun over it since takes what is left.
+	p := plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: next, Read: read, Edit: &edit}}}
+	out := "merge-left-deleted"
+	if next.Holds() {
+		out = "merge-left-kept"
+	}
+	return out, h.apply(p), nil
+}
