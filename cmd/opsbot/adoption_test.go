@@ -25,6 +25,7 @@ import (
 // the JSON. opsbot checks the signature over the raw form body, then reads
 // the payload: a pin sent that way is answered like one sent as JSON.
 func TestFormEncodedWebhookIsAccepted(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	c := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932")
 	p := payload(t, "issue_comment", "created")
@@ -66,6 +67,7 @@ func TestFormEncodedWebhookIsAccepted(t *testing.T) {
 
 // The conventions a Go operator expects of a CLI.
 func TestCLIConventions(t *testing.T) {
+	t.Parallel()
 	wantVersion := "opsbot " + fullVersion() + " (commit " + fullCommit() + ", " + runtime.Version() + ")\n"
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		out, errOut, err := runCLI(t, nil, args...)
@@ -100,6 +102,7 @@ func TestCLIConventions(t *testing.T) {
 // `config check` names each environment variable the file refers to and
 // says which are unset here and what opsbot does without them.
 func TestConfigCheckReportsUnsetVariables(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := writeConfig(t, dir, "slack:\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#ops\"\n")
 	slackFile := filepath.Join(dir, "slack-token")
@@ -126,6 +129,7 @@ func TestConfigCheckReportsUnsetVariables(t *testing.T) {
 // limit before its first answer, Slack's health before auth.test. The
 // build is always there.
 func TestMetricsReportUnknownAsAbsent(t *testing.T) {
+	t.Parallel()
 	// A server without GitHub credentials (a dry run) asks GitHub nothing.
 	dry := startServer(t, writeConfig(t, t.TempDir(), ""), testEnv(nil))
 	m := (&e2e.World{T: t, Srv: dry}).Metrics()
@@ -168,6 +172,7 @@ func TestMetricsReportUnknownAsAbsent(t *testing.T) {
 
 // Slack's health is known once auth.test answers.
 func TestSlackHealthKnownAfterAuthTest(t *testing.T) {
+	t.Parallel()
 	sl := slacktest.New(t)
 	w := slackWorld(t, sl)
 	if v := w.Metrics()["opsbot_slack_healthy"]; v != "1" {
@@ -178,6 +183,7 @@ func TestSlackHealthKnownAfterAuthTest(t *testing.T) {
 // A first run on the example configuration, with the README's command,
 // cannot hurt: it serves, in dry-run, with reconcile off.
 func TestExampleConfigFirstRunIsDry(t *testing.T) {
+	t.Parallel()
 	cfg, err := config.Load(filepath.Join("..", "..", "opsbot.example.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +205,7 @@ func TestExampleConfigFirstRunIsDry(t *testing.T) {
 // `opsbot demo` plays the everyday story against the in-repository fake
 // GitHub on loopback ports and prints each step and the audit.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	began := time.Now()
 	out, errOut, err := runCLI(t, nil, "demo")
 	if err != nil {
@@ -277,6 +284,7 @@ func runGateAction(t *testing.T, w *world, head string, vars map[string]string) 
 // secret) the pinned push skips; with a gate token the next push sweeps;
 // another PR's ID token is refused and the step fails closed.
 func TestGateActionAgainstTheServer(t *testing.T) {
+	t.Parallel()
 	is := newIssuer(t)
 	w := newWorldWith(t, oidcConfig(is.URL), "", nil)
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
@@ -316,6 +324,7 @@ func TestGateActionAgainstTheServer(t *testing.T) {
 // reason never becomes a workflow command in the step's log: neither the
 // legacy `##[…]` the runner finds anywhere in a line, nor `::…::`.
 func TestReasonTextIsNoWorkflowCommand(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n")
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	hostileFiles := []string{"##[set-env name=X;]x", "a::add-mask::b", ":::error::c"}
@@ -347,6 +356,7 @@ func TestReleaseBuildStampsVersionAndCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a binary")
 	}
+	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "opsbot")
 	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version=v9.8.7 -X main.commit=0123456789abcdef0123456789abcdef01234567",
 		"-o", bin, ".")

@@ -24,6 +24,7 @@ import (
 // the reply and that the push's installation is remembered in the database
 // with the delivery.
 func TestAppBuiltApartFromFlags(t *testing.T) {
+	t.Parallel()
 	gh := githubtest.New(t)
 	gh.AddRepo(theRepo, "run-sweep.yml", 77)
 	gh.AddUser(maintLog, maintID, "User")

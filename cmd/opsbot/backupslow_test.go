@@ -84,6 +84,7 @@ func backupTemps(t *testing.T, dir string) []string {
 // the backup then completes whole and checks, and its temporary copy is
 // removed, also when the client hangs up half way.
 func TestSlowBackupReaderDoesNotStallCommits(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	// A database larger than the socket buffers, so that a client that
 	// does not read leaves the server's writes blocked.

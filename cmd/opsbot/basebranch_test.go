@@ -12,6 +12,7 @@ import (
 // when it was based on another branch, are refused at pin, at use and at
 // staging.
 func TestRunOfAPRNotBasedOnTheDefaultBranchIsRefused(t *testing.T) {
+	t.Parallel()
 	t.Run("pin", func(t *testing.T) {
 		w := newWorld(t, "")
 		w.GH.Retarget(theRepo, thePR, "bench-tmp")
@@ -56,6 +57,7 @@ func TestRunOfAPRNotBasedOnTheDefaultBranchIsRefused(t *testing.T) {
 // its base: a fork's run lists no pull requests, and GitHub lists every open
 // PR whose head matches a run, not the one that triggered it.
 func TestRunMustBeMadeForThePRsHead(t *testing.T) {
+	t.Parallel()
 	forkPR := func(w *world) {
 		w.GH.AddPR(theRepo, 2600, "author", "tune", sha("b0"), []string{sha("f1")}, []string{"benchmarks/kimi.sh"})
 		w.GH.FromFork(theRepo, 2600, 999, "contributor/InferenceX")

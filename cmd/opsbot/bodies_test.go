@@ -47,6 +47,7 @@ func TestUnsignedUploadsCostBoundedMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the real binary and sends 300 MB")
 	}
+	t.Parallel()
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	p := startBinary(t, bin, writeConfig(t, dir, "webhook:\n  min_body_rate_grace: 2s\n"))

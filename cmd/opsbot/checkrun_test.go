@@ -55,7 +55,7 @@ func TestCheckRunButtons(t *testing.T) {
 	w.ClickCheckRun(maintainer, "c2", "reuse", r2)
 	mustContain(t, "maintainer's click", w.LastReply(), "📌 @maintainer pinned run [31200000020](", "a click on the check run of c2c2c2c")
 	w.Push("c3")
-	if w.swept("c3") {
+	if w.Swept("c3") {
 		t.Fatalf("the push after the click swept: %+v", w.Statuses("c3"))
 	}
 	if cr := w.CheckRunsOn("c3"); len(cr) != 1 || cr[0].Conclusion != "success" || !strings.Contains(cr[0].Title, "reusing run 31200000020") {
@@ -113,11 +113,11 @@ func TestMergeWithReuseAsAnAppWaitsForCI(t *testing.T) {
 	}})
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the update asked", "update asked")
+	w.WaitStatus("the update asked", "update asked")
 	updated := w.GH.PRHead(theRepo, thePR)
 	w.SendSync(updated, "") // opsbot's status and check run on the update: skipped
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("waiting, with no CI check yet", "(none yet;")
+	w.WaitStatus("waiting, with no CI check yet", "(none yet;")
 	if n := len(w.GH.Merges()); n != 0 {
 		t.Fatalf("merged with only opsbot's own check run on the head: %+v", w.GH.Merges())
 	}
@@ -147,7 +147,7 @@ func TestCheckRunClickReplayedUnderANewIDDoesNothing(t *testing.T) {
 	mustContain(t, "the replay", w.LastReply(), "nothing was done: this button was used already, by @maintainer", "(its click acted)",
 		"each button acts once. Type `/reuse-sweep-run 31200000020` on the PR to do it again.")
 	w.Push("c3")
-	if !w.swept("c3") {
+	if !w.Swept("c3") {
 		t.Fatalf("the push after a replayed click = %+v; want a sweep: the replay pinned the run again", w.Statuses("c3"))
 	}
 	var refused bool
@@ -162,14 +162,4 @@ func TestCheckRunClickReplayedUnderANewIDDoesNothing(t *testing.T) {
 // offered are the buttons a finished sweep's check run offers, as the
 // registry lists them (opsbot's own first: Reuse for next push and Merge
 // with reuse; a command added later adds its own after them).
-func offered(t *testing.T) (ids, labels string) {
-	t.Helper()
-	var i, l []string
-	for _, a := range app.Grammar().CheckActions() {
-		i, l = append(i, a.Identifier), append(l, a.Label)
-	}
-	if len(i) < 2 || i[0] != "reuse" || i[1] != "merge" || l[0] != "Reuse for next push" || l[1] != "Merge with reuse" {
-		t.Fatalf("the commands offer %v %v on a check run: want Reuse for next push and Merge with reuse first", i, l)
-	}
-	return strings.Join(i, ","), strings.Join(l, ",")
-}
+func offered(t *testing.T) (ids, labels string) { return e2e.Offered(t) }

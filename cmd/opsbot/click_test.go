@@ -141,14 +141,14 @@ func TestSlackClickPinsAsTheMappedAccount(t *testing.T) {
 		t.Fatalf("the click is not audited with its Slack user: %v", w.audit())
 	}
 	w.Push("c3")
-	if w.swept("c3") {
+	if w.Swept("c3") {
 		t.Fatal("the push after the click swept")
 	}
 	// A button offered for an older head does nothing.
 	w.clickFor(sl, "U0MAINT", "merge", 31147925932, sha("c2"), time.Now(), slackSigning)
 	mustContain(t, "stale button", lastAnswer(t, sl).Text, "Nothing was done: the button was offered for the PR's head c2c2c2c, which has moved")
 	w.Push("c4")
-	if !w.swept("c4") {
+	if !w.Swept("c4") {
 		t.Fatal("a stale button pinned for the next push")
 	}
 }
@@ -241,7 +241,7 @@ func TestClickAndCommentOriginsNeverCollide(t *testing.T) {
 	}
 	w.CommentEvent("deleted", maintainer, maintainer, origin, "/reuse-sweep-run 31147925932", "")
 	w.Push("c3")
-	if w.swept("c3") {
+	if w.Swept("c3") {
 		t.Fatalf("deleting comment %d took back the pin a click made", origin)
 	}
 }

@@ -29,13 +29,13 @@ func TestRefusedMergeClickReplayedAfterACancelMergesNothing(t *testing.T) {
 	}})
 	w.offerRun("c2", offeredRun)
 	w.Comment(maintainer, "/merge-with-reuse 31200000020")
-	w.waitStatus("the merge waits for the checks", "(none yet;")
+	w.WaitStatus("the merge waits for the checks", "(none yet;")
 	captured := w.ClickPayload(maintainer, "c2", "merge", offeredRun)
 	w.Send("check_run", captured)
 	mustContain(t, "the refused click", w.LastReply(), "a merge of this PR is already under way")
 	w.Comment(maintainer, "/merge-with-reuse cancel")
-	w.waitStatus("the merge cancelled", "cancelled")
-	w.greenChecks(sha("c2"))
+	w.WaitStatus("the merge cancelled", "cancelled")
+	w.GreenChecks(sha("c2"))
 	w.Send("check_run", captured)
 	mustContain(t, "the replay", w.LastReply(), "nothing was done: this button was used already, by @maintainer",
 		"its click was rejected", "Type `/merge-with-reuse 31200000020` on the PR to do it again.")
@@ -71,7 +71,7 @@ func TestRoleRefusedClickReplayedAfterAPromotionPinsNothing(t *testing.T) {
 	mustContain(t, "the maintainer's click", w.LastReply(), "@maintainer nothing was done: this button was used already, by @reader",
 		"Type `/reuse-sweep-run 31200000020` on the PR")
 	w.Push("c3")
-	if !w.swept("c3") {
+	if !w.Swept("c3") {
 		t.Fatalf("a replayed click pinned: %+v", w.Statuses("c3"))
 	}
 }
@@ -90,7 +90,7 @@ func TestLabelRefusedClickReplayedPinsNothing(t *testing.T) {
 	w.Send("check_run", captured)
 	mustContain(t, "the replay", w.LastReply(), "nothing was done: this button was used already, by @maintainer", "its click was rejected")
 	w.Push("c3")
-	if !w.swept("c3") {
+	if !w.Swept("c3") {
 		t.Fatalf("a replayed click pinned: %+v", w.Statuses("c3"))
 	}
 }
@@ -102,7 +102,7 @@ func TestRefusedSweepAnywayReplayedOverridesNothing(t *testing.T) {
 	w := appWorldOpts(t, worldOpts{GitHub: "  role_cache_ttl: \"1ns\"\n"})
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.Push("c2")
-	if w.swept("c2") {
+	if w.Swept("c2") {
 		t.Fatalf("the pinned push swept: %+v", w.Statuses("c2"))
 	}
 	captured := w.ClickPayload(reader, "c2", "sweep", runR1)
@@ -142,7 +142,7 @@ func TestOldHeadClickReplayedAfterAForcePushBackPinsNothing(t *testing.T) {
 			w.Send("check_run", captured)
 			mustContain(t, "the replay", w.LastReply(), "nothing was done: this button was used already, by @maintainer", "its click was rejected")
 			w.Push("c4")
-			if !w.swept("c4") {
+			if !w.Swept("c4") {
 				t.Fatalf("a replayed click pinned: %+v", w.Statuses("c4"))
 			}
 		})
@@ -182,7 +182,7 @@ func TestRestoredDatabaseTakesNoClickOfferedBefore(t *testing.T) {
 	w.Send("check_run", captured)
 	mustContain(t, "the replay on the restored database", w.LastReply(), "nothing was done: opsbot did not offer this button on this PR")
 	w.Push("c3")
-	if !w.swept("c3") {
+	if !w.Swept("c3") {
 		t.Fatalf("a replayed click pinned on the restored database: %+v", w.Statuses("c3"))
 	}
 }
@@ -203,7 +203,7 @@ func TestClickWithoutAnOfferIsRefused(t *testing.T) {
 	w.Send("check_run", p)
 	mustContain(t, "an unknown nonce", w.LastReply(), "opsbot did not offer this button on this PR")
 	w.Push("c3")
-	if !w.swept("c3") {
+	if !w.Swept("c3") {
 		t.Fatalf("a click without an offer pinned: %+v", w.Statuses("c3"))
 	}
 }

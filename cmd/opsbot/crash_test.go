@@ -29,6 +29,7 @@ var (
 
 func TestMain(m *testing.M) {
 	app.RegisterSections() // as the program does before it reads a configuration
+	testkit.WaitingTests(8)
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -109,6 +110,7 @@ func TestCrashKill9LosesNoAcceptedDelivery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
+	t.Parallel()
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	config := writeConfig(t, dir, "")

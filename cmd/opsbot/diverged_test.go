@@ -11,6 +11,7 @@ import (
 // decided and the head's own changes are in the allowed paths; nothing is
 // published at merge.
 func TestDivergedHeadSweepsAndPublishesNothing(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\", \"docs/**\"]\n")
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932") // the run measured c1 (benchmarks/kimi.sh)
 	// d1 = base + a changelog line, without c1; then c1 + d2 at once, and

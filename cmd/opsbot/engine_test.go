@@ -154,9 +154,9 @@ func TestAWakeupThatFailedForGoodIsSentAgainNextWindow(t *testing.T) {
 		d.Now, d.SeqEvery, d.Worker = clock.Now, 10*time.Millisecond, quickWorkers
 		d.GitHub = func(o *ghclient.Options) { o.MaxTries = 1 }
 	}})
-	pendingChecks(w)
+	w.PendingChecks()
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+	w.WaitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
 	w.GH.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "success")
 	w.GH.Inject(routeCheckRuns, githubtest.Fault{Status: 502})
 	dead := w.deadLetters()
@@ -167,5 +167,5 @@ func TestAWakeupThatFailedForGoodIsSentAgainNextWindow(t *testing.T) {
 		t.Fatal("merged while GitHub failed")
 	}
 	w.PassTime(clock, seq.Retry)
-	w.waitStatus("the merge", "🎉 merged `c1c1c1c`")
+	w.WaitStatus("the merge", "🎉 merged `c1c1c1c`")
 }

@@ -21,7 +21,7 @@ func TestSmallThingsANewMaintainerMeets(t *testing.T) {
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.Push("c2", "perf-changelog.yaml")
 	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
-	w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
+	w.SendMergeGroup("checks_requested", "", sha("f1"), ref)
 	if m := w.Metrics(); m[`opsbot_webhook_deliveries_total{event="merge_group",outcome="stored"}`] != "1" {
 		t.Errorf("a merge_group delivery is not counted as merge_group: %v", m[`opsbot_webhook_deliveries_total{event="merge_group",outcome="stored"}`])
 	}

@@ -89,6 +89,7 @@ func TestReusedRunCannotBePinned(t *testing.T) {
 // results: an explicit pin and a stage request refuse it naming the reused
 // run, and a bare /reuse-sweep-run passes it over for the real sweep.
 func TestSkippedRunWithAggregateArtifactIsNoSweep(t *testing.T) {
+	t.Parallel()
 	w := stageWorld(t, "")
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.Push("c2")

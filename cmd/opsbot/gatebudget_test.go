@@ -14,6 +14,7 @@ import (
 // opsbot has no record of read nothing, and a commit found not to be the
 // head is answered from memory for a minute.
 func TestGateAsksCannotSpendTheGitHubBudget(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.Comment(maintainer, "/opsbot help") // opsbot now knows PR 2512
 	w.GH.ResetRequests()
@@ -53,6 +54,7 @@ func TestGateAsksCannotSpendTheGitHubBudget(t *testing.T) {
 // A GitHub error while a pinned push is decided sweeps that push (fail
 // closed) but keeps the pin: the next push is checked again and skips.
 func TestGitHubErrorWhileDecidingKeepsThePin(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	const route = "GET /repos/{owner}/{repo}/actions/runs/{id}"

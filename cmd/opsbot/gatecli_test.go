@@ -18,6 +18,7 @@ import (
 // answer only when it is for the repository, PR and commit it asked about:
 // either is a refusal that fails the step.
 func TestGateCLIRefusesRedirectsAndAnswersForSomethingElse(t *testing.T) {
+	t.Parallel()
 	var bearerElsewhere atomic.Value
 	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		bearerElsewhere.Store(r.Header.Get("Authorization"))

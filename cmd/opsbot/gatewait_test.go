@@ -14,6 +14,7 @@ import (
 // decides nothing, so it cannot overtake a queued /reuse-sweep-run cancel;
 // `opsbot gate` asks again.
 func TestGateAskDoesNotOvertakeAQueuedCancel(t *testing.T) {
+	t.Parallel()
 	w := newWorldWith(t, "  gate_wait: 200ms\n", "", nil)
 	w.GH.AddUser("maint2", 5003, "User")
 	w.GH.SetRole(theRepo, "maint2", "write")

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/app"
 )
 
 // config check warns where a repository's defaults let more people skip
@@ -23,6 +25,7 @@ import (
 // collaborator, a pin that covers a push whatever it changes, staging
 // reports taken from any sender that has the request's token.
 func TestConfigCheckWarnsAboutOpenDefaults(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name, repo string
@@ -66,6 +69,7 @@ func TestConfigCheckWarnsAboutOpenDefaults(t *testing.T) {
 // and failed sign-ins from one address are throttled: past ten, even the
 // right password is answered 429 for a while; other addresses sign in.
 func TestAuditPageSignInIsGuarded(t *testing.T) {
+	t.Parallel()
 	page := "audit_web:\n  enabled: true\n  user_env: TEST_AUDIT_USER\n  password_env: TEST_AUDIT_PASSWORD\n"
 	dir := t.TempDir()
 	path := writeConfig(t, dir, page)
@@ -107,6 +111,7 @@ func TestAuditPageSignInIsGuarded(t *testing.T) {
 
 // /metrics can be put behind a bearer token, or on an address of its own.
 func TestMetricsBehindATokenOrElsewhere(t *testing.T) {
+	t.Parallel()
 	const token = "metrics-token-0123456789"
 	t.Run("token", func(t *testing.T) {
 		path := writeConfig(t, t.TempDir(), "metrics:\n  token_env: TEST_METRICS_TOKEN\n")
@@ -171,6 +176,7 @@ func TestMetricsBehindATokenOrElsewhere(t *testing.T) {
 // Staging reports are taken only from the accounts stage.callback_senders
 // lists (by id), when it lists any.
 func TestStageCallbackSenders(t *testing.T) {
+	t.Parallel()
 	w := stageWorld(t, `      callback_senders: ["41898282"]`+"\n")
 	c := w.Comment(maintainer, "/stage-results 31147925932")
 	p := payload(w.T, "repository_dispatch", "")
@@ -199,6 +205,7 @@ func itoa64(n int64) string { return strconv.FormatInt(n, 10) }
 // config check (which prints whether notices are posted); config check
 // exits 1 when an unset variable would stop opsbot serve from starting.
 func TestNoTokenIsSaidAndConfigCheckFailsWhenServeWouldNot(t *testing.T) {
+	t.Parallel()
 	path := writeConfig(t, t.TempDir(), "")
 	out, _, err := runCLI(t, map[string]string{"TEST_WEBHOOK_SECRET": testSecret}, "config", "check", "--config", path)
 	if err != nil {
@@ -222,6 +229,7 @@ func TestNoTokenIsSaidAndConfigCheckFailsWhenServeWouldNot(t *testing.T) {
 // A token of a person's account is said loudly at start: opsbot treats that
 // account as itself and never runs its commands.
 func TestPersonalTokenIsSaidLoudly(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.GH.AddUser("alice", 7777, "User")
 	w.GH.SetAuthenticatedUser("alice")
@@ -235,6 +243,7 @@ func TestPersonalTokenIsSaidLoudly(t *testing.T) {
 // flow's JSON) with exactly the permissions and events opsbot uses, and
 // `opsbot slack app-manifest` a Slack app manifest with its one scope.
 func TestAppManifests(t *testing.T) {
+	t.Parallel()
 	var gh struct {
 		Name   string            `json:"name"`
 		URL    string            `json:"url"`
@@ -254,7 +263,7 @@ func TestAppManifests(t *testing.T) {
 	want := map[string]string{"metadata": "read", "actions": "read", "contents": "read", "pull_requests": "read", "issues": "write",
 		"statuses": "write", "members": "read", "checks": "write", "merge_queues": "read"}
 	if fmt.Sprint(gh.Perms) != fmt.Sprint(want) || gh.Hook["url"] != "https://opsbot.example.com/webhook" || gh.Public ||
-		strings.Join(gh.Events, ",") != "issue_comment,pull_request,repository_dispatch,check_suite,check_run,status,workflow_run,merge_group" {
+		strings.Join(gh.Events, ",") != strings.Join(app.UsedEvents(), ",") {
 		t.Fatalf("manifest = %+v", gh)
 	}
 	out, _, _ = runCLI(t, nil, "github", "app-manifest", "--url", "https://opsbot.example.com", "--staging")
@@ -288,6 +297,7 @@ func TestAppManifests(t *testing.T) {
 
 // docs/credentials.md names every permission the manifest asks for.
 func TestCredentialsDocNamesEveryPermission(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "credentials.md"))
 	if err != nil {
 		t.Fatal(err)

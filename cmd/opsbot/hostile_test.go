@@ -84,6 +84,7 @@ func TestSlowClientsAndConnectionFlood(t *testing.T) {
 
 // GitHub failing to take a reply delays it; it is posted once when GitHub recovers.
 func TestRepliesSurviveGitHubErrors(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.GH.Inject("POST /repos/{owner}/{repo}/issues/{n}/comments", githubtest.Fault{Status: 500, Times: 2})
 	c := w.GH.AddComment(theRepo, thePR, maintLog, "/opsbot help")

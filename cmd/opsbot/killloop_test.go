@@ -32,6 +32,7 @@ func TestKillLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
+	t.Parallel()
 	kills := 5
 	if v, err := strconv.Atoi(os.Getenv("OPSBOT_KILL_LOOP")); err == nil && v > 0 {
 		kills = v

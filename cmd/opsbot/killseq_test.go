@@ -69,7 +69,7 @@ func TestKill9AfterGitHubTookADispatch(t *testing.T) {
 	p.kill9(t)
 	release()
 	w.serveBinary()
-	st := w.waitApproval("looking for the run", "GitHub did not answer the dispatch: looking for its run")
+	st := w.WaitApproval("looking for the run", "GitHub did not answer the dispatch: looking for its run")
 	if n := len(w.GH.WorkflowDispatches()); n != 1 {
 		t.Fatalf("%d dispatches after a restart with a mark; want the one GitHub took:\n%s", n, st)
 	}
@@ -85,7 +85,7 @@ func TestKill9AfterGitHubMerged(t *testing.T) {
 	}
 	t.Parallel()
 	w := mergeWorld(t, "    main_sweeps: false\n", e2e.NewClock())
-	w.greenChecks(sha("c1"))
+	w.GreenChecks(sha("c1"))
 	arrived, release := w.GH.HoldAnswer(routeMerge)
 	defer release()
 	p := w.serveBinary()
@@ -95,15 +95,15 @@ func TestKill9AfterGitHubMerged(t *testing.T) {
 	p.kill9(t)
 	release()
 	w.serveBinary()
-	w.waitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
+	w.WaitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
 	if n := w.GH.Count(routeMerge); n != 1 {
 		t.Fatalf("the merge was asked %d times; want once", n)
 	}
-	if w.pinRevoked() {
+	if w.PinRevoked() {
 		t.Fatalf("the pin of a merge opsbot made was revoked: %v", w.trail())
 	}
 	m := w.GH.Merges()
-	w.closedMerged(m[0].Commit)
+	w.ClosedMerged(m[0].Commit)
 	if out, _ := w.gate("--event", "push", "--sha", m[0].Commit); out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != strconv.FormatInt(runR1, 10) {
 		t.Fatalf("push gate after the merge = %v", out)
 	}

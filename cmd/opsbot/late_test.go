@@ -15,6 +15,7 @@ import (
 // comes late: GitHub does not promise the order of deliveries, a `created`
 // answered 503 comes again later, and an operator may redeliver it.
 func TestLateCreatedAfterTheCommandWasTakenBack(t *testing.T) {
+	t.Parallel()
 	const cmd = "/reuse-sweep-run 31147925932"
 	notRun := func(t *testing.T, w *world, why string) {
 		t.Helper()
@@ -87,6 +88,7 @@ func TestLateCreatedAfterTheCommandWasTakenBack(t *testing.T) {
 // cancels the request: the staging side is never asked, and the
 // acknowledgement says so. A request whose dispatch was already sent stays.
 func TestDeletingAStageCommentCancelsItsDispatch(t *testing.T) {
+	t.Parallel()
 	stageAudit := func(w *world, outcome string, commentID int64) bool {
 		for _, r := range w.audit() {
 			if r["kind"] == "stage" && r["outcome"] == outcome && int64(r["comment_id"].(float64)) == commentID {
@@ -139,6 +141,7 @@ func TestDeletingAStageCommentCancelsItsDispatch(t *testing.T) {
 // with write access edit others' comments): the pin stays, the audit and
 // the PR say so, and the next push reuses the run.
 func TestLowerRoleCannotTakeBackAPin(t *testing.T) {
+	t.Parallel()
 	const cmd = "/reuse-sweep-run 31147925932"
 	writer := user{Login: "writer", ID: 5003, Kind: "User"}
 	for _, how := range []string{"deleted", "edited"} {

@@ -114,6 +114,7 @@ func TestReplyLimitIsConfigurable(t *testing.T) {
 // could not be checked. While the lookup fails, one permission read per
 // user per minute is made, whatever the number of comments.
 func TestOutsiderWhosePermissionCannotBeCheckedIsNotAnswered(t *testing.T) {
+	t.Parallel()
 	const perm = "GET /repos/{owner}/{repo}/collaborators/{user}/permission"
 	for _, tc := range []struct {
 		status   int
@@ -158,6 +159,7 @@ func TestOutsiderWhosePermissionCannotBeCheckedIsNotAnswered(t *testing.T) {
 // repository in a rolling hour (notices.max_outsider_reactions_per_*);
 // past them the audit alone records the commands.
 func TestReactionsToOutsidersAreLimited(t *testing.T) {
+	t.Parallel()
 	const react = "POST /repos/{owner}/{repo}/issues/comments/{id}/reactions"
 	w, _ := quietWorld(t, "notices:\n  max_outsider_reactions_per_user_per_hour: 3\n  max_outsider_reactions_per_repo_per_hour: 4\n")
 	before := w.GH.Count(react)

@@ -23,13 +23,13 @@ func TestReconcileTakesBackASequenceWhoseCommentWasDeleted(t *testing.T) {
 		w := approveWorld(t, "", clock)
 		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
 		c := w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-		w.waitApproval("waiting for the merge commit", "GitHub is still making")
+		w.WaitApproval("waiting for the merge commit", "GitHub is still making")
 		w.GH.DeleteComment(c.ID) // its webhook never comes
 		rep := w.reconcile()
 		if got := ids(rep, "sequences_taken_back"); len(got) != 1 || got[0] != thePR {
 			t.Fatalf("reconcile report %v; want PR %d's approval taken back", rep, thePR)
 		}
-		w.waitApproval("the approval revoked", "revoked:")
+		w.WaitApproval("the approval revoked", "revoked:")
 		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
 		clock.Add(time.Hour)
 		w.Settle()
@@ -43,18 +43,18 @@ func TestReconcileTakesBackASequenceWhoseCommentWasDeleted(t *testing.T) {
 		w := mergeWorld(t, "", clock)
 		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 		c := w.Comment(maintainer, "/merge-with-reuse 31147925932")
-		w.waitStatus("the update asked", "update asked")
+		w.WaitStatus("the update asked", "update asked")
 		updated := w.GH.PRHead(theRepo, thePR)
 		w.GH.SetCheckRun(theRepo, updated, "lint", "in_progress", "")
 		w.SendSync(updated, "") // the update's push uses the pin
 		w.PassTime(clock, record.WakeGap)
-		w.waitStatus("waiting for the checks", "waiting for the checks of `"+updated[:7]+"`")
+		w.WaitStatus("waiting for the checks", "waiting for the checks of `"+updated[:7]+"`")
 		w.GH.DeleteComment(c.ID) // its webhook never comes
 		rep := w.reconcile()
 		if got := ids(rep, "sequences_taken_back"); len(got) != 1 || got[0] != thePR {
 			t.Fatalf("reconcile report %v; want PR %d's merge taken back", rep, thePR)
 		}
-		w.waitStatus("the merge stopped", "⛔ stopped: someone (found by recovery: a lost webhook) deleted the comment that asked for it")
+		w.WaitStatus("the merge stopped", "⛔ stopped: someone (found by recovery: a lost webhook) deleted the comment that asked for it")
 		w.GH.SetCheckRun(theRepo, updated, "lint", "completed", "success")
 		clock.Add(time.Minute)
 		w.CheckEvent(updated)
@@ -74,14 +74,14 @@ func TestReconcileLeavesAKeptTakeBack(t *testing.T) {
 	w := approveWorld(t, "", clock)
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
 	c := w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	w.waitApproval("waiting for the merge commit", "GitHub is still making")
+	w.WaitApproval("waiting for the merge commit", "GitHub is still making")
 	w.GH.DeleteComment(c.ID)
 	w.CommentEvent("deleted", maintainer, reader, c.ID, c.Body, "") // a reader's deletion: kept
 	rep := w.reconcile()
 	if got, _ := rep["sequences_taken_back"].([]any); len(got) != 0 {
 		t.Fatalf("reconcile took back %v after the deletion's webhook was processed", got)
 	}
-	if st := w.approvalStatus(); strings.Contains(st, "revoked:") {
+	if st := w.ApprovalStatus(); strings.Contains(st, "revoked:") {
 		t.Fatalf("reconcile revoked an approval the deletion's webhook kept:\n%s", st)
 	}
 	var kept bool

@@ -93,6 +93,7 @@ func (w *world) wantSweep(name string) {
 // reconcile (the copy forgets when it was reconciled): a command the lost
 // database ran and used after the backup is recorded, not run again.
 func TestDatabaseRestoredFromAPIBackupDoesNotRunUsedCommandsAgain(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.reconcile()
 	copyPath := w.apiBackup()
@@ -109,6 +110,7 @@ func TestDatabaseRestoredFromAPIBackupDoesNotRunUsedCommandsAgain(t *testing.T) 
 // reconcile stamps say, recovery does not run a command GitHub shows opsbot
 // answered: its reaction is on the comment.
 func TestDatabaseRestoredFromAFileCopyDoesNotRunAnsweredCommands(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.reconcile()
 	w.Srv.Stop(t)
@@ -136,6 +138,7 @@ func TestDatabaseRestoredFromAFileCopyDoesNotRunAnsweredCommands(t *testing.T) {
 // --replay-since makes even a first reconcile run what it finds, but never
 // a command opsbot answered; and it reaches back at most 72 hours.
 func TestReplayDoesNotRunAnsweredCommandsAndIsBounded(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.reconcile()
 	copyPath := w.apiBackup()
@@ -156,6 +159,7 @@ func TestReplayDoesNotRunAnsweredCommandsAndIsBounded(t *testing.T) {
 // delivery that comes later (replayed, redelivered from GitHub's settings,
 // or late): recovery's mark is final.
 func TestCommentRecoveryDidNotRunIsNotRunByALaterCreatedDelivery(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.reconcile()
 	copyPath := w.apiBackup()
@@ -195,6 +199,7 @@ func countPinActive(tr []string) int {
 // Each close of a PR that opsbot missed is recovered: one closed, reopened
 // and closed again while opsbot was not listening has its second pin expired.
 func TestSecondLostCloseOfAPRIsRecovered(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.reconcile()
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
@@ -221,6 +226,7 @@ func TestSecondLostCloseOfAPRIsRecovered(t *testing.T) {
 // under: a signed body sent under one is refused, so a lost close is still
 // recovered and the pin from before it is not used after a reopen.
 func TestWebhookDeliveryUnderARecoveryIDIsRefused(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.reconcile()
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
@@ -250,6 +256,7 @@ func TestWebhookDeliveryUnderARecoveryIDIsRefused(t *testing.T) {
 // A command posted while the PR was closed (its webhook would have answered
 // "this PR is closed") is not run by recovery after the PR was reopened.
 func TestRecoveryDoesNotRunCommandsPostedWhileThePRWasClosed(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.reconcile()
 	t0 := time.Now()
@@ -280,6 +287,7 @@ func TestRecoveryDoesNotRunCommandsPostedWhileThePRWasClosed(t *testing.T) {
 // opsbot recorded: it changes nothing, and the pin taken after the reopen
 // stays.
 func TestClosedDeliveryReplayedAfterRetentionChangesNothing(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	t0 := time.Now().Add(-time.Hour)
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
@@ -328,6 +336,7 @@ func TestClosedDeliveryReplayedAfterRetentionChangesNothing(t *testing.T) {
 // stops no other comment's recovery: it is not run (fail closed) and the
 // audit says why, and the next lost command is recovered in the same pass.
 func TestOneUnreadableCommentDoesNotStopRecovery(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.reconcile()
 	c1 := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932") // created webhooks lost
@@ -347,6 +356,7 @@ func TestOneUnreadableCommentDoesNotStopRecovery(t *testing.T) {
 // pin recovered after the author pushed again (or after the PR was closed
 // and reopened) would skip whatever the author pushes next.
 func TestRecoveryBindsNoCommandToALaterHead(t *testing.T) {
+	t.Parallel()
 	lost := func(w *world) githubtest.Comment {
 		c := w.GH.AddComment(theRepo, thePR, maintLog, "/reuse-sweep-run 31147925932") // its webhook is lost
 		w.GH.SetCommentTime(c.ID, time.Now().Add(-10*time.Minute))
@@ -419,6 +429,7 @@ func TestRecoveryBindsNoCommandToALaterHead(t *testing.T) {
 // A pin whose comment was deleted, or whose command was edited away, while
 // the webhook was lost is revoked by recovery: the next push sweeps.
 func TestRecoveryTakesBackALostDeletionOrEdit(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"deleted", "edited"} {
 		t.Run(how, func(t *testing.T) {
 			w := newWorld(t, "")
@@ -451,6 +462,7 @@ func TestRecoveryTakesBackALostDeletionOrEdit(t *testing.T) {
 // Wake-ups are opsbot's own deliveries: a signed body sent as one, under a
 // wake-up id or the wake-up event, is refused and steps no sequence.
 func TestWebhookDeliveryAsAWakeupIsRefused(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	id, body := seq.Delivery(state.SeqRef{Repo: theRepo, PR: thePR, Kind: "merge", Version: 1}, 0)
 	for _, tc := range []struct{ event, id string }{{seq.Event, "a-github-id"}, {"pull_request", id}, {seq.Event, id}} {

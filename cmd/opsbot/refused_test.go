@@ -11,6 +11,7 @@ import (
 // request, not five spent from the installation's budget, and it is listed
 // among the failed notices.
 func TestReactionToADeletedCommentIsGivenUpAtOnce(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	outsider := user{Login: "outsider", ID: 6666, Kind: "User"}
 	w.GH.AddUser(outsider.Login, outsider.ID, "User")

@@ -58,6 +58,7 @@ func (echoHandler) Prepare(_ context.Context, _ commands.Env, in commands.Invoca
 // origin, and /opsbot help listing it. A new command is one package and
 // one line in newApp; nothing else in opsbot changes.
 func TestARegisteredCommandRunsEndToEnd(t *testing.T) {
+	t.Parallel()
 	gh := githubtest.New(t)
 	gh.AddRepo(theRepo, "run-sweep.yml", 77)
 	gh.AddUser(maintLog, maintID, "User")

@@ -282,6 +282,7 @@ func TestAllowUsersMatchesAccountIDs(t *testing.T) {
 // from allow_users and restarting forgets the binding, so adding it back
 // binds the login's holder then.
 func TestAllowUsersBindingSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "    reuse:\n      allow_users: [\"trusted\"]\n")
 	w.GH.AddUser("trusted", 7001, "User")
 	w.GH.SetRole(theRepo, "trusted", "read")
@@ -317,6 +318,7 @@ func TestAllowUsersBindingSurvivesRestart(t *testing.T) {
 // login held now by another account lets that account in nowhere, even
 // when the permission answer names no account to compare with.
 func TestAllowTeamsMatchesAccountIDs(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "    reuse:\n      allow_teams: [\"SemiAnalysisAI/reviewers\"]\n")
 	w.GH.AddUser("teammate", 7002, "User")
 	w.GH.SetRole(theRepo, "teammate", "read")

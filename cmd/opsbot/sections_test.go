@@ -46,3 +46,22 @@ func TestEverySectionRefusesATypodRole(t *testing.T) {
 		})
 	}
 }
+
+// repos[].merge is the merge command's own section: its defaults (only a
+// maintainer merges) and its checks come from its package, applied
+// wherever a configuration is read.
+func TestMergeSectionIsTheCommands(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := writeConfig(t, dir, "    merge:\n      method: fast-forward\n      checks_timeout: 10s\n      link_repo: \"https://github.com/o/r\"\n")
+	out, errOut, err := runCLI(t, nil, "config", "check", "--config", path, "--no-env")
+	if err == nil {
+		t.Fatal("config check took merge.method fast-forward")
+	}
+	mustContain(t, "config check", out+errOut, `repos[1].merge.method: "fast-forward" is not a merge method (squash, merge or rebase)`,
+		"repos[1].merge.checks_timeout: 10s is out of range", `repos[1].merge.link_repo: "https://github.com/o/r" is not OWNER/REPO`)
+
+	w := newWorld(t, "")
+	w.Comment(maintainer, "/merge-with-reuse 31147925932") // write, not maintain
+	mustContain(t, "reply", w.LastReply(), "this command needs the `maintain` role on the repository or above")
+}

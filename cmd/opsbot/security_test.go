@@ -23,16 +23,7 @@ import (
 // recovery, replays and opsbot's own identity.
 
 // closedPayload is the `closed` (unmerged) delivery of the PR.
-func (w *world) closedPayload() map[string]any {
-	p := payload(w.T, "pull_request", "closed")
-	setPath(p, "repository.full_name", theRepo)
-	p["number"] = thePR
-	setPath(p, "pull_request.number", thePR)
-	setPath(p, "pull_request.merged", false)
-	setPath(p, "pull_request.merge_commit_sha", "")
-	setPath(p, "pull_request.head.ref", "kimi-tune")
-	return p
-}
+func (w *world) closedPayload() map[string]any { return w.ClosedPayload(false, "") }
 
 // A captured `closed` delivery resent under a new delivery id (GitHub's
 // signature does not cover the id) is a duplicate: it does not expire the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,12 +12,10 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
-const stagingRepo = "SemiAnalysisAI/inferencemax-app"
-
-const stageCfg = `    stage:
-      dispatch: {repo: "` + stagingRepo + `", event_type: "stage-results"}
-      url_template: "https://staging.example.com/inference?i_dates={{.RunDate}}~r{{.RunID}}"
-`
+const (
+	stagingRepo = e2e.StagingRepo
+	stageCfg    = e2e.StageConfig
+)
 
 func stageWorld(t *testing.T, extra string) *world {
 	w := newWorld(t, stageCfg+extra)
@@ -199,6 +198,7 @@ func TestStageRequiredLabels(t *testing.T) {
 // staged: a report must echo the request's token, which only the dispatch to
 // the staging side carried. The genuine report still lands.
 func TestStageCallbackWithoutTheRequestTokenIsRefused(t *testing.T) {
+	t.Parallel()
 	w := stageWorld(t, "")
 	c := w.Comment(maintainer, "/stage-results 31147925932")
 	for _, tok := range []any{nil, "", "guessed-token"} {

@@ -35,11 +35,7 @@ func (w *world) reconcileNow() map[string]any {
 // waitFor waits for a held request to arrive at the fake GitHub.
 func waitFor(t *testing.T, arrived <-chan struct{}, what string) {
 	t.Helper()
-	select {
-	case <-arrived:
-	case <-testkit.Expired(t):
-		t.Fatalf("%s never reached GitHub", what)
-	}
+	testkit.Arrives(t, arrived, what)
 }
 
 // cancelWhileHeld pins with one maintainer's comment, then has a second
@@ -91,6 +87,7 @@ func (w *world) wantCancelled() {
 // does not run it). The delivery then revokes the pin and the next push
 // sweeps.
 func TestReconcileLeavesAWaitingDeliveryItsComment(t *testing.T) {
+	t.Parallel()
 	t.Run("first reconcile", func(t *testing.T) {
 		w := newWorld(t, "")
 		c, release := cancelWhileHeld(w)
@@ -124,6 +121,7 @@ func TestReconcileLeavesAWaitingDeliveryItsComment(t *testing.T) {
 // arrives recovers it (queued under recovery's own id), and the delivery
 // that comes after runs nothing more: the pin is revoked once.
 func TestReconcileBeforeTheDeliveryRunsTheCancelOnce(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, "")
 	w.reconcile()
 	m2 := user{Login: "maintainer2", ID: 5003, Kind: "User"}

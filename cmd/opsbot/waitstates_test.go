@@ -56,10 +56,10 @@ func waitingStates() []waitingState {
 		return newWorldOpts(t, worldOpts{Repo: "    merge:\n      min_role: write\n", Deps: deps})
 	}
 	approveW := func(t *testing.T, deps func(*app.Deps)) *world {
-		w := newWorldOpts(t, worldOpts{Repo: "    external:\n      workflow: " + externalWorkflow + "\n", Deps: deps})
-		w.GH.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
+		w := newWorldOpts(t, worldOpts{Repo: "    external:\n      workflow: " + e2e.ExternalWorkflow + "\n", Deps: deps})
+		w.GH.AddWorkflow(theRepo, "e2e-tests.yml", e2e.ExternalWorkflowID)
 		w.GH.SetRole(theRepo, maintLog, "maintain")
-		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
+		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = e2e.ForkRepoID, e2e.ForkRepo })
 		return w
 	}
 	return []waitingState{
@@ -67,69 +67,69 @@ func waitingStates() []waitingState {
 			enter: func(w *world, _ *movingClock) {
 				w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
 				w.Comment(maintainer, "/merge-with-reuse 31147925932")
-				w.waitStatus("waiting for mergeability", "GitHub is still working out whether the branch can be merged")
+				w.WaitStatus("waiting for mergeability", "GitHub is still working out whether the branch can be merged")
 			},
 			deadline: merge.DefaultChecksTimeout, ended: []string{"⛔ stopped: it did not finish within 2h of the command (about to look at the branch)"},
 			fail: routePR,
 			poll: merge.Poll,
 			moved: func(w *world, clock *movingClock) {
 				w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
-				w.greenChecks(sha("c1"))
+				w.GreenChecks(sha("c1"))
 				w.PassTime(clock, merge.Poll)
-				w.waitStatus("the merge", "🎉 merged `c1c1c1c`")
+				w.WaitStatus("the merge", "🎉 merged `c1c1c1c`")
 			}},
 		{name: "merge: waiting for the update's push", world: mergeW,
 			enter: func(w *world, _ *movingClock) {
 				w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 				w.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
 				w.Comment(maintainer, "/merge-with-reuse 31147925932")
-				w.waitStatus("the update asked", "update asked")
+				w.WaitStatus("the update asked", "update asked")
 			},
 			deadline: merge.DefaultChecksTimeout, ended: []string{"⛔ stopped: it did not finish within 2h of the command (updating the branch)"},
 			fail: routePR, poll: merge.Poll,
 			moved: func(w *world, _ *movingClock) {
 				// No push came within the wait: the merge says so.
-				w.waitStatus("the update given up", "⛔ stopped: GitHub made no push 10m after the update was asked")
+				w.WaitStatus("the update given up", "⛔ stopped: GitHub made no push 10m after the update was asked")
 			}},
 		{name: "merge: waiting for the checks", world: mergeW,
 			enter: func(w *world, _ *movingClock) {
-				pendingChecks(w)
+				w.PendingChecks()
 				w.Comment(maintainer, "/merge-with-reuse 31147925932")
-				w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+				w.WaitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
 			},
 			deadline: merge.DefaultChecksTimeout, ended: []string{"⛔ stopped: it did not finish within 2h of the command (waiting for the checks)"},
 			fail: routeCheckRuns, poll: merge.Poll,
 			moved: func(w *world, clock *movingClock) {
 				w.GH.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "success")
 				w.PassTime(clock, merge.Poll)
-				w.waitStatus("the merge", "🎉 merged `c1c1c1c`")
+				w.WaitStatus("the merge", "🎉 merged `c1c1c1c`")
 			}},
 		{name: "approval: waiting for GitHub's merge commit", world: approveW,
 			enter: func(w *world, _ *movingClock) {
 				w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
 				w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-				w.waitApproval("waiting for the merge commit", "GitHub is still making")
+				w.WaitApproval("waiting for the merge commit", "GitHub is still making")
 			},
 			deadline: approve.DefaultRunTimeout, ended: []string{"expired: it was not dispatched within 12h of the approval"},
 			fail: routePR, poll: approve.Poll,
 			moved: func(w *world, clock *movingClock) {
 				w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
 				w.PassTime(clock, approve.Poll)
-				w.dispatchedRun()
-				w.waitApproval("the run bound", "waiting for the run")
+				w.DispatchedRun()
+				w.WaitApproval("the run bound", "waiting for the run")
 			}},
 		{name: "approval: waiting for its run", world: approveW,
 			enter: func(w *world, _ *movingClock) {
 				w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-				w.dispatchedRun()
-				w.waitApproval("the run bound", "waiting for the run")
+				w.DispatchedRun()
+				w.WaitApproval("the run bound", "waiting for the run")
 			},
 			deadline: approve.DefaultRunTimeout, ended: []string{"expired: its run", "did not finish within 12h of the approval"},
 			fail: routeRunRead, poll: approve.RunPoll,
 			moved: func(w *world, clock *movingClock) {
 				w.GH.CompleteRun(theRepo, w.GH.WorkflowDispatches()[0].RunID, "success", resultArtifacts)
 				w.PassTime(clock, approve.RunPoll)
-				w.waitApproval("the approval completed", "completed:")
+				w.WaitApproval("the approval completed", "completed:")
 			}},
 		{name: "stage: waiting for the staging side's report",
 			world: func(t *testing.T, deps func(*app.Deps)) *world {

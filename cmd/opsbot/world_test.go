@@ -31,6 +31,12 @@ const (
 
 type world struct{ *e2e.World }
 
+// GitHub's routes a merge asks.
+const (
+	routeUpdateBranch = "PUT /repos/{owner}/{repo}/pulls/{n}/update-branch"
+	routeMerge        = "PUT /repos/{owner}/{repo}/pulls/{n}/merge"
+)
+
 type worldOpts = e2e.Options
 
 type user = e2e.User
@@ -150,4 +156,17 @@ func doReq(r *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 	}
 	return resp, err
+}
+
+// mergeWorld is the merge's world (e2e.MergeWorld).
+func mergeWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
+	t.Helper()
+	return &world{e2e.MergeWorld(t, repoExtra, clock)}
+}
+
+// approveWorld is the approval's world (e2e.ApproveWorld), repoExtra added
+// to the repository's configuration.
+func approveWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
+	t.Helper()
+	return &world{e2e.ApproveWorld(t, worldOpts{Repo: repoExtra}, clock)}
 }

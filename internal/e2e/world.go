@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/app"
+	"github.com/SemiAnalysisAI/opsbot/gate"
 	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
@@ -362,6 +365,12 @@ func (w *World) ClosePR(merged bool, merge string) {
 		mergeSHA = SHA(merge)
 	}
 	w.GH.ClosePR(Repo, PR, merged, mergeSHA)
+	w.Send("pull_request", w.ClosedPayload(merged, mergeSHA))
+}
+
+// ClosedPayload is the PR's pull_request closed (merged as mergeSHA, when
+// merged), with its head and labels as the fake GitHub has them.
+func (w *World) ClosedPayload(merged bool, mergeSHA string) map[string]any {
 	p := Payload(w.T, "pull_request", "closed")
 	SetPath(p, "repository.full_name", Repo)
 	p["number"] = PR
@@ -371,7 +380,7 @@ func (w *World) ClosePR(merged bool, merge string) {
 	SetPath(p, "pull_request.head.ref", "kimi-tune")
 	SetPath(p, "pull_request.head.sha", w.GH.PRHead(Repo, PR))
 	w.SetLabels(p)
-	w.Send("pull_request", p)
+	return p
 }
 
 // Replies are opsbot's comments on the PR, oldest first.
@@ -550,4 +559,117 @@ func (w *World) CheckEvent(head string) {
 	SetPath(p, "repository.full_name", Repo)
 	SetPath(p, "check_suite.head_sha", head)
 	w.Send("check_suite", p)
+}
+
+// Gate asks the gate as the workflow's `opsbot gate` does (POST
+// /api/v1/gate with a gate token) and returns its answer; an answer other
+// than 200 fails the test.
+func (w *World) Gate(ask gate.Request) gate.Answer {
+	w.T.Helper()
+	if ask.Repo == "" {
+		ask.Repo = Repo
+	}
+	body, err := json.Marshal(ask)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, w.Srv.URL+"/api/v1/gate", bytes.NewReader(body))
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+APIToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.T.Fatalf("POST /api/v1/gate: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var ans gate.Answer
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &ans) != nil {
+		w.T.Fatalf("POST /api/v1/gate %+v: %d %s", ask, resp.StatusCode, raw)
+	}
+	return ans
+}
+
+// GateFlags asks the gate as `opsbot gate` would with these flags
+// (--event, --sha, --ref, --pr) and returns the step outputs it writes.
+func (w *World) GateFlags(args ...string) map[string]string {
+	w.T.Helper()
+	var ask gate.Request
+	for i := 0; i+1 < len(args); i += 2 {
+		switch v := args[i+1]; args[i] {
+		case "--event":
+			ask.Event = v
+		case "--sha":
+			ask.SHA = v
+		case "--ref":
+			ask.Ref = v
+		case "--pr":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				w.T.Fatalf("gate --pr %q: %v", v, err)
+			}
+			ask.PR = n
+		default:
+			w.T.Fatalf("gate: no flag %s here", args[i])
+		}
+	}
+	return w.Gate(ask).Outputs()
+}
+
+// Trail is the PR's audit as "kind outcome" lines ("kind command
+// outcome" for a command's).
+func (w *World) Trail() []string {
+	var out []string
+	for _, r := range w.AuditRecords() {
+		s := fmt.Sprint(r["kind"], " ", r["outcome"])
+		if c, ok := r["command"]; ok {
+			s = fmt.Sprint(r["kind"], " ", c, " ", r["outcome"])
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Reply is an API answer: its status and body.
+type Reply struct {
+	Code int
+	Body string
+}
+
+// Call makes one API request with an admin or gate token (APIToken); a
+// body is sent as JSON.
+func (w *World) Call(method, path, body string) Reply {
+	w.T.Helper()
+	req, err := http.NewRequest(method, w.Srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+APIToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return Reply{resp.StatusCode, string(raw)}
+}
+
+// Offered are the check-run buttons opsbot's commands offer, as their
+// identifiers and labels joined with commas: Reuse for next push and Merge
+// with reuse first.
+func Offered(t testing.TB) (ids, labels string) {
+	t.Helper()
+	var i, l []string
+	for _, a := range app.Grammar().CheckActions() {
+		i, l = append(i, a.Identifier), append(l, a.Label)
+	}
+	if len(i) < 2 || i[0] != "reuse" || i[1] != "merge" || l[0] != "Reuse for next push" || l[1] != "Merge with reuse" {
+		t.Fatalf("the commands offer %v %v on a check run: want Reuse for next push and Merge with reuse first", i, l)
+	}
+	return strings.Join(i, ","), strings.Join(l, ",")
 }

@@ -11,9 +11,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"flag"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +60,17 @@ func Deadline(t testing.TB) time.Time {
 // otherwise be killed.
 func Expired(t testing.TB) <-chan time.Time {
 	return time.After(time.Until(Deadline(t)))
+}
+
+// Arrives waits until arrived is closed or sends (a held request reached
+// the fake), failing the test with what when it never does.
+func Arrives(t testing.TB, arrived <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-arrived:
+	case <-Expired(t):
+		t.Fatalf("%s never reached GitHub", what)
+	}
 }
 
 // SyncBuffer is a text buffer that goroutines may write at once (a
@@ -148,4 +161,20 @@ func SignJWT(t testing.TB, key *rsa.PrivateKey, kid string, claims map[string]an
 		t.Fatal(err)
 	}
 	return signing + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// WaitingTests is for a TestMain whose package's end-to-end tests wait on
+// servers, fakes and clocks far more than they compute: unless -parallel
+// is given, n of its parallel tests run at once, not GOMAXPROCS (go test's
+// default, which leaves a machine of two cores idle most of the time). The
+// tests that time something stay not parallel: they run alone, first.
+func WaitingTests(n int) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+			panic(err)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package approve_test
 
 import (
 	"fmt"
@@ -18,81 +18,21 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
-const (
-	externalWorkflow   = ".github/workflows/e2e-tests.yml"
-	externalWorkflowID = int64(88)
-	forkRepo           = "contributor/InferenceX"
-	forkRepoID         = int64(4242)
-)
-
-// approveWorld is a world whose PR comes from a fork, whose repository
-// dispatches e2e-tests.yml for approved heads, whose maintainer holds the
-// maintain role, and whose server's clock the test moves.
-func approveWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
-	t.Helper()
-	w := newWorldOpts(t, worldOpts{Repo: "    external:\n      workflow: " + externalWorkflow + "\n" + repoExtra, Deps: func(d *app.Deps) {
-		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
-	}})
-	w.GH.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
-	w.GH.SetRole(theRepo, maintLog, "maintain")
-	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
-	return w
-}
-
-// approvalStatus is the newest approval's status comment on the PR (""
-// for none).
-func (w *world) approvalStatus() string {
-	out := ""
-	for _, r := range w.Replies() {
-		if strings.Contains(r, "**External sweep**") {
-			out = r
-		}
-	}
-	return out
-}
-
-func (w *world) waitApproval(what string, subs ...string) string {
-	w.T.Helper()
-	testkit.Eventually(w.T, what, func() bool {
-		s := w.approvalStatus()
-		for _, sub := range subs {
-			if !strings.Contains(s, sub) {
-				return false
-			}
-		}
-		return true
-	})
-	w.Settle()
-	return w.approvalStatus()
-}
-
-// dispatchedRun waits for the one workflow dispatch and returns it.
-func (w *world) dispatchedRun() githubtest.WorkflowDispatch {
-	w.T.Helper()
-	testkit.Eventually(w.T, "the workflow dispatch", func() bool { return len(w.GH.WorkflowDispatches()) > 0 })
-	w.Settle()
-	ds := w.GH.WorkflowDispatches()
-	if len(ds) != 1 {
-		w.T.Fatalf("workflow dispatches %+v; want one", ds)
-	}
-	return ds[0]
-}
-
 // runEvent sends workflow_run (requested or completed) for a dispatched run,
 // as GitHub does: its head is the default branch's, it lists no PR.
 func (w *world) runEvent(action string, d githubtest.WorkflowDispatch) {
 	w.T.Helper()
 	run := w.GH.RunOf(theRepo, d.RunID)
-	p := payload(w.T, "workflow_run", action)
-	setPath(p, "repository.full_name", theRepo)
-	setPath(p, "workflow_run.id", d.RunID)
-	setPath(p, "workflow_run.head_sha", run.HeadSHA)
-	setPath(p, "workflow_run.head_branch", run.HeadBranch)
-	setPath(p, "workflow_run.event", "workflow_dispatch")
-	setPath(p, "workflow_run.display_title", run.DisplayTitle)
-	setPath(p, "workflow_run.path", externalWorkflow)
-	setPath(p, "workflow_run.pull_requests", []any{})
-	setPath(p, "workflow_run.conclusion", run.Conclusion)
+	p := e2e.Payload(w.T, "workflow_run", action)
+	e2e.SetPath(p, "repository.full_name", theRepo)
+	e2e.SetPath(p, "workflow_run.id", d.RunID)
+	e2e.SetPath(p, "workflow_run.head_sha", run.HeadSHA)
+	e2e.SetPath(p, "workflow_run.head_branch", run.HeadBranch)
+	e2e.SetPath(p, "workflow_run.event", "workflow_dispatch")
+	e2e.SetPath(p, "workflow_run.display_title", run.DisplayTitle)
+	e2e.SetPath(p, "workflow_run.path", e2e.ExternalWorkflow)
+	e2e.SetPath(p, "workflow_run.pull_requests", []any{})
+	e2e.SetPath(p, "workflow_run.conclusion", run.Conclusion)
 	w.Send("workflow_run", p)
 }
 
@@ -103,12 +43,12 @@ func (w *world) completeApproval(clock *movingClock, d githubtest.WorkflowDispat
 	w.GH.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
 	w.runEvent("completed", d)
 	w.PassTime(clock, record.WakeGap)
-	return w.waitApproval("the approval completed", "completed:")
+	return w.WaitApproval("the approval completed", "completed:")
 }
 
 func (w *world) approvalOutcomes() []string {
 	var out []string
-	for _, r := range w.audit() {
+	for _, r := range w.AuditRecords() {
 		if r["kind"] == "approval" {
 			out = append(out, r["outcome"].(string))
 		}
@@ -126,27 +66,27 @@ func TestApprovedSweepOfAForkIsDispatchedBoundAndReused(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := approveWorld(t, "      min_role: maintain\n    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n", clock)
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	d := w.dispatchedRun()
-	if d.WorkflowID != externalWorkflowID || d.Ref != "main" || !d.Details {
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	d := w.DispatchedRun()
+	if d.WorkflowID != e2e.ExternalWorkflowID || d.Ref != "main" || !d.Details {
 		t.Fatalf("dispatch %+v; want e2e-tests.yml on main with return_run_details", d)
 	}
-	if d.Inputs["pr-number"] != strconv.Itoa(thePR) || d.Inputs["head-sha"] != sha("c1") || d.Inputs["merge-sha"] != w.GH.MergeCommit(theRepo, thePR) ||
+	if d.Inputs["pr-number"] != strconv.Itoa(thePR) || d.Inputs["head-sha"] != e2e.SHA("c1") || d.Inputs["merge-sha"] != w.GH.MergeCommit(theRepo, thePR) ||
 		!strings.HasPrefix(d.Inputs["approval-id"], "opsbot-approval-") {
 		t.Fatalf("dispatch inputs %v; want the PR, its head, its merge commit and the approval's id", d.Inputs)
 	}
 	runURL := "https://github.com/" + theRepo + "/actions/runs/" + strconv.FormatInt(d.RunID, 10)
-	st := w.waitApproval("the run bound", "waiting for the run")
-	mustContain(t, "status", st, "approved by @maintainer for head `"+sha("c1")[:7]+"`", "approved head `"+sha("c1")+"` (from `"+forkRepo+"`",
+	st := w.WaitApproval("the run bound", "waiting for the run")
+	e2e.MustContain(t, "status", st, "approved by @maintainer for head `"+e2e.SHA("c1")[:7]+"`", "approved head `"+e2e.SHA("c1")+"` (from `"+e2e.ForkRepo+"`",
 		"run ["+strconv.FormatInt(d.RunID, 10)+"]("+runURL+")")
 
 	// The run finishes; GitHub tells it. The approval completes.
 	w.GH.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
 	w.runEvent("completed", d)
 	w.PassTime(clock, record.WakeGap)
-	st = w.waitApproval("the approval completed", "completed:")
-	mustContain(t, "status", st, "succeeded with its results")
-	mustContain(t, "the closing comment", w.LastReply(), "@maintainer the external sweep of `"+sha("c1")[:7]+"` you approved finished")
+	st = w.WaitApproval("the approval completed", "completed:")
+	e2e.MustContain(t, "status", st, "succeeded with its results")
+	e2e.MustContain(t, "the closing comment", w.LastReply(), "@maintainer the external sweep of `"+e2e.SHA("c1")[:7]+"` you approved finished")
 	if got := strings.Join(w.approvalOutcomes(), " "); got != "active dispatched completed" {
 		t.Fatalf("approval audit %q; want active dispatched completed", got)
 	}
@@ -154,13 +94,13 @@ func TestApprovedSweepOfAForkIsDispatchedBoundAndReused(t *testing.T) {
 	// The run counts as the head's sweep: pinned by id, the next push
 	// (within the allowed paths) skips its sweep on it.
 	w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
-	mustContain(t, "the pin's reply", w.LastReply(), "pinned")
+	e2e.MustContain(t, "the pin's reply", w.LastReply(), "pinned")
 	w.Push("c2", "perf-changelog.yaml")
 	st2 := w.Statuses("c2")
 	if len(st2) == 0 || !strings.HasPrefix(st2[len(st2)-1].Description, "skip") {
 		t.Fatalf("c2's statuses %+v; want a skip on the approved run", st2)
 	}
-	dec := w.decisionOf(sha("c2"))
+	dec := w.decisionOf(e2e.SHA("c2"))
 	if dec["run_id"] != float64(d.RunID) {
 		t.Fatalf("c2's decision %v; want it to reuse run %d", dec, d.RunID)
 	}
@@ -169,7 +109,7 @@ func TestApprovedSweepOfAForkIsDispatchedBoundAndReused(t *testing.T) {
 // decisionOf is the audit's decision record for head.
 func (w *world) decisionOf(head string) map[string]any {
 	w.T.Helper()
-	for _, r := range w.audit() {
+	for _, r := range w.AuditRecords() {
 		if r["kind"] == "decision" && r["head_sha"] == head {
 			return r
 		}
@@ -184,19 +124,19 @@ func TestApprovalsThatAreRefused(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.Comment(maintainer, "/approve-sweep "+sha("c0")[:9])
-	mustContain(t, "reply", w.LastReply(), "I did not approve the sweep", "`"+sha("c0")[:9]+"` is not this PR's head, `"+sha("c1")[:7]+"`")
-	w.Comment(reader, "/approve-sweep "+sha("c1"))
-	mustContain(t, "reader's reply", w.LastReply(), "maintain")
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c0")[:9])
+	e2e.MustContain(t, "reply", w.LastReply(), "I did not approve the sweep", "`"+e2e.SHA("c0")[:9]+"` is not this PR's head, `"+e2e.SHA("c1")[:7]+"`")
+	w.Comment(reader, "/approve-sweep "+e2e.SHA("c1"))
+	e2e.MustContain(t, "reader's reply", w.LastReply(), "maintain")
 	// The head's own short SHA: a fork's author can make a commit that
 	// starts the same way, so only the whole SHA names what was read.
-	w.Comment(maintainer, "/approve-sweep "+sha("c1")[:12])
-	mustContain(t, "short SHA's reply", w.LastReply(), "name the head by its full SHA")
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1")[:12])
+	e2e.MustContain(t, "short SHA's reply", w.LastReply(), "name the head by its full SHA")
 	w.Comment(maintainer, "/approve-sweep c1c1")
-	mustContain(t, "usage reply", w.LastReply(), "is not a commit SHA")
+	e2e.MustContain(t, "usage reply", w.LastReply(), "is not a commit SHA")
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = 0, "" })
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	mustContain(t, "reply", w.LastReply(), "not a fork's")
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	e2e.MustContain(t, "reply", w.LastReply(), "not a fork's")
 	w.Settle()
 	if ds := w.GH.WorkflowDispatches(); len(ds) != 0 {
 		t.Fatalf("dispatched %+v after refusals", ds)
@@ -211,13 +151,13 @@ func TestPushBeforeTheDispatchExpiresTheApproval(t *testing.T) {
 	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	w.waitApproval("the approval waiting for the merge commit", "still making the PR's merge commit")
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	w.WaitApproval("the approval waiting for the merge commit", "still making the PR's merge commit")
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
 	w.Push("c2")
 	w.PassTime(clock, record.WakeGap)
-	st := w.waitApproval("the approval expired", "expired:")
-	mustContain(t, "status", st, "a push (head `"+sha("c2")[:7]+"`) came before the sweep was dispatched")
+	st := w.WaitApproval("the approval expired", "expired:")
+	e2e.MustContain(t, "status", st, "a push (head `"+e2e.SHA("c2")[:7]+"`) came before the sweep was dispatched")
 	clock.Add(time.Minute)
 	time.Sleep(100 * time.Millisecond) // the ticker looks every 10 ms: nothing is due
 	w.Settle()
@@ -235,12 +175,12 @@ func TestUnapprovedRunOfTheExternalWorkflowIsNeverEligible(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.GH.AddRun(theRepo, githubtest.Run{ID: 555, WorkflowID: externalWorkflowID, Event: "workflow_dispatch", Status: "completed",
-		Conclusion: "success", HeadSHA: sha("b0"), HeadBranch: "main", Artifacts: resultArtifacts, PRs: []int{}})
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 555, WorkflowID: e2e.ExternalWorkflowID, Event: "workflow_dispatch", Status: "completed",
+		Conclusion: "success", HeadSHA: e2e.SHA("b0"), HeadBranch: "main", Artifacts: resultArtifacts, PRs: []int{}})
 	w.Comment(maintainer, "/reuse-sweep-run 555")
-	mustContain(t, "reply", w.LastReply(), "run 555 is a run of the external PRs' workflow", "no maintainer's `/approve-sweep` of this PR dispatched")
+	e2e.MustContain(t, "reply", w.LastReply(), "run 555 is a run of the external PRs' workflow", "no maintainer's `/approve-sweep` of this PR dispatched")
 	w.Push("c2")
-	if !w.swept("c2") {
+	if !w.Swept("c2") {
 		t.Fatalf("c2 skipped its sweep on an unapproved run: %+v", w.Statuses("c2"))
 	}
 }
@@ -253,32 +193,32 @@ func TestApprovedRunCountsForItsPROnlyAndWithinThePathGuard(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := approveWorld(t, "    reuse:\n      allowed_paths: [\"perf-changelog.yaml\"]\n", clock)
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	d := w.dispatchedRun()
-	w.waitApproval("the run bound", "waiting for the run")
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	d := w.DispatchedRun()
+	w.WaitApproval("the run bound", "waiting for the run")
 	w.completeApproval(clock, d)
 
 	w.Push("c2", "perf-changelog.yaml")
 	w.Comment(maintainer, "/reuse-sweep-run")
-	mustContain(t, "bare pin's reply", w.LastReply(), "pinned", strconv.FormatInt(d.RunID, 10))
+	e2e.MustContain(t, "bare pin's reply", w.LastReply(), "pinned", strconv.FormatInt(d.RunID, 10))
 	w.Push("c3", "benchmarks/kimi.sh")
-	if !w.swept("c3") {
+	if !w.Swept("c3") {
 		t.Fatalf("c3 touched a file outside the allowed paths yet did not sweep: %+v", w.Statuses("c3"))
 	}
-	mustContain(t, "the invalid pin's notice", w.LastReply(), "benchmarks/kimi.sh")
+	e2e.MustContain(t, "the invalid pin's notice", w.LastReply(), "benchmarks/kimi.sh")
 
 	// Another fork PR cannot use it.
-	w.GH.AddPR(theRepo, thePR+1, "author", "other", sha("b0"), []string{sha("d1")}, []string{"perf-changelog.yaml"})
-	w.GH.SetPR(theRepo, thePR+1, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID+1, "someone/InferenceX" })
+	w.GH.AddPR(theRepo, thePR+1, "author", "other", e2e.SHA("b0"), []string{e2e.SHA("d1")}, []string{"perf-changelog.yaml"})
+	w.GH.SetPR(theRepo, thePR+1, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = e2e.ForkRepoID+1, "someone/InferenceX" })
 	c := w.GH.AddComment(theRepo, thePR+1, maintLog, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
 	p := w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, "")
-	setPath(p, "issue.number", thePR+1)
+	e2e.SetPath(p, "issue.number", thePR+1)
 	w.Send("issue_comment", p)
 	var reply string
 	for _, cm := range w.GH.Comments(theRepo, thePR+1) {
 		reply = cm.Body
 	}
-	mustContain(t, "the other PR's reply", reply, "was dispatched for PR #"+strconv.Itoa(thePR)+"'s approved head, not for PR #"+strconv.Itoa(thePR+1))
+	e2e.MustContain(t, "the other PR's reply", reply, "was dispatched for PR #"+strconv.Itoa(thePR)+"'s approved head, not for PR #"+strconv.Itoa(thePR+1))
 }
 
 // Where GitHub does not return a dispatched run's details (GitHub
@@ -291,28 +231,28 @@ func TestApprovalWithoutRunDetailsBindsTheRunByItsName(t *testing.T) {
 	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
 	w.GH.RefuseRunDetails(theRepo)
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
 	testkit.Eventually(t, "the dispatch without details", func() bool { return len(w.GH.WorkflowDispatches()) == 1 })
 	d := w.GH.WorkflowDispatches()[0]
 	if d.Details {
 		t.Fatalf("the dispatch GitHub took asked for run details: %+v", d)
 	}
 	// A decoy: the same name, made by a maintainer by hand, newer.
-	w.GH.AddRun(theRepo, githubtest.Run{ID: 9_000_000_001, WorkflowID: externalWorkflowID, Event: "workflow_dispatch", Status: "queued",
-		HeadSHA: sha("b0"), HeadBranch: "main", PRs: []int{}, DisplayTitle: githubtest.RunName(d.Inputs), ActorLogin: maintLog,
+	w.GH.AddRun(theRepo, githubtest.Run{ID: 9_000_000_001, WorkflowID: e2e.ExternalWorkflowID, Event: "workflow_dispatch", Status: "queued",
+		HeadSHA: e2e.SHA("b0"), HeadBranch: "main", PRs: []int{}, DisplayTitle: githubtest.RunName(d.Inputs), ActorLogin: maintLog,
 		ActorID: maintID, CreatedAt: time.Now().Add(time.Minute)})
-	w.waitApproval("dispatched, looking for its run", "GitHub named no run")
+	w.WaitApproval("dispatched, looking for its run", "GitHub named no run")
 	w.runEvent("requested", d)
 	w.PassTime(clock, record.WakeGap)
-	st := w.waitApproval("the run found", "found the dispatched run")
-	mustContain(t, "status", st, "["+strconv.FormatInt(d.RunID, 10)+"]")
+	st := w.WaitApproval("the run found", "found the dispatched run")
+	e2e.MustContain(t, "status", st, "["+strconv.FormatInt(d.RunID, 10)+"]")
 	if strings.Contains(st, "9000000001") {
 		t.Fatalf("the decoy run was bound: %s", st)
 	}
 	// The bound run is the PR's sweep once it finishes.
 	w.completeApproval(clock, d)
 	w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
-	mustContain(t, "the pin's reply", w.LastReply(), "pinned")
+	e2e.MustContain(t, "the pin's reply", w.LastReply(), "pinned")
 }
 
 // /approve-sweep cancel revokes an approval whose run is under way: GitHub
@@ -321,17 +261,17 @@ func TestCancelRevokesTheApprovalAndItsRun(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	d := w.dispatchedRun()
-	w.waitApproval("the run bound", "waiting for the run")
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	d := w.DispatchedRun()
+	w.WaitApproval("the run bound", "waiting for the run")
 	w.Comment(maintainer, "/approve-sweep cancel")
-	mustContain(t, "reply", w.LastReply(), "revoked the approval of `"+sha("c1")[:7]+"`", "GitHub was asked to cancel it")
+	e2e.MustContain(t, "reply", w.LastReply(), "revoked the approval of `"+e2e.SHA("c1")[:7]+"`", "GitHub was asked to cancel it")
 	if r := w.GH.RunOf(theRepo, d.RunID); r.Conclusion != "cancelled" {
 		t.Fatalf("run %+v not cancelled", r)
 	}
 	w.GH.CompleteRun(theRepo, d.RunID, "success", resultArtifacts) // as if it had finished anyway
 	w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
-	mustContain(t, "reply", w.LastReply(), "revoked, so it counts for nothing")
+	e2e.MustContain(t, "reply", w.LastReply(), "revoked, so it counts for nothing")
 }
 
 // A workflow GitHub does not find fails the approval, saying so to the
@@ -343,11 +283,11 @@ func TestApprovalOfAWorkflowGitHubDoesNotFindFails(t *testing.T) {
 		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
 	}})
 	w.GH.SetRole(theRepo, maintLog, "maintain")
-	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	st := w.waitApproval("the approval failed", "failed:")
-	mustContain(t, "status", st, "GitHub did not find the workflow `.github/workflows/missing.yml` on `main` (404")
-	mustContain(t, "the closing comment", w.LastReply(), "the external sweep of `"+sha("c1")[:7]+"` you approved failed")
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = e2e.ForkRepoID, e2e.ForkRepo })
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	st := w.WaitApproval("the approval failed", "failed:")
+	e2e.MustContain(t, "status", st, "GitHub did not find the workflow `.github/workflows/missing.yml` on `main` (404")
+	e2e.MustContain(t, "the closing comment", w.LastReply(), "the external sweep of `"+e2e.SHA("c1")[:7]+"` you approved failed")
 	if got := strings.Join(w.approvalOutcomes(), " "); got != "active failed" {
 		t.Fatalf("approval audit %q; want active failed", got)
 	}
@@ -359,16 +299,16 @@ func TestExpiredApprovalsRunNeverCounts(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	d := w.dispatchedRun()
-	w.waitApproval("the run bound", "waiting for the run")
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	d := w.DispatchedRun()
+	w.WaitApproval("the run bound", "waiting for the run")
 	w.GH.Inject("POST /repos/{owner}/{repo}/actions/runs/{id}/cancel", githubtest.Fault{Status: 500})
 	w.PassTime(clock, 13*time.Hour)
-	st := w.waitApproval("the approval expired", "expired:")
-	mustContain(t, "status", st, "did not finish within 12h of the approval", "GitHub did not cancel it")
+	st := w.WaitApproval("the approval expired", "expired:")
+	e2e.MustContain(t, "status", st, "did not finish within 12h of the approval", "GitHub did not cancel it")
 	w.GH.CompleteRun(theRepo, d.RunID, "success", resultArtifacts)
 	w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(d.RunID, 10))
-	mustContain(t, "reply", w.LastReply(), "was dispatched for an approval that expired, so it counts for nothing")
+	e2e.MustContain(t, "reply", w.LastReply(), "was dispatched for an approval that expired, so it counts for nothing")
 }
 
 // For staging too, the approved head must still be a commit of the PR: a
@@ -376,15 +316,15 @@ func TestExpiredApprovalsRunNeverCounts(t *testing.T) {
 func TestApprovedRunIsNotStagedOnceItsHeadIsGone(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
-	w := approveWorld(t, stageCfg, clock)
-	w.GH.AddRepo(stagingRepo, "stage.yml", 500)
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	d := w.dispatchedRun()
-	w.waitApproval("the run bound", "waiting for the run")
+	w := approveWorld(t, e2e.StageConfig, clock)
+	w.GH.AddRepo(e2e.StagingRepo, "stage.yml", 500)
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	d := w.DispatchedRun()
+	w.WaitApproval("the run bound", "waiting for the run")
 	w.completeApproval(clock, d)
-	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{sha("f9")} })
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{e2e.SHA("f9")} })
 	w.Comment(maintainer, "/stage-results "+strconv.FormatInt(d.RunID, 10))
-	mustContain(t, "reply", w.LastReply(), "is not a commit of PR #"+strconv.Itoa(thePR))
+	e2e.MustContain(t, "reply", w.LastReply(), "is not a commit of PR #"+strconv.Itoa(thePR))
 	if len(w.GH.Dispatches()) != 0 {
 		t.Fatalf("staged: %+v", w.GH.Dispatches())
 	}
@@ -397,15 +337,15 @@ func TestLostDispatchAnswerIsFoundNotRepeated(t *testing.T) {
 	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
 	w.GH.DropDispatchAnswers(theRepo, 1)
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	w.waitApproval("the unanswered dispatch", "GitHub did not answer the dispatch")
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	w.WaitApproval("the unanswered dispatch", "GitHub did not answer the dispatch")
 	w.PassTime(clock, approve.Poll)
-	st := w.waitApproval("the run found", "found by its name after a dispatch whose answer was lost")
+	st := w.WaitApproval("the run found", "found by its name after a dispatch whose answer was lost")
 	ds := w.GH.WorkflowDispatches()
 	if len(ds) != 1 {
 		t.Fatalf("%d dispatches; want the one whose answer was lost", len(ds))
 	}
-	mustContain(t, "status", st, "["+strconv.FormatInt(ds[0].RunID, 10)+"]")
+	e2e.MustContain(t, "status", st, "["+strconv.FormatInt(ds[0].RunID, 10)+"]")
 }
 
 // Revoking an approval whose run GitHub has not named yet cancels the run
@@ -415,11 +355,11 @@ func TestCancelBeforeTheRunIsFoundCancelsItByName(t *testing.T) {
 	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
 	w.GH.RefuseRunDetails(theRepo)
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	w.waitApproval("dispatched, looking for its run", "GitHub named no run")
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	w.WaitApproval("dispatched, looking for its run", "GitHub named no run")
 	d := w.GH.WorkflowDispatches()[0]
 	w.Comment(maintainer, "/approve-sweep cancel")
-	mustContain(t, "reply", w.LastReply(), "revoked the approval", "GitHub was asked to cancel it")
+	e2e.MustContain(t, "reply", w.LastReply(), "revoked the approval", "GitHub was asked to cancel it")
 	if r := w.GH.RunOf(theRepo, d.RunID); r.Conclusion != "cancelled" {
 		t.Fatalf("run %+v not cancelled", r)
 	}
@@ -435,10 +375,10 @@ func TestCancelRevokesEveryCompletedApproval(t *testing.T) {
 	w := approveWorld(t, "", clock)
 	var runs []int64
 	for i := range 3 {
-		w.Comment(maintainer, "/approve-sweep "+sha("c1"))
+		w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
 		testkit.Eventually(t, "the dispatch", func() bool { return len(w.GH.WorkflowDispatches()) == i+1 })
 		d := w.GH.WorkflowDispatches()[i]
-		w.waitApproval("the run bound", "run ["+strconv.FormatInt(d.RunID, 10)+"]", "waiting for the run")
+		w.WaitApproval("the run bound", "run ["+strconv.FormatInt(d.RunID, 10)+"]", "waiting for the run")
 		runs = append(runs, d.RunID)
 		if i == 2 {
 			break // the third stays under way
@@ -453,10 +393,10 @@ func TestCancelRevokesEveryCompletedApproval(t *testing.T) {
 	w.GH.RerunRun(theRepo, runs[1])
 	w.GH.CompleteRun(theRepo, runs[1], "success", resultArtifacts)
 	w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(runs[1], 10))
-	mustContain(t, "reply", w.LastReply(), "was re-run after its approval completed: its attempt 2 is not attempt 1")
+	e2e.MustContain(t, "reply", w.LastReply(), "was re-run after its approval completed: its attempt 2 is not attempt 1")
 
 	w.Comment(maintainer, "/approve-sweep cancel")
-	mustContain(t, "reply", w.LastReply(), "revoked the approval of `"+sha("c1")[:7]+"` by @maintainer under way",
+	e2e.MustContain(t, "reply", w.LastReply(), "revoked the approval of `"+e2e.SHA("c1")[:7]+"` by @maintainer under way",
 		"GitHub was asked to cancel it", "revoked the approvals of this PR whose runs counted", strconv.FormatInt(runs[0], 10),
 		strconv.FormatInt(runs[1], 10))
 	if r := w.GH.RunOf(theRepo, runs[2]); r.Conclusion != "cancelled" {
@@ -464,10 +404,10 @@ func TestCancelRevokesEveryCompletedApproval(t *testing.T) {
 	}
 	for _, id := range runs[:1] {
 		w.Comment(maintainer, "/reuse-sweep-run "+strconv.FormatInt(id, 10))
-		mustContain(t, "reply", w.LastReply(), "was revoked, so it counts for nothing")
+		e2e.MustContain(t, "reply", w.LastReply(), "was revoked, so it counts for nothing")
 	}
 	w.Comment(maintainer, "/approve-sweep cancel")
-	mustContain(t, "reply", w.LastReply(), "there is no approval of this PR to revoke")
+	e2e.MustContain(t, "reply", w.LastReply(), "there is no approval of this PR to revoke")
 }
 
 // While a dispatch whose answer was lost may have made a run that opsbot
@@ -478,11 +418,11 @@ func TestNewApprovalWaitsForALostDispatch(t *testing.T) {
 	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
 	w.GH.DropDispatchAnswers(theRepo, 1)
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	w.waitApproval("the unanswered dispatch", "GitHub did not answer the dispatch")
-	w.GH.Push(theRepo, thePR, []string{sha("c2")}) // its webhook not yet here
-	w.Comment(maintainer, "/approve-sweep "+sha("c2"))
-	mustContain(t, "reply", w.LastReply(), "may have started a run that opsbot is still looking for")
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	w.WaitApproval("the unanswered dispatch", "GitHub did not answer the dispatch")
+	w.GH.Push(theRepo, thePR, []string{e2e.SHA("c2")}) // its webhook not yet here
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c2"))
+	e2e.MustContain(t, "reply", w.LastReply(), "may have started a run that opsbot is still looking for")
 	if n := len(w.GH.WorkflowDispatches()); n != 1 {
 		t.Fatalf("%d dispatches; want the one whose answer was lost", n)
 	}
@@ -494,10 +434,10 @@ func TestApprovedRunMakesTheHeadReady(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := approveWorld(t, "    main_sweeps: false\n", clock)
-	w.SendSync(sha("c1"), "") // opsbot learns the head
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	d := w.dispatchedRun()
-	w.waitApproval("the run bound", "waiting for the run")
+	w.SendSync(e2e.SHA("c1"), "") // opsbot learns the head
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	d := w.DispatchedRun()
+	w.WaitApproval("the run bound", "waiting for the run")
 	w.completeApproval(clock, d)
 	var last githubtest.Status
 	for _, st := range w.Statuses("c1") {
@@ -516,16 +456,16 @@ func TestApprovedRunMakesTheHeadReady(t *testing.T) {
 func TestApprovedRunOffersCheckRunButtons(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
-	w := appWorldOpts(t, worldOpts{Repo: "    external:\n      workflow: " + externalWorkflow + "\n", Deps: func(d *app.Deps) {
+	w := newWorldOpts(t, worldOpts{App: true, Repo: "    external:\n      workflow: " + e2e.ExternalWorkflow + "\n", Deps: func(d *app.Deps) {
 		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
 	}})
-	w.GH.AddWorkflow(theRepo, "e2e-tests.yml", externalWorkflowID)
+	w.GH.AddWorkflow(theRepo, "e2e-tests.yml", e2e.ExternalWorkflowID)
 	w.GH.SetRole(theRepo, maintLog, "maintain")
-	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
-	w.SendSync(sha("c1"), "") // opsbot learns the head
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	d := w.dispatchedRun()
-	w.waitApproval("the run bound", "waiting for the run")
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = e2e.ForkRepoID, e2e.ForkRepo })
+	w.SendSync(e2e.SHA("c1"), "") // opsbot learns the head
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	d := w.DispatchedRun()
+	w.WaitApproval("the run bound", "waiting for the run")
 	w.completeApproval(clock, d)
 	var offer *githubtest.CreatedCheckRun
 	for _, c := range w.CheckRunsOn("c1") {
@@ -533,11 +473,11 @@ func TestApprovedRunOffersCheckRunButtons(t *testing.T) {
 			offer = &c
 		}
 	}
-	if ids, _ := offered(t); offer == nil || strings.Join(offer.Actions, ",") != ids || !strings.HasPrefix(offer.ExternalID, fmt.Sprintf("%d:%d:", thePR, d.RunID)) {
+	if ids, _ := e2e.Offered(t); offer == nil || strings.Join(offer.Actions, ",") != ids || !strings.HasPrefix(offer.ExternalID, fmt.Sprintf("%d:%d:", thePR, d.RunID)) {
 		t.Fatalf("check runs on c1: %+v", w.CheckRunsOn("c1"))
 	}
 	w.ClickCheckRun(maintainer, "c1", "reuse", d.RunID)
-	mustContain(t, "the click's reply", w.LastReply(), "pinned")
+	e2e.MustContain(t, "the click's reply", w.LastReply(), "pinned")
 }
 
 // An approval of an older head that was never dispatched (GitHub was still
@@ -548,13 +488,13 @@ func TestApprovalOfANewHeadReplacesOneNeverDispatched(t *testing.T) {
 	clock := e2e.NewClock()
 	w := approveWorld(t, "", clock)
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
-	w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-	w.waitApproval("the approval waiting for the merge commit", "still making the PR's merge commit")
-	w.GH.Push(theRepo, thePR, []string{sha("c2")}) // its webhook not yet here
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+	w.WaitApproval("the approval waiting for the merge commit", "still making the PR's merge commit")
+	w.GH.Push(theRepo, thePR, []string{e2e.SHA("c2")}) // its webhook not yet here
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
-	w.Comment(maintainer, "/approve-sweep "+sha("c2"))
-	d := w.dispatchedRun()
-	if d.Inputs["head-sha"] != sha("c2") {
+	w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c2"))
+	d := w.DispatchedRun()
+	if d.Inputs["head-sha"] != e2e.SHA("c2") {
 		t.Fatalf("dispatched %+v; want the new head", d)
 	}
 	if got := strings.Join(w.approvalOutcomes(), " "); !strings.HasPrefix(got, "active expired active") {
@@ -571,15 +511,15 @@ func (w *world) reloadWithoutExternal() {
 	if err != nil {
 		w.T.Fatal(err)
 	}
-	next := strings.Replace(string(raw), "    external:\n      workflow: "+externalWorkflow+"\n", "", 1)
+	next := strings.Replace(string(raw), "    external:\n      workflow: "+e2e.ExternalWorkflow+"\n", "", 1)
 	if next == string(raw) {
 		w.T.Fatal("the configuration has no external section to remove")
 	}
 	if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
 		w.T.Fatal(err)
 	}
-	if r := w.call(http.MethodPost, "/api/v1/reload", apiToken, "", ""); r.code != http.StatusOK {
-		w.T.Fatalf("reload: %d %s", r.code, r.body)
+	if r := w.Call(http.MethodPost, "/api/v1/reload", ""); r.Code != http.StatusOK {
+		w.T.Fatalf("reload: %d %s", r.Code, r.Body)
 	}
 }
 
@@ -594,8 +534,8 @@ func TestApprovalAfterAReloadRemovedItsWorkflow(t *testing.T) {
 		clock := e2e.NewClock()
 		w := approveWorld(t, "", clock)
 		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
-		w.Comment(maintainer, "/approve-sweep "+sha("c1"))
-		w.waitApproval("waiting for the merge commit", "GitHub is still making")
+		w.Comment(maintainer, "/approve-sweep "+e2e.SHA("c1"))
+		w.WaitApproval("waiting for the merge commit", "GitHub is still making")
 		w.reloadWithoutExternal()
 		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = false })
 		return w, clock
@@ -604,7 +544,7 @@ func TestApprovalAfterAReloadRemovedItsWorkflow(t *testing.T) {
 		t.Parallel()
 		w, _ := start(t)
 		w.Comment(maintainer, "/approve-sweep cancel")
-		mustContain(t, "reply", w.LastReply(), "@maintainer revoked the approval of `c1c1c1c`")
+		e2e.MustContain(t, "reply", w.LastReply(), "@maintainer revoked the approval of `c1c1c1c`")
 		if n := len(w.GH.WorkflowDispatches()); n != 0 {
 			t.Fatalf("%d dispatches after the approval was revoked", n)
 		}
@@ -613,7 +553,7 @@ func TestApprovalAfterAReloadRemovedItsWorkflow(t *testing.T) {
 		t.Parallel()
 		w, clock := start(t)
 		w.PassTime(clock, approve.Poll)
-		st := w.waitApproval("the approval ended", "expired: the repository's configuration changed: no workflow for external PRs is configured any more")
+		st := w.WaitApproval("the approval ended", "expired: the repository's configuration changed: no workflow for external PRs is configured any more")
 		if n := len(w.GH.WorkflowDispatches()); n != 0 {
 			t.Fatalf("%d dispatches for a workflow the configuration no longer names:\n%s", n, st)
 		}
@@ -627,11 +567,11 @@ func TestExternalAllowUsersAdmitsAListedLogin(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := approveWorld(t, "      allow_users: [reader]\n", clock)
-	w.Comment(reader, "/approve-sweep "+sha("c1"))
-	d := w.dispatchedRun()
-	if d.Inputs["head-sha"] != sha("c1") {
+	w.Comment(reader, "/approve-sweep "+e2e.SHA("c1"))
+	d := w.DispatchedRun()
+	if d.Inputs["head-sha"] != e2e.SHA("c1") {
 		t.Fatalf("dispatch %+v", d)
 	}
-	st := w.waitApproval("the run bound", "waiting for the run")
-	mustContain(t, "status", st, "approved by @reader")
+	st := w.WaitApproval("the run bound", "waiting for the run")
+	e2e.MustContain(t, "status", st, "approved by @reader")
 }

@@ -1,4 +1,4 @@
-package main
+package merge_test
 
 import (
 	"encoding/json"
@@ -34,56 +34,42 @@ func TestGateAnswersAMergeGroupByThePRsDecision(t *testing.T) {
 	w := newWorld(t, "")
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
 	w.Push("c2", "perf-changelog.yaml")
-	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
-	out, _ := w.gate("--event", "merge_group", "--ref", ref, "--sha", sha("f1"))
+	ref := w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f1"), true)
+	out := w.GateFlags("--event", "merge_group", "--ref", ref, "--sha", e2e.SHA("f1"))
 	if out["skip-pr-sweep"] != "true" || out["reuse-source-run-id"] != "31147925932" || out["reuse-source-pr-number"] != "2512" ||
 		!strings.Contains(out["reuse-reason"], "has exactly the files of its head c2c2c2c") {
 		t.Fatalf("gate for the group of c2 = %v", out)
 	}
 	// The base moved under the PR: the group's files are not the head's.
-	ref = w.GH.MergeGroup(theRepo, thePR, sha("f2"), false)
-	out, _ = w.gate("--event", "merge_group", "--ref", ref, "--sha", sha("f2"))
+	ref = w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f2"), false)
+	out = w.GateFlags("--event", "merge_group", "--ref", ref, "--sha", e2e.SHA("f2"))
 	if out["skip-pr-sweep"] != "false" || out["reuse-source-run-id"] != "" || !strings.Contains(out["reuse-reason"], "its files are not those of the PR's head c2c2c2c") {
 		t.Fatalf("gate for a group of other files = %v", out)
 	}
 	// A group ref is the asker's word: another PR's number in it reads that PR.
 	other := strings.Replace(ref, "/pr-2512-", "/pr-7-", 1)
-	rep := w.call("POST", "/api/v1/gate", apiToken, "application/json", groupAsk(other, sha("f1")))
-	if rep.code == 200 && strings.Contains(rep.body, "skip-pr-sweep=true") {
-		t.Fatalf("a group ref naming another PR answered %d %s", rep.code, rep.body)
+	rep := w.Call("POST", "/api/v1/gate", groupAsk(other, e2e.SHA("f1")))
+	if rep.Code == 200 && strings.Contains(rep.Body, "skip-pr-sweep=true") {
+		t.Fatalf("a group ref naming another PR answered %d %s", rep.Code, rep.Body)
 	}
 	// A group branch naming another base than the PR's gains nothing
 	// either, though its files are the head's.
-	ref = w.GH.MergeGroup(theRepo, thePR, sha("f4"), true)
-	out, _ = w.gate("--event", "merge_group", "--ref", strings.Replace(ref, "gh-readonly-queue/main/", "gh-readonly-queue/release/", 1), "--sha", sha("f4"))
+	ref = w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f4"), true)
+	out = w.GateFlags("--event", "merge_group", "--ref", strings.Replace(ref, "gh-readonly-queue/main/", "gh-readonly-queue/release/", 1), "--sha", e2e.SHA("f4"))
 	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "the group's branch names the base release, the PR merges into main") {
 		t.Fatalf("gate for a group branch of another base = %v", out)
 	}
-	rep = w.call("POST", "/api/v1/gate", apiToken, "application/json", groupAsk("refs/heads/kimi-tune", sha("f1")))
-	if rep.code != 400 || !strings.Contains(rep.body, "is not a merge group's branch") {
-		t.Fatalf("a ref that is no group's = %d %s", rep.code, rep.body)
+	rep = w.Call("POST", "/api/v1/gate", groupAsk("refs/heads/kimi-tune", e2e.SHA("f1")))
+	if rep.Code != 400 || !strings.Contains(rep.Body, "is not a merge group's branch") {
+		t.Fatalf("a ref that is no group's = %d %s", rep.Code, rep.Body)
 	}
 	// A head that swept: its group sweeps too.
 	w.Push("c3", "perf-changelog.yaml")
-	ref = w.GH.MergeGroup(theRepo, thePR, sha("f3"), true)
-	out, _ = w.gate("--event", "merge_group", "--ref", ref, "--sha", sha("f3"))
+	ref = w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f3"), true)
+	out = w.GateFlags("--event", "merge_group", "--ref", ref, "--sha", e2e.SHA("f3"))
 	if out["skip-pr-sweep"] != "false" || !strings.Contains(out["reuse-reason"], "the PR's head c3c3c3c was not skipped") {
 		t.Fatalf("gate for the group of a swept head = %v", out)
 	}
-}
-
-// sendMergeGroup sends a merge_group event of the PR's group commit.
-func (w *world) sendMergeGroup(action, reason, group, ref string) {
-	w.T.Helper()
-	p := payload(w.T, "merge_group", "checks_requested")
-	setPath(p, "repository.full_name", theRepo)
-	p["action"] = action
-	if reason != "" {
-		p["reason"] = reason
-	}
-	setPath(p, "merge_group.head_sha", group)
-	setPath(p, "merge_group.head_ref", ref)
-	w.Send("merge_group", p)
 }
 
 // lostEnqueue asks the merge, and GitHub queues the PR but its answer to
@@ -93,7 +79,7 @@ func (w *world) lostEnqueue() {
 	w.T.Helper()
 	w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1, Skip: 1})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
+	w.WaitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
 }
 
 // groupTested queues the PR; the queue makes its group f1 of exactly the
@@ -102,10 +88,10 @@ func (w *world) lostEnqueue() {
 func (w *world) groupTested(clock *movingClock) string {
 	w.T.Helper()
 	w.mergeQueued()
-	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
-	w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
+	ref := w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f1"), true)
+	w.SendMergeGroup("checks_requested", "", e2e.SHA("f1"), ref)
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("the group told", "the merge queue tests the group `f1f1f1f`")
+	w.WaitStatus("the group told", "the merge queue tests the group `f1f1f1f`")
 	return ref
 }
 
@@ -114,8 +100,8 @@ func (w *world) groupTested(clock *movingClock) string {
 func (w *world) queueMerges(group, ref string) {
 	w.T.Helper()
 	w.GH.MergeByQueue(theRepo, thePR, group)
-	w.sendMergeGroup("destroyed", "merged", group, ref)
-	w.closedMerged(group)
+	w.SendMergeGroup("destroyed", "merged", group, ref)
+	w.ClosedMerged(group)
 }
 
 // queueWorld is a merge world whose default branch takes its merges
@@ -124,7 +110,7 @@ func queueWorld(t *testing.T, clock *movingClock) *world {
 	t.Helper()
 	w := mergeWorld(t, "    main_sweeps: false\n", clock)
 	w.GH.SetBranchRules(theRepo, "main", "merge_queue")
-	w.greenChecks(sha("c1"))
+	w.GreenChecks(e2e.SHA("c1"))
 	return w
 }
 
@@ -132,7 +118,7 @@ func queueWorld(t *testing.T, clock *movingClock) *world {
 func (w *world) mergeQueued() {
 	w.T.Helper()
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("queued", "added to the merge queue of `main`")
+	w.WaitStatus("queued", "added to the merge queue of `main`")
 }
 
 // A default branch whose rules require a merge queue: /merge-with-reuse
@@ -146,21 +132,21 @@ func TestMergeWithReuseGoesThroughTheMergeQueue(t *testing.T) {
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("queued", "added to the merge queue of `main`", "⏳ in the merge queue (queued")
+	w.WaitStatus("queued", "added to the merge queue of `main`", "⏳ in the merge queue (queued")
 	if n := len(w.GH.Merges()); n != 0 {
 		t.Fatalf("merged through the API with a merge queue required: %d merges", n)
 	}
-	if q := w.GH.Enqueues(); len(q) != 1 || q[0] != sha("c1") || w.GH.Queued(theRepo, thePR) == "" {
+	if q := w.GH.Enqueues(); len(q) != 1 || q[0] != e2e.SHA("c1") || w.GH.Queued(theRepo, thePR) == "" {
 		t.Fatalf("enqueues %v, queued %q; want c1 queued once", q, w.GH.Queued(theRepo, thePR))
 	}
-	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
-	w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
+	ref := w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f1"), true)
+	w.SendMergeGroup("checks_requested", "", e2e.SHA("f1"), ref)
 	w.PassTime(clock, record.WakeGap)
-	st := w.waitStatus("the group told", "the merge queue tests the group `f1f1f1f`")
-	mustContain(t, "status", st, "has exactly the files of its head c1c1c1c, for which @maintainer pinned run 31147925932")
+	st := w.WaitStatus("the group told", "the merge queue tests the group `f1f1f1f`")
+	e2e.MustContain(t, "status", st, "has exactly the files of its head c1c1c1c, for which @maintainer pinned run 31147925932")
 	var gateSt, ready string
 	groupStatuses := func() bool {
-		for _, s := range w.GH.Statuses(theRepo, sha("f1")) {
+		for _, s := range w.GH.Statuses(theRepo, e2e.SHA("f1")) {
 			switch s.Context {
 			case "opsbot/sweep-gate":
 				gateSt = s.Description
@@ -174,15 +160,15 @@ func TestMergeWithReuseGoesThroughTheMergeQueue(t *testing.T) {
 	if gateSt != "skip: reusing run 31147925932, authorized by @maintainer" || !strings.HasPrefix(ready, "success merge group of c1c1c1c: merge will reuse run 31147925932") {
 		t.Fatalf("the group's statuses: gate %q, reuse-ready %q", gateSt, ready)
 	}
-	out, _ := w.gate("--event", "merge_group", "--ref", ref, "--sha", sha("f1"))
+	out := w.GateFlags("--event", "merge_group", "--ref", ref, "--sha", e2e.SHA("f1"))
 	if out["skip-pr-sweep"] != "true" || out["reuse-source-run-id"] != "31147925932" {
 		t.Fatalf("gate for the group = %v", out)
 	}
 	// The queue's checks pass: it moves main to the group and closes the PR.
-	w.queueMerges(sha("f1"), ref)
+	w.queueMerges(e2e.SHA("f1"), ref)
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
-	out, _ = w.gate("--event", "push", "--sha", sha("f1"))
+	w.WaitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
+	out = w.GateFlags("--event", "push", "--sha", e2e.SHA("f1"))
 	if out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" {
 		t.Fatalf("push gate after the queue's merge = %v", out)
 	}
@@ -200,13 +186,13 @@ func TestMergeWithReuseLeavesTheMergeQueue(t *testing.T) {
 		clock := e2e.NewClock()
 		w := queueWorld(t, clock)
 		w.mergeQueued()
-		ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+		ref := w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f1"), true)
 		w.GH.LeaveQueue(theRepo, thePR)
-		w.sendMergeGroup("destroyed", "invalidated", sha("f1"), ref)
+		w.SendMergeGroup("destroyed", "invalidated", e2e.SHA("f1"), ref)
 		w.PassTime(clock, record.WakeGap)
-		w.waitStatus("read again", "the PR left the merge queue: reading whether it merged")
+		w.WaitStatus("read again", "the PR left the merge queue: reading whether it merged")
 		w.PassTime(clock, merge.MergeWait)
-		w.waitStatus("stopped", "⛔ stopped: the PR left the merge queue without being merged: its group was invalidated")
+		w.WaitStatus("stopped", "⛔ stopped: the PR left the merge queue without being merged: its group was invalidated")
 	})
 	t.Run("cancelled", func(t *testing.T) {
 		t.Parallel()
@@ -214,8 +200,8 @@ func TestMergeWithReuseLeavesTheMergeQueue(t *testing.T) {
 		w := queueWorld(t, clock)
 		w.mergeQueued()
 		w.Comment(maintainer, "/merge-with-reuse cancel")
-		w.waitStatus("cancelled", "⛔ stopped: cancelled by @maintainer. It is taken out of the merge queue")
-		mustContain(t, "reply", w.LastReply(), "cancelled the merge of this PR asked by @maintainer. It is taken out of the merge queue.")
+		w.WaitStatus("cancelled", "⛔ stopped: cancelled by @maintainer. It is taken out of the merge queue")
+		e2e.MustContain(t, "reply", w.LastReply(), "cancelled the merge of this PR asked by @maintainer. It is taken out of the merge queue.")
 		if q := w.GH.Queued(theRepo, thePR); q != "" {
 			t.Fatalf("the PR is still in the queue (%s) after the cancel", q)
 		}
@@ -235,7 +221,7 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 		w := queueWorld(t, clock)
 		w.lostEnqueue()
 		w.PassTime(clock, merge.MergeWait/4)
-		st := w.waitStatus("found queued", "`c1c1c1c` is in the merge queue of `main` (found queued)")
+		st := w.WaitStatus("found queued", "`c1c1c1c` is in the merge queue of `main` (found queued)")
 		if q := w.GH.Enqueues(); len(q) != 1 {
 			t.Fatalf("enqueued %d times (%v); want once\n%s", len(q), q, st)
 		}
@@ -245,11 +231,11 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 		clock := e2e.NewClock()
 		w := mergeWorld(t, "", clock)
 		w.GH.SetClassicQueue(theRepo, "main")
-		w.greenChecks(sha("c1"))
+		w.GreenChecks(e2e.SHA("c1"))
 		w.Comment(maintainer, "/merge-with-reuse 31147925932")
-		st := w.waitStatus("queued", "added to the merge queue of `main`")
-		mustContain(t, "status", st, "🚦 GitHub takes merges into `main` through its merge queue (", "Changes must be made through the merge queue")
-		if q := w.GH.Enqueues(); len(q) != 1 || q[0] != sha("c1") || len(w.GH.Merges()) != 0 {
+		st := w.WaitStatus("queued", "added to the merge queue of `main`")
+		e2e.MustContain(t, "status", st, "🚦 GitHub takes merges into `main` through its merge queue (", "Changes must be made through the merge queue")
+		if q := w.GH.Enqueues(); len(q) != 1 || q[0] != e2e.SHA("c1") || len(w.GH.Merges()) != 0 {
 			t.Fatalf("enqueues %v, merges %v", q, w.GH.Merges())
 		}
 	})
@@ -259,7 +245,7 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 		w := queueWorld(t, clock)
 		w.mergeQueued()
 		w.PassTime(clock, merge.DefaultChecksTimeout+time.Minute)
-		w.waitStatus("stopped", "⛔ stopped: it did not finish within 2h of adding it to the merge queue (in the merge queue). It is taken out of the merge queue")
+		w.WaitStatus("stopped", "⛔ stopped: it did not finish within 2h of adding it to the merge queue (in the merge queue). It is taken out of the merge queue")
 		if q := w.GH.Queued(theRepo, thePR); q != "" {
 			t.Fatalf("still queued (%s) after the deadline", q)
 		}
@@ -272,7 +258,7 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 		w.GH.LeaveQueue(theRepo, thePR) // GitHub takes a PR pushed to out of its queue
 		w.Push("c2", "perf-changelog.yaml")
 		w.PassTime(clock, record.WakeGap)
-		w.waitStatus("stopped", "⛔ stopped: a new push (head c2c2c2c) came after c1c1c1c, the head queued")
+		w.WaitStatus("stopped", "⛔ stopped: a new push (head c2c2c2c) came after c1c1c1c, the head queued")
 	})
 }
 
@@ -314,10 +300,10 @@ func TestMergeWithReuseQueueAfterARestart(t *testing.T) {
 			}
 			t.Cleanup(func() {
 				if t.Failed() {
-					t.Log(w.mergeStatus())
+					t.Log(w.MergeStatus())
 				}
 			})
-			st := w.waitStatus("queued", c.want, "⏳ in the merge queue")
+			st := w.WaitStatus("queued", c.want, "⏳ in the merge queue")
 			if q := w.GH.Enqueues(); len(q) != c.asked {
 				t.Fatalf("enqueued %d times (%v); want %d\n%s", len(q), q, c.asked, st)
 			}
@@ -333,11 +319,11 @@ func TestMergeWithReuseCancelAfterALostEnqueue(t *testing.T) {
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
 	w.lostEnqueue()
-	w.GH.SetCheckRun(theRepo, sha("c1"), "lint", "in_progress", "")
+	w.GH.SetCheckRun(theRepo, e2e.SHA("c1"), "lint", "in_progress", "")
 	w.PassTime(clock, merge.MergeWait/4)
-	w.waitStatus("found queued", "(found queued)")
+	w.WaitStatus("found queued", "(found queued)")
 	w.Comment(maintainer, "/merge-with-reuse cancel")
-	w.waitStatus("cancelled", "cancelled by @maintainer. It is taken out of the merge queue")
+	w.WaitStatus("cancelled", "cancelled by @maintainer. It is taken out of the merge queue")
 	if q := w.GH.Queued(theRepo, thePR); q != "" {
 		t.Fatalf("cancelled, but the PR is still in the merge queue (%s)", q)
 	}
@@ -355,13 +341,13 @@ func TestMergeWithReuseQueueMergeSeenLate(t *testing.T) {
 	w := queueWorld(t, clock)
 	ref := w.groupTested(clock)
 	w.GH.LeaveQueue(theRepo, thePR)
-	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
+	w.SendMergeGroup("destroyed", "merged", e2e.SHA("f1"), ref)
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("waiting for the merge's record", "the merge queue merged the PR: waiting for GitHub's record of it")
-	w.GH.MergeByQueue(theRepo, thePR, sha("f1"))
-	w.closedMerged(sha("f1"))
+	w.WaitStatus("waiting for the merge's record", "the merge queue merged the PR: waiting for GitHub's record of it")
+	w.GH.MergeByQueue(theRepo, thePR, e2e.SHA("f1"))
+	w.ClosedMerged(e2e.SHA("f1"))
 	w.PassTime(clock, record.WakeGap)
-	st := w.waitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
+	st := w.WaitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
 	if strings.Contains(st, "without being merged") {
 		t.Fatalf("status:\n%s", st)
 	}
@@ -373,10 +359,10 @@ func TestGateAnswersTheGroupOfAPinnedHeadThatSwept(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
-	w.SendSync(sha("c1"), "") // c1's own push: it sweeps (no pin yet)
+	w.SendSync(e2e.SHA("c1"), "") // c1's own push: it sweeps (no pin yet)
 	w.mergeQueued()
-	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
-	out, _ := w.gate("--event", "merge_group", "--ref", ref, "--sha", sha("f1"))
+	ref := w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f1"), true)
+	out := w.GateFlags("--event", "merge_group", "--ref", ref, "--sha", e2e.SHA("f1"))
 	if out["skip-pr-sweep"] != "true" || out["reuse-source-run-id"] != "31147925932" {
 		t.Fatalf("the group of the pinned head that swept = %v", out)
 	}
@@ -391,7 +377,7 @@ func TestMergeWithReuseQueueDeadlineWithoutGraphQL(t *testing.T) {
 	w.mergeQueued()
 	w.GH.Inject(routeGraphQL, githubtest.Fault{Status: 200, Body: `{"data":null,"errors":[{"type":"FORBIDDEN","message":"Resource not accessible by integration"}]}`})
 	w.PassTime(clock, merge.DefaultChecksTimeout+time.Minute)
-	w.waitStatus("stopped", "⛔ stopped: it did not finish within 2h", "could not take the PR out of the merge queue", "it may still merge")
+	w.WaitStatus("stopped", "⛔ stopped: it did not finish within 2h", "could not take the PR out of the merge queue", "it may still merge")
 }
 
 // A cancel read while GitHub records the queue's merge (the queue said the
@@ -403,13 +389,13 @@ func TestMergeWithReuseCancelWhileTheQueueMerges(t *testing.T) {
 	w := queueWorld(t, clock)
 	ref := w.groupTested(clock)
 	w.GH.LeaveQueue(theRepo, thePR)
-	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
+	w.SendMergeGroup("destroyed", "merged", e2e.SHA("f1"), ref)
 	w.Comment(maintainer, "/merge-with-reuse cancel")
-	mustContain(t, "reply", w.LastReply(), "too late: GitHub's merge queue merged this PR")
-	w.GH.MergeByQueue(theRepo, thePR, sha("f1"))
-	w.closedMerged(sha("f1"))
+	e2e.MustContain(t, "reply", w.LastReply(), "too late: GitHub's merge queue merged this PR")
+	w.GH.MergeByQueue(theRepo, thePR, e2e.SHA("f1"))
+	w.ClosedMerged(e2e.SHA("f1"))
 	w.PassTime(clock, record.WakeGap)
-	st := w.waitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
+	st := w.WaitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
 	if strings.Contains(st, "cancelled") {
 		t.Fatalf("status:\n%s", st)
 	}
@@ -427,14 +413,14 @@ func TestMergeWithReuseDoesNotQueueAgainWhatLeft(t *testing.T) {
 			w := queueWorld(t, clock)
 			w.lostEnqueue()
 			if group {
-				ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
-				w.sendMergeGroup("checks_requested", "", sha("f1"), ref)
+				ref := w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f1"), true)
+				w.SendMergeGroup("checks_requested", "", e2e.SHA("f1"), ref)
 			}
 			w.GH.LeaveQueue(theRepo, thePR) // a maintainer takes it out
 			w.PassTime(clock, merge.MergeWait/4)
-			w.waitStatus("read again", "the PR left the merge queue: reading whether it merged")
+			w.WaitStatus("read again", "the PR left the merge queue: reading whether it merged")
 			w.PassTime(clock, merge.MergeWait)
-			st := w.waitStatus("stopped", "⛔ stopped: the PR left the merge queue without being merged")
+			st := w.WaitStatus("stopped", "⛔ stopped: the PR left the merge queue without being merged")
 			if q := w.GH.Enqueues(); len(q) != 1 || w.GH.Queued(theRepo, thePR) != "" {
 				t.Fatalf("enqueued %d times, queued now %q\n%s", len(q), w.GH.Queued(theRepo, thePR), st)
 			}
@@ -464,15 +450,15 @@ func TestMergeWithReuseCancelDequeueFaults(t *testing.T) {
 			w.mergeQueued()
 			w.GH.Inject(routeGraphQL, c.fault)
 			w.Comment(maintainer, "/merge-with-reuse cancel")
-			mustContain(t, "reply", w.LastReply(), "cancelled the merge of this PR asked by @maintainer. The PR is being taken out of the merge queue",
+			e2e.MustContain(t, "reply", w.LastReply(), "cancelled the merge of this PR asked by @maintainer. The PR is being taken out of the merge queue",
 				"is revoked; the next push sweeps")
-			w.waitStatus("leaving", "✋ cancelled by @maintainer: taking the PR out of the merge queue")
+			w.WaitStatus("leaving", "✋ cancelled by @maintainer: taking the PR out of the merge queue")
 			w.GH.Heal(routeGraphQL)
 			w.PassTime(clock, merge.MergeWait/4)
 			if c.fault.Lost {
 				w.PassTime(clock, merge.MergeWait)
 			}
-			st := w.waitStatus("stopped", c.want)
+			st := w.WaitStatus("stopped", c.want)
 			if q := w.GH.Queued(theRepo, thePR); q != "" || strings.Contains(st, "may still merge") {
 				t.Fatalf("queued %q after the cancel:\n%s", q, st)
 			}
@@ -489,13 +475,13 @@ func TestMergeWithReuseCancelBeforeTheQueuesWord(t *testing.T) {
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
 	w.mergeQueued()
-	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+	ref := w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f1"), true)
 	w.GH.LeaveQueue(theRepo, thePR)
 	w.Comment(maintainer, "/merge-with-reuse cancel")
-	mustContain(t, "reply", w.LastReply(), "The PR is being taken out of the merge queue")
-	w.queueMerges(sha("f1"), ref)
+	e2e.MustContain(t, "reply", w.LastReply(), "The PR is being taken out of the merge queue")
+	w.queueMerges(e2e.SHA("f1"), ref)
 	w.PassTime(clock, merge.MergeWait/4)
-	st := w.waitStatus("merged", "🎉")
+	st := w.WaitStatus("merged", "🎉")
 	if strings.Contains(st, "⛔") {
 		t.Fatalf("status:\n%s", st)
 	}
@@ -509,19 +495,19 @@ func TestMergeWithReuseQueueEventsOutOfOrder(t *testing.T) {
 	clock := e2e.NewClock()
 	w := queueWorld(t, clock)
 	w.mergeQueued()
-	ref1 := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
-	w.sendMergeGroup("checks_requested", "", sha("f1"), ref1)
-	ref2 := w.GH.MergeGroup(theRepo, thePR, sha("f2"), true)
-	w.sendMergeGroup("checks_requested", "", sha("f2"), ref2)
+	ref1 := w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f1"), true)
+	w.SendMergeGroup("checks_requested", "", e2e.SHA("f1"), ref1)
+	ref2 := w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f2"), true)
+	w.SendMergeGroup("checks_requested", "", e2e.SHA("f2"), ref2)
 	w.GH.LeaveQueue(theRepo, thePR)
-	w.sendMergeGroup("destroyed", "merged", sha("f2"), ref2)
-	w.sendMergeGroup("destroyed", "invalidated", sha("f1"), ref1)
+	w.SendMergeGroup("destroyed", "merged", e2e.SHA("f2"), ref2)
+	w.SendMergeGroup("destroyed", "invalidated", e2e.SHA("f1"), ref1)
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("read again", "the merge queue merged the PR: waiting for GitHub's record of it")
-	w.GH.MergeByQueue(theRepo, thePR, sha("f2"))
-	w.closedMerged(sha("f2"))
+	w.WaitStatus("read again", "the merge queue merged the PR: waiting for GitHub's record of it")
+	w.GH.MergeByQueue(theRepo, thePR, e2e.SHA("f2"))
+	w.ClosedMerged(e2e.SHA("f2"))
 	w.PassTime(clock, record.WakeGap)
-	st := w.waitStatus("merged", "🎉")
+	st := w.WaitStatus("merged", "🎉")
 	if strings.Contains(st, "without being merged") {
 		t.Fatalf("status:\n%s", st)
 	}
@@ -537,13 +523,13 @@ func TestMergeWithReuseQueueWordOfAMergeStands(t *testing.T) {
 	w := queueWorld(t, clock)
 	ref := w.groupTested(clock)
 	w.GH.LeaveQueue(theRepo, thePR)
-	w.sendMergeGroup("destroyed", "merged", sha("f1"), ref)
+	w.SendMergeGroup("destroyed", "merged", e2e.SHA("f1"), ref)
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("waiting for the record", "the merge queue merged the PR: waiting for GitHub's record of it")
+	w.WaitStatus("waiting for the record", "the merge queue merged the PR: waiting for GitHub's record of it")
 	w.PassTime(clock, merge.MergeWait*2)
-	if st := w.mergeStatus(); strings.Contains(st, "⛔") {
+	if st := w.MergeStatus(); strings.Contains(st, "⛔") {
 		t.Fatalf("stopped while the queue's word is that it merged:\n%s", st)
 	}
 	w.PassTime(clock, merge.DefaultChecksTimeout)
-	w.waitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
+	w.WaitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
 }

@@ -1,4 +1,4 @@
-package main
+package merge_test
 
 import (
 	"path/filepath"
@@ -34,18 +34,18 @@ func TestMergeWithReuseConflictBranchLeftByAStopIsDeleted(t *testing.T) {
 			mergeHeld(t, w, arrived, "GitHub was never asked to merge the rest")
 			temp := leftBranch(t, w)
 			testkit.Eventually(t, "the status comment naming the branch", func() bool {
-				return strings.Contains(w.mergeStatus(), "opsbot's temporary branch `"+temp+"`")
+				return strings.Contains(w.MergeStatus(), "opsbot's temporary branch `"+temp+"`")
 			})
 			switch how {
 			case "push":
-				w.GH.Push(theRepo, thePR, []string{sha("c2")})
-				w.PostNoSettle("pull_request", w.SyncPayload(sha("c2")))
+				w.GH.Push(theRepo, thePR, []string{e2e.SHA("c2")})
+				w.PostNoSettle("pull_request", w.SyncPayload(e2e.SHA("c2")))
 			case "cancel":
 				w.cancelNoSettle()
 			case "close":
 				w.GH.ClosePR(theRepo, thePR, false, "")
-				p := w.closedPayload()
-				setPath(p, "pull_request.head.sha", sha("c1"))
+				p := w.ClosedPayload(false, "")
+				e2e.SetPath(p, "pull_request.head.sha", e2e.SHA("c1"))
 				w.PostNoSettle("pull_request", p)
 			case "deadline":
 				clock.Add(merge.DefaultChecksTimeout + time.Minute)
@@ -61,8 +61,8 @@ func TestMergeWithReuseConflictBranchLeftByAStopIsDeleted(t *testing.T) {
 					t.Log(w.Srv.Stderr.String())
 				}
 			})
-			st := w.waitStatus("the branch deleted", "⛔ stopped", "🧹 opsbot's temporary branch `"+temp+"` is deleted")
-			mustContain(t, "status", st, "`"+temp+"` may still be on GitHub: opsbot deletes it now")
+			st := w.WaitStatus("the branch deleted", "⛔ stopped", "🧹 opsbot's temporary branch `"+temp+"` is deleted")
+			e2e.MustContain(t, "status", st, "`"+temp+"` may still be on GitHub: opsbot deletes it now")
 			if _, ok := w.GH.Branches(theRepo)[temp]; ok {
 				t.Fatalf("the branch %s is still on GitHub", temp)
 			}
@@ -96,17 +96,17 @@ func TestMergeWithReuseConflictBranchDeletionIsTriedAgain(t *testing.T) {
 	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
 	w.GH.Inject("DELETE /repos/{owner}/{repo}/git/refs/{ref...}", githubtest.Fault{Status: 502, Times: 4})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	w.WaitStatus("the merge pushed", "opsbot merged it by the append-only rule")
 	temp := leftBranch(t, w)
 	merged := w.GH.PRHead(theRepo, thePR)
-	w.greenChecks(merged)
+	w.GreenChecks(merged)
 	w.SendSync(merged, "")
 	w.PassTime(clock, record.WakeGap)
-	for i := 0; i < merge.MaxCleanupTries && !strings.Contains(w.mergeStatus(), "is deleted"); i++ {
+	for i := 0; i < merge.MaxCleanupTries && !strings.Contains(w.MergeStatus(), "is deleted"); i++ {
 		w.PassTime(clock, merge.Poll)
 	}
-	st := w.waitStatus("the branch deleted", "🎉 merged `"+merged[:7]+"`", "🧹 opsbot's temporary branch `"+temp+"` is deleted")
-	mustContain(t, "status", st, "`"+temp+"` may still be on GitHub: opsbot deletes it now")
+	st := w.WaitStatus("the branch deleted", "🎉 merged `"+merged[:7]+"`", "🧹 opsbot's temporary branch `"+temp+"` is deleted")
+	e2e.MustContain(t, "status", st, "`"+temp+"` may still be on GitHub: opsbot deletes it now")
 	if _, ok := w.GH.Branches(theRepo)[temp]; ok {
 		t.Fatalf("the branch %s is still on GitHub", temp)
 	}

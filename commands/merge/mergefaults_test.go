@@ -1,4 +1,4 @@
-package main
+package merge_test
 
 import (
 	"path/filepath"
@@ -26,16 +26,6 @@ func (w *world) gateSwept(name string) bool {
 	return strings.HasPrefix(last, "sweep")
 }
 
-// pinRevoked says whether the audit holds a pin revoked.
-func (w *world) pinRevoked() bool {
-	for _, r := range w.audit() {
-		if r["kind"] == "pin" && r["outcome"] == string(record.PinRevoked) {
-			return true
-		}
-	}
-	return false
-}
-
 // A merge's pin covers only GitHub's own merge of the base into the head
 // opsbot read, by its content: whoever can push to the branch can have
 // GitHub sign a commit with the parents opsbot recorded (the Git database
@@ -46,7 +36,7 @@ func (w *world) pinRevoked() bool {
 // pin covers.
 func TestMergeWithReusePinCoversOnlyTheContentOfGitHubsMerge(t *testing.T) {
 	t.Parallel()
-	crafted := sha("e1")
+	crafted := e2e.SHA("e1")
 	t.Run("a crafted merge instead of the update", func(t *testing.T) {
 		t.Parallel()
 		clock := e2e.NewClock()
@@ -55,20 +45,20 @@ func TestMergeWithReusePinCoversOnlyTheContentOfGitHubsMerge(t *testing.T) {
 		// GitHub takes the update (202) and has not pushed it yet.
 		w.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
 		w.Comment(maintainer, "/merge-with-reuse 31147925932")
-		w.waitStatus("the update asked", "update asked")
-		w.GH.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000", "benchmarks/kimi.sh")
-		w.greenChecks(crafted)
+		w.WaitStatus("the update asked", "update asked")
+		w.GH.CraftMerge(theRepo, thePR, crafted, e2e.SHA("b0"), "f00dbabe00000000000000000000000000000000", "benchmarks/kimi.sh")
+		w.GreenChecks(crafted)
 		w.SendSync(crafted, "")
 		if !w.gateSwept("e1") {
 			t.Fatalf("the crafted merge's status = %+v; want a sweep", w.Statuses("e1"))
 		}
 		w.PassTime(clock, record.WakeGap)
-		w.waitStatus("the merge stopped", "⛔ stopped", "did not reuse run 31147925932")
+		w.WaitStatus("the merge stopped", "⛔ stopped", "did not reuse run 31147925932")
 		if m := w.GH.Merges(); len(m) != 0 {
 			t.Fatalf("merged %+v: a crafted commit was taken for GitHub's update", m)
 		}
-		w.closedMerged(sha("e2"))
-		if out, _ := w.gate("--event", "push", "--sha", sha("e2")); out["reuse-enabled"] == "true" {
+		w.ClosedMerged(e2e.SHA("e2"))
+		if out := w.GateFlags("--event", "push", "--sha", e2e.SHA("e2")); out["reuse-enabled"] == "true" {
 			t.Fatalf("the push to main after a crafted merge reused a run: %v", out)
 		}
 	})
@@ -79,16 +69,16 @@ func TestMergeWithReusePinCoversOnlyTheContentOfGitHubsMerge(t *testing.T) {
 		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 		w.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
 		w.Comment(maintainer, "/merge-with-reuse 31147925932")
-		w.waitStatus("the update asked", "update asked")
+		w.WaitStatus("the update asked", "update asked")
 		// The maintainer pressed GitHub's own "Update branch": the same merge.
-		w.GH.CraftMerge(theRepo, thePR, crafted, sha("b0"), "")
-		w.greenChecks(crafted)
+		w.GH.CraftMerge(theRepo, thePR, crafted, e2e.SHA("b0"), "")
+		w.GreenChecks(crafted)
 		w.SendSync(crafted, "")
 		if w.gateSwept("e1") {
 			t.Fatalf("GitHub's merge of the recorded parents swept: %+v", w.Statuses("e1"))
 		}
 		w.PassTime(clock, record.WakeGap)
-		w.waitStatus("the merge", "🎉 merged `e1e1e1e`")
+		w.WaitStatus("the merge", "🎉 merged `e1e1e1e`")
 	})
 	t.Run("a refused update revokes the pin", func(t *testing.T) {
 		t.Parallel()
@@ -97,8 +87,8 @@ func TestMergeWithReusePinCoversOnlyTheContentOfGitHubsMerge(t *testing.T) {
 		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 		w.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 422, Body: `{"message":"Cannot update the branch of a fork you cannot push to"}`})
 		w.Comment(maintainer, "/merge-with-reuse 31147925932")
-		w.waitStatus("the merge stopped", "⛔ stopped: GitHub refused to update the branch", "then pin a run again", "revoked")
-		w.GH.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000")
+		w.WaitStatus("the merge stopped", "⛔ stopped: GitHub refused to update the branch", "then pin a run again", "revoked")
+		w.GH.CraftMerge(theRepo, thePR, crafted, e2e.SHA("b0"), "f00dbabe00000000000000000000000000000000")
 		w.SendSync(crafted, "")
 		if !w.gateSwept("e1") {
 			t.Fatalf("a push after a refused update = %+v; want a sweep: the merge's pin covers no push made by hand", w.Statuses("e1"))
@@ -113,24 +103,24 @@ func TestMergeWithReuseYieldsToACancelBeforeMerging(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
-	w.greenChecks(sha("c1"))
+	w.GreenChecks(e2e.SHA("c1"))
 	// The first read of the checks marks the merge; the second, in the
 	// step that asks it, is held while the cancel comes.
 	arrived, release := w.GH.HoldAfter(routeCheckRuns, 1)
 	defer release()
 	c := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
 	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
-	waitFor(t, arrived, "the merging step reads the checks")
+	testkit.Arrives(t, arrived, "the merging step reads the checks")
 	cancel := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse cancel")
 	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, cancel.ID, cancel.Body, ""))
 	release()
-	w.waitStatus("the merge cancelled", "⛔ stopped: cancelled by @maintainer")
+	w.WaitStatus("the merge cancelled", "⛔ stopped: cancelled by @maintainer")
 	if m := w.GH.Merges(); len(m) != 0 {
 		t.Fatalf("merged %+v after an acknowledged cancel", m)
 	}
-	mustContain(t, "cancel's reply", strings.Join(w.Replies(), "\n"), "@maintainer cancelled the merge of this PR asked by @maintainer")
-	if !w.pinRevoked() {
-		t.Fatalf("the merge's pin was not revoked: %v", w.trail())
+	e2e.MustContain(t, "cancel's reply", strings.Join(w.Replies(), "\n"), "@maintainer cancelled the merge of this PR asked by @maintainer")
+	if !w.PinRevoked() {
+		t.Fatalf("the merge's pin was not revoked: %v", w.Trail())
 	}
 }
 
@@ -143,21 +133,21 @@ func TestMergeWithReuseLostAnswerIsReadNotResent(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := mergeWorld(t, "    main_sweeps: false\n", clock)
-	w.greenChecks(sha("c1"))
+	w.GreenChecks(e2e.SHA("c1"))
 	w.GH.Inject(routeMerge, githubtest.Fault{Lost: true, Status: 502, Times: 1})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	testkit.Eventually(t, "the merge asked", func() bool { return w.GH.Count(routeMerge) == 1 })
 	w.PassTime(clock, merge.MergeWait)
-	st := w.waitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
+	st := w.WaitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
 	if n := w.GH.Count(routeMerge); n != 1 {
 		t.Fatalf("the merge was asked %d times; want once", n)
 	}
-	if strings.Contains(st, "refused") || w.pinRevoked() {
-		t.Fatalf("a merge GitHub made was taken as refused:\n%s\n%v", st, w.trail())
+	if strings.Contains(st, "refused") || w.PinRevoked() {
+		t.Fatalf("a merge GitHub made was taken as refused:\n%s\n%v", st, w.Trail())
 	}
 	m := w.GH.Merges()
-	w.closedMerged(m[0].Commit)
-	if out, _ := w.gate("--event", "push", "--sha", m[0].Commit); out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" {
+	w.ClosedMerged(m[0].Commit)
+	if out := w.GateFlags("--event", "push", "--sha", m[0].Commit); out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" {
 		t.Fatalf("push gate after the merge = %v", out)
 	}
 }
@@ -171,25 +161,25 @@ func TestMergeWithReuseCrashAfterGitHubMerged(t *testing.T) {
 	clock := e2e.NewClock()
 	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }
 	w := mergeWorld(t, "    main_sweeps: false\n", clock)
-	w.greenChecks(sha("c1"))
+	w.GreenChecks(e2e.SHA("c1"))
 	arrived, release := w.GH.HoldAnswer(routeMerge)
 	defer release()
 	c := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
 	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
-	waitFor(t, arrived, "GitHub merged")
+	testkit.Arrives(t, arrived, "GitHub merged")
 	w.Srv.Stop(t) // the step never wrote what GitHub did
 	release()
 	w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, deps)
-	w.waitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
+	w.WaitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
 	if n := w.GH.Count(routeMerge); n != 1 {
 		t.Fatalf("the merge was asked %d times; want once", n)
 	}
-	if w.pinRevoked() {
-		t.Fatalf("the pin of a merge opsbot made was revoked: %v", w.trail())
+	if w.PinRevoked() {
+		t.Fatalf("the pin of a merge opsbot made was revoked: %v", w.Trail())
 	}
 	m := w.GH.Merges()
-	w.closedMerged(m[0].Commit)
-	if out, _ := w.gate("--event", "push", "--sha", m[0].Commit); out["reuse-enabled"] != "true" {
+	w.ClosedMerged(m[0].Commit)
+	if out := w.GateFlags("--event", "push", "--sha", m[0].Commit); out["reuse-enabled"] != "true" {
 		t.Fatalf("push gate after the merge = %v", out)
 	}
 }
@@ -204,11 +194,11 @@ func TestMergeWithReuseKeepsTheDefaultBranch(t *testing.T) {
 		t.Parallel()
 		clock := e2e.NewClock()
 		w := mergeWorld(t, "", clock)
-		w.greenChecks(sha("c1"))
+		w.GreenChecks(e2e.SHA("c1"))
 		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release" })
 		w.Comment(maintainer, "/merge-with-reuse 31147925932")
-		mustContain(t, "reply", w.LastReply(), "I did not start the merge: this PR merges into `release`, not the default branch `main`")
-		if st := w.mergeStatus(); st != "" || len(w.GH.Merges()) != 0 {
+		e2e.MustContain(t, "reply", w.LastReply(), "I did not start the merge: this PR merges into `release`, not the default branch `main`")
+		if st := w.MergeStatus(); st != "" || len(w.GH.Merges()) != 0 {
 			t.Fatalf("a merge into another branch started: %s", st)
 		}
 	})
@@ -220,12 +210,12 @@ func TestMergeWithReuseKeepsTheDefaultBranch(t *testing.T) {
 		w := newWorldOpts(t, worldOpts{Repo: "    merge:\n      min_role: write\n", Deps: func(d *app.Deps) {
 			d.Now, d.SeqEvery = clock.Now, time.Hour
 		}})
-		w.greenChecks(sha("c1"))
+		w.GreenChecks(e2e.SHA("c1"))
 		w.Comment(maintainer, "/merge-with-reuse 31147925932")
 		w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release" })
 		w.Srv.Stop(t)
 		w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond })
-		w.waitStatus("the merge stopped", "⛔ stopped: the PR now merges into `release`, not `main`")
+		w.WaitStatus("the merge stopped", "⛔ stopped: the PR now merges into `release`, not `main`")
 		if m := w.GH.Merges(); len(m) != 0 {
 			t.Fatalf("merged %+v into the branch the author chose", m)
 		}
@@ -248,14 +238,14 @@ func TestMergeWithReuseTakesNoSkipMadeOnAnotherPin(t *testing.T) {
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 	w.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the update asked", "update asked")
+	w.WaitStatus("the update asked", "update asked")
 	w.Comment(writer, "/reuse-sweep-run 31147925932") // replaces the merge's pin
-	crafted := sha("e1")
-	w.GH.CraftMerge(theRepo, thePR, crafted, sha("b0"), "f00dbabe00000000000000000000000000000000", "benchmarks/kimi.sh")
-	w.greenChecks(crafted)
+	crafted := e2e.SHA("e1")
+	w.GH.CraftMerge(theRepo, thePR, crafted, e2e.SHA("b0"), "f00dbabe00000000000000000000000000000000", "benchmarks/kimi.sh")
+	w.GreenChecks(crafted)
 	w.SendSync(crafted, "")
 	w.PassTime(clock, record.WakeGap)
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
 	if m := w.GH.Merges(); len(m) != 0 {
 		t.Fatalf("merged %+v: a commit skipped on another pin was taken for the update\n%s", m, st)
 	}
@@ -280,18 +270,18 @@ func TestMergeWithReuseCancelAfterALostMergeAnswer(t *testing.T) {
 			t.Parallel()
 			clock := e2e.NewClock()
 			w := mergeWorld(t, "    main_sweeps: false\n", clock)
-			w.greenChecks(sha("c1"))
+			w.GreenChecks(e2e.SHA("c1"))
 			w.GH.Inject(routeMerge, githubtest.Fault{Lost: true, Status: 502, Times: 1})
 			w.Comment(maintainer, "/merge-with-reuse 31147925932")
 			testkit.Eventually(t, "the merge asked", func() bool { return w.GH.Count(routeMerge) == 1 })
 			w.Settle()
 			tc.act(w, clock)
-			st := w.waitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
-			if strings.Contains(st, "⛔") || w.pinRevoked() {
-				t.Fatalf("a merge GitHub made was ended as stopped, or its pin revoked:\n%s\n%v", st, w.trail())
+			st := w.WaitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
+			if strings.Contains(st, "⛔") || w.PinRevoked() {
+				t.Fatalf("a merge GitHub made was ended as stopped, or its pin revoked:\n%s\n%v", st, w.Trail())
 			}
 			if tc.told != "" {
-				mustContain(t, "the cancel's reply", w.LastReply(), tc.told)
+				e2e.MustContain(t, "the cancel's reply", w.LastReply(), tc.told)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package main
+package merge_test
 
 import (
 	"path/filepath"
@@ -19,57 +19,6 @@ const (
 	routeMerge        = "PUT /repos/{owner}/{repo}/pulls/{n}/merge"
 )
 
-// mergeWorld is a world whose maintainer may merge (merge.min_role write)
-// and whose server's clock the test moves, looking for due sequences often.
-func mergeWorld(t *testing.T, repoExtra string, clock *movingClock) *world {
-	t.Helper()
-	if !strings.Contains(repoExtra, "merge:") {
-		repoExtra = "    merge:\n      min_role: write\n" + repoExtra
-	}
-	return newWorldOpts(t, worldOpts{Repo: repoExtra, Deps: func(d *app.Deps) {
-		d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond
-	}})
-}
-
-// mergeStatus is the merge's status comment on the PR ("" for none).
-func (w *world) mergeStatus() string {
-	for _, r := range w.Replies() {
-		if strings.Contains(r, "**Merge with reuse**") {
-			return r
-		}
-	}
-	return ""
-}
-
-// waitStatus waits until the merge's status comment says each of subs.
-func (w *world) waitStatus(what string, subs ...string) string {
-	w.T.Helper()
-	testkit.Eventually(w.T, what, func() bool {
-		s := w.mergeStatus()
-		for _, sub := range subs {
-			if !strings.Contains(s, sub) {
-				return false
-			}
-		}
-		return true
-	})
-	w.Settle()
-	return w.mergeStatus()
-}
-
-// swept says the gate's last status on commit name says it sweeps.
-func (w *world) swept(name string) bool {
-	st := w.Statuses(name)
-	return len(st) > 0 && strings.HasPrefix(st[len(st)-1].Description, "sweep")
-}
-
-// greenChecks gives a head the checks a swept (or skipped) PR head has.
-func (w *world) greenChecks(head string) {
-	w.GH.SetCheckRun(theRepo, head, "sweep / gate", "completed", "success")
-	w.GH.SetCheckRun(theRepo, head, "sweep / benchmarks", "completed", "skipped")
-	w.GH.SetCheckRun(theRepo, head, "lint", "completed", "success")
-}
-
 // The happy path: a branch behind its base is updated by opsbot, the
 // update's push skips its sweep on the pin the command took, the checks
 // pass and opsbot merges exactly that head with the configured method; one
@@ -81,18 +30,18 @@ func TestMergeWithReuseUpdatesWaitsAndMerges(t *testing.T) {
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	testkit.Eventually(t, "the branch update", func() bool { return w.GH.Count(routeUpdateBranch) == 1 })
-	st := w.waitStatus("the update asked", "update asked")
-	mustContain(t, "status", st, "pinned run [31147925932](", "asked by @maintainer", "`squash`")
+	st := w.WaitStatus("the update asked", "update asked")
+	e2e.MustContain(t, "status", st, "pinned run [31147925932](", "asked by @maintainer", "`squash`")
 	if n := len(w.GH.Merges()); n != 0 {
 		t.Fatalf("merged before the update's push: %d merges", n)
 	}
 	// GitHub makes the merge commit and sends its synchronize.
 	updated := w.GH.PRHead(theRepo, thePR)
-	w.greenChecks(updated)
+	w.GreenChecks(updated)
 	w.SendSync(updated, "")
 	w.PassTime(clock, record.WakeGap) // an event wakes a sequence at most once a WakeGap after its last step
-	st = w.waitStatus("the merge", "merged")
-	mustContain(t, "status", st, "branch updated to `"+updated[:7]+"`: its sweep is skipped, reusing run [31147925932](",
+	st = w.WaitStatus("the merge", "merged")
+	e2e.MustContain(t, "status", st, "branch updated to `"+updated[:7]+"`: its sweep is skipped, reusing run [31147925932](",
 		"checks of `"+updated[:7]+"` passed", "🎉 merged `"+updated[:7]+"`")
 	merges := w.GH.Merges()
 	if len(merges) != 1 || merges[0].SHA != updated || merges[0].Method != "squash" {
@@ -102,7 +51,7 @@ func TestMergeWithReuseUpdatesWaitsAndMerges(t *testing.T) {
 		t.Fatalf("update-branch asked %d times", n)
 	}
 	var outcomes []string
-	for _, r := range w.audit() {
+	for _, r := range w.AuditRecords() {
 		if r["kind"] == "merge" {
 			outcomes = append(outcomes, r["outcome"].(string))
 			if r["actor_login"] != maintLog {
@@ -115,26 +64,11 @@ func TestMergeWithReuseUpdatesWaitsAndMerges(t *testing.T) {
 	}
 	// GitHub tells the merge; the push to the default branch then reuses
 	// the run the merge's pin covered.
-	w.closedMerged(merges[0].Commit)
-	out, _ := w.gate("--event", "push", "--sha", merges[0].Commit)
+	w.ClosedMerged(merges[0].Commit)
+	out := w.GateFlags("--event", "push", "--sha", merges[0].Commit)
 	if out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" {
 		t.Fatalf("push gate after the merge = %v", out)
 	}
-}
-
-// closedMerged sends pull_request closed for a merge GitHub made as commit.
-func (w *world) closedMerged(commit string) {
-	w.T.Helper()
-	p := payload(w.T, "pull_request", "closed")
-	setPath(p, "repository.full_name", theRepo)
-	p["number"] = thePR
-	setPath(p, "pull_request.number", thePR)
-	setPath(p, "pull_request.merged", true)
-	setPath(p, "pull_request.merge_commit_sha", commit)
-	setPath(p, "pull_request.head.ref", "kimi-tune")
-	setPath(p, "pull_request.head.sha", w.GH.PRHead(theRepo, thePR))
-	w.SetLabels(p)
-	w.Send("pull_request", p)
 }
 
 // A branch already up to date goes straight to its checks: a cancelled
@@ -144,12 +78,12 @@ func TestMergeWithReuseUpToDateTakesCancelledChecksAsNotFailed(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := mergeWorld(t, "    merge:\n      min_role: write\n      method: rebase\n", clock)
-	w.greenChecks(sha("c1"))
-	w.GH.SetCheckRun(theRepo, sha("c1"), "sweep / evals", "completed", "cancelled")
+	w.GreenChecks(e2e.SHA("c1"))
+	w.GH.SetCheckRun(theRepo, e2e.SHA("c1"), "sweep / evals", "completed", "cancelled")
 	w.Comment(maintainer, "/merge-with-reuse")
-	st := w.waitStatus("the merge", "merged")
-	mustContain(t, "status", st, ", the newest real sweep run of this PR (", "up to date with its base (head `c1c1c1c`)", "🎉 merged `c1c1c1c`")
-	if m := w.GH.Merges(); len(m) != 1 || m[0].SHA != sha("c1") || m[0].Method != "rebase" {
+	st := w.WaitStatus("the merge", "merged")
+	e2e.MustContain(t, "status", st, ", the newest real sweep run of this PR (", "up to date with its base (head `c1c1c1c`)", "🎉 merged `c1c1c1c`")
+	if m := w.GH.Merges(); len(m) != 1 || m[0].SHA != e2e.SHA("c1") || m[0].Method != "rebase" {
 		t.Fatalf("merges %+v; want one rebase of c1", m)
 	}
 	if n := w.GH.Count(routeUpdateBranch); n != 0 {
@@ -179,38 +113,38 @@ func TestMergeWithReuseStops(t *testing.T) {
 		}, nil, []string{"⛔ stopped: GitHub refused to update the branch (merge conflict between base and head). Update the branch by hand, then pin a run again. The pin of run [31147925932](",
 			"it took is revoked: the next push sweeps"}},
 		{"failed check", func(w *world) {
-			w.greenChecks(sha("c1"))
-			w.GH.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "completed", "failure")
+			w.GreenChecks(e2e.SHA("c1"))
+			w.GH.SetCheckRun(theRepo, e2e.SHA("c1"), "sweep / benchmarks", "completed", "failure")
 		}, nil, []string{"⛔ stopped: `sweep / benchmarks` failed on c1c1c1c"}},
 		{"a failed status", func(w *world) {
-			w.greenChecks(sha("c1"))
-			w.GH.SetStatus(theRepo, sha("c1"), "ci/external", "error")
+			w.GreenChecks(e2e.SHA("c1"))
+			w.GH.SetStatus(theRepo, e2e.SHA("c1"), "ci/external", "error")
 		}, nil, []string{"⛔ stopped: `ci/external` failed on c1c1c1c"}},
-		{"a push by someone else", pendingChecks, func(w *world, clock *movingClock) {
+		{"a push by someone else", (*world).PendingChecks, func(w *world, clock *movingClock) {
 			w.Push("c2")
 			w.PassTime(clock, record.WakeGap)
 		}, []string{"⛔ stopped: a new push (head c2c2c2c) came after c1c1c1c"}},
-		{"cancel", pendingChecks, func(w *world, _ *movingClock) {
+		{"cancel", (*world).PendingChecks, func(w *world, _ *movingClock) {
 			w.Comment(maintainer, "/merge-with-reuse cancel")
-			mustContain(w.T, "cancel reply", w.LastReply(), "@maintainer cancelled the merge of this PR asked by @maintainer. The pin of run [31147925932](")
+			e2e.MustContain(w.T, "cancel reply", w.LastReply(), "@maintainer cancelled the merge of this PR asked by @maintainer. The pin of run [31147925932](")
 		}, []string{"⛔ stopped: cancelled by @maintainer"}},
-		{"the PR closed", pendingChecks, func(w *world, clock *movingClock) {
+		{"the PR closed", (*world).PendingChecks, func(w *world, clock *movingClock) {
 			w.ClosePR(false, "")
 			w.PassTime(clock, record.WakeGap)
 		}, []string{"⛔ stopped: the PR was closed"}},
-		{"the deadline", pendingChecks, func(w *world, clock *movingClock) {
+		{"the deadline", (*world).PendingChecks, func(w *world, clock *movingClock) {
 			w.PassTime(clock, 2*time.Hour+time.Minute)
 		}, []string{"⛔ stopped: it did not finish within 2h of the command (waiting for the checks)"}},
-		{"the PR retargeted", pendingChecks, func(w *world, clock *movingClock) {
+		{"the PR retargeted", (*world).PendingChecks, func(w *world, clock *movingClock) {
 			w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.BaseRef = "release-unprotected" })
 			w.PassTime(clock, merge.Poll)
 		}, []string{"⛔ stopped: the PR now merges into `release-unprotected`, not `main`"}},
 		{"a review wanted", func(w *world) {
-			w.greenChecks(sha("c1"))
+			w.GreenChecks(e2e.SHA("c1"))
 			w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.ReviewRequired = true })
 		}, nil, []string{"⛔ stopped: the checks are green, but branch protection blocks the merge", "opsbot does not bypass it"}},
 		{"the merge refused", func(w *world) {
-			w.greenChecks(sha("c1"))
+			w.GreenChecks(e2e.SHA("c1"))
 			w.GH.Inject(routeMerge, githubtest.Fault{Status: 405, Body: `{"message":"Repository rule violations found"}`})
 		}, nil, []string{"⛔ stopped: GitHub refused the merge of c1c1c1c (405: Repository rule violations found)"}},
 	} {
@@ -221,16 +155,16 @@ func TestMergeWithReuseStops(t *testing.T) {
 			tc.setup(w)
 			w.Comment(maintainer, "/merge-with-reuse 31147925932")
 			if tc.act != nil {
-				w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+				w.WaitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
 				tc.act(w, clock)
 			}
-			st := w.waitStatus("the stop", "⛔ stopped")
-			mustContain(t, "status", st, tc.want...)
+			st := w.WaitStatus("the stop", "⛔ stopped")
+			e2e.MustContain(t, "status", st, tc.want...)
 			if m := w.GH.Merges(); len(m) != 0 {
 				t.Fatalf("merged %+v", m)
 			}
 			var stopped bool
-			for _, r := range w.audit() {
+			for _, r := range w.AuditRecords() {
 				if r["kind"] == "merge" && r["outcome"] == "stopped" {
 					stopped = true
 				}
@@ -240,12 +174,6 @@ func TestMergeWithReuseStops(t *testing.T) {
 			}
 		})
 	}
-}
-
-// pendingChecks leaves a check of c1 running.
-func pendingChecks(w *world) {
-	w.greenChecks(sha("c1"))
-	w.GH.SetCheckRun(theRepo, sha("c1"), "sweep / benchmarks", "in_progress", "")
 }
 
 // A merge survives a restart in each waiting state: what it waited for is
@@ -261,18 +189,18 @@ func TestMergeWithReuseResumesAfterARestart(t *testing.T) {
 	}
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the update asked", "update asked")
+	w.WaitStatus("the update asked", "update asked")
 	restart() // waiting for the update's push
 	updated := w.GH.PRHead(theRepo, thePR)
 	w.GH.SetCheckRun(theRepo, updated, "lint", "in_progress", "")
 	w.SendSync(updated, "")
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("waiting for the checks", "waiting for the checks of `"+updated[:7]+"`")
+	w.WaitStatus("waiting for the checks", "waiting for the checks of `"+updated[:7]+"`")
 	restart() // waiting for the checks
 	w.GH.SetCheckRun(theRepo, updated, "lint", "completed", "success")
 	w.CheckEvent(updated)
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("the merge", "🎉 merged")
+	w.WaitStatus("the merge", "🎉 merged")
 	if m := w.GH.Merges(); len(m) != 1 || m[0].SHA != updated {
 		t.Fatalf("merges %+v; want one of %s", m, updated)
 	}
@@ -284,24 +212,24 @@ func TestMergeWithReuseRefusesAReader(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
-	w.greenChecks(sha("c1"))
+	w.GreenChecks(e2e.SHA("c1"))
 	w.Comment(reader, "/merge-with-reuse 31147925932")
 	clock.Add(time.Minute)
 	w.Settle()
-	if st := w.mergeStatus(); st != "" {
+	if st := w.MergeStatus(); st != "" {
 		t.Fatalf("a reader started a merge: %s", st)
 	}
 	if len(w.GH.Merges()) != 0 || w.GH.Count(routeUpdateBranch) != 0 {
 		t.Fatal("a reader's command reached GitHub's merge")
 	}
 	var refused bool
-	for _, r := range w.audit() {
+	for _, r := range w.AuditRecords() {
 		if r["kind"] == "command" && r["command"] == "merge-with-reuse" && r["outcome"] == "denied" {
 			refused = true
 		}
 	}
 	if !refused {
-		t.Fatalf("no denied merge-with-reuse in the audit: %v", w.trail())
+		t.Fatalf("no denied merge-with-reuse in the audit: %v", w.Trail())
 	}
 }
 
@@ -312,15 +240,15 @@ func TestMergeWithReuseAndAPinInOneComment(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
-	w.greenChecks(sha("c1"))
+	w.GreenChecks(e2e.SHA("c1"))
 	w.Comment(maintainer, "/reuse-sweep-run 31147925932\n\n/merge-with-reuse 31147925932")
-	w.waitStatus("the merge", "🎉 merged")
-	mustContain(t, "reply", strings.Join(w.Replies(), "\n"), "`/reuse-sweep-run 31147925932` (line 1) was not run: `/merge-with-reuse` later in this comment wins")
+	w.WaitStatus("the merge", "🎉 merged")
+	e2e.MustContain(t, "reply", strings.Join(w.Replies(), "\n"), "`/reuse-sweep-run 31147925932` (line 1) was not run: `/merge-with-reuse` later in this comment wins")
 
 	w2 := mergeWorld(t, "", clock)
 	w2.Comment(maintainer, "/merge-with-reuse 31147925932\n\n/use 31147925932")
-	mustContain(t, "reply", strings.Join(w2.Replies(), "\n"), "`/merge-with-reuse 31147925932` (line 1) was not run: `/reuse-sweep-run` later in this comment wins", "📌 @maintainer pinned run")
-	if st := w2.mergeStatus(); st != "" {
+	e2e.MustContain(t, "reply", strings.Join(w2.Replies(), "\n"), "`/merge-with-reuse 31147925932` (line 1) was not run: `/reuse-sweep-run` later in this comment wins", "📌 @maintainer pinned run")
+	if st := w2.MergeStatus(); st != "" {
 		t.Fatalf("a merge started although a later pin won: %s", st)
 	}
 }
@@ -336,13 +264,13 @@ func TestMergeWithReuseUnderAllowedPaths(t *testing.T) {
 		p.Behind, p.UpdateFiles = true, []string{"benchmarks/other.sh", "utils/merge.py"}
 	})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the update asked", "update asked")
+	w.WaitStatus("the update asked", "update asked")
 	updated := w.GH.PRHead(theRepo, thePR)
-	w.greenChecks(updated)
+	w.GreenChecks(updated)
 	w.SendSync(updated, "")
 	w.PassTime(clock, record.WakeGap)
-	st := w.waitStatus("the merge", "🎉 merged")
-	mustContain(t, "status", st, "its sweep is skipped, reusing run")
+	st := w.WaitStatus("the merge", "🎉 merged")
+	e2e.MustContain(t, "status", st, "its sweep is skipped, reusing run")
 	if got := w.GH.Statuses(theRepo, updated); len(got) == 0 || !strings.HasPrefix(got[len(got)-1].Description, "skip") {
 		t.Fatalf("the update's push was not skipped: statuses %+v", got)
 	}
@@ -357,21 +285,21 @@ func TestMergeWithReuseWaitsForChecksToExist(t *testing.T) {
 	w := mergeWorld(t, "", clock)
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the update asked", "update asked")
+	w.WaitStatus("the update asked", "update asked")
 	updated := w.GH.PRHead(theRepo, thePR)
 	w.SendSync(updated, "") // opsbot's own status on the update: skipped
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("waiting, with no check yet", "(none yet;")
+	w.WaitStatus("waiting, with no check yet", "(none yet;")
 	w.GH.SetCheckSuite(theRepo, updated, "sweep", "queued", "")
 	w.PassTime(clock, merge.Poll) // read again: the queued workflow is running
 	if n := len(w.GH.Merges()); n != 0 {
 		t.Fatalf("merged a head whose checks did not exist: %+v", w.GH.Merges())
 	}
 	w.GH.SetCheckSuite(theRepo, updated, "sweep", "completed", "success")
-	w.greenChecks(updated)
+	w.GreenChecks(updated)
 	w.CheckEvent(updated)
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("the merge", "🎉 merged")
+	w.WaitStatus("the merge", "🎉 merged")
 }
 
 // A push on top of the branch update (or instead of it) is not the push a
@@ -382,16 +310,16 @@ func TestMergeWithReuseTakesNoOtherPushForTheUpdate(t *testing.T) {
 	w := mergeWorld(t, "", clock)
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the update asked", "update asked")
-	w.GH.Push(theRepo, thePR, []string{sha("e9")}, []string{"benchmarks/evil.sh"})
-	w.greenChecks(sha("e9"))
-	w.SendSync(sha("e9"), "") // its synchronize comes first
-	if !w.swept("e9") {
+	w.WaitStatus("the update asked", "update asked")
+	w.GH.Push(theRepo, thePR, []string{e2e.SHA("e9")}, []string{"benchmarks/evil.sh"})
+	w.GreenChecks(e2e.SHA("e9"))
+	w.SendSync(e2e.SHA("e9"), "") // its synchronize comes first
+	if !w.Swept("e9") {
 		t.Fatalf("the push on top of the update skipped its sweep: %+v", w.Statuses("e9"))
 	}
 	w.PassTime(clock, record.WakeGap)
-	st := w.waitStatus("the stop", "⛔ stopped")
-	mustContain(t, "status", st, "a push by someone else")
+	st := w.WaitStatus("the stop", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "a push by someone else")
 	if m := w.GH.Merges(); len(m) != 0 {
 		t.Fatalf("merged %+v", m)
 	}
@@ -403,23 +331,23 @@ func TestMergeWithReuseStopsTakeTheirPinBack(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
-	w.greenChecks(sha("c1"))
-	w.GH.SetCheckRun(theRepo, sha("c1"), "lint", "completed", "failure")
+	w.GreenChecks(e2e.SHA("c1"))
+	w.GH.SetCheckRun(theRepo, e2e.SHA("c1"), "lint", "completed", "failure")
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	st := w.waitStatus("the stop", "⛔ stopped")
-	mustContain(t, "status", st, "`lint` failed on c1c1c1c. The pin of run [31147925932](", "is revoked: the next push sweeps")
+	st := w.WaitStatus("the stop", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "`lint` failed on c1c1c1c. The pin of run [31147925932](", "is revoked: the next push sweeps")
 	w.Push("c2")
-	if !w.swept("c2") {
+	if !w.Swept("c2") {
 		t.Fatalf("a push after a stopped merge skipped its sweep: %+v", w.Statuses("c2"))
 	}
 
 	w2 := mergeWorld(t, "", clock)
-	pendingChecks(w2)
+	w2.PendingChecks()
 	c := w2.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w2.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+	w2.WaitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
 	w2.CommentEvent("deleted", maintainer, maintainer, c.ID, c.Body, "")
-	st = w2.waitStatus("the stop", "⛔ stopped")
-	mustContain(t, "status", st, "@maintainer deleted the comment that asked for it")
+	st = w2.WaitStatus("the stop", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "@maintainer deleted the comment that asked for it")
 }
 
 // Merging pins a run: someone allowed to merge but not to pin is refused.
@@ -428,29 +356,10 @@ func TestMergeWithReuseNeedsTheRoleToPin(t *testing.T) {
 	clock := e2e.NewClock()
 	w := mergeWorld(t, "    reuse:\n      min_role: maintain\n", clock)
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	mustContain(t, "reply", w.LastReply(), "I did not start the merge: it pins a run, which needs")
-	if st := w.mergeStatus(); st != "" {
+	e2e.MustContain(t, "reply", w.LastReply(), "I did not start the merge: it pins a run, which needs")
+	if st := w.MergeStatus(); st != "" {
 		t.Fatalf("a merge started: %s", st)
 	}
-}
-
-// repos[].merge is the merge command's own section: its defaults (only a
-// maintainer merges) and its checks come from its package, applied
-// wherever a configuration is read.
-func TestMergeSectionIsTheCommands(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := writeConfig(t, dir, "    merge:\n      method: fast-forward\n      checks_timeout: 10s\n      link_repo: \"https://github.com/o/r\"\n")
-	out, errOut, err := runCLI(t, nil, "config", "check", "--config", path, "--no-env")
-	if err == nil {
-		t.Fatal("config check took merge.method fast-forward")
-	}
-	mustContain(t, "config check", out+errOut, `repos[1].merge.method: "fast-forward" is not a merge method (squash, merge or rebase)`,
-		"repos[1].merge.checks_timeout: 10s is out of range", `repos[1].merge.link_repo: "https://github.com/o/r" is not OWNER/REPO`)
-
-	w := newWorld(t, "")
-	w.Comment(maintainer, "/merge-with-reuse 31147925932") // write, not maintain
-	mustContain(t, "reply", w.LastReply(), "this command needs the `maintain` role on the repository or above")
 }
 
 // A merge's pin covers only GitHub's own update of the branch: on a branch
@@ -461,17 +370,17 @@ func TestMergeWithReusePinCoversOnlyGitHubsUpdate(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
-	pendingChecks(w)
+	w.PendingChecks()
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
-	w.GH.PushMerge(theRepo, thePR, sha("e7"), sha("b0"), "benchmarks/evil.sh")
-	w.greenChecks(sha("e7"))
-	w.SendSync(sha("e7"), "")
-	if !w.swept("e7") {
+	w.WaitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+	w.GH.PushMerge(theRepo, thePR, e2e.SHA("e7"), e2e.SHA("b0"), "benchmarks/evil.sh")
+	w.GreenChecks(e2e.SHA("e7"))
+	w.SendSync(e2e.SHA("e7"), "")
+	if !w.Swept("e7") {
 		t.Fatalf("a crafted merge on a branch up to date skipped its sweep: %+v", w.Statuses("e7"))
 	}
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("the stop", "⛔ stopped")
+	w.WaitStatus("the stop", "⛔ stopped")
 	if len(w.GH.Merges()) != 0 {
 		t.Fatal("merged")
 	}
@@ -482,16 +391,16 @@ func TestMergeWithReusePinCoversOnlyGitHubsUpdate(t *testing.T) {
 	// merge of their own first.
 	w2.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`, Times: 1})
 	w2.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w2.waitStatus("the update asked", "update asked")
-	w2.GH.PushMerge(theRepo, thePR, sha("e8"), sha("b0"), "benchmarks/evil.sh")
-	w2.greenChecks(sha("e8"))
-	w2.SendSync(sha("e8"), "")
-	if !w2.swept("e8") {
+	w2.WaitStatus("the update asked", "update asked")
+	w2.GH.PushMerge(theRepo, thePR, e2e.SHA("e8"), e2e.SHA("b0"), "benchmarks/evil.sh")
+	w2.GreenChecks(e2e.SHA("e8"))
+	w2.SendSync(e2e.SHA("e8"), "")
+	if !w2.Swept("e8") {
 		t.Fatalf("a merge the author made skipped its sweep: %+v", w2.Statuses("e8"))
 	}
 	w2.PassTime(clock, record.WakeGap)
-	st := w2.waitStatus("the stop", "⛔ stopped")
-	mustContain(t, "status", st, "is not the branch update opsbot asked for")
+	st := w2.WaitStatus("the stop", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "is not the branch update opsbot asked for")
 	if len(w2.GH.Merges()) != 0 {
 		t.Fatal("merged")
 	}
@@ -504,26 +413,26 @@ func TestMergeWithReuseNeedsItsPinToMerge(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := mergeWorld(t, "", clock)
-	pendingChecks(w)
+	w.PendingChecks()
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+	w.WaitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
 	w.Comment(maintainer, "/reuse-sweep-run cancel")
-	w.greenChecks(sha("c1"))
-	w.CheckEvent(sha("c1"))
+	w.GreenChecks(e2e.SHA("c1"))
+	w.CheckEvent(e2e.SHA("c1"))
 	w.PassTime(clock, merge.Poll)
-	st := w.waitStatus("the stop", "⛔ stopped")
-	mustContain(t, "status", st, "the pin the merge took was revoked or replaced")
+	st := w.WaitStatus("the stop", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "the pin the merge took was revoked or replaced")
 	if len(w.GH.Merges()) != 0 {
 		t.Fatal("merged without its pin")
 	}
 
 	w2 := mergeWorld(t, "", clock)
-	pendingChecks(w2)
+	w2.PendingChecks()
 	c := w2.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w2.waitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
+	w2.WaitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
 	w2.CommentEvent("edited", maintainer, maintainer, c.ID, "/merge-with-reuse 31147925933", c.Body)
-	st = w2.waitStatus("the stop", "⛔ stopped")
-	mustContain(t, "status", st, "@maintainer edited away the command that asked for it")
+	st = w2.WaitStatus("the stop", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "@maintainer edited away the command that asked for it")
 }
 
 // A push that comes while the merge has not looked at the branch yet (GitHub
@@ -536,12 +445,12 @@ func TestMergeWithReuseStoppedByAPushSaysWhatThePushDid(t *testing.T) {
 	w := mergeWorld(t, "", clock)
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.MergeableUnknown = true })
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the merge waits for GitHub", "GitHub is still working out whether the branch can be merged")
+	w.WaitStatus("the merge waits for GitHub", "GitHub is still working out whether the branch can be merged")
 	w.Push("c2")
 	w.PassTime(clock, record.WakeGap)
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "a new push (head c2c2c2c) came before the branch was looked at; opsbot's gate decided it sweeps (")
-	if strings.Contains(st, "the pin covers that push") || !w.swept("c2") {
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "a new push (head c2c2c2c) came before the branch was looked at; opsbot's gate decided it sweeps (")
+	if strings.Contains(st, "the pin covers that push") || !w.Swept("c2") {
 		t.Fatalf("the stop of a push the gate swept:\n%s\n%+v", st, w.Statuses("c2"))
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package merge_test
 
 import (
 	"fmt"
@@ -55,9 +55,9 @@ func conflictWorld(t *testing.T, clock *movingClock, more map[string][2]string) 
 		}
 		return out
 	}
-	w.GH.GitCommit(theRepo, sha("b0"), nil, files(0))
-	w.GH.GitCommit(theRepo, sha("c1"), []string{sha("b0")}, files(1))
-	w.GH.GitCommit(theRepo, mainTip, []string{sha("b0")}, files(2))
+	w.GH.GitCommit(theRepo, e2e.SHA("b0"), nil, files(0))
+	w.GH.GitCommit(theRepo, e2e.SHA("c1"), []string{e2e.SHA("b0")}, files(1))
+	w.GH.GitCommit(theRepo, mainTip, []string{e2e.SHA("b0")}, files(2))
 	w.GH.SetBranchTip(theRepo, "main", mainTip)
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.UpdateConflict = true })
 	return w
@@ -94,10 +94,10 @@ func mergesAConflictingChangelog(t *testing.T, byApp bool) {
 	}
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	testkit.Eventually(t, "the branch moved", func() bool { return w.GH.Count(routeMoveBranch) == 1 })
-	st := w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
-	mustContain(t, "status", st, "the branch conflicted with its base in `perf-changelog.yaml`")
+	st := w.WaitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	e2e.MustContain(t, "status", st, "the branch conflicted with its base in `perf-changelog.yaml`")
 	merged := w.GH.PRHead(theRepo, thePR)
-	if merged == sha("c1") {
+	if merged == e2e.SHA("c1") {
 		t.Fatal("the PR's head did not move")
 	}
 	got := w.GH.GitFiles(theRepo, merged)
@@ -114,11 +114,11 @@ func mergesAConflictingChangelog(t *testing.T, byApp bool) {
 		t.Fatalf("update-branch asked %d times on a conflicting branch", n)
 	}
 	// GitHub sends the push's synchronize: the pin covers it.
-	w.greenChecks(merged)
+	w.GreenChecks(merged)
 	w.SendSync(merged, "")
 	w.PassTime(clock, record.WakeGap)
-	st = w.waitStatus("the merge", "🎉 merged")
-	mustContain(t, "status", st, "branch updated to `"+merged[:7]+"`: its sweep is skipped, reusing run [31147925932](", "🎉 merged `"+merged[:7]+"`")
+	st = w.WaitStatus("the merge", "🎉 merged")
+	e2e.MustContain(t, "status", st, "branch updated to `"+merged[:7]+"`: its sweep is skipped, reusing run [31147925932](", "🎉 merged `"+merged[:7]+"`")
 	if ms := w.GH.Merges(); len(ms) != 1 || ms[0].SHA != merged {
 		t.Fatalf("merges %+v; want one of %s", ms, merged)
 	}
@@ -147,14 +147,14 @@ func TestMergeWithReuseConflictItCannotMerge(t *testing.T) {
 		{"another file that conflicts", map[string][2]string{"configs/a-master.yaml": {"the PR's\n", "main's\n"}}, nil,
 			"GitHub's merge of `configs/a-master.yaml`, which both changed, conflicts too (Merge conflict): update the branch by hand"},
 		{"a changelog made a symlink", nil, func(w *world) {
-			files := w.GH.GitFiles(theRepo, sha("c1"))
-			w.GH.GitCommitModes(theRepo, sha("c1"), []string{sha("b0")}, files, map[string]string{"perf-changelog.yaml": "120000"})
+			files := w.GH.GitFiles(theRepo, e2e.SHA("c1"))
+			w.GH.GitCommitModes(theRepo, e2e.SHA("c1"), []string{e2e.SHA("b0")}, files, map[string]string{"perf-changelog.yaml": "120000"})
 		}, "which is not a plain file on every side"},
 		{"a changelog the rule refuses", nil, func(w *world) {
 			// The PR rewrote a historical entry as well as appending.
-			files := w.GH.GitFiles(theRepo, sha("c1"))
+			files := w.GH.GitFiles(theRepo, e2e.SHA("c1"))
 			files["perf-changelog.yaml"] = strings.Replace(files["perf-changelog.yaml"], "Update base-config", "Rewritten", 1)
-			w.GH.GitCommit(theRepo, sha("c1"), []string{sha("b0")}, files)
+			w.GH.GitCommit(theRepo, e2e.SHA("c1"), []string{e2e.SHA("b0")}, files)
 		}, "which the append-only rule cannot merge (entry 1 changed; existing entries are immutable"},
 		{"a branch requiring signatures, GitHub signing nothing", nil, func(w *world) {
 			w.GH.SetBranchRules(theRepo, "kimi-tune", "required_signatures")
@@ -169,9 +169,9 @@ func TestMergeWithReuseConflictItCannotMerge(t *testing.T) {
 				c.pr(w)
 			}
 			w.Comment(maintainer, "/merge-with-reuse 31147925932")
-			st := w.waitStatus("the merge stopped", "⛔ stopped")
-			mustContain(t, "status", st, c.want, "The pin of run [31147925932](", "is revoked")
-			if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
+			st := w.WaitStatus("the merge stopped", "⛔ stopped")
+			e2e.MustContain(t, "status", st, c.want, "The pin of run [31147925932](", "is revoked")
+			if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != e2e.SHA("c1") {
 				t.Fatalf("a conflict opsbot cannot merge moved the branch %d times", n)
 			}
 			for b := range w.GH.Branches(theRepo) {
@@ -192,9 +192,9 @@ func TestMergeWithReuseConflictMergeLosesToAPush(t *testing.T) {
 	w := conflictWorld(t, clock, nil)
 	w.GH.Inject(routeMoveBranch, githubtest.Fault{Status: 200, Body: `{"data":null,"errors":[{"type":"UNPROCESSABLE","message":"Update is not a fast forward"}]}`})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "Update is not a fast forward", "a push since opsbot read c1c1c1c wins", "is revoked: the next push sweeps")
-	if h := w.GH.PRHead(theRepo, thePR); h != sha("c1") {
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "Update is not a fast forward", "a push since opsbot read c1c1c1c wins", "is revoked: the next push sweeps")
+	if h := w.GH.PRHead(theRepo, thePR); h != e2e.SHA("c1") {
 		t.Fatalf("the branch moved to %s", h)
 	}
 }
@@ -210,11 +210,11 @@ func TestMergeWithReuseConflictMergeLosesToAForcePushBack(t *testing.T) {
 	arrived, release := w.GH.Hold(routeMoveBranch)
 	t.Cleanup(release)
 	mergeHeld(t, w, arrived, "the branch was never asked to move")
-	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{sha("b0")} })
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{e2e.SHA("b0")} })
 	release()
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "GitHub refused to move the branch to opsbot's merge", "beforeOid", "a push since opsbot read c1c1c1c wins")
-	if h := w.GH.PRHead(theRepo, thePR); h != sha("b0") || w.GH.BranchMoves() != 0 {
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "GitHub refused to move the branch to opsbot's merge", "beforeOid", "a push since opsbot read c1c1c1c wins")
+	if h := w.GH.PRHead(theRepo, thePR); h != e2e.SHA("b0") || w.GH.BranchMoves() != 0 {
 		t.Fatalf("the branch is at %s after %d moves; want the force-push's b0 and no move", h, w.GH.BranchMoves())
 	}
 }
@@ -228,16 +228,16 @@ func TestMergeWithReuseConflictMergeAnswerLost(t *testing.T) {
 	w := conflictWorld(t, clock, nil)
 	w.GH.Inject(routeMoveBranch, githubtest.Fault{Lost: true, Status: 502, Times: 1})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the lost answer, the branch read back", "opsbot merged it by the append-only rule", "GitHub's answer did not say so; the branch read back did")
+	w.WaitStatus("the lost answer, the branch read back", "opsbot merged it by the append-only rule", "GitHub's answer did not say so; the branch read back did")
 	merged := w.GH.PRHead(theRepo, thePR)
 	w.PassTime(clock, time.Minute)
 	if n := w.GH.Count(routeMoveBranch); n != 1 {
 		t.Fatalf("the branch was moved %d times", n)
 	}
-	w.greenChecks(merged)
+	w.GreenChecks(merged)
 	w.SendSync(merged, "")
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("the merge", "🎉 merged `"+merged[:7]+"`")
+	w.WaitStatus("the merge", "🎉 merged `"+merged[:7]+"`")
 }
 
 // A restart between the mark and the move: the new process does not know
@@ -267,10 +267,10 @@ func TestMergeWithReuseConflictMergeAfterARestart(t *testing.T) {
 		}
 	})
 	w.PassTime(clock, time.Minute)
-	w.waitStatus("waiting for the push", "was about to be pushed when opsbot stopped; waiting for its push")
+	w.WaitStatus("waiting for the push", "was about to be pushed when opsbot stopped; waiting for its push")
 	w.PassTime(clock, 11*time.Minute)
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "is revoked")
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "is revoked")
 	// The new process never asked: a move it asked would be held too, and
 	// its worker would never have stopped the merge.
 	if log := w.Srv.Stderr.String(); strings.Contains(log, `"outcome":"merge-conflict-pushed"`) || strings.Contains(log, `"outcome":"merge-conflict-unanswered"`) {
@@ -287,14 +287,14 @@ func TestMergeWithReuseConflictOfAForkIsLeftToItsAuthor(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := conflictWorld(t, clock, nil)
-	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = forkRepoID, forkRepo })
+	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.HeadRepoID, p.HeadRepo = e2e.ForkRepoID, e2e.ForkRepo })
 	const forkRun = int64(31200000077)
 	w.GH.AddRun(theRepo, githubtest.Run{ID: forkRun, WorkflowID: 77, Event: "pull_request", Status: "completed", Conclusion: "success",
-		HeadSHA: sha("c1"), HeadBranch: "kimi-tune", HeadRepoID: forkRepoID, HeadRepo: forkRepo, Artifacts: resultArtifacts,
+		HeadSHA: e2e.SHA("c1"), HeadBranch: "kimi-tune", HeadRepoID: e2e.ForkRepoID, HeadRepo: e2e.ForkRepo, Artifacts: resultArtifacts,
 		CreatedAt: time.Now().Add(-time.Hour)})
 	w.Comment(maintainer, fmt.Sprintf("/merge-with-reuse %d", forkRun))
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "it is a fork's, which opsbot does not push to: update the branch by hand")
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "it is a fork's, which opsbot does not push to: update the branch by hand")
 	if len(w.GH.GitMadeCommits(theRepo)) != 0 || w.GH.Count(routeMoveBranch) != 0 {
 		t.Fatal("a fork's conflict made a commit or moved a branch")
 	}
@@ -307,21 +307,21 @@ func TestMergeWithReuseConflictMergeKeepsThePRsFiles(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := conflictWorld(t, clock, nil)
-	files := w.GH.GitFiles(theRepo, sha("c1"))
+	files := w.GH.GitFiles(theRepo, e2e.SHA("c1"))
 	files["tools/run.sh"] = "#!/bin/sh\n"
 	delete(files, "README.md") // the PR removes what the base changed: a conflict of its own
-	w.GH.GitCommitModes(theRepo, sha("c1"), []string{sha("b0")}, files, map[string]string{"tools/run.sh": "100755"})
+	w.GH.GitCommitModes(theRepo, e2e.SHA("c1"), []string{e2e.SHA("b0")}, files, map[string]string{"tools/run.sh": "100755"})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "GitHub's merge of `README.md`, which both changed, conflicts too")
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "GitHub's merge of `README.md`, which both changed, conflicts too")
 
 	w2 := conflictWorld(t, e2e.NewClock(), nil)
-	files = w2.GH.GitFiles(theRepo, sha("c1"))
+	files = w2.GH.GitFiles(theRepo, e2e.SHA("c1"))
 	files["tools/run.sh"] = "#!/bin/sh\n"
 	delete(files, "benchmarks/kimi.sh")
-	w2.GH.GitCommitModes(theRepo, sha("c1"), []string{sha("b0")}, files, map[string]string{"tools/run.sh": "100755"})
+	w2.GH.GitCommitModes(theRepo, e2e.SHA("c1"), []string{e2e.SHA("b0")}, files, map[string]string{"tools/run.sh": "100755"})
 	w2.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w2.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	w2.WaitStatus("the merge pushed", "opsbot merged it by the append-only rule")
 	got := w2.GH.GitFiles(theRepo, w2.GH.PRHead(theRepo, thePR))
 	if _, ok := got["benchmarks/kimi.sh"]; ok || got["tools/run.sh"] != "#!/bin/sh\n" || got["README.md"] != "readme, newer\n" {
 		t.Fatalf("the merge holds %q", got)
@@ -338,7 +338,7 @@ func TestMergeWithReuseConflictMergeLetsGitHubMergeTheRest(t *testing.T) {
 	w := conflictWorld(t, clock, map[string][2]string{"configs/a-master.yaml": {"base\npr line\n", "main line\nbase\n"}})
 	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	w.WaitStatus("the merge pushed", "opsbot merged it by the append-only rule")
 	merged := w.GH.PRHead(theRepo, thePR)
 	got := w.GH.GitFiles(theRepo, merged)
 	link := func(n int) string { return fmt.Sprintf("https://github.com/%s/pull/%d", theRepo, n) }
@@ -351,10 +351,10 @@ func TestMergeWithReuseConflictMergeLetsGitHubMergeTheRest(t *testing.T) {
 			t.Fatalf("the merge's branch %s is left behind", b)
 		}
 	}
-	w.greenChecks(merged)
+	w.GreenChecks(merged)
 	w.SendSync(merged, "")
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("the merge", "🎉 merged `"+merged[:7]+"`")
+	w.WaitStatus("the merge", "🎉 merged `"+merged[:7]+"`")
 }
 
 // Whoever can push may move opsbot's merge branch before GitHub merges it
@@ -380,9 +380,9 @@ func TestMergeWithReuseConflictMergeBranchMovedByAnother(t *testing.T) {
 	w.GH.GitCommit(theRepo, "ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1e", []string{undone}, files)
 	w.GH.SetBranchTip(theRepo, temp, "ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1ev1e")
 	release()
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "was moved meanwhile", "is revoked")
-	if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "was moved meanwhile", "is revoked")
+	if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != e2e.SHA("c1") {
 		t.Fatalf("the branch moved (%d asks)", n)
 	}
 }
@@ -398,8 +398,8 @@ func TestMergeWithReuseConflictMergeRefusedForWorkflows(t *testing.T) {
 	w.GH.Inject("POST /repos/{owner}/{repo}/merges", githubtest.Fault{Status: 403,
 		Body: `{"message":"refusing to allow a GitHub App to create or update workflow .github/workflows/x.yml without workflows permission"}`})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "without workflows permission", "needs the App's Workflows permission (`opsbot github app-manifest --merge`)")
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "without workflows permission", "needs the App's Workflows permission (`opsbot github app-manifest --merge`)")
 	if strings.Contains(st, "conflicts too") {
 		t.Fatalf("a refusal for a permission said to be a conflict:\n%s", st)
 	}
@@ -416,7 +416,7 @@ func TestMergeWithReuseConflictMergeBranchIsCleanedUp(t *testing.T) {
 	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
 	w.GH.Inject("POST /repos/{owner}/{repo}/git/refs", githubtest.Fault{Lost: true, Status: 502, Times: 1})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	w.WaitStatus("the merge pushed", "opsbot merged it by the append-only rule")
 	for b := range w.GH.Branches(theRepo) {
 		if strings.HasPrefix(b, "opsbot-merge-") {
 			t.Fatalf("the merge's branch %s is left behind", b)
@@ -427,8 +427,8 @@ func TestMergeWithReuseConflictMergeBranchIsCleanedUp(t *testing.T) {
 	w2.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
 	w2.GH.Inject("DELETE /repos/{owner}/{repo}/git/refs/{ref...}", githubtest.Fault{Status: 403, Body: `{"message":"Resource not accessible by integration"}`})
 	w2.Comment(maintainer, "/merge-with-reuse 31147925932")
-	st := w2.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
-	mustContain(t, "status", st, "⚠️ opsbot could not delete its branch `opsbot-merge-", "delete it by hand")
+	st := w2.WaitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	e2e.MustContain(t, "status", st, "⚠️ opsbot could not delete its branch `opsbot-merge-", "delete it by hand")
 }
 
 // A branch of opsbot's that a process killed between making and deleting
@@ -443,12 +443,12 @@ func TestMergeWithReuseConflictMergeSweepsABranchLeftByACrash(t *testing.T) {
 	w := conflictWorld(t, clock, more)
 	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
 	leftover := "1eff1eff1eff1eff1eff1eff1eff1eff1eff1eff"
-	w.GH.GitCommit(theRepo, leftover, []string{sha("c1")}, w.GH.GitFiles(theRepo, sha("c1")))
+	w.GH.GitCommit(theRepo, leftover, []string{e2e.SHA("c1")}, w.GH.GitFiles(theRepo, e2e.SHA("c1")))
 	w.GH.SetCommitMessage(theRepo, leftover, fmt.Sprintf("[skip ci] opsbot: #%d without its changes to perf-changelog.yaml, to merge the rest", thePR))
 	w.GH.SetBranchTip(theRepo, fmt.Sprintf("opsbot-merge-%d-1eff1ef", thePR), leftover)
-	w.GH.SetBranchTip(theRepo, fmt.Sprintf("opsbot-merge-%d-someone", thePR), sha("c1"))
+	w.GH.SetBranchTip(theRepo, fmt.Sprintf("opsbot-merge-%d-someone", thePR), e2e.SHA("c1"))
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	w.WaitStatus("the merge pushed", "opsbot merged it by the append-only rule")
 	var still []string
 	for b := range w.GH.Branches(theRepo) {
 		if strings.HasPrefix(b, "opsbot-merge-") {
@@ -471,10 +471,10 @@ func TestMergeWithReuseConflictMergeYieldsToAPushBeforeTheMove(t *testing.T) {
 	arrived, release := w.GH.HoldAfter("GET /repos/{owner}/{repo}/branches/{branch}", 2)
 	t.Cleanup(release)
 	mergeHeld(t, w, arrived, "the branch was never read before the move")
-	w.GH.Push(theRepo, thePR, []string{sha("c2")}, nil)
+	w.GH.Push(theRepo, thePR, []string{e2e.SHA("c2")}, nil)
 	release()
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "the branch moved to c2c2c2c while opsbot made its merge from c1c1c1c: a push since wins")
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "the branch moved to c2c2c2c while opsbot made its merge from c1c1c1c: a push since wins")
 	if n := w.GH.Count(routeMoveBranch); n != 0 {
 		t.Fatalf("the branch was moved %d times over the push", n)
 	}
@@ -493,8 +493,8 @@ func TestMergeWithReuseConflictMergeYieldsToACancelDuringTheLastRead(t *testing.
 	w.cancelNoSettle()
 	testkit.Eventually(t, "the cancel stored", func() bool { return w.Metrics()["opsbot_inbox_depth"] != "0" })
 	release()
-	w.waitStatus("the merge stopped", "⛔ stopped: cancelled by @maintainer")
-	if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
+	w.WaitStatus("the merge stopped", "⛔ stopped: cancelled by @maintainer")
+	if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != e2e.SHA("c1") {
 		t.Fatalf("the branch moved (%d asks) after the cancel was acknowledged", n)
 	}
 }
@@ -509,15 +509,15 @@ func TestMergeWithReuseConflictMoveRefusedUntyped(t *testing.T) {
 	w := conflictWorld(t, clock, nil)
 	w.GH.Inject(routeMoveBranch, githubtest.Fault{Status: 200, Body: `{"data":null,"errors":[{"message":"Something went wrong while executing your query."}]}`, Times: 1})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "GitHub did not move the branch to opsbot's merge", "Something went wrong while executing your query",
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "GitHub did not move the branch to opsbot's merge", "Something went wrong while executing your query",
 		"the branch was still at c1c1c1c when read back")
 	for _, lie := range []string{"answer to the push was lost", "opsbot merged it by the append-only rule as"} {
 		if strings.Contains(st, lie) {
 			t.Fatalf("the stop says %q of a branch GitHub did not move:\n%s", lie, st)
 		}
 	}
-	if n := w.GH.Count(routeMoveBranch); n != 1 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
+	if n := w.GH.Count(routeMoveBranch); n != 1 || w.GH.PRHead(theRepo, thePR) != e2e.SHA("c1") {
 		t.Fatalf("%d moves asked, the branch at %s; want one ask and c1", n, w.GH.PRHead(theRepo, thePR))
 	}
 }
@@ -552,8 +552,8 @@ func TestMergeWithReuseConflictNeedsAnApp(t *testing.T) {
 	w := mergeWorld(t, "", clock)
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.UpdateConflict = true })
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	st := w.waitStatus("the merge stopped", "⛔ stopped")
-	mustContain(t, "status", st, "opsbot merges them only as a GitHub App", "update the branch by hand")
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "opsbot merges them only as a GitHub App", "update the branch by hand")
 	if len(w.GH.GitMadeCommits(theRepo)) != 0 || w.GH.Count(routeMoveBranch) != 0 {
 		t.Fatal("a token made a merge")
 	}
@@ -570,7 +570,7 @@ func TestMergeWithReuseConflictMergeYieldsToACancel(t *testing.T) {
 	mergeHeld(t, w, arrived, "opsbot never made its merge")
 	w.cancelNoSettle()
 	release()
-	w.waitStatus("the merge stopped", "⛔ stopped: cancelled by @maintainer")
+	w.WaitStatus("the merge stopped", "⛔ stopped: cancelled by @maintainer")
 	var said bool
 	for _, r := range w.Replies() {
 		said = said || strings.Contains(r, "cancelled the merge of this PR asked by @maintainer. The pin of run")
@@ -578,7 +578,7 @@ func TestMergeWithReuseConflictMergeYieldsToACancel(t *testing.T) {
 	if !said {
 		t.Fatalf("no reply says the cancel revoked the pin: %q", w.Replies())
 	}
-	if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != sha("c1") {
+	if n := w.GH.Count(routeMoveBranch); n != 0 || w.GH.PRHead(theRepo, thePR) != e2e.SHA("c1") {
 		t.Fatalf("the branch moved (%d asks) after the cancel", n)
 	}
 }
@@ -591,7 +591,7 @@ func TestMergeWithReuseConflictMergeSurvivesAFailedRead(t *testing.T) {
 	w := conflictWorld(t, clock, nil)
 	w.GH.Inject("GET /repos/{owner}/{repo}/git/trees/{sha}", githubtest.Fault{Status: 502, Skip: 3, Times: 1})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.waitStatus("the merge pushed", "opsbot merged it by the append-only rule")
+	w.WaitStatus("the merge pushed", "opsbot merged it by the append-only rule")
 	if n := w.GH.Count(routeMoveBranch); n != 1 {
 		t.Fatalf("the branch was moved %d times", n)
 	}
@@ -612,7 +612,7 @@ func TestMergeWithReuseConflictMoveUnansweredAndUnread(t *testing.T) {
 	// branch back fails too (the client's own retries included).
 	w.GH.Inject("GET /repos/{owner}/{repo}/branches/{branch}", githubtest.Fault{Status: 502, Times: 8})
 	release()
-	st := w.waitStatus("the unanswered move", "GitHub's answer did not say whether it did, and the branch could not be read back")
+	st := w.WaitStatus("the unanswered move", "GitHub's answer did not say whether it did, and the branch could not be read back")
 	if strings.Contains(st, "opsbot merged it by the append-only rule as") {
 		t.Fatalf("the status says the branch moved, which opsbot does not know:\n%s", st)
 	}
@@ -621,8 +621,8 @@ func TestMergeWithReuseConflictMoveUnansweredAndUnread(t *testing.T) {
 	if n := w.GH.Count(routeMoveBranch); n != 1 {
 		t.Fatalf("the branch was moved %d times", n)
 	}
-	w.greenChecks(merged)
+	w.GreenChecks(merged)
 	w.SendSync(merged, "")
 	w.PassTime(clock, record.WakeGap)
-	w.waitStatus("the merge", "🎉 merged `"+merged[:7]+"`")
+	w.WaitStatus("the merge", "🎉 merged `"+merged[:7]+"`")
 }
