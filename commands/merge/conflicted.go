@@ -30,20 +30,9 @@ import (
 // still at the head read, never forced. Anything else stops the merge:
 // update the branch by hand.
 func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, string, error) {
-	cur, pr := st.cur, st.pr
-	set := Section.Of(st.rc)
-	byHand := "update the branch by hand, then pin a run again"
-	if len(set.AppendOnly) == 0 {
-		return st.stopped("conflict", "the branch has conflicts with its base: resolve them by hand")
-	}
-	if pr.GetHead().GetRepo().GetID() != pr.GetBase().GetRepo().GetID() {
-		return st.stopped("conflict", "the branch has conflicts with its base, and it is a fork's, which opsbot does not push to: "+byHand)
-	}
-	if st.h.AppID == 0 {
-		// A commit a token makes is the token's user's, not GitHub's: the
-		// gate would not take its push for the one the pin covers.
-		return st.stopped("conflict", "the branch has conflicts with its base, and opsbot merges them only as a GitHub App (a commit a "+
-			"token makes is not signed by GitHub, so its push could not reuse the run): "+byHand)
+	pr := st.pr
+	if p, out, err := st.conflictMergeable(); out != "" || err != nil {
+		return p, out, err
 	}
 	pin, tip, err := st.pinAndTip(ctx)
 	if err != nil {
@@ -66,97 +55,168 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 			"when opsbot stopped; waiting for its push", mdtext.Code(mdtext.ShortSHA(st.data.Built))))
 		return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-possibly-pushed")
 	}
+	sides, p, out, err := st.conflictSides(ctx, head, tip)
+	if out != "" || err != nil {
+		return p, out, err
+	}
+	merged, p, out, err := st.mergeAppendOnly(ctx, sides)
+	if out != "" || err != nil {
+		return p, out, err
+	}
+	tree, p, out, err := st.makeMerge(ctx, head, tip, branch, sides, merged)
+	if out != "" || err != nil {
+		return p, out, err
+	}
+	st.data.BuiltFor, st.data.BuiltTree, st.data.BuiltFiles = strings.ToLower(head), strings.ToLower(tree), sides.appendOnly
+	return st.markUpdate(pin.ID, tip, tree, st.data.Built, "merge-conflict-merged")
+}
 
-	// What each side changed since their merge base, path by path (mode,
-	// type, content: a rename is its old path gone and its new one made),
-	// from the three trees themselves.
-	prSide, err := st.gh.Compare(ctx, cur.Repo, tip, head)
+// byHand is what a conflict merge that stops asks of the maintainer.
+const byHand = "update the branch by hand, then pin a run again"
+
+// conflictMergeable stops a merge whose conflict opsbot does not merge:
+// no append-only files, a fork's branch, opsbot not an App ("" out: it
+// merges).
+func (st *stepper) conflictMergeable() (plan.Plan, string, error) {
+	pr := st.pr
+	if len(Section.Of(st.rc).AppendOnly) == 0 {
+		return st.stopped("conflict", "the branch has conflicts with its base: resolve them by hand")
+	}
+	if pr.GetHead().GetRepo().GetID() != pr.GetBase().GetRepo().GetID() {
+		return st.stopped("conflict", "the branch has conflicts with its base, and it is a fork's, which opsbot does not push to: "+byHand)
+	}
+	if st.h.AppID == 0 {
+		// A commit a token makes is the token's user's, not GitHub's: the
+		// gate would not take its push for the one the pin covers.
+		return st.stopped("conflict", "the branch has conflicts with its base, and opsbot merges them only as a GitHub App (a commit a "+
+			"token makes is not signed by GitHub, so its push could not reuse the run): "+byHand)
+	}
+	return plan.Plan{}, "", nil
+}
+
+// conflictSides are the three trees of a conflict (the merge base's, the
+// head's, the base's tip's), what each side changed since their merge base
+// path by path (mode, type, content: a rename is its old path gone and its
+// new one made), and the paths both changed: append-only, or other.
+type conflictSides struct {
+	trees                            [3]map[string]ghclient.TreeEntry
+	onPR, onBase                     map[string]bool
+	appendOnly, other                []string
+	mergeBaseTree, headTree, tipTree map[string]ghclient.TreeEntry
+}
+
+// conflictSides reads the sides of the conflict of head with tip; a
+// conflict opsbot cannot merge stops the merge (out set).
+func (st *stepper) conflictSides(ctx context.Context, head, tip string) (conflictSides, plan.Plan, string, error) {
+	var c conflictSides
+	stop := func(why string) (conflictSides, plan.Plan, string, error) {
+		p, out, err := st.stopped("conflict", why)
+		return c, p, out, err
+	}
+	prSide, err := st.gh.Compare(ctx, st.cur.Repo, tip, head)
 	if err != nil {
-		return plan.Plan{}, "", err
+		return c, plan.Plan{}, "", err
 	}
 	if prSide.MergeBase == "" {
-		return st.stopped("conflict", "the branch has conflicts with its base, and no common ancestor: "+byHand)
+		return stop("the branch has conflicts with its base, and no common ancestor: " + byHand)
 	}
-	var trees [3]map[string]ghclient.TreeEntry // the merge base's, the head's, the base's tip's
-	for i, c := range []string{prSide.MergeBase, head, tip} {
-		trees[i], err = st.gh.Tree(ctx, cur.Repo, c)
+	for i, commit := range []string{prSide.MergeBase, head, tip} {
+		c.trees[i], err = st.gh.Tree(ctx, st.cur.Repo, commit)
 		if errors.Is(err, ghclient.ErrTreeCut) {
-			return st.stopped("conflict", "the branch has conflicts with its base, and the repository holds more files than GitHub lists in one tree: "+byHand)
+			return stop("the branch has conflicts with its base, and the repository holds more files than GitHub lists in one tree: " + byHand)
 		}
 		if err != nil {
-			return plan.Plan{}, "", err
+			return c, plan.Plan{}, "", err
 		}
 	}
-	mergeBaseTree, headTree, tipTree := trees[0], trees[1], trees[2]
-	onPR, onBase := changed(mergeBaseTree, headTree), changed(mergeBaseTree, tipTree)
-	var both, appendOnly, other []string
-	for name := range onPR {
-		if !onBase[name] {
+	c.mergeBaseTree, c.headTree, c.tipTree = c.trees[0], c.trees[1], c.trees[2]
+	c.onPR, c.onBase = changed(c.mergeBaseTree, c.headTree), changed(c.mergeBaseTree, c.tipTree)
+	for name := range c.onPR {
+		if !c.onBase[name] {
 			continue
 		}
-		both = append(both, name)
-		if runs.MatchAny(set.AppendOnly, name) {
-			appendOnly = append(appendOnly, name)
+		if runs.MatchAny(Section.Of(st.rc).AppendOnly, name) {
+			c.appendOnly = append(c.appendOnly, name)
 		} else {
-			other = append(other, name)
+			c.other = append(c.other, name)
 		}
 	}
-	sort.Strings(both)
-	sort.Strings(appendOnly)
-	sort.Strings(other)
-	if len(appendOnly) == 0 {
-		if len(other) == 0 {
-			return st.stopped("conflict", "the branch has conflicts with its base that no file both changed explains: "+byHand)
+	sort.Strings(c.appendOnly)
+	sort.Strings(c.other)
+	if len(c.appendOnly) == 0 {
+		if len(c.other) == 0 {
+			return stop("the branch has conflicts with its base that no file both changed explains: " + byHand)
 		}
-		return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base: both changed %s, and none of it is append-only "+
-			"(`repos[].merge.append_only`): %s", mdtext.CodeList(other), byHand))
+		return stop(fmt.Sprintf("the branch has conflicts with its base: both changed %s, and none of it is append-only "+
+			"(`repos[].merge.append_only`): %s", mdtext.CodeList(c.other), byHand))
 	}
-	// Each append-only file, merged by the rule.
+	return c, plan.Plan{}, "", nil
+}
+
+// mergeAppendOnly merges each append-only file both sides changed by the
+// changelog's rule; one the rule cannot merge stops the merge (out set).
+func (st *stepper) mergeAppendOnly(ctx context.Context, c conflictSides) (map[string][]byte, plan.Plan, string, error) {
+	set := Section.Of(st.rc)
 	rule := changelog.Rule{Repo: set.LinkRepo}
 	if rule.Repo == "" {
-		rule.Repo = cur.Repo
+		rule.Repo = st.cur.Repo
+	}
+	stop := func(why string) (map[string][]byte, plan.Plan, string, error) {
+		p, out, err := st.stopped("conflict", why)
+		return nil, p, out, err
 	}
 	merged := map[string][]byte{}
-	for _, name := range appendOnly {
+	for _, name := range c.appendOnly {
 		var sides [3][]byte
-		for i, t := range trees {
+		for i, t := range c.trees {
 			e, ok := t[name]
 			if !ok || e.Mode != "100644" || e.Type != "blob" {
-				return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base in %s, which is not a plain file on every side "+
+				return stop(fmt.Sprintf("the branch has conflicts with its base in %s, which is not a plain file on every side "+
 					"(one side added or removed it, or made it a symlink, a submodule or an executable): %s", mdtext.Code(name), byHand))
 			}
-			if sides[i], err = st.gh.Blob(ctx, cur.Repo, e.SHA); err != nil {
-				return plan.Plan{}, "", err
+			var err error
+			if sides[i], err = st.gh.Blob(ctx, st.cur.Repo, e.SHA); err != nil {
+				return nil, plan.Plan{}, "", err
 			}
 		}
-		out, err := rule.Resolve(sides[0], sides[1], sides[2], cur.PR)
+		out, err := rule.Resolve(sides[0], sides[1], sides[2], st.cur.PR)
 		var refused *changelog.Error
 		if errors.As(err, &refused) {
-			return st.stopped("conflict", fmt.Sprintf("the branch has conflicts with its base in %s, which the append-only rule cannot merge "+
+			return stop(fmt.Sprintf("the branch has conflicts with its base in %s, which the append-only rule cannot merge "+
 				"(%s): %s", mdtext.Code(name), mdtext.Text(refused.Reason), byHand))
 		}
 		if err != nil {
-			return plan.Plan{}, "", err
+			return nil, plan.Plan{}, "", err
 		}
 		merged[name] = out
 	}
-	// The rest: the base's tip's files with the PR's own changes, or,
-	// where both changed other files, GitHub's own merge of them.
+	return merged, plan.Plan{}, "", nil
+}
+
+// makeMerge makes opsbot's merge commit (st.data.Built) of head and tip:
+// the base's tip's files with the PR's own changes, or, where both changed
+// other files, GitHub's own merge of them, and the append-only files as
+// merged. What was made is checked path by path, and signed where the
+// branch's rules require it; a merge that is not what it should be stops
+// the merge (out set). It returns the merge's tree.
+func (st *stepper) makeMerge(ctx context.Context, head, tip, branch string, c conflictSides, merged map[string][]byte) (string, plan.Plan, string, error) {
+	cur := st.cur
+	fail := func(p plan.Plan, out string, err error) (string, plan.Plan, string, error) { return "", p, out, err }
 	var changes []ghclient.TreeChange
 	var want map[string]ghclient.TreeEntry
 	var onto string // the tree the append-only files are written onto
-	if len(other) == 0 {
-		want = make(map[string]ghclient.TreeEntry, len(tipTree))
-		for p, e := range tipTree {
+	if len(c.other) == 0 {
+		want = make(map[string]ghclient.TreeEntry, len(c.tipTree))
+		for p, e := range c.tipTree {
 			want[p] = e
 		}
 		// Every path the PR changed is as the head has it (a renamed
 		// file's old path gone, a copied file's source kept).
-		for p := range onPR {
-			if onBase[p] {
+		for p := range c.onPR {
+			if c.onBase[p] {
 				continue // an append-only file: merged above
 			}
-			if e, ok := headTree[p]; ok {
+			if e, ok := c.headTree[p]; ok {
 				changes = append(changes, ghclient.TreeChange{Path: p, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
 				want[p] = e
 			} else {
@@ -167,17 +227,17 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 		sort.Slice(changes, func(i, j int) bool { return changes[i].Path < changes[j].Path })
 		tipInfo, err := st.gh.CommitInfo(ctx, cur.Repo, tip)
 		if err != nil {
-			return plan.Plan{}, "", err
+			return fail(plan.Plan{}, "", err)
 		}
 		onto = tipInfo.Tree
 	} else {
-		gm, p, out, err := st.githubMerge(ctx, head, tip, appendOnly, other, mergeBaseTree, headTree, tipTree, onPR)
+		gm, p, out, err := st.githubMerge(ctx, head, tip, c)
 		if err != nil || out != "" {
-			return p, out, err
+			return fail(p, out, err)
 		}
 		want, onto = gm.files, gm.tree
 	}
-	for _, name := range appendOnly {
+	for _, name := range c.appendOnly {
 		content := string(merged[name])
 		changes = append(changes, ghclient.TreeChange{Path: name, Mode: "100644", Type: "blob", Content: &content})
 		want[name] = ghclient.TreeEntry{Mode: "100644", Type: "blob", SHA: blobSum(merged[name])}
@@ -185,17 +245,27 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	tree, err := st.gh.CreateTree(ctx, cur.Repo, onto, changes)
 	if err == nil {
 		st.data.Built, err = st.gh.CreateCommit(ctx, cur.Repo, fmt.Sprintf("Merge branch '%s' into %s\n\n%s merged by the append-only rule (opsbot, "+
-			"/merge-with-reuse).", st.data.Base, branch, strings.Join(appendOnly, ", ")), tree, []string{head, tip})
+			"/merge-with-reuse).", st.data.Base, branch, strings.Join(c.appendOnly, ", ")), tree, []string{head, tip})
 	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
-		return st.stopped("update_refused", fmt.Sprintf("%s (%s): %s", refusedWords(ref, "make the merge"), mdtext.Text(ref.Message), byHand))
+		return fail(st.stopped("update_refused", fmt.Sprintf("%s (%s): %s", refusedWords(ref, "make the merge"), mdtext.Text(ref.Message), byHand)))
 	}
 	if err != nil {
-		return plan.Plan{}, "", err // nothing points at what was made: made again at the next step
+		return fail(plan.Plan{}, "", err) // nothing points at what was made: made again at the next step
 	}
-	// What was made is the base's tip with the PR's own change, path by
-	// path (mode, type, content), and nothing else.
+	if p, out, err := st.checkMade(ctx, branch, want); out != "" || err != nil {
+		return fail(p, out, err)
+	}
+	return tree, plan.Plan{}, "", nil
+}
+
+// checkMade checks opsbot's merge (st.data.Built): it is want (the base's
+// tip with the PR's own change, path by path: mode, type, content) and
+// nothing else, and signed by GitHub where the branch's rules require
+// signed commits; else the merge stops (out set).
+func (st *stepper) checkMade(ctx context.Context, branch string, want map[string]ghclient.TreeEntry) (plan.Plan, string, error) {
+	cur := st.cur
 	made, err := st.gh.Tree(ctx, cur.Repo, st.data.Built)
 	if err != nil {
 		return plan.Plan{}, "", err
@@ -219,8 +289,7 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 				"so it is not pushed: %s", mdtext.Code(branch), mdtext.ShortSHA(st.data.Built), byHand))
 		}
 	}
-	st.data.BuiltFor, st.data.BuiltTree, st.data.BuiltFiles = strings.ToLower(head), strings.ToLower(tree), appendOnly
-	return st.markUpdate(pin.ID, tip, tree, st.data.Built, "merge-conflict-merged")
+	return plan.Plan{}, "", nil
 }
 
 // gitHubMerged is GitHub's merge of the rest: its tree and files.
@@ -238,46 +307,19 @@ type gitHubMerged struct {
 // changed is that side's, and the append-only files the base's tip's. A
 // conflict there too (409) stops the merge; p and out, when out is set,
 // are that step.
-func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly, other []string,
-	mergeBaseTree, headTree, tipTree map[string]ghclient.TreeEntry, onPR map[string]bool) (gitHubMerged, plan.Plan, string, error) {
+func (st *stepper) githubMerge(ctx context.Context, head, tip string, c conflictSides) (gitHubMerged, plan.Plan, string, error) {
 	cur := st.cur
-	byHand := "update the branch by hand, then pin a run again"
 	stop := func(code, why string) (gitHubMerged, plan.Plan, string, error) {
 		p, out, err := st.stopped(code, why)
 		return gitHubMerged{}, p, out, err
 	}
 	st.sweepLeftBranches(ctx)
-	skip := fmt.Sprintf("[skip ci] opsbot: #%d without its changes to %s, to merge the rest", cur.PR, strings.Join(appendOnly, ", "))
+	skip := fmt.Sprintf("[skip ci] opsbot: #%d without its changes to %s, to merge the rest", cur.PR, strings.Join(c.appendOnly, ", "))
 	var ref *ghclient.Refusal
 	key := strings.ToLower(head + ".." + tip)
 	undone := st.data.Undone
 	if st.data.UndoneFor != key || undone == "" || !st.holds(tempBranch(cur.PR, undone)) {
-		headInfo, err := st.gh.CommitInfo(ctx, cur.Repo, head)
-		if err != nil {
-			return gitHubMerged{}, plan.Plan{}, "", err
-		}
-		var undo []ghclient.TreeChange
-		for _, name := range appendOnly {
-			e := mergeBaseTree[name] // a plain file on every side: checked before
-			undo = append(undo, ghclient.TreeChange{Path: name, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
-		}
-		undoTree, err := st.gh.CreateTree(ctx, cur.Repo, headInfo.Tree, undo)
-		if err == nil {
-			undone, err = st.gh.CreateCommit(ctx, cur.Repo, skip, undoTree, []string{head})
-		}
-		if errors.As(err, &ref) {
-			return stop("update_refused", fmt.Sprintf("%s (%s%s): %s", refusedWords(ref, "make the merge"), mdtext.Text(ref.Message), workflowHint(ref), byHand))
-		}
-		if err != nil {
-			return gitHubMerged{}, plan.Plan{}, "", err // nothing points at what was made: made again at the next step
-		}
-		// The branch is the merge's before it is made: written first, so
-		// whatever ends the merge from now on deletes it.
-		st.dropLeftBut(ctx, "") // an older try's, for another head or tip
-		st.data.Undone, st.data.UndoneFor, st.data.BranchMark = undone, key, st.h.marks.New()
-		st.noteLeft(tempBranch(cur.PR, undone), undone)
-		p, out, err := st.waitFor(st.cur.Step, fmt.Sprintf("⏳ GitHub merges what both changed on opsbot's temporary branch %s",
-			mdtext.Code(tempBranch(cur.PR, undone))), "merge-conflict-branch-noted", 0)
+		p, out, err := st.noteUndone(ctx, head, key, skip, c)
 		return gitHubMerged{}, p, out, err
 	}
 	temp := tempBranch(cur.PR, undone)
@@ -310,7 +352,7 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly
 	switch {
 	case errors.As(err, &ref) && ref.Status == 409:
 		return stop("conflict", fmt.Sprintf("the branch has conflicts with its base, and GitHub's merge of %s, which both changed, conflicts too "+
-			"(%s): %s", mdtext.CodeList(other), mdtext.Text(ref.Message), byHand))
+			"(%s): %s", mdtext.CodeList(c.other), mdtext.Text(ref.Message), byHand))
 	case errors.As(err, &ref) && ref.Message == "nothing to merge", errors.Is(err, ghclient.ErrNotFound):
 		return stop("conflict", fmt.Sprintf("opsbot's branch %s was moved or deleted before GitHub merged it: %s", mdtext.Code(temp), byHand))
 	case errors.As(err, &ref):
@@ -336,35 +378,81 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, appendOnly
 	if err != nil {
 		return gitHubMerged{}, plan.Plan{}, "", err
 	}
+	if p := c.unlike(Section.Of(st.rc).AppendOnly, files); p != "" {
+		return stop("conflict", fmt.Sprintf("GitHub's merge of the rest is not what each side changed (%s): %s", mdtext.Code(p), byHand))
+	}
+	st.dropBranch(ctx, temp) // GitHub's merge is read: the branch has done its part
+	return gitHubMerged{tree: gmInfo.Tree, files: files}, plan.Plan{}, "", nil
+}
+
+// noteUndone makes opsbot's commit of head without its changes to the
+// append-only files (skip its message), and notes the temporary branch
+// GitHub merges the rest on in the merge's record before it is made: the
+// step due at once makes it.
+func (st *stepper) noteUndone(ctx context.Context, head, key, skip string, c conflictSides) (plan.Plan, string, error) {
+	cur := st.cur
+	var ref *ghclient.Refusal
+	var undone string
+	headInfo, err := st.gh.CommitInfo(ctx, cur.Repo, head)
+	if err != nil {
+		return plan.Plan{}, "", err
+	}
+	var undo []ghclient.TreeChange
+	for _, name := range c.appendOnly {
+		e := c.mergeBaseTree[name] // a plain file on every side: checked before
+		undo = append(undo, ghclient.TreeChange{Path: name, Mode: e.Mode, Type: e.Type, SHA: e.SHA})
+	}
+	undoTree, err := st.gh.CreateTree(ctx, cur.Repo, headInfo.Tree, undo)
+	if err == nil {
+		undone, err = st.gh.CreateCommit(ctx, cur.Repo, skip, undoTree, []string{head})
+	}
+	if errors.As(err, &ref) {
+		return st.stopped("update_refused", fmt.Sprintf("%s (%s%s): %s", refusedWords(ref, "make the merge"), mdtext.Text(ref.Message), workflowHint(ref), byHand))
+	}
+	if err != nil {
+		return plan.Plan{}, "", err // nothing points at what was made: made again at the next step
+	}
+	// The branch is the merge's before it is made: written first, so
+	// whatever ends the merge from now on deletes it.
+	st.dropLeftBut(ctx, "") // an older try's, for another head or tip
+	st.data.Undone, st.data.UndoneFor, st.data.BranchMark = undone, key, st.h.marks.New()
+	st.noteLeft(tempBranch(cur.PR, undone), undone)
+	return st.waitFor(st.cur.Step, fmt.Sprintf("⏳ GitHub merges what both changed on opsbot's temporary branch %s",
+		mdtext.Code(tempBranch(cur.PR, undone))), "merge-conflict-branch-noted", 0)
+}
+
+// unlike is a path where GitHub's merge of the rest (files) is not what
+// each side changed: a path only one side changed is that side's, and an
+// append-only file the base's tip's ("": none).
+func (c conflictSides) unlike(appendOnlyGlobs []string, files map[string]ghclient.TreeEntry) string {
 	both := map[string]bool{}
-	for _, n := range other {
+	for _, n := range c.other {
 		both[n] = true
 	}
-	for _, n := range appendOnly {
+	for _, n := range c.appendOnly {
 		both[n] = true
 	}
 	paths := map[string]bool{}
-	for _, t := range []map[string]ghclient.TreeEntry{headTree, tipTree, files} {
+	for _, t := range []map[string]ghclient.TreeEntry{c.headTree, c.tipTree, files} {
 		for p := range t {
 			paths[p] = true
 		}
 	}
 	for p := range paths {
-		if both[p] && !runs.MatchAny(Section.Of(st.rc).AppendOnly, p) {
+		if both[p] && !runs.MatchAny(appendOnlyGlobs, p) {
 			continue // both changed it: GitHub's merge of the two
 		}
-		side := tipTree
-		if onPR[p] && !both[p] {
-			side = headTree
+		side := c.tipTree
+		if c.onPR[p] && !both[p] {
+			side = c.headTree
 		}
 		w, inSide := side[p]
 		g, inMerge := files[p]
 		if inSide != inMerge || w != g {
-			return stop("conflict", fmt.Sprintf("GitHub's merge of the rest is not what each side changed (%s): %s", mdtext.Code(p), byHand))
+			return p
 		}
 	}
-	st.dropBranch(ctx, temp) // GitHub's merge is read: the branch has done its part
-	return gitHubMerged{tree: gmInfo.Tree, files: files}, plan.Plan{}, "", nil
+	return ""
 }
 
 // sweepLeftBranches deletes the branches of opsbot's for this PR that a

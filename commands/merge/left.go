@@ -16,7 +16,7 @@ import (
 )
 
 // What a merge leaves on GitHub for a while: the temporary branch GitHub
-// merges the rest on (conflict.go). It is in the sequence's record
+// merges the rest on (conflicted.go). It is in the sequence's record
 // (record.Sequence.Left) before it is made, so whatever ends the merge (a
 // push, a cancel, a close, the deadline, a crash and any of those after
 // it) ends with it named in the status comment, and the engine's cleanup

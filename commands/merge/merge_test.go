@@ -10,7 +10,6 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
-	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
@@ -18,78 +17,6 @@ const (
 	routeUpdateBranch = "PUT /repos/{owner}/{repo}/pulls/{n}/update-branch"
 	routeMerge        = "PUT /repos/{owner}/{repo}/pulls/{n}/merge"
 )
-
-// The happy path: a branch behind its base is updated by opsbot, the
-// update's push skips its sweep on the pin the command took, the checks
-// pass and opsbot merges exactly that head with the configured method; one
-// status comment tells each step and the audit keeps them with who asked.
-func TestMergeWithReuseUpdatesWaitsAndMerges(t *testing.T) {
-	t.Parallel()
-	clock := e2e.NewClock()
-	w := mergeWorld(t, "    main_sweeps: false\n", clock)
-	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	testkit.Eventually(t, "the branch update", func() bool { return w.GH.Count(routeUpdateBranch) == 1 })
-	st := w.WaitStatus("the update asked", "update asked")
-	e2e.MustContain(t, "status", st, "pinned run [31147925932](", "asked by @maintainer", "`squash`")
-	if n := len(w.GH.Merges()); n != 0 {
-		t.Fatalf("merged before the update's push: %d merges", n)
-	}
-	// GitHub makes the merge commit and sends its synchronize.
-	updated := w.GH.PRHead(theRepo, thePR)
-	w.GreenChecks(updated)
-	w.SendSync(updated, "")
-	w.PassTime(clock, record.WakeGap) // an event wakes a sequence at most once a WakeGap after its last step
-	st = w.WaitStatus("the merge", "merged")
-	e2e.MustContain(t, "status", st, "branch updated to `"+updated[:7]+"`: its sweep is skipped, reusing run [31147925932](",
-		"checks of `"+updated[:7]+"` passed", "🎉 merged `"+updated[:7]+"`")
-	merges := w.GH.Merges()
-	if len(merges) != 1 || merges[0].SHA != updated || merges[0].Method != "squash" {
-		t.Fatalf("merges %+v; want one squash of %s", merges, updated)
-	}
-	if n := w.GH.Count(routeUpdateBranch); n != 1 {
-		t.Fatalf("update-branch asked %d times", n)
-	}
-	var outcomes []string
-	for _, r := range w.AuditRecords() {
-		if r["kind"] == "merge" {
-			outcomes = append(outcomes, r["outcome"].(string))
-			if r["actor_login"] != maintLog {
-				t.Errorf("merge audit record without who asked: %v", r)
-			}
-		}
-	}
-	if strings.Join(outcomes, " ") != "pinned updating merged" {
-		t.Fatalf("merge audit %v; want pinned updating merged", outcomes)
-	}
-	// GitHub tells the merge; the push to the default branch then reuses
-	// the run the merge's pin covered.
-	w.ClosedMerged(merges[0].Commit)
-	out := w.GateFlags("--event", "push", "--sha", merges[0].Commit)
-	if out["reuse-enabled"] != "true" || out["reuse-source-run-id"] != "31147925932" {
-		t.Fatalf("push gate after the merge = %v", out)
-	}
-}
-
-// A branch already up to date goes straight to its checks: a cancelled
-// check does not count as failed, and the head itself is merged; nothing
-// asks GitHub to update the branch.
-func TestMergeWithReuseUpToDateTakesCancelledChecksAsNotFailed(t *testing.T) {
-	t.Parallel()
-	clock := e2e.NewClock()
-	w := mergeWorld(t, "    merge:\n      min_role: write\n      method: rebase\n", clock)
-	w.GreenChecks(e2e.SHA("c1"))
-	w.GH.SetCheckRun(theRepo, e2e.SHA("c1"), "sweep / evals", "completed", "cancelled")
-	w.Comment(maintainer, "/merge-with-reuse")
-	st := w.WaitStatus("the merge", "merged")
-	e2e.MustContain(t, "status", st, ", the newest real sweep run of this PR (", "up to date with its base (head `c1c1c1c`)", "🎉 merged `c1c1c1c`")
-	if m := w.GH.Merges(); len(m) != 1 || m[0].SHA != e2e.SHA("c1") || m[0].Method != "rebase" {
-		t.Fatalf("merges %+v; want one rebase of c1", m)
-	}
-	if n := w.GH.Count(routeUpdateBranch); n != 0 {
-		t.Fatalf("update-branch asked %d times for a branch up to date", n)
-	}
-}
 
 // What stops a merge, each said in the status comment, with nothing
 // merged: GitHub refusing the update (the pin is revoked: it covers only
@@ -276,55 +203,6 @@ func TestMergeWithReuseUnderAllowedPaths(t *testing.T) {
 	}
 }
 
-// A head whose checks do not exist yet waits: opsbot's own status is not
-// a check, and a workflow run still queued (a check suite with no check run
-// yet) keeps it waiting until it completes.
-func TestMergeWithReuseWaitsForChecksToExist(t *testing.T) {
-	t.Parallel()
-	clock := e2e.NewClock()
-	w := mergeWorld(t, "", clock)
-	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.WaitStatus("the update asked", "update asked")
-	updated := w.GH.PRHead(theRepo, thePR)
-	w.SendSync(updated, "") // opsbot's own status on the update: skipped
-	w.PassTime(clock, record.WakeGap)
-	w.WaitStatus("waiting, with no check yet", "(none yet;")
-	w.GH.SetCheckSuite(theRepo, updated, "sweep", "queued", "")
-	w.PassTime(clock, merge.Poll) // read again: the queued workflow is running
-	if n := len(w.GH.Merges()); n != 0 {
-		t.Fatalf("merged a head whose checks did not exist: %+v", w.GH.Merges())
-	}
-	w.GH.SetCheckSuite(theRepo, updated, "sweep", "completed", "success")
-	w.GreenChecks(updated)
-	w.CheckEvent(updated)
-	w.PassTime(clock, record.WakeGap)
-	w.WaitStatus("the merge", "🎉 merged")
-}
-
-// A push on top of the branch update (or instead of it) is not the push a
-// merge's pin covers: it sweeps, the pin is invalid, and the merge stops.
-func TestMergeWithReuseTakesNoOtherPushForTheUpdate(t *testing.T) {
-	t.Parallel()
-	clock := e2e.NewClock()
-	w := mergeWorld(t, "", clock)
-	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.WaitStatus("the update asked", "update asked")
-	w.GH.Push(theRepo, thePR, []string{e2e.SHA("e9")}, []string{"benchmarks/evil.sh"})
-	w.GreenChecks(e2e.SHA("e9"))
-	w.SendSync(e2e.SHA("e9"), "") // its synchronize comes first
-	if !w.Swept("e9") {
-		t.Fatalf("the push on top of the update skipped its sweep: %+v", w.Statuses("e9"))
-	}
-	w.PassTime(clock, record.WakeGap)
-	st := w.WaitStatus("the stop", "⛔ stopped")
-	e2e.MustContain(t, "status", st, "a push by someone else")
-	if m := w.GH.Merges(); len(m) != 0 {
-		t.Fatalf("merged %+v", m)
-	}
-}
-
 // A merge that stops revokes the pin it took while no push has used it:
 // the next push sweeps. Deleting the command's comment stops the merge.
 func TestMergeWithReuseStopsTakeTheirPinBack(t *testing.T) {
@@ -360,79 +238,6 @@ func TestMergeWithReuseNeedsTheRoleToPin(t *testing.T) {
 	if st := w.MergeStatus(); st != "" {
 		t.Fatalf("a merge started: %s", st)
 	}
-}
-
-// A merge's pin covers only GitHub's own update of the branch: on a branch
-// up to date it covers no push, and a merge commit the author crafted (its
-// parents the head and the base's tip, but not made by GitHub) is not the
-// update either. Each sweeps, the pin is invalid, the merge stops.
-func TestMergeWithReusePinCoversOnlyGitHubsUpdate(t *testing.T) {
-	t.Parallel()
-	clock := e2e.NewClock()
-	w := mergeWorld(t, "", clock)
-	w.PendingChecks()
-	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.WaitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
-	w.GH.PushMerge(theRepo, thePR, e2e.SHA("e7"), e2e.SHA("b0"), "benchmarks/evil.sh")
-	w.GreenChecks(e2e.SHA("e7"))
-	w.SendSync(e2e.SHA("e7"), "")
-	if !w.Swept("e7") {
-		t.Fatalf("a crafted merge on a branch up to date skipped its sweep: %+v", w.Statuses("e7"))
-	}
-	w.PassTime(clock, record.WakeGap)
-	w.WaitStatus("the stop", "⛔ stopped")
-	if len(w.GH.Merges()) != 0 {
-		t.Fatal("merged")
-	}
-
-	w2 := mergeWorld(t, "", clock)
-	w2.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Behind = true })
-	// GitHub accepts the update but makes it late; the author pushes a
-	// merge of their own first.
-	w2.GH.Inject(routeUpdateBranch, githubtest.Fault{Status: 202, Body: `{"message":"Updating pull request branch."}`, Times: 1})
-	w2.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w2.WaitStatus("the update asked", "update asked")
-	w2.GH.PushMerge(theRepo, thePR, e2e.SHA("e8"), e2e.SHA("b0"), "benchmarks/evil.sh")
-	w2.GreenChecks(e2e.SHA("e8"))
-	w2.SendSync(e2e.SHA("e8"), "")
-	if !w2.Swept("e8") {
-		t.Fatalf("a merge the author made skipped its sweep: %+v", w2.Statuses("e8"))
-	}
-	w2.PassTime(clock, record.WakeGap)
-	st := w2.WaitStatus("the stop", "⛔ stopped")
-	e2e.MustContain(t, "status", st, "is not the branch update opsbot asked for")
-	if len(w2.GH.Merges()) != 0 {
-		t.Fatal("merged")
-	}
-}
-
-// A merge reuses its run only while its pin stands: a pin cancelled (by
-// anyone allowed to pin) while the merge waits stops it before it merges;
-// editing the command to another run stops it too.
-func TestMergeWithReuseNeedsItsPinToMerge(t *testing.T) {
-	t.Parallel()
-	clock := e2e.NewClock()
-	w := mergeWorld(t, "", clock)
-	w.PendingChecks()
-	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w.WaitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
-	w.Comment(maintainer, "/reuse-sweep-run cancel")
-	w.GreenChecks(e2e.SHA("c1"))
-	w.CheckEvent(e2e.SHA("c1"))
-	w.PassTime(clock, merge.Poll)
-	st := w.WaitStatus("the stop", "⛔ stopped")
-	e2e.MustContain(t, "status", st, "the pin the merge took was revoked or replaced")
-	if len(w.GH.Merges()) != 0 {
-		t.Fatal("merged without its pin")
-	}
-
-	w2 := mergeWorld(t, "", clock)
-	w2.PendingChecks()
-	c := w2.Comment(maintainer, "/merge-with-reuse 31147925932")
-	w2.WaitStatus("waiting for the checks", "waiting for the checks of `c1c1c1c`")
-	w2.CommentEvent("edited", maintainer, maintainer, c.ID, "/merge-with-reuse 31147925933", c.Body)
-	st = w2.WaitStatus("the stop", "⛔ stopped")
-	e2e.MustContain(t, "status", st, "@maintainer edited away the command that asked for it")
 }
 
 // A push that comes while the merge has not looked at the branch yet (GitHub
