@@ -525,13 +525,7 @@ func (h *Handler) log() *slog.Logger {
 	return slog.Default()
 }
 
-func decode(s *record.Sequence) (Data, error) {
-	var d Data
-	if err := json.Unmarshal(s.Data, &d); err != nil {
-		return d, fmt.Errorf("reading the approval of %s#%d: %w", s.Repo, s.PR, err)
-	}
-	return d, nil
-}
+func decode(s *record.Sequence) (Data, error) { return seq.DataOf[Data](s) }
 
 func mustData(s *record.Sequence) Data {
 	d, _ := decode(s)
@@ -714,26 +708,25 @@ func (st *stepper) read(ctx context.Context) ([]plan.Step, string, error) {
 // wait sleeps for after, saying now in the status comment when the trail
 // or the step changed.
 func (st *stepper) wait(step, now string, after time.Duration, out string) ([]plan.Step, string, error) {
-	next := *st.cur
-	next.Step = step
-	next.WakeAt = st.now.Add(after)
 	was := mustData(st.cur)
 	st.data.Now = now
-	next.Data, _ = json.Marshal(st.data)
-	ps := plan.PutSequence{Seq: next, Read: st.cur.Version}
-	moved, changed := seq.Status{Trail: st.data.Trail, Now: now}.Moved(seq.Status{Trail: was.Trail, Now: was.Now}, step, st.cur.Step)
-	if changed {
-		e := st.h.statusEdit(&next, st.data, now)
-		ps.Edit = &e
-	}
-	if moved {
-		rec := record.AuditRecord{Kind: record.AuditApproval, Outcome: step, Repo: st.cur.Repo, PR: st.cur.PR, RunID: st.data.RunID,
-			HeadSHA: st.cur.Head, ActorLogin: st.cur.ActorLogin, ActorID: st.cur.ActorID,
-			Reason: mdtext.Plain(mdtext.Parse(st.data.Trail[len(st.data.Trail)-1])) + "; approval " + st.data.ID}
-		rec.SetOrigin(st.cur.Origin())
-		ps.Audit = rec
+	ps, err := seq.Waiting{Cur: st.cur, Step: step, WakeAt: st.now.Add(after), Data: st.data,
+		Is: seq.Status{Trail: st.data.Trail, Now: now}, Was: seq.Status{Trail: was.Trail, Now: was.Now},
+		Edit: func(next *record.Sequence) plan.Edit { return st.h.statusEdit(next, st.data, now) },
+		Audit: record.AuditRecord{Kind: record.AuditApproval, RunID: st.data.RunID, HeadSHA: st.cur.Head,
+			Reason: mdtext.Plain(mdtext.Parse(lastLine(st.data.Trail))) + "; approval " + st.data.ID}}.Put()
+	if err != nil {
+		return nil, "", err
 	}
 	return []plan.Step{ps}, out, nil
+}
+
+// lastLine is the trail's newest line ("": none).
+func lastLine(trail []string) string {
+	if len(trail) == 0 {
+		return ""
+	}
+	return trail[len(trail)-1]
 }
 
 func (st *stepper) ended(to, code, why string) ([]plan.Step, string, error) {

@@ -514,13 +514,7 @@ func (h *Handler) cancel(ctx context.Context, env commands.Env, in commands.Invo
 		Reply: fmt.Sprintf("%s cancelled the merge of this PR asked by %s.%s%s", me, mdtext.Mention(cur.ActorLogin), left, revoked)}
 }
 
-func decode(s *record.Sequence) (Data, error) {
-	var d Data
-	if err := json.Unmarshal(s.Data, &d); err != nil {
-		return d, fmt.Errorf("reading the merge of %s#%d: %w", s.Repo, s.PR, err)
-	}
-	return d, nil
-}
+func decode(s *record.Sequence) (Data, error) { return seq.DataOf[Data](s) }
 
 func (h *Handler) now() time.Time {
 	if h.Now != nil {
@@ -775,23 +769,15 @@ func (st *stepper) wait(step, now string, out string) (plan.Plan, string, error)
 
 // waitFor is wait for the time after.
 func (st *stepper) waitFor(step, now string, out string, after time.Duration) (plan.Plan, string, error) {
-	next := *st.cur
-	next.Step = step
-	next.WakeAt = st.now.Add(after)
 	was := mustData(st.cur)
 	st.data.Now = now
-	next.Data, _ = json.Marshal(st.data)
-	ps := plan.PutSequence{Seq: next, Read: st.cur.Version}
-	moved, changed := seq.Status{Trail: st.data.Trail, Now: now}.Moved(seq.Status{Trail: was.Trail, Now: was.Now}, step, st.cur.Step)
-	if changed {
-		e := st.h.statusEdit(&next, st.data, now)
-		ps.Edit = &e
-	}
-	if moved {
-		rec := record.AuditRecord{Kind: record.AuditMerge, Outcome: step, Repo: st.cur.Repo, PR: st.cur.PR, RunID: st.data.RunID,
-			HeadSHA: firstNonEmpty(st.data.Decided, st.cur.Head), ActorLogin: st.cur.ActorLogin, ActorID: st.cur.ActorID, Reason: mdtext.Plain(mdtext.Parse(now))}
-		rec.SetOrigin(st.cur.Origin())
-		ps.Audit = rec
+	ps, err := seq.Waiting{Cur: st.cur, Step: step, WakeAt: st.now.Add(after), Data: st.data,
+		Is: seq.Status{Trail: st.data.Trail, Now: now}, Was: seq.Status{Trail: was.Trail, Now: was.Now},
+		Edit: func(next *record.Sequence) plan.Edit { return st.h.statusEdit(next, st.data, now) },
+		Audit: record.AuditRecord{Kind: record.AuditMerge, RunID: st.data.RunID, HeadSHA: firstNonEmpty(st.data.Decided, st.cur.Head),
+			Reason: mdtext.Plain(mdtext.Parse(now))}}.Put()
+	if err != nil {
+		return plan.Plan{}, "", err
 	}
 	return plan.Plan{Require: []plan.Fact{st.guard()}, Steps: []plan.Step{ps}}, out, nil
 }
