@@ -638,7 +638,7 @@ func (h *Handler) wake(ctx context.Context, rc *config.Repo, w seq.Wakeup) (stri
 		}
 		return "approval-unconfigured", h.apply(cur, steps), nil
 	}
-	st := &stepper{ctx: ctx, h: h, rc: rc, cur: cur, data: data, now: w.Now, clear: w.CheckClear}
+	st := &stepper{ctx: ctx, h: h, rc: rc, cur: cur, data: data, now: w.Now, w: w}
 	steps, out, err := st.read(ctx)
 	if err != nil {
 		return "", nil, err
@@ -687,8 +687,8 @@ type stepper struct {
 	data Data
 	pr   *github.PullRequest
 	now  time.Time
-	// clear is asked right before a dispatch (seq.Wakeup.Clear).
-	clear func() error
+	// w is the wake-up: a dispatch goes through it (seq.Wakeup.Send).
+	w seq.Wakeup
 }
 
 func (st *stepper) read(ctx context.Context) ([]plan.Step, string, error) {
@@ -828,15 +828,20 @@ const MaxAttempts = 3
 // waits for the PR.
 func (st *stepper) send(ctx context.Context) ([]plan.Step, string, error) {
 	cur := st.cur
-	if err := st.clear(); err != nil {
-		return nil, "", err // a cancel or a push waits: it goes first
-	}
-	st.h.marks.Try(st.data.Mark)
 	inputs := map[string]string{"pr-number": fmt.Sprint(cur.PR), "head-sha": cur.Head, "merge-sha": st.data.MergeSHA, "approval-id": st.data.ID}
-	got, err := st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, !st.data.NoDetails)
-	if errors.Is(err, ghclient.ErrNoRunDetails) {
-		st.data.NoDetails = true
-		got, err = st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, false)
+	var got ghclient.DispatchedRun
+	err, stop := st.w.Send(ctx, &st.h.marks, st.data.Mark, func(ctx context.Context) (err error) {
+		got, err = st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, !st.data.NoDetails)
+		if errors.Is(err, ghclient.ErrNoRunDetails) {
+			// Refused before anything ran: this GitHub names no run in
+			// its answer, so it is asked as one that does not.
+			st.data.NoDetails = true
+			got, err = st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, false)
+		}
+		return err
+	})
+	if stop != nil {
+		return nil, "", stop // a cancel or a push waits, or opsbot is stopping: the next process finds the mark, and looks for the run first
 	}
 	st.data.Pending = false
 	var ref *ghclient.Refusal
@@ -849,9 +854,6 @@ func (st *stepper) send(ctx context.Context) ([]plan.Step, string, error) {
 			words = "GitHub did not find the workflow " + mdtext.Code(st.data.Workflow) + " on " + mdtext.Code(st.data.Ref)
 		}
 		return st.ended(StepFailed, "dispatch_refused", fmt.Sprintf("%s (%d: %s)", words, ref.Status, mdtext.Text(ref.Message)))
-	}
-	if err != nil && ctx.Err() != nil {
-		return nil, "", err // opsbot is stopping: the next process finds the mark, and looks for the run first
 	}
 	if err != nil {
 		// Whether GitHub made a run is not known: it is looked for by its

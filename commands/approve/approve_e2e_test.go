@@ -575,3 +575,28 @@ func TestExternalAllowUsersAdmitsAListedLogin(t *testing.T) {
 	st := w.WaitApproval("the run bound", "waiting for the run")
 	e2e.MustContain(t, "status", st, "approved by @reader")
 }
+
+// A cancel stored while the step that dispatches the approved sweep reads
+// the PR goes first: the dispatch is sent through the engine's act path,
+// whose stop check is the last thing before it; the cancel revokes the
+// approval and nothing is dispatched.
+func TestCancelStoredBeforeTheDispatchGoesFirst(t *testing.T) {
+	t.Parallel()
+	w := approveWorld(t, "", e2e.NewClock())
+	const prRoute = "GET /repos/{owner}/{repo}/pulls/{n}"
+	// The command reads the PR, the approval's first step reads it and
+	// marks the dispatch; the next, which sends it, reads it again: held
+	// while the cancel comes.
+	arrived, release := w.GH.HoldAfter(prRoute, 2)
+	defer release()
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/approve-sweep "+e2e.SHA("c1"))
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	testkit.Arrives(t, arrived, "the dispatching step reads the PR")
+	cancel := w.GH.AddComment(theRepo, thePR, maintLog, "/approve-sweep cancel")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", maintainer, maintainer, cancel.ID, cancel.Body, ""))
+	release()
+	w.WaitApproval("the approval revoked", "revoked:")
+	if ds := w.GH.WorkflowDispatches(); len(ds) != 0 {
+		t.Fatalf("dispatched %+v after an acknowledged cancel", ds)
+	}
+}

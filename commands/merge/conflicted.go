@@ -316,7 +316,9 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, c conflict
 	st.sweepLeftBranches(ctx)
 	skip := fmt.Sprintf("[skip ci] opsbot: #%d without its changes to %s, to merge the rest", cur.PR, strings.Join(c.appendOnly, ", "))
 	var ref *ghclient.Refusal
-	key := strings.ToLower(head + ".." + tip)
+	// The commit is for this head, this tip and these append-only files
+	// (a reload may change which are): any of them other, it is made anew.
+	key := strings.ToLower(head + ".." + tip + ":" + strings.Join(c.appendOnly, ","))
 	undone := st.data.Undone
 	if st.data.UndoneFor != key || undone == "" || !st.holds(tempBranch(cur.PR, undone)) {
 		p, out, err := st.noteUndone(ctx, head, key, skip, c)
@@ -325,19 +327,25 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, c conflict
 	temp := tempBranch(cur.PR, undone)
 	// A cancel, a deleted command or a push that waits goes first: the
 	// branch is not made for a merge about to stop.
-	if err := st.clear(); err != nil {
+	if err := st.w.CheckClear(); err != nil {
 		return gitHubMerged{}, plan.Plan{}, "", err
 	}
 	if !st.h.marks.Try(st.data.BranchMark) {
 		// Made before a restart, or tried already: it may be there, and
-		// moved by anyone who can push. Deleted first, made afresh.
-		if err := st.gh.DeleteBranch(context.WithoutCancel(ctx), cur.Repo, temp); err != nil {
-			return gitHubMerged{}, plan.Plan{}, "", err
+		// moved by anyone who can push. Deleted first while it is
+		// opsbot's, made afresh; someone else's, or a deletion GitHub
+		// refuses, stops the merge (asking again would not change that).
+		switch d := st.dropBranch(ctx, temp); d {
+		case dropKept:
+			return gitHubMerged{}, plan.Plan{}, "", fmt.Errorf("deleting opsbot's temporary branch %s to make it again got no answer", temp)
+		case dropTheirs, dropFailed:
+			return stop("conflict", fmt.Sprintf("opsbot could not make its temporary branch %s again: %s", mdtext.Code(temp), byHand))
 		}
+		st.noteLeft(temp, undone) // made again below
 	}
 	err := st.gh.CreateBranch(ctx, cur.Repo, temp, undone)
 	if errors.As(err, &ref) {
-		st.dropBranch(ctx, temp)
+		st.dropBranch(ctx, temp) // only while it is opsbot's: a branch someone made under the name stays
 		return stop("update_refused", fmt.Sprintf("%s (%s%s): %s", refusedWords(ref, "make the merge"), mdtext.Text(ref.Message), workflowHint(ref), byHand))
 	}
 	if err != nil {
@@ -469,6 +477,9 @@ func (st *stepper) sweepLeftBranches(ctx context.Context) {
 	prefix := fmt.Sprintf("opsbot-merge-%d-", st.cur.PR)
 	looked := 0
 	for name, sha := range left {
+		if st.holds(name) {
+			continue // the merge's record holds it: deleted as the merge's (dropBranch), and said
+		}
 		if looked == 10 {
 			break // a few a merge: more are no crash's, and cost a read each
 		}
@@ -559,19 +570,17 @@ func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Pl
 	}
 	// The last thing before the move, with no GitHub read after it: a
 	// cancel, a deleted command or a push that waits goes first.
-	if err := st.clear(); err != nil {
-		return plan.Plan{}, "", err
-	}
-	st.h.marks.Try(st.data.UpdateMark)
 	st.data.UpdateAsked = st.now
-	err = st.gh.MoveBranchFrom(ctx, st.pr.GetHead().GetRepo().GetNodeID(), branch, head, st.data.Built)
+	err, stop := st.send(ctx, st.data.UpdateMark, func(ctx context.Context) error {
+		return st.gh.MoveBranchFrom(ctx, st.pr.GetHead().GetRepo().GetNodeID(), branch, head, st.data.Built)
+	})
+	if stop != nil {
+		return plan.Plan{}, "", stop // opsbot is stopping: the next process finds the mark, and waits for the push
+	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
 		return st.stopped("update_refused", fmt.Sprintf("%s (%s%s): a push since opsbot read %s wins. Update the branch by hand, then pin a run again",
 			refusedWords(ref, "move the branch to opsbot's merge"), mdtext.Text(ref.Message), workflowHint(ref), mdtext.ShortSHA(head)))
-	}
-	if err != nil && ctx.Err() != nil {
-		return plan.Plan{}, "", err // opsbot is stopping: the next process finds the mark, and waits for the push
 	}
 	what := fmt.Sprintf("🔀 the branch conflicted with its base in %s: opsbot merged it by the append-only rule as %s (from %s)",
 		mdtext.CodeList(st.data.BuiltFiles), mdtext.Code(mdtext.ShortSHA(st.data.Built)), mdtext.Code(mdtext.ShortSHA(head)))

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
@@ -22,9 +24,13 @@ import (
 // it) ends with it named in the status comment, and the engine's cleanup
 // deletes it once the merge is done.
 
-// MaxCleanupTries bounds the deletions of a branch GitHub did not answer;
-// past it, the status comment says to delete it by hand.
-const MaxCleanupTries = 10
+// MaxCleanupTries and CleanupFor bound the deletions of a branch GitHub
+// did not answer (a rate limit, an outage): past both, the status comment
+// says to delete it by hand.
+const (
+	MaxCleanupTries = 10
+	CleanupFor      = time.Hour
+)
 
 // tempBranch is the name of the branch for opsbot's commit undone: no
 // slash (no branch named as its folder can block it), and opsbot's new
@@ -53,41 +59,115 @@ func (st *stepper) noteLeft(branch, commit string) {
 	}
 }
 
-// dropBranch deletes one branch the merge left, and says what became of it:
-// gone, it is no longer the merge's; refused, the trail says to delete it by
-// hand (asking again would not change GitHub's mind); unanswered, it stays
-// for the next try, at most MaxCleanupTries.
-func (st *stepper) dropBranch(ctx context.Context, branch string) (deleted bool) {
-	err := st.gh.DeleteBranch(context.WithoutCancel(ctx), st.cur.Repo, branch)
+// dropped is what became of a branch the merge left.
+type dropped int
+
+const (
+	dropKept    dropped = iota // GitHub did not answer: tried again
+	dropDeleted                // deleted
+	dropGone                   // not on GitHub: never made, or gone already
+	dropTheirs                 // not opsbot's any more: left alone
+	dropFailed                 // refused, or unanswered for too long: delete it by hand
+)
+
+// ownBranch says whether branch, made at opsbot's commit, is still
+// opsbot's: at that commit, or at a merge onto it (GitHub's merge of the
+// rest, first parent that commit). gone: not on GitHub. Anything else is
+// someone else's (a branch made under the name opsbot had said, or moved).
+func (st *stepper) ownBranch(ctx context.Context, branch, commit string) (ours, gone bool, tip string, err error) {
+	tip, err = st.gh.BranchHead(ctx, st.cur.Repo, branch)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return false, true, "", nil
+	}
+	if err != nil {
+		return false, false, "", err
+	}
+	if commit == "" || strings.EqualFold(tip, commit) {
+		return true, false, tip, nil
+	}
+	cm, err := st.gh.CommitInfo(ctx, st.cur.Repo, tip)
+	if err != nil {
+		return false, false, "", err
+	}
+	return len(cm.Parents) > 0 && strings.EqualFold(cm.Parents[0], commit), false, tip, nil
+}
+
+// dropBranch deletes one branch the merge left, if it is still opsbot's,
+// and says what became of it: deleted or gone, it is no longer the
+// merge's; someone else's, it is left alone and said; refused, the trail
+// says to delete it by hand (asking again would not change GitHub's mind);
+// unanswered, it stays for the next try, until both MaxCleanupTries and
+// CleanupFor have passed.
+func (st *stepper) dropBranch(ctx context.Context, branch string) dropped {
+	ctx = context.WithoutCancel(ctx)
 	i := slices.IndexFunc(st.cur.Left, func(l record.Leftover) bool { return l.Branch == branch })
+	commit := ""
+	if i >= 0 {
+		commit = st.cur.Left[i].Commit
+	}
+	out := dropDeleted
+	ours, gone, tip, err := st.ownBranch(ctx, branch, commit)
+	switch {
+	case err != nil:
+	case gone:
+		out = dropGone
+	case !ours:
+		out = dropTheirs
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("⚠️ the branch %s is not opsbot's any more (it points at %s, which opsbot did not "+
+			"make there): opsbot leaves it", mdtext.Code(branch), mdtext.Code(mdtext.ShortSHA(tip))))
+	default:
+		err = st.gh.DeleteBranch(ctx, st.cur.Repo, branch)
+	}
 	var ref *ghclient.Refusal
 	switch {
 	case err == nil:
-	case errors.As(err, &ref), i >= 0 && st.cur.Left[i].Tries+1 >= MaxCleanupTries:
+	case errors.As(err, &ref) || (i >= 0 && st.cur.Left[i].Tries+1 >= MaxCleanupTries && !st.cur.Left[i].Failing.IsZero() &&
+		st.now.Sub(st.cur.Left[i].Failing) >= CleanupFor):
 		st.h.log().Warn("deleting the merge's branch failed; it is left behind", "repo", st.cur.Repo, "branch", branch, "err", err)
 		st.data.Trail = append(st.data.Trail, fmt.Sprintf("⚠️ opsbot could not delete its branch %s (%s): delete it by hand",
 			mdtext.Code(branch), mdtext.Text(err.Error())))
+		out = dropFailed
 	default:
 		st.h.log().Warn("deleting the merge's branch got no answer; it is tried again", "repo", st.cur.Repo, "branch", branch, "err", err)
 		if i >= 0 {
 			left := slices.Clone(st.cur.Left)
 			left[i].Tries++
+			if left[i].Failing.IsZero() {
+				left[i].Failing = st.now
+			}
 			st.cur.Left = left
 		}
-		return false
+		return dropKept
 	}
-	if i >= 0 {
+	st.forgetLeft(branch)
+	return out
+}
+
+// forgetLeft drops branch from what the merge holds on GitHub.
+func (st *stepper) forgetLeft(branch string) {
+	if i := slices.IndexFunc(st.cur.Left, func(l record.Leftover) bool { return l.Branch == branch }); i >= 0 {
 		st.cur.Left = slices.Delete(slices.Clone(st.cur.Left), i, i+1)
 	}
-	return err == nil
+}
+
+// droppedWords is the status comment's line for a branch dropped by a
+// merge that ended ("": nothing to say).
+func droppedWords(branch string, d dropped) string {
+	switch d {
+	case dropDeleted:
+		return fmt.Sprintf("🧹 opsbot's temporary branch %s is deleted", mdtext.Code(branch))
+	case dropGone:
+		return fmt.Sprintf("🧹 opsbot's temporary branch %s is not on GitHub (never made, or gone already)", mdtext.Code(branch))
+	}
+	return ""
 }
 
 // dropLeftBut deletes what the record holds besides keep: what an earlier
 // merge of the PR left (a sequence begun over a done one takes its Left).
 func (st *stepper) dropLeftBut(ctx context.Context, keep string) {
 	for _, l := range slices.Clone(st.cur.Left) {
-		if l.Branch != keep {
-			st.dropBranch(ctx, l.Branch)
+		if l.Branch != keep && st.dropBranch(ctx, l.Branch) == dropDeleted {
+			st.data.Trail = append(st.data.Trail, fmt.Sprintf("🧹 opsbot deleted its temporary branch %s, left by an earlier try", mdtext.Code(l.Branch)))
 		}
 	}
 }
@@ -125,8 +205,8 @@ func (h *Handler) cleanup(ctx context.Context, rc *config.Repo, w seq.Wakeup) (s
 		return "", nil, err
 	}
 	for _, l := range slices.Clone(st.cur.Left) {
-		if st.dropBranch(ctx, l.Branch) {
-			st.data.Trail = append(st.data.Trail, fmt.Sprintf("🧹 opsbot's temporary branch %s is deleted", mdtext.Code(l.Branch)))
+		if line := droppedWords(l.Branch, st.dropBranch(ctx, l.Branch)); line != "" {
+			st.data.Trail = append(st.data.Trail, line)
 		}
 	}
 	next, read := *st.cur, w.Seq.Version

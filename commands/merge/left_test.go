@@ -2,6 +2,7 @@ package merge_test
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +114,140 @@ func TestMergeWithReuseConflictBranchDeletionIsTriedAgain(t *testing.T) {
 	if n := w.GH.Count("DELETE /repos/{owner}/{repo}/git/refs/{ref...}"); n < 5 {
 		t.Fatalf("%d deletions asked; want the four GitHub did not answer, then one more", n)
 	}
+}
+
+// otherFilesBoth are a config both sides extended in hunks GitHub merges
+// cleanly: GitHub merges the rest on opsbot's temporary branch.
+var otherFilesBoth = map[string][2]string{"configs/a-master.yaml": {"base\npr line\n", "main line\nbase\n"}}
+
+// conflictMergingTheRest is a conflict world where GitHub merges the rest.
+func conflictMergingTheRest(t *testing.T, clock *movingClock) *world {
+	t.Helper()
+	w := conflictWorld(t, clock, otherFilesBoth)
+	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
+	return w
+}
+
+// Someone makes a branch under the name the status comment gave before
+// opsbot makes it: opsbot's making is refused, the merge stops, and the
+// other's branch stays, said to be not opsbot's.
+func TestMergeWithReuseConflictBranchNameTakenIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	w := conflictMergingTheRest(t, e2e.NewClock())
+	arrived, release := w.GH.Hold("POST /repos/{owner}/{repo}/git/refs")
+	t.Cleanup(release)
+	mergeHeld(t, w, arrived, "opsbot never made its branch")
+	temp := tempNamed(t, w)
+	w.GH.SetBranchTip(theRepo, temp, e2e.SHA("c1")) // someone's, at someone's commit
+	release()
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "the branch `"+temp+"` is not opsbot's any more", "opsbot leaves it")
+	if tip := w.GH.Branches(theRepo)[temp]; tip != e2e.SHA("c1") {
+		t.Fatalf("the branch someone made under opsbot's name is at %q; want it left at c1", tip)
+	}
+}
+
+// A cancel stored while the merge makes its commit: the branch is never
+// made, and the status comment never says it was deleted.
+func TestMergeWithReuseConflictBranchNeverMadeIsNotSaidDeleted(t *testing.T) {
+	t.Parallel()
+	w := conflictMergingTheRest(t, e2e.NewClock())
+	arrived, release := w.GH.Hold("POST /repos/{owner}/{repo}/git/commits")
+	t.Cleanup(release)
+	mergeHeld(t, w, arrived, "opsbot never made its commit")
+	w.cancelNoSettle() // answered 202: stored before the commit's answer
+	release()
+	st := w.WaitStatus("the branch accounted for", "⛔ stopped: cancelled", "is not on GitHub (never made, or gone already)")
+	if n := w.GH.Count("POST /repos/{owner}/{repo}/git/refs"); n != 0 || strings.Contains(st, "is deleted") {
+		t.Fatalf("%d branches made; status:\n%s", n, st)
+	}
+}
+
+// After a restart between making the branch and GitHub's merge on it,
+// GitHub refuses to delete it (a ruleset restricting deletions): the merge
+// stops at once, saying to delete it by hand, instead of failing every
+// wake-up until its deadline.
+func TestMergeWithReuseConflictBranchDeletionRefusedStops(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	deps := func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }
+	w := conflictMergingTheRest(t, clock)
+	arrived, release := w.GH.Hold("POST /repos/{owner}/{repo}/merges")
+	t.Cleanup(release)
+	mergeHeld(t, w, arrived, "GitHub was never asked to merge the rest")
+	temp := leftBranch(t, w)
+	w.Srv.Stop(t)
+	release()
+	w.GH.Inject("DELETE /repos/{owner}/{repo}/git/refs/{ref...}", githubtest.Fault{Status: 422,
+		Body: `{"message":"Repository rule violations found\n\nCannot delete this branch\n"}`})
+	w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, deps)
+	st := w.WaitStatus("the merge stopped", "⛔ stopped", "opsbot could not make its temporary branch `"+temp+"` again")
+	e2e.MustContain(t, "status", st, "⚠️ opsbot could not delete its branch `"+temp+"`", "delete it by hand")
+	if n := w.GH.Count("DELETE /repos/{owner}/{repo}/git/refs/{ref...}"); n != 1 {
+		t.Fatalf("%d deletions asked; want the one GitHub refused", n)
+	}
+}
+
+// The append-only files change between opsbot's commit without the PR's
+// changes to them and GitHub's merge on it (a reload, a restart): the
+// commit is made anew for the files the configuration names now, so no
+// change of the PR's is dropped; here GitHub's merge of the file that left
+// the list conflicts, and the merge stops saying so.
+func TestMergeWithReuseConflictCommitMadeAnewWhenTheAppendOnlyFilesChange(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	two := "append_only: [perf-changelog.yaml, notes-changelog.yaml]"
+	w := conflictMergingTheRest(t, clock)
+	// A second changelog both sides appended to, on every side's commit.
+	notes := entry("n-base", "https://github.com/"+theRepo+"/pull/1")
+	for commit, add := range map[string]string{e2e.SHA("b0"): "", e2e.SHA("c1"): entry("n-pr", "XXX"), mainTip: entry("n-main", "https://github.com/"+theRepo+"/pull/42")} {
+		files := w.GH.GitFiles(theRepo, commit)
+		files["notes-changelog.yaml"] = notes
+		if add != "" {
+			files["notes-changelog.yaml"] = notes + "\n" + add
+		}
+		parents := []string{e2e.SHA("b0")}
+		if commit == e2e.SHA("b0") {
+			parents = nil
+		}
+		w.GH.GitCommit(theRepo, commit, parents, files)
+	}
+	w.Restart(func(cfg string) string {
+		return strings.Replace(cfg, "min_role: write\n", "min_role: write\n      "+two+"\n", 1)
+	}, nil)
+	arrived, release := w.GH.Hold("POST /repos/{owner}/{repo}/git/refs")
+	t.Cleanup(release)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(w.MergeStatus())
+		}
+	})
+	mergeHeld(t, w, arrived, "opsbot never made its branch")
+	w.Srv.Stop(t)
+	release()
+	w.Restart(func(cfg string) string {
+		if !strings.Contains(cfg, two) {
+			t.Fatalf("the configuration lost the append-only files:\n%s", cfg)
+		}
+		return strings.Replace(cfg, two, "append_only: [perf-changelog.yaml]", 1)
+	}, func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond })
+	st := w.WaitStatus("the merge stopped", "⛔ stopped")
+	e2e.MustContain(t, "status", st, "GitHub's merge of `configs/a-master.yaml`, `notes-changelog.yaml`, which both changed, conflicts too")
+	if head := w.GH.PRHead(theRepo, thePR); head != e2e.SHA("c1") {
+		t.Fatalf("the branch moved to %s", head)
+	}
+}
+
+// tempNamed is the temporary branch the status comment names.
+func tempNamed(t *testing.T, w *world) string {
+	t.Helper()
+	re := regexp.MustCompile("temporary branch `(opsbot-merge-[0-9]+-[0-9a-f]+)`")
+	var name string
+	testkit.Eventually(t, "the status comment naming the branch", func() bool {
+		if m := re.FindStringSubmatch(w.MergeStatus()); m != nil {
+			name = m[1]
+		}
+		return name != ""
+	})
+	return name
 }

@@ -670,7 +670,7 @@ func (h *Handler) stepperOf(rc *config.Repo, w seq.Wakeup) (*stepper, error) {
 		return nil, err
 	}
 	cur := *w.Seq // the step's own: what it notes (Left) goes into the writes it makes
-	return &stepper{h: h, rc: rc, cur: &cur, data: data, now: w.Now, clear: w.CheckClear}, nil
+	return &stepper{h: h, rc: rc, cur: &cur, data: data, now: w.Now, w: w}, nil
 }
 
 // apply is a step's plan as the wake-up's write: one whose facts moved
@@ -691,9 +691,16 @@ type stepper struct {
 	data Data
 	pr   *github.PullRequest
 	now  time.Time
-	// clear is asked right before an act that cannot be taken back
-	// (seq.Wakeup.Clear).
-	clear func() error
+	// w is the wake-up: its acts go through it (send).
+	w seq.Wakeup
+}
+
+// send sends an act marked by mark through the engine (seq.Wakeup.Send):
+// the last stop check, then the act, once. err is the engine's (a stop
+// waits, the mark is not fresh, opsbot is stopping: nothing more to do
+// here); answer is GitHub's.
+func (st *stepper) send(ctx context.Context, mark string, do func(context.Context) error) (answer, err error) {
+	return st.w.Send(ctx, &st.h.marks, mark, do)
 }
 
 // read reads the PR and steps the merge from what it finds.

@@ -51,14 +51,17 @@ func (st *stepper) merged(commit string, found bool) (plan.Plan, string, error) 
 // head anyway, and a lost answer is read back, never asked again blindly.
 func (st *stepper) merge(ctx context.Context, head, mark string) (plan.Plan, string, error) {
 	cur := st.cur
-	if err := st.clear(); err != nil {
-		return plan.Plan{}, "", err // a cancel or a push waits: it goes first
-	}
-	st.h.marks.Try(mark)
 	if st.data.Queue {
-		return st.enqueue(ctx, head)
+		return st.enqueue(ctx, head, mark)
 	}
-	commit, err := st.gh.MergePR(ctx, cur.Repo, cur.PR, head, st.data.Method)
+	var commit string
+	err, stop := st.send(ctx, mark, func(ctx context.Context) (err error) {
+		commit, err = st.gh.MergePR(ctx, cur.Repo, cur.PR, head, st.data.Method)
+		return err
+	})
+	if stop != nil {
+		return plan.Plan{}, "", stop // a cancel or a push waits, or opsbot is stopping: the next process finds the mark, and reads the PR
+	}
 	var ref *ghclient.Refusal
 	if ghclient.QueueRequired(err) {
 		// Classic branch protection's merge queue: the rules list
@@ -84,9 +87,6 @@ func (st *stepper) merge(ctx context.Context, head, mark string) (plan.Plan, str
 			status = fmt.Sprintf("%d: ", ref.Status)
 		}
 		return st.stopped("merge_refused", fmt.Sprintf("%s of %s (%s%s)", refusedWords(ref, "merge"), mdtext.ShortSHA(head), status, mdtext.Text(ref.Message)))
-	}
-	if err != nil && ctx.Err() != nil {
-		return plan.Plan{}, "", err // opsbot is stopping: the next process finds the mark, and reads the PR
 	}
 	if err != nil {
 		// Whether GitHub merged it is not known: the PR is read again, and

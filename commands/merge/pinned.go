@@ -113,19 +113,15 @@ func (st *stepper) behind(ctx context.Context, head string) (plan.Plan, string, 
 			"when opsbot stopped; waiting for its push", mdtext.Code(mdtext.ShortSHA(head))))
 		return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-update-possibly-asked")
 	}
-	if err := st.clear(); err != nil {
-		return plan.Plan{}, "", err // a cancel or a push waits: it goes first
-	}
-	st.h.marks.Try(st.data.UpdateMark)
 	st.data.UpdateAsked = st.now
-	err = st.gh.UpdateBranch(ctx, cur.Repo, cur.PR, head)
+	err, stop := st.send(ctx, st.data.UpdateMark, func(ctx context.Context) error { return st.gh.UpdateBranch(ctx, cur.Repo, cur.PR, head) })
+	if stop != nil {
+		return plan.Plan{}, "", stop // a cancel or a push waits, or opsbot is stopping: the next process finds the mark, and waits for the push
+	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
 		return st.stopped("update_refused", fmt.Sprintf("%s (%s). Update the branch by hand, then pin a run again",
 			refusedWords(ref, "update the branch"), mdtext.Text(ref.Message)))
-	}
-	if err != nil && ctx.Err() != nil {
-		return plan.Plan{}, "", err // opsbot is stopping: the next process finds the mark, and waits for the push
 	}
 	if err != nil {
 		// Whether GitHub took it is not known: its push is waited for, and

@@ -40,10 +40,13 @@ func (st *stepper) noteQueueBefore(ctx context.Context) error {
 }
 
 // enqueue adds the decided head to the merge queue; its mark is tried.
-func (st *stepper) enqueue(ctx context.Context, head string) (plan.Plan, string, error) {
+func (st *stepper) enqueue(ctx context.Context, head, mark string) (plan.Plan, string, error) {
 	cur := st.cur
 	st.data.MergeTries++ // an ask sent: only these count
-	err := st.gh.Enqueue(ctx, st.pr.GetNodeID(), head)
+	err, stop := st.send(ctx, mark, func(ctx context.Context) error { return st.gh.Enqueue(ctx, st.pr.GetNodeID(), head) })
+	if stop != nil {
+		return plan.Plan{}, "", stop // a cancel or a push waits, or opsbot is stopping: the next process finds the mark, and reads the queue
+	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
 		// Queued already (an earlier enqueue whose answer was lost)?
@@ -56,9 +59,6 @@ func (st *stepper) enqueue(ctx context.Context, head string) (plan.Plan, string,
 		}
 		return st.stopped("enqueue_refused", fmt.Sprintf("%s of %s (%s)", refusedWords(ref, "add the PR to the merge queue"),
 			mdtext.ShortSHA(head), mdtext.Text(ref.Message)))
-	}
-	if err != nil && ctx.Err() != nil {
-		return plan.Plan{}, "", err // opsbot is stopping: the next process finds the mark, and reads the queue
 	}
 	if err != nil {
 		// Whether GitHub queued it is not known: the queue is read again,

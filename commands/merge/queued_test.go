@@ -401,3 +401,25 @@ func TestMergeWithReuseQueueWordOfAMergeStands(t *testing.T) {
 	w.PassTime(clock, merge.DefaultChecksTimeout)
 	w.WaitStatus("merged", "🎉 the merge queue merged `c1c1c1c` as `f1f1f1f`")
 }
+
+// A cancel stored while the step that adds the PR to the merge queue reads
+// the checks goes first: the enqueue is sent through the engine's act
+// path, whose stop check is the last thing before it; the cancel stops the
+// merge and nothing is queued.
+func TestMergeWithReuseYieldsToACancelBeforeEnqueueing(t *testing.T) {
+	t.Parallel()
+	w := queueWorld(t, e2e.NewClock())
+	// The first read of the checks marks the enqueue; the second, in the
+	// step that sends it, is held while the cancel comes.
+	arrived, release := w.GH.HoldAfter(routeCheckRuns, 1)
+	defer release()
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
+	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	testkit.Arrives(t, arrived, "the enqueueing step reads the checks")
+	w.cancelNoSettle()
+	release()
+	w.WaitStatus("the merge cancelled", "⛔ stopped: cancelled by @maintainer")
+	if q := w.GH.Enqueues(); len(q) != 0 || w.GH.Queued(theRepo, thePR) != "" {
+		t.Fatalf("enqueued %v after an acknowledged cancel", q)
+	}
+}

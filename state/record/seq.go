@@ -77,11 +77,13 @@ func (s *Sequence) SetOrigin(o Origin) {
 
 // Leftover is a branch a sequence made on GitHub for a while (the merge's
 // temporary branch), named for Commit, opsbot's commit it was made at.
-// Tries counts the deletions GitHub refused or did not answer.
+// Tries counts the deletions GitHub did not answer, the first of them at
+// Failing.
 type Leftover struct {
-	Branch string `json:"branch"`
-	Commit string `json:"commit,omitempty"`
-	Tries  int    `json:"tries,omitempty"`
+	Branch  string    `json:"branch"`
+	Commit  string    `json:"commit,omitempty"`
+	Tries   int       `json:"tries,omitempty"`
+	Failing time.Time `json:"failing,omitzero"`
 }
 
 // Holds reports whether the sequence still holds something on GitHub.
