@@ -24,6 +24,11 @@ type Refusal struct {
 	GraphQL bool
 }
 
+// NotTaken says that the act it answers was not taken: a refusal is
+// GitHub's (or opsbot's own) clear no, whatever happened to the process
+// that asked (seq.Wakeup.Send).
+func (r *Refusal) NotTaken() bool { return true }
+
 // Dry is opsbot's own refusal (a dry run), not GitHub's.
 func (r *Refusal) Dry() bool { return r.Status == 0 && !r.GraphQL }
 

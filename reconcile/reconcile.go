@@ -66,6 +66,11 @@ type Store interface {
 	ActivePin(repo string, pr int) (*state.Pin, error)
 	// LiveSequences lists the repository's sequences that are not done.
 	LiveSequences(repo string) ([]state.Sequence, error)
+	// SequencesHolding lists the repository's sequences that hold
+	// something on GitHub (a temporary branch), done or not; WakeNow makes
+	// one due now.
+	SequencesHolding(repo string) ([]state.Sequence, error)
+	WakeNow(ref state.SeqRef) error
 	ReconciledAt(repo string) (time.Time, error)
 	SetReconciledAt(repo string, t time.Time) error
 	PRInfo(repo string, pr int) (*state.PRInfo, error)
@@ -121,6 +126,11 @@ type Report struct {
 	// approval's, a merge's) was deleted, or its command edited away, with
 	// the webhook lost: the change was taken in as the webhook would have.
 	SequencesTakenBack []int `json:"sequences_taken_back,omitempty"`
+	// BranchesLeft are what opsbot's sequences hold on GitHub ("#PR
+	// branch"): a merge's temporary branch while it merges, or one a merge
+	// that ended has not deleted yet (GitHub did not answer, or a crash):
+	// its deletion is tried now.
+	BranchesLeft []string `json:"branches_left,omitempty"`
 	// PinsTakenBack are PRs whose pin's comment was deleted, or its command
 	// edited away, while the webhook was lost: the pin is being revoked.
 	PinsTakenBack []int `json:"pins_taken_back"`
@@ -365,6 +375,9 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	if err := r.sequencesTakenBack(ctx, gh, schema, rc.Name, &rep); err != nil {
 		return rep, err
 	}
+	if err := r.heldOnGitHub(rc.Name, &rep); err != nil {
+		return rep, err
+	}
 	// A list cut at MaxComments (a flood of comments) is not taken as all
 	// there was: the next reconcile goes on from the last comment read. (A
 	// first reconcile runs nothing, so what it did not reach stays history.)
@@ -462,6 +475,28 @@ func (r *Reconciler) takenBack(ctx context.Context, gh Reader, schema *events.Sc
 }
 
 // sequencesTakenBack recovers a lost `deleted` or `edited` webhook of the
+// heldOnGitHub reports what opsbot's sequences hold on GitHub, and makes
+// the cleanup of each one that ended due now: a deletion waiting for its
+// next try (or a restart) is tried within this reconcile.
+func (r *Reconciler) heldOnGitHub(repo string, rep *Report) error {
+	held, err := r.Store.SequencesHolding(repo)
+	if err != nil {
+		return err
+	}
+	for _, s := range held {
+		for _, l := range s.Left {
+			rep.BranchesLeft = append(rep.BranchesLeft, fmt.Sprintf("#%d %s", s.PR, l.Branch))
+		}
+		if !s.Done {
+			continue // its own steps delete it
+		}
+		if err := r.Store.WakeNow(state.SeqRef{Repo: s.Repo, PR: s.PR, Kind: s.Kind, Version: s.Version}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // comment that started each live sequence (an approval; a merge whose pin
 // a push has used, so no active pin leads to its comment): when GitHub no
 // longer has the comment, or it no longer holds the command line, the

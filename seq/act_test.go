@@ -40,3 +40,20 @@ func TestSendSendsAnActOnceAfterTheLastStopCheck(t *testing.T) {
 		t.Fatalf("a process stopping: %v %v; want its own end", answer, err)
 	}
 }
+
+type refused struct{}
+
+func (refused) Error() string  { return "422: not mergeable" }
+func (refused) NotTaken() bool { return true }
+
+// A clear refusal stands even when the step's context ended as it came:
+// the act was not taken, and the step says so.
+func TestSendHandsBackARefusalWhenTheContextEnded(t *testing.T) {
+	var marks Marks
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	answer, err := Wakeup{}.Send(ctx, &marks, marks.New(), func(context.Context) error { return refused{} })
+	if err != nil || answer == nil || answer.Error() != "422: not mergeable" {
+		t.Fatalf("a refusal as the context ended: %v %v; want the refusal", answer, err)
+	}
+}

@@ -241,6 +241,18 @@ func seqsDueIndexed(tx *bolt.Tx) error {
 // an approval always have a deadline); one with neither a wake-up nor a
 // deadline waits for events and is not listed.
 func (s *Store) LiveSequences(repo string) ([]Sequence, error) {
+	return s.indexed(repo, func(seq *Sequence) bool { return !seq.Done })
+}
+
+// SequencesHolding lists the sequences of repo, done or not, that hold
+// something on GitHub (record.Sequence.Left), in the order they are due:
+// every such sequence is in the wake index until it holds nothing.
+func (s *Store) SequencesHolding(repo string) ([]Sequence, error) {
+	return s.indexed(repo, func(seq *Sequence) bool { return seq.Holds() })
+}
+
+// indexed lists the sequences of repo in the wake index that keep says to.
+func (s *Store) indexed(repo string, keep func(*Sequence) bool) ([]Sequence, error) {
 	var out []Sequence
 	want := repoKey(repo)
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -260,7 +272,7 @@ func (s *Store) LiveSequences(repo string) ([]Sequence, error) {
 				return nil
 			}
 			seq, err := sequence(tx, string(r), int(binary.BigEndian.Uint64(k[8:16])), string(kind))
-			if err != nil || seq == nil || seq.Done {
+			if err != nil || seq == nil || !keep(seq) {
 				return err
 			}
 			out = append(out, *seq)
@@ -268,4 +280,18 @@ func (s *Store) LiveSequences(repo string) ([]Sequence, error) {
 		})
 	})
 	return out, err
+}
+
+// WakeNow makes the sequence due now, if it is still at version v and
+// due later: what waits for its next try is tried at once.
+func (s *Store) WakeNow(ref SeqRef) error {
+	return s.Update(func(tx *Tx) error {
+		cur, err := tx.Sequence(ref.Repo, ref.PR, ref.Kind)
+		if err != nil || cur == nil || cur.Version != ref.Version || !cur.WakeAt.After(tx.Now()) {
+			return err
+		}
+		next := *cur
+		next.WakeAt = tx.Now()
+		return tx.PutSequence(&next, cur.Version)
+	})
 }

@@ -224,3 +224,18 @@ func TestGateServerTransport(t *testing.T) {
 		}
 	}
 }
+
+// `opsbot gate --event merge_group --ref REF` asks for the queue's group
+// as the workflow does: the group of exactly the pinned head skips its
+// sweep on the pinned run, through the CLI's own flags and outputs.
+func TestGateCLIAsksForAMergeGroup(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	w.Comment(maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2", "perf-changelog.yaml")
+	ref := w.GH.MergeGroup(theRepo, thePR, sha("f1"), true)
+	out, _ := w.gate("--event", "merge_group", "--ref", ref, "--sha", sha("f1"))
+	if out["skip-pr-sweep"] != "true" || out["reuse-source-run-id"] != "31147925932" || out["reuse-source-pr-number"] != "2512" {
+		t.Fatalf("opsbot gate for the group of c2 = %v", out)
+	}
+}

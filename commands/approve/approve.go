@@ -841,7 +841,7 @@ func (st *stepper) send(ctx context.Context) ([]plan.Step, string, error) {
 		return err
 	})
 	if stop != nil {
-		return nil, "", stop // a cancel or a push waits, or opsbot is stopping: the next process finds the mark, and looks for the run first
+		return nil, "", stop // a cancel or a push waits, or the step ended (opsbot stopping, its time up): the next step finds the mark, and looks for the run first
 	}
 	st.data.Pending = false
 	var ref *ghclient.Refusal

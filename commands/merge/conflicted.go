@@ -325,8 +325,9 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, c conflict
 		return gitHubMerged{}, p, out, err
 	}
 	temp := tempBranch(cur.PR, undone)
-	// A cancel, a deleted command or a push that waits goes first: the
-	// branch is not made for a merge about to stop.
+	// A cancel, a deleted command or a push that waits goes first: nothing
+	// is deleted or made for a merge about to stop (asked again right
+	// before the branch is made, with nothing read from GitHub after).
 	if err := st.w.CheckClear(); err != nil {
 		return gitHubMerged{}, plan.Plan{}, "", err
 	}
@@ -342,6 +343,12 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, c conflict
 			return stop("conflict", fmt.Sprintf("opsbot could not make its temporary branch %s again: %s", mdtext.Code(temp), byHand))
 		}
 		st.noteLeft(temp, undone) // made again below
+	}
+	// Again, as the last thing before the branch is made (its making
+	// starts any workflow on branches made): a stop stored while the old
+	// one was read and deleted goes first.
+	if err := st.w.CheckClear(); err != nil {
+		return gitHubMerged{}, plan.Plan{}, "", err
 	}
 	err := st.gh.CreateBranch(ctx, cur.Repo, temp, undone)
 	if errors.As(err, &ref) {
@@ -575,7 +582,7 @@ func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Pl
 		return st.gh.MoveBranchFrom(ctx, st.pr.GetHead().GetRepo().GetNodeID(), branch, head, st.data.Built)
 	})
 	if stop != nil {
-		return plan.Plan{}, "", stop // opsbot is stopping: the next process finds the mark, and waits for the push
+		return plan.Plan{}, "", stop // a cancel or a push waits, or the step ended: the next step finds the mark, and waits for the push
 	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {

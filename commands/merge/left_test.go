@@ -3,6 +3,7 @@ package merge_test
 import (
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -250,4 +251,33 @@ func tempNamed(t *testing.T, w *world) string {
 		return name != ""
 	})
 	return name
+}
+
+// A merge that ended while GitHub did not answer the deletion of its
+// temporary branch holds it, and waits for its next try; a reconcile lists
+// what opsbot holds on GitHub and tries the deletion at once, with no time
+// passing.
+func TestMergeWithReuseConflictBranchLeftIsFoundByReconcile(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictMergingTheRest(t, clock)
+	const deleteRoute = "DELETE /repos/{owner}/{repo}/git/refs/{ref...}"
+	w.GH.Inject(deleteRoute, githubtest.Fault{Status: 502})
+	arrived, release := w.GH.Hold("POST /repos/{owner}/{repo}/merges")
+	t.Cleanup(release)
+	mergeHeld(t, w, arrived, "GitHub was never asked to merge the rest")
+	temp := leftBranch(t, w)
+	w.cancelNoSettle()
+	release()
+	w.WaitStatus("the merge cancelled", "⛔ stopped: cancelled", "`"+temp+"` may still be on GitHub")
+	testkit.Eventually(t, "the cleanup tried", func() bool { return strings.Contains(w.Srv.Stderr.String(), `"outcome":"merge-left-kept"`) })
+	w.GH.Heal(deleteRoute)
+	r := w.Call("POST", "/api/v1/reconcile", `{"repo":"`+theRepo+`"}`)
+	if r.Code != 200 || !strings.Contains(r.Body, `"branches_left":["#`+strconv.Itoa(thePR)+` `+temp+`"]`) {
+		t.Fatalf("reconcile answered %d %s; want the branch listed", r.Code, r.Body)
+	}
+	st := w.WaitStatus("the branch deleted", "🧹 opsbot's temporary branch `"+temp+"` is deleted")
+	if _, ok := w.GH.Branches(theRepo)[temp]; ok {
+		t.Fatalf("the branch %s is still on GitHub:\n%s", temp, st)
+	}
 }

@@ -60,7 +60,7 @@ func (st *stepper) merge(ctx context.Context, head, mark string) (plan.Plan, str
 		return err
 	})
 	if stop != nil {
-		return plan.Plan{}, "", stop // a cancel or a push waits, or opsbot is stopping: the next process finds the mark, and reads the PR
+		return plan.Plan{}, "", stop // a cancel or a push waits, or the step ended (opsbot stopping, its time up): the next step finds the mark, and reads the PR
 	}
 	var ref *ghclient.Refusal
 	if ghclient.QueueRequired(err) {

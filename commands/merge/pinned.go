@@ -116,7 +116,7 @@ func (st *stepper) behind(ctx context.Context, head string) (plan.Plan, string, 
 	st.data.UpdateAsked = st.now
 	err, stop := st.send(ctx, st.data.UpdateMark, func(ctx context.Context) error { return st.gh.UpdateBranch(ctx, cur.Repo, cur.PR, head) })
 	if stop != nil {
-		return plan.Plan{}, "", stop // a cancel or a push waits, or opsbot is stopping: the next process finds the mark, and waits for the push
+		return plan.Plan{}, "", stop // a cancel or a push waits, or the step ended (opsbot stopping, its time up): the next step finds the mark, and waits for the push
 	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {

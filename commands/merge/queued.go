@@ -45,7 +45,7 @@ func (st *stepper) enqueue(ctx context.Context, head, mark string) (plan.Plan, s
 	st.data.MergeTries++ // an ask sent: only these count
 	err, stop := st.send(ctx, mark, func(ctx context.Context) error { return st.gh.Enqueue(ctx, st.pr.GetNodeID(), head) })
 	if stop != nil {
-		return plan.Plan{}, "", stop // a cancel or a push waits, or opsbot is stopping: the next process finds the mark, and reads the queue
+		return plan.Plan{}, "", stop // a cancel or a push waits, or the step ended (opsbot stopping, its time up): the next step finds the mark, and reads the queue
 	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
