@@ -152,7 +152,6 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 		return st.Depth, st.Oldest, st.DeadLetter, err
 	}, store.OutboxStats, time.Now)
 	m.BuildInfo(a.version, a.commit)
-	m.Events(UsedEvents())
 	a.metrics = m
 
 	dry := cfg.DryRun || (secrets.GitHubToken == "" && cfg.GitHub.App == nil)
@@ -235,11 +234,13 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 		return nil, err
 	}
 	kinds := commands.KindsOf(mods)
-	if err := events.CheckKinds(kinds...); err != nil {
+	routes, err := events.NewRoutes(reg.HasButtons(), kinds...)
+	if err != nil {
 		return nil, err
 	}
+	m.Events(routes.Used())
 	handler := &events.Handler{Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
-		Marks: store, State: store, Sequences: map[string]seq.Kind{}, Seqs: store, Now: now, Buttons: store, SlackButtons: secrets.SlackSigningSecret != "", AppID: appID}
+		Marks: store, State: store, Sequences: map[string]seq.Kind{}, Seqs: store, Now: now, Buttons: store, Routes: routes, SlackButtons: secrets.SlackSigningSecret != "", AppID: appID}
 	if handler.Stage, err = commands.ReportsOf(mods); err != nil {
 		return nil, err
 	}
@@ -375,7 +376,7 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 			}
 			return r.Name, true
 		},
-		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Approvals: store.ApprovalPRFor, Wakes: events.Wakes(reg.HasButtons(), kinds...),
+		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Approvals: store.ApprovalPRFor, Routes: routes,
 		SlackSecret:    secrets.SlackSigningSecret,
 		SlackUserKnown: func(id string) bool { _, ok := live.Get().Slack.Users[id]; return ok },
 		Metrics:        m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",

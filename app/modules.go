@@ -44,6 +44,17 @@ func UsedEvents() []string {
 	return events.Used(Grammar().HasButtons(), commands.KindsOf(all.Modules(commands.Deps{}))...)
 }
 
+// Events are UsedEvents with their names in GitHub's webhook settings and
+// what opsbot uses each for (`opsbot github events`), or the error that
+// would stop the server's start (a kind's route that cannot work).
+func Events() ([]events.Event, error) {
+	r, err := events.NewRoutes(Grammar().HasButtons(), commands.KindsOf(all.Modules(commands.Deps{}))...)
+	if err != nil {
+		return nil, err
+	}
+	return r.Events(), nil
+}
+
 // approvalReader gives run validation opsbot's approvals (state.Store).
 type approvalReader struct{ store *state.Store }
 

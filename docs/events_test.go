@@ -8,32 +8,32 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/app"
 )
 
-// webhookNames are GitHub's names for the events in its webhook settings.
-var webhookNames = map[string]string{
-	"issue_comment": "Issue comments", "pull_request": "Pull requests", "repository_dispatch": "Repository dispatches",
-	"check_suite": "Check suites", "check_run": "Check runs", "status": "Statuses", "workflow_run": "Workflow runs",
-	"merge_group": "Merge groups", "pull_request_review": "Pull request reviews",
-}
-
-// The webhook events the README and docs/credentials.md tell a maintainer
-// to subscribe to are the ones opsbot's registered commands and kinds use
-// (app.UsedEvents, which the App manifest lists too), in its order: a
-// kind that declares a new event changes the lists, not a hard-coded one.
+// The webhook events the README tells a maintainer to subscribe to are the
+// ones opsbot's registered commands and kinds use (app.Events, which the
+// App manifest and `opsbot github events` list too), by their names in
+// GitHub's webhook settings and in its order: a kind that routes a new
+// event changes the README's list, and no other. docs/credentials.md names
+// none itself: it sends the reader to `opsbot github events`.
 func TestWebhookEventListsAreTheRegistrys(t *testing.T) {
-	used := app.UsedEvents()
-	var names []string
-	for _, e := range used {
-		n, ok := webhookNames[e]
-		if !ok {
-			t.Fatalf("opsbot uses the event %s: give it GitHub's name in webhookNames", e)
+	evs, err := app.Events()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names, used []string
+	for _, e := range evs {
+		if e.Label == "" || e.Why == "" {
+			t.Fatalf("opsbot uses the event %s without its name in GitHub's settings or its why: %+v", e.Name, e)
 		}
-		names = append(names, n)
+		names, used = append(names, e.Label), append(used, e.Name)
+	}
+	if strings.Join(used, ",") != strings.Join(app.UsedEvents(), ",") {
+		t.Fatalf("app.Events %v and app.UsedEvents %v differ", used, app.UsedEvents())
 	}
 	bold := regexp.MustCompile(`\*\*([A-Za-z ]+)\*\*`)
 	readme := readDoc(t, "../README.md")
-	_, after, ok := strings.Cut(readme, "and these events:")
+	_, after, ok := strings.Cut(readme, "which are these events:")
 	if !ok {
-		t.Fatal("the README's webhook step lost its list of events (\"and these events:\")")
+		t.Fatal("the README's webhook step lost its list of events (\"which are these events:\")")
 	}
 	list, _, _ := strings.Cut(strings.Join(strings.Fields(after), " "), "Every other event")
 	var got []string
@@ -49,19 +49,13 @@ func TestWebhookEventListsAreTheRegistrys(t *testing.T) {
 	if !ok {
 		t.Fatal("docs/credentials.md lost its section Webhook events")
 	}
-	para, _, _ := strings.Cut(strings.Join(strings.Fields(after), " "), "Every other event")
-	got = nil
-	for _, m := range bold.FindAllStringSubmatch(para, -1) {
-		got = append(got, m[1])
+	para, _, _ := strings.Cut(after, "## ")
+	if !strings.Contains(para, "`opsbot github events`") {
+		t.Error("docs/credentials.md's webhook events do not send the reader to `opsbot github events`")
 	}
-	if strings.Join(got, ",") != strings.Join(names, ",") {
-		t.Errorf("docs/credentials.md's webhook events are %q; opsbot uses %q", got, names)
-	}
-	var codes []string
-	for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(para, -1) {
-		codes = append(codes, m[1])
-	}
-	if strings.Join(codes, ",") != strings.Join(used, ",") {
-		t.Errorf("docs/credentials.md's webhook events are %q; opsbot uses %q", codes, used)
+	for _, e := range evs {
+		if strings.Contains(para, "`"+e.Name+"`") || strings.Contains(para, "**"+e.Label+"**") {
+			t.Errorf("docs/credentials.md lists the event %s by hand: a list there goes stale when a kind routes a new one", e.Name)
+		}
 	}
 }

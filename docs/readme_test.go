@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,41 +38,6 @@ func TestReadmeIsShortAndCarriesTheTwoCommands(t *testing.T) {
 	}
 	if !strings.Contains(readDoc(t, "../.ci/run"), "go test -race") {
 		t.Error(".ci/run no longer runs the README's test command")
-	}
-}
-
-// githubEventNames are the names GitHub's webhook settings show for the
-// events opsbot uses.
-var githubEventNames = map[string]string{
-	"issue_comment": "Issue comments", "pull_request": "Pull requests", "repository_dispatch": "Repository dispatches",
-	"check_suite": "Check suites", "check_run": "Check runs", "status": "Statuses", "workflow_run": "Workflow runs",
-	"merge_group": "Merge groups",
-}
-
-// The webhook set up by hand (the README's first gate, credentials.md)
-// subscribes to exactly the events the App's manifest does.
-func TestWebhookEventsListedAreTheOnesUsed(t *testing.T) {
-	used := app.UsedEvents()
-	var all []string
-	for name := range githubEventNames {
-		all = append(all, name)
-	}
-	for _, doc := range []string{"../README.md", "credentials.md"} {
-		text := strings.Join(strings.Fields(readDoc(t, doc)), " ")
-		for _, e := range used {
-			name, ok := githubEventNames[e]
-			if !ok {
-				t.Fatalf("opsbot uses the event %s: add the name GitHub's settings show for it to githubEventNames", e)
-			}
-			if !strings.Contains(text, "**"+name+"**") {
-				t.Errorf("%s does not list the webhook event **%s** (%s), which opsbot uses", doc, name, e)
-			}
-		}
-		for _, e := range all {
-			if !slices.Contains(used, e) && strings.Contains(text, "**"+githubEventNames[e]+"**") {
-				t.Errorf("%s lists the webhook event %s, which opsbot does not use", doc, e)
-			}
-		}
 	}
 }
 

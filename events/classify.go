@@ -36,9 +36,11 @@ type Schema struct {
 	// display_title); 0 for none. A dispatched run's head is the default
 	// branch's, so no head finds its PR. Nil: no run is an approval's.
 	Approvals func(repo string, run int64, title string) (int, error)
-	// Wakes are the events sequence kinds declare (Wakes): the others of
-	// their rows are ignored.
-	Wakes map[string]bool
+	// Routes are the kinds' event routes (NewRoutes): an event of a row
+	// of opsbot's own that only a kind uses is ignored unless one routes it
+	// (or a button needs it), and an event no row has is stored only when
+	// a kind routes it, ordered by its route's Find.
+	Routes *Routes
 }
 
 // NewSchema is the schema of the repositories the configuration in use
@@ -70,11 +72,11 @@ func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, strin
 	if err := decodeBody(body, &env); err != nil {
 		return nil, "", fmt.Errorf("events: decoding the %s delivery: %w", event, err)
 	}
-	k, used := kindOf(event)
-	if !used {
+	k, own := kindOf(event)
+	switch {
+	case !own && !s.Routes.uses(event):
 		return nil, IgnoredEvent, nil
-	}
-	if k.declared && !s.Wakes[event] {
+	case own && k.declared && !s.Routes.uses(event):
 		return nil, IgnoredUndeclared, nil
 	}
 	if env.Repository == nil {
@@ -91,10 +93,36 @@ func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, strin
 		now = s.Now
 	}
 	d := &state.Delivery{ID: id, Event: event, Action: env.Action, Repo: repo, ReceivedAt: now(), Body: body}
-	if why, err := k.classify(s, &env, id, d); why != "" || err != nil {
+	classify := (*Schema).routed
+	if own && k.classify != nil {
+		classify = k.classify
+	}
+	if why, err := classify(s, &env, id, d); why != "" || err != nil {
 		return nil, why, err
 	}
 	return d, "", nil
+}
+
+// routed classifies a delivery of an event a kind's route finds the PR
+// of (seq.Route.Find): by its PR, or by the PR its commit heads.
+func (s *Schema) routed(env *envelope, _ string, d *state.Delivery) (string, error) {
+	find := s.Routes.find(d.Event)
+	if find == nil {
+		return IgnoredUndeclared, nil
+	}
+	f, err := find(env.Action, d.Body)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("events: finding the PR of the %s delivery: %w", d.Event, err)
+	case f.Ignored != "":
+		return f.Ignored, nil
+	case f.PR > 0:
+		d.PR = f.PR
+		return "", nil
+	case f.Head != "":
+		return s.classifyByHeadSHA(f.Head, d)
+	}
+	return IgnoredNoPR, nil
 }
 
 // ingested is what Classify read from a delivery's body, stored with it as
@@ -262,7 +290,11 @@ const IgnoredNoHead = "commit is the head of no pull request opsbot knows"
 // whose event must not be lost (a button) stores it and resolves the PR in
 // the worker instead. A failed read of the index is ErrLookup.
 func (s *Schema) classifyByHead(env *envelope, d *state.Delivery) (string, error) {
-	sha := env.commit()
+	return s.classifyByHeadSHA(env.commit(), d)
+}
+
+func (s *Schema) classifyByHeadSHA(sha string, d *state.Delivery) (string, error) {
+	sha = strings.ToLower(sha)
 	if sha == "" || s.Heads == nil {
 		return IgnoredNoHead, nil
 	}

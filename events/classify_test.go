@@ -256,28 +256,39 @@ func TestRecoveryFieldOnlyFromRecovery(t *testing.T) {
 	}
 }
 
-// The events a sequence kind declares (seq.Kind.Events) are used only
+// The events a sequence kind routes (seq.Kind.Routes) are used only
 // with it: without, they are ignored and not subscribed to; with, their
 // completions are classified by the PR their head is, and the rest ignored.
-func TestDeclaredEventsAreUsedOnlyWhenAKindDeclaresThem(t *testing.T) {
-	kind := seq.Kind{Name: "k", Events: []string{EventCheckSuite, EventStatus, "not_an_event"}}
+// A route that could not work is refused by the kind's name.
+func TestRoutedEventsAreUsedOnlyWhenAKindRoutesThem(t *testing.T) {
+	kind := seq.Kind{Name: "k", Routes: []seq.Route{seq.On(EventCheckSuite), seq.On(EventStatus)}}
 	if got := Used(false); slices.Contains(got, EventCheckSuite) {
-		t.Fatalf("Used(false) = %v: check_suite without a kind declaring it", got)
+		t.Fatalf("Used(false) = %v: check_suite without a kind routing it", got)
 	}
 	if got := Used(false, kind); !slices.Contains(got, EventCheckSuite) || !slices.Contains(got, EventStatus) ||
-		slices.Contains(got, EventCheckRun) || slices.Contains(got, "not_an_event") {
-		t.Fatalf("Used(false, kind) = %v: want check_suite and status, not check_run nor an event with no row", got)
+		slices.Contains(got, EventCheckRun) {
+		t.Fatalf("Used(false, kind) = %v: want check_suite and status, not check_run", got)
 	}
-	if err := CheckKinds(kind); err == nil || !strings.Contains(err.Error(), `"not_an_event"`) {
-		t.Fatalf("CheckKinds(a kind naming not_an_event) = %v, want it refused by name", err)
-	}
-	for _, e := range []string{"check_suites", EventPull} {
-		if err := CheckKinds(seq.Kind{Name: "k", Events: []string{e}}); err == nil {
-			t.Fatalf("CheckKinds(a kind waiting for %q) = nil: it would never wake", e)
+	for _, c := range []struct {
+		route seq.Route
+		want  string
+	}{
+		{seq.On("check_suites"), `routes the event "check_suites": the route has no Find, and opsbot finds the PR itself only of check_suite, check_run, status, workflow_run`},
+		{seq.On(EventPull), "opsbot takes every pull_request delivery already"},
+		{seq.On(EventComment), "opsbot takes every issue_comment delivery already"},
+		{seq.On("Pull Request"), "not an event name"},
+		{seq.Route{Event: EventCheckSuite, Find: seq.PRNumber}, "opsbot finds the PR of a check_suite delivery itself: leave Find nil"},
+		{seq.On(EventMergeGroup), "the route has no Find"},
+		{seq.Route{Event: "pull_request_review", Find: seq.PRNumber}, "needs its Label"},
+	} {
+		_, err := NewRoutes(false, seq.Kind{Name: "k", Routes: []seq.Route{c.route}})
+		if err == nil || !strings.Contains(err.Error(), "sequence kind k") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewRoutes(a route of %q) = %v, want it refused naming the kind and %q", c.route.Event, err, c.want)
 		}
 	}
-	if err := CheckKinds(seq.Kind{Name: "k", Events: []string{EventCheckSuite, EventStatus}}); err != nil {
-		t.Fatalf("CheckKinds(check_suite, status) = %v", err)
+	routes, err := NewRoutes(false, kind)
+	if err != nil {
+		t.Fatal(err)
 	}
 	// A button needs the finished sweep that offers it and the click,
 	// whether or not a kind waits for either.
@@ -287,13 +298,13 @@ func TestDeclaredEventsAreUsedOnlyWhenAKindDeclaresThem(t *testing.T) {
 	s := serveAll()
 	body := fixtures.Webhook(t, "check_suite", "completed")
 	if _, ignored, _ := s.Classify(EventCheckSuite, "d-1", body); ignored != IgnoredUndeclared {
-		t.Fatalf("undeclared check_suite ignored = %q, want %q", ignored, IgnoredUndeclared)
+		t.Fatalf("unrouted check_suite ignored = %q, want %q", ignored, IgnoredUndeclared)
 	}
-	s.Wakes = Wakes(false, kind)
+	s.Routes = routes
 	s.Heads = func(repo, sha string) ([]int, error) { return []int{42}, nil }
 	d, ignored, err := s.Classify(EventCheckSuite, "d-1", body)
 	if err != nil || d == nil || d.PR != 42 {
-		t.Fatalf("declared check_suite completed = %+v, %q, %v; want stored for PR 42", d, ignored, err)
+		t.Fatalf("routed check_suite completed = %+v, %q, %v; want stored for PR 42", d, ignored, err)
 	}
 	if _, ignored, _ := s.Classify(EventCheckSuite, "d-2", fixtures.Webhook(t, "check_suite", "requested")); ignored != IgnoredNotCompleted {
 		t.Fatalf("check_suite requested ignored = %q, want %q", ignored, IgnoredNotCompleted)

@@ -68,6 +68,9 @@ type Handler struct {
 	// Buttons reads the buttons opsbot offered and which were used (the
 	// store): each acts once.
 	Buttons ButtonReader
+	// Routes are the kinds' event routes (NewRoutes): what a delivery of
+	// an event a kind routes records.
+	Routes *Routes
 }
 
 // ButtonReader reads an offer of buttons by its nonce (nil: none).
@@ -104,8 +107,9 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 	if !ok {
 		return "ignored-repo", nil, nil // the configuration changed since it was stored
 	}
-	k, ok := kindOf(d.Event)
-	if !ok {
+	k, own := kindOf(d.Event)
+	routed := len(h.Routes.of(d.Event)) > 0
+	if !own && !routed {
 		return "ignored", nil, nil
 	}
 	if h.Commands == nil {
@@ -113,9 +117,22 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 		// decided, and the delivery stays to be tried again.
 		return "", nil, errors.New("events: the handler has no command registry")
 	}
-	out, w, err := k.handle(h, ctx, rc, d)
-	if err != nil || d.PR <= 0 || (w == nil && !k.wakes) {
-		return out, w, err // nothing written: nothing the reuseReadiness reads changed
+	var out string
+	var w state.Write
+	var err error
+	if own && k.handle != nil {
+		if out, w, err = k.handle(h, ctx, rc, d); err != nil {
+			return out, w, err
+		}
+	}
+	if routed && d.PR > 0 {
+		if out, w, err = h.Routes.record(ctx, rc, d, out, w); err != nil {
+			return "", nil, err
+		}
+	}
+	wakes := routed || (own && k.wakes)
+	if d.PR <= 0 || (w == nil && !wakes) {
+		return out, w, nil // nothing written: nothing the reuseReadiness reads changed
 	}
 	return out, func(tx *state.Tx) error {
 		if w != nil {
@@ -123,7 +140,7 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 				return err
 			}
 		}
-		if k.wakes {
+		if wakes {
 			if err := tx.WakeSequences(rc.Name, d.PR, tx.Now()); err != nil {
 				return err
 			}

@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -43,28 +42,43 @@ type kind struct {
 	// internal is an event opsbot makes itself (never GitHub): not
 	// subscribed to, and taken only with opsbot's own ids.
 	internal bool
-	// declared is an event used only when a sequence kind declares it
-	// (seq.Kind.Events): Schema.Wakes.
+	// declared is an event used only when a sequence kind routes it
+	// (seq.Kind.Routes) or, for a button's events, a command offers one
+	// (Routes).
 	declared bool
+	// label is the event's name in GitHub's webhook settings; why, what
+	// opsbot uses it for (`opsbot events`).
+	label, why string
 }
 
 var kinds = []kind{
-	{name: EventComment, classify: (*Schema).classifyComment, handle: (*Handler).handleComment},
+	{name: EventComment, classify: (*Schema).classifyComment, handle: (*Handler).handleComment,
+		label: "Issue comments", why: "comments carry the commands"},
 	{name: EventPull,
 		classify: func(_ *Schema, env *envelope, _ string, d *state.Delivery) (string, error) {
 			return classifyPull(env, d), nil
 		},
-		handle: (*Handler).handlePull, wakes: true},
+		handle: (*Handler).handlePull, wakes: true,
+		label: "Pull requests", why: "pushes are gated, closes expire pins, and every change wakes the PR's sequences"},
 	{name: EventDispatch,
 		classify: func(_ *Schema, env *envelope, _ string, d *state.Delivery) (string, error) {
 			return classifyDispatch(env, d), nil
 		},
-		handle: (*Handler).handleDispatch},
-	{name: EventCheckSuite, classify: completions("completed"), handle: wakeOnly, wakes: true, declared: true},
-	{name: EventCheckRun, classify: failedRuns, handle: (*Handler).handleCheckRun, wakes: true, declared: true},
-	{name: EventStatus, classify: statuses, handle: wakeOnly, wakes: true, declared: true},
-	{name: EventWorkflowRun, classify: workflowRuns, handle: (*Handler).handleWorkflowRun, wakes: true, declared: true},
-	{name: EventMergeGroup, classify: mergeGroups, handle: (*Handler).handleMergeGroup, wakes: true, declared: true},
+		handle: (*Handler).handleDispatch,
+		label:  "Repository dispatches", why: "the staging side's reports"},
+	{name: EventCheckSuite, classify: completions("completed"), handle: wakeOnly, wakes: true, declared: true,
+		label: "Check suites", why: "a completed check suite on a PR's head wakes what waits for its checks"},
+	{name: EventCheckRun, classify: failedRuns, handle: (*Handler).handleCheckRun, wakes: true, declared: true,
+		label: "Check runs", why: "a failed check run on a PR's head wakes what waits for its checks; a click on a check run's button"},
+	{name: EventStatus, classify: statuses, handle: wakeOnly, wakes: true, declared: true,
+		label: "Statuses", why: "a status set on a PR's head wakes what waits for its checks"},
+	{name: EventWorkflowRun, classify: workflowRuns, handle: (*Handler).handleWorkflowRun, wakes: true, declared: true,
+		label: "Workflow runs", why: "a finished sweep offers the buttons; a completed run wakes what waits for it"},
+	// A merge group names no PR: the route of the kind that follows the
+	// queue finds it (and records what the queue did); the gate gives a
+	// tested group its statuses.
+	{name: EventMergeGroup, handle: (*Handler).handleMergeGroup, wakes: true, declared: true,
+		label: "Merge groups", why: "a merge queue's group gets the gate's status"},
 	{name: EventClick, internal: true,
 		classify: func(_ *Schema, env *envelope, id string, d *state.Delivery) (string, error) {
 			return classifyClick(env, id, d), nil
@@ -84,70 +98,6 @@ func kindOf(event string) (*kind, bool) {
 		}
 	}
 	return nil, false
-}
-
-// Used are the events opsbot acts on with the sequence kinds ks and, with
-// buttons, the commands' buttons, in order: the GitHub App subscribes to
-// them, and the metrics count each from the start. The events a kind
-// declares (seq.Kind.Events) are among them only when some kind declares
-// them, or a button needs them (ButtonEvents).
-func Used(buttons bool, ks ...seq.Kind) []string {
-	wakes := Wakes(buttons, ks...)
-	var out []string
-	for _, k := range kinds {
-		if !k.internal && (!k.declared || wakes[k.name]) {
-			out = append(out, k.name)
-		}
-	}
-	return out
-}
-
-// ButtonEvents are the events a command's button needs, whatever kind
-// declares them: the finished sweep (workflow_run) whose check run and
-// Slack message offer the buttons, and the click on the check run
-// (check_run requested_action).
-var ButtonEvents = []string{EventWorkflowRun, EventCheckRun}
-
-// Wakes are the events the kinds ks declare (seq.Kind.Events) and, with
-// buttons, ButtonEvents: the declared rows the schema stores. CheckKinds
-// refuses a kind naming an event with no such row.
-func Wakes(buttons bool, ks ...seq.Kind) map[string]bool {
-	out := map[string]bool{}
-	if buttons {
-		for _, e := range ButtonEvents {
-			out[e] = true
-		}
-	}
-	for _, k := range ks {
-		for _, e := range k.Events {
-			if row, ok := kindOf(e); ok && row.declared {
-				out[e] = true
-			}
-		}
-	}
-	return out
-}
-
-// CheckKinds says which kind of ks declares an event that is not one a
-// kind declares: a typo such as check_suites would never wake it, and
-// pull_request wakes every kind already.
-func CheckKinds(ks ...seq.Kind) error {
-	for _, k := range ks {
-		for _, e := range k.Events {
-			row, ok := kindOf(e)
-			if !ok || !row.declared {
-				var names []string
-				for _, r := range kinds {
-					if r.declared {
-						names = append(names, r.name)
-					}
-				}
-				return fmt.Errorf("sequence kind %s declares the event %q: a kind declares only %s (pull_request wakes every kind without it)",
-					k.Name, e, strings.Join(names, ", "))
-			}
-		}
-	}
-	return nil
 }
 
 // IgnoredUndeclared is an event opsbot has a row for that no sequence kind

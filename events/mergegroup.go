@@ -5,33 +5,13 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/gate"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/notices"
 	"github.com/SemiAnalysisAI/opsbot/state"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 	"github.com/SemiAnalysisAI/opsbot/worker"
 )
-
-// IgnoredNotAGroup is a merge_group event whose branch names no PR.
-const IgnoredNotAGroup = "a merge group whose branch names no pull request"
-
-// mergeGroups classifies a merge_group event by the PR its group's branch
-// names (the payload names no PR). The branch is GitHub's: only the merge
-// queue makes gh-readonly-queue branches.
-func mergeGroups(_ *Schema, env *envelope, _ string, d *state.Delivery) (string, error) {
-	if env.MergeGroup == nil {
-		return IgnoredNotAGroup, nil
-	}
-	pr, _, ok := gate.GroupPR(env.MergeGroup.HeadRef)
-	if !ok {
-		return IgnoredNotAGroup, nil
-	}
-	if _, sha := gate.CanonicalSHA(env.MergeGroup.HeadSHA); !sha {
-		return IgnoredNotAGroup, nil
-	}
-	d.PR = pr
-	return "", nil
-}
 
 // mergeGroupPayload is the part of a merge_group event opsbot reads.
 type mergeGroupPayload struct {
@@ -40,70 +20,52 @@ type mergeGroupPayload struct {
 	MergeGroup mergeGroup `json:"merge_group"`
 }
 
-// handleMergeGroup records what the merge queue did with the PR, for its
-// merge to tell (the delivery wakes it). A group whose checks are
-// requested is answered as the gate answers its ask: its sweep gate
-// status, and opsbot/reuse-ready as the PR's head has it (the
-// group's commit becomes the default branch's, and a required status must
-// be on it).
+// handleMergeGroup is the gate's part of a merge_group delivery, which a
+// kind's route finds the PR of and records what the queue did with (the
+// merge's, commands/merge): a group whose checks are requested is answered
+// as the gate answers its ask: its sweep gate status, and
+// opsbot/reuse-ready as the PR's head has it (the group's commit becomes
+// the default branch's, and a required status must be on it).
 func (h *Handler) handleMergeGroup(ctx context.Context, rc *config.Repo, d *state.Delivery) (string, state.Write, error) {
 	var ev mergeGroupPayload
 	if err := decode(d, &ev); err != nil {
 		return "", nil, err
 	}
-	group, _ := gate.CanonicalSHA(ev.MergeGroup.HeadSHA)
-	qe := &record.QueueEvent{Action: ev.Action, Reason: ev.Reason, Group: group}
-	var decided *state.Decision
-	var head string
-	switch ev.Action {
-	case "checks_requested":
-		info, err := h.State.PRInfo(rc.Name, d.PR)
-		if err != nil {
-			return "", nil, err
-		}
-		if info == nil {
-			return "ignored-merge-group", nil, nil // a PR opsbot never heard of: nothing of it is decided
-		}
-		gh, err := h.Clients.For(info.Installation)
-		if err != nil {
-			return "", nil, worker.Permanent(err)
-		}
-		_, base, _ := gate.GroupPR(ev.MergeGroup.HeadRef)
-		decided, head, err = h.Gate.Group(ctx, gh, rc.Name, d.PR, base, group)
-		if err != nil {
-			return "", nil, err
-		}
-		qe.Said = decided.Reason
-	case "destroyed":
-	default:
-		return "ignored-merge-group", nil, nil
+	if ev.Action != "checks_requested" {
+		return "", nil, nil
 	}
-	out := "merge-group-" + ev.Action
-	if decided != nil {
-		out += "-" + string(decided.Decision)
+	group, ok := gate.CanonicalSHA(ev.MergeGroup.HeadSHA)
+	_, base, isGroup := ghclient.GroupPR(ev.MergeGroup.HeadRef)
+	if !ok || !isGroup {
+		return "ignored-merge-group", nil, nil // the route's Find stores only a group's
 	}
-	return out, func(tx *state.Tx) error {
+	info, err := h.State.PRInfo(rc.Name, d.PR)
+	if err != nil {
+		return "", nil, err
+	}
+	if info == nil {
+		return "ignored-merge-group", nil, nil // a PR opsbot never heard of: nothing of it is decided
+	}
+	gh, err := h.Clients.For(info.Installation)
+	if err != nil {
+		return "", nil, worker.Permanent(err)
+	}
+	decided, head, err := h.Gate.Group(ctx, gh, rc.Name, d.PR, base, group)
+	if err != nil {
+		return "", nil, err
+	}
+	return "merge-group-gated-" + string(decided.Decision), func(tx *state.Tx) error {
 		info, err := tx.PRInfo(rc.Name, d.PR)
 		if err != nil || info == nil {
 			return err
 		}
-		qe.At = tx.Now() // the sequences' clock: a merge reads only what came after its enqueue
-		old := info.Queue
-		switch {
-		case old != nil && old.Action == "destroyed" && old.Reason == "merged":
-			// The queue merged the PR: no event of another group,
-			// delivered late, says otherwise.
-		case old != nil && old.Group == qe.Group && old.Action == "destroyed" && qe.Action != "destroyed":
-			// A group's checks_requested delivered after its destroyed
-			// does not hide why it left.
-		default:
-			info.Queue = qe
-		}
-		if err := tx.PutPRInfo(info); err != nil {
-			return err
-		}
-		if decided == nil {
-			return nil
+		if q := info.Queue; q != nil && q.Group == group && q.Action == "checks_requested" && q.Said != decided.Reason {
+			// What the gate said of the group, beside what the queue did
+			// (the merge's route recorded it): a queued merge says both.
+			q.Said = decided.Reason
+			if err := tx.PutPRInfo(info); err != nil {
+				return err
+			}
 		}
 		rec := state.AuditRecord{Kind: record.AuditDecision, Outcome: string(decided.Decision), DeliveryID: d.ID, Repo: rc.Name, PR: d.PR,
 			HeadSHA: group, RunID: decided.RunID, ActorLogin: decided.ActorLogin, ActorID: decided.ActorID, Reason: decided.Reason}

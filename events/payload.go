@@ -171,7 +171,6 @@ type envelope struct {
 	CheckSuite  *headCommit `json:"check_suite"`
 	CheckRun    *headCommit `json:"check_run"`
 	WorkflowRun *headCommit `json:"workflow_run"`
-	MergeGroup  *mergeGroup `json:"merge_group"`
 }
 
 // mergeGroup is a merge_group event's group: its commit and its branch,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/runs"
 	"github.com/SemiAnalysisAI/opsbot/state"
@@ -222,7 +223,7 @@ func (a *API) Answer(ctx context.Context, r Request) (Answer, error) {
 // skip needs the group's files to be a skipped head's, whatever PR the
 // ref names.
 func (a *API) group(ctx context.Context, r Request) (Answer, error) {
-	pr, base, ok := GroupPR(r.Ref)
+	pr, base, ok := ghclient.GroupPR(r.Ref)
 	if !ok {
 		return Answer{}, fmt.Errorf("%w: ref %q is not a merge group's branch (gh-readonly-queue/<base>/pr-<N>-<sha>): "+
 			"send github.event.merge_group.head_ref", ErrBadAsk, clip(r.Ref, 120))

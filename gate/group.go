@@ -3,8 +3,6 @@ package gate
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/google/go-github/v62/github"
@@ -22,19 +20,6 @@ import (
 // the gate skipped: the run that head reused covers them byte for byte.
 // Any other group (the base moved since the PR was brought up to date, or
 // the group holds more than one PR) sweeps.
-
-var groupRE = regexp.MustCompile(`^(?:refs/heads/)?gh-readonly-queue/(.+)/pr-([1-9][0-9]{0,8})-(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
-
-// GroupPR is the PR and base branch a merge group's branch names (its
-// head_ref); ok is false for any other ref.
-func GroupPR(ref string) (pr int, base string, ok bool) {
-	m := groupRE.FindStringSubmatch(strings.TrimSpace(ref))
-	if m == nil {
-		return 0, "", false
-	}
-	n, err := strconv.Atoi(m[2])
-	return n, m[1], err == nil
-}
 
 // GroupReader reads what a merge group's answer needs of GitHub.
 type GroupReader interface {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
@@ -192,3 +194,24 @@ func (c *Client) QueueEntryOf(ctx context.Context, repo string, n int) (QueueEnt
 	}
 	return QueueEntry{State: e.State, Position: e.Position, Added: added}, nil
 }
+
+// groupRE is a merge group's branch: gh-readonly-queue/<base>/pr-<N>-<the
+// base's tip>. Only GitHub's merge queue makes gh-readonly-queue branches.
+var groupRE = regexp.MustCompile(`^(?:refs/heads/)?gh-readonly-queue/(.+)/pr-([1-9][0-9]{0,8})-(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
+
+// GroupPR is the PR and base branch a merge group's branch names (its
+// head_ref); ok is false for any other ref.
+func GroupPR(ref string) (pr int, base string, ok bool) {
+	m := groupRE.FindStringSubmatch(strings.TrimSpace(ref))
+	if m == nil {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(m[2])
+	return n, m[1], err == nil
+}
+
+var fullSHA = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
+
+// FullSHA reports whether sha is a whole commit id in lower case (SHA-1's
+// 40 hex digits or SHA-256's 64).
+func FullSHA(sha string) bool { return fullSHA.MatchString(sha) }

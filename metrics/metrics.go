@@ -38,6 +38,9 @@ type Metrics struct {
 	// saved (the reused runs' time), by repository.
 	RunnerSaved *prometheus.CounterVec
 	GPUSaved    *prometheus.CounterVec
+	// used are the events opsbot uses (Events), labelled by name beside
+	// knownEvents; set once, before the server serves.
+	used map[string]bool
 }
 
 // InboxReader reports the inbox for the gauges read at scrape time.
@@ -133,11 +136,15 @@ func New(inbox InboxReader, outbox OutboxReader, now func() time.Time) *Metrics 
 }
 
 // Events makes the webhook counts of the events opsbot uses
-// (events.Used) present at zero from the start.
+// (events.Routes.Used) present at zero from the start, and labels each by
+// its name: a kind's route of a new event is counted as itself. Call it
+// once, before the server serves.
 func (m *Metrics) Events(names []string) {
+	m.used = map[string]bool{}
 	for _, e := range names {
+		m.used[e] = true
 		for _, o := range []string{"stored", "duplicate", "ignored", "bad_signature"} {
-			m.Webhooks.WithLabelValues(EventLabel(e), o)
+			m.Webhooks.WithLabelValues(m.EventLabel(e), o)
 		}
 	}
 }
@@ -188,9 +195,9 @@ func (m *Metrics) Series() map[string][]string {
 func (m *Metrics) ObserveProcessed(event, outcome string, took time.Duration) {
 	// The time first: a scrape that sees the count sees the time too.
 	if took > 0 {
-		m.Processing.WithLabelValues(EventLabel(event)).Observe(took.Seconds())
+		m.Processing.WithLabelValues(m.EventLabel(event)).Observe(took.Seconds())
 	}
-	m.Processed.WithLabelValues(EventLabel(event), outcome).Inc()
+	m.Processed.WithLabelValues(m.EventLabel(event), outcome).Inc()
 }
 
 var knownEvents = map[string]bool{
@@ -201,9 +208,10 @@ var knownEvents = map[string]bool{
 	"opsbot_click":  true, // opsbot's own: a click on one of its Slack buttons
 }
 
-// EventLabel bounds an X-GitHub-Event value for use as a label.
-func EventLabel(e string) string {
-	if knownEvents[e] {
+// EventLabel bounds an X-GitHub-Event value for use as a label: an event
+// opsbot uses or knows is its own label, any other "other".
+func (m *Metrics) EventLabel(e string) string {
+	if knownEvents[e] || m.used[e] {
 		return e
 	}
 	return "other"

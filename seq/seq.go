@@ -95,21 +95,13 @@ type Kind struct {
 	// once) until a write of Cleanup's own drops the last of it. A kind
 	// that makes nothing on GitHub leaves it nil.
 	Cleanup func(ctx context.Context, rc *config.Repo, w Wakeup) (outcome string, wr Write, err error)
-	// Events are the webhook events, besides pull_request (which wakes
-	// every kind), whose completions on a PR's head wake the PR's
-	// sequences: the kind's own event routes. opsbot subscribes to, stores
-	// and routes these events only when a kind declares them.
-	//
-	// What a route needs, and gives: an event that names only a commit
-	// (check_suite, check_run, status, workflow_run) wakes the sequences of
-	// the PR whose head opsbot knows that commit to be, from the PR's own
-	// pull_request events (a commit no PR heads, or one whose push is still
-	// queued, wakes nothing); only completions are stored (a check run's
-	// only when it failed); and an event makes a sequence due at most once
-	// a record.WakeGap (10 s) after its last write. An event only wakes:
-	// the step re-reads what it waits for, and polls (a wake-up of its
-	// own) where an event may be lost.
-	Events []string
+	// Routes are the webhook events, besides pull_request (which wakes
+	// every kind), whose deliveries wake the PR's sequences, each with how
+	// its PR is found and what it records (Route): the kind's own event
+	// routes. opsbot subscribes to, stores and routes an event only while a
+	// kind routes it (or, for check_run and workflow_run, a command offers
+	// buttons).
+	Routes []Route
 	// OnStart is what a command that begins a sequence of this kind on a
 	// PR that has a live one comes to (one live sequence per PR and kind):
 	// Refuse (the default) answers which sequence waits and how to stop it;

@@ -48,8 +48,8 @@ type Config struct {
 	// Approvals finds the PR of the approval a workflow run was dispatched
 	// for (events.Schema.Approvals).
 	Approvals func(repo string, run int64, title string) (int, error)
-	// Wakes are the events sequence kinds declare (events.Wakes).
-	Wakes map[string]bool
+	// Routes are the sequence kinds' event routes (events.NewRoutes).
+	Routes *events.Routes
 	// SlackSecret is the Slack app's signing secret: with it, clicks on
 	// opsbot's buttons are taken at POST /slack/interactions.
 	SlackSecret auth.Secret
@@ -116,7 +116,7 @@ func New(c Config) *Server {
 	s.refusals = newRefusalLog(s.log, s.now)
 	s.slackSecret, s.repoOf = c.SlackSecret, c.RepoName
 	s.slackUserKnown, s.slackUnknown = c.SlackUserKnown, &RateLimiter{Burst: 3, PerMinute: 1, Now: s.now}
-	s.intake = &events.Intake{Schema: &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now, Heads: c.Heads, Approvals: c.Approvals, Wakes: c.Wakes},
+	s.intake = &events.Intake{Schema: &events.Schema{Repo: c.RepoName, WebHost: c.WebHost, Commands: c.Commands, Now: s.now, Heads: c.Heads, Approvals: c.Approvals, Routes: c.Routes},
 		Store: c.Store, Queue: c.Queue}
 	s.routes(c.Extra)
 	return s

@@ -12,7 +12,6 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/events"
-	"github.com/SemiAnalysisAI/opsbot/metrics"
 	"github.com/SemiAnalysisAI/opsbot/reconcile"
 	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state"
@@ -34,7 +33,7 @@ type webhookReply struct {
 func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	event := r.Header.Get("X-GitHub-Event")
 	id := r.Header.Get("X-GitHub-Delivery")
-	label := metrics.EventLabel(event)
+	label := s.m.EventLabel(event)
 	answer := func(code int, outcome string, rep webhookReply) {
 		s.m.Webhooks.WithLabelValues(label, outcome).Inc()
 		rep.Delivery = id

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/config"
@@ -62,13 +63,15 @@ func githubPermissions(f appFeatures) []githubPermission {
 // githubEvents are the webhook events opsbot uses.
 var githubEvents = app.UsedEvents()
 
-// githubUsage is `opsbot github`'s synopsis: its two subcommands.
+// githubUsage is `opsbot github`'s synopsis: its three subcommands.
 const githubUsage = `Usage: opsbot github app-create --url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--external]
                             [--github-url URL] [--api-url URL] [--port N] [--timeout D] [--code CODE]
        opsbot github app-manifest --url URL [--name NAME] [--staging] [--teams] [--merge] [--external]
+       opsbot github events
 
   app-create    create opsbot's GitHub App through GitHub's manifest flow, and keep its key and webhook secret
   app-manifest  print the App manifest (exactly the permissions and events opsbot needs), to create the App by hand
+  events        print the webhook events opsbot uses: each one's name in GitHub's webhook settings, and why
 
 Examples:
   opsbot github app-create --url https://opsbot.example.com --org SemiAnalysisAI --out /etc/opsbot/github
@@ -83,12 +86,14 @@ func runGitHub(e *env, args []string) error {
 			return runAppManifest(e, args[1:])
 		case "app-create":
 			return runAppCreate(e, args[1:])
+		case "events":
+			return runEvents(e, args[1:])
 		case "--help", "-h", "-help":
 			fmt.Fprintln(e.stdout, githubUsage)
 			return nil
 		}
 	}
-	unknownSubcommand(e, "github", args, "app-create", "app-manifest")
+	unknownSubcommand(e, "github", args, "app-create", "app-manifest", "events")
 	fmt.Fprintln(e.stderr, githubUsage)
 	return exitCode(2)
 }
@@ -204,4 +209,23 @@ func runSlack(e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout, string(out))
 	return nil
+}
+
+// runEvents prints the webhook events opsbot's commands use, as the App
+// manifest subscribes to them: a webhook set up by hand takes these.
+func runEvents(e *env, args []string) error {
+	if len(args) > 0 {
+		fmt.Fprintf(e.stderr, "opsbot github events takes no arguments (got %q)\n", args[0])
+		return exitCode(2)
+	}
+	evs, err := app.Events()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVENT\tIN THE WEBHOOK SETTINGS\tWHAT OPSBOT USES IT FOR")
+	for _, ev := range evs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", ev.Name, ev.Label, ev.Why)
+	}
+	return tw.Flush()
 }

@@ -50,7 +50,7 @@ func subcommands() map[string]subcommand {
 		"reconcile":   {"recover lost webhooks: unseen command comments, pins of closed PRs", runReconcile},
 		"config":      {"check a configuration file (config check --config FILE)", runConfig},
 		"healthcheck": {"ask a running server's /healthz (for container health checks)", runHealthcheck},
-		"github":      {"create opsbot's GitHub App (github app-create) or print its manifest (github app-manifest)", runGitHub},
+		"github":      {"create opsbot's GitHub App (github app-create), print its manifest (github app-manifest) or its events (github events)", runGitHub},
 		"slack":       {"print a Slack app manifest with the scopes opsbot needs (slack app-manifest)", runSlack},
 		"version":     {"print the version (also: opsbot --version)", runVersion},
 	}

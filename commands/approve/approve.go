@@ -214,7 +214,7 @@ func Spec(h *Handler) commands.Spec {
 // Kind is the approval's sequence, stepped by h: a workflow run's request
 // or completion wakes it (the events route a run to its approval's PR).
 func Kind(h *Handler) seq.Kind {
-	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Events: []string{"workflow_run"}, Stop: "/approve-sweep cancel"}
+	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Routes: []seq.Route{seq.On("workflow_run")}, Stop: "/approve-sweep cancel"}
 }
 
 // headOrCancel reads the one argument: a head commit's SHA (7 to 40 hex

@@ -69,6 +69,40 @@ func TestEchoLaterSaysTheWordWhenTheChecksComplete(t *testing.T) {
 	waitStatus(t, w, "✅ @maintainer: `hello` (a check suite of the head completed)")
 }
 
+// Its route of an event no other command uses: a review is stored only
+// when it approves (its Find), ordered by the PR it names; its record
+// notes the approver on the waiting echo, and the wake-up says the word.
+// The metrics count the event by its name.
+func TestEchoLaterSaysTheWordWhenAReviewApproves(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, e2e.Options{}, clock)
+	w.Comment(e2e.Maintainer, "/echo-later hello")
+	waitStatus(t, w, "⏳ @maintainer: I will say `hello`")
+	review := func(state string) map[string]any {
+		p := e2e.Payload(t, "pull_request_review", "submitted")
+		e2e.SetPath(p, "repository.full_name", e2e.Repo)
+		e2e.SetPath(p, "pull_request.number", e2e.PR)
+		e2e.SetPath(p, "review.state", state)
+		e2e.SetPath(p, "review.user.login", "reviewer")
+		return p
+	}
+	w.Send("pull_request_review", review("commented"))
+	if st := status(w); !strings.HasPrefix(st, "⏳ ") {
+		t.Fatalf("a review that does not approve ended the echo: %q", st)
+	}
+	w.Send("pull_request_review", review("approved"))
+	w.PassTime(clock, record.WakeGap)
+	waitStatus(t, w, "✅ @maintainer: `hello` (@reviewer approved the PR).")
+	m := w.Metrics()
+	if got := m[`opsbot_webhook_deliveries_total{event="pull_request_review",outcome="ignored"}`]; got != "1" {
+		t.Errorf("ignored reviews counted %q, want 1 (the comment-only review): %v", got, m)
+	}
+	if got := m[`opsbot_deliveries_processed_total{event="pull_request_review",outcome="echo-approval-noted"}`]; got != "1" {
+		t.Errorf("processed approvals counted %q, want 1", got)
+	}
+}
+
 // Its deadline: the engine ends it at repos[].echo_later.wait, as every
 // kind's, with no wake-up of its own set.
 func TestEchoLaterGivesUpAtItsDeadline(t *testing.T) {

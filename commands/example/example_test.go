@@ -85,9 +85,15 @@ func Module(d commands.Deps) commands.Module {
 					return commands.Command{Name: Name, Verb: "/echo-later", Args: []string{fmt.Sprint(run)}, Text: fmt.Sprintf("/echo-later %d", run)}
 				}}},
 		},
-		// Its event route: a check suite's completion on the PR's head wakes
-		// it (a pull_request event wakes every kind).
-		Kinds:   []seq.Kind{{Name: SeqKind, Wake: h.wake, Expire: h.expire, Events: []string{"check_suite"}}},
+		// Its event routes (a pull_request event wakes every kind): a check
+		// suite's completion on the PR's head, whose PR opsbot finds itself;
+		// and a review that approves the PR, an event no other command
+		// uses, so its route says how its PR is found and what it records.
+		Kinds: []seq.Kind{{Name: SeqKind, Wake: h.wake, Expire: h.expire, Routes: []seq.Route{
+			seq.On("check_suite"),
+			{Event: "pull_request_review", Label: "Pull request reviews", Why: "/echo-later says its word when a review approves the PR",
+				Find: approvals, Record: noteApproval},
+		}}},
 		Section: &sec,
 	}
 }
@@ -104,6 +110,65 @@ type data struct {
 	Word         string `json:"word"`
 	Installation int64  `json:"installation"`
 	Line         string `json:"line"`
+	// ApprovedBy is who approved the PR while it waited (noteApproval).
+	ApprovedBy string `json:"approved_by,omitempty"`
+}
+
+// review is the part of a pull_request_review event the command reads.
+type review struct {
+	Action string `json:"action"`
+	Review struct {
+		State string `json:"state"`
+		User  struct {
+			Login string `json:"login"`
+		} `json:"user"`
+	} `json:"review"`
+}
+
+func reviewOf(body []byte) (review, error) {
+	var r review
+	if err := json.Unmarshal(body, &r); err != nil {
+		return r, fmt.Errorf("reading a pull_request_review delivery: %w", err)
+	}
+	return r, nil
+}
+
+// approvals finds the PR of a review that approves it; any other review
+// (a comment, changes asked, a dismissal) is not stored.
+func approvals(action string, body []byte) (seq.Found, error) {
+	r, err := reviewOf(body)
+	if err != nil {
+		return seq.Found{}, err
+	}
+	if action != "submitted" || !strings.EqualFold(r.Review.State, "approved") {
+		return seq.Found{Ignored: "not a review that approves"}, nil
+	}
+	return seq.PRNumber(action, body)
+}
+
+// noteApproval records who approved the PR on its waiting echo, which the
+// wake-up the delivery makes then says.
+func noteApproval(_ context.Context, _ *config.Repo, d seq.Delivered) (string, seq.Write, error) {
+	r, err := reviewOf(d.Body)
+	if err != nil {
+		return "", nil, err
+	}
+	return "echo-approval-noted", func(tx record.Tx) error {
+		cur, err := tx.Sequence(d.Repo, d.PR, SeqKind)
+		if err != nil || cur == nil || cur.Done {
+			return err // no echo waits: nothing to note
+		}
+		dt, err := seq.DataOf[data](cur)
+		if err != nil {
+			return err
+		}
+		dt.ApprovedBy = r.Review.User.Login
+		next := *cur
+		if next.Data, err = json.Marshal(dt); err != nil {
+			return err
+		}
+		return tx.PutSequence(&next, cur.Version)
+	}, nil
 }
 
 // Prepare starts the PR's echo: a status comment, and a sequence that
@@ -128,6 +193,13 @@ func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invoc
 
 // wake says the word: an event woke the sequence.
 func (h *Handler) wake(_ context.Context, _ *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
+	d, err := seq.DataOf[data](w.Seq)
+	if err != nil {
+		return "", nil, err
+	}
+	if d.ApprovedBy != "" {
+		return h.end(w, "done", "✅ %s: %s ("+strings.ReplaceAll(mdtext.Mention(d.ApprovedBy), "%", "%%")+" approved the PR).")
+	}
 	return h.end(w, "done", "✅ %s: %s (a check suite of the head completed).")
 }
 

@@ -287,10 +287,12 @@ func Spec(h *Handler) commands.Spec {
 
 // Kind is the merge sequence, stepped by h, and the events that wake it:
 // a workflow run's or check suite's completion, a failed check run, a
-// commit status, on the PR's head.
+// commit status, on the PR's head; and what the merge queue did with the
+// PR (QueueRoute).
 func Kind(h *Handler) seq.Kind {
-	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Cleanup: h.cleanup, Events: []string{"check_suite", "check_run", "status", "workflow_run", "merge_group"},
-		Stop: "/merge-with-reuse cancel"}
+	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Cleanup: h.cleanup,
+		Routes: []seq.Route{seq.On("check_suite"), seq.On("check_run"), seq.On("status"), seq.On("workflow_run"), QueueRoute},
+		Stop:   "/merge-with-reuse cancel"}
 }
 
 func help(rc *config.Repo) commands.Help {

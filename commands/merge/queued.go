@@ -2,14 +2,17 @@ package merge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
@@ -23,6 +26,81 @@ import (
 // StepQueued, told by merge_group events and polls, and says each on its
 // status comment. Cancelling it, taking its command back or its deadline
 // takes the PR out of the queue.
+
+// QueueRoute is the merge queue's event: a merge_group delivery names no
+// PR, so its group's branch (gh-readonly-queue/<base>/pr-<N>-<the base's
+// tip>, a branch only GitHub's merge queue makes) finds it, and its record
+// notes on the PR's record what the queue did (record.QueueEvent), for a
+// queued merge to read and say. The gate gives a tested group its statuses
+// (events).
+var QueueRoute = seq.Route{Event: "merge_group", Why: "a queued /merge-with-reuse says what the queue did", Find: groupOf, Record: recordQueue}
+
+// ignoredNotAGroup is a merge_group event whose branch names no PR.
+const ignoredNotAGroup = "a merge group whose branch names no pull request"
+
+// queuePayload is the part of a merge_group event the merge reads.
+type queuePayload struct {
+	Action     string `json:"action"`
+	Reason     string `json:"reason"` // destroyed's: merged, invalidated, dequeued
+	MergeGroup *struct {
+		HeadSHA string `json:"head_sha"`
+		HeadRef string `json:"head_ref"`
+	} `json:"merge_group"`
+}
+
+// group reads a merge_group delivery: the PR and the group's commit, or
+// ok false when it is not a merge queue's group.
+func group(body []byte) (ev queuePayload, pr int, sha string, ok bool, err error) {
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return ev, 0, "", false, fmt.Errorf("reading a merge_group delivery: %w", err)
+	}
+	if ev.MergeGroup == nil {
+		return ev, 0, "", false, nil
+	}
+	pr, _, isGroup := ghclient.GroupPR(ev.MergeGroup.HeadRef)
+	sha = strings.ToLower(strings.TrimSpace(ev.MergeGroup.HeadSHA))
+	return ev, pr, sha, isGroup && ghclient.FullSHA(sha), nil
+}
+
+// groupOf finds the PR a merge group's branch names.
+func groupOf(_ string, body []byte) (seq.Found, error) {
+	_, pr, _, ok, err := group(body)
+	if err != nil || !ok {
+		return seq.Found{Ignored: ignoredNotAGroup}, err
+	}
+	return seq.Found{PR: pr}, nil
+}
+
+// recordQueue notes a group's checks_requested or destroyed on the PR's
+// record, keeping what a late delivery would hide: once the queue merged
+// the PR, no event of another group says otherwise, and a group's
+// checks_requested delivered after its destroyed does not hide why it
+// left.
+func recordQueue(_ context.Context, _ *config.Repo, d seq.Delivered) (string, seq.Write, error) {
+	ev, _, sha, ok, err := group(d.Body)
+	if err != nil || !ok {
+		return "", nil, err
+	}
+	if ev.Action != "checks_requested" && ev.Action != "destroyed" {
+		return "ignored-merge-group", nil, nil
+	}
+	qe := &record.QueueEvent{Action: ev.Action, Reason: ev.Reason, Group: sha}
+	return "merge-group-" + ev.Action, func(tx record.Tx) error {
+		info, err := tx.PRInfo(d.Repo, d.PR)
+		if err != nil || info == nil {
+			return err // a PR opsbot never heard of: no merge of it waits
+		}
+		qe.At = tx.Now() // the sequences' clock: a merge reads only what came after its enqueue
+		old := info.Queue
+		switch {
+		case old != nil && old.Action == "destroyed" && old.Reason == "merged":
+		case old != nil && old.Group == qe.Group && old.Action == "destroyed" && qe.Action != "destroyed":
+		default:
+			info.Queue = qe
+		}
+		return tx.PutPRInfo(info)
+	}, nil
+}
 
 // noteQueueBefore records, before the enqueue is first marked, how many
 // times GitHub's timeline shows the PR added to a merge queue: one more

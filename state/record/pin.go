@@ -178,11 +178,13 @@ type PRInfo struct {
 // group commit Group (the gate's answer for it in Said), or destroyed with
 // GitHub's reason (merged, invalidated, dequeued).
 type QueueEvent struct {
-	Action string    `json:"action"`
-	Reason string    `json:"reason,omitempty"`
-	Group  string    `json:"group"`
-	Said   string    `json:"said,omitempty"`
-	At     time.Time `json:"at"`
+	Action string `json:"action"`
+	Reason string `json:"reason,omitempty"`
+	Group  string `json:"group"`
+	// Said is the gate's answer for the group, noted by the gate beside a
+	// checks_requested the merge's route recorded.
+	Said string    `json:"said,omitempty"`
+	At   time.Time `json:"at"`
 }
 
 // PinState is where a pin is in its lifecycle. A pin is created active and
