@@ -103,6 +103,10 @@ func (s *Schema) Classify(event, id string, body []byte) (*state.Delivery, strin
 	return d, "", nil
 }
 
+// IgnoredUnreadable is a delivery whose route could not read which PR it
+// is about (a field of another type than GitHub documents).
+const IgnoredUnreadable = "the route of the event could not read it"
+
 // routed classifies a delivery of an event a kind's route finds the PR
 // of (seq.Route.Find): by its PR, or by the PR its commit heads.
 func (s *Schema) routed(env *envelope, _ string, d *state.Delivery) (string, error) {
@@ -113,7 +117,9 @@ func (s *Schema) routed(env *envelope, _ string, d *state.Delivery) (string, err
 	f, err := find(env.Action, d.Body)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("events: finding the PR of the %s delivery: %w", d.Event, err)
+		// The body is JSON (the envelope read it), of a shape the route does
+		// not take: a sending again would be the same body.
+		return IgnoredUnreadable + ": " + clipName(err.Error()), nil
 	case f.Ignored != "":
 		return f.Ignored, nil
 	case f.PR > 0:

@@ -273,10 +273,13 @@ func TestRoutedEventsAreUsedOnlyWhenAKindRoutesThem(t *testing.T) {
 		route seq.Route
 		want  string
 	}{
-		{seq.On("check_suites"), `routes the event "check_suites": the route has no Find, and opsbot finds the PR itself only of check_suite, check_run, status, workflow_run`},
+		{seq.On("check_suites"), `routes the event "check_suites": not one of GitHub's webhook events about a repository`},
+		{seq.Route{Event: "pull_request_reviews", Find: seq.PRNumber, Label: "x", Why: "y"}, "not one of GitHub's webhook events"},
+		{seq.Route{Event: "installation", Find: seq.PRNumber, Label: "x", Why: "y"}, "not one of GitHub's webhook events"},
+		{seq.Route{Event: "pull_request_review", Label: "x", Why: "y"}, "the route has no Find, no other kind's has one, and opsbot finds the PR itself only of check_suite, check_run, status, workflow_run"},
 		{seq.On(EventPull), "opsbot takes every pull_request delivery already"},
 		{seq.On(EventComment), "opsbot takes every issue_comment delivery already"},
-		{seq.On("Pull Request"), "not an event name"},
+		{seq.On("Pull Request"), "not one of GitHub's webhook events"},
 		{seq.Route{Event: EventCheckSuite, Find: seq.PRNumber}, "opsbot finds the PR of a check_suite delivery itself: leave Find nil"},
 		{seq.On(EventMergeGroup), "the route has no Find"},
 		{seq.Route{Event: "pull_request_review", Find: seq.PRNumber}, "needs its Label"},
@@ -285,6 +288,20 @@ func TestRoutedEventsAreUsedOnlyWhenAKindRoutesThem(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "sequence kind k") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("NewRoutes(a route of %q) = %v, want it refused naming the kind and %q", c.route.Event, err, c.want)
 		}
+	}
+	// One Find an event: a second kind's would never see what the first's
+	// filters out. A kind routing one event twice would record it twice.
+	review := seq.Route{Event: "pull_request_review", Find: seq.PRNumber, Label: "Pull request reviews", Why: "w"}
+	if _, err := NewRoutes(false, seq.Kind{Name: "a", Routes: []seq.Route{review}}, seq.Kind{Name: "b", Routes: []seq.Route{review}}); err == nil ||
+		!strings.Contains(err.Error(), "sequence kind b routes the event \"pull_request_review\": sequence kind a finds its PR already") {
+		t.Errorf("two Finds for one event: %v", err)
+	}
+	if _, err := NewRoutes(false, seq.Kind{Name: "a", Routes: []seq.Route{seq.On(EventStatus), seq.On(EventStatus)}}); err == nil ||
+		!strings.Contains(err.Error(), "routes it twice") {
+		t.Errorf("one kind routing status twice: %v", err)
+	}
+	if _, err := NewRoutes(false, seq.Kind{Name: "a", Routes: []seq.Route{review}}, seq.Kind{Name: "b", Routes: []seq.Route{{Event: review.Event}}}); err != nil {
+		t.Errorf("a second kind taking the first's Find: %v", err)
 	}
 	routes, err := NewRoutes(false, kind)
 	if err != nil {

@@ -28,7 +28,8 @@ const (
 
 // kind is one event opsbot uses: how ingest reads what a delivery is about
 // (its PR, which orders it: one worker per repo#PR, Delivery.Key) and
-// where the worker routes it. A new event is one row of kinds.
+// where the worker routes it: opsbot's own events. An event a sequence
+// kind reacts to is the kind's route (seq.Route, Routes), no row here.
 type kind struct {
 	name string
 	// classify fills d (its PR, what ingest records) from the envelope, or
@@ -47,7 +48,7 @@ type kind struct {
 	// (Routes).
 	declared bool
 	// label is the event's name in GitHub's webhook settings; why, what
-	// opsbot uses it for (`opsbot events`).
+	// opsbot uses it for (`opsbot github events`).
 	label, why string
 }
 

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -20,9 +21,15 @@ import (
 // the App's subscriptions list its events (Used). Nil routes nothing of a
 // kind's.
 type Routes struct {
-	byEvent map[string][]seq.Route
+	byEvent map[string][]route
 	order   []string // the events no row of opsbot's own has, in the kinds' order
 	buttons bool
+}
+
+// route is a kind's route, with the kind's name (its errors say it).
+type route struct {
+	seq.Route
+	kind string
 }
 
 // ButtonEvents are the events a command's button needs, whatever kind
@@ -34,30 +41,80 @@ var ButtonEvents = []string{EventWorkflowRun, EventCheckRun}
 var eventName = regexp.MustCompile(`^[a-z][a-z_]{0,63}$`)
 
 // NewRoutes is the table of the kinds ks' routes, with buttons or not, or
-// the error that names the kind whose route cannot work: an event opsbot
-// takes for every kind already (pull_request wakes every kind; comments
-// and dispatches are the commands'), a Find on an event whose PR opsbot
-// finds itself, an event opsbot has no row for without a Find (a typo such
-// as check_suites would never be stored), or one without its label and why.
+// the error that names the kind whose route cannot work: an event that is
+// not one of GitHub's about a repository (a typo such as check_suites, or
+// installation, which names none), one opsbot takes for every kind already
+// (pull_request wakes every kind; comments and dispatches are the
+// commands'), a Find on an event whose PR opsbot finds itself, an event
+// opsbot has no row for without a Find, a second Find for an event (the
+// first decides what is stored), a kind routing one event twice, or a new
+// event without its label and why.
 func NewRoutes(buttons bool, ks ...seq.Kind) (*Routes, error) {
-	r := &Routes{byEvent: map[string][]seq.Route{}, buttons: buttons}
+	r := &Routes{byEvent: map[string][]route{}, buttons: buttons}
 	for _, k := range ks {
 		for _, rt := range k.Routes {
-			if err := checkRoute(rt); err != nil {
+			err := checkRoute(rt)
+			for _, had := range r.byEvent[rt.Event] {
+				switch {
+				case err != nil:
+				case had.kind == k.Name:
+					err = errors.New("the kind routes it twice")
+				case had.Find != nil && rt.Find != nil:
+					err = fmt.Errorf("sequence kind %s finds its PR already, and one Find decides what is stored: leave this one nil and "+
+						"tell in Record what the kind takes of it", had.kind)
+				}
+			}
+			if _, own := kindOf(rt.Event); err == nil && !own && len(r.byEvent[rt.Event]) == 0 && (rt.Label == "" || rt.Why == "") {
+				err = errors.New("the first route of an event opsbot has no row for needs its Label (its name in GitHub's webhook settings) and its Why")
+			}
+			if err != nil {
 				return nil, fmt.Errorf("sequence kind %s routes the event %q: %w", k.Name, rt.Event, err)
 			}
 			if _, own := kindOf(rt.Event); !own && len(r.byEvent[rt.Event]) == 0 {
 				r.order = append(r.order, rt.Event)
 			}
-			r.byEvent[rt.Event] = append(r.byEvent[rt.Event], rt)
+			r.byEvent[rt.Event] = append(r.byEvent[rt.Event], route{Route: rt, kind: k.Name})
+		}
+	}
+	for _, k := range ks {
+		for _, rt := range k.Routes {
+			if row, own := kindOf(rt.Event); (!own || row.classify == nil) && r.find(rt.Event) == nil {
+				var names []string
+				for _, k := range kinds {
+					if k.declared && k.classify != nil {
+						names = append(names, k.name)
+					}
+				}
+				return nil, fmt.Errorf("sequence kind %s routes the event %q: the route has no Find, no other kind's has one, and opsbot "+
+					"finds the PR itself only of %s: say how the PR is found (seq.PRNumber, or a Find of its own)", k.Name, rt.Event,
+					strings.Join(names, ", "))
+			}
 		}
 	}
 	return r, nil
 }
 
+// repositoryEvents are GitHub's webhook events that name their repository
+// (a delivery's repository.full_name, which opsbot serves or not): the
+// only ones a kind can route.
+var repositoryEvents = map[string]bool{
+	"branch_protection_configuration": true, "branch_protection_rule": true, "check_run": true, "check_suite": true,
+	"code_scanning_alert": true, "commit_comment": true, "create": true, "custom_property_values": true, "delete": true,
+	"dependabot_alert": true, "deploy_key": true, "deployment": true, "deployment_protection_rule": true,
+	"deployment_review": true, "deployment_status": true, "discussion": true, "discussion_comment": true, "fork": true,
+	"gollum": true, "issue_comment": true, "issues": true, "label": true, "member": true, "merge_group": true,
+	"meta": true, "milestone": true, "package": true, "page_build": true, "public": true, "pull_request": true,
+	"pull_request_review": true, "pull_request_review_comment": true, "pull_request_review_thread": true, "push": true,
+	"registry_package": true, "release": true, "repository": true, "repository_advisory": true,
+	"repository_dispatch": true, "repository_import": true, "repository_ruleset": true,
+	"repository_vulnerability_alert": true, "secret_scanning_alert": true, "secret_scanning_alert_location": true,
+	"security_and_analysis": true, "star": true, "status": true, "watch": true, "workflow_dispatch": true,
+	"workflow_job": true, "workflow_run": true,
+}
+
 func checkRoute(rt seq.Route) error {
-	if !eventName.MatchString(rt.Event) {
-		return fmt.Errorf("not an event name (GitHub's X-GitHub-Event, such as pull_request_review)")
+	if !eventName.MatchString(rt.Event) || !repositoryEvents[rt.Event] {
+		return fmt.Errorf("not one of GitHub's webhook events about a repository (its X-GitHub-Event, such as pull_request_review)")
 	}
 	row, own := kindOf(rt.Event)
 	switch {
@@ -65,26 +122,12 @@ func checkRoute(rt seq.Route) error {
 		return fmt.Errorf("opsbot takes every %s delivery already (pull_request wakes every kind): drop the route", rt.Event)
 	case own && row.classify != nil && rt.Find != nil:
 		return fmt.Errorf("opsbot finds the PR of a %s delivery itself: leave Find nil (seq.On)", rt.Event)
-	case !own || row.classify == nil:
-		if rt.Find == nil {
-			var names []string
-			for _, k := range kinds {
-				if k.declared && k.classify != nil {
-					names = append(names, k.name)
-				}
-			}
-			return fmt.Errorf("the route has no Find, and opsbot finds the PR itself only of %s: say how the PR is found (seq.PRNumber, or a Find of its own)",
-				strings.Join(names, ", "))
-		}
-	}
-	if !own && (rt.Label == "" || rt.Why == "") {
-		return fmt.Errorf("an event opsbot has no row for needs its Label (its name in GitHub's webhook settings) and its Why")
 	}
 	return nil
 }
 
 // of are the routes of event.
-func (r *Routes) of(event string) []seq.Route {
+func (r *Routes) of(event string) []route {
 	if r == nil {
 		return nil
 	}
@@ -155,13 +198,13 @@ func (r *Routes) why(event, own string) string {
 }
 
 // Used are the webhook events opsbot acts on with the sequence kinds ks
-// and, with buttons, the commands' buttons (Routes.Used). A kind whose
-// routes NewRoutes refuses stops the server's start; here its routes are
-// left out.
+// and, with buttons, the commands' buttons (Routes.Used). It panics on
+// routes NewRoutes refuses: the kinds are opsbot's own list, and a route
+// that cannot work is a bug its tests find (the server's start says why).
 func Used(buttons bool, ks ...seq.Kind) []string {
 	r, err := NewRoutes(buttons, ks...)
 	if err != nil {
-		r, _ = NewRoutes(buttons)
+		panic(err)
 	}
 	return r.Used()
 }
@@ -176,17 +219,19 @@ func (r *Routes) Used() []string {
 }
 
 // record runs the routes' records of a processed delivery d: their
-// outcomes after out, their writes before w (opsbot's own write reads what
-// they recorded: the gate notes what it said of a merge group beside what
-// the queue did).
+// outcomes after out, their writes in the kinds' order and before w
+// (opsbot's own write reads what they recorded: the gate notes what it
+// said of a merge group beside what the queue did). A record's error
+// names its kind, and the delivery is tried again as a whole.
 func (r *Routes) record(ctx context.Context, rc *config.Repo, d *state.Delivery, out string, w state.Write) (string, state.Write, error) {
+	var writes []seq.Write
 	for _, rt := range r.of(d.Event) {
 		if rt.Record == nil {
 			continue
 		}
 		o, rw, err := rt.Record(ctx, rc, seq.Delivered{ID: d.ID, Event: d.Event, Action: d.Action, Repo: d.Repo, PR: d.PR, Body: d.Body})
 		if err != nil {
-			return "", nil, err
+			return "", nil, fmt.Errorf("sequence kind %s recording the %s delivery: %w", rt.kind, d.Event, err)
 		}
 		if o != "" {
 			if out != "" {
@@ -195,17 +240,22 @@ func (r *Routes) record(ctx context.Context, rc *config.Repo, d *state.Delivery,
 			out += o
 		}
 		if rw != nil {
-			after := w
-			w = func(tx *state.Tx) error {
-				if err := rw(tx); err != nil {
-					return err
-				}
-				if after != nil {
-					return after(tx)
-				}
-				return nil
-			}
+			writes = append(writes, rw)
 		}
 	}
-	return out, w, nil
+	if len(writes) == 0 {
+		return out, w, nil
+	}
+	own := w
+	return out, func(tx *state.Tx) error {
+		for _, rw := range writes {
+			if err := rw(tx); err != nil {
+				return err
+			}
+		}
+		if own != nil {
+			return own(tx)
+		}
+		return nil
+	}, nil
 }

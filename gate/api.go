@@ -99,15 +99,13 @@ type API struct {
 	misses missCache // answers that read GitHub and found nothing to use
 }
 
-var shaRE = regexp.MustCompile(`^(?:[0-9a-f]{40}|[0-9a-f]{64})$`)
-
 // CanonicalSHA is a commit id as opsbot keys decisions, pins and statuses:
 // lower-case, full length (40 hex digits, or 64 in a SHA-256 repository).
 // ok is false for anything else, a short SHA included: a prefix may name
 // more than one commit and never equals the head GitHub names.
 func CanonicalSHA(s string) (sha string, ok bool) {
 	sha = strings.ToLower(strings.TrimSpace(s))
-	return sha, shaRE.MatchString(sha)
+	return sha, ghclient.FullSHA(sha) // one rule: the merge's route reads a group's commit with it too
 }
 
 // Answer decides (or reads) for a pull_request ask, or resolves a push.

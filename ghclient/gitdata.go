@@ -209,6 +209,28 @@ func (c *Client) DeleteBranch(ctx context.Context, repo, branch string) error {
 	return refusal("deleting the branch "+branch, resp, err)
 }
 
+// zeroOid is the object id updateRefs takes for "no ref": as afterOid, the
+// ref is deleted.
+const zeroOid = "0000000000000000000000000000000000000000"
+
+// DeleteBranchAt deletes branch (of the repository whose GraphQL id is
+// repoNode) only while it points at at, in one compare-and-swap (updateRefs
+// with beforeOid and a zero afterOid): a push landing between the read of
+// the branch and its deletion is never deleted with it. GitHub answers a
+// branch no longer at at with an untyped error, which says nothing of
+// whether the branch is gone: the caller reads the branch again.
+func (c *Client) DeleteBranchAt(ctx context.Context, repoNode, branch, at string) error {
+	if c.dryRun {
+		c.log.Info("dry-run: would delete a branch", "branch", branch, "at", at)
+		return dryRunRefusal
+	}
+	const q = `mutation($repo: ID!, $name: String!, $before: GitObjectID!, $after: GitObjectID!) {
+  updateRefs(input: {repositoryId: $repo, refUpdates: [{name: $name, beforeOid: $before, afterOid: $after, force: true}]}) { clientMutationId }
+}`
+	return c.graphql(ctx, fmt.Sprintf("deleting the branch %s at %s", branch, mdtext.ShortSHA(at)), q,
+		map[string]any{"repo": repoNode, "name": "refs/heads/" + branch, "before": at, "after": zeroOid}, nil, updateRefsPreview)
+}
+
 // MergeInto merges head into the branch base with GitHub's own merge
 // (POST /merges) and returns the merge commit; a conflict (409) is a
 // Refusal.

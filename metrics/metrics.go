@@ -203,7 +203,7 @@ func (m *Metrics) ObserveProcessed(event, outcome string, took time.Duration) {
 var knownEvents = map[string]bool{
 	"issue_comment": true, "pull_request": true, "repository_dispatch": true, "ping": true, "push": true,
 	"check_run": true, "check_suite": true, "workflow_run": true, "workflow_job": true, "status": true,
-	"pull_request_review": true, "pull_request_review_comment": true, "installation": true, "merge_group": true,
+	"pull_request_review_comment": true, "installation": true, "merge_group": true,
 	"opsbot_wakeup": true, // opsbot's own: a due sequence woken
 	"opsbot_click":  true, // opsbot's own: a click on one of its Slack buttons
 }

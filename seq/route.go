@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/SemiAnalysisAI/opsbot/config"
 )
@@ -11,7 +12,7 @@ import (
 // Route is one webhook event a kind reacts to, declared by the kind
 // (Kind.Routes): the router's table is built from the kinds' routes
 // (events.NewRoutes), and the App's subscriptions, the metrics and
-// `opsbot events` list the events it names. A kind that reacts to an event
+// `opsbot github events` list the events it names. A kind that reacts to an event
 // no kind used before changes no file of the router.
 //
 // Every delivery a route stores wakes the PR's sequences when it is
@@ -23,7 +24,7 @@ type Route struct {
 	// Event is GitHub's name of the event (its X-GitHub-Event header).
 	Event string
 	// Label is the event's name in GitHub's webhook settings ("Pull request
-	// reviews"), which the README's setup and `opsbot events` say; Why is
+	// reviews"), which the README's setup and `opsbot github events` say; Why is
 	// what opsbot uses it for. Both are needed only for an event opsbot
 	// does not route itself (below).
 	Label, Why string
@@ -78,7 +79,7 @@ func PRNumber(_ string, body []byte) (Found, error) {
 	if p.PullRequest != nil && p.PullRequest.Number > 0 {
 		n = p.PullRequest.Number
 	}
-	if n <= 0 || n >= 1<<31 {
+	if n <= 0 || int64(n) > math.MaxInt32 {
 		return Found{Ignored: "names no pull request"}, nil
 	}
 	return Found{PR: n}, nil

@@ -70,7 +70,8 @@ func TestEchoLaterSaysTheWordWhenTheChecksComplete(t *testing.T) {
 }
 
 // Its route of an event no other command uses: a review is stored only
-// when it approves (its Find), ordered by the PR it names; its record
+// when it approves, by someone of the repository (its Find), ordered by
+// the PR it names; its record
 // notes the approver on the waiting echo, and the wake-up says the word.
 // The metrics count the event by its name.
 func TestEchoLaterSaysTheWordWhenAReviewApproves(t *testing.T) {
@@ -85,9 +86,14 @@ func TestEchoLaterSaysTheWordWhenAReviewApproves(t *testing.T) {
 		e2e.SetPath(p, "pull_request.number", e2e.PR)
 		e2e.SetPath(p, "review.state", state)
 		e2e.SetPath(p, "review.user.login", "reviewer")
+		e2e.SetPath(p, "review.author_association", "COLLABORATOR")
 		return p
 	}
 	w.Send("pull_request_review", review("commented"))
+	outsider := review("approved")
+	e2e.SetPath(outsider, "review.author_association", "NONE")
+	e2e.SetPath(outsider, "review.user.login", "passer-by")
+	w.Send("pull_request_review", outsider)
 	if st := status(w); !strings.HasPrefix(st, "⏳ ") {
 		t.Fatalf("a review that does not approve ended the echo: %q", st)
 	}
@@ -95,8 +101,8 @@ func TestEchoLaterSaysTheWordWhenAReviewApproves(t *testing.T) {
 	w.PassTime(clock, record.WakeGap)
 	waitStatus(t, w, "✅ @maintainer: `hello` (@reviewer approved the PR).")
 	m := w.Metrics()
-	if got := m[`opsbot_webhook_deliveries_total{event="pull_request_review",outcome="ignored"}`]; got != "1" {
-		t.Errorf("ignored reviews counted %q, want 1 (the comment-only review): %v", got, m)
+	if got := m[`opsbot_webhook_deliveries_total{event="pull_request_review",outcome="ignored"}`]; got != "2" {
+		t.Errorf("ignored reviews counted %q, want 2 (the comment-only review, the outsider's approval): %v", got, m)
 	}
 	if got := m[`opsbot_deliveries_processed_total{event="pull_request_review",outcome="echo-approval-noted"}`]; got != "1" {
 		t.Errorf("processed approvals counted %q, want 1", got)

@@ -119,7 +119,10 @@ type review struct {
 	Action string `json:"action"`
 	Review struct {
 		State string `json:"state"`
-		User  struct {
+		// AuthorAssociation is the reviewer's standing in the repository,
+		// as GitHub says it.
+		AuthorAssociation string `json:"author_association"`
+		User              struct {
 			Login string `json:"login"`
 		} `json:"user"`
 	} `json:"review"`
@@ -133,8 +136,10 @@ func reviewOf(body []byte) (review, error) {
 	return r, nil
 }
 
-// approvals finds the PR of a review that approves it; any other review
-// (a comment, changes asked, a dismissal) is not stored.
+// approvals finds the PR of a review that approves it, by someone of the
+// repository (its owner, a member of its organization, a collaborator):
+// anyone may review a public repository's PR. Any other review (a comment,
+// changes asked, a dismissal, an outsider's) is not stored.
 func approvals(action string, body []byte) (seq.Found, error) {
 	r, err := reviewOf(body)
 	if err != nil {
@@ -142,6 +147,11 @@ func approvals(action string, body []byte) (seq.Found, error) {
 	}
 	if action != "submitted" || !strings.EqualFold(r.Review.State, "approved") {
 		return seq.Found{Ignored: "not a review that approves"}, nil
+	}
+	switch r.Review.AuthorAssociation {
+	case "OWNER", "MEMBER", "COLLABORATOR":
+	default:
+		return seq.Found{Ignored: "an approval by someone outside the repository"}, nil
 	}
 	return seq.PRNumber(action, body)
 }

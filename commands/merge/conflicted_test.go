@@ -14,7 +14,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
-const routeMoveBranch = "POST /graphql" // updateRefs: the conflict tests send no other GraphQL
+const routeMoveBranch = "POST /graphql" // updateRefs: the conflict tests send no other GraphQL (a deletion is githubtest.RouteDeleteRef)
 
 // entry is a changelog entry as the benchmark repository writes one.
 func entry(key, link string) string {
@@ -425,7 +425,9 @@ func TestMergeWithReuseConflictMergeBranchIsCleanedUp(t *testing.T) {
 
 	w2 := conflictWorld(t, e2e.NewClock(), more)
 	w2.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
-	w2.GH.Inject("DELETE /repos/{owner}/{repo}/git/refs/{ref...}", githubtest.Fault{Status: 403, Body: `{"message":"Resource not accessible by integration"}`})
+	// The deletion of opsbot's branch (a compare-and-swap) is refused.
+	w2.GH.Inject(githubtest.RouteDeleteRef, githubtest.Fault{Status: 200,
+		Body: `{"data":null,"errors":[{"type":"FORBIDDEN","message":"Resource not accessible by integration"}]}`})
 	w2.Comment(maintainer, "/merge-with-reuse 31147925932")
 	st := w2.WaitStatus("the merge pushed", "opsbot merged it by the append-only rule")
 	e2e.MustContain(t, "status", st, "⚠️ opsbot could not delete its branch `opsbot-merge-", "delete it by hand")

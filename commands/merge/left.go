@@ -55,7 +55,8 @@ func (st *stepper) holds(branch string) bool {
 // noteLeft records branch, for commit, as the merge's before it is made.
 func (st *stepper) noteLeft(branch, commit string) {
 	if !st.holds(branch) {
-		st.cur.Left = append(slices.Clip(st.cur.Left), record.Leftover{Branch: branch, Commit: commit})
+		st.cur.Left = append(slices.Clip(st.cur.Left), record.Leftover{Branch: branch, Commit: commit,
+			RepoNode: st.pr.GetBase().GetRepo().GetNodeID()})
 	}
 }
 
@@ -101,12 +102,22 @@ func (st *stepper) ownBranch(ctx context.Context, branch, commit string) (ours, 
 func (st *stepper) dropBranch(ctx context.Context, branch string) dropped {
 	ctx = context.WithoutCancel(ctx)
 	i := slices.IndexFunc(st.cur.Left, func(l record.Leftover) bool { return l.Branch == branch })
-	commit := ""
+	var left record.Leftover
 	if i >= 0 {
-		commit = st.cur.Left[i].Commit
+		left = st.cur.Left[i]
 	}
 	out := dropDeleted
-	ours, gone, tip, err := st.ownBranch(ctx, branch, commit)
+	ours, gone, tip, err := st.ownBranch(ctx, branch, left.Commit)
+	if err == nil && ours && !gone {
+		if err = st.deleteAt(ctx, left, branch, tip); err != nil && !isRefusal(err) {
+			// The answer does not say (GitHub answers a branch no longer
+			// at tip with an untyped error): the branch read again says.
+			var rerr error
+			if ours, gone, tip, rerr = st.ownBranch(ctx, branch, left.Commit); rerr == nil && (gone || !ours) {
+				err = nil
+			}
+		}
+	}
 	switch {
 	case err != nil:
 	case gone:
@@ -115,8 +126,6 @@ func (st *stepper) dropBranch(ctx context.Context, branch string) dropped {
 		out = dropTheirs
 		st.data.Trail = append(st.data.Trail, fmt.Sprintf("⚠️ the branch %s is not opsbot's any more (it points at %s, which opsbot did not "+
 			"make there): opsbot leaves it", mdtext.Code(branch), mdtext.Code(mdtext.ShortSHA(tip))))
-	default:
-		err = st.gh.DeleteBranch(ctx, st.cur.Repo, branch)
 	}
 	var ref *ghclient.Refusal
 	switch {
@@ -141,6 +150,21 @@ func (st *stepper) dropBranch(ctx context.Context, branch string) dropped {
 	}
 	st.forgetLeft(branch)
 	return out
+}
+
+// deleteAt deletes branch, read at tip and opsbot's: only while it is still
+// at tip where the record names its repository (a push landing since is
+// left alone), by name for a record of a build before.
+func (st *stepper) deleteAt(ctx context.Context, left record.Leftover, branch, tip string) error {
+	if left.RepoNode == "" {
+		return st.gh.DeleteBranch(ctx, st.cur.Repo, branch)
+	}
+	return st.gh.DeleteBranchAt(ctx, left.RepoNode, branch, tip)
+}
+
+func isRefusal(err error) bool {
+	var ref *ghclient.Refusal
+	return errors.As(err, &ref)
 }
 
 // forgetLeft drops branch from what the merge holds on GitHub.

@@ -68,8 +68,8 @@ func TestMergeWithReuseConflictBranchLeftByAStopIsDeleted(t *testing.T) {
 			if _, ok := w.GH.Branches(theRepo)[temp]; ok {
 				t.Fatalf("the branch %s is still on GitHub", temp)
 			}
-			if n := w.GH.Count(routeMoveBranch); n != 0 {
-				t.Fatalf("the PR's branch was asked to move %d times", n)
+			if n := w.GH.BranchMoves(); n != 0 {
+				t.Fatalf("the PR's branch was moved %d times", n)
 			}
 		})
 	}
@@ -96,7 +96,7 @@ func TestMergeWithReuseConflictBranchDeletionIsTriedAgain(t *testing.T) {
 	clock := e2e.NewClock()
 	w := conflictWorld(t, clock, map[string][2]string{"configs/a-master.yaml": {"base\npr line\n", "main line\nbase\n"}})
 	w.GH.CleanMerge(theRepo, "configs/a-master.yaml", "main line\nbase\npr line\n")
-	w.GH.Inject("DELETE /repos/{owner}/{repo}/git/refs/{ref...}", githubtest.Fault{Status: 502, Times: 4})
+	w.GH.Inject(githubtest.RouteDeleteRef, githubtest.Fault{Status: 502, Times: 4})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.WaitStatus("the merge pushed", "opsbot merged it by the append-only rule")
 	temp := leftBranch(t, w)
@@ -112,8 +112,8 @@ func TestMergeWithReuseConflictBranchDeletionIsTriedAgain(t *testing.T) {
 	if _, ok := w.GH.Branches(theRepo)[temp]; ok {
 		t.Fatalf("the branch %s is still on GitHub", temp)
 	}
-	if n := w.GH.Count("DELETE /repos/{owner}/{repo}/git/refs/{ref...}"); n < 5 {
-		t.Fatalf("%d deletions asked; want the four GitHub did not answer, then one more", n)
+	if n := w.GH.Count(githubtest.RouteDeleteRef); n < 5 || w.GH.BranchDeletions() != 1 {
+		t.Fatalf("%d deletions asked, %d made; want the four GitHub did not answer, then one more that deleted it", n, w.GH.BranchDeletions())
 	}
 }
 
@@ -179,12 +179,12 @@ func TestMergeWithReuseConflictBranchDeletionRefusedStops(t *testing.T) {
 	temp := leftBranch(t, w)
 	w.Srv.Stop(t)
 	release()
-	w.GH.Inject("DELETE /repos/{owner}/{repo}/git/refs/{ref...}", githubtest.Fault{Status: 422,
-		Body: `{"message":"Repository rule violations found\n\nCannot delete this branch\n"}`})
+	w.GH.Inject(githubtest.RouteDeleteRef, githubtest.Fault{Status: 200,
+		Body: `{"data":null,"errors":[{"type":"UNPROCESSABLE","message":"Repository rule violations found: Cannot delete this branch"}]}`})
 	w.Srv = startServerWith(t, filepath.Join(w.Dir, "opsbot.yaml"), w.Env, deps)
 	st := w.WaitStatus("the merge stopped", "⛔ stopped", "opsbot could not make its temporary branch `"+temp+"` again")
 	e2e.MustContain(t, "status", st, "⚠️ opsbot could not delete its branch `"+temp+"`", "delete it by hand")
-	if n := w.GH.Count("DELETE /repos/{owner}/{repo}/git/refs/{ref...}"); n != 1 {
+	if n := w.GH.Count(githubtest.RouteDeleteRef); n != 1 {
 		t.Fatalf("%d deletions asked; want the one GitHub refused", n)
 	}
 }
@@ -261,7 +261,7 @@ func TestMergeWithReuseConflictBranchLeftIsFoundByReconcile(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := conflictMergingTheRest(t, clock)
-	const deleteRoute = "DELETE /repos/{owner}/{repo}/git/refs/{ref...}"
+	const deleteRoute = githubtest.RouteDeleteRef
 	w.GH.Inject(deleteRoute, githubtest.Fault{Status: 502})
 	arrived, release := w.GH.Hold("POST /repos/{owner}/{repo}/merges")
 	t.Cleanup(release)
@@ -279,5 +279,28 @@ func TestMergeWithReuseConflictBranchLeftIsFoundByReconcile(t *testing.T) {
 	st := w.WaitStatus("the branch deleted", "🧹 opsbot's temporary branch `"+temp+"` is deleted")
 	if _, ok := w.GH.Branches(theRepo)[temp]; ok {
 		t.Fatalf("the branch %s is still on GitHub:\n%s", temp, st)
+	}
+}
+
+// Someone pushes to opsbot's temporary branch between opsbot's read of it
+// and its deletion: the deletion is a compare-and-swap on the commit read
+// (updateRefs with beforeOid), so GitHub refuses it (with an untyped
+// error), opsbot reads the branch again, and the push stays, said to be
+// someone else's; the merge goes on.
+func TestMergeWithReuseConflictBranchPushedBeforeItsDeletionStays(t *testing.T) {
+	t.Parallel()
+	w := conflictMergingTheRest(t, e2e.NewClock())
+	arrived, release := w.GH.Hold(githubtest.RouteDeleteRef)
+	t.Cleanup(release)
+	mergeHeld(t, w, arrived, "opsbot never deleted its branch")
+	temp := leftBranch(t, w)
+	w.GH.SetBranchTip(theRepo, temp, e2e.SHA("c1")) // someone's push, after opsbot read the branch
+	release()
+	st := w.WaitStatus("the branch said", "the branch `"+temp+"` is not opsbot's any more", "opsbot leaves it")
+	if tip := w.GH.Branches(theRepo)[temp]; tip != e2e.SHA("c1") {
+		t.Fatalf("the branch someone pushed to is at %q; want it left at c1\n%s", tip, st)
+	}
+	if n := w.GH.BranchDeletions(); n != 0 {
+		t.Fatalf("%d branches deleted", n)
 	}
 }

@@ -76,6 +76,7 @@ type GitHub interface {
 	MoveBranchFrom(ctx context.Context, repoNode, branch, from, sha string) error
 	CreateBranch(ctx context.Context, repo, branch, sha string) error
 	DeleteBranch(ctx context.Context, repo, branch string) error
+	DeleteBranchAt(ctx context.Context, repoNode, branch, at string) error
 	BranchesWithPrefix(ctx context.Context, repo, prefix string) (map[string]string, error)
 	MergeInto(ctx context.Context, repo, base, head, message string) (string, error)
 	// The merge queue's (queued.go): the base branch's rules, and the PR

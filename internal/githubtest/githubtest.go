@@ -58,6 +58,7 @@ type Fake struct {
 	merges      []Merge
 	enqueues    []string // heads asked to be queued (queue.go)
 	moves       int      // branch moves made through updateRefs (queue.go)
+	deletions   int      // branches deleted through updateRefs
 	reactions   []Reaction
 	dispatches  []Dispatch
 	// workflowDispatches are the workflow dispatches sent.
@@ -410,6 +411,11 @@ func (d discard) Header() http.Header       { return d.h }
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 func (discard) WriteHeader(int)             {}
 
+// RouteDeleteRef is the route of a GraphQL updateRefs that deletes a
+// branch (its afterOid zero): counted, held and faulted apart from the
+// other GraphQL asks (a branch's move is the same mutation).
+const RouteDeleteRef = "POST /graphql (updateRefs: a deletion)"
+
 // Heal removes the faults injected on a route.
 func (f *Fake) Heal(route string) {
 	f.mu.Lock()
@@ -511,6 +517,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("GET /repos/{owner}/{repo}/branches/{branch}", f.branch)
 	add("GET /repos/{owner}/{repo}/rules/branches/{branch...}", f.branchRules)
 	add("POST /graphql", f.graphql)
+	f.known[RouteDeleteRef] = true
 	// Three GET routes share one shape; one handler tells them apart.
 	issueGets := map[string]handler{
 		"GET /repos/{owner}/{repo}/issues/{n}/comments":  f.listComments,
@@ -552,6 +559,9 @@ func (f *Fake) routes(mux *http.ServeMux) {
 func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h handler) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(strings.NewReader(string(body)))
+	if route == "POST /graphql" && strings.Contains(string(body), "updateRefs") && strings.Contains(string(body), `"after":"`+strings.Repeat("0", 40)+`"`) {
+		route = RouteDeleteRef
+	}
 	rec := Request{Method: r.Method, Route: route, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: string(body)}
 	fault := f.takeFault(route)
 	if fault != nil && fault.Lost {

@@ -29,7 +29,8 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 			Label: github.String(strings.SplitN(headName, "/", 2)[0] + ":" + p.Branch),
 			Repo:  &github.Repository{ID: github.Int64(headID), FullName: github.String(headName), NodeID: github.String(headNode)}},
 		Base: &github.PullRequestBranch{SHA: github.String(p.BaseSHA), Ref: github.String(baseRef),
-			Repo: &github.Repository{ID: github.Int64(repo.ID), FullName: github.String(full), DefaultBranch: github.String(repo.DefaultBranch)}},
+			Repo: &github.Repository{ID: github.Int64(repo.ID), FullName: github.String(full), DefaultBranch: github.String(repo.DefaultBranch),
+				NodeID: github.String(repoNodeID(repo))}},
 	}
 	if p.MergeSHA != "" {
 		out.MergeCommitSHA = github.String(p.MergeSHA)

@@ -17,6 +17,13 @@ import (
 // repoNodeID is a repository's GraphQL id.
 func repoNodeID(repo *Repo) string { return fmt.Sprintf("R_%s_%s", repo.Owner, repo.Name) }
 
+// BranchDeletions is how many branches updateRefs deleted.
+func (f *Fake) BranchDeletions() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.deletions
+}
+
 // BranchMoves is how many branch moves (updateRefs) GitHub made.
 func (f *Fake) BranchMoves() int {
 	f.mu.Lock()
@@ -204,6 +211,18 @@ func (f *Fake) graphql(w http.ResponseWriter, r *http.Request, _ *Repo) (int, an
 		}
 		if repo == nil {
 			return fail("NOT_FOUND", fmt.Sprintf("Could not resolve to a node with the global id of '%s'", str("repo")))
+		}
+		if str("after") == strings.Repeat("0", 40) {
+			// A deletion: only while the branch is at beforeOid. GitHub
+			// answers one that is not with an untyped error.
+			branch := strings.TrimPrefix(str("name"), "refs/heads/")
+			tip, ok := repo.BranchTips[branch]
+			if !ok || tip != str("before") {
+				return http.StatusOK, map[string]any{"data": nil, "errors": []map[string]any{{"message": "Something went wrong while executing your query."}}}
+			}
+			delete(repo.BranchTips, branch)
+			f.deletions++
+			return http.StatusOK, map[string]any{"data": map[string]any{"updateRefs": map[string]any{"clientMutationId": nil}}}
 		}
 		force, _ := in.Variables["force"].(bool)
 		code, out := repo.moveTo(strings.TrimPrefix(str("name"), "refs/heads/"), str("after"), str("before"), force)

@@ -80,10 +80,14 @@ func (s *Sequence) SetOrigin(o Origin) {
 // Tries counts the deletions GitHub did not answer, the first of them at
 // Failing.
 type Leftover struct {
-	Branch  string    `json:"branch"`
-	Commit  string    `json:"commit,omitempty"`
-	Tries   int       `json:"tries,omitempty"`
-	Failing time.Time `json:"failing,omitzero"`
+	Branch string `json:"branch"`
+	// RepoNode is the GraphQL id of the repository the branch is in: the
+	// deletion is a compare-and-swap on it ("": a record of a build
+	// before, deleted by name).
+	RepoNode string    `json:"repo_node,omitempty"`
+	Commit   string    `json:"commit,omitempty"`
+	Tries    int       `json:"tries,omitempty"`
+	Failing  time.Time `json:"failing,omitzero"`
 }
 
 // Holds reports whether the sequence still holds something on GitHub.
