@@ -224,8 +224,8 @@ func (c *Client) DeleteBranchAt(ctx context.Context, repoNode, branch, at string
 		c.log.Info("dry-run: would delete a branch", "branch", branch, "at", at)
 		return dryRunRefusal
 	}
-	const q = `mutation($repo: ID!, $name: String!, $before: GitObjectID!, $after: GitObjectID!) {
-  updateRefs(input: {repositoryId: $repo, refUpdates: [{name: $name, beforeOid: $before, afterOid: $after, force: true}]}) { clientMutationId }
+	const q = `mutation($repo: ID!, $name: GitRefname!, $before: GitObjectID!, $after: GitObjectID!) {
+  updateRefs(input: {repositoryId: $repo, refUpdates: [{name: $name, beforeOid: $before, afterOid: $after, force: false}]}) { clientMutationId }
 }`
 	return c.graphql(ctx, fmt.Sprintf("deleting the branch %s at %s", branch, mdtext.ShortSHA(at)), q,
 		map[string]any{"repo": repoNode, "name": "refs/heads/" + branch, "before": at, "after": zeroOid}, nil, updateRefsPreview)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 )
 
 // The Git database as the conflict merge uses it: what a PR and its base
@@ -116,4 +118,41 @@ func TestGitDatabase(t *testing.T) {
 func isRefusal(err error, status int) bool {
 	var r *Refusal
 	return errors.As(err, &r) && r.Status == status
+}
+
+// A branch is deleted only while it is at the commit named, in one
+// updateRefs whose variables have the types GitHub's schema gives them
+// (RefUpdate.name is a GitRefname: a String variable there is refused
+// before anything runs): a branch moved since stays, and the answer does
+// not say so (GitHub's is untyped); one at the commit goes.
+func TestDeleteBranchAtIsACompareAndSwap(t *testing.T) {
+	f, c, _, _ := setup(t, nil)
+	f.AddPR(repo, 7, "octocat", "feature/x", "b0", []string{"h1"})
+	f.SetBranchTip(repo, "opsbot-merge-7-abc", "h1")
+	node := "R_" + strings.ReplaceAll(repo, "/", "_")
+	ctx := t.Context()
+	if err := c.DeleteBranchAt(ctx, node, "opsbot-merge-7-abc", "b0"); err == nil || isRefusal(err, 0) {
+		t.Fatalf("DeleteBranchAt(a branch not at b0) = %v, want an error that does not say", err)
+	}
+	if _, ok := f.Branches(repo)["opsbot-merge-7-abc"]; !ok {
+		t.Fatal("a branch not at the commit named was deleted")
+	}
+	if err := c.DeleteBranchAt(ctx, node, "opsbot-merge-7-abc", "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Branches(repo)["opsbot-merge-7-abc"]; ok {
+		t.Fatal("the branch at the commit named is still there")
+	}
+	var sent string
+	for _, r := range f.Requests() {
+		if r.Route == githubtest.RouteDeleteRef {
+			sent = r.Body
+		}
+	}
+	for _, want := range []string{`$name: GitRefname!`, `$before: GitObjectID!`, `$after: GitObjectID!`, `beforeOid: $before`, `force: false`,
+		`"before":"h1"`, `"after":"0000000000000000000000000000000000000000"`, `"name":"refs/heads/opsbot-merge-7-abc"`} {
+		if !strings.Contains(sent, want) {
+			t.Errorf("the deletion sent lacks %s: %s", want, sent)
+		}
+	}
 }

@@ -90,7 +90,9 @@ func (st *stepper) ownBranch(ctx context.Context, branch, commit string) (ours, 
 	if err != nil {
 		return false, false, "", err
 	}
-	return len(cm.Parents) > 0 && strings.EqualFold(cm.Parents[0], commit), false, tip, nil
+	// GitHub's merge has two parents, the first opsbot's commit: a commit
+	// someone pushed on top of it has one.
+	return len(cm.Parents) == 2 && strings.EqualFold(cm.Parents[0], commit), false, tip, nil
 }
 
 // dropBranch deletes one branch the merge left, if it is still opsbot's,
@@ -109,9 +111,10 @@ func (st *stepper) dropBranch(ctx context.Context, branch string) dropped {
 	out := dropDeleted
 	ours, gone, tip, err := st.ownBranch(ctx, branch, left.Commit)
 	if err == nil && ours && !gone {
-		if err = st.deleteAt(ctx, left, branch, tip); err != nil && !isRefusal(err) {
-			// The answer does not say (GitHub answers a branch no longer
-			// at tip with an untyped error): the branch read again says.
+		if err = st.deleteAt(ctx, left, branch, tip); err != nil {
+			// The answer does not say, or says no (GitHub answers a branch
+			// no longer at tip with an untyped error): the branch read
+			// again says whether it is gone or someone else's now.
 			var rerr error
 			if ours, gone, tip, rerr = st.ownBranch(ctx, branch, left.Commit); rerr == nil && (gone || !ours) {
 				err = nil
@@ -160,11 +163,6 @@ func (st *stepper) deleteAt(ctx context.Context, left record.Leftover, branch, t
 		return st.gh.DeleteBranch(ctx, st.cur.Repo, branch)
 	}
 	return st.gh.DeleteBranchAt(ctx, left.RepoNode, branch, tip)
-}
-
-func isRefusal(err error) bool {
-	var ref *ghclient.Refusal
-	return errors.As(err, &ref)
 }
 
 // forgetLeft drops branch from what the merge holds on GitHub.
