@@ -214,7 +214,8 @@ func Spec(h *Handler) commands.Spec {
 // Kind is the approval's sequence, stepped by h: a workflow run's request
 // or completion wakes it (the events route a run to its approval's PR).
 func Kind(h *Handler) seq.Kind {
-	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Routes: []seq.Route{seq.On("workflow_run")}, Stop: "/approve-sweep cancel"}
+	return seq.Typed[Data]{Name: SeqKind, Step: h.wake, Expire: h.expire, Routes: []seq.Route{seq.On("workflow_run")}, Stop: "/approve-sweep cancel",
+		Teller: func() plan.Teller { return h.Notices.Teller() }}.Kind()
 }
 
 // headOrCancel reads the one argument: a head commit's SHA (7 to 40 hex
@@ -614,12 +615,8 @@ func runWords(d Data) string {
 // wake steps the approval the engine read (w.Seq, at the version that was
 // due): it re-reads the PR (and its run) and acts only while they match
 // what was approved.
-func (h *Handler) wake(ctx context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
-	cur := w.Seq
-	data, err := decode(cur)
-	if err != nil {
-		return "", nil, err
-	}
+func (h *Handler) wake(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (string, plan.Plan, error) {
+	cur, data := s.Seq, s.Data
 	if rc.External.Workflow != data.Workflow {
 		// A reload removed (or changed) the external workflow: nothing is
 		// dispatched for it any more, and a run it made counts for nothing.
@@ -633,28 +630,18 @@ func (h *Handler) wake(ctx context.Context, rc *config.Repo, w seq.Wakeup) (stri
 			why += "." + strings.TrimSuffix(extra, ".")
 		}
 		steps, err := h.end(cur, data, StepExpired, "unconfigured", why, false)
-		if err != nil {
-			return "", nil, err
-		}
-		return "approval-unconfigured", h.apply(cur, steps), nil
+		return "approval-unconfigured", plan.Plan{Steps: steps}, err
 	}
-	st := &stepper{ctx: ctx, h: h, rc: rc, cur: cur, data: data, now: w.Now, w: w}
+	st := &stepper{ctx: ctx, h: h, rc: rc, cur: cur, data: data, now: s.Now, w: s.Wakeup}
 	steps, out, err := st.read(ctx)
-	if err != nil {
-		return "", nil, err
-	}
-	return out, h.apply(cur, steps), nil
+	return out, plan.Plan{Steps: steps}, err
 }
 
 // expire ends the approval at its deadline (run_timeout), whatever it
 // waits for: a run dispatched for it counts for nothing now, and is
 // cancelled to free the runners.
-func (h *Handler) expire(ctx context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
-	cur := w.Seq
-	data, err := decode(cur)
-	if err != nil {
-		return "", nil, err
-	}
+func (h *Handler) expire(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (string, plan.Plan, error) {
+	cur, data := s.Seq, s.Data
 	what := "it was not dispatched"
 	if cur.Step == StepDispatched {
 		what = fmt.Sprintf("its run %s did not finish", runWords(data))
@@ -662,19 +649,7 @@ func (h *Handler) expire(ctx context.Context, rc *config.Repo, w seq.Wakeup) (st
 	extra := h.cancelRun(ctx, cur, data, false)
 	steps, err := h.end(cur, data, StepExpired, "timeout", fmt.Sprintf("%s within %s of the approval.%s", what,
 		commands.Span(rc.External.RunTimeout), strings.TrimSuffix(extra, ".")), false)
-	if err != nil {
-		return "", nil, err
-	}
-	return "approval-timeout", h.apply(cur, steps), nil
-}
-
-// apply is a step's steps as the wake-up's write, guarded by the version
-// read: one whose facts moved meanwhile (plan.ErrStale) writes nothing,
-// and the wake-up is decided again at once from a fresh read.
-func (h *Handler) apply(cur *record.Sequence, steps []plan.Step) seq.Write {
-	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: cur.Repo, PR: cur.PR, Kind: SeqKind, Version: cur.Version}}, Steps: steps}
-	t := h.Notices.Teller()
-	return func(tx record.Tx) error { return plan.Apply(tx, t, p) }
+	return "approval-timeout", plan.Plan{Steps: steps}, err
 }
 
 // stepper is one wake-up of an approval.

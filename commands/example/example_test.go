@@ -89,11 +89,13 @@ func Module(d commands.Deps) commands.Module {
 		// suite's completion on the PR's head, whose PR opsbot finds itself;
 		// and a review that approves the PR, an event no other command
 		// uses, so its route says how its PR is found and what it records.
-		Kinds: []seq.Kind{{Name: SeqKind, Wake: h.wake, Expire: h.expire, Routes: []seq.Route{
+		// The engine decodes its data, guards its plans by the version
+		// that was due and applies them (seq.Typed): its states only decide.
+		Kinds: []seq.Kind{seq.Typed[data]{Name: SeqKind, Step: h.wake, Expire: h.expire, Teller: func() plan.Teller { return h.Notices.Teller() }, Routes: []seq.Route{
 			seq.On("check_suite"),
 			{Event: "pull_request_review", Label: "Pull request reviews", Why: "/echo-later says its word when a review approves the PR",
 				Find: approvals, Record: noteApproval},
-		}}},
+		}}.Kind()},
 		Section: &sec,
 	}
 }
@@ -202,35 +204,24 @@ func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invoc
 }
 
 // wake says the word: an event woke the sequence.
-func (h *Handler) wake(_ context.Context, _ *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
-	d, err := seq.DataOf[data](w.Seq)
-	if err != nil {
-		return "", nil, err
+func (h *Handler) wake(_ context.Context, _ *config.Repo, s seq.Step[data]) (string, plan.Plan, error) {
+	if s.Data.ApprovedBy != "" {
+		return h.end(s, "done", "✅ %s: %s ("+strings.ReplaceAll(mdtext.Mention(s.Data.ApprovedBy), "%", "%%")+" approved the PR).")
 	}
-	if d.ApprovedBy != "" {
-		return h.end(w, "done", "✅ %s: %s ("+strings.ReplaceAll(mdtext.Mention(d.ApprovedBy), "%", "%%")+" approved the PR).")
-	}
-	return h.end(w, "done", "✅ %s: %s (a check suite of the head completed).")
+	return h.end(s, "done", "✅ %s: %s (a check suite of the head completed).")
 }
 
 // expire gives up at the deadline.
-func (h *Handler) expire(_ context.Context, _ *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
-	return h.end(w, "expired", "⌛ %s: no check suite of the head completed in time; %s stays unsaid.")
+func (h *Handler) expire(_ context.Context, _ *config.Repo, s seq.Step[data]) (string, plan.Plan, error) {
+	return h.end(s, "expired", "⌛ %s: no check suite of the head completed in time; %s stays unsaid.")
 }
 
-func (h *Handler) end(w seq.Wakeup, step, words string) (string, seq.Write, error) {
-	var d data
-	if err := json.Unmarshal(w.Seq.Data, &d); err != nil {
-		return "", nil, err
-	}
-	next := *w.Seq
+func (h *Handler) end(s seq.Step[data], step, words string) (string, plan.Plan, error) {
+	next := *s.Seq
 	next.Step, next.Done = step, true
-	edit := plan.Edit{Repo: next.Repo, PR: next.PR, Installation: d.Installation, Kind: string(notices.KindReply),
-		Body: fmt.Sprintf(words, mdtext.Mention(next.ActorLogin), mdtext.Code(d.Word))}
-	p := plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: next.Repo, PR: next.PR, Kind: SeqKind, Version: w.Seq.Version}},
-		Steps: []plan.Step{plan.PutSequence{Seq: next, Read: w.Seq.Version, Edit: &edit}}}
-	t := h.Notices.Teller()
-	return "echo-" + step, func(tx record.Tx) error { return plan.Apply(tx, t, p) }, nil
+	edit := plan.Edit{Repo: next.Repo, PR: next.PR, Installation: s.Data.Installation, Kind: string(notices.KindReply),
+		Body: fmt.Sprintf(words, mdtext.Mention(next.ActorLogin), mdtext.Code(s.Data.Word))}
+	return "echo-" + step, plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: next, Read: s.Seq.Version, Edit: &edit}}}, nil
 }
 
 // The command fits beside opsbot's own (what the server's start would

@@ -15,6 +15,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/runs"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // conflicted is a branch GitHub cannot update for a conflict. When the
@@ -501,7 +502,8 @@ func (st *stepper) sweepLeftBranches(ctx context.Context) {
 		if suffix != mdtext.ShortSHA(sha) && suffix != mdtext.ShortSHA(cm.Parents[0]) {
 			continue
 		}
-		if err := st.gh.DeleteBranch(context.WithoutCancel(ctx), st.cur.Repo, name); err != nil {
+		// Only while it is still at the commit read: a push since stays.
+		if err := st.deleteAt(context.WithoutCancel(ctx), record.Leftover{}, name, sha); err != nil {
 			st.h.log().Warn("deleting a merge branch left behind failed", "repo", st.cur.Repo, "branch", name, "err", err)
 		}
 	}

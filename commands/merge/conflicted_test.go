@@ -202,7 +202,9 @@ func TestMergeWithReuseConflictMergeLosesToAPush(t *testing.T) {
 // A force-push that sets the branch back to an older commit after opsbot
 // read it and before its move: the move is a compare-and-swap from the
 // head opsbot read (updateRefs' beforeOid), so GitHub refuses it although
-// opsbot's merge follows the older commit too; nothing moves.
+// opsbot's merge follows the older commit too, with its generic error that
+// says nothing; opsbot reads the branch back, and says what it found:
+// nothing moved, the push wins.
 func TestMergeWithReuseConflictMergeLosesToAForcePushBack(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
@@ -213,7 +215,7 @@ func TestMergeWithReuseConflictMergeLosesToAForcePushBack(t *testing.T) {
 	w.GH.SetPR(theRepo, thePR, func(p *githubtest.PR) { p.Commits = []string{e2e.SHA("b0")} })
 	release()
 	st := w.WaitStatus("the merge stopped", "⛔ stopped")
-	e2e.MustContain(t, "status", st, "GitHub refused to move the branch to opsbot's merge", "beforeOid", "a push since opsbot read c1c1c1c wins")
+	e2e.MustContain(t, "status", st, "the branch is at b0b0b0b, neither opsbot's merge", "nor c1c1c1c, the head it read: a push since wins")
 	if h := w.GH.PRHead(theRepo, thePR); h != e2e.SHA("b0") || w.GH.BranchMoves() != 0 {
 		t.Fatalf("the branch is at %s after %d moves; want the force-push's b0 and no move", h, w.GH.BranchMoves())
 	}

@@ -156,13 +156,19 @@ func (st *stepper) dropBranch(ctx context.Context, branch string) dropped {
 }
 
 // deleteAt deletes branch, read at tip and opsbot's: only while it is still
-// at tip where the record names its repository (a push landing since is
-// left alone), by name for a record of a build before.
+// at tip (a push landing since is left alone), in the repository the record
+// names or, for a record of a build before, the one the PR read in this
+// step names; by name only where neither does (a cleanup of such a record
+// reads no PR).
 func (st *stepper) deleteAt(ctx context.Context, left record.Leftover, branch, tip string) error {
-	if left.RepoNode == "" {
+	node := left.RepoNode
+	if node == "" {
+		node = st.pr.GetBase().GetRepo().GetNodeID()
+	}
+	if node == "" {
 		return st.gh.DeleteBranch(ctx, st.cur.Repo, branch)
 	}
-	return st.gh.DeleteBranchAt(ctx, left.RepoNode, branch, tip)
+	return st.gh.DeleteBranchAt(ctx, node, branch, tip)
 }
 
 // forgetLeft drops branch from what the merge holds on GitHub.
@@ -218,24 +224,22 @@ func plural(n int, one, many string) string {
 // cleanup is the engine's step of a done merge that still holds a branch
 // on GitHub: each is deleted, and the status comment says so; one GitHub
 // did not answer is tried again after Poll.
-func (h *Handler) cleanup(ctx context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
-	st, err := h.stepperOf(rc, w)
-	if err != nil {
-		return "", nil, err
-	}
+func (h *Handler) cleanup(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (string, plan.Plan, error) {
+	st := h.stepperOf(rc, s)
+	var err error
 	if st.gh, err = h.Clients(st.data.Installation); err != nil {
-		return "", nil, err
+		return "", plan.Plan{}, err
 	}
 	for _, l := range slices.Clone(st.cur.Left) {
 		if line := droppedWords(l.Branch, st.dropBranch(ctx, l.Branch)); line != "" {
 			st.data.Trail = append(st.data.Trail, line)
 		}
 	}
-	next, read := *st.cur, w.Seq.Version
+	next, read := *st.cur, s.Seq.Version
 	next.WakeAt = st.now.Add(Poll) // kept only while something is left
 	next.Data, err = json.Marshal(st.data)
 	if err != nil {
-		return "", nil, err
+		return "", plan.Plan{}, err
 	}
 	edit := h.statusEdit(&next, st.data, "")
 	// Guarded by the write itself (a done sequence is version 0 to a
@@ -245,5 +249,5 @@ func (h *Handler) cleanup(ctx context.Context, rc *config.Repo, w seq.Wakeup) (s
 	if next.Holds() {
 		out = "merge-left-kept"
 	}
-	return out, h.apply(p), nil
+	return out, p, nil
 }

@@ -291,9 +291,9 @@ func Spec(h *Handler) commands.Spec {
 // commit status, on the PR's head; and what the merge queue did with the
 // PR (QueueRoute).
 func Kind(h *Handler) seq.Kind {
-	return seq.Kind{Name: SeqKind, Wake: h.wake, Expire: h.expire, Cleanup: h.cleanup,
+	return seq.Typed[Data]{Name: SeqKind, Step: h.wake, Expire: h.expire, Cleanup: h.cleanup,
 		Routes: []seq.Route{seq.On("check_suite"), seq.On("check_run"), seq.On("status"), seq.On("workflow_run"), QueueRoute},
-		Stop:   "/merge-with-reuse cancel"}
+		Stop:   "/merge-with-reuse cancel", Teller: func() plan.Teller { return h.Notices.Teller() }}.Kind()
 }
 
 func help(rc *config.Repo) commands.Help {
@@ -584,51 +584,35 @@ func stepWords(step string) string {
 // wake steps the merge the engine read (w.Seq, at the version that was
 // due): it re-reads the PR (and its checks) and acts only while they match
 // what the merge is for.
-func (h *Handler) wake(ctx context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
-	st, err := h.stepperOf(rc, w)
-	if err != nil {
-		return "", nil, err
-	}
-	p, out, err := st.read(ctx)
-	if err != nil {
-		return "", nil, err
-	}
-	return out, h.apply(p), nil
+func (h *Handler) wake(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (string, plan.Plan, error) {
+	p, out, err := h.stepperOf(rc, s).read(ctx)
+	return out, p, err
 }
 
 // expire stops the merge at its deadline, whatever it waits for and
 // whatever GitHub would answer now.
-func (h *Handler) expire(ctx context.Context, rc *config.Repo, w seq.Wakeup) (string, seq.Write, error) {
-	st, err := h.stepperOf(rc, w)
-	if err != nil {
-		return "", nil, err
-	}
+func (h *Handler) expire(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (string, plan.Plan, error) {
+	st := h.stepperOf(rc, s)
 	if p, _, ok, err := h.foundMerged(ctx, rc, st.cur, st.data); err != nil {
-		return "", nil, err // whether GitHub merged it is read again at the next try
+		return "", plan.Plan{}, err // whether GitHub merged it is read again at the next try
 	} else if ok {
-		return "merge-merged", h.apply(p), nil
+		return "merge-merged", p, nil
 	}
 	l, err := h.leaveQueue(ctx, st.cur, st.data)
 	if err != nil {
-		return "", nil, err
+		return "", plan.Plan{}, err
 	}
 	if l.result == leftMerged {
 		// GitHub's merge queue said it merged the group: its signed word
 		// stands for the record GitHub did not show on the PR in time.
 		st.data.QueueGroup = l.group
 		p, out, err := st.merged(l.group, true)
-		if err != nil {
-			return "", nil, err
-		}
-		return out, h.apply(p), nil
+		return out, p, err
 	}
 	left := l.words
 	if st.cur.Step == StepLeaving {
 		p, out, err := st.stopped(st.data.LeaveCode, withLeft(st.data.LeaveWhy, left))
-		if err != nil {
-			return "", nil, err
-		}
-		return out, h.apply(p), nil
+		return out, p, err
 	}
 	since := "the command"
 	if st.cur.Step == StepQueued {
@@ -636,10 +620,7 @@ func (h *Handler) expire(ctx context.Context, rc *config.Repo, w seq.Wakeup) (st
 	}
 	p, out, err := st.stopped("timeout", withLeft(fmt.Sprintf("it did not finish within %s of %s (%s)", commands.Span(Section.Of(rc).ChecksTimeout),
 		since, stepWords(st.cur.Step)), left))
-	if err != nil {
-		return "", nil, err
-	}
-	return out, h.apply(p), nil
+	return out, p, err
 }
 
 // foundMerged reads the PR when the merge may have been asked already (its
@@ -667,22 +648,11 @@ func (h *Handler) foundMerged(ctx context.Context, rc *config.Repo, cur *record.
 	return p, pr.GetMergeCommitSHA(), err == nil, err
 }
 
-func (h *Handler) stepperOf(rc *config.Repo, w seq.Wakeup) (*stepper, error) {
-	data, err := decode(w.Seq)
-	if err != nil {
-		return nil, err
-	}
-	cur := *w.Seq // the step's own: what it notes (Left) goes into the writes it makes
-	return &stepper{h: h, rc: rc, cur: &cur, data: data, now: w.Now, w: w}, nil
-}
-
-// apply is a step's plan as the wake-up's write: one whose facts moved
-// meanwhile (plan.ErrStale) writes nothing, and the wake-up is decided
-// again at once from a fresh read (a sequence that moved is then left to
-// its own wake-up).
-func (h *Handler) apply(p plan.Plan) seq.Write {
-	t := h.Notices.Teller()
-	return func(tx record.Tx) error { return plan.Apply(tx, t, p) }
+// stepperOf is a step of the merge the engine read and decoded (its plan
+// is applied by the engine, guarded by the version that was due).
+func (h *Handler) stepperOf(rc *config.Repo, s seq.Step[Data]) *stepper {
+	cur := *s.Seq // the step's own: what it notes (Left) goes into the writes it makes
+	return &stepper{h: h, rc: rc, cur: &cur, data: s.Data, now: s.Now, w: s.Wakeup}
 }
 
 // stepper is one wake-up of a merge.

@@ -224,10 +224,18 @@ func (f *Fake) graphql(w http.ResponseWriter, r *http.Request, _ *Repo) (int, an
 			f.deletions++
 			return http.StatusOK, map[string]any{"data": map[string]any{"updateRefs": map[string]any{"clientMutationId": nil}}}
 		}
+		// force is written in the query (opsbot's never forces) or given
+		// as a variable.
 		force, _ := in.Variables["force"].(bool)
+		force = force || strings.Contains(in.Query, "force: true")
 		code, out := repo.moveTo(strings.TrimPrefix(str("name"), "refs/heads/"), str("after"), str("before"), force)
 		if code != http.StatusOK {
 			msg, _ := out.(map[string]string)
+			if strings.Contains(msg["message"], "beforeOid") {
+				// GitHub answers a failed beforeOid comparison with a generic
+				// error: no type, nothing that says the ref moved.
+				return http.StatusOK, map[string]any{"data": nil, "errors": []map[string]any{{"message": "Something went wrong while executing your query."}}}
+			}
 			return fail("UNPROCESSABLE", msg["message"])
 		}
 		f.moves++
