@@ -261,7 +261,7 @@ func help(rc *config.Repo) commands.Help {
 func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Invocation, line commands.Line) commands.Result {
 	me := mdtext.Mention(in.Actor.Login)
 	rc := env.Repo
-	cur, err := h.current(in.Repo, in.PR)
+	cur, err := commands.LiveSequence(h.State, in.Repo, in.PR, SeqKind)
 	if err != nil {
 		return commands.Result{Err: err}
 	}
@@ -389,21 +389,6 @@ func (h *Handler) newID() string {
 // IDPrefix starts every approval id (state.ApprovalIDIn finds one in a
 // run's name).
 const IDPrefix = "opsbot-approval-"
-
-// current is the PR's approval sequence that is not done, if any.
-func (h *Handler) current(repo string, pr int) (*record.Sequence, error) {
-	if h.State == nil {
-		return nil, errors.New("approve: no state reader")
-	}
-	s, err := h.State.Sequence(repo, pr, SeqKind)
-	if err != nil {
-		return nil, fmt.Errorf("reading the approval of %s#%d: %w", repo, pr, err)
-	}
-	if s == nil || s.Done {
-		return nil, nil
-	}
-	return s, nil
-}
 
 // cancel revokes the PR's approval under way (its runs are cancelled on
 // GitHub) and every approval of the PR whose run counts: none of their
@@ -1005,46 +990,19 @@ func (st *stepper) dispatched(ctx context.Context) ([]plan.Step, string, error) 
 // did it may (the comment's author, or the command's role); otherwise the
 // approval goes on, audited.
 func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) (plan.Plan, error) {
-	cur, err := h.current(ch.Repo, ch.PR)
-	if err != nil {
+	t, err := commands.TakeBackOf(env, ch, SeqKind, func(d Data) string { return d.Line })
+	if err != nil || t == nil {
 		return plan.Plan{}, err
 	}
-	if cur == nil || !cur.Origin().Same(ch.Origin) {
-		return plan.Plan{}, nil
-	}
-	data, err := decode(cur)
-	if err != nil {
-		return plan.Plan{}, err
-	}
-	if !ch.Deleted && commands.HasLine(ch.Commands, data.Line) {
-		return plan.Plan{}, nil // the command is still there, as written
-	}
-	did := "deleted the comment"
-	if !ch.Deleted {
-		did = "edited away the command"
-	}
-	if ch.Recovered {
-		did = "(found by recovery: a lost webhook) " + did
-	}
-	guard := plan.SequenceAt{Repo: ch.Repo, PR: ch.PR, Kind: SeqKind, Version: cur.Version}
-	v := env.MayTakeBack(ctx, ch, ch.Spec)
-	if !v.Allowed {
-		if v.CheckFailed {
-			return plan.Plan{}, fmt.Errorf("checking the role of @%s, who %s that approved a sweep: %s", ch.Actor.Login, did, v.Reason)
-		}
-		rec := commands.AuditOf(ch.Invocation, record.AuditRecord{Kind: record.AuditApproval, Outcome: "kept", RunID: data.RunID, HeadSHA: cur.Head,
-			Reason: fmt.Sprintf("@%s %s that approved @%s's sweep, but revoking it needs %s: it stands", ch.Actor.Login, did,
-				cur.ActorLogin, env.Policy(ch.Spec).Describe())})
-		return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{plan.Audit{Record: rec}, commands.OriginSeen(cur, ch.Deleted)}}, nil
-	}
-	who := mdtext.Mention(ch.Actor.Login)
-	if ch.Recovered {
-		who = "someone"
+	cur, data := t.Cur, t.Data
+	if p, kept, err := t.Kept(ctx, env, ch, "approved @"+cur.ActorLogin+"'s sweep", "revoking it", "it stands",
+		record.AuditRecord{Kind: record.AuditApproval, RunID: data.RunID, HeadSHA: cur.Head}); err != nil || kept {
+		return p, err
 	}
 	extra := h.cancelRun(ctx, cur, data, false)
-	steps, err := h.end(cur, data, StepRevoked, "taken_back", fmt.Sprintf("%s %s that approved it.%s", who, did, strings.TrimSuffix(extra, ".")), false)
+	steps, err := h.end(cur, data, StepRevoked, "taken_back", fmt.Sprintf("%s %s that approved it.%s", t.Who, t.Did, strings.TrimSuffix(extra, ".")), false)
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	return plan.Plan{Require: []plan.Fact{guard}, Steps: steps}, nil
+	return plan.Plan{Require: []plan.Fact{t.Guard}, Steps: steps}, nil
 }

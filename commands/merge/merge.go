@@ -331,7 +331,7 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 		return commands.Result{Outcome: commands.Rejected, Reason: "the PR is closed",
 			Reply: fmt.Sprintf("%s this PR is closed: there is nothing to merge.", me)}
 	}
-	cur, err := h.current(in.Repo, in.PR)
+	cur, err := commands.LiveSequence(h.State, in.Repo, in.PR, SeqKind)
 	if err != nil {
 		return commands.Result{Err: err}
 	}
@@ -419,21 +419,6 @@ func (h *Handler) Prepare(ctx context.Context, env commands.Env, in commands.Inv
 	return commands.Result{Outcome: commands.Accepted, RunID: r.RunID, HeadSHA: r.HeadSHA, RunURL: r.RunURL, Acknowledges: true,
 		Plan: plan.Plan{Require: append(r.Plan.Require, plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: SeqKind}),
 			Steps: append(r.Plan.Steps, start)}}
-}
-
-// current is the PR's merge sequence that is not done, if any.
-func (h *Handler) current(repo string, pr int) (*record.Sequence, error) {
-	if h.State == nil {
-		return nil, errors.New("merge: no state reader")
-	}
-	s, err := h.State.Sequence(repo, pr, SeqKind)
-	if err != nil {
-		return nil, fmt.Errorf("reading the merge of %s#%d: %w", repo, pr, err)
-	}
-	if s == nil || s.Done {
-		return nil, nil
-	}
-	return s, nil
 }
 
 // cancel stops the PR's merge and revokes the pin it took, if that pin is
@@ -871,44 +856,17 @@ func coverageOf(p *record.Pin) string {
 // reuse's to take back (reuse.Handler.TakeBack, asked too). Otherwise the
 // merge goes on, audited.
 func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) (plan.Plan, error) {
-	cur, err := h.current(ch.Repo, ch.PR)
-	if err != nil {
+	t, err := commands.TakeBackOf(env, ch, SeqKind, func(d Data) string { return d.Line })
+	if err != nil || t == nil {
 		return plan.Plan{}, err
 	}
-	if cur == nil || !cur.Origin().Same(ch.Origin) {
-		return plan.Plan{}, nil
-	}
-	data, err := decode(cur)
-	if err != nil {
-		return plan.Plan{}, err
-	}
-	if !ch.Deleted && commands.HasLine(ch.Commands, data.Line) {
-		return plan.Plan{}, nil // the command is still there, as written
-	}
+	cur, data, guard := t.Cur, t.Data, t.Guard
 	if p, _, ok, err := h.foundMerged(ctx, env.Repo, cur, data); err != nil || ok {
 		return p, err // GitHub merged it already: recorded as merged, nothing to take back
 	}
-	did := "deleted the comment"
-	if !ch.Deleted {
-		did = "edited away the command"
-	}
-	guard := plan.SequenceAt{Repo: ch.Repo, PR: ch.PR, Kind: SeqKind, Version: cur.Version}
-	if ch.Recovered {
-		did = "(found by recovery: a lost webhook) " + did
-	}
-	v := env.MayTakeBack(ctx, ch, ch.Spec)
-	if !v.Allowed {
-		if v.CheckFailed {
-			return plan.Plan{}, fmt.Errorf("checking the role of @%s, who %s that started a merge: %s", ch.Actor.Login, did, v.Reason)
-		}
-		rec := commands.AuditOf(ch.Invocation, record.AuditRecord{Kind: record.AuditMerge, Outcome: "kept", RunID: data.RunID,
-			Reason: fmt.Sprintf("@%s %s that started @%s's merge, but stopping it needs %s: it goes on", ch.Actor.Login, did,
-				cur.ActorLogin, env.Policy(ch.Spec).Describe())})
-		return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{plan.Audit{Record: rec}, commands.OriginSeen(cur, ch.Deleted)}}, nil
-	}
-	who := mdtext.Mention(ch.Actor.Login)
-	if ch.Recovered {
-		who = "someone"
+	if p, kept, err := t.Kept(ctx, env, ch, "started @"+cur.ActorLogin+"'s merge", "stopping it", "it goes on",
+		record.AuditRecord{Kind: record.AuditMerge, RunID: data.RunID}); err != nil || kept {
+		return p, err
 	}
 	if cur.Step == StepLeaving {
 		return plan.Plan{}, nil // stopping already
@@ -917,7 +875,7 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 	if err != nil {
 		return plan.Plan{}, err
 	}
-	why := fmt.Sprintf("%s %s that asked for it", who, did)
+	why := fmt.Sprintf("%s %s that asked for it", t.Who, t.Did)
 	switch l.result {
 	case leftMerged:
 		return plan.Plan{}, nil // too late: the queue merged it, and the merge records it
