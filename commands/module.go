@@ -126,6 +126,9 @@ type State interface {
 func RegistryOf(ms []Module, more ...Spec) (*Registry, error) {
 	specs := make([]Spec, 0, len(ms)+len(more))
 	for _, m := range ms {
+		if m.Spec.Name == "" {
+			continue // a module of kinds and a section alone: no command
+		}
 		specs = append(specs, m.Spec)
 	}
 	r, err := NewRegistry(append(specs, more...)...)

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/commands/commandstest"
 	"github.com/SemiAnalysisAI/opsbot/commands/help"
 	"github.com/SemiAnalysisAI/opsbot/commands/reuse"
+	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
 	"github.com/SemiAnalysisAI/opsbot/seq"
 )
@@ -302,6 +304,16 @@ func TestRoutedEventsAreUsedOnlyWhenAKindRoutesThem(t *testing.T) {
 	}
 	if _, err := NewRoutes(false, seq.Kind{Name: "a", Routes: []seq.Route{review}}, seq.Kind{Name: "b", Routes: []seq.Route{{Event: review.Event}}}); err != nil {
 		t.Errorf("a second kind taking the first's Find: %v", err)
+	}
+	// A route of pull_request only records (opsbot takes every delivery of
+	// it already): a Record alone is taken, a Find is not.
+	record := func(context.Context, *config.Repo, seq.Delivered) (string, seq.Write, error) { return "", nil, nil }
+	if _, err := NewRoutes(false, seq.Kind{Name: "a", Routes: []seq.Route{{Event: EventPull, Record: record}}}); err != nil {
+		t.Errorf("a pull_request route that only records: %v", err)
+	}
+	if _, err := NewRoutes(false, seq.Kind{Name: "a", Routes: []seq.Route{{Event: EventPull, Record: record, Find: seq.PRNumber}}}); err == nil ||
+		!strings.Contains(err.Error(), "a route of it only records") {
+		t.Errorf("a pull_request route with a Find: %v", err)
 	}
 	routes, err := NewRoutes(false, kind)
 	if err != nil {

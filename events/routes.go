@@ -118,8 +118,8 @@ func checkRoute(rt seq.Route) error {
 	}
 	row, own := kindOf(rt.Event)
 	switch {
-	case own && !row.declared:
-		return fmt.Errorf("opsbot takes every %s delivery already (pull_request wakes every kind): drop the route", rt.Event)
+	case own && !row.declared && (rt.Record == nil || rt.Find != nil):
+		return fmt.Errorf("opsbot takes every %s delivery already (pull_request wakes every kind): a route of it only records (a Record, no Find)", rt.Event)
 	case own && row.classify != nil && rt.Find != nil:
 		return fmt.Errorf("opsbot finds the PR of a %s delivery itself: leave Find nil (seq.On)", rt.Event)
 	}

@@ -143,6 +143,8 @@ func jsonRaw(v any) (*json.RawMessage, error) {
 
 // Job is one job of a run's attempt, as coverage and time saved read it.
 type Job struct {
+	ID         int64
+	URL        string // its page on GitHub
 	Name       string
 	Status     string
 	Conclusion string
@@ -174,7 +176,7 @@ func (c *Client) RunJobs(ctx context.Context, repo string, runID int64, attempt 
 			return nil, err
 		}
 		for _, j := range jobs.Jobs {
-			out = append(out, Job{Name: j.GetName(), Status: j.GetStatus(), Conclusion: j.GetConclusion(),
+			out = append(out, Job{ID: j.GetID(), URL: j.GetHTMLURL(), Name: j.GetName(), Status: j.GetStatus(), Conclusion: j.GetConclusion(),
 				Started: j.GetStartedAt().Time, Completed: j.GetCompletedAt().Time, Labels: j.Labels})
 		}
 		if resp.NextPage == 0 {

@@ -99,6 +99,8 @@ const (
 	KindApproval  Kind = "approval"  // an external PR's approved sweep and its progress
 	KindUnchecked Kind = "unchecked" // a pinned push swept because GitHub failed; the pin stays
 	KindNotGated  Kind = "not-gated" // a push the workflow does not gate; the pin stays
+	// KindAfterMerge is a merged PR's run on the default branch, followed.
+	KindAfterMerge Kind = "after-merge"
 )
 
 // Mirror turns a GitHub notice into its Slack message.

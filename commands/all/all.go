@@ -6,6 +6,7 @@ package all
 
 import (
 	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/commands/aftermerge"
 	"github.com/SemiAnalysisAI/opsbot/commands/approve"
 	"github.com/SemiAnalysisAI/opsbot/commands/help"
 	"github.com/SemiAnalysisAI/opsbot/commands/merge"
@@ -21,6 +22,7 @@ func Modules(d commands.Deps) []commands.Module {
 		stage.Module(d),
 		approve.Module(d),
 		help.Module(d),
+		aftermerge.Module(d),
 	}
 }
 

@@ -196,8 +196,10 @@ func (f *Fake) jobs(w http.ResponseWriter, r *http.Request, repo *Repo) (int, an
 	out := &github.Jobs{TotalCount: github.Int(len(jobs)), Jobs: []*github.WorkflowJob{}}
 	for i, j := range jobs[page.from:page.to] {
 		start := run.CreatedAt.Add(time.Minute)
-		out.Jobs = append(out.Jobs, &github.WorkflowJob{ID: github.Int64(run.ID*1000 + int64(page.from+i)), Name: github.String(j.Name),
-			Status: github.String("completed"), Conclusion: github.String(j.Conclusion), Labels: j.Labels,
+		jid := run.ID*1000 + int64(page.from+i)
+		out.Jobs = append(out.Jobs, &github.WorkflowJob{ID: github.Int64(jid), Name: github.String(j.Name),
+			HTMLURL: github.String(fmt.Sprintf("https://github.com/%s/%s/actions/runs/%d/job/%d", repo.Owner, repo.Name, run.ID, jid)),
+			Status:  github.String("completed"), Conclusion: github.String(j.Conclusion), Labels: j.Labels,
 			StartedAt: &github.Timestamp{Time: start}, CompletedAt: &github.Timestamp{Time: start.Add(j.Took)}})
 	}
 	return http.StatusOK, out

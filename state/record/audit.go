@@ -50,11 +50,13 @@ const (
 	AuditNotice   AuditKind = "notice"   // a notice given up
 	AuditMerge    AuditKind = "merge"    // a merge request's step
 	AuditApproval AuditKind = "approval" // an external PR's approved sweep, step by step
+	// AuditAfterMerge is a merged PR's main-side run, followed to its end.
+	AuditAfterMerge AuditKind = "after_merge"
 )
 
 // AuditKinds are every kind, in the order `opsbot audit --kind` lists them.
 var AuditKinds = []AuditKind{AuditCommand, AuditPin, AuditDecision, AuditStage, AuditCallback, AuditEdit, AuditRecovery,
-	AuditReaction, AuditReply, AuditNotice, AuditMerge, AuditApproval}
+	AuditReaction, AuditReply, AuditNotice, AuditMerge, AuditApproval, AuditAfterMerge}
 
 // Audit outcomes shared by several kinds (each kind has its own besides:
 // a command's Outcome, a pin's state, a decision's verdict, a stage

@@ -1,0 +1,428 @@
+// Package aftermerge follows a merged PR to its default branch's run: when
+// a PR opsbot decided (a decision for its merge commit or its merged head)
+// is merged into the default branch, by anyone or by the merge queue, a
+// sequence follows the configured workflow's push run on the merge commit
+// (polled; durable across restarts; until its deadline) and says on the
+// PR, in one comment it keeps up to date and that names the author, how
+// the run ended: on success, whether its ingest job ran and what opsbot
+// decided for the merged head (the run it reused and who authorized it, or
+// its own sweep; opsbot does not see the ingest's inputs); on a failure,
+// the failed jobs with their links, and whether they failed before the
+// results were gathered or only in the ingest after it. The audit keeps
+// each step (record.AuditAfterMerge). No command: a kind, the pull_request
+// route that begins it, and a section.
+package aftermerge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// SeqKind is the watch's sequence kind.
+const SeqKind = "after_merge"
+
+// The watch's steps.
+const (
+	StepWaiting   = "waiting_run" // no run on the merge commit yet
+	StepRunning   = "running"     // the run found, not completed
+	StepSucceeded = "succeeded"
+	StepFailed    = "failed"
+	StepExpired   = "expired"
+)
+
+// Poll is how often the watch reads the run.
+const Poll = time.Minute
+
+// Settings is repos[].after_merge.
+type Settings struct {
+	// Follow turns the watch on.
+	Follow bool `yaml:"follow"`
+	// Workflow is the workflow whose push run on the merge commit is
+	// followed ("": repos[].sweep_workflow).
+	Workflow string `yaml:"workflow"`
+	// IngestJob is the name of the job that dispatches the ingest, after
+	// the results were gathered ("": none named; every failure is said to
+	// be before the results were gathered).
+	IngestJob string `yaml:"ingest_job"`
+	// Deadline is how long the watch waits for the run to end.
+	Deadline time.Duration `yaml:"deadline"`
+}
+
+// Section is the watch's own section of a repository's configuration.
+var Section = config.Typed[Settings]{
+	Key: "after_merge",
+	Defaults: func(s *Settings) {
+		if s.Deadline == 0 {
+			s.Deadline = 12 * time.Hour
+		}
+	},
+	Check: func(r *config.Repo, s *Settings) []config.SectionProblem {
+		var out []config.SectionProblem
+		if s.Deadline < 10*time.Minute || s.Deadline > 7*24*time.Hour {
+			out = append(out, config.SectionProblem{Key: "deadline", Message: fmt.Sprintf("%v is out of range: from 10m to 168h (for example 12h)", s.Deadline)})
+		}
+		if s.Workflow != "" && !strings.HasPrefix(s.Workflow, ".github/workflows/") {
+			out = append(out, config.SectionProblem{Key: "workflow", Message: fmt.Sprintf("%q is not a workflow file: give its path, such as .github/workflows/run-sweep.yml", s.Workflow)})
+		}
+		return out
+	},
+}
+
+// workflowOf is the workflow the watch follows in rc.
+func workflowOf(rc *config.Repo) string {
+	if w := Section.Of(rc).Workflow; w != "" {
+		return w
+	}
+	return rc.SweepWorkflow
+}
+
+// Handler begins and steps the watches.
+type Handler struct {
+	d commands.Deps
+}
+
+// Module is the watch: a kind and a section, no command.
+func Module(d commands.Deps) commands.Module {
+	h := &Handler{d: d}
+	sec := Section.Section()
+	return commands.Module{Kinds: []seq.Kind{Kind(h)}, Section: &sec}
+}
+
+// Kind is the watch's sequence: a merged PR's pull_request delivery begins
+// it (its route's Record), polls step it.
+func Kind(h *Handler) seq.Kind {
+	return seq.Typed[Data]{Name: SeqKind, Step: h.step, Expire: h.expire,
+		Routes: []seq.Route{{Event: "pull_request", Record: h.merged}},
+		Teller: func() plan.Teller { return h.d.Notices.Teller() }}.Kind()
+}
+
+// Data is a watch's record.
+type Data struct {
+	Installation int64  `json:"installation"`
+	Author       string `json:"author"`
+	Head         string `json:"head"`  // the merged head
+	Merge        string `json:"merge"` // the merge commit
+	Base         string `json:"base"`
+	Workflow     string `json:"workflow"`
+	WorkflowID   int64  `json:"workflow_id,omitempty"` // read once
+	// Source is the run opsbot's decision for the merged head reused
+	// (0: none: the merge's run sweeps itself), authorized by SourceBy.
+	Source int64 `json:"source,omitempty"`
+	// Within is the deadline's span when the watch began.
+	Within   time.Duration `json:"within,omitempty"`
+	SourceBy string        `json:"source_by,omitempty"`
+	RunID    int64         `json:"run_id,omitempty"`
+	RunURL   string        `json:"run_url,omitempty"`
+	Trail    []string      `json:"trail,omitempty"`
+	Now      string        `json:"now,omitempty"`
+}
+
+func (h *Handler) now() time.Time {
+	if h.d.Now != nil {
+		return h.d.Now()
+	}
+	return time.Now()
+}
+
+// closedPayload is the part of a pull_request delivery the watch reads.
+type closedPayload struct {
+	Action      string `json:"action"`
+	PullRequest struct {
+		Merged         bool   `json:"merged"`
+		MergeCommitSHA string `json:"merge_commit_sha"`
+		User           struct {
+			Login string `json:"login"`
+		} `json:"user"`
+		Head struct {
+			SHA string `json:"sha"`
+		} `json:"head"`
+		Base struct {
+			Ref string `json:"ref"`
+		} `json:"base"`
+	} `json:"pull_request"`
+	Repository struct {
+		DefaultBranch string `json:"default_branch"`
+	} `json:"repository"`
+	Installation struct {
+		ID int64 `json:"id"`
+	} `json:"installation"`
+}
+
+// merged begins the watch of a PR merged into the default branch whose
+// merged head opsbot decided; any other pull_request delivery, a PR
+// merged elsewhere, or one opsbot never decided, says nothing.
+func (h *Handler) merged(_ context.Context, rc *config.Repo, d seq.Delivered) (string, seq.Write, error) {
+	if !Section.Of(rc).Follow || d.Action != "closed" {
+		return "", nil, nil
+	}
+	var ev closedPayload
+	var err error
+	if err = json.Unmarshal(d.Body, &ev); err != nil {
+		return "", nil, fmt.Errorf("reading a closed pull request: %w", err)
+	}
+	pr := ev.PullRequest
+	head, merge := strings.ToLower(pr.Head.SHA), strings.ToLower(pr.MergeCommitSHA)
+	if !pr.Merged || !ghclient.FullSHA(merge) || !ghclient.FullSHA(head) || pr.Base.Ref == "" || pr.Base.Ref != ev.Repository.DefaultBranch {
+		return "", nil, nil
+	}
+	if h.d.State == nil {
+		return "", nil, fmt.Errorf("aftermerge: no state reader")
+	}
+	// The merge commit's decision first (opsbot's merge consumed a pin
+	// there), then the merged head's: as the gate reads a push of the merge.
+	var dec *record.Decision
+	for _, sha := range []string{merge, head} {
+		if dec != nil {
+			break
+		}
+		if dec, err = h.d.State.Decision(rc.Name, d.PR, sha); err != nil {
+			return "", nil, err
+		}
+	}
+	if dec == nil {
+		return "", nil, nil // a PR opsbot never decided: nothing to say
+	}
+	data := Data{Installation: ev.Installation.ID, Author: pr.User.Login, Head: head, Merge: merge, Base: pr.Base.Ref, Workflow: workflowOf(rc),
+		Within: Section.Of(rc).Deadline}
+	if dec.Decision == record.Skip {
+		// Skipped, Sweep anyway or not: the run reused covers the head.
+		data.Source, data.SourceBy = dec.RunID, dec.ActorLogin
+	}
+	now := h.now()
+	data.Now = fmt.Sprintf("⏳ opsbot follows the run of %s on %s (until %s)", mdtext.Code(data.Workflow), mdtext.Code(data.Base),
+		now.Add(Section.Of(rc).Deadline).UTC().Format("Jan 2 15:04 UTC"))
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return "", nil, err
+	}
+	s := record.Sequence{Kind: SeqKind, Repo: rc.Name, PR: d.PR, Step: StepWaiting, Head: head, Data: raw, ActorLogin: data.Author,
+		WakeAt: now, Deadline: now.Add(Section.Of(rc).Deadline)}
+	status := plan.Comment{Repo: rc.Name, PR: d.PR, Installation: data.Installation, Kind: string(notices.KindAfterMerge),
+		Body: statusText(&s, data), Links: plan.Links{PR: h.d.Notices.Web.PR(rc.Name, d.PR)}}
+	audit := record.AuditRecord{Kind: record.AuditAfterMerge, Outcome: StepWaiting, Repo: rc.Name, PR: d.PR, HeadSHA: merge, RunID: data.Source,
+		ActorLogin: data.Author, Reason: fmt.Sprintf("merged head %s into %s as %s; following %s", mdtext.ShortSHA(head), data.Base,
+			mdtext.ShortSHA(merge), data.Workflow)}
+	p := plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: s, Status: &status, Audit: audit}}}
+	t := h.d.Notices.Teller()
+	return "after-merge-following", func(tx record.Tx) error {
+		cur, err := tx.Sequence(rc.Name, d.PR, SeqKind)
+		if err != nil || (cur != nil && !cur.Done) {
+			return err // one follows already (a closed delivery again)
+		}
+		if cur != nil {
+			if was, err := seq.DataOf[Data](cur); err == nil && was.Merge == merge {
+				return nil // this merge was followed already: said once
+			}
+		}
+		return plan.Apply(tx, t, p)
+	}, nil
+}
+
+func statusText(s *record.Sequence, data Data) string {
+	return seq.Status{Title: fmt.Sprintf("🚀 **After the merge**, for %s: merge commit %s of head %s on %s:", mdtext.Mention(data.Author),
+		mdtext.Code(mdtext.ShortSHA(data.Merge)), mdtext.Code(mdtext.ShortSHA(data.Head)), mdtext.Code(data.Base)),
+		Trail: data.Trail, Now: data.Now}.Text()
+}
+
+func (h *Handler) edit(s *record.Sequence, data Data) plan.Edit {
+	return plan.Edit{Repo: s.Repo, PR: s.PR, Installation: data.Installation, Kind: string(notices.KindAfterMerge),
+		Body: statusText(s, data), Links: plan.Links{PR: h.d.Notices.Web.PR(s.Repo, s.PR), Run: data.RunURL}}
+}
+
+// step reads the merge commit's run of the workflow: none yet, or not
+// completed, waits for the next poll; completed, the watch ends saying how.
+func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (string, plan.Plan, error) {
+	gh, err := h.d.GitHub(s.Data.Installation)
+	if err != nil {
+		return "", plan.Plan{}, err
+	}
+	data := s.Data
+	if data.WorkflowID == 0 {
+		if data.WorkflowID, err = gh.WorkflowID(ctx, s.Seq.Repo, data.Workflow); err != nil {
+			return "", plan.Plan{}, err
+		}
+	}
+	id := data.WorkflowID
+	list, err := gh.CommitRuns(ctx, s.Seq.Repo, s.Data.Merge)
+	if err != nil {
+		return "", plan.Plan{}, err
+	}
+	var run *github.WorkflowRun
+	for _, r := range list {
+		if r.GetWorkflowID() == id && r.GetEvent() == "push" && r.GetHeadBranch() == s.Data.Base && strings.EqualFold(r.GetHeadSHA(), s.Data.Merge) &&
+			(run == nil || r.GetID() > run.GetID()) {
+			run = r
+		}
+	}
+	if run == nil {
+		return h.wait(s, data, StepWaiting, "⏳ no run of "+mdtext.Code(data.Workflow)+" on the merge commit yet", "after-merge-waiting")
+	}
+	data.RunID, data.RunURL = run.GetID(), run.GetHTMLURL()
+	if run.GetStatus() != "completed" {
+		return h.wait(s, data, StepRunning, fmt.Sprintf("⏳ run %s is %s", commands.RunLink(data.RunID, data.RunURL),
+			mdtext.Text(strings.ReplaceAll(run.GetStatus(), "_", " "))), "after-merge-running")
+	}
+	jobs, err := gh.RunJobs(ctx, s.Seq.Repo, data.RunID, run.GetRunAttempt())
+	if err != nil {
+		return "", plan.Plan{}, err
+	}
+	ingest := Section.Of(rc).IngestJob
+	if run.GetConclusion() == "success" {
+		return h.end(s, data, StepSucceeded, succeeded(data, jobs, ingest), "")
+	}
+	return h.end(s, data, StepFailed, failed(data, mdtext.Text(run.GetConclusion()), jobs, ingest), run.GetConclusion())
+}
+
+// succeeded says the run succeeded, whether its ingest job ran (when one
+// is named), and what opsbot decided for the merged head: the run it
+// reused, and who authorized it, or its own sweep. opsbot does not see the
+// ingest's inputs: it says what it decided, not what the ingest took.
+func succeeded(d Data, jobs []ghclient.Job, ingestJob string) string {
+	run := commands.RunLink(d.RunID, d.RunURL)
+	var b strings.Builder
+	fmt.Fprintf(&b, "✅ run %s on %s succeeded", run, mdtext.Code(d.Base))
+	if ingestJob != "" {
+		ran := false
+		for _, j := range jobs {
+			if isJob(j, ingestJob) && j.Conclusion == "success" {
+				ran = true
+			}
+		}
+		if ran {
+			fmt.Fprintf(&b, ", its ingest job %s too", mdtext.Code(ingestJob))
+		} else {
+			fmt.Fprintf(&b, ", but its ingest job %s did not run: nothing was dispatched to the ingest from it", mdtext.Code(ingestJob))
+		}
+	}
+	if d.Source != 0 {
+		fmt.Fprintf(&b, ". opsbot decided the merged head %s by reuse of run %d, authorized by %s: the source run opsbot's gate gives a "+
+			"push of this merge while the PR's labels allow reuse", mdtext.Code(mdtext.ShortSHA(d.Head)), d.Source, mdtext.Mention(d.SourceBy))
+	} else {
+		fmt.Fprintf(&b, ". opsbot reused nothing for the merged head %s: it ran its own sweep", mdtext.Code(mdtext.ShortSHA(d.Head)))
+	}
+	b.WriteString(" (opsbot does not see the ingest's inputs)")
+	return b.String()
+}
+
+// isJob reports whether j is the job named (a matrix job's name follows
+// it after a space).
+func isJob(j ghclient.Job, name string) bool {
+	return j.Name == name || strings.HasPrefix(j.Name, name+" ")
+}
+
+// maxJobsSaid bounds the failed jobs a status comment lists.
+const maxJobsSaid = 10
+
+// failed lists the failed jobs and says whether they failed before the
+// results were gathered (the GPU jobs, or what they need) or only in the
+// ingest after it (ingestJob), where a re-run of the GPU jobs is not the way.
+func failed(d Data, conclusion string, jobs []ghclient.Job, ingestJob string) string {
+	var bad []ghclient.Job
+	for _, j := range jobs {
+		switch j.Conclusion {
+		case "failure", "timed_out", "cancelled", "startup_failure":
+			bad = append(bad, j)
+		}
+	}
+	slices.SortStableFunc(bad, func(a, b ghclient.Job) int { return strings.Compare(a.Name, b.Name) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "❌ run %s on %s ended %s", commands.RunLink(d.RunID, d.RunURL), mdtext.Code(d.Base), mdtext.Code(conclusion))
+	if len(bad) == 0 {
+		b.WriteString(" with no job failed (GitHub's run page says why)")
+		return b.String()
+	}
+	names := make([]string, 0, len(bad))
+	onlyIngest := ingestJob != ""
+	for i, j := range bad {
+		onlyIngest = onlyIngest && isJob(j, ingestJob)
+		if i < maxJobsSaid {
+			names = append(names, fmt.Sprintf("%s (%s)", mdtext.Link(mdtext.Text(j.Name), j.URL), mdtext.Text(j.Conclusion)))
+		}
+	}
+	fmt.Fprintf(&b, ": %d %s failed: %s", len(bad), plural(len(bad), "job", "jobs"), strings.Join(names, ", "))
+	if len(bad) > maxJobsSaid {
+		fmt.Fprintf(&b, ", and %d more", len(bad)-maxJobsSaid)
+	}
+	switch {
+	case conclusion == "cancelled":
+		b.WriteString(". It was cancelled (by hand, or by a newer run of its concurrency group): nothing was ingested from it")
+	case onlyIngest:
+		b.WriteString(". Only the ingest failed, after the results were gathered: re-running the GPU jobs is not the way; recover the " +
+			"ingest from the gathered results (the repository's recovery procedure)")
+	default:
+		b.WriteString(". It failed before the results were gathered: re-running the failed jobs is the way (a failure is often a flake)")
+	}
+	b.WriteString("; opsbot does not follow a re-run")
+	return b.String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// expire ends the watch at its deadline.
+func (h *Handler) expire(_ context.Context, rc *config.Repo, s seq.Step[Data]) (string, plan.Plan, error) {
+	what := "no run of " + mdtext.Code(s.Data.Workflow) + " on the merge commit was found"
+	if s.Data.RunID != 0 {
+		what = "run " + commands.RunLink(s.Data.RunID, s.Data.RunURL) + " did not finish"
+	}
+	within := s.Data.Within
+	if within == 0 {
+		within = Section.Of(rc).Deadline
+	}
+	return h.end(s, s.Data, StepExpired, fmt.Sprintf("⌛ %s within %s of the merge: opsbot stopped following it", what,
+		commands.Span(within)), "")
+}
+
+// wait waits for the next poll, the status comment edited when what it
+// says changed.
+func (h *Handler) wait(s seq.Step[Data], data Data, step, now, out string) (string, plan.Plan, error) {
+	was := s.Data
+	data.Now = now
+	ps, err := seq.Waiting{Cur: s.Seq, Step: step, WakeAt: s.Now.Add(Poll), Data: data,
+		Is: seq.Status{Trail: data.Trail, Now: now}, Was: seq.Status{Trail: was.Trail, Now: was.Now},
+		Edit:  func(next *record.Sequence) plan.Edit { return h.edit(next, data) },
+		Audit: record.AuditRecord{Kind: record.AuditAfterMerge, RunID: data.RunID, HeadSHA: data.Merge, Reason: mdtext.Plain(mdtext.Parse(now))}}.Put()
+	if err != nil {
+		return "", plan.Plan{}, err
+	}
+	return out, plan.Plan{Steps: []plan.Step{ps}}, nil
+}
+
+// end ends the watch at step, saying why.
+func (h *Handler) end(s seq.Step[Data], data Data, step, why, conclusion string) (string, plan.Plan, error) {
+	next := *s.Seq
+	next.Step, next.Done, next.Why, next.WakeAt = step, true, step, time.Time{}
+	data.Trail, data.Now = append(slices.Clip(data.Trail), why), ""
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return "", plan.Plan{}, err
+	}
+	next.Data = raw
+	edit := h.edit(&next, data)
+	reason := mdtext.Plain(mdtext.Parse(why))
+	if conclusion != "" {
+		reason = conclusion + ": " + reason
+	}
+	audit := record.AuditRecord{Kind: record.AuditAfterMerge, Outcome: step, Repo: next.Repo, PR: next.PR, RunID: data.RunID, HeadSHA: data.Merge,
+		ActorLogin: data.Author, Reason: reason}
+	return "after-merge-" + step, plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: next, Read: s.Seq.Version, Edit: &edit, Audit: audit}}}, nil
+}

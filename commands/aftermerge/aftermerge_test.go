@@ -1,0 +1,228 @@
+package aftermerge_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/app"
+	"github.com/SemiAnalysisAI/opsbot/commands/aftermerge"
+	"github.com/SemiAnalysisAI/opsbot/gate"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+)
+
+const mainRun = int64(41000000001)
+
+// world is the server with the watch on, on the clock the test moves.
+func world(t *testing.T, clock *e2e.Clock) *e2e.World {
+	t.Helper()
+	return e2e.New(t, e2e.Options{Repo: "    after_merge:\n      follow: true\n      ingest_job: trigger-ingest\n",
+		Deps: func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }})
+}
+
+// status is the newest of the watch's comments on the PR ("": none).
+func status(w *e2e.World) string {
+	out := ""
+	for _, r := range w.Replies() {
+		if strings.HasPrefix(r, "🚀 **After the merge**") {
+			out = r
+		}
+	}
+	return out
+}
+
+func waitStatus(t *testing.T, w *e2e.World, subs ...string) string {
+	t.Helper()
+	testkit.Eventually(t, "the watch's comment says "+strings.Join(subs, ", "), func() bool {
+		s := status(w)
+		for _, sub := range subs {
+			if !strings.Contains(s, sub) {
+				return false
+			}
+		}
+		return s != ""
+	})
+	return status(w)
+}
+
+// merged merges the PR into main as commit e1, as GitHub's webhook says.
+func merged(w *e2e.World) {
+	w.T.Helper()
+	w.GH.ClosePR(e2e.Repo, e2e.PR, true, e2e.SHA("e1"))
+	w.Send("pull_request", closed(w, true, "main"))
+}
+
+// closed is the PR's closed webhook, merged into base (or not).
+func closed(w *e2e.World, merged bool, base string) map[string]any {
+	merge := ""
+	if merged {
+		merge = e2e.SHA("e1")
+	}
+	p := w.ClosedPayload(merged, merge)
+	e2e.SetPath(p, "pull_request.base.ref", base)
+	e2e.SetPath(p, "repository.default_branch", "main")
+	e2e.SetPath(p, "pull_request.user.login", "author")
+	return p
+}
+
+// ingested are a main run's jobs: a GPU job, the results gathered, and the
+// ingest dispatched.
+var ingested = []githubtest.Job{{Name: "single-node 1k1k / kimi", Conclusion: "success"}, {Name: "collect-results", Conclusion: "success"},
+	{Name: "trigger-ingest", Conclusion: "success"}}
+
+// mainRunOf adds the sweep workflow's push run on the merge commit.
+func mainRunOf(w *e2e.World, status, conclusion string, jobs []githubtest.Job) {
+	w.GH.AddRun(e2e.Repo, githubtest.Run{ID: mainRun, WorkflowID: 77, Event: "push", Status: status, Conclusion: conclusion,
+		HeadSHA: e2e.SHA("e1"), HeadBranch: "main", CreatedAt: time.Now(), Jobs: jobs})
+}
+
+// A reused merge whose main run succeeds: the comment, naming the author,
+// says the run and its ingest job succeeded, and the run opsbot reused for
+// the merged head and who authorized it, which is what the gate answers a
+// push of the merge; the audit keeps the watch's steps.
+func TestAfterMergeSaysTheRunsOfASucceededMainRun(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	w.Comment(e2e.Maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2") // the gate skips its sweep on the pin
+	merged(w)
+	waitStatus(t, w, "🚀 **After the merge**, for @author: merge commit `e1e1e1e` of head `c2c2c2c` on `main`",
+		"no run of `.github/workflows/run-sweep.yml` on the merge commit yet")
+	mainRunOf(w, "completed", "success", ingested)
+	w.PassTime(clock, aftermerge.Poll)
+	st := waitStatus(t, w, "✅ run [41000000001](", "on `main` succeeded, its ingest job `trigger-ingest` too")
+	e2e.MustContain(t, "status", st, "opsbot decided the merged head `c2c2c2c` by reuse of run 31147925932, authorized by @maintainer")
+	if ans := w.Gate(gate.Request{Event: "push", SHA: e2e.SHA("e1")}); !ans.ReuseEnabled || ans.RunID != 31147925932 {
+		t.Fatalf("the gate answers a push of the merge %+v; the comment says run 31147925932", ans)
+	}
+	var steps []string
+	for _, r := range w.AuditRecords() {
+		if r["kind"] == "after_merge" {
+			steps = append(steps, r["outcome"].(string))
+		}
+	}
+	if strings.Join(steps, ",") != "waiting_run,succeeded" {
+		t.Fatalf("the audit's after-merge steps are %v", steps)
+	}
+}
+
+// A main run failing before the results were gathered (a GPU job): the
+// comment lists the failed job with its link and says a re-run is the way.
+// One failing only in the ingest job: said to be after the results were
+// gathered, where a re-run of the GPU jobs is not the way.
+func TestAfterMergeSaysWhereTheMainRunFailed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		jobs []githubtest.Job
+		want []string
+	}{
+		{"before gathering", []githubtest.Job{{Name: "single-node 1k1k / kimi", Conclusion: "failure"}, {Name: "collect-results", Conclusion: "skipped"},
+			{Name: "trigger-ingest", Conclusion: "skipped"}},
+			[]string{"1 job failed: [single-node 1k1k / kimi](https://github.com/", "/actions/runs/41000000001/job/", "(failure)",
+				"It failed before the results were gathered: re-running the failed jobs is the way"}},
+		{"cancelled", []githubtest.Job{{Name: "single-node 1k1k / kimi", Conclusion: "cancelled"}},
+			[]string{"It was cancelled (by hand, or by a newer run of its concurrency group): nothing was ingested from it"}},
+		{"in the ingest", []githubtest.Job{{Name: "single-node 1k1k / kimi", Conclusion: "success"}, {Name: "collect-results", Conclusion: "success"},
+			{Name: "trigger-ingest", Conclusion: "failure"}},
+			[]string{"1 job failed: [trigger-ingest](", "Only the ingest failed, after the results were gathered: re-running the GPU jobs is not the way"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clock := e2e.NewClock()
+			w := world(t, clock)
+			w.Push("c2") // decided: the gate sweeps it
+			merged(w)
+			waitStatus(t, w, "no run of `.github/workflows/run-sweep.yml` on the merge commit yet")
+			conclusion := "failure"
+			if c.name == "cancelled" {
+				conclusion = "cancelled"
+			}
+			mainRunOf(w, "completed", conclusion, c.jobs)
+			w.PassTime(clock, aftermerge.Poll)
+			st := waitStatus(t, w, "❌ run [41000000001](", "ended `"+conclusion+"`", "opsbot does not follow a re-run")
+			e2e.MustContain(t, "status", st, c.want...)
+		})
+	}
+}
+
+// A merge of a PR opsbot never decided (no push of it was gated), a PR
+// closed without merging, one merged into another branch: nothing is said,
+// and nothing is followed.
+func TestAfterMergeSaysNothingOfWhatItDoesNotFollow(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	merged(w)
+	if st := status(w); st != "" {
+		t.Fatalf("a merge opsbot never decided is followed:\n%s", st)
+	}
+	w.Push("c2") // decided from now on
+	w.Send("pull_request", closed(w, false, "main"))
+	w.Send("pull_request", closed(w, true, "release-1"))
+	if st := status(w); st != "" {
+		t.Fatalf("a PR closed unmerged, or merged into another branch, is followed:\n%s", st)
+	}
+	for _, r := range w.AuditRecords() {
+		if r["kind"] == "after_merge" {
+			t.Fatalf("audited: %v", r)
+		}
+	}
+}
+
+// A restart while the main run runs: the watch is in the record, and the
+// next process follows it to its end.
+func TestAfterMergeFollowsTheRunAcrossARestart(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	w.Push("c2")
+	merged(w)
+	mainRunOf(w, "in_progress", "", nil)
+	w.PassTime(clock, aftermerge.Poll)
+	waitStatus(t, w, "⏳ run [41000000001](", "is in progress")
+	w.Restart(nil, nil)
+	w.GH.CompleteRun(e2e.Repo, mainRun, "success", nil)
+	w.PassTime(clock, aftermerge.Poll)
+	waitStatus(t, w, "✅ run [41000000001](", "succeeded", "opsbot reused nothing for the merged head `c2c2c2c`: it ran its own sweep")
+}
+
+// The closed webhook of a merge followed already, delivered again with
+// another body (GitHub's redelivery, a late edit of the PR): one comment,
+// the watch not begun again.
+func TestAfterMergeFollowsAMergeOnce(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	w.Push("c2")
+	mainRunOf(w, "completed", "success", ingested) // there when the watch first looks
+	merged(w)
+	waitStatus(t, w, "✅ run [41000000001](")
+	again := closed(w, true, "main")
+	e2e.SetPath(again, "pull_request.title", "edited after the merge")
+	w.Send("pull_request", again)
+	n := 0
+	for _, r := range w.Replies() {
+		if strings.HasPrefix(r, "🚀 **After the merge**") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d after-merge comments; want the one", n)
+	}
+}
+
+// No run on the merge commit by the deadline: the watch says so and ends.
+func TestAfterMergeEndsAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	w.Push("c2")
+	merged(w)
+	waitStatus(t, w, "no run of `.github/workflows/run-sweep.yml` on the merge commit yet")
+	w.PassTime(clock, 12*time.Hour+time.Minute)
+	waitStatus(t, w, "⌛ no run of `.github/workflows/run-sweep.yml` on the merge commit was found within 12h of the merge")
+}
