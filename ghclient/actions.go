@@ -186,6 +186,23 @@ func (c *Client) RunJobs(ctx context.Context, repo string, runID int64, attempt 
 	}
 }
 
+// FirstError is the first failure annotation of a job (its check run's: a
+// failed step's error), its first line ("": none).
+func (c *Client) FirstError(ctx context.Context, repo string, jobID int64) (string, error) {
+	o, r := split(repo)
+	list, resp, err := c.gh.Checks.ListCheckRunAnnotations(ctx, o, r, jobID, &github.ListOptions{PerPage: 50})
+	if err := wrap(fmt.Sprintf("reading the annotations of job %d", jobID), resp, err); err != nil {
+		return "", err
+	}
+	for _, a := range list {
+		if a.GetAnnotationLevel() == "failure" {
+			line, _, _ := strings.Cut(strings.TrimSpace(a.GetMessage()), "\n")
+			return line, nil
+		}
+	}
+	return "", nil
+}
+
 // DispatchedRun is the run a workflow dispatch made, as GitHub answers
 // when asked for its details (ID 0: it did not say).
 type DispatchedRun struct {

@@ -45,8 +45,12 @@ const (
 	StepExpired   = "expired"
 )
 
-// Poll is how often the watch reads the run.
-const Poll = time.Minute
+// Poll is how often the watch reads the run; RerunPoll how often, after
+// a failed attempt, it looks for a re-run.
+const (
+	Poll      = time.Minute
+	RerunPoll = 5 * time.Minute
+)
 
 // Settings is repos[].after_merge.
 type Settings struct {
@@ -127,9 +131,11 @@ type Data struct {
 	Within   time.Duration `json:"within,omitempty"`
 	SourceBy string        `json:"source_by,omitempty"`
 	RunID    int64         `json:"run_id,omitempty"`
-	RunURL   string        `json:"run_url,omitempty"`
-	Trail    []string      `json:"trail,omitempty"`
-	Now      string        `json:"now,omitempty"`
+	// Attempt is the run's attempt that failed last (0: none).
+	Attempt int      `json:"attempt,omitempty"`
+	RunURL  string   `json:"run_url,omitempty"`
+	Trail   []string `json:"trail,omitempty"`
+	Now     string   `json:"now,omitempty"`
 }
 
 func (h *Handler) now() time.Time {
@@ -270,14 +276,22 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 		}
 	}
 	if run == nil {
-		return h.wait(s, data, StepWaiting, "⏳ no run of "+mdtext.Code(data.Workflow)+" on the merge commit yet", "after-merge-waiting")
+		return h.wait(s, data, StepWaiting, "⏳ no run of "+mdtext.Code(data.Workflow)+" on the merge commit yet", "after-merge-waiting", Poll)
 	}
 	data.RunID, data.RunURL = run.GetID(), run.GetHTMLURL()
+	attempt := max(run.GetRunAttempt(), 1)
 	if run.GetStatus() != "completed" {
-		return h.wait(s, data, StepRunning, fmt.Sprintf("⏳ run %s is %s", commands.RunLink(data.RunID, data.RunURL),
-			mdtext.Text(strings.ReplaceAll(run.GetStatus(), "_", " "))), "after-merge-running")
+		what := "run " + commands.RunLink(data.RunID, data.RunURL)
+		if attempt > 1 {
+			what = fmt.Sprintf("attempt %d of run %s", attempt, commands.RunLink(data.RunID, data.RunURL))
+		}
+		return h.wait(s, data, StepRunning, fmt.Sprintf("⏳ %s is %s", what, mdtext.Text(strings.ReplaceAll(run.GetStatus(), "_", " "))),
+			"after-merge-running", Poll)
 	}
-	jobs, err := gh.RunJobs(ctx, s.Seq.Repo, data.RunID, run.GetRunAttempt())
+	if data.Attempt != 0 && attempt <= data.Attempt {
+		return h.wait(s, data, StepFailed, data.Now, "after-merge-failed", RerunPoll) // no re-run yet
+	}
+	jobs, err := gh.RunJobs(ctx, s.Seq.Repo, data.RunID, attempt)
 	if err != nil {
 		return "", plan.Plan{}, err
 	}
@@ -285,7 +299,21 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 	if run.GetConclusion() == "success" {
 		return h.end(s, data, StepSucceeded, succeeded(data, jobs, ingest), "")
 	}
-	return h.end(s, data, StepFailed, failed(data, mdtext.Text(run.GetConclusion()), jobs, ingest), run.GetConclusion())
+	errs := map[int64]string{}
+	for i, j := range failedJobs(jobs) {
+		if i == maxErrorsRead {
+			break
+		}
+		if errs[j.ID], err = gh.FirstError(ctx, s.Seq.Repo, j.ID); err != nil {
+			return "", plan.Plan{}, err
+		}
+	}
+	// A failed attempt is said, and the watch follows a re-run until its
+	// deadline (a failure is often a flake).
+	data.Attempt = attempt
+	data.Trail = append(slices.Clip(data.Trail), failed(data, mdtext.Text(run.GetConclusion()), jobs, errs, ingest))
+	deadline := s.Seq.Deadline.UTC().Format("Jan 2 15:04 UTC")
+	return h.wait(s, data, StepFailed, "⏳ opsbot follows a re-run of the failed jobs until "+deadline, "after-merge-failed", RerunPoll)
 }
 
 // succeeded says the run succeeded, whether its ingest job ran (when one
@@ -296,6 +324,9 @@ func succeeded(d Data, jobs []ghclient.Job, ingestJob string) string {
 	run := commands.RunLink(d.RunID, d.RunURL)
 	var b strings.Builder
 	fmt.Fprintf(&b, "✅ run %s on %s succeeded", run, mdtext.Code(d.Base))
+	if d.Attempt != 0 {
+		fmt.Fprintf(&b, " at its re-run (attempt %d failed)", d.Attempt)
+	}
 	if ingestJob != "" {
 		ran := false
 		for _, j := range jobs {
@@ -325,13 +356,16 @@ func isJob(j ghclient.Job, name string) bool {
 	return j.Name == name || strings.HasPrefix(j.Name, name+" ")
 }
 
-// maxJobsSaid bounds the failed jobs a status comment lists.
-const maxJobsSaid = 10
+// maxJobsSaid bounds the failed jobs a status comment lists, and
+// maxErrorsRead those whose first error it says (a read each).
+const (
+	maxJobsSaid   = 10
+	maxErrorsRead = 5
+)
 
-// failed lists the failed jobs and says whether they failed before the
-// results were gathered (the GPU jobs, or what they need) or only in the
-// ingest after it (ingestJob), where a re-run of the GPU jobs is not the way.
-func failed(d Data, conclusion string, jobs []ghclient.Job, ingestJob string) string {
+// failedJobs are the jobs that failed (timed out, were cancelled, did not
+// start), by name.
+func failedJobs(jobs []ghclient.Job) []ghclient.Job {
 	var bad []ghclient.Job
 	for _, j := range jobs {
 		switch j.Conclusion {
@@ -340,8 +374,20 @@ func failed(d Data, conclusion string, jobs []ghclient.Job, ingestJob string) st
 		}
 	}
 	slices.SortStableFunc(bad, func(a, b ghclient.Job) int { return strings.Compare(a.Name, b.Name) })
+	return bad
+}
+
+// failed lists the failed jobs, with the first error of those read
+// (errs), and says whether they failed before the
+// results were gathered (the GPU jobs, or what they need) or only in the
+// ingest after it (ingestJob), where a re-run of the GPU jobs is not the way.
+func failed(d Data, conclusion string, jobs []ghclient.Job, errs map[int64]string, ingestJob string) string {
+	bad := failedJobs(jobs)
 	var b strings.Builder
 	fmt.Fprintf(&b, "❌ run %s on %s ended %s", commands.RunLink(d.RunID, d.RunURL), mdtext.Code(d.Base), mdtext.Code(conclusion))
+	if d.Attempt > 1 {
+		fmt.Fprintf(&b, " at attempt %d", d.Attempt)
+	}
 	if len(bad) == 0 {
 		b.WriteString(" with no job failed (GitHub's run page says why)")
 		return b.String()
@@ -351,7 +397,11 @@ func failed(d Data, conclusion string, jobs []ghclient.Job, ingestJob string) st
 	for i, j := range bad {
 		onlyIngest = onlyIngest && isJob(j, ingestJob)
 		if i < maxJobsSaid {
-			names = append(names, fmt.Sprintf("%s (%s)", mdtext.Link(mdtext.Text(j.Name), j.URL), mdtext.Text(j.Conclusion)))
+			said := fmt.Sprintf("%s (%s", mdtext.Link(mdtext.Text(j.Name), j.URL), mdtext.Text(j.Conclusion))
+			if e := errs[j.ID]; e != "" {
+				said += ": " + mdtext.Clip(mdtext.Text(e), 200)
+			}
+			names = append(names, said+")")
 		}
 	}
 	fmt.Fprintf(&b, ": %d %s failed: %s", len(bad), plural(len(bad), "job", "jobs"), strings.Join(names, ", "))
@@ -367,7 +417,6 @@ func failed(d Data, conclusion string, jobs []ghclient.Job, ingestJob string) st
 	default:
 		b.WriteString(". It failed before the results were gathered: re-running the failed jobs is the way (a failure is often a flake)")
 	}
-	b.WriteString("; opsbot does not follow a re-run")
 	return b.String()
 }
 
@@ -381,26 +430,34 @@ func plural(n int, one, many string) string {
 // expire ends the watch at its deadline.
 func (h *Handler) expire(_ context.Context, rc *config.Repo, s seq.Step[Data]) (string, plan.Plan, error) {
 	what := "no run of " + mdtext.Code(s.Data.Workflow) + " on the merge commit was found"
-	if s.Data.RunID != 0 {
+	step := StepExpired
+	switch {
+	case s.Seq.Step == StepFailed:
+		what, step = "no re-run of run "+commands.RunLink(s.Data.RunID, s.Data.RunURL)+" succeeded", StepFailed
+	case s.Data.RunID != 0:
 		what = "run " + commands.RunLink(s.Data.RunID, s.Data.RunURL) + " did not finish"
 	}
 	within := s.Data.Within
 	if within == 0 {
 		within = Section.Of(rc).Deadline
 	}
-	return h.end(s, s.Data, StepExpired, fmt.Sprintf("⌛ %s within %s of the merge: opsbot stopped following it", what,
+	return h.end(s, s.Data, step, fmt.Sprintf("⌛ %s within %s of the merge: opsbot stopped following it", what,
 		commands.Span(within)), "")
 }
 
 // wait waits for the next poll, the status comment edited when what it
 // says changed.
-func (h *Handler) wait(s seq.Step[Data], data Data, step, now, out string) (string, plan.Plan, error) {
+func (h *Handler) wait(s seq.Step[Data], data Data, step, now, out string, after time.Duration) (string, plan.Plan, error) {
 	was := s.Data
 	data.Now = now
-	ps, err := seq.Waiting{Cur: s.Seq, Step: step, WakeAt: s.Now.Add(Poll), Data: data,
+	reason := now
+	if len(data.Trail) > len(was.Trail) {
+		reason = data.Trail[len(data.Trail)-1] // what happened: a failed attempt
+	}
+	ps, err := seq.Waiting{Cur: s.Seq, Step: step, WakeAt: s.Now.Add(after), Data: data,
 		Is: seq.Status{Trail: data.Trail, Now: now}, Was: seq.Status{Trail: was.Trail, Now: was.Now},
 		Edit:  func(next *record.Sequence) plan.Edit { return h.edit(next, data) },
-		Audit: record.AuditRecord{Kind: record.AuditAfterMerge, RunID: data.RunID, HeadSHA: data.Merge, Reason: mdtext.Plain(mdtext.Parse(now))}}.Put()
+		Audit: record.AuditRecord{Kind: record.AuditAfterMerge, RunID: data.RunID, HeadSHA: data.Merge, Reason: mdtext.Plain(mdtext.Parse(reason))}}.Put()
 	if err != nil {
 		return "", plan.Plan{}, err
 	}

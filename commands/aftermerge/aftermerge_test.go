@@ -75,7 +75,7 @@ var ingested = []githubtest.Job{{Name: "single-node 1k1k / kimi", Conclusion: "s
 // mainRunOf adds the sweep workflow's push run on the merge commit.
 func mainRunOf(w *e2e.World, status, conclusion string, jobs []githubtest.Job) {
 	w.GH.AddRun(e2e.Repo, githubtest.Run{ID: mainRun, WorkflowID: 77, Event: "push", Status: status, Conclusion: conclusion,
-		HeadSHA: e2e.SHA("e1"), HeadBranch: "main", CreatedAt: time.Now(), Jobs: jobs})
+		HeadSHA: e2e.SHA("e1"), HeadBranch: "main", CreatedAt: time.Now(), Jobs: jobs, Attempt: 1})
 }
 
 // A reused merge whose main run succeeds: the comment, naming the author,
@@ -110,7 +110,8 @@ func TestAfterMergeSaysTheRunsOfASucceededMainRun(t *testing.T) {
 }
 
 // A main run failing before the results were gathered (a GPU job): the
-// comment lists the failed job with its link and says a re-run is the way.
+// comment lists the failed job with its link and its first error (the
+// failure annotation, not a notice before it) and says a re-run is the way.
 // One failing only in the ingest job: said to be after the results were
 // gathered, where a re-run of the GPU jobs is not the way.
 func TestAfterMergeSaysWhereTheMainRunFailed(t *testing.T) {
@@ -120,9 +121,11 @@ func TestAfterMergeSaysWhereTheMainRunFailed(t *testing.T) {
 		jobs []githubtest.Job
 		want []string
 	}{
-		{"before gathering", []githubtest.Job{{Name: "single-node 1k1k / kimi", Conclusion: "failure"}, {Name: "collect-results", Conclusion: "skipped"},
+		{"before gathering", []githubtest.Job{{Name: "single-node 1k1k / kimi", Conclusion: "failure",
+			Error: "Process completed with exit code 137.\nthe runner ran out of memory"}, {Name: "collect-results", Conclusion: "skipped"},
 			{Name: "trigger-ingest", Conclusion: "skipped"}},
-			[]string{"1 job failed: [single-node 1k1k / kimi](https://github.com/", "/actions/runs/41000000001/job/", "(failure)",
+			[]string{"1 job failed: [single-node 1k1k / kimi](https://github.com/", "/actions/runs/41000000001/job/",
+				"(failure: Process completed with exit code 137.)",
 				"It failed before the results were gathered: re-running the failed jobs is the way"}},
 		{"cancelled", []githubtest.Job{{Name: "single-node 1k1k / kimi", Conclusion: "cancelled"}},
 			[]string{"It was cancelled (by hand, or by a newer run of its concurrency group): nothing was ingested from it"}},
@@ -143,10 +146,39 @@ func TestAfterMergeSaysWhereTheMainRunFailed(t *testing.T) {
 			}
 			mainRunOf(w, "completed", conclusion, c.jobs)
 			w.PassTime(clock, aftermerge.Poll)
-			st := waitStatus(t, w, "❌ run [41000000001](", "ended `"+conclusion+"`", "opsbot does not follow a re-run")
+			st := waitStatus(t, w, "❌ run [41000000001](", "ended `"+conclusion+"`", "⏳ opsbot follows a re-run of the failed jobs until")
 			e2e.MustContain(t, "status", st, c.want...)
 		})
 	}
+}
+
+// A failed attempt is followed by its re-run: the comment keeps the
+// failure, says the re-run runs, and its success; without a re-run, the
+// deadline ends the watch saying none succeeded.
+func TestAfterMergeFollowsAReRun(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	w.Push("c2")
+	failing := []githubtest.Job{{Name: "single-node 1k1k / kimi", Conclusion: "failure"}, {Name: "trigger-ingest", Conclusion: "skipped"}}
+	mainRunOf(w, "completed", "failure", failing)
+	merged(w)
+	waitStatus(t, w, "❌ run [41000000001](", "⏳ opsbot follows a re-run of the failed jobs until")
+	w.GH.RerunRun(e2e.Repo, mainRun)
+	w.PassTime(clock, aftermerge.RerunPoll)
+	waitStatus(t, w, "❌ run [41000000001](", "⏳ attempt 2 of run [41000000001](", "is queued")
+	w.GH.CompleteRun(e2e.Repo, mainRun, "success", nil)
+	w.PassTime(clock, aftermerge.Poll)
+	st := waitStatus(t, w, "✅ run [41000000001](", "succeeded at its re-run (attempt 1 failed)")
+	e2e.MustContain(t, "status", st, "❌ run [41000000001](") // the failure stays in the comment
+
+	w2 := world(t, clock)
+	w2.Push("c2")
+	mainRunOf(w2, "completed", "failure", failing)
+	merged(w2)
+	waitStatus(t, w2, "⏳ opsbot follows a re-run of the failed jobs until")
+	w2.PassTime(clock, 12*time.Hour+time.Minute)
+	waitStatus(t, w2, "⌛ no re-run of run [41000000001](", "succeeded within 12h of the merge")
 }
 
 // A merge of a PR opsbot never decided (no push of it was gated), a PR

@@ -205,6 +205,22 @@ func (f *Fake) jobs(w http.ResponseWriter, r *http.Request, repo *Repo) (int, an
 	return http.StatusOK, out
 }
 
+// annotations are a job's check run annotations (a job's id is its check
+// run's): a notice, then its Error as a failure.
+func (f *Fake) annotations(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	run := repo.Runs[id/1000]
+	if run == nil || int(id%1000) >= len(run.Jobs) {
+		return http.StatusNotFound, notFound()
+	}
+	out := []*github.CheckRunAnnotation{}
+	if j := run.Jobs[id%1000]; j.Error != "" {
+		out = append(out, &github.CheckRunAnnotation{AnnotationLevel: github.String("notice"), Message: github.String("Node.js 16 actions are deprecated")},
+			&github.CheckRunAnnotation{AnnotationLevel: github.String("failure"), Message: github.String(j.Error)})
+	}
+	return http.StatusOK, out
+}
+
 // createdIn reports whether t matches a created filter (">=TIME", or ""
 // for any).
 func createdIn(t time.Time, filter string) bool {

@@ -175,8 +175,11 @@ type Run struct {
 type Job struct {
 	Name       string
 	Conclusion string
-	Labels     []string
-	Took       time.Duration
+	// Error is the job's failure annotation, as a failed step makes one
+	// (""; none); a notice annotation comes before it.
+	Error  string
+	Labels []string
+	Took   time.Duration
 }
 
 // Artifact is one run artifact.
@@ -501,6 +504,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("PUT /repos/{owner}/{repo}/pulls/{n}/update-branch", f.updateBranch)
 	add("PUT /repos/{owner}/{repo}/pulls/{n}/merge", f.mergePull)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", f.listCheckRuns)
+	add("GET /repos/{owner}/{repo}/check-runs/{id}/annotations", f.annotations)
 	add("POST /repos/{owner}/{repo}/check-runs", f.createCheckRun)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/status", f.combinedStatus)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/check-suites", f.listCheckSuites)
