@@ -1,0 +1,33 @@
+package digest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// The week's merges followed after the merge are counted from their audit:
+// each watch begun, each main run that succeeded, each main run that failed
+// (however many of its attempts did), and how many of those a re-run made
+// succeed. A week without any says nothing of them.
+func TestDigestCountsTheMergesFollowed(t *testing.T) {
+	am := func(pr int, run int64, outcome string) record.AuditRecord {
+		return record.AuditRecord{Kind: record.AuditAfterMerge, PR: pr, RunID: run, Outcome: outcome}
+	}
+	recs := []record.AuditRecord{
+		am(1, 0, "waiting_run"), am(1, 11, "succeeded"),
+		am(2, 0, "waiting_run"), am(2, 21, "failed"), am(2, 21, "failed"), am(2, 21, "succeeded"), // two attempts failed, the third succeeded
+		am(3, 0, "waiting_run"), am(3, 31, "failed"), am(3, 31, "failed"), // failed, and the deadline after it
+	}
+	from := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	text, _ := Text("https://github.com", "o/r", "2026-W49", from, from.Add(7*24*time.Hour), recs)
+	if !strings.Contains(text, "- after the merge: 3 followed, 2 main runs succeeded, 2 failed (1 of those succeeded at a re-run)\n") {
+		t.Fatalf("digest:\n%s", text)
+	}
+	text, _ = Text("https://github.com", "o/r", "2026-W49", from, from.Add(7*24*time.Hour), nil)
+	if strings.Contains(text, "after the merge") {
+		t.Fatalf("a week without merges followed says:\n%s", text)
+	}
+}
