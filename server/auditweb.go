@@ -384,8 +384,15 @@ func (a *AuditWeb) pr(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "could not read the database", http.StatusInternalServerError)
 		return
 	}
+	// After the merge: the merged PR's main-side run, followed, each step.
+	followed, _, err := a.Store.Audit(state.AuditQuery{Repo: repo, PR: n, Kind: string(record.AuditAfterMerge), Limit: 50})
+	if err != nil {
+		a.Log.Error("reading the audit", "err", err)
+		http.Error(w, "could not read the database", http.StatusInternalServerError)
+		return
+	}
 	a.render(w, "pr", map[string]any{"Title": repo + " #" + strconv.Itoa(n), "Repo": repo, "PR": n, "T": tl, "Trail": trail,
-		"Next": next, "PRURL": a.web() + "/" + repo + "/pull/" + strconv.Itoa(n)})
+		"Next": next, "PRURL": a.web() + "/" + repo + "/pull/" + strconv.Itoa(n), "After": followed})
 }
 
 func (a *AuditWeb) web() string {

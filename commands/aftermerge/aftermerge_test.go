@@ -1,6 +1,9 @@
 package aftermerge_test
 
 import (
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +22,8 @@ const mainRun = int64(41000000001)
 func world(t *testing.T, clock *e2e.Clock) *e2e.World {
 	t.Helper()
 	return e2e.New(t, e2e.Options{Repo: "    after_merge:\n      follow: true\n      ingest_job: trigger-ingest\n",
+		Top:  "audit_web:\n  enabled: true\n  user_env: TEST_AUDIT_USER\n  password_env: TEST_AUDIT_PASSWORD\n",
+		Env:  map[string]string{"TEST_AUDIT_USER": "maint", "TEST_AUDIT_PASSWORD": "s3cret-page-0123456"},
 		Deps: func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }})
 }
 
@@ -107,6 +112,21 @@ func TestAfterMergeSaysTheRunsOfASucceededMainRun(t *testing.T) {
 	if strings.Join(steps, ",") != "waiting_run,succeeded" {
 		t.Fatalf("the audit's after-merge steps are %v", steps)
 	}
+	// The PR's audit page shows the chain: the pin, the heads decided, and
+	// after the merge the main run followed.
+	req, err := http.NewRequest(http.MethodGet, w.Srv.URL+"/audit/"+e2e.Repo+"/"+strconv.Itoa(e2e.PR), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("maint", "s3cret-page-0123456")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e2e.MustContain(t, "the PR's audit page", string(page), `<h2>After the merge</h2>`, `<table id="after-merge">`,
+		`/actions/runs/41000000001">41000000001</a>`, `/commit/`+e2e.SHA("e1"), "<td data-label=\"step\">succeeded</td>", `id="pins"`)
 }
 
 // A main run failing before the results were gathered (a GPU job): the
