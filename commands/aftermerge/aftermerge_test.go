@@ -13,7 +13,6 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/gate"
 	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
-	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 const mainRun = int64(41000000001)
@@ -27,29 +26,15 @@ func world(t *testing.T, clock *e2e.Clock) *e2e.World {
 		Deps: func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }})
 }
 
-// status is the newest of the watch's comments on the PR ("": none).
-func status(w *e2e.World) string {
-	out := ""
-	for _, r := range w.Replies() {
-		if strings.HasPrefix(r, "🚀 **After the merge**") {
-			out = r
-		}
-	}
-	return out
-}
+// title starts the watch's comment.
+const title = "🚀 **After the merge**"
+
+// status is the watch's comment on the PR ("": none).
+func status(w *e2e.World) string { return w.NewestReply(title) }
 
 func waitStatus(t *testing.T, w *e2e.World, subs ...string) string {
 	t.Helper()
-	testkit.Eventually(t, "the watch's comment says "+strings.Join(subs, ", "), func() bool {
-		s := status(w)
-		for _, sub := range subs {
-			if !strings.Contains(s, sub) {
-				return false
-			}
-		}
-		return s != ""
-	})
-	return status(w)
+	return w.WaitReply(title, subs...)
 }
 
 // merged merges the PR into main as commit e1, as GitHub's webhook says.
@@ -258,7 +243,7 @@ func TestAfterMergeFollowsAMergeOnce(t *testing.T) {
 	w.Send("pull_request", again)
 	n := 0
 	for _, r := range w.Replies() {
-		if strings.HasPrefix(r, "🚀 **After the merge**") {
+		if strings.HasPrefix(r, title) {
 			n++
 		}
 	}

@@ -673,3 +673,31 @@ func Offered(t testing.TB) (ids, labels string) {
 	}
 	return strings.Join(i, ","), strings.Join(l, ",")
 }
+
+// NewestReply is the newest of opsbot's comments on the PR that starts
+// with prefix ("": none): a sequence's status comment, edited in place.
+func (w *World) NewestReply(prefix string) string {
+	out := ""
+	for _, r := range w.Replies() {
+		if strings.HasPrefix(r, prefix) {
+			out = r
+		}
+	}
+	return out
+}
+
+// WaitReply waits until the newest comment starting with prefix says
+// each of subs, and returns it.
+func (w *World) WaitReply(prefix string, subs ...string) string {
+	w.T.Helper()
+	testkit.Eventually(w.T, "the comment "+prefix+"… says "+strings.Join(subs, ", "), func() bool {
+		s := w.NewestReply(prefix)
+		for _, sub := range subs {
+			if !strings.Contains(s, sub) {
+				return false
+			}
+		}
+		return s != ""
+	})
+	return w.NewestReply(prefix)
+}
