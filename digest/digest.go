@@ -170,7 +170,8 @@ func isoWeek(t time.Time) string {
 // Text is the digest of repo's records recs of the week from..to, in
 // Markdown (the Slack mirror turns it into mrkdwn), with a line of links.
 func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord) (string, string) {
-	var skips, refusals, expired, merged, stopped, followed, succeeded int
+	var skips, refusals, expired, merged, stopped, succeeded, unfinished int
+	followed := map[[2]string]bool{}
 	failedRuns, rerunOK := map[[2]int64]bool{}, map[[2]int64]bool{}
 	var runner, gpu int64
 	who := map[string]int{}
@@ -195,7 +196,9 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 		case r.Kind == record.AuditMerge && r.Outcome == "stopped":
 			stopped++
 		case r.Kind == record.AuditAfterMerge && r.Outcome == "waiting_run":
-			followed++ // a merge's watch begun
+			followed[[2]string{fmt.Sprint(r.PR), r.HeadSHA}] = true // a merge's watch (its merge commit), once
+		case r.Kind == record.AuditAfterMerge && r.Outcome == "expired":
+			unfinished++
 		case r.Kind == record.AuditAfterMerge && r.Outcome == "failed":
 			failedRuns[[2]int64{int64(r.PR), r.RunID}] = true // each attempt that failed, and the deadline after one
 		case r.Kind == record.AuditAfterMerge && r.Outcome == "succeeded":
@@ -231,15 +234,15 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 	fmt.Fprintf(&b, "- %d %s expired unused\n", expired, plural(expired, "pin", "pins"))
 	fmt.Fprintf(&b, "- %d %s refused\n", refusals, plural(refusals, "command", "commands"))
 	fmt.Fprintf(&b, "- merges with reuse: %d merged, %d stopped\n", merged, stopped)
-	if followed+succeeded+len(failedRuns) > 0 {
+	if len(followed)+succeeded+len(failedRuns)+unfinished > 0 {
 		reruns := 0
 		for k := range failedRuns {
 			if rerunOK[k] {
 				reruns++
 			}
 		}
-		fmt.Fprintf(&b, "- after the merge: %d followed, %d main %s succeeded, %d failed (%d of those succeeded at a re-run)\n",
-			followed, succeeded, plural(succeeded, "run", "runs"), len(failedRuns), reruns)
+		fmt.Fprintf(&b, "- after the merge: %d followed, %d main %s succeeded, %d failed (%d of those succeeded at a re-run), %d not finished by the deadline\n",
+			len(followed), succeeded, plural(succeeded, "run", "runs"), len(failedRuns), reruns, unfinished)
 	}
 	nums := make([]int, 0, len(prs))
 	for n := range prs {

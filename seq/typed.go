@@ -40,7 +40,10 @@ type Step[D any] struct {
 
 // Kind is the kind as the engine runs it.
 func (t Typed[D]) Kind() Kind {
-	k := Kind{Name: t.Name, Routes: t.Routes, OnStart: t.OnStart, Stop: t.Stop, Wake: t.run(t.Step, true)}
+	k := Kind{Name: t.Name, Routes: t.Routes, OnStart: t.OnStart, Stop: t.Stop}
+	if t.Step != nil { // without one, the engine says the kind is unknown
+		k.Wake = t.run(t.Step, true)
+	}
 	if t.Expire != nil {
 		k.Expire = t.run(t.Expire, true)
 	}

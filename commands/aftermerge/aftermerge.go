@@ -220,9 +220,15 @@ func (h *Handler) merged(_ context.Context, rc *config.Repo, d seq.Delivered) (s
 		WakeAt: now, Deadline: now.Add(Section.Of(rc).Deadline)}
 	status := plan.Comment{Repo: rc.Name, PR: d.PR, Installation: data.Installation, Kind: string(notices.KindAfterMerge),
 		Body: statusText(&s, data), Links: plan.Links{PR: h.d.Notices.Web.PR(rc.Name, d.PR)}}
-	audit := record.AuditRecord{Kind: record.AuditAfterMerge, Outcome: StepWaiting, Repo: rc.Name, PR: d.PR, HeadSHA: merge, RunID: data.Source,
-		ActorLogin: data.Author, Reason: fmt.Sprintf("merged head %s into %s as %s; following %s", mdtext.ShortSHA(head), data.Base,
-			mdtext.ShortSHA(merge), data.Workflow)}
+	reused := "its own sweep"
+	if data.Source != 0 {
+		reused = fmt.Sprintf("reused run %d, authorized by @%s", data.Source, data.SourceBy)
+	}
+	// RunID is the main run's, once found: the run the merged head reused
+	// is in the words.
+	audit := record.AuditRecord{Kind: record.AuditAfterMerge, Outcome: StepWaiting, Repo: rc.Name, PR: d.PR, HeadSHA: merge,
+		ActorLogin: data.Author, Reason: fmt.Sprintf("merged head %s (%s) into %s as %s; following %s", mdtext.ShortSHA(head), reused,
+			data.Base, mdtext.ShortSHA(merge), data.Workflow)}
 	p := plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: s, Status: &status, Audit: audit}}}
 	t := h.d.Notices.Teller()
 	return "after-merge-following", func(tx record.Tx) error {

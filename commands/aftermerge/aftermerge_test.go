@@ -110,6 +110,12 @@ func TestAfterMergeSaysTheRunsOfASucceededMainRun(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	_, table, _ := strings.Cut(string(page), `<table id="after-merge">`)
+	table, _, _ = strings.Cut(table, "</table>")
+	if strings.Contains(table, "31147925932\">") {
+		t.Fatalf("the after-merge table links the run the head reused as a main run:\n%s", table)
+	}
+	e2e.MustContain(t, "the after-merge table", table, "reused run 31147925932, authorized by @maintainer")
 	e2e.MustContain(t, "the PR's audit page", string(page), `<h2>After the merge</h2>`, `<table id="after-merge">`,
 		`/actions/runs/41000000001">41000000001</a>`, `/commit/`+e2e.SHA("e1"), "<td data-label=\"step\">succeeded</td>", `id="pins"`)
 }
