@@ -237,7 +237,11 @@ func (h *Handler) merged(_ context.Context, rc *config.Repo, d seq.Delivered) (s
 			return err // one follows already (a closed delivery again)
 		}
 		if cur != nil {
-			if was, err := seq.DataOf[Data](cur); err == nil && was.Merge == merge {
+			was, err := seq.DataOf[Data](cur)
+			if err != nil {
+				return err
+			}
+			if was.Merge == merge {
 				return nil // this merge was followed already: said once
 			}
 		}

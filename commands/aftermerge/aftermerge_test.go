@@ -13,6 +13,8 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/gate"
 	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 )
 
 const mainRun = int64(41000000001)
@@ -268,4 +270,26 @@ func TestAfterMergeEndsAtItsDeadline(t *testing.T) {
 	waitStatus(t, w, "no run of `.github/workflows/run-sweep.yml` on the merge commit yet")
 	w.PassTime(clock, 12*time.Hour+time.Minute)
 	waitStatus(t, w, "⌛ no run of `.github/workflows/run-sweep.yml` on the merge commit was found within 12h of the merge")
+}
+
+// GitHub failing every read of the merge commit's runs for a while: the
+// wake-ups fail (retried, then again in the next retry window), nothing is
+// said wrongly, and once GitHub answers the watch goes on to the run's end.
+func TestAfterMergeOutlivesGitHubFailing(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	w.Push("c2")
+	w.GH.Inject("GET /repos/{owner}/{repo}/actions/runs", githubtest.Fault{Status: 500})
+	merged(w)
+	testkit.Eventually(t, "a wake-up of the watch failed", func() bool {
+		return strings.Contains(w.Srv.Stderr.String(), "listing the runs of e1e1e1e")
+	})
+	if st := status(w); !strings.Contains(st, "⏳ opsbot follows the run of") {
+		t.Fatalf("the watch said something while GitHub failed:\n%s", st)
+	}
+	mainRunOf(w, "completed", "success", ingested)
+	w.GH.Heal("GET /repos/{owner}/{repo}/actions/runs")
+	w.PassTime(clock, seq.Retry)
+	waitStatus(t, w, "✅ run [41000000001](", "succeeded, its ingest job `trigger-ingest` too")
 }
