@@ -172,7 +172,7 @@ func newClient(opt Options, installationID int64) (*Client, error) {
 	if secondaryLimit == 0 {
 		secondaryLimit = time.Minute
 	}
-	limited := github_ratelimit.New(clampTransport{base: metricsTransport{base: rewindTransport{base: authed}, m: opt.Metrics}},
+	limited := github_ratelimit.New(clampTransport{base: lastCheckTransport{base: metricsTransport{base: rewindTransport{base: authed}, m: opt.Metrics}}},
 		github_secondary_ratelimit.WithSingleSleepLimit(secondaryLimit, nil),
 		github_secondary_ratelimit.WithTotalSleepLimit(5*secondaryLimit, nil))
 	rt := &retryTransport{

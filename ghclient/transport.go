@@ -16,6 +16,7 @@ import (
 	"github.com/gofri/go-github-ratelimit/v2/github_ratelimit/github_primary_ratelimit"
 
 	"github.com/SemiAnalysisAI/opsbot/metrics"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 )
 
 // RateLimitError says GitHub's primary rate limit is spent until Reset.
@@ -164,7 +165,10 @@ func (p *retryPolicy) rateLimit(err error) error {
 // retry reports whether an attempt's outcome is tried again: a network
 // error or a 5xx of an idempotent request, or the one 404 after a webhook.
 func (p *retryPolicy) retry(resp *http.Response, err error) bool {
+	var notSent *seq.NotSent
 	switch {
+	case errors.As(err, &notSent):
+		return false // an act's last stop check stopped it: sent again, it is stopped again
 	case err != nil:
 		return p.ctx.Err() == nil && p.idempotent && !errors.Is(err, ErrNoCredentials)
 	case resp.StatusCode >= 500:
@@ -383,4 +387,24 @@ var knownWord = map[string]bool{
 	"permission": true, "actions": true, "reactions": true, "dispatches": true, "access_tokens": true,
 	"app": true, "timeline": true, "rate_limit": true, "user": true, "git": true, "merges": true,
 	"graphql": true,
+}
+
+// lastCheckTransport asks an act's last stop check (seq.Sending) right
+// before each request goes out, below every wait the client takes (the
+// rate limiters', the back-off's): a stop stored while the client waited
+// sends nothing. It tells the check whether GitHub refused the request
+// (a 4xx), so that the act knows whether anything of it may be taken.
+type lastCheckTransport struct{ base http.RoundTripper }
+
+func (t lastCheckTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	answered, err := seq.Sending(req.Context())
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close() // a RoundTripper closes the body, sent or not
+		}
+		return nil, err
+	}
+	resp, err := t.base.RoundTrip(req)
+	answered(err == nil && resp.StatusCode >= 400 && resp.StatusCode < 500)
+	return resp, err
 }

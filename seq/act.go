@@ -3,6 +3,7 @@ package seq
 import (
 	"context"
 	"errors"
+	"sync"
 )
 
 // ErrNotFresh is an act whose mark this process did not make, or sent
@@ -10,34 +11,151 @@ import (
 // step decides from what GitHub shows).
 var ErrNotFresh = errors.New("seq: the act's mark is not this process's, or was sent already: not sent again")
 
-// Send sends an act that cannot be taken back (a merge, a branch update or
-// move, an enqueue, a dispatch), marked in the sequence's record by an
-// earlier step, the one way every kind sends one: a stop that waits for
-// the PR goes first (ErrYield), checked as the last thing before the act,
-// with nothing read from GitHub between; the mark is used up (ErrNotFresh
-// for one that is not this process's, or was tried); and do runs once. A
-// step whose context ended meanwhile (the process stopping, the attempt's
-// time up) gets ctx's error back unless do's answer is a clear refusal:
-// the next step, in this process or the next, finds the mark tried and
-// reads GitHub before it says anything. Otherwise answer is do's own:
-// nil (taken), a refusal, or an answer that does not say (lost, untyped),
-// which the kind reads GitHub back for before it says anything.
-func (w Wakeup) Send(ctx context.Context, marks *Marks, mark string, do func(context.Context) error) (answer, err error) {
-	if err := w.CheckClear(); err != nil {
-		return nil, err
-	}
-	if !marks.Try(mark) {
-		return nil, ErrNotFresh
-	}
-	answer = do(ctx)
+// Act is an act a step sends that cannot be taken back (a merge, a
+// branch update or move, an enqueue, a dispatch), through Wakeup.Send.
+type Act struct {
+	// Mark is the act's mark, written in the sequence's record by an
+	// earlier step (Marks.New): the act is sent once, under it.
+	Mark string
+	// Do sends the act.
+	Do func(ctx context.Context) error
+	// Verify reads GitHub back where Do's answer does not say whether the
+	// act was taken (lost, or an untyped error): the engine calls it before
+	// the kind says anything. nil: nothing read at once can tell (a branch
+	// update GitHub makes after it answers): the kind waits for what the
+	// act makes.
+	Verify func(ctx context.Context) (Shown, error)
+}
+
+// Shown is what GitHub shows of an act read back (Act.Verify).
+type Shown int
+
+// What an act read back shows.
+const (
+	// NotShown: GitHub does not show it taken (yet), nor that it cannot
+	// be: the kind reads again later, never asks again blindly.
+	NotShown Shown = iota
+	// ShownTaken: GitHub shows the act taken (the PR merged at the head,
+	// the branch at opsbot's commit, the PR queued, the run made).
+	ShownTaken
+	// ShownNotTaken: GitHub shows that the act was not taken, and cannot
+	// be now (a compare-and-swap whose branch is still where it was).
+	ShownNotTaken
+)
+
+// Answer is what became of an act: GitHub's answer (Err: nil, taken; a
+// refusal; or one that does not say), and, for one that does not say,
+// what the engine read back (Shown; ReadErr, the read's error).
+type Answer struct {
+	Err     error
+	Shown   Shown
+	ReadErr error
+}
+
+// Taken reports whether GitHub took the act: it said so, or it shows so.
+func (a Answer) Taken() bool { return a.Err == nil || a.Shown == ShownTaken }
+
+// Unclear reports whether GitHub's answer did not say (lost, untyped):
+// then Shown says what the read back showed.
+func (a Answer) Unclear() bool {
 	var no notTaken
-	if answer != nil && ctx.Err() != nil && !(errors.As(answer, &no) && no.NotTaken()) {
-		return nil, ctx.Err()
+	return a.Err != nil && !(errors.As(a.Err, &no) && no.NotTaken())
+}
+
+// Send sends act, the one way every kind sends what it cannot take back:
+// a stop that waits for the PR goes first (ErrYield), checked as the last
+// thing before the act, with nothing read from GitHub between; the act's
+// mark is used up (ErrNotFresh for one that is not this process's, or was
+// tried); Do runs once; and where its answer does not say (lost, untyped)
+// GitHub is read back (Act.Verify) before the kind says anything.
+//
+// Do's context carries the stop check down to the GitHub client, which
+// asks it again right before each request of the act goes out (Sending),
+// after whatever the client waited first (a rate limit it waits out, a
+// back-off): a stop stored meanwhile sends nothing, and where no request
+// of the act may have been taken, the mark is this process's again and
+// Send answers as its first check would have.
+//
+// A step whose context ended meanwhile (the process stopping, the
+// attempt's time up) gets ctx's error back unless Do's answer is a clear
+// refusal: the next step, in this process or the next, finds the mark
+// tried and reads GitHub before it says anything.
+func (w Wakeup) Send(ctx context.Context, marks *Marks, act Act) (Answer, error) {
+	if err := w.CheckClear(); err != nil {
+		return Answer{}, err
 	}
-	return answer, nil
+	if !marks.Try(act.Mark) {
+		return Answer{}, ErrNotFresh
+	}
+	a := Answer{Err: act.Do(context.WithValue(ctx, actKey{}, &actState{check: w.CheckClear}))}
+	var ns *NotSent
+	if errors.As(a.Err, &ns) && !ns.MaybeTaken {
+		marks.restore(act.Mark) // nothing went out: the act is still to send
+		return Answer{}, ns.Err
+	}
+	if a.Unclear() && ctx.Err() != nil {
+		return Answer{}, ctx.Err()
+	}
+	if a.Unclear() && act.Verify != nil {
+		a.Shown, a.ReadErr = act.Verify(ctx)
+	}
+	return a, nil
 }
 
 // notTaken is an answer that says for certain the act was not taken
 // (ghclient.Refusal): it stands even when the step's context ended (the
 // process stopping, the attempt's time up).
 type notTaken interface{ NotTaken() bool }
+
+// NotSent is a request of an act the GitHub client did not send: its
+// last stop check (Sending) answered Err (ErrYield: a stop waits for the
+// PR; or the read of the inbox failed). MaybeTaken says an earlier
+// request of the same act went out and GitHub's answer to it did not say
+// it was refused (the act may have been taken: the kind reads GitHub back).
+type NotSent struct {
+	Err        error
+	MaybeTaken bool
+}
+
+func (e *NotSent) Error() string {
+	return "not sent: the last check before the request answered: " + e.Err.Error()
+}
+
+func (e *NotSent) Unwrap() error { return e.Err }
+
+type actKey struct{}
+
+// actState is what Send leaves in its act's context for the GitHub client.
+type actState struct {
+	check func() error
+	mu    sync.Mutex
+	maybe bool // a request went out whose answer was not a clear refusal
+}
+
+// Sending is the stop check the GitHub client asks right before a request
+// goes out, as the last thing before it, after any wait of the client's
+// own: outside an act (Send) it is nil and answered is a no-op; within
+// one, a stop waiting for the PR is a *NotSent, and nothing may be sent.
+// Otherwise the request is sent, and answered is told whether GitHub's
+// answer said for certain the request was refused (a 4xx: the act was not
+// taken), so that a later request of the same act the check stops says
+// whether anything may have been taken.
+func Sending(ctx context.Context) (answered func(refused bool), err error) {
+	a, _ := ctx.Value(actKey{}).(*actState)
+	if a == nil {
+		return func(bool) {}, nil
+	}
+	a.mu.Lock()
+	maybe := a.maybe
+	a.mu.Unlock()
+	if err := a.check(); err != nil {
+		return nil, &NotSent{Err: err, MaybeTaken: maybe}
+	}
+	return func(refused bool) {
+		if !refused {
+			a.mu.Lock()
+			a.maybe = true
+			a.mu.Unlock()
+		}
+	}, nil
+}

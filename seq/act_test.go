@@ -17,26 +17,37 @@ func TestSendSendsAnActOnceAfterTheLastStopCheck(t *testing.T) {
 	ctx := context.Background()
 	waiting := Wakeup{Clear: func() error { return ErrYield }}
 	mark := marks.New()
-	if _, err := waiting.Send(ctx, &marks, mark, do); !errors.Is(err, ErrYield) || sent != 0 || !marks.Fresh(mark) {
+	if _, err := waiting.Send(ctx, &marks, Act{Mark: mark, Do: do}); !errors.Is(err, ErrYield) || sent != 0 || !marks.Fresh(mark) {
 		t.Fatalf("with a stop waiting: err %v, sent %d, mark fresh %v; want a yield, nothing sent, the mark kept", err, sent, marks.Fresh(mark))
 	}
 	clear := Wakeup{}
-	if answer, err := clear.Send(ctx, &marks, mark, do); answer != nil || err != nil || sent != 1 {
+	if answer, err := clear.Send(ctx, &marks, Act{Mark: mark, Do: do}); !answer.Taken() || err != nil || sent != 1 {
 		t.Fatalf("a fresh mark: %v %v, sent %d", answer, err, sent)
 	}
-	if _, err := clear.Send(ctx, &marks, mark, do); !errors.Is(err, ErrNotFresh) || sent != 1 {
+	if _, err := clear.Send(ctx, &marks, Act{Mark: mark, Do: do}); !errors.Is(err, ErrNotFresh) || sent != 1 {
 		t.Fatalf("the same mark again: %v, sent %d; want ErrNotFresh, not sent", err, sent)
 	}
-	if _, err := clear.Send(ctx, &marks, "made-before-a-restart", do); !errors.Is(err, ErrNotFresh) || sent != 1 {
+	if _, err := clear.Send(ctx, &marks, Act{Mark: "made-before-a-restart", Do: do}); !errors.Is(err, ErrNotFresh) || sent != 1 {
 		t.Fatalf("a mark this process did not make: %v, sent %d", err, sent)
 	}
 	lost := errors.New("connection reset")
-	if answer, err := clear.Send(ctx, &marks, marks.New(), func(context.Context) error { return lost }); answer != lost || err != nil {
-		t.Fatalf("a lost answer: %v %v; want it handed back", answer, err)
+	if answer, err := clear.Send(ctx, &marks, Act{Mark: marks.New(), Do: func(context.Context) error { return lost }}); answer.Err != lost || err != nil ||
+		!answer.Unclear() || answer.Shown != NotShown {
+		t.Fatalf("a lost answer: %+v %v; want it handed back, nothing read", answer, err)
+	}
+	verified := 0
+	verify := func(context.Context) (Shown, error) { verified++; return ShownTaken, nil }
+	if answer, err := clear.Send(ctx, &marks, Act{Mark: marks.New(), Do: func(context.Context) error { return lost }, Verify: verify}); err != nil ||
+		!answer.Taken() || verified != 1 {
+		t.Fatalf("a lost answer read back: %+v %v, read %d times; want taken as shown", answer, err, verified)
+	}
+	if answer, err := clear.Send(ctx, &marks, Act{Mark: marks.New(), Do: func(context.Context) error { return refused{} }, Verify: verify}); err != nil ||
+		answer.Taken() || answer.Unclear() || verified != 1 {
+		t.Fatalf("a refusal: %+v %v, read %d times; want refused, nothing read back", answer, err, verified)
 	}
 	stopping, cancel := context.WithCancel(ctx)
 	cancel()
-	if answer, err := clear.Send(stopping, &marks, marks.New(), func(context.Context) error { return lost }); answer != nil || !errors.Is(err, context.Canceled) {
+	if answer, err := clear.Send(stopping, &marks, Act{Mark: marks.New(), Do: func(context.Context) error { return lost }}); answer.Err != nil || !errors.Is(err, context.Canceled) {
 		t.Fatalf("a process stopping: %v %v; want its own end", answer, err)
 	}
 }
@@ -52,8 +63,56 @@ func TestSendHandsBackARefusalWhenTheContextEnded(t *testing.T) {
 	var marks Marks
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	answer, err := Wakeup{}.Send(ctx, &marks, marks.New(), func(context.Context) error { return refused{} })
-	if err != nil || answer == nil || answer.Error() != "422: not mergeable" {
+	answer, err := Wakeup{}.Send(ctx, &marks, Act{Mark: marks.New(), Do: func(context.Context) error { return refused{} }})
+	if err != nil || answer.Err == nil || answer.Err.Error() != "422: not mergeable" {
 		t.Fatalf("a refusal as the context ended: %v %v; want the refusal", answer, err)
+	}
+}
+
+// The GitHub client asks Sending right before each request of an act: a
+// stop stored after Send's own check stops the request; with nothing of
+// the act sent (or only requests GitHub refused), the mark is this
+// process's again and Send yields; after a request GitHub may have taken,
+// the stopped one is an answer that does not say, the mark used up.
+func TestSendingIsTheLastCheckBeforeEachRequest(t *testing.T) {
+	var marks Marks
+	stopped := false
+	w := Wakeup{Clear: func() error {
+		if stopped {
+			return ErrYield
+		}
+		return nil
+	}}
+	if answered, err := Sending(context.Background()); err != nil || answered == nil {
+		t.Fatalf("outside an act: %v; want nothing to check", err)
+	}
+	mark := marks.New()
+	_, err := w.Send(context.Background(), &marks, Act{Mark: mark, Do: func(ctx context.Context) error {
+		answered, err := Sending(ctx) // refused under a rate limit: the client sends it again
+		if err != nil {
+			return err
+		}
+		answered(true)
+		stopped = true // a cancel stored while the client waited
+		_, err = Sending(ctx)
+		return err
+	}})
+	if !errors.Is(err, ErrYield) || !marks.Fresh(mark) {
+		t.Fatalf("stopped after a refused request: %v, fresh %v; want a yield with the mark kept", err, marks.Fresh(mark))
+	}
+	stopped = false
+	answer, err := w.Send(context.Background(), &marks, Act{Mark: mark, Do: func(ctx context.Context) error {
+		answered, err := Sending(ctx)
+		if err != nil {
+			return err
+		}
+		answered(false) // a 5xx, or nothing: GitHub may have taken it
+		stopped = true
+		_, err = Sending(ctx)
+		return err
+	}})
+	var ns *NotSent
+	if err != nil || !errors.As(answer.Err, &ns) || !ns.MaybeTaken || marks.Fresh(mark) {
+		t.Fatalf("stopped after a request GitHub may have taken: %v %v, fresh %v; want an answer that does not say, the mark used up", answer, err, marks.Fresh(mark))
 	}
 }

@@ -295,6 +295,17 @@ func (m *Marks) Try(mark string) bool {
 	return true
 }
 
+// restore makes mark this process's, untried, again: its act's request
+// was stopped before anything of it went out (Sending).
+func (m *Marks) restore(mark string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.made == nil {
+		m.made = map[string]bool{}
+	}
+	m.made[mark] = true
+}
+
 // Status is what a sequence's status comment says, the one comment its
 // steps edit: a title (Markdown), what happened (a line a step) and what
 // happens now. Kinds share its shape, so every sequence reads alike.

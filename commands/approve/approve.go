@@ -790,7 +790,7 @@ func (st *stepper) send(ctx context.Context) ([]plan.Step, string, error) {
 	cur := st.cur
 	inputs := map[string]string{"pr-number": fmt.Sprint(cur.PR), "head-sha": cur.Head, "merge-sha": st.data.MergeSHA, "approval-id": st.data.ID}
 	var got ghclient.DispatchedRun
-	err, stop := st.w.Send(ctx, &st.h.marks, st.data.Mark, func(ctx context.Context) (err error) {
+	a, stop := st.w.Send(ctx, &st.h.marks, seq.Act{Mark: st.data.Mark, Do: func(ctx context.Context) (err error) {
 		got, err = st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, !st.data.NoDetails)
 		if errors.Is(err, ghclient.ErrNoRunDetails) {
 			// Refused before anything ran: this GitHub names no run in
@@ -799,11 +799,24 @@ func (st *stepper) send(ctx context.Context) ([]plan.Step, string, error) {
 			got, err = st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, false)
 		}
 		return err
-	})
+	}, Verify: func(ctx context.Context) (seq.Shown, error) {
+		// A run by opsbot's account whose name carries the approval's id
+		// is the dispatch's; none yet: GitHub may list it later.
+		found, err := st.runsByName(ctx)
+		if err != nil || len(found) == 0 {
+			return seq.NotShown, err
+		}
+		got = ghclient.DispatchedRun{ID: found[0].GetID(), URL: found[0].GetHTMLURL()}
+		return seq.ShownTaken, nil
+	}})
 	if stop != nil {
 		return nil, "", stop // a cancel or a push waits, or the step ended (opsbot stopping, its time up): the next step finds the mark, and looks for the run first
 	}
 	st.data.Pending = false
+	err := a.Err
+	if a.Unclear() && a.Taken() {
+		return st.bound(got.ID, got.URL, "found by its name after a dispatch whose answer was lost")
+	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
 		words := "GitHub refused to dispatch it"

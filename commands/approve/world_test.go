@@ -15,6 +15,9 @@ const (
 	thePR    = e2e.PR
 	maintLog = e2e.MaintLogin
 	maintID  = e2e.MaintID
+
+	// routeWorkflowRuns is GitHub's list of a workflow's runs.
+	routeWorkflowRuns = "GET /repos/{owner}/{repo}/actions/workflows/{id}/runs"
 )
 
 type world struct{ *e2e.World }

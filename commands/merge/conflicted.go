@@ -14,6 +14,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
@@ -580,12 +581,25 @@ func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Pl
 	// The last thing before the move, with no GitHub read after it: a
 	// cancel, a deleted command or a push that waits goes first.
 	st.data.UpdateAsked = st.now
-	err, stop := st.send(ctx, st.data.UpdateMark, func(ctx context.Context) error {
+	var now string // the branch read back
+	a, stop := st.send(ctx, seq.Act{Mark: st.data.UpdateMark, Do: func(ctx context.Context) error {
 		return st.gh.MoveBranchFrom(ctx, st.pr.GetHead().GetRepo().GetNodeID(), branch, head, st.data.Built)
-	})
+	}, Verify: func(ctx context.Context) (seq.Shown, error) {
+		// The move is a compare-and-swap: at opsbot's merge, moved; at
+		// anything else, not moved, and it cannot be now.
+		var err error
+		if now, err = st.gh.BranchHead(ctx, st.cur.Repo, branch); err != nil {
+			return seq.NotShown, err
+		}
+		if strings.EqualFold(now, st.data.Built) {
+			return seq.ShownTaken, nil
+		}
+		return seq.ShownNotTaken, nil
+	}})
 	if stop != nil {
 		return plan.Plan{}, "", stop // a cancel or a push waits, or the step ended: the next step finds the mark, and waits for the push
 	}
+	err = a.Err
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
 		return st.stopped("update_refused", fmt.Sprintf("%s (%s%s): a push since opsbot read %s wins. Update the branch by hand, then pin a run again",
@@ -596,16 +610,16 @@ func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Pl
 	if err != nil {
 		// An answer lost, or one that does not say (an untyped GraphQL
 		// error): GitHub is read back before anything is said.
-		st.h.log().Warn("moving a branch got no clear answer; reading the branch back", "repo", st.cur.Repo, "pr", st.cur.PR, "err", err)
-		now, rerr := st.gh.BranchHead(ctx, st.cur.Repo, branch)
+		st.h.log().Warn("moving a branch got no clear answer; the branch was read back", "repo", st.cur.Repo, "pr", st.cur.PR, "err", err,
+			"read_err", a.ReadErr)
 		switch {
-		case rerr == nil && strings.EqualFold(now, st.data.Built):
+		case a.Shown == seq.ShownTaken:
 			st.data.Trail = append(st.data.Trail, what+" (GitHub's answer did not say so; the branch read back did)")
-		case rerr == nil && strings.EqualFold(now, head):
+		case a.Shown == seq.ShownNotTaken && strings.EqualFold(now, head):
 			return st.stopped("update_refused", fmt.Sprintf("GitHub did not move the branch to opsbot's merge %s (it answered: %s); the "+
 				"branch was still at %s when read back, and opsbot does not ask again. Update the branch by hand, then pin a run again",
 				mdtext.ShortSHA(st.data.Built), mdtext.Text(err.Error()), mdtext.ShortSHA(head)))
-		case rerr == nil:
+		case a.Shown == seq.ShownNotTaken:
 			return st.stopped("pushed", fmt.Sprintf("the branch is at %s, neither opsbot's merge %s nor %s, the head it read: a push "+
 				"since wins. Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(now), mdtext.ShortSHA(st.data.Built),
 				mdtext.ShortSHA(head)))

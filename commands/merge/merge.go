@@ -653,12 +653,12 @@ type stepper struct {
 	w seq.Wakeup
 }
 
-// send sends an act marked by mark through the engine (seq.Wakeup.Send):
-// the last stop check, then the act, once. err is the engine's (a stop
-// waits, the mark is not fresh, opsbot is stopping: nothing more to do
-// here); answer is GitHub's.
-func (st *stepper) send(ctx context.Context, mark string, do func(context.Context) error) (answer, err error) {
-	return st.w.Send(ctx, &st.h.marks, mark, do)
+// send sends an act through the engine (seq.Wakeup.Send): the last stop
+// check, then the act, once, read back where its answer does not say. err
+// is the engine's (a stop waits, the mark is not fresh, opsbot is
+// stopping: nothing more to do here); the answer is GitHub's.
+func (st *stepper) send(ctx context.Context, act seq.Act) (seq.Answer, error) {
+	return st.w.Send(ctx, &st.h.marks, act)
 }
 
 // read reads the PR and steps the merge from what it finds.

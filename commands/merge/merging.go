@@ -10,6 +10,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
@@ -55,12 +56,26 @@ func (st *stepper) merge(ctx context.Context, head, mark string) (plan.Plan, str
 		return st.enqueue(ctx, head, mark)
 	}
 	var commit string
-	err, stop := st.send(ctx, mark, func(ctx context.Context) (err error) {
+	a, stop := st.send(ctx, seq.Act{Mark: mark, Do: func(ctx context.Context) (err error) {
 		commit, err = st.gh.MergePR(ctx, cur.Repo, cur.PR, head, st.data.Method)
 		return err
-	})
+	}, Verify: func(ctx context.Context) (seq.Shown, error) {
+		// Merged at the head: merged. Open: GitHub may still be making
+		// it; the PR is read again later, never merged again blindly.
+		pr, err := st.gh.PullRequest(ctx, cur.Repo, cur.PR)
+		if err != nil || !pr.GetMerged() || !strings.EqualFold(pr.GetHead().GetSHA(), head) {
+			return seq.NotShown, err
+		}
+		commit = pr.GetMergeCommitSHA()
+		return seq.ShownTaken, nil
+	}})
 	if stop != nil {
 		return plan.Plan{}, "", stop // a cancel or a push waits, or the step ended (opsbot stopping, its time up): the next step finds the mark, and reads the PR
+	}
+	err := a.Err
+	if a.Unclear() && a.Taken() {
+		st.data.Trail = append(st.data.Trail, fmt.Sprintf("✅ the checks of %s passed", mdtext.Code(mdtext.ShortSHA(head))))
+		return st.merged(commit, true)
 	}
 	var ref *ghclient.Refusal
 	if ghclient.QueueRequired(err) {

@@ -43,9 +43,10 @@ func TestMergeWithReuseYieldsToACancelBeforeMerging(t *testing.T) {
 
 // A merge GitHub made whose answer was lost (a proxy's 502) is merged: the
 // client never sends a merge again (sent again, GitHub answers 405 "not
-// mergeable", which read as a refusal revoked the pin); the PR read again
-// shows it merged at the decided head, its pin stands, and the push to
-// the default branch reuses the run.
+// mergeable", which read as a refusal revoked the pin); the engine reads
+// the PR back before the merge says anything, finds it merged at the
+// decided head, its pin stands, and the push to the default branch reuses
+// the run.
 func TestMergeWithReuseLostAnswerIsReadNotResent(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
@@ -53,9 +54,10 @@ func TestMergeWithReuseLostAnswerIsReadNotResent(t *testing.T) {
 	w.GreenChecks(e2e.SHA("c1"))
 	w.GH.Inject(routeMerge, githubtest.Fault{Lost: true, Status: 502, Times: 1})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	testkit.Eventually(t, "the merge asked", func() bool { return w.GH.Count(routeMerge) == 1 })
-	w.PassTime(clock, merge.MergeWait)
 	st := w.WaitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
+	if strings.Contains(st, "did not answer") {
+		t.Fatalf("said GitHub did not answer before the PR read back showed the merge:\n%s", st)
+	}
 	if n := w.GH.Count(routeMerge); n != 1 {
 		t.Fatalf("the merge was asked %d times; want once", n)
 	}
@@ -102,9 +104,9 @@ func TestMergeWithReuseCrashAfterGitHubMerged(t *testing.T) {
 }
 
 // A cancel, or the deadline, read while a merge whose answer was lost may
-// have been made: the PR is read first, and a PR GitHub merged at the
-// decided head is recorded as merged, its pin kept, and the cancel told it
-// came too late (not "cancelled").
+// have been made (the PR's read back failed too): the PR is read first,
+// and a PR GitHub merged at the decided head is recorded as merged, its
+// pin kept, and the cancel told it came too late (not "cancelled").
 func TestMergeWithReuseCancelAfterALostMergeAnswer(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -121,10 +123,7 @@ func TestMergeWithReuseCancelAfterALostMergeAnswer(t *testing.T) {
 			clock := e2e.NewClock()
 			w := mergeWorld(t, "    main_sweeps: false\n", clock)
 			w.GreenChecks(e2e.SHA("c1"))
-			w.GH.Inject(routeMerge, githubtest.Fault{Lost: true, Status: 502, Times: 1})
-			w.Comment(maintainer, "/merge-with-reuse 31147925932")
-			testkit.Eventually(t, "the merge asked", func() bool { return w.GH.Count(routeMerge) == 1 })
-			w.Settle()
+			w.loseMergeUnread()
 			tc.act(w, clock)
 			st := w.WaitStatus("the merge found", "🎉 the PR was found merged at `c1c1c1c`")
 			if strings.Contains(st, "⛔") || w.PinRevoked() {
@@ -135,4 +134,56 @@ func TestMergeWithReuseCancelAfterALostMergeAnswer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A cancel stored while the GitHub client waits out a secondary rate limit
+// inside the merge goes first: GitHub refused the merge's first request
+// under its limit, and the client's own second request, after the wait, is
+// checked for a stop right before it goes out. Nothing is merged, and the
+// cancel stops the merge (before, the request sent after the wait merged
+// the PR after the cancel was acknowledged).
+func TestMergeWithReuseCancelDuringARateLimitWaitInsideTheMerge(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := mergeWorld(t, "", clock)
+	w.GreenChecks(e2e.SHA("c1"))
+	arrived, release := w.GH.HoldThen(routeMerge, githubtest.Fault{Status: 403, Header: map[string]string{"Retry-After": "1"},
+		Body: `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",` +
+			`"documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`})
+	defer release()
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
+	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	testkit.Arrives(t, arrived, "the merge's first request reaches GitHub")
+	cancel := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse cancel")
+	postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, cancel.ID, cancel.Body, ""))
+	release() // refused under the limit: the client waits a second, then would send it again
+	w.WaitStatus("the merge cancelled", "⛔ stopped: cancelled by @maintainer")
+	if m := w.GH.Merges(); len(m) != 0 {
+		t.Fatalf("merged %+v after an acknowledged cancel", m)
+	}
+	if n := w.GH.Count(routeMerge); n != 1 {
+		t.Fatalf("the merge reached GitHub %d times; want once (refused under the limit), not again after the cancel", n)
+	}
+	e2e.MustContain(t, "cancel's reply", strings.Join(w.Replies(), "\n"), "@maintainer cancelled the merge of this PR asked by @maintainer")
+	if !w.PinRevoked() {
+		t.Fatalf("the merge's pin was not revoked: %v", w.Trail())
+	}
+}
+
+// routePR is GitHub's read of a PR.
+const routePR = "GET /repos/{owner}/{repo}/pulls/{n}"
+
+// loseMergeUnread asks the merge; GitHub merges, its answer is lost (a
+// proxy's 502), and the PR's read back fails (GitHub refusing reads for a
+// moment): the merge waits, saying GitHub did not answer.
+func (w *world) loseMergeUnread() {
+	w.T.Helper()
+	arrived, release := w.GH.HoldAnswer(routeMerge)
+	defer release()
+	c := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
+	postNoSettle(w.T, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
+	testkit.Arrives(w.T, arrived, "GitHub merged")
+	w.GH.Inject(routePR, githubtest.Fault{Status: 403, Body: `{"message":"Resource not accessible by integration"}`, Times: 1})
+	release()
+	w.WaitStatus("unanswered", "GitHub did not answer the merge: reading the PR again")
 }

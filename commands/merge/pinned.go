@@ -9,6 +9,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
@@ -114,7 +115,10 @@ func (st *stepper) behind(ctx context.Context, head string) (plan.Plan, string, 
 		return st.wait(StepUpdating, "⏳ waiting for the update's push", "merge-update-possibly-asked")
 	}
 	st.data.UpdateAsked = st.now
-	err, stop := st.send(ctx, st.data.UpdateMark, func(ctx context.Context) error { return st.gh.UpdateBranch(ctx, cur.Repo, cur.PR, head) })
+	// GitHub makes the update's merge after it answers: nothing read at
+	// once tells whether a lost one was taken (no Verify), its push does.
+	a, stop := st.send(ctx, seq.Act{Mark: st.data.UpdateMark, Do: func(ctx context.Context) error { return st.gh.UpdateBranch(ctx, cur.Repo, cur.PR, head) }})
+	err = a.Err
 	if stop != nil {
 		return plan.Plan{}, "", stop // a cancel or a push waits, or the step ended (opsbot stopping, its time up): the next step finds the mark, and waits for the push
 	}

@@ -121,9 +121,24 @@ func (st *stepper) noteQueueBefore(ctx context.Context) error {
 func (st *stepper) enqueue(ctx context.Context, head, mark string) (plan.Plan, string, error) {
 	cur := st.cur
 	st.data.MergeTries++ // an ask sent: only these count
-	err, stop := st.send(ctx, mark, func(ctx context.Context) error { return st.gh.Enqueue(ctx, st.pr.GetNodeID(), head) })
+	var found ghclient.QueueEntry
+	a, stop := st.send(ctx, seq.Act{Mark: mark, Do: func(ctx context.Context) error { return st.gh.Enqueue(ctx, st.pr.GetNodeID(), head) },
+		Verify: func(ctx context.Context) (seq.Shown, error) {
+			// In the queue now: queued (by this ask, or since). Not in
+			// it: GitHub may still add it; read again later.
+			e, err := st.gh.QueueEntryOf(ctx, cur.Repo, cur.PR)
+			if err != nil || e.State == "" {
+				return seq.NotShown, err
+			}
+			found = e
+			return seq.ShownTaken, nil
+		}})
 	if stop != nil {
 		return plan.Plan{}, "", stop // a cancel or a push waits, or the step ended (opsbot stopping, its time up): the next step finds the mark, and reads the queue
+	}
+	err := a.Err
+	if a.Unclear() && a.Taken() {
+		return st.inQueue(head, found, "found queued after an answer that did not say")
 	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {

@@ -78,6 +78,9 @@ func TestGateAnswersAMergeGroupByThePRsDecision(t *testing.T) {
 func (w *world) lostEnqueue() {
 	w.T.Helper()
 	w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1, Skip: 1})
+	// The queue's read back, right after, fails: whether it was queued
+	// is not known until the next step reads it.
+	w.GH.Inject(routeGraphQL, githubtest.Fault{Status: 502, Times: 1})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
 	w.WaitStatus("unanswered", "GitHub did not answer adding the PR to the merge queue")
 }
@@ -193,6 +196,17 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 		st := w.WaitStatus("found queued", "`c1c1c1c` is in the merge queue of `main` (found queued)")
 		if q := w.GH.Enqueues(); len(q) != 1 {
 			t.Fatalf("enqueued %d times (%v); want once\n%s", len(q), q, st)
+		}
+	})
+	t.Run("enqueue answer lost, read back at once", func(t *testing.T) {
+		t.Parallel()
+		clock := e2e.NewClock()
+		w := queueWorld(t, clock)
+		w.GH.Inject(routeGraphQL, githubtest.Fault{Lost: true, Times: 1, Skip: 1})
+		w.Comment(maintainer, "/merge-with-reuse 31147925932")
+		st := w.WaitStatus("found queued", "`c1c1c1c` is in the merge queue of `main` (found queued after an answer that did not say)")
+		if q := w.GH.Enqueues(); len(q) != 1 || strings.Contains(st, "did not answer") {
+			t.Fatalf("enqueued %d times (%v); want once, found by the read back\n%s", len(q), q, st)
 		}
 	})
 	t.Run("classic protection", func(t *testing.T) {

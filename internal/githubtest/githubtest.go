@@ -347,6 +347,18 @@ func (f *Fake) Hold(route string) (arrived <-chan struct{}, release func()) {
 	return fl.arrived, func() { once.Do(func() { close(fl.hold) }) }
 }
 
+// HoldThen makes the next request on route wait until release is called
+// (or its client gives up), then answers it with fault (its Status, Header
+// and Body): a test orders what happens while a request is slow, then has
+// GitHub refuse it (a secondary rate limit, say).
+func (f *Fake) HoldThen(route string, fault Fault) (arrived <-chan struct{}, release func()) {
+	fault.Times, fault.Pass, fault.Lost = 1, false, false
+	fault.hold, fault.arrived = make(chan struct{}), make(chan struct{})
+	f.Inject(route, fault)
+	var once sync.Once
+	return fault.arrived, func() { once.Do(func() { close(fault.hold) }) }
+}
+
 // HoldAnswer makes the next request on route as GitHub would, then holds
 // its answer until release is called (or its client gives up) and loses
 // it (Fault.Lost): arrived is closed once the request was made. A test
