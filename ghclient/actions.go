@@ -271,6 +271,21 @@ func (c *Client) CancelRun(ctx context.Context, repo string, id int64) error {
 	return wrap(fmt.Sprintf("cancelling run %d", id), resp, err)
 }
 
+// RerunFailedJobs asks GitHub to re-run the failed jobs of a completed
+// run, and the jobs that need them, as the run's next attempt
+// (POST actions/runs/{id}/rerun-failed-jobs, 201). GitHub's refusals (a
+// run not completed, none failed, one too old to re-run, a missing
+// permission) are Refusals.
+func (c *Client) RerunFailedJobs(ctx context.Context, repo string, id int64) error {
+	if c.dryRun {
+		c.log.Info("dry-run: would re-run the failed jobs of a run", "repo", repo, "run", id)
+		return dryRunRefusal
+	}
+	o, r := split(repo)
+	resp, err := c.gh.Actions.RerunFailedJobsByID(ctx, o, r, id)
+	return refusal(fmt.Sprintf("re-running the failed jobs of run %d", id), resp, err)
+}
+
 // DispatchedRuns lists the workflow_dispatch runs of a workflow on branch
 // that actor triggered, created at since or later, newest first, at most
 // max (whoever else dispatches the workflow cannot push them out of view).

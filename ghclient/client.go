@@ -150,6 +150,7 @@ func newClient(opt Options, installationID int64) (*Client, error) {
 		ua = "opsbot"
 	}
 	var authed http.RoundTripper = tokenTransport{base: base, token: opt.Token.Reveal(), ua: ua}
+	var warm func(context.Context) error // an act's token, had before its last stop check
 	if opt.Token.Reveal() == "" && opt.AppID == 0 {
 		// No credentials (a dry run opsbot falls into): GitHub is asked
 		// nothing, rather than asked without credentials (60 requests an
@@ -167,12 +168,13 @@ func newClient(opt Options, installationID int64) (*Client, error) {
 		}
 		tr.BaseURL = strings.TrimSuffix(opt.APIURL, "/")
 		authed = tr
+		warm = func(ctx context.Context) error { _, err := tr.Token(ctx); return err }
 	}
 	secondaryLimit := opt.SecondarySleepLimit
 	if secondaryLimit == 0 {
 		secondaryLimit = time.Minute
 	}
-	limited := github_ratelimit.New(clampTransport{base: lastCheckTransport{base: metricsTransport{base: rewindTransport{base: authed}, m: opt.Metrics}}},
+	limited := github_ratelimit.New(clampTransport{base: lastCheckTransport{base: metricsTransport{base: rewindTransport{base: authed}, m: opt.Metrics}, warm: warm}},
 		github_secondary_ratelimit.WithSingleSleepLimit(secondaryLimit, nil),
 		github_secondary_ratelimit.WithTotalSleepLimit(5*secondaryLimit, nil))
 	rt := &retryTransport{

@@ -394,15 +394,36 @@ var knownWord = map[string]bool{
 // rate limiters', the back-off's): a stop stored while the client waited
 // sends nothing. It tells the check whether GitHub refused the request
 // (a 4xx), so that the act knows whether anything of it may be taken.
-type lastCheckTransport struct{ base http.RoundTripper }
+//
+// Within an act, the App's installation token is had first (warm), so no
+// request of GitHub's sits between the check and the act's own; and a
+// step whose time ran out while the client waited sends nothing.
+type lastCheckTransport struct {
+	base http.RoundTripper
+	warm func(ctx context.Context) error // nil: a token needs no fetching
+}
 
 func (t lastCheckTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	answered, err := seq.Sending(req.Context())
-	if err != nil {
+	ctx := req.Context()
+	unsent := func(err error) (*http.Response, error) {
 		if req.Body != nil {
 			req.Body.Close() // a RoundTripper closes the body, sent or not
 		}
 		return nil, err
+	}
+	if seq.InAct(ctx) {
+		if err := ctx.Err(); err != nil {
+			return unsent(seq.Unsent(ctx, err))
+		}
+		if t.warm != nil {
+			if err := t.warm(ctx); err != nil {
+				return unsent(seq.Unsent(ctx, fmt.Errorf("getting the installation's token: %w", err)))
+			}
+		}
+	}
+	answered, err := seq.Sending(ctx)
+	if err != nil {
+		return unsent(err)
 	}
 	resp, err := t.base.RoundTrip(req)
 	answered(err == nil && resp.StatusCode >= 400 && resp.StatusCode < 500)

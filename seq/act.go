@@ -3,6 +3,7 @@ package seq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -38,8 +39,11 @@ const (
 	// ShownTaken: GitHub shows the act taken (the PR merged at the head,
 	// the branch at opsbot's commit, the PR queued, the run made).
 	ShownTaken
-	// ShownNotTaken: GitHub shows that the act was not taken, and cannot
-	// be now (a compare-and-swap whose branch is still where it was).
+	// ShownNotTaken: GitHub shows the act not taken when read back (a
+	// compare-and-swap's branch still where it was, or moved by another
+	// push): the kind stops, and does not ask again; should a request
+	// GitHub was still working on land later, nothing opsbot holds covers
+	// what it made.
 	ShownNotTaken
 )
 
@@ -87,11 +91,22 @@ func (w Wakeup) Send(ctx context.Context, marks *Marks, act Act) (Answer, error)
 	if !marks.Try(act.Mark) {
 		return Answer{}, ErrNotFresh
 	}
-	a := Answer{Err: act.Do(context.WithValue(ctx, actKey{}, &actState{check: w.CheckClear}))}
+	st := &actState{check: w.CheckClear}
+	a := Answer{Err: act.Do(context.WithValue(ctx, actKey{}, st))}
 	var ns *NotSent
-	if errors.As(a.Err, &ns) && !ns.MaybeTaken {
-		marks.restore(act.Mark) // nothing went out: the act is still to send
-		return Answer{}, ns.Err
+	if a.Unclear() && st.nothingLeft() {
+		// Nothing of the act left for GitHub (a stop waited at the last
+		// check, the step's time ran out while the client waited, GitHub's
+		// token could not be had) or GitHub refused all that did: the act
+		// is still to send, under its mark.
+		marks.restore(act.Mark)
+		switch {
+		case errors.As(a.Err, &ns):
+			return Answer{}, ns.Err
+		case ctx.Err() != nil:
+			return Answer{}, ctx.Err()
+		}
+		return Answer{}, fmt.Errorf("the act was not sent, and is sent at a later step: %w", a.Err)
 	}
 	if a.Unclear() && ctx.Err() != nil {
 		return Answer{}, ctx.Err()
@@ -129,7 +144,39 @@ type actKey struct{}
 type actState struct {
 	check func() error
 	mu    sync.Mutex
+	seen  bool // the client told of the act's requests (Sending, Unsent)
 	maybe bool // a request went out whose answer was not a clear refusal
+}
+
+// nothingLeft reports whether the client told of every request of the act
+// and none may have been taken. A client that says nothing (Sending never
+// asked) may have sent anything.
+func (a *actState) nothingLeft() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.seen && !a.maybe
+}
+
+// InAct reports whether ctx is an act's (Send): the GitHub client then
+// asks Sending before each request, or says why one was not sent (Unsent).
+func InAct(ctx context.Context) bool {
+	_, ok := ctx.Value(actKey{}).(*actState)
+	return ok
+}
+
+// Unsent is the error of a request of an act the GitHub client did not
+// send for err (the step's time ran out while it waited, the token for
+// GitHub could not be had): a *NotSent, the act told that nothing of this
+// request left. Outside an act it is err.
+func Unsent(ctx context.Context, err error) error {
+	a, _ := ctx.Value(actKey{}).(*actState)
+	if a == nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seen = true
+	return &NotSent{Err: err, MaybeTaken: a.maybe}
 }
 
 // Sending is the stop check the GitHub client asks right before a request
@@ -146,6 +193,7 @@ func Sending(ctx context.Context) (answered func(refused bool), err error) {
 		return func(bool) {}, nil
 	}
 	a.mu.Lock()
+	a.seen = true
 	maybe := a.maybe
 	a.mu.Unlock()
 	if err := a.check(); err != nil {

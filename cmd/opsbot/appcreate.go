@@ -65,7 +65,7 @@ type appCreate struct {
 
 func runAppCreate(e *env, args []string) error {
 	fs := newFlags(e, "github app-create",
-		"--url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--external] [--github-url URL] [--api-url URL] [--port N] [--timeout D] [--code CODE]",
+		"--url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--external] [--rerun] [--github-url URL] [--api-url URL] [--port N] [--timeout D] [--code CODE]",
 		"opsbot github app-create --url https://opsbot.example.com --org SemiAnalysisAI --out /etc/opsbot/github",
 		"opsbot github app-create --url https://opsbot.example.com --name opsbot-alice --staging --teams",
 		"opsbot github app-create --url https://opsbot.example.com --org acme --github-url https://ghe.example.com/")
@@ -79,6 +79,7 @@ func runAppCreate(e *env, args []string) error {
 	merge := fs.Bool("merge", false, "also contents: write, pull_requests: write, workflows: write and merge_queues: write, for "+
 		"/merge-with-reuse (docs/commands.md#merging-with-reuse)")
 	external := fs.Bool("external", false, "also actions: write, for /approve-sweep (dispatching the external PRs' workflow)")
+	rerun := fs.Bool("rerun", false, "also actions: write, for /rerun-failed (re-running the failed jobs of a merge's run)")
 	webURL := fs.String("github-url", "https://github.com/", "GitHub's web URL, where the manifest is posted (GitHub Enterprise Server: https://HOST/)")
 	apiURL := fs.String("api-url", "", "GitHub's API URL, where the code is exchanged (default https://api.github.com/ for github.com, "+
 		"else GITHUB-URL/api/v3/)")
@@ -175,7 +176,7 @@ func runAppCreate(e *env, args []string) error {
 		}
 	}
 	a := &appCreate{name: *name, org: *org, state: state, token: token, session: session, web: web, apiURL: api, out: dir, root: root,
-		manifest: appManifest(root, *name, appFeatures{staging: *staging, teams: *teams, merge: *merge, external: *external})}
+		manifest: appManifest(root, *name, appFeatures{staging: *staging, teams: *teams, merge: *merge, external: *external, rerun: *rerun})}
 	a.manifest["redirect_url"] = local + "callback"
 	a.action = web + "settings/apps/new?state=" + url.QueryEscape(state)
 	if *org != "" {

@@ -329,7 +329,7 @@ func TestCredentialsDocNamesEveryPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := strings.ToLower(string(raw))
-	for _, p := range append(githubPermissions(appFeatures{staging: true, teams: true}), append(githubPermissions(appFeatures{merge: true}), githubPermissions(appFeatures{external: true})...)...) {
+	for _, p := range append(githubPermissions(appFeatures{staging: true, teams: true}), append(githubPermissions(appFeatures{merge: true}), append(githubPermissions(appFeatures{external: true}), githubPermissions(appFeatures{rerun: true})...)...)...) {
 		name := strings.ReplaceAll(p.Name, "_", " ")
 		if name == "statuses" {
 			name = "commit statuses"

@@ -20,7 +20,7 @@ type githubPermission struct {
 // appFeatures are the optional features an App is made for: each adds
 // what it needs to the permissions.
 type appFeatures struct {
-	staging, teams, merge, external bool
+	staging, teams, merge, external, rerun bool
 }
 
 // githubPermissions are what opsbot's features need of a repository it
@@ -44,8 +44,15 @@ func githubPermissions(f appFeatures) []githubPermission {
 	case f.staging:
 		ps[2] = githubPermission{"contents", "write", "as read, and sending the staging repository_dispatch (install the App on the staging repository too)"}
 	}
+	var writes []string
 	if f.external {
-		ps[1] = githubPermission{"actions", "write", "as read, and /approve-sweep: dispatching the external PRs' workflow and cancelling a revoked approval's run"}
+		writes = append(writes, "/approve-sweep: dispatching the external PRs' workflow and cancelling a revoked approval's run")
+	}
+	if f.rerun {
+		writes = append(writes, "/rerun-failed: re-running the failed jobs of the default branch's run after a merge")
+	}
+	if len(writes) > 0 {
+		ps[1] = githubPermission{"actions", "write", "as read, and " + strings.Join(writes, "; ")}
 	}
 	if f.merge {
 		ps[len(ps)-1] = githubPermission{"merge_queues", "write", "as read, and /merge-with-reuse: adding a PR to the default branch's merge queue and taking it out"}
@@ -64,9 +71,9 @@ func githubPermissions(f appFeatures) []githubPermission {
 var githubEvents = app.UsedEvents()
 
 // githubUsage is `opsbot github`'s synopsis: its three subcommands.
-const githubUsage = `Usage: opsbot github app-create --url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--external]
+const githubUsage = `Usage: opsbot github app-create --url URL [--org ORG] [--out DIR] [--name NAME] [--staging] [--teams] [--merge] [--external] [--rerun]
                             [--github-url URL] [--api-url URL] [--port N] [--timeout D] [--code CODE]
-       opsbot github app-manifest --url URL [--name NAME] [--staging] [--teams] [--merge] [--external]
+       opsbot github app-manifest --url URL [--name NAME] [--staging] [--teams] [--merge] [--external] [--rerun]
        opsbot github events
 
   app-create    create opsbot's GitHub App through GitHub's manifest flow, and keep its key and webhook secret
@@ -143,7 +150,7 @@ func publicBase(raw string) (string, bool) {
 }
 
 func runAppManifest(e *env, args []string) error {
-	fs := newFlags(e, "github app-manifest", "--url URL [--name NAME] [--staging] [--teams] [--merge] [--external]",
+	fs := newFlags(e, "github app-manifest", "--url URL [--name NAME] [--staging] [--teams] [--merge] [--external] [--rerun]",
 		"opsbot github app-manifest --url https://opsbot.example.com",
 		"opsbot github app-manifest --url https://opsbot.example.com --staging --teams > manifest.json")
 	base := fs.String("url", "", "opsbot's public base URL (the webhook goes to URL/webhook)")
@@ -153,6 +160,7 @@ func runAppManifest(e *env, args []string) error {
 	merge := fs.Bool("merge", false, "also contents: write, pull_requests: write, workflows: write and merge_queues: write, for "+
 		"/merge-with-reuse (docs/commands.md#merging-with-reuse)")
 	external := fs.Bool("external", false, "also actions: write, for /approve-sweep (dispatching the external PRs' workflow)")
+	rerun := fs.Bool("rerun", false, "also actions: write, for /rerun-failed (re-running the failed jobs of a merge's run)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -161,7 +169,7 @@ func runAppManifest(e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "opsbot github app-manifest: --url must be opsbot's public https:// base URL, such as https://opsbot.example.com")
 		return exitCode(2)
 	}
-	out, err := json.MarshalIndent(appManifest(root, *name, appFeatures{staging: *staging, teams: *teams, merge: *merge, external: *external}), "", "  ")
+	out, err := json.MarshalIndent(appManifest(root, *name, appFeatures{staging: *staging, teams: *teams, merge: *merge, external: *external, rerun: *rerun}), "", "  ")
 	if err != nil {
 		return err
 	}

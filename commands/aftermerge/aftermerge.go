@@ -28,6 +28,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
 	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/runs"
 	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
@@ -65,6 +66,8 @@ type Settings struct {
 	IngestJob string `yaml:"ingest_job"`
 	// Deadline is how long the watch waits for the run to end.
 	Deadline time.Duration `yaml:"deadline"`
+	// Rerun is who may re-run a failed run's failed jobs (/rerun-failed).
+	Rerun config.Access `yaml:"rerun"`
 }
 
 // Section is the watch's own section of a repository's configuration.
@@ -95,16 +98,18 @@ func workflowOf(rc *config.Repo) string {
 	return rc.SweepWorkflow
 }
 
-// Handler begins and steps the watches.
+// Handler begins and steps the watches, and takes /rerun-failed.
 type Handler struct {
 	d commands.Deps
+	// marks are the marks of the re-runs this process asked for.
+	marks seq.Marks
 }
 
-// Module is the watch: a kind and a section, no command.
+// Module is the watch: its kind, its section, and /rerun-failed.
 func Module(d commands.Deps) commands.Module {
 	h := &Handler{d: d}
 	sec := Section.Section()
-	return commands.Module{Kinds: []seq.Kind{Kind(h)}, Section: &sec}
+	return commands.Module{Spec: rerunSpec(h), Kinds: []seq.Kind{Kind(h)}, Section: &sec}
 }
 
 // Kind is the watch's sequence: a merged PR's pull_request delivery begins
@@ -136,6 +141,28 @@ type Data struct {
 	RunURL  string   `json:"run_url,omitempty"`
 	Trail   []string `json:"trail,omitempty"`
 	Now     string   `json:"now,omitempty"`
+	// Failed is what the watch read of the attempt that failed last.
+	Failed *Failure `json:"failed,omitempty"`
+	// Rerun is a maintainer's ask to re-run that attempt's failed jobs
+	// (/rerun-failed): one per attempt.
+	Rerun *Rerun `json:"rerun,omitempty"`
+	// Reruns counts the re-runs opsbot asked GitHub for.
+	Reruns int `json:"reruns,omitempty"`
+}
+
+// Failure is a failed attempt as /rerun-failed says it: its failed jobs
+// (the first maxJobsSaid named), those of them that ran on GPU runners
+// and their time by the run's own timing, and whether only the ingest
+// failed, after the results were gathered, or the run was cancelled.
+type Failure struct {
+	Attempt    int      `json:"attempt"`
+	Jobs       int      `json:"jobs"`
+	Names      []string `json:"names,omitempty"`
+	GPUJobs    int      `json:"gpu_jobs,omitempty"`
+	GPURunner  int64    `json:"gpu_runner_seconds,omitempty"`
+	GPUSeconds int64    `json:"gpu_seconds,omitempty"`
+	IngestOnly bool     `json:"ingest_only,omitempty"`
+	Cancelled  bool     `json:"cancelled,omitempty"`
 }
 
 func (h *Handler) now() time.Time {
@@ -273,6 +300,9 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 			return "", plan.Plan{}, err
 		}
 	}
+	if r := data.Rerun; r != nil && !r.Sent && r.Attempt == data.Attempt && s.Seq.Step == StepFailed {
+		return h.rerun(ctx, gh, s, data)
+	}
 	id := data.WorkflowID
 	list, err := gh.CommitRuns(ctx, s.Seq.Repo, s.Data.Merge)
 	if err != nil {
@@ -321,6 +351,7 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 	// A failed attempt is said, and the watch follows a re-run until its
 	// deadline (a failure is often a flake).
 	data.Attempt = attempt
+	data.Failed = failureOf(attempt, run.GetConclusion(), jobs, ingest, rc.GPUsPerRunner)
 	data.Trail = append(slices.Clip(data.Trail), failed(data, mdtext.Text(run.GetConclusion()), jobs, errs, ingest))
 	deadline := s.Seq.Deadline.UTC().Format("Jan 2 15:04 UTC")
 	return h.wait(s, data, StepFailed, "⏳ opsbot follows a re-run of the failed jobs until "+deadline, "after-merge-failed", RerunPoll)
@@ -403,9 +434,8 @@ func failed(d Data, conclusion string, jobs []ghclient.Job, errs map[int64]strin
 		return b.String()
 	}
 	names := make([]string, 0, len(bad))
-	onlyIngest := ingestJob != ""
+	onlyIngest := ingestOnly(bad, ingestJob)
 	for i, j := range bad {
-		onlyIngest = onlyIngest && isJob(j, ingestJob)
 		if i < maxJobsSaid {
 			said := fmt.Sprintf("%s (%s", mdtext.Link(mdtext.Text(j.Name), j.URL), mdtext.Text(j.Conclusion))
 			if e := errs[j.ID]; e != "" {
@@ -425,9 +455,40 @@ func failed(d Data, conclusion string, jobs []ghclient.Job, errs map[int64]strin
 		b.WriteString(". Only the ingest failed, after the results were gathered: re-running the GPU jobs is not the way; recover the " +
 			"ingest from the gathered results (the repository's recovery procedure)")
 	default:
-		b.WriteString(". It failed before the results were gathered: re-running the failed jobs is the way (a failure is often a flake)")
+		b.WriteString(". It failed before the results were gathered: re-running the failed jobs is the way (a failure is often a flake): " +
+			"`/rerun-failed` asks GitHub to, once per attempt")
 	}
 	return b.String()
+}
+
+// ingestOnly reports whether the failed jobs (bad, not empty) are the
+// ingest job named alone: the results were gathered before it.
+func ingestOnly(bad []ghclient.Job, ingestJob string) bool {
+	only := ingestJob != "" && len(bad) > 0
+	for _, j := range bad {
+		only = only && isJob(j, ingestJob)
+	}
+	return only
+}
+
+// failureOf is what /rerun-failed says of a failed attempt: its failed
+// jobs, and those that ran on GPU runners (gpus, repos[].gpus_per_runner)
+// with their runner and GPU time from the jobs' own start and end.
+func failureOf(attempt int, conclusion string, jobs []ghclient.Job, ingestJob string, gpus map[string]int) *Failure {
+	bad := failedJobs(jobs)
+	f := &Failure{Attempt: attempt, Jobs: len(bad), IngestOnly: conclusion != "cancelled" && ingestOnly(bad, ingestJob),
+		Cancelled: conclusion == "cancelled"}
+	for i, j := range bad {
+		if i < maxJobsSaid {
+			f.Names = append(f.Names, j.Name)
+		}
+		if c := runs.CoverageOf([]ghclient.Job{j}, gpus); c.GPUSeconds > 0 {
+			f.GPUJobs++
+			f.GPURunner += c.RunnerSeconds
+			f.GPUSeconds += c.GPUSeconds
+		}
+	}
+	return f
 }
 
 func plural(n int, one, many string) string {

@@ -165,6 +165,36 @@ func (f *Fake) cancelRun(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 	return http.StatusAccepted, map[string]any{}
 }
 
+// rerunFailed re-runs a completed run's failed jobs as its next attempt,
+// as GitHub does: a run not completed, or with nothing failed, is refused
+// (403), and the ask is recorded (Reruns).
+func (f *Fake) rerunFailed(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	run := repo.Runs[id]
+	if run == nil {
+		return http.StatusNotFound, notFound()
+	}
+	if run.Status != "completed" {
+		return http.StatusForbidden, map[string]string{"message": "This workflow run is not completed"}
+	}
+	switch run.Conclusion {
+	case "failure", "cancelled", "timed_out", "startup_failure":
+	default:
+		return http.StatusForbidden, map[string]string{"message": "This workflow run has no failed jobs to re-run"}
+	}
+	f.reruns = append(f.reruns, id)
+	run.Attempt = max(run.Attempt, 1) + 1
+	run.Status, run.Conclusion, run.StartedAt = "queued", "", f.now()
+	return http.StatusCreated, map[string]any{}
+}
+
+// Reruns are the runs whose failed jobs opsbot asked to re-run, in order.
+func (f *Fake) Reruns() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int64(nil), f.reruns...)
+}
+
 // testMerge is GitHub's merge commit of an open PR (merge_commit_sha): the
 // head merged into its base's tip.
 func (repo *Repo) testMerge(p *PR) string {

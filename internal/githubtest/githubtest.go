@@ -63,6 +63,7 @@ type Fake struct {
 	dispatches  []Dispatch
 	// workflowDispatches are the workflow dispatches sent.
 	workflowDispatches []WorkflowDispatch
+	reruns             []int64 // runs whose failed jobs were re-run (rerunFailed)
 	tokens             int
 	appTokens          map[string]bool // installation tokens the fake issued
 	installs           []int64         // the App's installations (GET /app/installations)
@@ -426,6 +427,9 @@ func (d discard) Header() http.Header       { return d.h }
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 func (discard) WriteHeader(int)             {}
 
+// RouteRerunFailed is GitHub's re-run of a run's failed jobs.
+const RouteRerunFailed = "POST /repos/{owner}/{repo}/actions/runs/{id}/rerun-failed-jobs"
+
 // RouteDeleteRef is the route of a GraphQL updateRefs that deletes a
 // branch (its afterOid zero): counted, held and faulted apart from the
 // other GraphQL asks (a branch's move is the same mutation).
@@ -513,6 +517,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("POST /repos/{owner}/{repo}/dispatches", f.dispatch)
 	add("POST /repos/{owner}/{repo}/actions/workflows/{id}/dispatches", f.workflowDispatch)
 	add("POST /repos/{owner}/{repo}/actions/runs/{id}/cancel", f.cancelRun)
+	add(RouteRerunFailed, f.rerunFailed)
 	add("PUT /repos/{owner}/{repo}/pulls/{n}/update-branch", f.updateBranch)
 	add("PUT /repos/{owner}/{repo}/pulls/{n}/merge", f.mergePull)
 	add("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", f.listCheckRuns)

@@ -1,0 +1,227 @@
+package aftermerge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/runs"
+	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+)
+
+// RerunName is /rerun-failed's canonical name.
+const RerunName = "rerun-failed"
+
+// Rerun is a maintainer's ask to re-run the failed jobs of the attempt
+// that failed (Attempt), marked when it was asked: the watch's next step
+// sends it, once (seq.Wakeup.Send).
+type Rerun struct {
+	Attempt int    `json:"attempt"`
+	By      string `json:"by"`
+	Mark    string `json:"mark"`
+	// Sent says GitHub took it (or showed it taken).
+	Sent bool `json:"sent,omitempty"`
+}
+
+func rerunSpec(h *Handler) commands.Spec {
+	return commands.Spec{
+		Name: RerunName,
+		Verbs: []commands.Verb{{Word: "/rerun-failed", Usage: "usage: /rerun-failed", Args: func(c *commands.Command, args []string, _ commands.Options) string {
+			if len(args) != 0 {
+				return "/rerun-failed takes no argument: it re-runs the failed jobs of the default branch's run opsbot follows for this PR"
+			}
+			return ""
+		}}},
+		Access: func(rc *config.Repo) config.Access { return Section.Of(rc).Rerun },
+		Help: func(rc *config.Repo) commands.Help {
+			if !Section.Of(rc).Follow {
+				return commands.Help{}
+			}
+			return commands.Help{Rows: []commands.HelpRow{{Command: "`/rerun-failed`",
+				What: "after the merge, re-run the failed jobs of the default branch's run opsbot follows (once per attempt)",
+				Who:  commands.Who(Section.Of(rc).Rerun)}}}
+		},
+		Handler: h,
+	}
+}
+
+// Prepare takes /rerun-failed on a merged PR: the attempt of the main
+// run that the watch found failed is re-run once, unless only its ingest
+// failed after the results were gathered (recovery is the way then). The
+// reply says what it re-runs and the GPU jobs' time among it; the watch's
+// next step asks GitHub, through the engine.
+func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invocation, _ commands.Line) commands.Result {
+	refuse := func(why string) commands.Result {
+		return commands.Result{Outcome: commands.Rejected, Reason: why, Reply: mdtext.Mention(in.Actor.Login) + " " + why + "."}
+	}
+	if !Section.Of(env.Repo).Follow {
+		return refuse("opsbot does not follow merges in this repository (`after_merge.follow`), so it has no run to re-run")
+	}
+	if env.State == nil {
+		return commands.Result{Err: errors.New("aftermerge: no state reader")}
+	}
+	cur, err := env.State.Sequence(in.Repo, in.PR, SeqKind)
+	if err != nil {
+		return commands.Result{Err: fmt.Errorf("reading the after-merge watch of %s#%d: %w", in.Repo, in.PR, err)}
+	}
+	if cur == nil {
+		return refuse("opsbot follows no run of this PR's merge: `/rerun-failed` re-runs the failed jobs of the default branch's run " +
+			"opsbot follows after a merge it decided")
+	}
+	data, err := seq.DataOf[Data](cur)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	run := "run " + commands.RunLink(data.RunID, data.RunURL)
+	f := data.Failed
+	switch {
+	case cur.Done && cur.Step == StepSucceeded:
+		return refuse(run + " succeeded: nothing to re-run")
+	case cur.Done:
+		return refuse("opsbot stopped following " + run + " at its deadline: re-run it on GitHub if it still matters")
+	case cur.Step != StepFailed || f == nil || f.Attempt != data.Attempt:
+		return refuse("the default branch's run of this merge has not failed (opsbot is following it): nothing to re-run yet")
+	case f.IngestOnly:
+		return refuse(fmt.Sprintf("only the ingest job %s of %s failed, after the results were gathered: the repository's procedure "+
+			"recovers an ingest from the gathered results, never by re-running the push run, so opsbot does not re-run it",
+			mdtext.Code(Section.Of(env.Repo).IngestJob), run))
+	case data.Rerun != nil && data.Rerun.Attempt == data.Attempt:
+		return refuse(fmt.Sprintf("a re-run of attempt %d of %s was asked already, by %s: opsbot re-runs an attempt once",
+			data.Attempt, run, mdtext.Mention(data.Rerun.By)))
+	}
+	now := h.now()
+	data.Rerun = &Rerun{Attempt: data.Attempt, By: in.Actor.Login, Mark: h.marks.New()}
+	data.Now = fmt.Sprintf("⏳ re-running the failed jobs of attempt %d, asked by %s", data.Attempt, mdtext.Mention(in.Actor.Login))
+	next := *cur
+	next.WakeAt = now
+	if next.Data, err = json.Marshal(data); err != nil {
+		return commands.Result{Err: err}
+	}
+	edit := h.edit(&next, data)
+	return commands.Result{Outcome: commands.Accepted, Reason: fmt.Sprintf("re-run of attempt %d of run %d asked", data.Attempt, data.RunID),
+		RunID: data.RunID, RunURL: data.RunURL, HeadSHA: data.Merge,
+		Reply: mdtext.Mention(in.Actor.Login) + " " + rerunWords(data, run, env.Repo.GPUsPerRunner),
+		Plan: plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: cur.Repo, PR: cur.PR, Kind: SeqKind, Version: cur.Version}},
+			Steps: []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &edit}}}}
+}
+
+// rerunWords says what a re-run re-runs: the failed jobs of the attempt,
+// and the GPU jobs among them with their time in that attempt.
+func rerunWords(d Data, run string, gpus map[string]int) string {
+	f := d.Failed
+	var b strings.Builder
+	fmt.Fprintf(&b, "re-running the %d failed %s of attempt %d of %s (and the jobs that need them)", f.Jobs, plural(f.Jobs, "job", "jobs"),
+		f.Attempt, run)
+	if len(f.Names) > 0 {
+		names := make([]string, len(f.Names))
+		for i, n := range f.Names {
+			names[i] = mdtext.Code(n)
+		}
+		fmt.Fprintf(&b, ": %s", strings.Join(names, ", "))
+		if f.Jobs > len(f.Names) {
+			fmt.Fprintf(&b, " and %d more", f.Jobs-len(f.Names))
+		}
+	}
+	switch {
+	case f.GPUJobs > 0:
+		fmt.Fprintf(&b, ". %d of them ran on GPU runners: %s runner hours, %s GPU hours in that attempt, by the run's own timing; "+
+			"a re-run takes about as much again", f.GPUJobs, runs.Hours(f.GPURunner), runs.Hours(f.GPUSeconds))
+	case len(gpus) == 0:
+		b.WriteString(". opsbot cannot tell GPU jobs here (no `gpus_per_runner`)")
+	default:
+		b.WriteString(". None of them ran on a GPU runner")
+	}
+	b.WriteString(". opsbot follows the new attempt on this PR")
+	return b.String()
+}
+
+// rerun sends the re-run a maintainer asked, marked by the command: once,
+// through the engine (the last stop check, then the ask; a lost answer is
+// read back from the run's attempt). A mark this process did not make (a
+// restart since the ask) or that it tried already is read back the same
+// way: a new attempt is the re-run; none, it was not taken, and the
+// maintainer is told to ask again.
+func (h *Handler) rerun(ctx context.Context, gh *ghclient.Client, s seq.Step[Data], data Data) (string, plan.Plan, error) {
+	r := *data.Rerun
+	repo := s.Seq.Repo
+	newer := func(ctx context.Context) (seq.Shown, error) {
+		run, err := gh.Run(ctx, repo, data.RunID)
+		if err != nil || run.GetRunAttempt() <= r.Attempt {
+			return seq.NotShown, err
+		}
+		return seq.ShownTaken, nil
+	}
+	by := mdtext.Mention(r.By)
+	// The run is read first: a new attempt (a re-run whose answer was
+	// lost, or one someone started on GitHub) is followed, never asked
+	// again.
+	shown, err := newer(ctx)
+	if err != nil {
+		return "", plan.Plan{}, err
+	}
+	switch {
+	case shown == seq.ShownTaken && h.marks.Fresh(r.Mark):
+		data.Rerun = nil
+		data.Trail = append(slices.Clip(data.Trail), fmt.Sprintf("🔁 the failed attempt %d was re-run on GitHub before opsbot asked: the re-run "+
+			"%s asked was not sent", r.Attempt, by))
+		return h.wait(s, data, StepFailed, fmt.Sprintf("⏳ opsbot follows attempt %d", r.Attempt+1), "after-merge-rerun-elsewhere", Poll)
+	case shown == seq.ShownTaken:
+		return h.rerunSent(s, data, "")
+	case !h.marks.Fresh(r.Mark):
+		return h.rerunDropped(s, data, fmt.Sprintf("⚠️ the re-run %s asked was not sent (opsbot stopped, or GitHub did not answer, and the "+
+			"run shows no new attempt): ask again with `/rerun-failed`", by))
+	}
+	a, err := s.Send(ctx, &h.marks, seq.Act{Mark: r.Mark, Do: func(ctx context.Context) error { return gh.RerunFailedJobs(ctx, repo, data.RunID) },
+		Verify: newer})
+	if err != nil {
+		return "", plan.Plan{}, err // a stop waits, or the step ended: the next step finds the mark tried, and reads the run
+	}
+	var ref *ghclient.Refusal
+	switch {
+	case a.Taken():
+		how := ""
+		if a.Unclear() {
+			how = " (GitHub's answer was lost; the run's new attempt shows it)"
+		}
+		return h.rerunSent(s, data, how)
+	case errors.As(a.Err, &ref):
+		return h.rerunDropped(s, data, fmt.Sprintf("⛔ GitHub refused the re-run %s asked (%s): ask again once that is fixed",
+			by, mdtext.Text(ref.Error())))
+	}
+	h.log().Warn("a re-run of failed jobs got no answer; reading the run back next", "repo", repo, "run", data.RunID, "err", a.Err)
+	return h.wait(s, data, StepFailed, "⏳ GitHub did not answer the re-run: reading the run again", "after-merge-rerun-unanswered", Poll)
+}
+
+// rerunSent notes a re-run GitHub took, and follows its attempt.
+func (h *Handler) rerunSent(s seq.Step[Data], data Data, how string) (string, plan.Plan, error) {
+	r := *data.Rerun
+	r.Sent = true
+	data.Rerun, data.Reruns = &r, data.Reruns+1
+	data.Trail = append(slices.Clip(data.Trail), fmt.Sprintf("🔁 %s re-ran the failed jobs of attempt %d%s", mdtext.Mention(r.By), r.Attempt, how))
+	return h.wait(s, data, StepFailed, fmt.Sprintf("⏳ opsbot follows attempt %d", r.Attempt+1), "after-merge-rerun-sent", Poll)
+}
+
+// rerunDropped drops a re-run that was not taken, saying why: the attempt
+// may be asked again.
+func (h *Handler) rerunDropped(s seq.Step[Data], data Data, why string) (string, plan.Plan, error) {
+	data.Rerun = nil
+	data.Trail = append(slices.Clip(data.Trail), why)
+	deadline := s.Seq.Deadline.UTC().Format("Jan 2 15:04 UTC")
+	return h.wait(s, data, StepFailed, "⏳ opsbot follows a re-run of the failed jobs until "+deadline, "after-merge-rerun-dropped", RerunPoll)
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.d.Log != nil {
+		return h.d.Log
+	}
+	return slog.Default()
+}

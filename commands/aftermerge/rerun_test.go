@@ -1,0 +1,170 @@
+package aftermerge_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/app"
+	"github.com/SemiAnalysisAI/opsbot/commands/aftermerge"
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+)
+
+// rerunWorld is world with the GPU runners' labels known.
+func rerunWorld(t *testing.T, clock *e2e.Clock) *e2e.World {
+	t.Helper()
+	return e2e.New(t, e2e.Options{Repo: "    gpus_per_runner:\n      \"gpu-*\": 8\n    after_merge:\n      follow: true\n      ingest_job: trigger-ingest\n",
+		Deps: func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }})
+}
+
+// gpuFailed is a main run's attempt failing in a GPU job, before the
+// results were gathered.
+var gpuFailed = []githubtest.Job{
+	{Name: "single-node 1k1k / b200", Conclusion: "failure", Labels: []string{"self-hosted", "gpu-b200"}, Took: 2 * time.Hour},
+	{Name: "single-node 1k1k / h100", Conclusion: "success", Labels: []string{"self-hosted", "gpu-h100"}, Took: 2 * time.Hour},
+	{Name: "lint", Conclusion: "failure", Labels: []string{"ubuntu-latest"}, Took: 6 * time.Minute},
+	{Name: "collect-results", Conclusion: "skipped"}, {Name: "trigger-ingest", Conclusion: "skipped"}}
+
+// failedMerge merges a decided PR whose main run failed as jobs say, and
+// waits for the watch to say so.
+func failedMerge(t *testing.T, w *e2e.World, jobs []githubtest.Job) {
+	t.Helper()
+	w.Push("c2")
+	mainRunOf(w, "completed", "failure", jobs)
+	merged(w)
+	waitStatus(t, w, "❌ run [41000000001](", "⏳ opsbot follows a re-run of the failed jobs until")
+}
+
+// /rerun-failed on a merged PR whose main run failed before the results
+// were gathered: the reply says what it re-runs and the GPU jobs' time
+// among it, by the run's own timing; GitHub is asked once, the new attempt
+// is followed to its success; a second /rerun-failed of the same attempt
+// is refused, naming who asked first.
+func TestRerunFailedReRunsTheAttemptOnceAndFollowsIt(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := rerunWorld(t, clock)
+	failedMerge(t, w, gpuFailed)
+	e2e.MustContain(t, "status", status(w), "`/rerun-failed` asks GitHub to, once per attempt")
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	e2e.MustContain(t, "reply", w.LastReply(), "@maintainer re-running the 2 failed jobs of attempt 1 of run [41000000001](",
+		"`lint`, `single-node 1k1k / b200`", "1 of them ran on GPU runners: 2.0 runner hours, 16.0 GPU hours in that attempt, by the run's own timing")
+	waitStatus(t, w, "🔁 @maintainer re-ran the failed jobs of attempt 1", "⏳ opsbot follows attempt 2")
+	if r := w.GH.Reruns(); !slices.Equal(r, []int64{mainRun}) {
+		t.Fatalf("re-runs asked: %v; want run %d once", r, mainRun)
+	}
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	e2e.MustContain(t, "second ask's reply", w.LastReply(), "a re-run of attempt 1 of run [41000000001](",
+		"was asked already, by @maintainer: opsbot re-runs an attempt once")
+	w.PassTime(clock, aftermerge.Poll)
+	waitStatus(t, w, "⏳ attempt 2 of run [41000000001](", "is queued")
+	w.GH.CompleteRun(e2e.Repo, mainRun, "success", nil)
+	w.PassTime(clock, aftermerge.Poll)
+	waitStatus(t, w, "✅ run [41000000001](", "succeeded at its re-run (attempt 1 failed)")
+	if r := w.GH.Reruns(); len(r) != 1 {
+		t.Fatalf("re-runs asked: %v; want one", r)
+	}
+	var outcomes []string
+	for _, r := range w.AuditRecords() {
+		if r["kind"] == "command" && strings.Contains(r["reason"].(string), "re-run") {
+			outcomes = append(outcomes, r["outcome"].(string))
+		}
+	}
+	if strings.Join(outcomes, ",") != "accepted,rejected" {
+		t.Fatalf("the audit's /rerun-failed records: %v; want accepted, then rejected", outcomes)
+	}
+}
+
+// What /rerun-failed refuses, each said in its reply, with nothing asked
+// of GitHub: a failure only in the ingest job after the results were
+// gathered (recovery is the way), a run still running, a PR opsbot does
+// not follow, and a commenter below the role.
+func TestRerunFailedRefuses(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		set  func(t *testing.T, w *e2e.World)
+		who  e2e.User
+		want string
+	}{
+		{"ingest only", func(t *testing.T, w *e2e.World) {
+			failedMerge(t, w, []githubtest.Job{{Name: "single-node 1k1k / b200", Conclusion: "success"}, {Name: "collect-results", Conclusion: "success"},
+				{Name: "trigger-ingest", Conclusion: "failure"}})
+		}, e2e.Maintainer, "only the ingest job `trigger-ingest` of run [41000000001]("},
+		{"running", func(t *testing.T, w *e2e.World) {
+			w.Push("c2")
+			mainRunOf(w, "in_progress", "", nil)
+			merged(w)
+			waitStatus(t, w, "is in progress")
+		}, e2e.Maintainer, "the default branch's run of this merge has not failed"},
+		{"not followed", func(t *testing.T, w *e2e.World) { merged(w) }, e2e.Maintainer, "opsbot follows no run of this PR's merge"},
+		{"below the role", func(t *testing.T, w *e2e.World) { failedMerge(t, w, gpuFailed) }, e2e.Reader, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clock := e2e.NewClock()
+			w := rerunWorld(t, clock)
+			c.set(t, w)
+			w.Comment(c.who, "/rerun-failed")
+			if c.want != "" {
+				e2e.MustContain(t, "reply", w.LastReply(), c.want)
+			} else if !slices.ContainsFunc(w.AuditRecords(), func(r map[string]any) bool {
+				return r["kind"] == "command" && r["outcome"] == "denied" && r["actor_login"] == e2e.ReaderLogin
+			}) {
+				t.Fatalf("no denial audited for @%s: %v", e2e.ReaderLogin, w.AuditRecords())
+			}
+			if r := w.GH.Reruns(); len(r) != 0 {
+				t.Fatalf("re-ran %v", r)
+			}
+		})
+	}
+}
+
+// GitHub took the re-run but its answer was lost: the engine reads the run
+// back before anything is said, finds its new attempt, and never asks
+// again.
+func TestRerunFailedLostAnswerIsReadBack(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := rerunWorld(t, clock)
+	failedMerge(t, w, gpuFailed)
+	w.GH.Inject(githubtest.RouteRerunFailed, githubtest.Fault{Lost: true, Status: 502, Times: 1})
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	waitStatus(t, w, "🔁 @maintainer re-ran the failed jobs of attempt 1 (GitHub's answer was lost; the run's new attempt shows it)")
+	if n := w.GH.Count(githubtest.RouteRerunFailed); n != 1 {
+		t.Fatalf("the re-run was asked %d times; want once", n)
+	}
+}
+
+// GitHub closed the connection without taking the re-run, and the run's
+// read back failed: the step says GitHub did not answer and never asks
+// blindly again; the next step reads the run, finds no new attempt, and
+// says the re-run was not sent, so the maintainer may ask again, which
+// then re-runs it once.
+func TestRerunFailedUnansweredIsNotSentBlindly(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := rerunWorld(t, clock)
+	failedMerge(t, w, gpuFailed)
+	w.GH.Inject(githubtest.RouteRerunFailed, githubtest.Fault{Drop: true, Times: 1})
+	// The step reads the run before it sends; the read back after is refused.
+	w.GH.Inject("GET /repos/{owner}/{repo}/actions/runs/{id}", githubtest.Fault{Status: 403, Body: `{"message":"Resource not accessible by integration"}`,
+		Times: 1, Skip: 1})
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	waitStatus(t, w, "⏳ GitHub did not answer the re-run: reading the run again")
+	w.PassTime(clock, aftermerge.Poll)
+	waitStatus(t, w, "⚠️ the re-run @maintainer asked was not sent", "ask again with `/rerun-failed`")
+	if r := w.GH.Reruns(); len(r) != 0 {
+		t.Fatalf("re-ran %v", r)
+	}
+	if n := w.GH.Count(githubtest.RouteRerunFailed); n != 1 {
+		t.Fatalf("the re-run reached GitHub %d times; want once (dropped)", n)
+	}
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	waitStatus(t, w, "🔁 @maintainer re-ran the failed jobs of attempt 1")
+	if r := w.GH.Reruns(); len(r) != 1 {
+		t.Fatalf("re-runs asked: %v; want one", r)
+	}
+}
