@@ -283,6 +283,10 @@ func (c *Client) RerunFailedJobs(ctx context.Context, repo string, id int64) err
 	}
 	o, r := split(repo)
 	resp, err := c.gh.Actions.RerunFailedJobsByID(ctx, o, r, id)
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
+		// No such run, or no permission to see it: GitHub's clear no.
+		return fmt.Errorf("re-running the failed jobs of run %d: %w", id, &Refusal{Status: http.StatusNotFound, Message: "Not Found"})
+	}
 	return refusal(fmt.Sprintf("re-running the failed jobs of run %d", id), resp, err)
 }
 

@@ -95,10 +95,11 @@ func (w Wakeup) Send(ctx context.Context, marks *Marks, act Act) (Answer, error)
 	a := Answer{Err: act.Do(context.WithValue(ctx, actKey{}, st))}
 	var ns *NotSent
 	if a.Unclear() && st.nothingLeft() {
-		// Nothing of the act left for GitHub (a stop waited at the last
-		// check, the step's time ran out while the client waited, GitHub's
-		// token could not be had) or GitHub refused all that did: the act
-		// is still to send, under its mark.
+		// The act's last request was stopped before it left (a stop
+		// waited at the last check, the step's time ran out while the
+		// client waited, GitHub's token could not be had), and GitHub
+		// refused all that did leave: the act is still to send, under its
+		// mark.
 		marks.restore(act.Mark)
 		switch {
 		case errors.As(a.Err, &ns):
@@ -144,17 +145,21 @@ type actKey struct{}
 type actState struct {
 	check func() error
 	mu    sync.Mutex
-	seen  bool // the client told of the act's requests (Sending, Unsent)
 	maybe bool // a request went out whose answer was not a clear refusal
+	// stopped says the act's last request was stopped before it left
+	// (Sending's check, Unsent): its answer is the client's, not GitHub's.
+	stopped bool
 }
 
-// nothingLeft reports whether the client told of every request of the act
-// and none may have been taken. A client that says nothing (Sending never
-// asked) may have sent anything.
+// nothingLeft reports whether the act's last request was stopped before
+// it left and no earlier one may have been taken (GitHub refused each that
+// went out under its rate limit). A request GitHub answered last is
+// GitHub's answer, whatever it is; a client that says nothing (Sending
+// never asked) may have sent anything.
 func (a *actState) nothingLeft() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.seen && !a.maybe
+	return a.stopped && !a.maybe
 }
 
 // InAct reports whether ctx is an act's (Send): the GitHub client then
@@ -175,7 +180,7 @@ func Unsent(ctx context.Context, err error) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.seen = true
+	a.stopped = true
 	return &NotSent{Err: err, MaybeTaken: a.maybe}
 }
 
@@ -193,12 +198,17 @@ func Sending(ctx context.Context) (answered func(refused bool), err error) {
 		return func(bool) {}, nil
 	}
 	a.mu.Lock()
-	a.seen = true
 	maybe := a.maybe
 	a.mu.Unlock()
 	if err := a.check(); err != nil {
+		a.mu.Lock()
+		a.stopped = true
+		a.mu.Unlock()
 		return nil, &NotSent{Err: err, MaybeTaken: maybe}
 	}
+	a.mu.Lock()
+	a.stopped = false
+	a.mu.Unlock()
 	return func(refused bool) {
 		if !refused {
 			a.mu.Lock()

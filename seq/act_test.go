@@ -116,3 +116,23 @@ func TestSendingIsTheLastCheckBeforeEachRequest(t *testing.T) {
 		t.Fatalf("stopped after a request GitHub may have taken: %v %v, fresh %v; want an answer that does not say, the mark used up", answer, err, marks.Fresh(mark))
 	}
 }
+
+// A request GitHub answered last is GitHub's answer, even a 4xx the client
+// does not type as a refusal (a 404): the mark is used up and the kind
+// decides from the answer, so the act is never sent again and again.
+func TestSendHandsBackWhatGitHubAnsweredLast(t *testing.T) {
+	var marks Marks
+	mark := marks.New()
+	notFound := errors.New("404 Not Found")
+	answer, err := Wakeup{}.Send(context.Background(), &marks, Act{Mark: mark, Do: func(ctx context.Context) error {
+		answered, err := Sending(ctx)
+		if err != nil {
+			return err
+		}
+		answered(true) // a 4xx
+		return notFound
+	}})
+	if err != nil || answer.Err != notFound || marks.Fresh(mark) {
+		t.Fatalf("a 404: %+v %v, fresh %v; want the answer handed back, the mark used up", answer, err, marks.Fresh(mark))
+	}
+}

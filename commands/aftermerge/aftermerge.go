@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -162,7 +163,10 @@ type Failure struct {
 	GPURunner  int64    `json:"gpu_runner_seconds,omitempty"`
 	GPUSeconds int64    `json:"gpu_seconds,omitempty"`
 	IngestOnly bool     `json:"ingest_only,omitempty"`
-	Cancelled  bool     `json:"cancelled,omitempty"`
+	// IngestFailed says the ingest job named failed, alone or not: the
+	// results were gathered before it.
+	IngestFailed bool `json:"ingest_failed,omitempty"`
+	Cancelled    bool `json:"cancelled,omitempty"`
 }
 
 func (h *Handler) now() time.Time {
@@ -318,6 +322,11 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 	if run == nil {
 		return h.wait(s, data, StepWaiting, "⏳ no run of "+mdtext.Code(data.Workflow)+" on the merge commit yet", "after-merge-waiting", Poll)
 	}
+	if data.RunID != 0 && run.GetID() != data.RunID {
+		// Another run of the workflow on the merge commit (pushed again):
+		// the failure read, and a re-run asked, were the older run's.
+		data.Attempt, data.Failed, data.Rerun = 0, nil, nil
+	}
 	data.RunID, data.RunURL = run.GetID(), run.GetHTMLURL()
 	attempt := max(run.GetRunAttempt(), 1)
 	if run.GetStatus() != "completed" {
@@ -472,8 +481,9 @@ func ingestOnly(bad []ghclient.Job, ingestJob string) bool {
 }
 
 // failureOf is what /rerun-failed says of a failed attempt: its failed
-// jobs, and those that ran on GPU runners (gpus, repos[].gpus_per_runner)
-// with their runner and GPU time from the jobs' own start and end.
+// jobs, and the GPU jobs a re-run runs again (gpus, repos[].gpus_per_runner:
+// those failed, and those skipped because a job they need failed) with the
+// time those that ran took, from the jobs' own start and end.
 func failureOf(attempt int, conclusion string, jobs []ghclient.Job, ingestJob string, gpus map[string]int) *Failure {
 	bad := failedJobs(jobs)
 	f := &Failure{Attempt: attempt, Jobs: len(bad), IngestOnly: conclusion != "cancelled" && ingestOnly(bad, ingestJob),
@@ -482,13 +492,33 @@ func failureOf(attempt int, conclusion string, jobs []ghclient.Job, ingestJob st
 		if i < maxJobsSaid {
 			f.Names = append(f.Names, j.Name)
 		}
+		f.IngestFailed = f.IngestFailed || (ingestJob != "" && isJob(j, ingestJob))
+	}
+	for _, j := range jobs {
+		if j.Conclusion == "success" || gpusOf(j, gpus) == 0 {
+			continue
+		}
+		f.GPUJobs++
 		if c := runs.CoverageOf([]ghclient.Job{j}, gpus); c.GPUSeconds > 0 {
-			f.GPUJobs++
 			f.GPURunner += c.RunnerSeconds
 			f.GPUSeconds += c.GPUSeconds
 		}
 	}
 	return f
+}
+
+// gpusOf is how many GPUs the runner of j has, by its labels (0: not a GPU
+// runner, or none of gpus matches).
+func gpusOf(j ghclient.Job, gpus map[string]int) int {
+	n := 0
+	for glob, g := range gpus {
+		for _, l := range j.Labels {
+			if ok, _ := path.Match(glob, l); ok && g > n {
+				n = g
+			}
+		}
+	}
+	return n
 }
 
 func plural(n int, one, many string) string {

@@ -35,6 +35,8 @@ type Rerun struct {
 func rerunSpec(h *Handler) commands.Spec {
 	return commands.Spec{
 		Name: RerunName,
+		// A comment's lines are one ask: two would race for one attempt.
+		LastWins: true,
 		Verbs: []commands.Verb{{Word: "/rerun-failed", Usage: "usage: /rerun-failed", Args: func(c *commands.Command, args []string, _ commands.Options) string {
 			if len(args) != 0 {
 				return "/rerun-failed takes no argument: it re-runs the failed jobs of the default branch's run opsbot follows for this PR"
@@ -88,10 +90,15 @@ func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invoc
 		return refuse(run + " succeeded: nothing to re-run")
 	case cur.Done:
 		return refuse("opsbot stopped following " + run + " at its deadline: re-run it on GitHub if it still matters")
+	case !h.now().Before(cur.Deadline):
+		return refuse("opsbot's watch of " + run + " reached its deadline: re-run it on GitHub if it still matters")
 	case cur.Step != StepFailed || f == nil || f.Attempt != data.Attempt:
 		return refuse("the default branch's run of this merge has not failed (opsbot is following it): nothing to re-run yet")
-	case f.IngestOnly:
-		return refuse(fmt.Sprintf("only the ingest job %s of %s failed, after the results were gathered: the repository's procedure "+
+	case f.Cancelled:
+		return refuse(run + " was cancelled (by hand, or by a newer run of its concurrency group): opsbot does not re-run a cancelled " +
+			"run, which may be older than what replaced it; re-run it on GitHub if that is meant")
+	case f.IngestFailed:
+		return refuse(fmt.Sprintf("the ingest job %s of %s failed, after the results were gathered: the repository's procedure "+
 			"recovers an ingest from the gathered results, never by re-running the push run, so opsbot does not re-run it",
 			mdtext.Code(Section.Of(env.Repo).IngestJob), run))
 	case data.Rerun != nil && data.Rerun.Attempt == data.Attempt:
@@ -133,12 +140,13 @@ func rerunWords(d Data, run string, gpus map[string]int) string {
 	}
 	switch {
 	case f.GPUJobs > 0:
-		fmt.Fprintf(&b, ". %d of them ran on GPU runners: %s runner hours, %s GPU hours in that attempt, by the run's own timing; "+
-			"a re-run takes about as much again", f.GPUJobs, runs.Hours(f.GPURunner), runs.Hours(f.GPUSeconds))
+		fmt.Fprintf(&b, ". It runs up to %d %s on GPU runners again (those failed, and those skipped after a failure); in that attempt "+
+			"they took %s runner hours, %s GPU hours, by the run's own timing. What the re-run takes is known once it ran",
+			f.GPUJobs, plural(f.GPUJobs, "job", "jobs"), runs.Hours(f.GPURunner), runs.Hours(f.GPUSeconds))
 	case len(gpus) == 0:
 		b.WriteString(". opsbot cannot tell GPU jobs here (no `gpus_per_runner`)")
 	default:
-		b.WriteString(". None of them ran on a GPU runner")
+		b.WriteString(". No job on a GPU runner failed or was skipped")
 	}
 	b.WriteString(". opsbot follows the new attempt on this PR")
 	return b.String()
@@ -175,7 +183,9 @@ func (h *Handler) rerun(ctx context.Context, gh *ghclient.Client, s seq.Step[Dat
 			"%s asked was not sent", r.Attempt, by))
 		return h.wait(s, data, StepFailed, fmt.Sprintf("⏳ opsbot follows attempt %d", r.Attempt+1), "after-merge-rerun-elsewhere", Poll)
 	case shown == seq.ShownTaken:
-		return h.rerunSent(s, data, "")
+		// Marked before a restart, or tried: the new attempt may be
+		// opsbot's ask, sent before it stopped, or someone's on GitHub.
+		return h.rerunSent(s, data, " (opsbot's ask, sent before it stopped, or someone's on GitHub: the run shows a new attempt)")
 	case !h.marks.Fresh(r.Mark):
 		return h.rerunDropped(s, data, fmt.Sprintf("⚠️ the re-run %s asked was not sent (opsbot stopped, or GitHub did not answer, and the "+
 			"run shows no new attempt): ask again with `/rerun-failed`", by))
@@ -193,9 +203,11 @@ func (h *Handler) rerun(ctx context.Context, gh *ghclient.Client, s seq.Step[Dat
 			how = " (GitHub's answer was lost; the run's new attempt shows it)"
 		}
 		return h.rerunSent(s, data, how)
+	case errors.As(a.Err, &ref) && ref.Dry():
+		return h.rerunDropped(s, data, fmt.Sprintf("⛔ opsbot did not ask GitHub for the re-run %s asked: %s", by, mdtext.Text(ref.Message)))
 	case errors.As(a.Err, &ref):
-		return h.rerunDropped(s, data, fmt.Sprintf("⛔ GitHub refused the re-run %s asked (%s): ask again once that is fixed",
-			by, mdtext.Text(ref.Error())))
+		return h.rerunDropped(s, data, fmt.Sprintf("⛔ GitHub refused the re-run %s asked (%d: %s): ask again once that is fixed",
+			by, ref.Status, mdtext.Text(ref.Message)))
 	}
 	h.log().Warn("a re-run of failed jobs got no answer; reading the run back next", "repo", repo, "run", data.RunID, "err", a.Err)
 	return h.wait(s, data, StepFailed, "⏳ GitHub did not answer the re-run: reading the run again", "after-merge-rerun-unanswered", Poll)
@@ -206,7 +218,8 @@ func (h *Handler) rerunSent(s seq.Step[Data], data Data, how string) (string, pl
 	r := *data.Rerun
 	r.Sent = true
 	data.Rerun, data.Reruns = &r, data.Reruns+1
-	data.Trail = append(slices.Clip(data.Trail), fmt.Sprintf("🔁 %s re-ran the failed jobs of attempt %d%s", mdtext.Mention(r.By), r.Attempt, how))
+	data.Trail = append(slices.Clip(data.Trail), fmt.Sprintf("🔁 the failed jobs of attempt %d were re-run, asked by %s%s", r.Attempt,
+		mdtext.Mention(r.By), how))
 	return h.wait(s, data, StepFailed, fmt.Sprintf("⏳ opsbot follows attempt %d", r.Attempt+1), "after-merge-rerun-sent", Poll)
 }
 

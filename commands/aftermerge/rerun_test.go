@@ -10,6 +10,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/commands/aftermerge"
 	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // rerunWorld is world with the GPU runners' labels known.
@@ -25,6 +26,7 @@ var gpuFailed = []githubtest.Job{
 	{Name: "single-node 1k1k / b200", Conclusion: "failure", Labels: []string{"self-hosted", "gpu-b200"}, Took: 2 * time.Hour},
 	{Name: "single-node 1k1k / h100", Conclusion: "success", Labels: []string{"self-hosted", "gpu-h100"}, Took: 2 * time.Hour},
 	{Name: "lint", Conclusion: "failure", Labels: []string{"ubuntu-latest"}, Took: 6 * time.Minute},
+	{Name: "multi-node 8k1k / mi300x", Conclusion: "skipped", Labels: []string{"self-hosted", "gpu-mi300x"}},
 	{Name: "collect-results", Conclusion: "skipped"}, {Name: "trigger-ingest", Conclusion: "skipped"}}
 
 // failedMerge merges a decided PR whose main run failed as jobs say, and
@@ -50,8 +52,9 @@ func TestRerunFailedReRunsTheAttemptOnceAndFollowsIt(t *testing.T) {
 	e2e.MustContain(t, "status", status(w), "`/rerun-failed` asks GitHub to, once per attempt")
 	w.Comment(e2e.Maintainer, "/rerun-failed")
 	e2e.MustContain(t, "reply", w.LastReply(), "@maintainer re-running the 2 failed jobs of attempt 1 of run [41000000001](",
-		"`lint`, `single-node 1k1k / b200`", "1 of them ran on GPU runners: 2.0 runner hours, 16.0 GPU hours in that attempt, by the run's own timing")
-	waitStatus(t, w, "🔁 @maintainer re-ran the failed jobs of attempt 1", "⏳ opsbot follows attempt 2")
+		"`lint`, `single-node 1k1k / b200`", "It runs up to 2 jobs on GPU runners again (those failed, and those skipped after a failure); in that attempt they took "+
+			"2.0 runner hours, 16.0 GPU hours, by the run's own timing")
+	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer", "⏳ opsbot follows attempt 2")
 	if r := w.GH.Reruns(); !slices.Equal(r, []int64{mainRun}) {
 		t.Fatalf("re-runs asked: %v; want run %d once", r, mainRun)
 	}
@@ -78,35 +81,51 @@ func TestRerunFailedReRunsTheAttemptOnceAndFollowsIt(t *testing.T) {
 }
 
 // What /rerun-failed refuses, each said in its reply, with nothing asked
-// of GitHub: a failure only in the ingest job after the results were
-// gathered (recovery is the way), a run still running, a PR opsbot does
-// not follow, and a commenter below the role.
+// of GitHub while the watch goes on: the ingest job failing after the
+// results were gathered, alone or beside another job (recovery is the
+// way), a cancelled run (a newer one may have replaced it), a run still
+// running, a PR opsbot does not follow, an ask past the watch's deadline,
+// and a commenter below the role.
 func TestRerunFailedRefuses(t *testing.T) {
 	t.Parallel()
+	ingestFailed := []githubtest.Job{{Name: "single-node 1k1k / b200", Conclusion: "success"}, {Name: "collect-results", Conclusion: "success"},
+		{Name: "trigger-ingest", Conclusion: "failure"}}
 	for _, c := range []struct {
-		name string
-		set  func(t *testing.T, w *e2e.World)
-		who  e2e.User
-		want string
+		name  string
+		set   func(t *testing.T, w *e2e.World, clock *e2e.Clock)
+		who   e2e.User
+		want  string
+		watch bool // a watch goes on: its next step asks nothing either
 	}{
-		{"ingest only", func(t *testing.T, w *e2e.World) {
-			failedMerge(t, w, []githubtest.Job{{Name: "single-node 1k1k / b200", Conclusion: "success"}, {Name: "collect-results", Conclusion: "success"},
-				{Name: "trigger-ingest", Conclusion: "failure"}})
-		}, e2e.Maintainer, "only the ingest job `trigger-ingest` of run [41000000001]("},
-		{"running", func(t *testing.T, w *e2e.World) {
+		{"ingest only", func(t *testing.T, w *e2e.World, _ *e2e.Clock) { failedMerge(t, w, ingestFailed) },
+			e2e.Maintainer, "the ingest job `trigger-ingest` of run [41000000001](", true},
+		{"ingest and another", func(t *testing.T, w *e2e.World, _ *e2e.Clock) {
+			failedMerge(t, w, append(slices.Clone(ingestFailed), githubtest.Job{Name: "notify", Conclusion: "failure"}))
+		}, e2e.Maintainer, "the ingest job `trigger-ingest` of run [41000000001](", true},
+		{"cancelled", func(t *testing.T, w *e2e.World, _ *e2e.Clock) {
+			w.Push("c2")
+			mainRunOf(w, "completed", "cancelled", gpuFailed)
+			merged(w)
+			waitStatus(t, w, "It was cancelled")
+		}, e2e.Maintainer, "was cancelled (by hand, or by a newer run of its concurrency group): opsbot does not re-run a cancelled run", true},
+		{"running", func(t *testing.T, w *e2e.World, _ *e2e.Clock) {
 			w.Push("c2")
 			mainRunOf(w, "in_progress", "", nil)
 			merged(w)
 			waitStatus(t, w, "is in progress")
-		}, e2e.Maintainer, "the default branch's run of this merge has not failed"},
-		{"not followed", func(t *testing.T, w *e2e.World) { merged(w) }, e2e.Maintainer, "opsbot follows no run of this PR's merge"},
-		{"below the role", func(t *testing.T, w *e2e.World) { failedMerge(t, w, gpuFailed) }, e2e.Reader, ""},
+		}, e2e.Maintainer, "the default branch's run of this merge has not failed", true},
+		{"not followed", func(t *testing.T, w *e2e.World, _ *e2e.Clock) { merged(w) }, e2e.Maintainer, "opsbot follows no run of this PR's merge", false},
+		{"past the deadline", func(t *testing.T, w *e2e.World, clock *e2e.Clock) {
+			failedMerge(t, w, gpuFailed)
+			clock.Add(12*time.Hour + time.Minute) // the watch's end is due, not yet processed
+		}, e2e.Maintainer, "reached its deadline", false},
+		{"below the role", func(t *testing.T, w *e2e.World, _ *e2e.Clock) { failedMerge(t, w, gpuFailed) }, e2e.Reader, "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			clock := e2e.NewClock()
 			w := rerunWorld(t, clock)
-			c.set(t, w)
+			c.set(t, w, clock)
 			w.Comment(c.who, "/rerun-failed")
 			if c.want != "" {
 				e2e.MustContain(t, "reply", w.LastReply(), c.want)
@@ -115,11 +134,36 @@ func TestRerunFailedRefuses(t *testing.T) {
 			}) {
 				t.Fatalf("no denial audited for @%s: %v", e2e.ReaderLogin, w.AuditRecords())
 			}
-			if r := w.GH.Reruns(); len(r) != 0 {
+			if c.watch {
+				w.PassTime(clock, aftermerge.RerunPoll)
+			}
+			if r := w.GH.Reruns(); len(r) != 0 || w.GH.Count(githubtest.RouteRerunFailed) != 0 {
 				t.Fatalf("re-ran %v", r)
 			}
 		})
 	}
+}
+
+// GitHub refuses the re-run (the run is gone, or the App may not see it:
+// 404): said in the comment, asked once, and the maintainer may ask again.
+func TestRerunFailedRefusedByGitHubIsSaidOnce(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := rerunWorld(t, clock)
+	failedMerge(t, w, gpuFailed)
+	w.GH.Inject(githubtest.RouteRerunFailed, githubtest.Fault{Status: 404, Body: `{"message":"Not Found"}`, Times: 1})
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	testkit.Eventually(t, "the refusal said", func() bool {
+		return strings.Contains(status(w), "⛔") || strings.Contains(status(w), "did not answer")
+	})
+	t.Logf("%s", status(w))
+	waitStatus(t, w, "⛔ GitHub refused the re-run @maintainer asked (404: Not Found): ask again once that is fixed")
+	w.PassTime(clock, aftermerge.RerunPoll)
+	if n := w.GH.Count(githubtest.RouteRerunFailed); n != 1 {
+		t.Fatalf("the refused re-run was asked %d times; want once", n)
+	}
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
 }
 
 // GitHub took the re-run but its answer was lost: the engine reads the run
@@ -132,7 +176,7 @@ func TestRerunFailedLostAnswerIsReadBack(t *testing.T) {
 	failedMerge(t, w, gpuFailed)
 	w.GH.Inject(githubtest.RouteRerunFailed, githubtest.Fault{Lost: true, Status: 502, Times: 1})
 	w.Comment(e2e.Maintainer, "/rerun-failed")
-	waitStatus(t, w, "🔁 @maintainer re-ran the failed jobs of attempt 1 (GitHub's answer was lost; the run's new attempt shows it)")
+	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer (GitHub's answer was lost; the run's new attempt shows it)")
 	if n := w.GH.Count(githubtest.RouteRerunFailed); n != 1 {
 		t.Fatalf("the re-run was asked %d times; want once", n)
 	}
@@ -163,7 +207,7 @@ func TestRerunFailedUnansweredIsNotSentBlindly(t *testing.T) {
 		t.Fatalf("the re-run reached GitHub %d times; want once (dropped)", n)
 	}
 	w.Comment(e2e.Maintainer, "/rerun-failed")
-	waitStatus(t, w, "🔁 @maintainer re-ran the failed jobs of attempt 1")
+	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
 	if r := w.GH.Reruns(); len(r) != 1 {
 		t.Fatalf("re-runs asked: %v; want one", r)
 	}
