@@ -170,7 +170,7 @@ func isoWeek(t time.Time) string {
 // Text is the digest of repo's records recs of the week from..to, in
 // Markdown (the Slack mirror turns it into mrkdwn), with a line of links.
 func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord) (string, string) {
-	var skips, refusals, expired, merged, stopped, succeeded, unfinished int
+	var skips, refusals, expired, merged, stopped, succeeded, unfinished, asked int
 	followed := map[[2]string]bool{}
 	failedRuns, rerunOK := map[[2]int64]bool{}, map[[2]int64]bool{}
 	var runner, gpu int64
@@ -201,6 +201,8 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 			unfinished++
 		case r.Kind == record.AuditAfterMerge && r.Outcome == "failed":
 			failedRuns[[2]int64{int64(r.PR), r.RunID}] = true // each attempt that failed, and the deadline after one
+		case r.Kind == record.AuditAfterMerge && r.Outcome == "rerun":
+			asked++ // a re-run of failed jobs opsbot asked GitHub for (/rerun-failed)
 		case r.Kind == record.AuditAfterMerge && r.Outcome == "succeeded":
 			succeeded++
 			rerunOK[[2]int64{int64(r.PR), r.RunID}] = true
@@ -241,8 +243,8 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 				reruns++
 			}
 		}
-		fmt.Fprintf(&b, "- after the merge: %d followed, %d main %s succeeded, %d failed (%d of those succeeded at a re-run), %d not finished by the deadline\n",
-			len(followed), succeeded, plural(succeeded, "run", "runs"), len(failedRuns), reruns, unfinished)
+		fmt.Fprintf(&b, "- after the merge: %d followed, %d main %s succeeded, %d failed (%d of those succeeded at a re-run; %d %s asked through opsbot), %d not finished by the deadline\n",
+			len(followed), succeeded, plural(succeeded, "run", "runs"), len(failedRuns), reruns, asked, plural(asked, "re-run", "re-runs"), unfinished)
 	}
 	nums := make([]int, 0, len(prs))
 	for n := range prs {

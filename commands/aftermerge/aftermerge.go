@@ -44,6 +44,7 @@ const (
 	StepRunning   = "running"     // the run found, not completed
 	StepSucceeded = "succeeded"
 	StepFailed    = "failed"
+	StepRerun     = "rerun" // a re-run opsbot asked (/rerun-failed): its attempt followed
 	StepExpired   = "expired"
 )
 
@@ -167,6 +168,38 @@ type Failure struct {
 	// results were gathered before it.
 	IngestFailed bool `json:"ingest_failed,omitempty"`
 	Cancelled    bool `json:"cancelled,omitempty"`
+	// Forgotten says the run ran GPU jobs although opsbot decided the
+	// merged head by reuse (forgotten).
+	Forgotten bool `json:"forgotten,omitempty"`
+}
+
+// forgotten warns where the main run ran its GPU jobs (gpus,
+// repos[].gpus_per_runner: any not skipped, cancelled ones too) although
+// opsbot decided the merged head by reuse of a run: the reuse was
+// forgotten on the way to main (the recovery procedure's case), and the
+// ingest may have taken this run's own id as its source. "": nothing to say
+// (no reuse decided, no GPU job ran, or GPU runners unknown).
+func forgotten(d Data, jobs []ghclient.Job, gpus map[string]int) string {
+	if d.Source == 0 {
+		return ""
+	}
+	var ran []string
+	for _, j := range jobs {
+		if j.Conclusion != "skipped" && gpusOf(j, gpus) > 0 {
+			ran = append(ran, mdtext.Code(j.Name))
+		}
+	}
+	if len(ran) == 0 {
+		return ""
+	}
+	n, more := len(ran), ""
+	if n > 3 {
+		ran, more = ran[:3], fmt.Sprintf(" and %d more", n-3)
+	}
+	return fmt.Sprintf(". ⚠️ It ran %d GPU %s (%s%s) although opsbot decided the merged head %s by reuse of run %d: the reuse was "+
+		"forgotten on the way to %s, and the ingest may have taken this run's own id as its source. Check the ingest; the "+
+		"repository's recovery procedure publishes from run %d", n, plural(n, "job", "jobs"), strings.Join(ran, ", "), more,
+		mdtext.Code(mdtext.ShortSHA(d.Head)), d.Source, mdtext.Code(d.Base), d.Source)
 }
 
 func (h *Handler) now() time.Time {
@@ -345,8 +378,9 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 		return "", plan.Plan{}, err
 	}
 	ingest := Section.Of(rc).IngestJob
+	forgot := forgotten(data, jobs, rc.GPUsPerRunner)
 	if run.GetConclusion() == "success" {
-		return h.end(s, data, StepSucceeded, succeeded(data, jobs, ingest), "")
+		return h.end(s, data, StepSucceeded, succeeded(data, jobs, ingest)+forgot, "")
 	}
 	errs := map[int64]string{}
 	for i, j := range failedJobs(jobs) {
@@ -361,7 +395,8 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 	// deadline (a failure is often a flake).
 	data.Attempt = attempt
 	data.Failed = failureOf(attempt, run.GetConclusion(), jobs, ingest, rc.GPUsPerRunner)
-	data.Trail = append(slices.Clip(data.Trail), failed(data, mdtext.Text(run.GetConclusion()), jobs, errs, ingest))
+	data.Failed.Forgotten = forgot != ""
+	data.Trail = append(slices.Clip(data.Trail), failed(data, mdtext.Text(run.GetConclusion()), jobs, errs, ingest)+forgot)
 	deadline := s.Seq.Deadline.UTC().Format("Jan 2 15:04 UTC")
 	return h.wait(s, data, StepFailed, "⏳ opsbot follows a re-run of the failed jobs until "+deadline, "after-merge-failed", RerunPoll)
 }
@@ -463,6 +498,8 @@ func failed(d Data, conclusion string, jobs []ghclient.Job, errs map[int64]strin
 	case onlyIngest:
 		b.WriteString(". Only the ingest failed, after the results were gathered: re-running the GPU jobs is not the way; recover the " +
 			"ingest from the gathered results (the repository's recovery procedure)")
+	case d.Failed != nil && d.Failed.Forgotten:
+		b.WriteString(". It failed before the results were gathered") // the warning after it says what to do
 	default:
 		b.WriteString(". It failed before the results were gathered: re-running the failed jobs is the way (a failure is often a flake): " +
 			"`/rerun-failed` asks GitHub to, once per attempt")

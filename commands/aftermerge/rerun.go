@@ -16,6 +16,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/runs"
 	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 // RerunName is /rerun-failed's canonical name.
@@ -28,6 +29,11 @@ type Rerun struct {
 	Attempt int    `json:"attempt"`
 	By      string `json:"by"`
 	Mark    string `json:"mark"`
+	// Comment is the comment that asked (its deletion, or the command
+	// edited away, takes the ask back while it is not sent), and Line the
+	// command as written.
+	Comment int64  `json:"comment,omitempty"`
+	Line    string `json:"line,omitempty"`
 	// Sent says GitHub took it (or showed it taken).
 	Sent bool `json:"sent,omitempty"`
 }
@@ -61,7 +67,7 @@ func rerunSpec(h *Handler) commands.Spec {
 // failed after the results were gathered (recovery is the way then). The
 // reply says what it re-runs and the GPU jobs' time among it; the watch's
 // next step asks GitHub, through the engine.
-func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invocation, _ commands.Line) commands.Result {
+func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invocation, line commands.Line) commands.Result {
 	refuse := func(why string) commands.Result {
 		return commands.Result{Outcome: commands.Rejected, Reason: why, Reply: mdtext.Mention(in.Actor.Login) + " " + why + "."}
 	}
@@ -92,21 +98,28 @@ func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invoc
 		return refuse("opsbot stopped following " + run + " at its deadline: re-run it on GitHub if it still matters")
 	case !h.now().Before(cur.Deadline):
 		return refuse("opsbot's watch of " + run + " reached its deadline: re-run it on GitHub if it still matters")
+	case data.Rerun != nil && data.Rerun.Attempt == data.Attempt:
+		return refuse(fmt.Sprintf("a re-run of attempt %d of %s was asked already, by %s: opsbot re-runs an attempt once",
+			data.Attempt, run, mdtext.Mention(data.Rerun.By)))
 	case cur.Step != StepFailed || f == nil || f.Attempt != data.Attempt:
 		return refuse("the default branch's run of this merge has not failed (opsbot is following it): nothing to re-run yet")
 	case f.Cancelled:
 		return refuse(run + " was cancelled (by hand, or by a newer run of its concurrency group): opsbot does not re-run a cancelled " +
 			"run, which may be older than what replaced it; re-run it on GitHub if that is meant")
+	case f.Forgotten:
+		return refuse(fmt.Sprintf("%s ran its GPU jobs although opsbot decided the merged head by reuse of run %d: the reuse was "+
+			"forgotten, and a re-run would spend GPU time on what run %d covers; the repository's recovery procedure publishes from it",
+			run, data.Source, data.Source))
 	case f.IngestFailed:
 		return refuse(fmt.Sprintf("the ingest job %s of %s failed, after the results were gathered: the repository's procedure "+
 			"recovers an ingest from the gathered results, never by re-running the push run, so opsbot does not re-run it",
 			mdtext.Code(Section.Of(env.Repo).IngestJob), run))
-	case data.Rerun != nil && data.Rerun.Attempt == data.Attempt:
-		return refuse(fmt.Sprintf("a re-run of attempt %d of %s was asked already, by %s: opsbot re-runs an attempt once",
-			data.Attempt, run, mdtext.Mention(data.Rerun.By)))
 	}
 	now := h.now()
-	data.Rerun = &Rerun{Attempt: data.Attempt, By: in.Actor.Login, Mark: h.marks.New()}
+	data.Rerun = &Rerun{Attempt: data.Attempt, By: in.Actor.Login, Mark: h.marks.New(), Line: line.Text}
+	if in.Origin.Kind == record.OriginComment {
+		data.Rerun.Comment = in.Origin.ID
+	}
 	data.Now = fmt.Sprintf("⏳ re-running the failed jobs of attempt %d, asked by %s", data.Attempt, mdtext.Mention(in.Actor.Login))
 	next := *cur
 	next.WakeAt = now
@@ -220,7 +233,7 @@ func (h *Handler) rerunSent(s seq.Step[Data], data Data, how string) (string, pl
 	data.Rerun, data.Reruns = &r, data.Reruns+1
 	data.Trail = append(slices.Clip(data.Trail), fmt.Sprintf("🔁 the failed jobs of attempt %d were re-run, asked by %s%s", r.Attempt,
 		mdtext.Mention(r.By), how))
-	return h.wait(s, data, StepFailed, fmt.Sprintf("⏳ opsbot follows attempt %d", r.Attempt+1), "after-merge-rerun-sent", Poll)
+	return h.wait(s, data, StepRerun, fmt.Sprintf("⏳ opsbot follows attempt %d", r.Attempt+1), "after-merge-rerun-sent", Poll)
 }
 
 // rerunDropped drops a re-run that was not taken, saying why: the attempt
@@ -237,4 +250,56 @@ func (h *Handler) log() *slog.Logger {
 		return h.d.Log
 	}
 	return slog.Default()
+}
+
+// TakeBack drops a re-run not yet sent whose comment was deleted, or whose
+// command was edited away, by the one who asked or someone with the
+// command's role (anyone else's change is audited as kept). A re-run sent
+// already stays: GitHub runs it.
+func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) (plan.Plan, error) {
+	cur, err := commands.LiveSequence(env.State, ch.Repo, ch.PR, SeqKind)
+	if err != nil || cur == nil {
+		return plan.Plan{}, err
+	}
+	data, err := seq.DataOf[Data](cur)
+	if err != nil {
+		return plan.Plan{}, err
+	}
+	r := data.Rerun
+	if r == nil || r.Sent || r.Comment == 0 || ch.Origin.Kind != record.OriginComment || ch.Origin.ID != r.Comment {
+		return plan.Plan{}, nil
+	}
+	if !ch.Deleted && commands.HasLine(ch.Commands, r.Line) {
+		return plan.Plan{}, nil // the command is still there, as written
+	}
+	did := "deleted the comment"
+	if !ch.Deleted {
+		did = "edited away the command"
+	}
+	guard := plan.SequenceAt{Repo: cur.Repo, PR: cur.PR, Kind: SeqKind, Version: cur.Version}
+	rec := record.AuditRecord{Kind: record.AuditAfterMerge, RunID: data.RunID, HeadSHA: data.Merge}
+	v := env.MayTakeBack(ctx, ch, ch.Spec)
+	switch {
+	case v.CheckFailed:
+		return plan.Plan{}, fmt.Errorf("checking the role of @%s, who %s that asked @%s's re-run: %s", ch.Actor.Login, did, r.By, v.Reason)
+	case !v.Allowed:
+		rec.Outcome = "kept"
+		rec.Reason = fmt.Sprintf("@%s %s that asked @%s's re-run of attempt %d, but taking it back needs %s: the re-run is asked", ch.Actor.Login,
+			did, r.By, r.Attempt, env.Policy(ch.Spec).Describe())
+		return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{plan.Audit{Record: commands.AuditOf(ch.Invocation, rec)}}}, nil
+	}
+	data.Rerun = nil
+	data.Trail = append(slices.Clip(data.Trail), fmt.Sprintf("↩️ the re-run %s asked of attempt %d was taken back before it was sent: %s %s",
+		mdtext.Mention(r.By), r.Attempt, mdtext.Mention(ch.Actor.Login), did))
+	data.Now = "⏳ opsbot follows a re-run of the failed jobs until " + cur.Deadline.UTC().Format("Jan 2 15:04 UTC")
+	next := *cur
+	if next.Data, err = json.Marshal(data); err != nil {
+		return plan.Plan{}, err
+	}
+	next.WakeAt = h.now().Add(RerunPoll)
+	edit := h.edit(&next, data)
+	rec.Outcome = "rerun_taken_back"
+	rec.Reason = fmt.Sprintf("@%s %s that asked @%s's re-run of attempt %d of run %d, before it was sent", ch.Actor.Login, did, r.By, r.Attempt, data.RunID)
+	return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &edit,
+		Audit: commands.AuditOf(ch.Invocation, rec)}}}, nil
 }

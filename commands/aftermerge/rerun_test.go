@@ -117,8 +117,8 @@ func TestRerunFailedRefuses(t *testing.T) {
 		{"not followed", func(t *testing.T, w *e2e.World, _ *e2e.Clock) { merged(w) }, e2e.Maintainer, "opsbot follows no run of this PR's merge", false},
 		{"past the deadline", func(t *testing.T, w *e2e.World, clock *e2e.Clock) {
 			failedMerge(t, w, gpuFailed)
-			clock.Add(12*time.Hour + time.Minute) // the watch's end is due, not yet processed
-		}, e2e.Maintainer, "reached its deadline", false},
+			clock.Add(12*time.Hour + time.Minute) // the watch's end is due: processed before the ask, or not yet
+		}, e2e.Maintainer, "deadline: re-run it on GitHub if it still matters", false},
 		{"below the role", func(t *testing.T, w *e2e.World, _ *e2e.Clock) { failedMerge(t, w, gpuFailed) }, e2e.Reader, "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -210,5 +210,102 @@ func TestRerunFailedUnansweredIsNotSentBlindly(t *testing.T) {
 	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
 	if r := w.GH.Reruns(); len(r) != 1 {
 		t.Fatalf("re-runs asked: %v; want one", r)
+	}
+}
+
+// The comment that asked is deleted while the watch's step reads the run
+// before it sends: the step yields to the deletion, the ask is taken back
+// (said and audited), and nothing is sent. A comment deleted after its
+// re-run was sent changes nothing.
+func TestRerunFailedTakenBackBeforeItIsSent(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := rerunWorld(t, clock)
+	failedMerge(t, w, gpuFailed)
+	arrived, release := w.GH.Hold("GET /repos/{owner}/{repo}/actions/runs/{id}") // the step's read before it sends
+	defer release()
+	c := w.GH.AddComment(e2e.Repo, e2e.PR, e2e.MaintLogin, "/rerun-failed")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", e2e.Maintainer, e2e.Maintainer, c.ID, c.Body, ""))
+	testkit.Arrives(t, arrived, "the re-run's step reads the run")
+	w.GH.DeleteComment(c.ID)
+	w.PostNoSettle("issue_comment", w.CommentPayload("deleted", e2e.Maintainer, e2e.Maintainer, c.ID, c.Body, ""))
+	release()
+	waitStatus(t, w, "↩️ the re-run @maintainer asked of attempt 1 was taken back before it was sent: @maintainer deleted the comment")
+	w.PassTime(clock, aftermerge.RerunPoll)
+	if r := w.GH.Reruns(); len(r) != 0 || w.GH.Count(githubtest.RouteRerunFailed) != 0 {
+		t.Fatalf("re-ran %v after the ask was taken back", r)
+	}
+	if !slices.ContainsFunc(w.AuditRecords(), func(r map[string]any) bool { return r["outcome"] == "rerun_taken_back" }) {
+		t.Fatalf("the take-back is not audited")
+	}
+	c2 := w.GH.AddComment(e2e.Repo, e2e.PR, e2e.MaintLogin, "/rerun-failed")
+	w.Send("issue_comment", w.CommentPayload("created", e2e.Maintainer, e2e.Maintainer, c2.ID, c2.Body, ""))
+	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
+	w.GH.DeleteComment(c2.ID)
+	w.Send("issue_comment", w.CommentPayload("deleted", e2e.Maintainer, e2e.Maintainer, c2.ID, c2.Body, ""))
+	takenBack := 0
+	for _, r := range w.AuditRecords() {
+		if r["outcome"] == "rerun_taken_back" {
+			takenBack++
+		}
+	}
+	if st := status(w); strings.Count(st, "taken back") != 1 || takenBack != 1 || len(w.GH.Reruns()) != 1 {
+		t.Fatalf("a sent re-run was taken back (%d audited), or asked again: %v\n%s", takenBack, w.GH.Reruns(), st)
+	}
+}
+
+// The forgotten reuse: opsbot decided the merged head by reuse of a run,
+// yet the main run ran its GPU jobs (the reuse did not reach main). Said on
+// success and on failure, naming the run the head reused; on a failure,
+// /rerun-failed is refused (it would spend GPU time on what that run
+// covers). A main run whose GPU jobs were skipped says nothing of it.
+func TestAfterMergeSaysAForgottenReuse(t *testing.T) {
+	t.Parallel()
+	gpuRan := func(conclusion string) []githubtest.Job {
+		return []githubtest.Job{{Name: "single-node 1k1k / b200", Conclusion: conclusion, Labels: []string{"self-hosted", "gpu-b200"}, Took: time.Hour},
+			{Name: "collect-results", Conclusion: "success"}, {Name: "trigger-ingest", Conclusion: "success"}}
+	}
+	const warning = "⚠️ It ran 1 GPU job (`single-node 1k1k / b200`) although opsbot decided the merged head `c2c2c2c` by reuse of run 31147925932"
+	for _, c := range []struct {
+		name, conclusion string
+		jobs             []githubtest.Job
+		want             string // "": no warning
+	}{
+		{"success", "success", gpuRan("success"), warning},
+		{"failure", "failure", gpuRan("cancelled"), warning},
+		{"reused as decided", "success", gpuRan("skipped"), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clock := e2e.NewClock()
+			w := rerunWorld(t, clock)
+			w.Comment(e2e.Maintainer, "/reuse-sweep-run 31147925932")
+			w.Push("c2") // the gate skips its sweep on the pin
+			mainRunOf(w, "completed", c.conclusion, c.jobs)
+			merged(w)
+			end := "succeeded"
+			if c.conclusion == "failure" {
+				end = "ended `failure`"
+			}
+			st := waitStatus(t, w, end)
+			if c.want == "" {
+				if strings.Contains(st, "forgotten") {
+					t.Fatalf("a reuse kept to main is said forgotten:\n%s", st)
+				}
+				return
+			}
+			e2e.MustContain(t, "status", st, c.want, "the reuse was forgotten on the way to `main`")
+			if c.conclusion == "failure" {
+				if strings.Contains(st, "`/rerun-failed` asks GitHub") {
+					t.Fatalf("a forgotten reuse's failure offers a re-run:\n%s", st)
+				}
+				w.Comment(e2e.Maintainer, "/rerun-failed")
+				e2e.MustContain(t, "reply", w.LastReply(), "ran its GPU jobs although opsbot decided the merged head by reuse of run 31147925932")
+				w.PassTime(clock, aftermerge.RerunPoll)
+				if n := w.GH.Count(githubtest.RouteRerunFailed); n != 0 {
+					t.Fatalf("re-ran a forgotten reuse's run %d times", n)
+				}
+			}
+		})
 	}
 }
