@@ -73,9 +73,10 @@ func groupOf(_ string, body []byte) (seq.Found, error) {
 
 // recordQueue notes a group's checks_requested or destroyed on the PR's
 // record, keeping what a late delivery would hide: once the queue merged
-// the PR, no event of another group says otherwise, and a group's
+// the PR, no event of another group says otherwise; a group's
 // checks_requested delivered after its destroyed does not hide why it
-// left.
+// left; and another group's end (but a merge) does not hide the group
+// under test.
 func recordQueue(_ context.Context, _ *config.Repo, d seq.Delivered) (string, seq.Write, error) {
 	ev, _, sha, ok, err := group(d.Body)
 	if err != nil || !ok {
@@ -95,6 +96,9 @@ func recordQueue(_ context.Context, _ *config.Repo, d seq.Delivered) (string, se
 		switch {
 		case old != nil && old.Action == "destroyed" && old.Reason == "merged":
 		case old != nil && old.Group == qe.Group && old.Action == "destroyed" && qe.Action != "destroyed":
+		case old != nil && old.Group != qe.Group && old.Action == "checks_requested" && qe.Action == "destroyed" && qe.Reason != "merged":
+			// Another group's end, delivered out of order: the group
+			// under test stays what the queue does (its own end comes).
 		default:
 			info.Queue = qe
 		}

@@ -437,3 +437,20 @@ func TestMergeWithReuseYieldsToACancelBeforeEnqueueing(t *testing.T) {
 		t.Fatalf("enqueued %v after an acknowledged cancel", q)
 	}
 }
+
+// An older group's end delivered after a newer group's start (GitHub does
+// not promise their order): the group under test stays what the merge
+// says, not hidden by the older group's invalidation.
+func TestMergeWithReuseLateEndOfAnOlderGroupKeepsTheNewer(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := queueWorld(t, clock)
+	w.mergeQueued()
+	ref1 := w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f1"), true)
+	w.SendMergeGroup("checks_requested", "", e2e.SHA("f1"), ref1)
+	ref2 := w.GH.MergeGroup(theRepo, thePR, e2e.SHA("f2"), true)
+	w.SendMergeGroup("checks_requested", "", e2e.SHA("f2"), ref2)
+	w.SendMergeGroup("destroyed", "invalidated", e2e.SHA("f1"), ref1)
+	w.PassTime(clock, record.WakeGap)
+	w.WaitStatus("the newer group told", "the merge queue tests the group `f2f2f2f`")
+}
