@@ -170,7 +170,7 @@ func isoWeek(t time.Time) string {
 // Text is the digest of repo's records recs of the week from..to, in
 // Markdown (the Slack mirror turns it into mrkdwn), with a line of links.
 func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord) (string, string) {
-	var skips, refusals, expired, merged, stopped, succeeded, unfinished, asked int
+	var skips, refusals, expired, merged, stopped, succeeded, unfinished, asked, recovered, unrecovered int
 	followed := map[[2]string]bool{}
 	failedRuns, rerunOK := map[[2]int64]bool{}, map[[2]int64]bool{}
 	var runner, gpu int64
@@ -203,6 +203,10 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 			failedRuns[[2]int64{int64(r.PR), r.RunID}] = true // each attempt that failed, and the deadline after one
 		case r.Kind == record.AuditAfterMerge && r.Outcome == "rerun":
 			asked++ // a re-run of failed jobs opsbot asked GitHub for (/rerun-failed)
+		case r.Kind == record.AuditAfterMerge && r.Outcome == "recover_succeeded":
+			recovered++ // an ingest recovery whose run succeeded (/recover-ingest)
+		case r.Kind == record.AuditAfterMerge && (r.Outcome == "recover_failed" || r.Outcome == "recover_expired"):
+			unrecovered++
 		case r.Kind == record.AuditAfterMerge && r.Outcome == "succeeded":
 			succeeded++
 			rerunOK[[2]int64{int64(r.PR), r.RunID}] = true
@@ -236,7 +240,7 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 	fmt.Fprintf(&b, "- %d %s expired unused\n", expired, plural(expired, "pin", "pins"))
 	fmt.Fprintf(&b, "- %d %s refused\n", refusals, plural(refusals, "command", "commands"))
 	fmt.Fprintf(&b, "- merges with reuse: %d merged, %d stopped\n", merged, stopped)
-	if len(followed)+succeeded+len(failedRuns)+unfinished > 0 {
+	if len(followed)+succeeded+len(failedRuns)+unfinished+asked+recovered+unrecovered > 0 {
 		reruns := 0
 		for k := range failedRuns {
 			if rerunOK[k] {
@@ -245,6 +249,9 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 		}
 		fmt.Fprintf(&b, "- after the merge: %d followed, %d main %s succeeded, %d failed (%d of those succeeded at a re-run; %d %s asked through opsbot), %d not finished by the deadline\n",
 			len(followed), succeeded, plural(succeeded, "run", "runs"), len(failedRuns), reruns, asked, plural(asked, "re-run", "re-runs"), unfinished)
+		if recovered+unrecovered > 0 {
+			fmt.Fprintf(&b, "- ingest recoveries: %d succeeded, %d failed or unfinished\n", recovered, unrecovered)
+		}
 	}
 	nums := make([]int, 0, len(prs))
 	for n := range prs {

@@ -79,7 +79,7 @@ func runAppCreate(e *env, args []string) error {
 	merge := fs.Bool("merge", false, "also contents: write, pull_requests: write, workflows: write and merge_queues: write, for "+
 		"/merge-with-reuse (docs/commands.md#merging-with-reuse)")
 	external := fs.Bool("external", false, "also actions: write, for /approve-sweep (dispatching the external PRs' workflow)")
-	rerun := fs.Bool("rerun", false, "also actions: write, for /rerun-failed (re-running the failed jobs of a merge's run)")
+	rerun := fs.Bool("rerun", false, "also actions: write, for /rerun-failed and /recover-ingest (re-running a merge's run, dispatching the recovery)")
 	webURL := fs.String("github-url", "https://github.com/", "GitHub's web URL, where the manifest is posted (GitHub Enterprise Server: https://HOST/)")
 	apiURL := fs.String("api-url", "", "GitHub's API URL, where the code is exchanged (default https://api.github.com/ for github.com, "+
 		"else GITHUB-URL/api/v3/)")

@@ -49,7 +49,7 @@ func githubPermissions(f appFeatures) []githubPermission {
 		writes = append(writes, "/approve-sweep: dispatching the external PRs' workflow and cancelling a revoked approval's run")
 	}
 	if f.rerun {
-		writes = append(writes, "/rerun-failed: re-running the failed jobs of the default branch's run after a merge")
+		writes = append(writes, "/rerun-failed and /recover-ingest: re-running the failed jobs of the default branch's run after a merge, dispatching the recovery workflow")
 	}
 	if len(writes) > 0 {
 		ps[1] = githubPermission{"actions", "write", "as read, and " + strings.Join(writes, "; ")}
@@ -160,7 +160,7 @@ func runAppManifest(e *env, args []string) error {
 	merge := fs.Bool("merge", false, "also contents: write, pull_requests: write, workflows: write and merge_queues: write, for "+
 		"/merge-with-reuse (docs/commands.md#merging-with-reuse)")
 	external := fs.Bool("external", false, "also actions: write, for /approve-sweep (dispatching the external PRs' workflow)")
-	rerun := fs.Bool("rerun", false, "also actions: write, for /rerun-failed (re-running the failed jobs of a merge's run)")
+	rerun := fs.Bool("rerun", false, "also actions: write, for /rerun-failed and /recover-ingest (re-running a merge's run, dispatching the recovery)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

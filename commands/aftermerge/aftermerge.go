@@ -70,6 +70,9 @@ type Settings struct {
 	Deadline time.Duration `yaml:"deadline"`
 	// Rerun is who may re-run a failed run's failed jobs (/rerun-failed).
 	Rerun config.Access `yaml:"rerun"`
+	// Recover is /recover-ingest's: the recovery workflow, its role and
+	// deadline.
+	Recover RecoverSettings `yaml:"recover"`
 }
 
 // Section is the watch's own section of a repository's configuration.
@@ -79,11 +82,23 @@ var Section = config.Typed[Settings]{
 		if s.Deadline == 0 {
 			s.Deadline = 12 * time.Hour
 		}
+		if s.Recover.MinRole == "" {
+			s.Recover.MinRole = "maintain" // a dispatch to the production ingest
+		}
+		if s.Recover.Deadline == 0 {
+			s.Recover.Deadline = 2 * time.Hour
+		}
 	},
 	Check: func(r *config.Repo, s *Settings) []config.SectionProblem {
 		var out []config.SectionProblem
 		if s.Deadline < 10*time.Minute || s.Deadline > 7*24*time.Hour {
 			out = append(out, config.SectionProblem{Key: "deadline", Message: fmt.Sprintf("%v is out of range: from 10m to 168h (for example 12h)", s.Deadline)})
+		}
+		if w := s.Recover.Workflow; w != "" && (!strings.HasPrefix(w, ".github/workflows/") || strings.Contains(strings.TrimPrefix(w, ".github/workflows/"), "/")) {
+			out = append(out, config.SectionProblem{Key: "recover.workflow", Message: fmt.Sprintf("%q is not a workflow file: give its path, such as .github/workflows/recover-reused-ingest.yml", w)})
+		}
+		if d := s.Recover.Deadline; d < 10*time.Minute || d > 24*time.Hour {
+			out = append(out, config.SectionProblem{Key: "recover.deadline", Message: fmt.Sprintf("%v is out of range: from 10m to 24h (for example 2h)", d)})
 		}
 		if s.Workflow != "" && !strings.HasPrefix(s.Workflow, ".github/workflows/") {
 			out = append(out, config.SectionProblem{Key: "workflow", Message: fmt.Sprintf("%q is not a workflow file: give its path, such as .github/workflows/run-sweep.yml", s.Workflow)})
@@ -137,7 +152,10 @@ type Data struct {
 	// Within is the deadline's span when the watch began.
 	Within   time.Duration `json:"within,omitempty"`
 	SourceBy string        `json:"source_by,omitempty"`
-	RunID    int64         `json:"run_id,omitempty"`
+	// NoReuse is why the PR's labels at the merge allow no reuse ("": they
+	// do): the push gate then sweeps the merge.
+	NoReuse string `json:"no_reuse,omitempty"`
+	RunID   int64  `json:"run_id,omitempty"`
 	// Attempt is the run's attempt that failed last (0: none).
 	Attempt int      `json:"attempt,omitempty"`
 	RunURL  string   `json:"run_url,omitempty"`
@@ -180,12 +198,12 @@ type Failure struct {
 // ingest may have taken this run's own id as its source. "": nothing to say
 // (no reuse decided, no GPU job ran, or GPU runners unknown).
 func forgotten(d Data, jobs []ghclient.Job, gpus map[string]int) string {
-	if d.Source == 0 {
+	if d.Source == 0 || d.NoReuse != "" {
 		return ""
 	}
 	var ran []string
 	for _, j := range jobs {
-		if j.Conclusion != "skipped" && gpusOf(j, gpus) > 0 {
+		if ranOnGPU(j, gpus) {
 			ran = append(ran, mdtext.Code(j.Name))
 		}
 	}
@@ -218,6 +236,9 @@ type closedPayload struct {
 		User           struct {
 			Login string `json:"login"`
 		} `json:"user"`
+		Labels []struct {
+			Name string `json:"name"`
+		} `json:"labels"`
 		Head struct {
 			SHA string `json:"sha"`
 		} `json:"head"`
@@ -272,6 +293,15 @@ func (h *Handler) merged(_ context.Context, rc *config.Repo, d seq.Delivered) (s
 	if dec.Decision == record.Skip {
 		// Skipped, Sweep anyway or not: the run reused covers the head.
 		data.Source, data.SourceBy = dec.RunID, dec.ActorLogin
+		labels := make([]string, 0, len(pr.Labels))
+		for _, l := range pr.Labels {
+			labels = append(labels, l.Name)
+		}
+		// The push gate reuses nothing for a merge whose PR's labels
+		// allow no reuse (gate/api.go): its main run sweeps, as meant.
+		if rej := runs.LabelRejection(d.PR, rc.Reuse.Judge(labels, false)); rej != nil {
+			data.NoReuse = rej.Reason
+		}
 	}
 	now := h.now()
 	data.Now = fmt.Sprintf("⏳ opsbot follows the run of %s on %s (until %s)", mdtext.Code(data.Workflow), mdtext.Code(data.Base),
@@ -371,6 +401,9 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 			"after-merge-running", Poll)
 	}
 	if data.Attempt != 0 && attempt <= data.Attempt {
+		if s.Seq.Step == StepRerun {
+			return h.wait(s, data, StepRerun, data.Now, "after-merge-rerun-not-seen", Poll) // GitHub shows the new attempt shortly
+		}
 		return h.wait(s, data, StepFailed, data.Now, "after-merge-failed", RerunPoll) // no re-run yet
 	}
 	jobs, err := gh.RunJobs(ctx, s.Seq.Repo, data.RunID, attempt)
@@ -425,10 +458,15 @@ func succeeded(d Data, jobs []ghclient.Job, ingestJob string) string {
 			fmt.Fprintf(&b, ", but its ingest job %s did not run: nothing was dispatched to the ingest from it", mdtext.Code(ingestJob))
 		}
 	}
-	if d.Source != 0 {
+	switch {
+	case d.Source != 0 && d.NoReuse != "":
+		fmt.Fprintf(&b, ". opsbot decided the merged head %s by reuse of run %d, authorized by %s, but the PR's labels at the merge "+
+			"allow no reuse (%s): opsbot's gate gives a push of this merge no source run, and its run sweeps",
+			mdtext.Code(mdtext.ShortSHA(d.Head)), d.Source, mdtext.Mention(d.SourceBy), mdtext.Text(d.NoReuse))
+	case d.Source != 0:
 		fmt.Fprintf(&b, ". opsbot decided the merged head %s by reuse of run %d, authorized by %s: the source run opsbot's gate gives a "+
 			"push of this merge while the PR's labels allow reuse", mdtext.Code(mdtext.ShortSHA(d.Head)), d.Source, mdtext.Mention(d.SourceBy))
-	} else {
+	default:
 		fmt.Fprintf(&b, ". opsbot reused nothing for the merged head %s: it ran its own sweep", mdtext.Code(mdtext.ShortSHA(d.Head)))
 	}
 	b.WriteString(" (opsbot does not see the ingest's inputs)")
@@ -493,11 +531,14 @@ func failed(d Data, conclusion string, jobs []ghclient.Job, errs map[int64]strin
 		fmt.Fprintf(&b, ", and %d more", len(bad)-maxJobsSaid)
 	}
 	switch {
+	case conclusion == "cancelled" && ingestRan(jobs, ingestJob):
+		fmt.Fprintf(&b, ". It was cancelled (by hand, or by a newer run of its concurrency group), yet its ingest job %s succeeded: "+
+			"check what it ingested", mdtext.Code(ingestJob))
 	case conclusion == "cancelled":
 		b.WriteString(". It was cancelled (by hand, or by a newer run of its concurrency group): nothing was ingested from it")
 	case onlyIngest:
 		b.WriteString(". Only the ingest failed, after the results were gathered: re-running the GPU jobs is not the way; recover the " +
-			"ingest from the gathered results (the repository's recovery procedure)")
+			"ingest from the gathered results (`/recover-ingest` where it is configured, or the repository's recovery procedure)")
 	case d.Failed != nil && d.Failed.Forgotten:
 		b.WriteString(". It failed before the results were gathered") // the warning after it says what to do
 	default:
@@ -505,6 +546,16 @@ func failed(d Data, conclusion string, jobs []ghclient.Job, errs map[int64]strin
 			"`/rerun-failed` asks GitHub to, once per attempt")
 	}
 	return b.String()
+}
+
+// ingestRan reports whether the ingest job named succeeded.
+func ingestRan(jobs []ghclient.Job, ingestJob string) bool {
+	for _, j := range jobs {
+		if ingestJob != "" && isJob(j, ingestJob) && j.Conclusion == "success" {
+			return true
+		}
+	}
+	return false
 }
 
 // ingestOnly reports whether the failed jobs (bad, not empty) are the
@@ -544,6 +595,22 @@ func failureOf(attempt int, conclusion string, jobs []ghclient.Job, ingestJob st
 	return f
 }
 
+// ranOnGPU reports whether j ran on a GPU runner: it came to a verdict
+// (succeeded, failed, timed out), or was cancelled after running a minute
+// or more (a job cancelled while queued, or at once, did not run).
+func ranOnGPU(j ghclient.Job, gpus map[string]int) bool {
+	if gpusOf(j, gpus) == 0 {
+		return false
+	}
+	switch j.Conclusion {
+	case "success", "failure", "timed_out":
+		return true
+	case "cancelled":
+		return !j.Started.IsZero() && j.Completed.Sub(j.Started) >= time.Minute
+	}
+	return false
+}
+
 // gpusOf is how many GPUs the runner of j has, by its labels (0: not a GPU
 // runner, or none of gpus matches).
 func gpusOf(j ghclient.Job, gpus map[string]int) int {
@@ -570,7 +637,7 @@ func (h *Handler) expire(_ context.Context, rc *config.Repo, s seq.Step[Data]) (
 	what := "no run of " + mdtext.Code(s.Data.Workflow) + " on the merge commit was found"
 	step := StepExpired
 	switch {
-	case s.Seq.Step == StepFailed:
+	case s.Seq.Step == StepFailed || s.Seq.Step == StepRerun:
 		what, step = "no re-run of run "+commands.RunLink(s.Data.RunID, s.Data.RunURL)+" succeeded", StepFailed
 	case s.Data.RunID != 0:
 		what = "run " + commands.RunLink(s.Data.RunID, s.Data.RunURL) + " did not finish"

@@ -107,9 +107,9 @@ func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invoc
 		return refuse(run + " was cancelled (by hand, or by a newer run of its concurrency group): opsbot does not re-run a cancelled " +
 			"run, which may be older than what replaced it; re-run it on GitHub if that is meant")
 	case f.Forgotten:
-		return refuse(fmt.Sprintf("%s ran its GPU jobs although opsbot decided the merged head by reuse of run %d: the reuse was "+
-			"forgotten, and a re-run would spend GPU time on what run %d covers; the repository's recovery procedure publishes from it",
-			run, data.Source, data.Source))
+		return refuse(fmt.Sprintf("%s ran GPU jobs although opsbot decided the merged head by reuse of run %d: the reuse was "+
+			"forgotten, and a re-run would ingest from this run again; the repository's recovery procedure publishes from run %d, so "+
+			"opsbot does not re-run it", run, data.Source, data.Source))
 	case f.IngestFailed:
 		return refuse(fmt.Sprintf("the ingest job %s of %s failed, after the results were gathered: the repository's procedure "+
 			"recovers an ingest from the gathered results, never by re-running the push run, so opsbot does not re-run it",
@@ -197,8 +197,13 @@ func (h *Handler) rerun(ctx context.Context, gh *ghclient.Client, s seq.Step[Dat
 		return h.wait(s, data, StepFailed, fmt.Sprintf("⏳ opsbot follows attempt %d", r.Attempt+1), "after-merge-rerun-elsewhere", Poll)
 	case shown == seq.ShownTaken:
 		// Marked before a restart, or tried: the new attempt may be
-		// opsbot's ask, sent before it stopped, or someone's on GitHub.
-		return h.rerunSent(s, data, " (opsbot's ask, sent before it stopped, or someone's on GitHub: the run shows a new attempt)")
+		// opsbot's ask, sent before it stopped, or someone's on GitHub;
+		// followed, not counted as opsbot's.
+		r.Sent = true
+		data.Rerun = &r
+		data.Trail = append(slices.Clip(data.Trail), fmt.Sprintf("🔁 the failed jobs of attempt %d were re-run (opsbot's ask on %s's word, "+
+			"sent before it stopped, or someone's on GitHub: the run shows a new attempt)", r.Attempt, by))
+		return h.wait(s, data, StepRunning, fmt.Sprintf("⏳ opsbot follows attempt %d", r.Attempt+1), "after-merge-rerun-seen", Poll)
 	case !h.marks.Fresh(r.Mark):
 		return h.rerunDropped(s, data, fmt.Sprintf("⚠️ the re-run %s asked was not sent (opsbot stopped, or GitHub did not answer, and the "+
 			"run shows no new attempt): ask again with `/rerun-failed`", by))
@@ -278,6 +283,14 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 	}
 	guard := plan.SequenceAt{Repo: cur.Repo, PR: cur.PR, Kind: SeqKind, Version: cur.Version}
 	rec := record.AuditRecord{Kind: record.AuditAfterMerge, RunID: data.RunID, HeadSHA: data.Merge}
+	if !h.marks.Fresh(r.Mark) {
+		// Tried already (its answer lost), or marked before a restart: the
+		// re-run may have reached GitHub, and is not said taken back.
+		rec.Outcome = "not_cancelled"
+		rec.Reason = fmt.Sprintf("@%s %s that asked @%s's re-run of attempt %d after it may have reached GitHub: the watch reads the run",
+			ch.Actor.Login, did, r.By, r.Attempt)
+		return plan.Plan{Require: []plan.Fact{guard}, Steps: []plan.Step{plan.Audit{Record: commands.AuditOf(ch.Invocation, rec)}}}, nil
+	}
 	v := env.MayTakeBack(ctx, ch, ch.Spec)
 	switch {
 	case v.CheckFailed:

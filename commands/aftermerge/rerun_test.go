@@ -274,6 +274,9 @@ func TestAfterMergeSaysAForgottenReuse(t *testing.T) {
 		{"success", "success", gpuRan("success"), warning},
 		{"failure", "failure", gpuRan("cancelled"), warning},
 		{"reused as decided", "success", gpuRan("skipped"), ""},
+		{"cancelled before it ran", "failure", []githubtest.Job{{Name: "single-node 1k1k / b200", Conclusion: "cancelled",
+			Labels: []string{"self-hosted", "gpu-b200"}}, {Name: "lint", Conclusion: "failure"}}, ""},
+		{"labels allow no reuse", "success", gpuRan("success"), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -282,6 +285,19 @@ func TestAfterMergeSaysAForgottenReuse(t *testing.T) {
 			w.Comment(e2e.Maintainer, "/reuse-sweep-run 31147925932")
 			w.Push("c2") // the gate skips its sweep on the pin
 			mainRunOf(w, "completed", c.conclusion, c.jobs)
+			if c.name == "labels allow no reuse" {
+				// Labelled partial before the merge: the push gate sweeps it.
+				w.GH.ClosePR(e2e.Repo, e2e.PR, true, e2e.SHA("e1"))
+				p := closed(w, true, "main")
+				e2e.SetPath(p, "pull_request.labels", []any{map[string]any{"name": "evals-only"}})
+				w.Send("pull_request", p)
+				st := waitStatus(t, w, "succeeded")
+				e2e.MustContain(t, "status", st, "but the PR's labels at the merge allow no reuse")
+				if strings.Contains(st, "forgotten") {
+					t.Fatalf("a merge whose labels allow no reuse is said to have forgotten it:\n%s", st)
+				}
+				return
+			}
 			merged(w)
 			end := "succeeded"
 			if c.conclusion == "failure" {
@@ -300,12 +316,39 @@ func TestAfterMergeSaysAForgottenReuse(t *testing.T) {
 					t.Fatalf("a forgotten reuse's failure offers a re-run:\n%s", st)
 				}
 				w.Comment(e2e.Maintainer, "/rerun-failed")
-				e2e.MustContain(t, "reply", w.LastReply(), "ran its GPU jobs although opsbot decided the merged head by reuse of run 31147925932")
+				e2e.MustContain(t, "reply", w.LastReply(), "ran GPU jobs although opsbot decided the merged head by reuse of run 31147925932")
 				w.PassTime(clock, aftermerge.RerunPoll)
 				if n := w.GH.Count(githubtest.RouteRerunFailed); n != 0 {
 					t.Fatalf("re-ran a forgotten reuse's run %d times", n)
 				}
 			}
 		})
+	}
+}
+
+// The comment is deleted after the re-run's request went out and its
+// answer was lost (the read back failed too): the ask may have reached
+// GitHub, so it is not said taken back; the watch reads the run and
+// follows the attempt GitHub made.
+func TestRerunFailedNotTakenBackOnceItMayHaveBeenSent(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := rerunWorld(t, clock)
+	failedMerge(t, w, gpuFailed)
+	w.GH.Inject(githubtest.RouteRerunFailed, githubtest.Fault{Lost: true, Status: 502, Times: 1})
+	w.GH.Inject("GET /repos/{owner}/{repo}/actions/runs/{id}", githubtest.Fault{Status: 403, Body: `{"message":"Resource not accessible by integration"}`,
+		Times: 1, Skip: 1})
+	c := w.GH.AddComment(e2e.Repo, e2e.PR, e2e.MaintLogin, "/rerun-failed")
+	w.Send("issue_comment", w.CommentPayload("created", e2e.Maintainer, e2e.Maintainer, c.ID, c.Body, ""))
+	waitStatus(t, w, "⏳ GitHub did not answer the re-run: reading the run again")
+	w.GH.DeleteComment(c.ID)
+	w.Send("issue_comment", w.CommentPayload("deleted", e2e.Maintainer, e2e.Maintainer, c.ID, c.Body, ""))
+	if !slices.ContainsFunc(w.AuditRecords(), func(r map[string]any) bool { return r["outcome"] == "not_cancelled" }) {
+		t.Fatalf("the deletion of an ask that may have been sent is not audited as not cancelled")
+	}
+	w.PassTime(clock, aftermerge.Poll)
+	st := waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run (opsbot's ask on @maintainer's word")
+	if strings.Contains(st, "taken back") {
+		t.Fatalf("an ask GitHub took is said taken back:\n%s", st)
 	}
 }

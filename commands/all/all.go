@@ -23,6 +23,7 @@ func Modules(d commands.Deps) []commands.Module {
 		approve.Module(d),
 		help.Module(d),
 		aftermerge.Module(d),
+		aftermerge.RecoverModule(d),
 	}
 }
 

@@ -39,6 +39,9 @@ func (f *Fake) prJSON(repo *Repo, p *PR) *github.PullRequest {
 	}
 	if !p.ClosedAt.IsZero() {
 		out.ClosedAt = &github.Timestamp{Time: p.ClosedAt}
+		if p.Merged {
+			out.MergedAt = &github.Timestamp{Time: p.ClosedAt}
+		}
 	}
 	if !p.UpdatedAt.IsZero() {
 		out.UpdatedAt = &github.Timestamp{Time: p.UpdatedAt}
@@ -217,7 +220,9 @@ func (f *Fake) commitPulls(w http.ResponseWriter, r *http.Request, repo *Repo) (
 			hit = hit || c == sha
 		}
 		if hit {
-			out = append(out, f.prJSON(repo, p))
+			j := f.prJSON(repo, p)
+			j.Merged = nil // the short form GitHub lists a commit's PRs in: merged_at, no merged flag
+			out = append(out, j)
 		}
 	}
 	return http.StatusOK, out

@@ -1,0 +1,507 @@
+package aftermerge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/SemiAnalysisAI/opsbot/commands"
+	"github.com/SemiAnalysisAI/opsbot/config"
+	"github.com/SemiAnalysisAI/opsbot/ghclient"
+	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
+	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state/plan"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
+)
+
+// RecoverName is /recover-ingest's canonical name; RecoverKind its
+// sequence's.
+const (
+	RecoverName = "recover-ingest"
+	RecoverKind = "recover_ingest"
+)
+
+// The recovery's steps (audited as the after-merge kind's).
+const (
+	RecoverDispatching = "recover_dispatching"
+	RecoverRunning     = "recover_running"
+	RecoverSucceeded   = "recover_succeeded"
+	RecoverFailed      = "recover_failed"
+	RecoverExpired     = "recover_expired"
+	RecoverCancelled   = "recover_cancelled"
+	RecoverDispatched  = "recover_dispatched" // GitHub named no run: not followed
+	RecoverUnknown     = "recover_unknown"    // the dispatch may have been sent: never sent again
+)
+
+// RecoverSettings is repos[].after_merge.recover: the recovery workflow
+// ("": /recover-ingest is off), who may run it, and how long a recovery is
+// followed.
+type RecoverSettings struct {
+	config.Access `yaml:",inline"`
+	Workflow      string        `yaml:"workflow"`
+	Deadline      time.Duration `yaml:"deadline"`
+}
+
+// The inputs opsbot dispatches the recovery workflow with: the run whose
+// artifacts are published, and the main run whose changelog goes with
+// them (the benchmark repository's recover-reused-ingest.yml).
+const (
+	inputSource = "source-run-id"
+	inputMerge  = "merge-run-id"
+)
+
+// Recoverer takes /recover-ingest and steps its recoveries.
+type Recoverer struct {
+	d     commands.Deps
+	marks seq.Marks
+}
+
+// RecoverModule is /recover-ingest with its kind (its configuration is
+// the after-merge section's).
+func RecoverModule(d commands.Deps) commands.Module {
+	h := &Recoverer{d: d}
+	return commands.Module{Spec: recoverSpec(h), Kinds: []seq.Kind{seq.Typed[RecoverData]{Name: RecoverKind, Step: h.step, Expire: h.expire,
+		Stop: "/recover-ingest cancel", Teller: func() plan.Teller { return h.d.Notices.Teller() }}.Kind()}}
+}
+
+func recoverSpec(h *Recoverer) commands.Spec {
+	return commands.Spec{
+		Name:     RecoverName,
+		LastWins: true,
+		Verbs: []commands.Verb{{Word: "/recover-ingest", Usage: "usage: /recover-ingest [<run URL>|cancel]",
+			Args: func(c *commands.Command, args []string, _ commands.Options) string {
+				if len(args) > 1 {
+					return "/recover-ingest takes at most one argument: the failed run's (or job's) URL, or cancel"
+				}
+				c.Args = args
+				return ""
+			}}},
+		Access: func(rc *config.Repo) config.Access { return Section.Of(rc).Recover.Access },
+		Help: func(rc *config.Repo) commands.Help {
+			if Section.Of(rc).Recover.Workflow == "" {
+				return commands.Help{}
+			}
+			return commands.Help{Rows: []commands.HelpRow{{Command: "`/recover-ingest [<run URL>]`",
+				What: "after the merge, publish the reused run's results through the recovery workflow, without a GPU (`cancel` stops it)",
+				Who:  commands.Who(Section.Of(rc).Recover.Access)}}}
+		},
+		Handler: h,
+	}
+}
+
+// RecoverData is a recovery's record.
+type RecoverData struct {
+	Installation int64  `json:"installation"`
+	By           string `json:"by"`
+	Target       int64  `json:"target"` // the failed main run
+	TargetURL    string `json:"target_url"`
+	Job          string `json:"job"` // the failed job it recovers
+	JobURL       string `json:"job_url,omitempty"`
+	Merge        string `json:"merge"`
+	Base         string `json:"base"`
+	Source       int64  `json:"source"` // the run the merged head reused
+	Workflow     string `json:"workflow"`
+	Mark         string `json:"mark"`
+	RunID        int64  `json:"run_id,omitempty"` // the recovery workflow's run
+	RunURL       string `json:"run_url,omitempty"`
+	Trail        []string
+	Now          string
+}
+
+func (h *Recoverer) now() time.Time {
+	if h.d.Now != nil {
+		return h.d.Now()
+	}
+	return time.Now()
+}
+
+// Prepare validates a recovery as the repository's helper does before
+// anything is dispatched, and begins it; or cancels the live one.
+func (h *Recoverer) Prepare(ctx context.Context, env commands.Env, in commands.Invocation, line commands.Line) commands.Result {
+	refuse := func(why string) commands.Result {
+		return commands.Result{Outcome: commands.Rejected, Reason: why, Reply: mdtext.Mention(in.Actor.Login) + " " + why + "."}
+	}
+	if len(line.Args) == 1 && strings.EqualFold(line.Args[0], "cancel") {
+		return h.cancel(env, in)
+	}
+	settings := Section.Of(env.Repo)
+	if settings.Recover.Workflow == "" {
+		return refuse("recovery is not configured in this repository (`after_merge.recover.workflow`)")
+	}
+	if env.State == nil {
+		return commands.Result{Err: errors.New("aftermerge: no state reader")}
+	}
+	watch, err := env.State.Sequence(in.Repo, in.PR, SeqKind)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	if watch == nil {
+		return refuse("opsbot did not follow this PR's merge: it recovers only the ingest of a merge it decided and followed")
+	}
+	wd, err := seq.DataOf[Data](watch)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	gh, err := h.d.GitHub(in.Installation)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	v, why, err := h.validate(ctx, gh, env.Repo, in, line, wd)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	if why != "" {
+		return refuse(why)
+	}
+	now := h.now()
+	d := RecoverData{Installation: in.Installation, By: in.Actor.Login, Target: v.target, TargetURL: v.targetURL, Job: v.job.Name, JobURL: v.job.URL,
+		Merge: wd.Merge, Base: wd.Base, Source: wd.Source, Workflow: settings.Recover.Workflow, Mark: h.marks.New()}
+	d.Trail = []string{fmt.Sprintf("🔎 checked: run %s failed in %s on %s, at this PR's merge commit %s; run %d, which opsbot reused for the "+
+		"merged head, has its result artifacts; %s on %s takes only a dispatch, with read-only permissions, in one job on ubuntu-latest",
+		commands.RunLink(d.Target, d.TargetURL),
+		mdtext.Link(mdtext.Text(d.Job), d.JobURL), mdtext.Code(d.Base), mdtext.Code(mdtext.ShortSHA(d.Merge)), d.Source,
+		mdtext.Code(d.Workflow), mdtext.Code(d.Base))}
+	d.Now = fmt.Sprintf("⏳ dispatching %s with %s %d and %s %d", mdtext.Code(d.Workflow), inputSource, d.Source, inputMerge, d.Target)
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	s := record.Sequence{Kind: RecoverKind, Repo: in.Repo, PR: in.PR, Step: RecoverDispatching, Head: wd.Merge, Data: raw,
+		ActorID: in.Actor.ID, ActorLogin: in.Actor.Login, WakeAt: now, Deadline: now.Add(settings.Recover.Deadline)}
+	s.SetOrigin(in.Origin)
+	status := plan.Comment{Repo: in.Repo, PR: in.PR, Installation: in.Installation, Kind: string(notices.KindAfterMerge),
+		Body: recoverText(d), Links: plan.Links{PR: h.d.Notices.Web.PR(in.Repo, in.PR), Run: d.TargetURL}}
+	return commands.Result{Outcome: commands.Accepted, Acknowledges: true, RunID: d.Target, RunURL: d.TargetURL, HeadSHA: d.Merge,
+		Reason: fmt.Sprintf("recovery of run %d's ingest from run %d asked", d.Target, d.Source),
+		Plan: plan.Plan{Require: []plan.Fact{plan.SequenceAt{Repo: in.Repo, PR: in.PR, Kind: RecoverKind}},
+			Steps: []plan.Step{plan.PutSequence{Seq: s, Status: &status}}}}
+}
+
+// validated is a recovery's target, checked.
+type validated struct {
+	target    int64
+	targetURL string
+	job       ghclient.Job
+}
+
+// validate checks, in the helper's order, what a recovery needs: the
+// target is a push run of the followed workflow on the default branch,
+// completed and failed, at this PR's merge commit, which merged this PR
+// alone; its failed job is the one named or the only one; the source is
+// the run opsbot's decision for the merged head reused, of this
+// repository, its artifacts there; and the recovery workflow on the
+// default branch takes only a dispatch, read-only, in one job. why says
+// what failed ("": all hold); err is a read that failed.
+func (h *Recoverer) validate(ctx context.Context, gh *ghclient.Client, rc *config.Repo, in commands.Invocation, line commands.Line, wd Data) (v validated, why string, err error) {
+	v.target = wd.RunID
+	var jobID int64
+	if len(line.Args) == 1 {
+		repo, run, job, perr := ParseTargetURL(line.Args[0])
+		if perr != nil {
+			return v, mdtext.Text(perr.Error()), nil
+		}
+		if !strings.EqualFold(repo, in.Repo) {
+			return v, fmt.Sprintf("the run is of %s, not of this repository", mdtext.Text(repo)), nil
+		}
+		v.target, jobID = run, job
+	}
+	if v.target == 0 {
+		return v, "opsbot found no run of this merge on the default branch yet: give the failed run's URL", nil
+	}
+	run, err := gh.Run(ctx, in.Repo, v.target)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return v, fmt.Sprintf("run %d was not found in this repository", v.target), nil
+	}
+	if err != nil {
+		return v, "", err
+	}
+	v.targetURL = run.GetHTMLURL()
+	link := "run " + commands.RunLink(v.target, v.targetURL)
+	wf := wd.WorkflowID
+	if wf == 0 {
+		if wf, err = gh.WorkflowID(ctx, in.Repo, workflowOf(rc)); err != nil {
+			return v, "", err
+		}
+	}
+	switch {
+	case run.GetWorkflowID() != wf:
+		return v, fmt.Sprintf("%s is not a run of %s", link, mdtext.Code(workflowOf(rc))), nil
+	case run.GetEvent() != "push":
+		return v, fmt.Sprintf("%s is a %s run, not the push run of the merge", link, mdtext.Code(run.GetEvent())), nil
+	case run.GetHeadBranch() != wd.Base:
+		return v, fmt.Sprintf("%s ran on the branch %s, not on the default branch %s", link, mdtext.Code(run.GetHeadBranch()), mdtext.Code(wd.Base)), nil
+	case run.GetStatus() != "completed":
+		return v, fmt.Sprintf("%s has not completed (%s)", link, mdtext.Text(run.GetStatus())), nil
+	case run.GetConclusion() != "failure":
+		return v, fmt.Sprintf("%s ended %s, not failed: nothing to recover", link, mdtext.Code(run.GetConclusion())), nil
+	case !strings.EqualFold(run.GetHeadSHA(), wd.Merge):
+		return v, fmt.Sprintf("%s is of commit %s, not of this PR's merge commit %s", link, mdtext.Code(mdtext.ShortSHA(run.GetHeadSHA())),
+			mdtext.Code(mdtext.ShortSHA(wd.Merge))), nil
+	}
+	prs, err := gh.PullRequestsForCommit(ctx, in.Repo, wd.Merge)
+	if err != nil {
+		return v, "", err
+	}
+	var merged []string
+	mine := false
+	for _, p := range prs {
+		// GitHub lists a commit's PRs in their short form: no merged
+		// flag, but merged_at and the merge commit.
+		if p.MergedAt != nil && strings.EqualFold(p.GetMergeCommitSHA(), wd.Merge) {
+			merged = append(merged, fmt.Sprintf("#%d", p.GetNumber()))
+			mine = mine || p.GetNumber() == in.PR
+		}
+	}
+	if len(merged) != 1 || !mine {
+		return v, fmt.Sprintf("the merge commit %s maps to the merged PRs %s, not to this PR alone", mdtext.Code(mdtext.ShortSHA(wd.Merge)),
+			mdtext.Text(strings.Join(append(merged, "none")[:max(len(merged), 1)], ", "))), nil
+	}
+	jobs, err := gh.RunJobs(ctx, in.Repo, v.target, max(run.GetRunAttempt(), 1))
+	if err != nil {
+		return v, "", err
+	}
+	if v.job, err = SelectFailedJob(jobs, jobID); err != nil {
+		return v, mdtext.Text(err.Error()), nil // job names come from the workflow, which a PR may have changed
+	}
+	if why, err := h.source(ctx, gh, rc, in.Repo, wd); why != "" || err != nil {
+		return v, why, err
+	}
+	why, err = h.workflowFile(ctx, gh, in.Repo, wd.Base, Section.Of(rc).Recover.Workflow)
+	return v, why, err
+}
+
+// source checks the run a recovery publishes: the one opsbot's decision
+// for the merged head reused (the audit's), of this repository, with its
+// artifacts, none expired.
+func (h *Recoverer) source(ctx context.Context, gh *ghclient.Client, rc *config.Repo, repo string, wd Data) (string, error) {
+	switch {
+	case wd.Source == 0:
+		return "opsbot decided the merged head by its own sweep, not by reuse: there is no reused run to publish from", nil
+	case wd.NoReuse != "":
+		return fmt.Sprintf("the PR's labels at the merge allow no reuse (%s): the main run's own sweep is what publishes", mdtext.Text(wd.NoReuse)), nil
+	}
+	src, err := gh.Run(ctx, repo, wd.Source)
+	if errors.Is(err, ghclient.ErrNotFound) {
+		return fmt.Sprintf("run %d, which opsbot reused for the merged head, was not found", wd.Source), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if !strings.EqualFold(src.GetHeadRepository().GetFullName(), repo) {
+		return fmt.Sprintf("run %d ran a fork's code (%s), not this repository's", wd.Source, mdtext.Text(src.GetHeadRepository().GetFullName())), nil
+	}
+	arts, err := gh.Artifacts(ctx, repo, wd.Source)
+	if err != nil {
+		return "", err
+	}
+	results := 0
+	for _, a := range arts {
+		if !isResult(a.GetName(), rc.ResultArtifacts) {
+			continue
+		}
+		if a.GetExpired() {
+			return fmt.Sprintf("the artifacts of run %d, which opsbot reused for the merged head, have expired (%s): a recovery cannot "+
+				"publish them", wd.Source, mdtext.Code(a.GetName())), nil
+		}
+		results++
+	}
+	if results == 0 {
+		return fmt.Sprintf("run %d, which opsbot reused for the merged head, has no result artifacts (`result_artifacts`) to publish", wd.Source), nil
+	}
+	return "", nil
+}
+
+// workflowFile checks the recovery workflow as it is on the default
+// branch (ValidateRecoveryWorkflow).
+func (h *Recoverer) workflowFile(ctx context.Context, gh *ghclient.Client, repo, base, path string) (string, error) {
+	tip, err := gh.BranchHead(ctx, repo, base)
+	if err != nil {
+		return "", err
+	}
+	tree, err := gh.Tree(ctx, repo, tip)
+	if err != nil {
+		return "", err
+	}
+	e, ok := tree[path]
+	if !ok || e.Type != "blob" {
+		return fmt.Sprintf("the recovery workflow %s is not on %s", mdtext.Code(path), mdtext.Code(base)), nil
+	}
+	raw, err := gh.Blob(ctx, repo, e.SHA)
+	if err != nil {
+		return "", err
+	}
+	if err := ValidateRecoveryWorkflow(raw, inputSource, inputMerge); err != nil {
+		return fmt.Sprintf("the recovery workflow %s on %s is refused: %s", mdtext.Code(path), mdtext.Code(base), mdtext.Text(err.Error())), nil
+	}
+	return "", nil
+}
+
+// cancel stops the PR's live recovery: before its dispatch, nothing is
+// dispatched; after, opsbot stops following its run, which goes on.
+func (h *Recoverer) cancel(env commands.Env, in commands.Invocation) commands.Result {
+	cur, err := commands.LiveSequence(env.State, in.Repo, in.PR, RecoverKind)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	if cur == nil {
+		why := "no recovery of this PR's ingest is under way"
+		return commands.Result{Outcome: commands.Rejected, Reason: why, Reply: mdtext.Mention(in.Actor.Login) + " " + why + "."}
+	}
+	d, err := seq.DataOf[RecoverData](cur)
+	if err != nil {
+		return commands.Result{Err: err}
+	}
+	why := fmt.Sprintf("⛔ cancelled by %s before the dispatch: nothing was dispatched", mdtext.Mention(in.Actor.Login))
+	switch {
+	case d.RunID != 0:
+		why = fmt.Sprintf("⛔ cancelled by %s: opsbot stopped following run %s, which goes on (cancel it on GitHub if that is meant)",
+			mdtext.Mention(in.Actor.Login), commands.RunLink(d.RunID, d.RunURL))
+	case !h.marks.Fresh(d.Mark):
+		why = fmt.Sprintf("⛔ cancelled by %s after the dispatch may have been sent: look at the runs of %s", mdtext.Mention(in.Actor.Login),
+			mdtext.Code(d.Workflow))
+	}
+	p := h.ended(cur, d, RecoverCancelled, why)
+	p.Require = append([]plan.Fact{plan.SequenceAt{Repo: cur.Repo, PR: cur.PR, Kind: RecoverKind, Version: cur.Version}}, p.Require...)
+	return commands.Result{Outcome: commands.Accepted, Reason: "recovery cancelled", Reply: mdtext.Mention(in.Actor.Login) + " " + strings.TrimPrefix(why, "⛔ ") + ".",
+		Plan: p}
+}
+
+// step dispatches the recovery once, through the engine, then follows its
+// run to its end.
+func (h *Recoverer) step(ctx context.Context, _ *config.Repo, s seq.Step[RecoverData]) (string, plan.Plan, error) {
+	gh, err := h.d.GitHub(s.Data.Installation)
+	if err != nil {
+		return "", plan.Plan{}, err
+	}
+	d := s.Data
+	if d.RunID == 0 {
+		return h.dispatch(ctx, gh, s)
+	}
+	run, err := gh.Run(ctx, s.Seq.Repo, d.RunID)
+	if err != nil {
+		return "", plan.Plan{}, err
+	}
+	link := "recovery run " + commands.RunLink(d.RunID, d.RunURL)
+	if run.GetStatus() != "completed" {
+		return h.wait(s, d, RecoverRunning, fmt.Sprintf("⏳ %s is %s", link, mdtext.Text(strings.ReplaceAll(run.GetStatus(), "_", " "))))
+	}
+	if run.GetConclusion() == "success" {
+		return "recover-succeeded", h.ended(s.Seq, d, RecoverSucceeded, fmt.Sprintf("✅ %s succeeded: it dispatched the ingest with %s %d and %s %d. "+
+			"opsbot does not see the downstream ingest: check that its rows reached the database", link, inputSource, d.Source, inputMerge, d.Target)), nil
+	}
+	return "recover-failed", h.ended(s.Seq, d, RecoverFailed, fmt.Sprintf("❌ %s ended %s: look at its log before asking again", link,
+		mdtext.Code(run.GetConclusion()))), nil
+}
+
+// dispatch sends the recovery's dispatch, marked when it was asked: once,
+// after the last stop check. An answer that does not say (lost, or a mark
+// this process did not make) is never sent again: the maintainer is told
+// to look at the workflow's runs first.
+func (h *Recoverer) dispatch(ctx context.Context, gh *ghclient.Client, s seq.Step[RecoverData]) (string, plan.Plan, error) {
+	d := s.Data
+	if !h.marks.Fresh(d.Mark) {
+		return "recover-unknown", h.ended(s.Seq, d, RecoverUnknown, fmt.Sprintf("⚠️ the dispatch of %s may have been sent before opsbot stopped: "+
+			"look at its runs before asking again (opsbot does not dispatch it again)", mdtext.Code(d.Workflow))), nil
+	}
+	inputs := map[string]string{inputSource: fmt.Sprint(d.Source), inputMerge: fmt.Sprint(d.Target)}
+	var got ghclient.DispatchedRun
+	a, err := s.Send(ctx, &h.marks, seq.Act{Mark: d.Mark, Do: func(ctx context.Context) (err error) {
+		got, err = gh.DispatchWorkflow(ctx, s.Seq.Repo, d.Workflow, d.Base, inputs, true)
+		if errors.Is(err, ghclient.ErrNoRunDetails) {
+			got, err = gh.DispatchWorkflow(ctx, s.Seq.Repo, d.Workflow, d.Base, inputs, false) // refused before anything ran
+		}
+		return err
+	}})
+	if err != nil {
+		return "", plan.Plan{}, err // a stop waits, or the step ended: the next step finds the mark tried
+	}
+	what := fmt.Sprintf("%s with %s %d and %s %d", mdtext.Code(d.Workflow), inputSource, d.Source, inputMerge, d.Target)
+	var ref *ghclient.Refusal
+	switch {
+	case a.Err == nil && got.ID != 0:
+		d.RunID, d.RunURL = got.ID, got.URL
+		if d.RunURL == "" {
+			d.RunURL = h.d.Notices.Web.Run(s.Seq.Repo, got.ID)
+		}
+		d.Trail = append(slices.Clip(d.Trail), fmt.Sprintf("🛟 dispatched %s: run %s", what, commands.RunLink(d.RunID, d.RunURL)))
+		return h.wait(s, d, RecoverRunning, "⏳ following run "+commands.RunLink(d.RunID, d.RunURL))
+	case a.Err == nil:
+		return "recover-dispatched", h.ended(s.Seq, d, RecoverDispatched, fmt.Sprintf("🛟 dispatched %s; GitHub named no run: follow it on the "+
+			"workflow's runs", what)), nil
+	case errors.As(a.Err, &ref):
+		return "recover-refused", h.ended(s.Seq, d, RecoverFailed, fmt.Sprintf("⛔ GitHub refused to dispatch %s (%d: %s)", what, ref.Status,
+			mdtext.Text(ref.Message))), nil
+	}
+	return "recover-unanswered", h.ended(s.Seq, d, RecoverUnknown, fmt.Sprintf("⚠️ GitHub did not answer the dispatch of %s: look at the "+
+		"workflow's runs before asking again (opsbot does not dispatch it again)", what)), nil
+}
+
+// expire ends a recovery at its deadline.
+func (h *Recoverer) expire(_ context.Context, rc *config.Repo, s seq.Step[RecoverData]) (string, plan.Plan, error) {
+	what := "the dispatch was not sent"
+	if !h.marks.Fresh(s.Data.Mark) {
+		what = "the dispatch may have been sent, and no run of it was followed"
+	}
+	if s.Data.RunID != 0 {
+		what = "recovery run " + commands.RunLink(s.Data.RunID, s.Data.RunURL) + " did not finish"
+	}
+	return "recover-expired", h.ended(s.Seq, s.Data, RecoverExpired, fmt.Sprintf("⌛ %s within %s: opsbot stopped following it", what,
+		commands.Span(Section.Of(rc).Recover.Deadline))), nil
+}
+
+func recoverText(d RecoverData) string {
+	return seq.Status{Title: fmt.Sprintf("🛟 **Ingest recovery**, asked by %s: run %s failed in %s; publishing from run %d without a GPU:",
+		mdtext.Mention(d.By), commands.RunLink(d.Target, d.TargetURL), mdtext.Text(d.Job), d.Source), Trail: d.Trail, Now: d.Now}.Text()
+}
+
+func (h *Recoverer) edit(s *record.Sequence, d RecoverData) plan.Edit {
+	return plan.Edit{Repo: s.Repo, PR: s.PR, Installation: d.Installation, Kind: string(notices.KindAfterMerge), Body: recoverText(d),
+		Links: plan.Links{PR: h.d.Notices.Web.PR(s.Repo, s.PR), Run: d.RunURL}}
+}
+
+func (h *Recoverer) wait(s seq.Step[RecoverData], d RecoverData, step, now string) (string, plan.Plan, error) {
+	was := s.Data
+	d.Now = now
+	ps, err := seq.Waiting{Cur: s.Seq, Step: step, WakeAt: s.Now.Add(Poll), Data: d,
+		Is: seq.Status{Trail: d.Trail, Now: now}, Was: seq.Status{Trail: was.Trail, Now: was.Now},
+		Edit:  func(next *record.Sequence) plan.Edit { return h.edit(next, d) },
+		Audit: record.AuditRecord{Kind: record.AuditAfterMerge, RunID: d.RunID, HeadSHA: d.Merge, Reason: mdtext.Plain(mdtext.Parse(now))}}.Put()
+	if err != nil {
+		return "", plan.Plan{}, err
+	}
+	return "recover-" + strings.TrimPrefix(step, "recover_"), plan.Plan{Steps: []plan.Step{ps}}, nil
+}
+
+// ended ends a recovery at step, saying why.
+func (h *Recoverer) ended(cur *record.Sequence, d RecoverData, step, why string) plan.Plan {
+	next := *cur
+	next.Step, next.Done, next.Why, next.WakeAt = step, true, step, time.Time{}
+	d.Trail, d.Now = append(slices.Clip(d.Trail), why), ""
+	next.Data, _ = json.Marshal(d) // plain fields: cannot fail
+	e := h.edit(&next, d)
+	audit := record.AuditRecord{Kind: record.AuditAfterMerge, Outcome: step, Repo: next.Repo, PR: next.PR, RunID: d.RunID, HeadSHA: d.Merge,
+		ActorID: cur.ActorID, ActorLogin: cur.ActorLogin, Reason: fmt.Sprintf("recovery of run %d's ingest from run %d: %s", d.Target, d.Source,
+			mdtext.Plain(mdtext.Parse(why)))}
+	audit.SetOrigin(cur.Origin())
+	return plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &e, Audit: audit}}}
+}
+
+// isResult reports whether an artifact is one of the repository's result
+// artifacts (repos[].result_artifacts, globs; none listed: every one).
+func isResult(name string, globs []string) bool {
+	if len(globs) == 0 {
+		return true
+	}
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
