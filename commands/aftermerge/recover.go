@@ -108,6 +108,7 @@ type RecoverData struct {
 	Source       int64  `json:"source"` // the run the merged head reused
 	Workflow     string `json:"workflow"`
 	Mark         string `json:"mark"`
+	Line         string `json:"line,omitempty"`   // the command as written (a take-back reads it)
 	RunID        int64  `json:"run_id,omitempty"` // the recovery workflow's run
 	RunURL       string `json:"run_url,omitempty"`
 	Trail        []string
@@ -161,7 +162,7 @@ func (h *Recoverer) Prepare(ctx context.Context, env commands.Env, in commands.I
 	}
 	now := h.now()
 	d := RecoverData{Installation: in.Installation, By: in.Actor.Login, Target: v.target, TargetURL: v.targetURL, Job: v.job.Name, JobURL: v.job.URL,
-		Merge: wd.Merge, Base: wd.Base, Source: wd.Source, Workflow: settings.Recover.Workflow, Mark: h.marks.New()}
+		Merge: wd.Merge, Base: wd.Base, Source: wd.Source, Workflow: settings.Recover.Workflow, Mark: h.marks.New(), Line: line.Text}
 	d.Trail = []string{fmt.Sprintf("🔎 checked: run %s failed in %s on %s, at this PR's merge commit %s; run %d, which opsbot reused for the "+
 		"merged head, has its result artifacts; %s on %s takes only a dispatch, with read-only permissions, in one job on ubuntu-latest",
 		commands.RunLink(d.Target, d.TargetURL),
@@ -504,4 +505,27 @@ func isResult(name string, globs []string) bool {
 		}
 	}
 	return false
+}
+
+// TakeBack ends a recovery whose comment was deleted, or whose command was
+// edited away, before its dispatch (by the one who asked, or someone with
+// the command's role); after it, the dispatch stands and is audited so.
+func (h *Recoverer) TakeBack(ctx context.Context, env commands.Env, ch commands.Change) (plan.Plan, error) {
+	t, err := commands.TakeBackOf[RecoverData](env, ch, RecoverKind, func(d RecoverData) string { return d.Line })
+	if err != nil || t == nil {
+		return plan.Plan{}, err
+	}
+	rec := record.AuditRecord{Kind: record.AuditAfterMerge, RunID: t.Data.Target, HeadSHA: t.Data.Merge}
+	if p, kept, err := t.Kept(ctx, env, ch, "asked @"+t.Data.By+"'s recovery", "stopping it", "it goes on", rec); kept || err != nil {
+		return p, err
+	}
+	if t.Data.RunID != 0 || !h.marks.Fresh(t.Data.Mark) {
+		rec.Outcome = "not_cancelled"
+		rec.Reason = fmt.Sprintf("@%s %s that asked @%s's recovery after its dispatch may have reached GitHub: it goes on", ch.Actor.Login,
+			t.Did, t.Data.By)
+		return plan.Plan{Require: []plan.Fact{t.Guard}, Steps: []plan.Step{plan.Audit{Record: commands.AuditOf(ch.Invocation, rec)}}}, nil
+	}
+	p := h.ended(t.Cur, t.Data, RecoverCancelled, fmt.Sprintf("⛔ taken back before the dispatch: %s %s; nothing was dispatched", t.Who, t.Did))
+	p.Require = append([]plan.Fact{t.Guard}, p.Require...)
+	return p, nil
 }

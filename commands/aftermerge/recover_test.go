@@ -226,3 +226,26 @@ func TestRecoverIngestLostDispatchIsNeverSentAgain(t *testing.T) {
 		t.Fatalf("the unknown dispatch is not audited as such")
 	}
 }
+
+// The command's comment is deleted while the recovery is being checked:
+// the recovery begins, the deletion takes it back before its dispatch,
+// and nothing is dispatched.
+func TestRecoverIngestTakenBackBeforeTheDispatch(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := recoverWorld(t, clock)
+	reusedMergeFailed(t, w, ingestFailed)
+	arrived, release := w.GH.Hold("GET /repos/{owner}/{repo}/git/blobs/{sha}")
+	defer release()
+	c := w.GH.AddComment(e2e.Repo, e2e.PR, e2e.MaintLogin, "/recover-ingest")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", e2e.Maintainer, e2e.Maintainer, c.ID, c.Body, ""))
+	testkit.Arrives(t, arrived, "the recovery workflow is read")
+	w.GH.DeleteComment(c.ID)
+	w.PostNoSettle("issue_comment", w.CommentPayload("deleted", e2e.Maintainer, e2e.Maintainer, c.ID, c.Body, ""))
+	release()
+	w.WaitReply(recoveryTitle, "⛔ taken back before the dispatch: @maintainer deleted the comment; nothing was dispatched")
+	w.PassTime(clock, aftermerge.RerunPoll)
+	if d := w.GH.WorkflowDispatches(); len(d) != 0 {
+		t.Fatalf("dispatched %+v after the take-back", d)
+	}
+}
