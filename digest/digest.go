@@ -173,7 +173,7 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 	var skips, refusals, expired, merged, stopped, succeeded, unfinished, asked, recovered, unrecovered int
 	followed := map[[2]string]bool{}
 	failedRuns, rerunOK := map[[2]int64]bool{}, map[[2]int64]bool{}
-	var runner, gpu int64
+	var runner, gpu, recoveredGPU int64
 	who := map[string]int{}
 	prs := map[int]bool{}
 	for _, r := range recs {
@@ -204,7 +204,8 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 		case r.Kind == record.AuditAfterMerge && r.Outcome == "rerun":
 			asked++ // a re-run of failed jobs opsbot asked GitHub for (/rerun-failed)
 		case r.Kind == record.AuditAfterMerge && r.Outcome == "recover_succeeded":
-			recovered++ // an ingest recovery whose run succeeded (/recover-ingest)
+			recovered++                  // an ingest recovery whose run succeeded (/recover-ingest)
+			recoveredGPU += r.GPUSeconds // the reused run's: what a re-run of the sweep would have spent again
 		case r.Kind == record.AuditAfterMerge && (r.Outcome == "recover_failed" || r.Outcome == "recover_expired"):
 			unrecovered++
 		case r.Kind == record.AuditAfterMerge && r.Outcome == "succeeded":
@@ -250,7 +251,11 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 		fmt.Fprintf(&b, "- after the merge: %d followed, %d main %s succeeded, %d failed (%d of those succeeded at a re-run; %d %s asked through opsbot), %d not finished by the deadline\n",
 			len(followed), succeeded, plural(succeeded, "run", "runs"), len(failedRuns), reruns, asked, plural(asked, "re-run", "re-runs"), unfinished)
 		if recovered+unrecovered > 0 {
-			fmt.Fprintf(&b, "- ingest recoveries: %d succeeded, %d failed or unfinished\n", recovered, unrecovered)
+			fmt.Fprintf(&b, "- ingest recoveries: %d succeeded", recovered)
+			if recoveredGPU > 0 {
+				fmt.Fprintf(&b, " (%s GPU hours a re-run of the sweep would have spent)", runs.Hours(recoveredGPU))
+			}
+			fmt.Fprintf(&b, ", %d failed or unfinished\n", unrecovered)
 		}
 	}
 	nums := make([]int, 0, len(prs))

@@ -22,14 +22,14 @@ func TestDigestCountsTheMergesFollowed(t *testing.T) {
 		am(4, 0, "waiting_run"), am(4, 0, "expired"),
 		am(2, 0, "waiting_run"), am(2, 21, "failed"), am(2, 21, "rerun"), am(2, 21, "failed"), am(2, 21, "succeeded"), // two attempts failed (one re-run asked through opsbot), the third succeeded
 		am(3, 0, "waiting_run"), am(3, 31, "failed"), am(3, 31, "failed"), // failed, and the deadline after it
-		am(3, 77, "recover_dispatching"), am(3, 77, "recover_running"), am(3, 77, "recover_succeeded"), // its ingest recovered
+		am(3, 77, "recover_dispatching"), am(3, 77, "recover_running"), {Kind: record.AuditAfterMerge, PR: 3, RunID: 77, Outcome: "recover_succeeded", GPUSeconds: 16 * 3600}, // its ingest recovered
 	}
 	from := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	text, _ := Text("https://github.com", "o/r", "2026-W49", from, from.Add(7*24*time.Hour), recs)
 	if !strings.Contains(text, "- after the merge: 4 followed, 2 main runs succeeded, 2 failed (1 of those succeeded at a re-run; 1 re-run asked through opsbot), 1 not finished by the deadline\n") {
 		t.Fatalf("digest:\n%s", text)
 	}
-	if !strings.Contains(text, "- ingest recoveries: 1 succeeded, 0 failed or unfinished\n") {
+	if !strings.Contains(text, "- ingest recoveries: 1 succeeded (16.0 GPU hours a re-run of the sweep would have spent), 0 failed or unfinished\n") {
 		t.Fatalf("digest:\n%s", text)
 	}
 	text, _ = Text("https://github.com", "o/r", "2026-W49", from, from.Add(7*24*time.Hour), nil)

@@ -108,11 +108,15 @@ type RecoverData struct {
 	Source       int64  `json:"source"` // the run the merged head reused
 	Workflow     string `json:"workflow"`
 	Mark         string `json:"mark"`
-	Line         string `json:"line,omitempty"`   // the command as written (a take-back reads it)
-	RunID        int64  `json:"run_id,omitempty"` // the recovery workflow's run
-	RunURL       string `json:"run_url,omitempty"`
-	Trail        []string
-	Now          string
+	Line         string `json:"line,omitempty"` // the command as written (a take-back reads it)
+	// Saved is the reused run's runner and GPU time (its decision's): what
+	// a re-run of the main sweep would have spent again.
+	SavedRunner int64  `json:"saved_runner,omitempty"`
+	SavedGPU    int64  `json:"saved_gpu,omitempty"`
+	RunID       int64  `json:"run_id,omitempty"` // the recovery workflow's run
+	RunURL      string `json:"run_url,omitempty"`
+	Trail       []string
+	Now         string
 }
 
 func (h *Recoverer) now() time.Time {
@@ -163,6 +167,19 @@ func (h *Recoverer) Prepare(ctx context.Context, env commands.Env, in commands.I
 	now := h.now()
 	d := RecoverData{Installation: in.Installation, By: in.Actor.Login, Target: v.target, TargetURL: v.targetURL, Job: v.job.Name, JobURL: v.job.URL,
 		Merge: wd.Merge, Base: wd.Base, Source: wd.Source, Workflow: settings.Recover.Workflow, Mark: h.marks.New(), Line: line.Text}
+	for _, sha := range []string{wd.Merge, wd.Head} {
+		if h.d.State == nil {
+			break
+		}
+		dec, err := h.d.State.Decision(in.Repo, in.PR, sha)
+		if err != nil {
+			return commands.Result{Err: err}
+		}
+		if dec != nil && dec.Skipped() && dec.RunID == wd.Source {
+			d.SavedRunner, d.SavedGPU = dec.RunnerSeconds, dec.GPUSeconds
+			break
+		}
+	}
 	d.Trail = []string{fmt.Sprintf("🔎 checked: run %s failed in %s on %s, at this PR's merge commit %s; run %d, which opsbot reused for the "+
 		"merged head, has its result artifacts; %s on %s takes only a dispatch, with read-only permissions, in one job on ubuntu-latest",
 		commands.RunLink(d.Target, d.TargetURL),
@@ -489,6 +506,9 @@ func (h *Recoverer) ended(cur *record.Sequence, d RecoverData, step, why string)
 	audit := record.AuditRecord{Kind: record.AuditAfterMerge, Outcome: step, Repo: next.Repo, PR: next.PR, RunID: d.RunID, HeadSHA: d.Merge,
 		ActorID: cur.ActorID, ActorLogin: cur.ActorLogin, Reason: fmt.Sprintf("recovery of run %d's ingest from run %d: %s", d.Target, d.Source,
 			mdtext.Plain(mdtext.Parse(why)))}
+	if step == RecoverSucceeded && d.RunID != 0 {
+		audit.RunnerSeconds, audit.GPUSeconds = d.SavedRunner, d.SavedGPU // what a re-run of the sweep would have spent
+	}
 	audit.SetOrigin(cur.Origin())
 	return plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &e, Audit: audit}}}
 }

@@ -102,8 +102,13 @@ func TestRecoverIngestDispatchesOnceAndFollowsTheRun(t *testing.T) {
 	if n := len(w.GH.WorkflowDispatches()); n != 1 {
 		t.Fatalf("%d dispatches; want one", n)
 	}
-	if !slices.ContainsFunc(w.AuditRecords(), func(r map[string]any) bool { return r["outcome"] == aftermerge.RecoverSucceeded }) {
-		t.Fatalf("the recovery's end is not audited")
+	// Its audit record carries the reused run's GPU time: what a re-run of
+	// the sweep would have spent again (the digest sums it).
+	if !slices.ContainsFunc(w.AuditRecords(), func(r map[string]any) bool {
+		gpu, _ := r["gpu_seconds"].(float64)
+		return r["outcome"] == aftermerge.RecoverSucceeded && gpu > 0
+	}) {
+		t.Fatalf("the recovery's end is not audited with the GPU time it saved: %v", w.AuditRecords())
 	}
 }
 
