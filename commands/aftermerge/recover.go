@@ -111,12 +111,12 @@ type RecoverData struct {
 	Line         string `json:"line,omitempty"` // the command as written (a take-back reads it)
 	// Saved is the reused run's runner and GPU time (its decision's): what
 	// a re-run of the main sweep would have spent again.
-	SavedRunner int64  `json:"saved_runner,omitempty"`
-	SavedGPU    int64  `json:"saved_gpu,omitempty"`
-	RunID       int64  `json:"run_id,omitempty"` // the recovery workflow's run
-	RunURL      string `json:"run_url,omitempty"`
-	Trail       []string
-	Now         string
+	SavedRunner int64    `json:"saved_runner,omitempty"`
+	SavedGPU    int64    `json:"saved_gpu,omitempty"`
+	RunID       int64    `json:"run_id,omitempty"` // the recovery workflow's run
+	RunURL      string   `json:"run_url,omitempty"`
+	Trail       []string `json:"trail,omitempty"`
+	Now         string   `json:"now,omitempty"`
 }
 
 func (h *Recoverer) now() time.Time {
