@@ -221,7 +221,8 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 	// set of dependencies they share. Who opsbot is and the allow_users
 	// accounts are known at begin, before the workers start.
 	var reg *commands.Registry
-	shared := commands.Deps{Cfg: live, Log: log, Now: now, Notices: builder, State: store, AppID: appID,
+	acts := &seq.Marks{} // the engine's: one set for every kind's acts
+	shared := commands.Deps{Acts: acts, Cfg: live, Log: log, Now: now, Notices: builder, State: store, AppID: appID,
 		GitHub:     func(inst int64) (*ghclient.Client, error) { return clients.For(inst) },
 		Validators: func(inst int64) (*runs.Validator, error) { return validators.For(inst) },
 		Self:       a.started.self, Users: a.started.directory, Registry: func() *commands.Registry { return reg }}
@@ -240,7 +241,7 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 	}
 	m.Events(routes.Used())
 	handler := &events.Handler{Cfg: live, Log: log, Clients: clients, Commands: reg, Gate: g, Notices: builder,
-		Marks: store, State: store, Sequences: map[string]seq.Kind{}, Seqs: store, Now: now, Buttons: store, Routes: routes, SlackButtons: secrets.SlackSigningSecret != "", AppID: appID}
+		Marks: store, Acts: acts, State: store, Sequences: map[string]seq.Kind{}, Seqs: store, Now: now, Buttons: store, Routes: routes, SlackButtons: secrets.SlackSigningSecret != "", AppID: appID}
 	if handler.Stage, err = commands.ReportsOf(mods); err != nil {
 		return nil, err
 	}

@@ -110,6 +110,22 @@ type Deps struct {
 	// list, after the modules: a command that offers the buttons of others
 	// reads it when it offers them).
 	Registry func() *Registry
+	// Acts are the process's marks of the acts it cannot take back (a
+	// merge, a branch move, a dispatch, a re-run), one set the sequence
+	// engine holds and hands to each step (seq.Wakeup.Marks): a kind makes
+	// an act's mark here (in a command's Prepare, or a step's) and the
+	// engine's Send uses it up. Nil outside a running server (a module
+	// asked for its spec); ActsOf gives a set then.
+	Acts *seq.Marks
+}
+
+// ActsOf is d's act marks, or a set of the module's own where d has none
+// (a module built for its spec or its help, which never sends).
+func ActsOf(d Deps) *seq.Marks {
+	if d.Acts == nil {
+		return &seq.Marks{}
+	}
+	return d.Acts
 }
 
 // State is what a command reads of opsbot's state outside a write.

@@ -56,6 +56,10 @@ type Handler struct {
 	// processed after an edit or a deletion of its comment runs at most
 	// what the comment still says.
 	Marks Marks
+	// Acts are the process's marks of acts that cannot be taken back, the
+	// ones the commands make (commands.Deps.Acts): each step is handed
+	// them (seq.Wakeup.Marks), and its Send uses an act's mark up there.
+	Acts *seq.Marks
 	// State is what command handlers read before they plan (the store).
 	State record.Reader
 	// Sequences are the kinds of sequence opsbot steps, by name.
@@ -231,14 +235,14 @@ func (h *Handler) handleWakeup(ctx context.Context, rc *config.Repo, d *state.De
 				"repo", ref.Repo, "pr", ref.PR, "left", cur.Left)
 			return ref.Kind + "-left-behind", func(tx *state.Tx) error { return forgetLeft(tx, ref) }, nil
 		}
-		out, write, err := k.Cleanup(ctx, rc, seq.Wakeup{Ref: ref, Seq: cur, Now: now})
+		out, write, err := k.Cleanup(ctx, rc, seq.Wakeup{Ref: ref, Seq: cur, Now: now, Marks: h.Acts})
 		if err != nil || write == nil {
 			return out, nil, err
 		}
 		return out, func(tx *state.Tx) error { return write(tx) }, nil
 	}
 	key := d.Key()
-	w := seq.Wakeup{Ref: ref, Seq: cur, Now: now, Clear: func() error {
+	w := seq.Wakeup{Ref: ref, Seq: cur, Now: now, Marks: h.Acts, Clear: func() error {
 		waiting, err := h.Seqs.Waiting(key, d.Seq, MayStop)
 		if err != nil {
 			return fmt.Errorf("reading what waits for %s: %w", key, err)

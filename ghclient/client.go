@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/auth"
 	"github.com/SemiAnalysisAI/opsbot/metrics"
+	"github.com/SemiAnalysisAI/opsbot/seq"
 )
 
 // ErrNotFound is what a read answers when GitHub has no such object.
@@ -50,6 +52,9 @@ type Options struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// SecondarySleepLimit bounds one wait on a secondary rate limit (Retry-After); default 60 s.
 	SecondarySleepLimit time.Duration
+	// secondaryBudget is the client's budget of secondary waits (tests
+	// give one with their clock); nil: one on the wall clock.
+	secondaryBudget *sleepBudget
 }
 
 // Client talks to GitHub for one identity (a token, or one App installation).
@@ -174,9 +179,15 @@ func newClient(opt Options, installationID int64) (*Client, error) {
 	if secondaryLimit == 0 {
 		secondaryLimit = time.Minute
 	}
-	limited := github_ratelimit.New(clampTransport{base: lastCheckTransport{base: metricsTransport{base: rewindTransport{base: authed}, m: opt.Metrics}, warm: warm}},
+	budget := opt.secondaryBudget
+	if budget == nil {
+		budget = &sleepBudget{now: time.Now}
+	}
+	budget.single, budget.total, budget.window = secondaryLimit, 5*secondaryLimit, time.Hour
+	limited := budgetTransport{budget: budget, base: github_ratelimit.New(
+		clampTransport{base: lastCheckTransport{base: metricsTransport{base: rewindTransport{base: authed}, m: opt.Metrics}, warm: warm}},
 		github_secondary_ratelimit.WithSingleSleepLimit(secondaryLimit, nil),
-		github_secondary_ratelimit.WithTotalSleepLimit(5*secondaryLimit, nil))
+		github_secondary_ratelimit.WithLimitDetectedCallback(budget.waited))}
 	rt := &retryTransport{
 		base:       &etagTransport{base: limited, max: 2048, cache: map[string]*cached{}},
 		maxTries:   defaultInt(opt.MaxTries, 4),
@@ -226,6 +237,7 @@ func wrap(what string, resp *github.Response, err error) error {
 	if err == nil {
 		return nil
 	}
+	err = notMade(err)
 	if resp != nil && resp.StatusCode == http.StatusNotFound {
 		return fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
@@ -234,6 +246,84 @@ func wrap(what string, resp *github.Response, err error) error {
 		return fmt.Errorf("%s: %w", what, rl)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// sleepBudget bounds the waits on GitHub's secondary rate limits to a
+// total per window (five single waits an hour): each request may wait as
+// long as is left of it, at most one single wait (the limiter's single
+// sleep limit, set per request by budgetTransport), and the limiter tells
+// each wait it takes (waited). The limiter's own total is never lowered,
+// so a client that had waited five times over a week would not wait again.
+type sleepBudget struct {
+	single, total, window time.Duration
+	now                   func() time.Time
+	mu                    sync.Mutex
+	waits                 []sleptAt
+}
+
+type sleptAt struct {
+	at time.Time
+	d  time.Duration
+}
+
+// waited notes a wait the limiter takes.
+func (b *sleepBudget) waited(c *github_secondary_ratelimit.CallbackContext) {
+	if c.ResetTime == nil {
+		return
+	}
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.waits = append(b.waits, sleptAt{at: now, d: c.ResetTime.Sub(now)})
+}
+
+// left is the longest wait a request may take now.
+func (b *sleepBudget) left() time.Duration {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.waits = slices.DeleteFunc(b.waits, func(w sleptAt) bool { return now.Sub(w.at) >= b.window })
+	left := b.total
+	for _, w := range b.waits {
+		left -= w.d
+	}
+	return max(0, min(b.single, left))
+}
+
+// budgetTransport gives each request the secondary limiter's single sleep
+// limit the budget leaves.
+type budgetTransport struct {
+	base   http.RoundTripper
+	budget *sleepBudget
+}
+
+func (t budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := github_secondary_ratelimit.WithOverrideConfig(req.Context(),
+		github_secondary_ratelimit.WithSingleSleepLimit(t.budget.left(), nil))
+	return t.base.RoundTrip(req.WithContext(ctx))
+}
+
+// notMade is err, told to an act (seq.Unsent) where it is go-github's own
+// refusal of a request it never made: a rate limit it remembers from an
+// earlier answer. An act's request refused so left nothing on GitHub, and
+// its mark stays this process's.
+func notMade(err error) error {
+	var prl *github.RateLimitError
+	var arl *github.AbuseRateLimitError
+	var resp *http.Response
+	var msg string
+	switch {
+	case errors.As(err, &prl):
+		resp, msg = prl.Response, prl.Message
+	case errors.As(err, &arl):
+		resp, msg = arl.Response, arl.Message
+	default:
+		return err
+	}
+	if resp == nil || resp.Request == nil || !strings.HasSuffix(msg, "not making remote request.") {
+		return err
+	}
+	return seq.Unsent(resp.Request.Context(), err)
 }
 
 // ---- Reads ----

@@ -539,3 +539,32 @@ func TestWritesAreNotRetried(t *testing.T) {
 		t.Error("GET is not retried")
 	}
 }
+
+// The client waits out at most five single waits of GitHub's secondary
+// rate limit an hour: with the hour's spent, a limit is GitHub's answer;
+// an hour later, one is waited out again (the limiter's own total never
+// falls).
+func TestSecondaryWaitsAreBudgetedPerHour(t *testing.T) {
+	now := time.Now()
+	budget := &sleepBudget{now: func() time.Time { return now }}
+	f, c, _, _ := setup(t, func(o *Options) { o.SecondarySleepLimit = time.Second; o.secondaryBudget = budget })
+	secondary := githubtest.Fault{Status: 403, Times: 1, Header: map[string]string{"Retry-After": "1"},
+		Body: `{"message":"You have exceeded a secondary rate limit","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`}
+	for range 5 {
+		budget.waits = append(budget.waits, sleptAt{at: now, d: time.Second}) // the hour's waits, taken
+	}
+	f.Inject(routeRun, secondary)
+	if _, err := c.Run(t.Context(), repo, 31147925932); err == nil || f.Count(routeRun) != 1 {
+		t.Fatalf("Run = %v after %d requests; want the limit, not waited out", err, f.Count(routeRun))
+	}
+	now = now.Add(time.Hour)
+	f.Inject(routeRun, secondary)
+	_, err := c.Run(t.Context(), repo, 31147925932)
+	for err != nil && strings.HasSuffix(err.Error(), "not making remote request.") {
+		time.Sleep(100 * time.Millisecond) // go-github holds GitHub's one second itself
+		_, err = c.Run(t.Context(), repo, 31147925932)
+	}
+	if err != nil || f.Count(routeRun) != 3 {
+		t.Fatalf("Run = %v after %d requests; want the limit waited out an hour later, and the run read", err, f.Count(routeRun))
+	}
+}

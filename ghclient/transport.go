@@ -152,7 +152,9 @@ func (p *retryPolicy) rateLimit(err error) error {
 	}
 	wait := time.Until(*rl.ResetTime) + time.Second
 	if p.waitedReset || wait > p.t.nearReset {
-		return backoff.Permanent(&RateLimitError{Reset: *rl.ResetTime})
+		// Refused by the limiter before it was sent, or by GitHub under
+		// its limit: not taken either way, and an act's mark is kept.
+		return backoff.Permanent(seq.Unsent(p.ctx, &RateLimitError{Reset: *rl.ResetTime}))
 	}
 	p.waitedReset = true
 	if err := p.t.sleep(p.ctx, wait); err != nil {

@@ -15,8 +15,9 @@ var ErrNotFresh = errors.New("seq: the act's mark is not this process's, or was 
 // Act is an act a step sends that cannot be taken back (a merge, a
 // branch update or move, an enqueue, a dispatch), through Wakeup.Send.
 type Act struct {
-	// Mark is the act's mark, written in the sequence's record by an
-	// earlier step (Marks.New): the act is sent once, under it.
+	// Mark is the act's mark, made in the engine's marks (Wakeup.Marks,
+	// commands.Deps.Acts) and written in the sequence's record by an
+	// earlier step: the act is sent once, under it.
 	Mark string
 	// Do sends the act.
 	Do func(ctx context.Context) error
@@ -84,11 +85,12 @@ func (a Answer) Unclear() bool {
 // attempt's time up) gets ctx's error back unless Do's answer is a clear
 // refusal: the next step, in this process or the next, finds the mark
 // tried and reads GitHub before it says anything.
-func (w Wakeup) Send(ctx context.Context, marks *Marks, act Act) (Answer, error) {
+func (w Wakeup) Send(ctx context.Context, act Act) (Answer, error) {
 	if err := w.CheckClear(); err != nil {
 		return Answer{}, err
 	}
-	if !marks.Try(act.Mark) {
+	marks := w.Marks
+	if marks == nil || !marks.Try(act.Mark) {
 		return Answer{}, ErrNotFresh
 	}
 	st := &actState{check: w.CheckClear}

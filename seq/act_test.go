@@ -15,39 +15,42 @@ func TestSendSendsAnActOnceAfterTheLastStopCheck(t *testing.T) {
 	sent := 0
 	do := func(context.Context) error { sent++; return nil }
 	ctx := context.Background()
-	waiting := Wakeup{Clear: func() error { return ErrYield }}
+	waiting := Wakeup{Marks: &marks, Clear: func() error { return ErrYield }}
 	mark := marks.New()
-	if _, err := waiting.Send(ctx, &marks, Act{Mark: mark, Do: do}); !errors.Is(err, ErrYield) || sent != 0 || !marks.Fresh(mark) {
+	if _, err := waiting.Send(ctx, Act{Mark: mark, Do: do}); !errors.Is(err, ErrYield) || sent != 0 || !marks.Fresh(mark) {
 		t.Fatalf("with a stop waiting: err %v, sent %d, mark fresh %v; want a yield, nothing sent, the mark kept", err, sent, marks.Fresh(mark))
 	}
-	clear := Wakeup{}
-	if answer, err := clear.Send(ctx, &marks, Act{Mark: mark, Do: do}); !answer.Taken() || err != nil || sent != 1 {
+	clear := Wakeup{Marks: &marks}
+	if answer, err := clear.Send(ctx, Act{Mark: mark, Do: do}); !answer.Taken() || err != nil || sent != 1 {
 		t.Fatalf("a fresh mark: %v %v, sent %d", answer, err, sent)
 	}
-	if _, err := clear.Send(ctx, &marks, Act{Mark: mark, Do: do}); !errors.Is(err, ErrNotFresh) || sent != 1 {
+	if _, err := clear.Send(ctx, Act{Mark: mark, Do: do}); !errors.Is(err, ErrNotFresh) || sent != 1 {
 		t.Fatalf("the same mark again: %v, sent %d; want ErrNotFresh, not sent", err, sent)
 	}
-	if _, err := clear.Send(ctx, &marks, Act{Mark: "made-before-a-restart", Do: do}); !errors.Is(err, ErrNotFresh) || sent != 1 {
+	if _, err := clear.Send(ctx, Act{Mark: "made-before-a-restart", Do: do}); !errors.Is(err, ErrNotFresh) || sent != 1 {
 		t.Fatalf("a mark this process did not make: %v, sent %d", err, sent)
 	}
+	if _, err := (Wakeup{}).Send(ctx, Act{Mark: marks.New(), Do: do}); !errors.Is(err, ErrNotFresh) || sent != 1 {
+		t.Fatalf("a step the engine gave no marks: %v, sent %d; want ErrNotFresh, not sent", err, sent)
+	}
 	lost := errors.New("connection reset")
-	if answer, err := clear.Send(ctx, &marks, Act{Mark: marks.New(), Do: func(context.Context) error { return lost }}); answer.Err != lost || err != nil ||
+	if answer, err := clear.Send(ctx, Act{Mark: marks.New(), Do: func(context.Context) error { return lost }}); answer.Err != lost || err != nil ||
 		!answer.Unclear() || answer.Shown != NotShown {
 		t.Fatalf("a lost answer: %+v %v; want it handed back, nothing read", answer, err)
 	}
 	verified := 0
 	verify := func(context.Context) (Shown, error) { verified++; return ShownTaken, nil }
-	if answer, err := clear.Send(ctx, &marks, Act{Mark: marks.New(), Do: func(context.Context) error { return lost }, Verify: verify}); err != nil ||
+	if answer, err := clear.Send(ctx, Act{Mark: marks.New(), Do: func(context.Context) error { return lost }, Verify: verify}); err != nil ||
 		!answer.Taken() || verified != 1 {
 		t.Fatalf("a lost answer read back: %+v %v, read %d times; want taken as shown", answer, err, verified)
 	}
-	if answer, err := clear.Send(ctx, &marks, Act{Mark: marks.New(), Do: func(context.Context) error { return refused{} }, Verify: verify}); err != nil ||
+	if answer, err := clear.Send(ctx, Act{Mark: marks.New(), Do: func(context.Context) error { return refused{} }, Verify: verify}); err != nil ||
 		answer.Taken() || answer.Unclear() || verified != 1 {
 		t.Fatalf("a refusal: %+v %v, read %d times; want refused, nothing read back", answer, err, verified)
 	}
 	stopping, cancel := context.WithCancel(ctx)
 	cancel()
-	if answer, err := clear.Send(stopping, &marks, Act{Mark: marks.New(), Do: func(context.Context) error { return lost }}); answer.Err != nil || !errors.Is(err, context.Canceled) {
+	if answer, err := clear.Send(stopping, Act{Mark: marks.New(), Do: func(context.Context) error { return lost }}); answer.Err != nil || !errors.Is(err, context.Canceled) {
 		t.Fatalf("a process stopping: %v %v; want its own end", answer, err)
 	}
 }
@@ -63,7 +66,7 @@ func TestSendHandsBackARefusalWhenTheContextEnded(t *testing.T) {
 	var marks Marks
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	answer, err := Wakeup{}.Send(ctx, &marks, Act{Mark: marks.New(), Do: func(context.Context) error { return refused{} }})
+	answer, err := Wakeup{Marks: &marks}.Send(ctx, Act{Mark: marks.New(), Do: func(context.Context) error { return refused{} }})
 	if err != nil || answer.Err == nil || answer.Err.Error() != "422: not mergeable" {
 		t.Fatalf("a refusal as the context ended: %v %v; want the refusal", answer, err)
 	}
@@ -77,7 +80,7 @@ func TestSendHandsBackARefusalWhenTheContextEnded(t *testing.T) {
 func TestSendingIsTheLastCheckBeforeEachRequest(t *testing.T) {
 	var marks Marks
 	stopped := false
-	w := Wakeup{Clear: func() error {
+	w := Wakeup{Marks: &marks, Clear: func() error {
 		if stopped {
 			return ErrYield
 		}
@@ -87,7 +90,7 @@ func TestSendingIsTheLastCheckBeforeEachRequest(t *testing.T) {
 		t.Fatalf("outside an act: %v; want nothing to check", err)
 	}
 	mark := marks.New()
-	_, err := w.Send(context.Background(), &marks, Act{Mark: mark, Do: func(ctx context.Context) error {
+	_, err := w.Send(context.Background(), Act{Mark: mark, Do: func(ctx context.Context) error {
 		answered, err := Sending(ctx) // refused under a rate limit: the client sends it again
 		if err != nil {
 			return err
@@ -101,7 +104,7 @@ func TestSendingIsTheLastCheckBeforeEachRequest(t *testing.T) {
 		t.Fatalf("stopped after a refused request: %v, fresh %v; want a yield with the mark kept", err, marks.Fresh(mark))
 	}
 	stopped = false
-	answer, err := w.Send(context.Background(), &marks, Act{Mark: mark, Do: func(ctx context.Context) error {
+	answer, err := w.Send(context.Background(), Act{Mark: mark, Do: func(ctx context.Context) error {
 		answered, err := Sending(ctx)
 		if err != nil {
 			return err
@@ -124,7 +127,7 @@ func TestSendHandsBackWhatGitHubAnsweredLast(t *testing.T) {
 	var marks Marks
 	mark := marks.New()
 	notFound := errors.New("404 Not Found")
-	answer, err := Wakeup{}.Send(context.Background(), &marks, Act{Mark: mark, Do: func(ctx context.Context) error {
+	answer, err := Wakeup{Marks: &marks}.Send(context.Background(), Act{Mark: mark, Do: func(ctx context.Context) error {
 		answered, err := Sending(ctx)
 		if err != nil {
 			return err

@@ -136,6 +136,9 @@ type Wakeup struct {
 	// that delivery; another error is a read that failed. Nil in tests
 	// that step a kind alone.
 	Clear func() error
+	// Marks are the process's marks of acts it cannot take back, the
+	// engine's (commands.Deps.Acts): Send uses an act's mark up in them.
+	Marks *Marks
 }
 
 // CheckClear is w.Clear(), or nil when the step has no engine behind it.

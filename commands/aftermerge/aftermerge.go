@@ -118,13 +118,14 @@ func workflowOf(rc *config.Repo) string {
 // Handler begins and steps the watches, and takes /rerun-failed.
 type Handler struct {
 	d commands.Deps
-	// marks are the marks of the re-runs this process asked for.
-	marks seq.Marks
+	// acts are the engine's act marks (commands.Deps.Acts): the re-runs
+	// this process asked for.
+	acts *seq.Marks
 }
 
 // Module is the watch: its kind, its section, and /rerun-failed.
 func Module(d commands.Deps) commands.Module {
-	h := &Handler{d: d}
+	h := &Handler{d: d, acts: commands.ActsOf(d)}
 	sec := Section.Section()
 	return commands.Module{Spec: rerunSpec(h), Kinds: []seq.Kind{Kind(h)}, Section: &sec}
 }

@@ -58,14 +58,14 @@ const (
 
 // Recoverer takes /recover-ingest and steps its recoveries.
 type Recoverer struct {
-	d     commands.Deps
-	marks seq.Marks
+	d    commands.Deps
+	acts *seq.Marks // the engine's act marks (commands.Deps.Acts): the dispatches this process marked
 }
 
 // RecoverModule is /recover-ingest with its kind (its configuration is
 // the after-merge section's).
 func RecoverModule(d commands.Deps) commands.Module {
-	h := &Recoverer{d: d}
+	h := &Recoverer{d: d, acts: commands.ActsOf(d)}
 	return commands.Module{Spec: recoverSpec(h), Kinds: []seq.Kind{seq.Typed[RecoverData]{Name: RecoverKind, Step: h.step, Expire: h.expire,
 		Stop: "/recover-ingest cancel", Teller: func() plan.Teller { return h.d.Notices.Teller() }}.Kind()}}
 }
@@ -166,7 +166,7 @@ func (h *Recoverer) Prepare(ctx context.Context, env commands.Env, in commands.I
 	}
 	now := h.now()
 	d := RecoverData{Installation: in.Installation, By: in.Actor.Login, Target: v.target, TargetURL: v.targetURL, Job: v.job.Name, JobURL: v.job.URL,
-		Merge: wd.Merge, Base: wd.Base, Source: wd.Source, Workflow: settings.Recover.Workflow, Mark: h.marks.New(), Line: line.Text}
+		Merge: wd.Merge, Base: wd.Base, Source: wd.Source, Workflow: settings.Recover.Workflow, Mark: h.acts.New(), Line: line.Text}
 	for _, sha := range []string{wd.Merge, wd.Head} {
 		if h.d.State == nil {
 			break
@@ -380,7 +380,7 @@ func (h *Recoverer) cancel(env commands.Env, in commands.Invocation) commands.Re
 	case d.RunID != 0:
 		why = fmt.Sprintf("⛔ cancelled by %s: opsbot stopped following run %s, which goes on (cancel it on GitHub if that is meant)",
 			mdtext.Mention(in.Actor.Login), commands.RunLink(d.RunID, d.RunURL))
-	case !h.marks.Fresh(d.Mark):
+	case !h.acts.Fresh(d.Mark):
 		why = fmt.Sprintf("⛔ cancelled by %s after the dispatch may have been sent: look at the runs of %s", mdtext.Mention(in.Actor.Login),
 			mdtext.Code(d.Workflow))
 	}
@@ -423,13 +423,13 @@ func (h *Recoverer) step(ctx context.Context, _ *config.Repo, s seq.Step[Recover
 // to look at the workflow's runs first.
 func (h *Recoverer) dispatch(ctx context.Context, gh *ghclient.Client, s seq.Step[RecoverData]) (string, plan.Plan, error) {
 	d := s.Data
-	if !h.marks.Fresh(d.Mark) {
+	if !h.acts.Fresh(d.Mark) {
 		return "recover-unknown", h.ended(s.Seq, d, RecoverUnknown, fmt.Sprintf("⚠️ the dispatch of %s may have been sent before opsbot stopped: "+
 			"look at its runs before asking again (opsbot does not dispatch it again)", mdtext.Code(d.Workflow))), nil
 	}
 	inputs := map[string]string{inputSource: fmt.Sprint(d.Source), inputMerge: fmt.Sprint(d.Target)}
 	var got ghclient.DispatchedRun
-	a, err := s.Send(ctx, &h.marks, seq.Act{Mark: d.Mark, Do: func(ctx context.Context) (err error) {
+	a, err := s.Send(ctx, seq.Act{Mark: d.Mark, Do: func(ctx context.Context) (err error) {
 		got, err = gh.DispatchWorkflow(ctx, s.Seq.Repo, d.Workflow, d.Base, inputs, true)
 		if errors.Is(err, ghclient.ErrNoRunDetails) {
 			got, err = gh.DispatchWorkflow(ctx, s.Seq.Repo, d.Workflow, d.Base, inputs, false) // refused before anything ran
@@ -463,7 +463,7 @@ func (h *Recoverer) dispatch(ctx context.Context, gh *ghclient.Client, s seq.Ste
 // expire ends a recovery at its deadline.
 func (h *Recoverer) expire(_ context.Context, rc *config.Repo, s seq.Step[RecoverData]) (string, plan.Plan, error) {
 	what := "the dispatch was not sent"
-	if !h.marks.Fresh(s.Data.Mark) {
+	if !h.acts.Fresh(s.Data.Mark) {
 		what = "the dispatch may have been sent, and no run of it was followed"
 	}
 	if s.Data.RunID != 0 {
@@ -539,7 +539,7 @@ func (h *Recoverer) TakeBack(ctx context.Context, env commands.Env, ch commands.
 	if p, kept, err := t.Kept(ctx, env, ch, "asked @"+t.Data.By+"'s recovery", "stopping it", "it goes on", rec); kept || err != nil {
 		return p, err
 	}
-	if t.Data.RunID != 0 || !h.marks.Fresh(t.Data.Mark) {
+	if t.Data.RunID != 0 || !h.acts.Fresh(t.Data.Mark) {
 		rec.Outcome = "not_cancelled"
 		rec.Reason = fmt.Sprintf("@%s %s that asked @%s's recovery after its dispatch may have reached GitHub: it goes on", ch.Actor.Login,
 			t.Did, t.Data.By)

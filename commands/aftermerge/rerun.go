@@ -116,7 +116,7 @@ func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invoc
 			mdtext.Code(Section.Of(env.Repo).IngestJob), run))
 	}
 	now := h.now()
-	data.Rerun = &Rerun{Attempt: data.Attempt, By: in.Actor.Login, Mark: h.marks.New(), Line: line.Text}
+	data.Rerun = &Rerun{Attempt: data.Attempt, By: in.Actor.Login, Mark: h.acts.New(), Line: line.Text}
 	if in.Origin.Kind == record.OriginComment {
 		data.Rerun.Comment = in.Origin.ID
 	}
@@ -190,7 +190,7 @@ func (h *Handler) rerun(ctx context.Context, gh *ghclient.Client, s seq.Step[Dat
 		return "", plan.Plan{}, err
 	}
 	switch {
-	case shown == seq.ShownTaken && h.marks.Fresh(r.Mark):
+	case shown == seq.ShownTaken && h.acts.Fresh(r.Mark):
 		data.Rerun = nil
 		data.Trail = append(slices.Clip(data.Trail), fmt.Sprintf("🔁 the failed attempt %d was re-run on GitHub before opsbot asked: the re-run "+
 			"%s asked was not sent", r.Attempt, by))
@@ -204,11 +204,11 @@ func (h *Handler) rerun(ctx context.Context, gh *ghclient.Client, s seq.Step[Dat
 		data.Trail = append(slices.Clip(data.Trail), fmt.Sprintf("🔁 the failed jobs of attempt %d were re-run (opsbot's ask on %s's word, "+
 			"sent before it stopped, or someone's on GitHub: the run shows a new attempt)", r.Attempt, by))
 		return h.wait(s, data, StepRunning, fmt.Sprintf("⏳ opsbot follows attempt %d", r.Attempt+1), "after-merge-rerun-seen", Poll)
-	case !h.marks.Fresh(r.Mark):
+	case !h.acts.Fresh(r.Mark):
 		return h.rerunDropped(s, data, fmt.Sprintf("⚠️ the re-run %s asked was not sent (opsbot stopped, or GitHub did not answer, and the "+
 			"run shows no new attempt): ask again with `/rerun-failed`", by))
 	}
-	a, err := s.Send(ctx, &h.marks, seq.Act{Mark: r.Mark, Do: func(ctx context.Context) error { return gh.RerunFailedJobs(ctx, repo, data.RunID) },
+	a, err := s.Send(ctx, seq.Act{Mark: r.Mark, Do: func(ctx context.Context) error { return gh.RerunFailedJobs(ctx, repo, data.RunID) },
 		Verify: newer})
 	if err != nil {
 		return "", plan.Plan{}, err // a stop waits, or the step ended: the next step finds the mark tried, and reads the run
@@ -283,7 +283,7 @@ func (h *Handler) TakeBack(ctx context.Context, env commands.Env, ch commands.Ch
 	}
 	guard := plan.SequenceAt{Repo: cur.Repo, PR: cur.PR, Kind: SeqKind, Version: cur.Version}
 	rec := record.AuditRecord{Kind: record.AuditAfterMerge, RunID: data.RunID, HeadSHA: data.Merge}
-	if !h.marks.Fresh(r.Mark) {
+	if !h.acts.Fresh(r.Mark) {
 		// Tried already (its answer lost), or marked before a restart: the
 		// re-run may have reached GitHub, and is not said taken back.
 		rec.Outcome = "not_cancelled"

@@ -104,7 +104,7 @@ type Handler struct {
 	// NewID makes an approval's id (nil: 8 random bytes).
 	NewID func() string
 
-	marks seq.Marks // the dispatches this process marked
+	acts *seq.Marks // the engine's act marks (commands.Deps.Acts): the dispatches this process marked
 }
 
 // Data is an approval sequence's own state.
@@ -178,7 +178,7 @@ var ConfigSection = config.Section{
 // command shares.
 func Module(d commands.Deps) commands.Module {
 	h := &Handler{State: d.State, Notices: d.Notices, Self: d.Self, Log: d.Log, Now: d.Now,
-		Clients: func(inst int64) (GitHub, error) { return d.GitHub(inst) }}
+		Clients: func(inst int64) (GitHub, error) { return d.GitHub(inst) }, acts: commands.ActsOf(d)}
 	if d.Registry != nil {
 		h.Offer = func() []record.CheckAction { return d.Registry().CheckActions() }
 	}
@@ -751,13 +751,13 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 		}
 	}
 	switch {
-	case st.data.Pending && st.h.marks.Fresh(st.data.Mark) && st.now.Sub(st.data.Dispatched) <= PendingGrace:
+	case st.data.Pending && st.h.acts.Fresh(st.data.Mark) && st.now.Sub(st.data.Dispatched) <= PendingGrace:
 		return st.send(ctx)
-	case st.data.Pending && st.h.marks.Fresh(st.data.Mark):
+	case st.data.Pending && st.h.acts.Fresh(st.data.Mark):
 		// This process's mark, never sent, but old (steps that yielded, a
 		// backlog): marked anew, so a crash after the send finds a mark
 		// whose time is the send's, and looks for its run long enough.
-		st.data.Dispatched, st.data.Mark = st.now, st.h.marks.New()
+		st.data.Dispatched, st.data.Mark = st.now, st.h.acts.New()
 		return st.wait(StepActive, "⏳ dispatching "+mdtext.Code(st.data.Workflow)+" now", 0, "approval-dispatch-marked-again")
 	case st.data.Attempts > 0 && st.now.Sub(st.data.Dispatched) < FindWait:
 		return st.wait(StepActive, fmt.Sprintf("⏳ GitHub did not answer the dispatch: looking for its run by its name (until %s)",
@@ -770,7 +770,7 @@ func (st *stepper) active(ctx context.Context) ([]plan.Step, string, error) {
 	// crash after the send finds its run by its name at the next wake-up
 	// instead of sending another.
 	st.data.Attempts++
-	st.data.Dispatched, st.data.Pending, st.data.Mark = st.now, true, st.h.marks.New()
+	st.data.Dispatched, st.data.Pending, st.data.Mark = st.now, true, st.h.acts.New()
 	return st.wait(StepActive, "⏳ dispatching "+mdtext.Code(st.data.Workflow)+" now", 0, "approval-dispatching")
 }
 
@@ -790,7 +790,7 @@ func (st *stepper) send(ctx context.Context) ([]plan.Step, string, error) {
 	cur := st.cur
 	inputs := map[string]string{"pr-number": fmt.Sprint(cur.PR), "head-sha": cur.Head, "merge-sha": st.data.MergeSHA, "approval-id": st.data.ID}
 	var got ghclient.DispatchedRun
-	a, stop := st.w.Send(ctx, &st.h.marks, seq.Act{Mark: st.data.Mark, Do: func(ctx context.Context) (err error) {
+	a, stop := st.w.Send(ctx, seq.Act{Mark: st.data.Mark, Do: func(ctx context.Context) (err error) {
 		got, err = st.gh.DispatchWorkflow(ctx, cur.Repo, st.data.Workflow, st.data.Ref, inputs, !st.data.NoDetails)
 		if errors.Is(err, ghclient.ErrNoRunDetails) {
 			// Refused before anything ran: this GitHub names no run in

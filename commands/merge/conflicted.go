@@ -46,10 +46,10 @@ func (st *stepper) conflicted(ctx context.Context, head string) (plan.Plan, stri
 	branch := pr.GetHead().GetRef()
 	built := st.data.Built != "" && strings.EqualFold(st.data.BuiltFor, head) && strings.EqualFold(st.data.UpdateBase, tip) &&
 		strings.EqualFold(pin.ExpectBase, tip) && strings.EqualFold(pin.ExpectTree, st.data.BuiltTree)
-	if built && st.h.marks.Fresh(st.data.UpdateMark) && st.now.Sub(st.data.UpdateAsked) <= MarkFresh {
+	if built && st.h.acts.Fresh(st.data.UpdateMark) && st.now.Sub(st.data.UpdateAsked) <= MarkFresh {
 		return st.moveBranch(ctx, head, branch)
 	}
-	if st.data.Built != "" && !st.h.marks.Fresh(st.data.UpdateMark) {
+	if st.data.Built != "" && !st.h.acts.Fresh(st.data.UpdateMark) {
 		// Marked before a restart (or tried already): the branch may have
 		// moved, whatever the base has done since. Its push is waited for;
 		// it is never moved again.
@@ -333,7 +333,7 @@ func (st *stepper) githubMerge(ctx context.Context, head, tip string, c conflict
 	if err := st.w.CheckClear(); err != nil {
 		return gitHubMerged{}, plan.Plan{}, "", err
 	}
-	if !st.h.marks.Try(st.data.BranchMark) {
+	if !st.h.acts.Try(st.data.BranchMark) {
 		// Made before a restart, or tried already: it may be there, and
 		// moved by anyone who can push. Deleted first while it is
 		// opsbot's, made afresh; someone else's, or a deletion GitHub
@@ -432,7 +432,7 @@ func (st *stepper) noteUndone(ctx context.Context, head, key, skip string, c con
 	// The branch is the merge's before it is made: written first, so
 	// whatever ends the merge from now on deletes it.
 	st.dropLeftBut(ctx, "") // an older try's, for another head or tip
-	st.data.Undone, st.data.UndoneFor, st.data.BranchMark = undone, key, st.h.marks.New()
+	st.data.Undone, st.data.UndoneFor, st.data.BranchMark = undone, key, st.h.acts.New()
 	st.noteLeft(tempBranch(cur.PR, undone), undone)
 	return st.waitFor(st.cur.Step, fmt.Sprintf("⏳ GitHub merges what both changed on opsbot's temporary branch %s",
 		mdtext.Code(tempBranch(cur.PR, undone))), "merge-conflict-branch-noted", 0)
@@ -615,6 +615,15 @@ func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Pl
 		switch {
 		case a.Shown == seq.ShownTaken:
 			st.data.Trail = append(st.data.Trail, what+" (GitHub's answer did not say so; the branch read back did)")
+		case a.Shown == seq.ShownNotTaken && strings.EqualFold(now, head) && !errors.Is(err, ghclient.ErrUntypedAnswer):
+			// Lost (no answer, a proxy's 5xx, GitHub failing inside):
+			// GitHub may still be moving it. Its push is waited for, and
+			// the move never asked again.
+			st.data.Trail = append(st.data.Trail, fmt.Sprintf("🔀 the branch conflicted with its base in %s: opsbot made its merge %s (from %s) "+
+				"and asked GitHub to move the branch to it; GitHub's answer was lost, and the branch was still at %s when read back",
+				mdtext.CodeList(st.data.BuiltFiles), mdtext.Code(mdtext.ShortSHA(st.data.Built)), mdtext.Code(mdtext.ShortSHA(head)),
+				mdtext.Code(mdtext.ShortSHA(head))))
+			return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-unanswered")
 		case a.Shown == seq.ShownNotTaken && strings.EqualFold(now, head):
 			return st.stopped("update_refused", fmt.Sprintf("GitHub did not move the branch to opsbot's merge %s (it answered: %s); the "+
 				"branch was still at %s when read back, and opsbot does not ask again. Update the branch by hand, then pin a run again",

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/SemiAnalysisAI/opsbot/app"
+	"github.com/SemiAnalysisAI/opsbot/commands/merge"
 	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
@@ -629,4 +630,26 @@ func TestMergeWithReuseConflictMoveUnansweredAndUnread(t *testing.T) {
 	w.SendSync(merged, "")
 	w.PassTime(clock, record.WakeGap)
 	w.WaitStatus("the merge", "🎉 merged `"+merged[:7]+"`")
+}
+
+// The move's answer is lost (a proxy's 502) before GitHub moved the
+// branch, as it may still do: the branch read back at once is at the head
+// read, which says nothing yet. opsbot says so, waits for the push of its
+// merge, never asks again, and stops when no push comes.
+func TestMergeWithReuseConflictMoveAnswerLostBranchNotMovedYet(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := conflictWorld(t, clock, nil)
+	w.GH.Inject(routeMoveBranch, githubtest.Fault{Status: 502, Times: 1})
+	w.Comment(maintainer, "/merge-with-reuse 31147925932")
+	st := w.WaitStatus("the lost answer", "GitHub's answer was lost, and the branch was still at `c1c1c1c` when read back",
+		"⏳ waiting for the push of opsbot's merge")
+	if strings.Contains(st, "stopped") || strings.Contains(st, "did not move the branch") {
+		t.Fatalf("a lost answer read back at the old head was said final:\n%s", st)
+	}
+	w.PassTime(clock, merge.UpdateWait+time.Minute)
+	w.WaitStatus("the merge stopped", "⛔ stopped: no push of opsbot's merge came")
+	if n := w.GH.Count(routeMoveBranch); n != 1 {
+		t.Fatalf("the move was asked %d times; want once", n)
+	}
 }

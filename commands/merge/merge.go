@@ -107,7 +107,7 @@ type Handler struct {
 	Log   *slog.Logger
 	Now   func() time.Time
 
-	marks seq.Marks // the updates and merges this process marked
+	acts *seq.Marks // the engine's act marks (commands.Deps.Acts): the updates and merges this process marked
 }
 
 func (h *Handler) log() *slog.Logger {
@@ -255,7 +255,7 @@ var Section = config.Typed[Settings]{
 // every command shares.
 func Module(d commands.Deps) commands.Module {
 	h := &Handler{Pins: reuse.Module(d).Spec.Handler, State: d.State, AppID: d.AppID, Notices: d.Notices, Log: d.Log, Now: d.Now,
-		Clients: func(inst int64) (GitHub, error) { return d.GitHub(inst) }}
+		Clients: func(inst int64) (GitHub, error) { return d.GitHub(inst) }, acts: commands.ActsOf(d)}
 	return h.Module()
 }
 
@@ -614,7 +614,7 @@ func (h *Handler) expire(ctx context.Context, rc *config.Repo, s seq.Step[Data])
 // plan that records it (its pin kept). Before the merge's mark, or with a
 // mark this process has not sent, nothing is read.
 func (h *Handler) foundMerged(ctx context.Context, rc *config.Repo, cur *record.Sequence, data Data) (p plan.Plan, commit string, ok bool, err error) {
-	if data.MergeMark == "" || data.Decided == "" || h.marks.Fresh(data.MergeMark) {
+	if data.MergeMark == "" || data.Decided == "" || h.acts.Fresh(data.MergeMark) {
 		return plan.Plan{}, "", false, nil
 	}
 	gh, err := h.Clients(data.Installation)
@@ -658,7 +658,7 @@ type stepper struct {
 // is the engine's (a stop waits, the mark is not fresh, opsbot is
 // stopping: nothing more to do here); the answer is GitHub's.
 func (st *stepper) send(ctx context.Context, act seq.Act) (seq.Answer, error) {
-	return st.w.Send(ctx, &st.h.marks, act)
+	return st.w.Send(ctx, act)
 }
 
 // read reads the PR and steps the merge from what it finds.
@@ -806,7 +806,7 @@ func (st *stepper) step(ctx context.Context) (plan.Plan, string, error) {
 		if !strings.EqualFold(head, st.data.Decided) {
 			return st.stopped("pushed", fmt.Sprintf("a new push (head %s) came after %s, the head the merge was for", mdtext.ShortSHA(head), mdtext.ShortSHA(st.data.Decided)))
 		}
-		if st.data.Queue && st.data.MergeMark != "" && !st.h.marks.Fresh(st.data.MergeMark) {
+		if st.data.Queue && st.data.MergeMark != "" && !st.h.acts.Fresh(st.data.MergeMark) {
 			// The enqueue may have been asked (a lost answer, a restart):
 			// the queue says where the PR is before any check is read.
 			return st.queueAsked(ctx, head)

@@ -65,7 +65,7 @@ func (st *stepper) pinAndTip(ctx context.Context) (*record.Pin, string, error) {
 // at once, asks it.
 func (st *stepper) markUpdate(pinID uint64, tip, tree, commit, out string) (plan.Plan, string, error) {
 	cur := st.cur
-	st.data.UpdateMark, st.data.UpdateAsked, st.data.UpdateBase = st.h.marks.New(), st.now, strings.ToLower(tip)
+	st.data.UpdateMark, st.data.UpdateAsked, st.data.UpdateBase = st.h.acts.New(), st.now, strings.ToLower(tip)
 	if commit == "" {
 		// GitHub's update-branch, not a merge opsbot made: one it made
 		// before (never pushed: its mark was this process's) is not the
@@ -100,14 +100,14 @@ func (st *stepper) behind(ctx context.Context, head string) (plan.Plan, string, 
 	if tree == "" {
 		return st.wait(StepPinned, "⏳ GitHub is still making the merge of the base into the branch", "merge-waiting-test-merge")
 	}
-	stale := st.h.marks.Fresh(st.data.UpdateMark) && st.now.Sub(st.data.UpdateAsked) > MarkFresh // never sent, but old: marked anew
+	stale := st.h.acts.Fresh(st.data.UpdateMark) && st.now.Sub(st.data.UpdateAsked) > MarkFresh // never sent, but old: marked anew
 	if st.data.UpdateMark == "" || stale || !strings.EqualFold(pin.ExpectBase, tip) || !strings.EqualFold(pin.ExpectTree, tree) {
 		// The pin covers the update only once it names the base's tip the
 		// update merges and its tree: recorded with the mark, asked at the
 		// next wake-up.
 		return st.markUpdate(pin.ID, tip, tree, "", "merge-update-named")
 	}
-	if !st.h.marks.Fresh(st.data.UpdateMark) {
+	if !st.h.acts.Fresh(st.data.UpdateMark) {
 		// Marked before a restart (or tried already): the update may have
 		// been asked. Its push is waited for; it is never asked again.
 		st.data.Trail = append(st.data.Trail, fmt.Sprintf("🔄 the branch was behind its base: an update was about to be asked (from %s) "+

@@ -94,7 +94,7 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 	switch {
 	case mark == "":
 		return st.markMerge()
-	case st.h.marks.Fresh(mark) && st.now.Sub(st.data.MergeAsked) > MarkFresh:
+	case st.h.acts.Fresh(mark) && st.now.Sub(st.data.MergeAsked) > MarkFresh:
 		// This process's mark, never sent, but old (steps that yielded, a
 		// backlog): marked anew, so a crash after the merge finds a mark
 		// whose time is the merge's.
@@ -102,9 +102,9 @@ func (st *stepper) checks(ctx context.Context, head string) (plan.Plan, string, 
 			st.data.MergeTries-- // marked anew, not asked again (an enqueue counts when sent)
 		}
 		return st.markMerge()
-	case !st.h.marks.Fresh(mark) && st.data.Queue:
+	case !st.h.acts.Fresh(mark) && st.data.Queue:
 		return st.queueAsked(ctx, head)
-	case !st.h.marks.Fresh(mark):
+	case !st.h.acts.Fresh(mark):
 		// Marked before a restart, or asked with its answer lost: the PR
 		// read above is open at the decided head, so GitHub has not merged
 		// it yet. GitHub's merge is made or refused within its answer: a
@@ -160,7 +160,7 @@ func (st *stepper) mergeable(ctx context.Context) (plan.Plan, string, error) {
 // markMerge records the merge's mark, with the head it is for, before the
 // merge is asked: the next step asks it.
 func (st *stepper) markMerge() (plan.Plan, string, error) {
-	st.data.MergeMark, st.data.MergeAsked = st.h.marks.New(), st.now
+	st.data.MergeMark, st.data.MergeAsked = st.h.acts.New(), st.now
 	if !st.data.Queue {
 		st.data.MergeTries++ // an enqueue counts when it is sent (queued.go)
 	}

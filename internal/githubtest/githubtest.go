@@ -250,8 +250,12 @@ type Fault struct {
 	// Skip is how many requests on the route pass untouched before it
 	// applies.
 	Skip int
-	used int
-	seen int
+	// Match, when set, narrows the fault to the route's requests whose
+	// body holds it (a GraphQL mutation's name); the others pass, and are
+	// neither skipped nor counted.
+	Match string
+	used  int
+	seen  int
 	// hold, when set (Hold), keeps the request waiting until it is closed;
 	// arrived is closed when the request starts waiting.
 	hold, arrived chan struct{}
@@ -584,7 +588,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h han
 		route = RouteDeleteRef
 	}
 	rec := Request{Method: r.Method, Route: route, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: string(body)}
-	fault := f.takeFault(route)
+	fault := f.takeFault(route, string(body))
 	if fault != nil && fault.Lost {
 		f.serveLost(w, r, route, h, rec, fault)
 		return
@@ -656,6 +660,11 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request, route string, h han
 	w.Header().Set("X-RateLimit-Remaining", "4999")
 	w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
 	w.Header().Set("X-RateLimit-Resource", "core")
+	if fault != nil {
+		for k, v := range fault.Header {
+			w.Header().Set(k, v) // a passed answer's own (a rate limit's headers)
+		}
+	}
 	if r.Method == http.MethodGet && code == http.StatusOK {
 		sum := sha256.Sum256(out)
 		etag := `"` + hex.EncodeToString(sum[:8]) + `"`
@@ -682,10 +691,13 @@ func drop(w http.ResponseWriter) {
 	panic(http.ErrAbortHandler)
 }
 
-func (f *Fake) takeFault(route string) *Fault {
+func (f *Fake) takeFault(route, body string) *Fault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, fl := range f.faults[route] {
+		if fl.Match != "" && !strings.Contains(body, fl.Match) {
+			continue
+		}
 		if fl.seen < fl.Skip {
 			fl.seen++
 			return nil
