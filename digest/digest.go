@@ -170,7 +170,7 @@ func isoWeek(t time.Time) string {
 // Text is the digest of repo's records recs of the week from..to, in
 // Markdown (the Slack mirror turns it into mrkdwn), with a line of links.
 func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord) (string, string) {
-	var skips, refusals, expired, merged, stopped, succeeded, unfinished, asked, recovered, unrecovered int
+	var skips, refusals, expired, merged, stopped, succeeded, unfinished, asked, recovered, unrecovered, ingestFailed int
 	followed := map[[2]string]bool{}
 	failedRuns, rerunOK := map[[2]int64]bool{}, map[[2]int64]bool{}
 	var runner, gpu, recoveredGPU int64
@@ -208,9 +208,12 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 			recoveredGPU += r.GPUSeconds // the reused run's: what a re-run of the sweep would have spent again
 		case r.Kind == record.AuditAfterMerge && (r.Outcome == "recover_failed" || r.Outcome == "recover_expired"):
 			unrecovered++
-		case r.Kind == record.AuditAfterMerge && r.Outcome == "succeeded":
-			succeeded++
+		case r.Kind == record.AuditAfterMerge && (r.Outcome == "succeeded" || r.Outcome == "ingest_failed"):
+			succeeded++ // the main run's success; ingest_failed: the results repository's ingest run it started failed
 			rerunOK[[2]int64{int64(r.PR), r.RunID}] = true
+			if r.Outcome == "ingest_failed" {
+				ingestFailed++
+			}
 		}
 	}
 	var b strings.Builder
@@ -250,6 +253,9 @@ func Text(web, repo, week string, from, to time.Time, recs []record.AuditRecord)
 		}
 		fmt.Fprintf(&b, "- after the merge: %d followed, %d main %s succeeded, %d failed (%d of those succeeded at a re-run; %d %s asked through opsbot), %d not finished by the deadline\n",
 			len(followed), succeeded, plural(succeeded, "run", "runs"), len(failedRuns), reruns, asked, plural(asked, "re-run", "re-runs"), unfinished)
+		if ingestFailed > 0 {
+			fmt.Fprintf(&b, "- ingests downstream: %d of the succeeded main runs started an ingest run in the results repository that failed\n", ingestFailed)
+		}
 		if recovered+unrecovered > 0 {
 			fmt.Fprintf(&b, "- ingest recoveries: %d succeeded", recovered)
 			if recoveredGPU > 0 {

@@ -290,6 +290,13 @@ func (c *Client) RerunFailedJobs(ctx context.Context, repo string, id int64) err
 	return refusal(fmt.Sprintf("re-running the failed jobs of run %d", id), resp, err)
 }
 
+// RunsSince lists a workflow's runs created at since or later, of any
+// event and branch, newest first, at most max.
+func (c *Client) RunsSince(ctx context.Context, repo string, workflowID int64, since time.Time, max int) ([]*github.WorkflowRun, error) {
+	return c.listRuns(ctx, repo, workflowID, &github.ListWorkflowRunsOptions{Created: ">=" + since.UTC().Format(time.RFC3339)},
+		"listing the runs of "+repo, max)
+}
+
 // DispatchedRuns lists the workflow_dispatch runs of a workflow on branch
 // that actor triggered, created at since or later, newest first, at most
 // max (whoever else dispatches the workflow cannot push them out of view).

@@ -6,7 +6,9 @@
 // PR, in one comment it keeps up to date and that names the author, how
 // the run ended: on success, whether its ingest job ran and what opsbot
 // decided for the merged head (the run it reused and who authorized it, or
-// its own sweep; opsbot does not see the ingest's inputs); on a failure,
+// its own sweep), and, with after_merge.downstream, the results
+// repository's ingest run found by its run-name, its outcome and whether
+// its source run is the one opsbot's audit holds; on a failure,
 // the failed jobs with their links, and whether they failed before the
 // results were gathered or only in the ingest after it. The audit keeps
 // each step (record.AuditAfterMerge). No command: a kind, the pull_request
@@ -46,6 +48,9 @@ const (
 	StepFailed    = "failed"
 	StepRerun     = "rerun" // a re-run opsbot asked (/rerun-failed): its attempt followed
 	StepExpired   = "expired"
+	// StepIngestFailed: the main run succeeded, and the results
+	// repository's ingest run it started did not (after_merge.downstream).
+	StepIngestFailed = "ingest_failed"
 )
 
 // Poll is how often the watch reads the run; RerunPoll how often, after
@@ -73,6 +78,9 @@ type Settings struct {
 	// Recover is /recover-ingest's: the recovery workflow, its role and
 	// deadline.
 	Recover RecoverSettings `yaml:"recover"`
+	// Downstream is the results repository whose ingest run the main
+	// run's dispatch starts ("": not followed).
+	Downstream DownstreamSettings `yaml:"downstream"`
 }
 
 // Section is the watch's own section of a repository's configuration.
@@ -99,6 +107,14 @@ var Section = config.Typed[Settings]{
 		}
 		if d := s.Recover.Deadline; d < 10*time.Minute || d > 24*time.Hour {
 			out = append(out, config.SectionProblem{Key: "recover.deadline", Message: fmt.Sprintf("%v is out of range: from 10m to 24h (for example 2h)", d)})
+		}
+		if d := s.Downstream; d.Repo != "" || d.Workflow != "" {
+			if o, n, ok := strings.Cut(d.Repo, "/"); !ok || o == "" || n == "" || strings.Contains(n, "/") {
+				out = append(out, config.SectionProblem{Key: "downstream.repo", Message: fmt.Sprintf("%q is not a repository: give owner/name, such as SemiAnalysisAI/InferenceX-results", d.Repo)})
+			}
+			if !strings.HasPrefix(d.Workflow, ".github/workflows/") || strings.Contains(strings.TrimPrefix(d.Workflow, ".github/workflows/"), "/") {
+				out = append(out, config.SectionProblem{Key: "downstream.workflow", Message: fmt.Sprintf("%q is not a workflow file: give the path of the results repository's ingest workflow, such as .github/workflows/ingest.yml", d.Workflow)})
+			}
 		}
 		if s.Workflow != "" && !strings.HasPrefix(s.Workflow, ".github/workflows/") {
 			out = append(out, config.SectionProblem{Key: "workflow", Message: fmt.Sprintf("%q is not a workflow file: give its path, such as .github/workflows/run-sweep.yml", s.Workflow)})
@@ -169,6 +185,9 @@ type Data struct {
 	Rerun *Rerun `json:"rerun,omitempty"`
 	// Reruns counts the re-runs opsbot asked GitHub for.
 	Reruns int `json:"reruns,omitempty"`
+	// Downstream is the results repository's ingest run, once the main
+	// run succeeded (after_merge.downstream).
+	Downstream *Downstream `json:"downstream,omitempty"`
 }
 
 // Failure is a failed attempt as /rerun-failed says it: its failed jobs
@@ -371,6 +390,9 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 	if r := data.Rerun; r != nil && !r.Sent && r.Attempt == data.Attempt && s.Seq.Step == StepFailed {
 		return h.rerun(ctx, gh, s, data)
 	}
+	if s.Seq.Step == StepDownstream && data.Downstream != nil {
+		return h.downstream(ctx, gh, s, *Section.Of(rc))
+	}
 	id := data.WorkflowID
 	list, err := gh.CommitRuns(ctx, s.Seq.Repo, s.Data.Merge)
 	if err != nil {
@@ -414,7 +436,7 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 	ingest := Section.Of(rc).IngestJob
 	forgot := forgotten(data, jobs, rc.GPUsPerRunner)
 	if run.GetConclusion() == "success" {
-		return h.end(s, data, StepSucceeded, succeeded(data, jobs, ingest)+forgot, "")
+		return h.succeededThen(s, data, succeeded(data, jobs, ingest)+forgot, ingest != "" && ingestRan(jobs, ingest), *Section.Of(rc))
 	}
 	errs := map[int64]string{}
 	for i, j := range failedJobs(jobs) {
@@ -437,8 +459,8 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 
 // succeeded says the run succeeded, whether its ingest job ran (when one
 // is named), and what opsbot decided for the merged head: the run it
-// reused, and who authorized it, or its own sweep. opsbot does not see the
-// ingest's inputs: it says what it decided, not what the ingest took.
+// reused, and who authorized it, or its own sweep. What the ingest took is
+// the results repository's ingest run's to say (succeededThen).
 func succeeded(d Data, jobs []ghclient.Job, ingestJob string) string {
 	run := commands.RunLink(d.RunID, d.RunURL)
 	var b strings.Builder
@@ -470,7 +492,6 @@ func succeeded(d Data, jobs []ghclient.Job, ingestJob string) string {
 	default:
 		fmt.Fprintf(&b, ". opsbot reused nothing for the merged head %s: it ran its own sweep", mdtext.Code(mdtext.ShortSHA(d.Head)))
 	}
-	b.WriteString(" (opsbot does not see the ingest's inputs)")
 	return b.String()
 }
 
@@ -638,6 +659,8 @@ func (h *Handler) expire(_ context.Context, rc *config.Repo, s seq.Step[Data]) (
 	what := "no run of " + mdtext.Code(s.Data.Workflow) + " on the merge commit was found"
 	step := StepExpired
 	switch {
+	case s.Seq.Step == StepDownstream && s.Data.Downstream != nil:
+		what, step = fmt.Sprintf("the ingest run of %s for merge run %d did not finish", mdtext.Code(s.Data.Downstream.Repo), s.Data.RunID), StepSucceeded
 	case s.Seq.Step == StepFailed || s.Seq.Step == StepRerun:
 		what, step = "no re-run of run "+commands.RunLink(s.Data.RunID, s.Data.RunURL)+" succeeded", StepFailed
 	case s.Data.RunID != 0:

@@ -95,6 +95,37 @@ func recoverSpec(h *Recoverer) commands.Spec {
 	}
 }
 
+// recoveredAlready says why the ingest of target may not be recovered
+// again: the PR's last recovery, of the same run, dispatched and
+// succeeded, or may have been dispatched (its run never named, its answer
+// lost, or not finished by its deadline). A second dispatch would publish
+// the results again. A recovery that failed, or never dispatched, may be
+// asked again.
+func (h *Recoverer) recoveredAlready(env commands.Env, in commands.Invocation, target int64) (string, error) {
+	prev, err := env.State.Sequence(in.Repo, in.PR, RecoverKind)
+	if err != nil || prev == nil || !prev.Done {
+		return "", err
+	}
+	pd, err := seq.DataOf[RecoverData](prev)
+	if err != nil || pd.Target != target {
+		return "", err
+	}
+	run := "its run was never named"
+	if pd.RunID != 0 {
+		run = "recovery run " + commands.RunLink(pd.RunID, pd.RunURL)
+	}
+	switch {
+	case prev.Step == RecoverSucceeded:
+		return fmt.Sprintf("the ingest of run %s was recovered already, by @%s (%s succeeded): a second recovery would publish its "+
+			"results again. If it must, dispatch %s by hand", commands.RunLink(target, pd.TargetURL), pd.By, run, mdtext.Code(pd.Workflow)), nil
+	case prev.Step == RecoverDispatched || prev.Step == RecoverUnknown || (prev.Step == RecoverExpired && pd.RunID != 0):
+		return fmt.Sprintf("@%s's recovery of run %s may have published its results (%s; it ended %s): look at %s's runs first, and "+
+			"dispatch it by hand if none did", pd.By, commands.RunLink(target, pd.TargetURL), run, mdtext.Code(prev.Step),
+			mdtext.Code(pd.Workflow)), nil
+	}
+	return "", nil
+}
+
 // RecoverData is a recovery's record.
 type RecoverData struct {
 	Installation int64  `json:"installation"`
@@ -162,6 +193,12 @@ func (h *Recoverer) Prepare(ctx context.Context, env commands.Env, in commands.I
 		return commands.Result{Err: err}
 	}
 	if why != "" {
+		return refuse(why)
+	}
+	if why, err := h.recoveredAlready(env, in, v.target); err != nil || why != "" {
+		if err != nil {
+			return commands.Result{Err: err}
+		}
 		return refuse(why)
 	}
 	now := h.now()

@@ -102,6 +102,13 @@ func TestRecoverIngestDispatchesOnceAndFollowsTheRun(t *testing.T) {
 	if n := len(w.GH.WorkflowDispatches()); n != 1 {
 		t.Fatalf("%d dispatches; want one", n)
 	}
+	// Recovered: asked again, it would publish the results twice.
+	w.Comment(e2e.Maintainer, "/recover-ingest")
+	e2e.MustContain(t, "an ask after the recovery's success", w.LastReply(), "the ingest of run [41000000001](",
+		"was recovered already, by @maintainer (recovery run [", "a second recovery would publish its results again")
+	if n := len(w.GH.WorkflowDispatches()); n != 1 {
+		t.Fatalf("%d dispatches after a recovery succeeded; want one", n)
+	}
 	// Its audit record carries the reused run's GPU time: what a re-run of
 	// the sweep would have spent again (the digest sums it).
 	if !slices.ContainsFunc(w.AuditRecords(), func(r map[string]any) bool {
