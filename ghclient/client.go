@@ -274,7 +274,7 @@ func (b *sleepBudget) waited(c *github_secondary_ratelimit.CallbackContext) {
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.waits = append(b.waits, sleptAt{at: now, d: c.ResetTime.Sub(now)})
+	b.waits = append(b.waits, sleptAt{at: now, d: max(0, time.Until(*c.ResetTime))})
 }
 
 // left is the longest wait a request may take now.
@@ -291,36 +291,38 @@ func (b *sleepBudget) left() time.Duration {
 }
 
 // budgetTransport gives each request the secondary limiter's single sleep
-// limit the budget leaves.
+// limit the budget leaves, read again at each limit the request meets (the
+// limiter sends a request again after each wait it takes).
 type budgetTransport struct {
 	base   http.RoundTripper
 	budget *sleepBudget
 }
 
 func (t budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx := github_secondary_ratelimit.WithOverrideConfig(req.Context(),
-		github_secondary_ratelimit.WithSingleSleepLimit(t.budget.left(), nil))
+	ctx := github_secondary_ratelimit.WithOverrideConfig(req.Context(), func(c *github_secondary_ratelimit.Config) {
+		github_secondary_ratelimit.WithSingleSleepLimit(t.budget.left(), nil)(c)
+	})
 	return t.base.RoundTrip(req.WithContext(ctx))
 }
 
-// notMade is err, told to an act (seq.Unsent) where it is go-github's own
-// refusal of a request it never made: a rate limit it remembers from an
-// earlier answer. An act's request refused so left nothing on GitHub, and
-// its mark stays this process's.
+// notMade is err, told to an act (seq.Unsent) where it is a rate limit:
+// go-github's own refusal of a request it never made (a limit it
+// remembers from an earlier answer), or GitHub's answer that the request
+// was refused under its primary or secondary limit. Either way the
+// request was not taken, and an act's mark stays this process's.
 func notMade(err error) error {
 	var prl *github.RateLimitError
 	var arl *github.AbuseRateLimitError
 	var resp *http.Response
-	var msg string
 	switch {
 	case errors.As(err, &prl):
-		resp, msg = prl.Response, prl.Message
+		resp = prl.Response
 	case errors.As(err, &arl):
-		resp, msg = arl.Response, arl.Message
+		resp = arl.Response
 	default:
 		return err
 	}
-	if resp == nil || resp.Request == nil || !strings.HasSuffix(msg, "not making remote request.") {
+	if resp == nil || resp.Request == nil {
 		return err
 	}
 	return seq.Unsent(resp.Request.Context(), err)

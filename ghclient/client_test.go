@@ -568,3 +568,25 @@ func TestSecondaryWaitsAreBudgetedPerHour(t *testing.T) {
 		t.Fatalf("Run = %v after %d requests; want the limit waited out an hour later, and the run read", err, f.Count(routeRun))
 	}
 }
+
+// One request that meets a secondary limit again and again waits only as
+// long as the hour's budget leaves, however often the limiter sends it
+// again.
+func TestSecondaryWaitsOfOneRequestAreBudgeted(t *testing.T) {
+	now := time.Now()
+	budget := &sleepBudget{now: func() time.Time { return now }}
+	f, c, _, _ := setup(t, func(o *Options) { o.SecondarySleepLimit = time.Second; o.secondaryBudget = budget })
+	for range 3 {
+		budget.waits = append(budget.waits, sleptAt{at: now, d: time.Second}) // three of the hour's five seconds, spent
+	}
+	f.Inject(routeRun, githubtest.Fault{Status: 403, Header: map[string]string{"Retry-After": "1"},
+		Body: `{"message":"You have exceeded a secondary rate limit","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`})
+	if _, err := c.Run(t.Context(), repo, 31147925932); err == nil || f.Count(routeRun) != 3 {
+		t.Fatalf("Run = %v after %d requests; want the limit after two waits (three requests)", err, f.Count(routeRun))
+	}
+	budget.mu.Lock()
+	defer budget.mu.Unlock()
+	if len(budget.waits) != 5 || budget.waits[4].d <= 0 {
+		t.Fatalf("the budget noted %+v; want the two waits taken beside the three", budget.waits)
+	}
+}

@@ -83,13 +83,6 @@ type graphqlError struct {
 // Refusal, so a write is decided by reading GitHub again.
 var unknownOutcome = map[string]bool{"": true, "INTERNAL": true, "SERVICE_UNAVAILABLE": true, "TIMEOUT": true, "RATE_LIMITED": true}
 
-// ErrUntypedAnswer is a GraphQL answer whose errors have no type: GitHub
-// read the query and answered that it failed, without saying why (as it
-// answers a compare-and-swap whose beforeOid no longer holds). Whether it
-// acted is not said, but it is done: a read after it shows what it did,
-// unlike a lost answer, whose request GitHub may still be carrying out.
-var ErrUntypedAnswer = errors.New("GitHub's GraphQL API failed and did not say why, nor whether it acted")
-
 // graphql posts one query (with accept as its Accept header when set). An
 // answer with typed errors is a Refusal (GitHub read the query and would
 // answer it the same way again); an untyped, internal or rate-limit error
@@ -112,14 +105,10 @@ func (c *Client) graphql(ctx context.Context, what, query string, vars map[strin
 	}
 	if len(answer.Errors) > 0 {
 		var msgs []string
-		unknown, untyped := false, true
+		unknown := false
 		for _, e := range answer.Errors {
 			msgs = append(msgs, e.Message)
 			unknown = unknown || unknownOutcome[e.Type]
-			untyped = untyped && e.Type == ""
-		}
-		if unknown && untyped {
-			return fmt.Errorf("%s: %w: %s", what, ErrUntypedAnswer, strings.Join(msgs, "; "))
 		}
 		if unknown {
 			return fmt.Errorf("%s: GitHub's GraphQL API failed, whether it acted is not known: %s", what, strings.Join(msgs, "; "))
@@ -167,8 +156,6 @@ func (c *Client) Dequeue(ctx context.Context, nodeID string) error {
 type QueueEntry struct {
 	State    string
 	Position int
-	// Head is the commit the PR was queued at ("": GitHub did not say).
-	Head string
 	// Added is how many times the PR's timeline shows it added to a
 	// merge queue (by anyone).
 	Added int
@@ -177,18 +164,15 @@ type QueueEntry struct {
 // QueueEntryOf reads a PR's merge queue entry.
 func (c *Client) QueueEntryOf(ctx context.Context, repo string, n int) (QueueEntry, error) {
 	const q = `query($owner: String!, $name: String!, $n: Int!) {
-  repository(owner: $owner, name: $name) { pullRequest(number: $n) { mergeQueueEntry { state position headCommit { oid } } timelineItems(itemTypes: [ADDED_TO_MERGE_QUEUE_EVENT]) { totalCount } } }
+  repository(owner: $owner, name: $name) { pullRequest(number: $n) { mergeQueueEntry { state position } timelineItems(itemTypes: [ADDED_TO_MERGE_QUEUE_EVENT]) { totalCount } } }
 }`
 	o, r := split(repo)
 	var out struct {
 		Repository struct {
 			PullRequest *struct {
 				MergeQueueEntry *struct {
-					State      string `json:"state"`
-					Position   int    `json:"position"`
-					HeadCommit *struct {
-						OID string `json:"oid"`
-					} `json:"headCommit"`
+					State    string `json:"state"`
+					Position int    `json:"position"`
 				} `json:"mergeQueueEntry"`
 				TimelineItems struct {
 					TotalCount int `json:"totalCount"`
@@ -208,11 +192,7 @@ func (c *Client) QueueEntryOf(ctx context.Context, repo string, n int) (QueueEnt
 	if e == nil {
 		return QueueEntry{Added: added}, nil
 	}
-	entry := QueueEntry{State: e.State, Position: e.Position, Added: added}
-	if e.HeadCommit != nil {
-		entry.Head = e.HeadCommit.OID
-	}
-	return entry, nil
+	return QueueEntry{State: e.State, Position: e.Position, Added: added}, nil
 }
 
 // groupRE is a merge group's branch: gh-readonly-queue/<base>/pr-<N>-<the

@@ -158,7 +158,7 @@ func (p *retryPolicy) rateLimit(err error) error {
 	}
 	p.waitedReset = true
 	if err := p.t.sleep(p.ctx, wait); err != nil {
-		return backoff.Permanent(err)
+		return backoff.Permanent(seq.Unsent(p.ctx, err)) // refused, and not sent again: an act's mark is kept
 	}
 	p.wait.skip = true           // waited already: no back-off on top
 	return backoff.RetryAfter(0) // try again now

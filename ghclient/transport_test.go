@@ -79,3 +79,42 @@ func TestAKnownRateLimitKeepsTheActsMark(t *testing.T) {
 		})
 	}
 }
+
+// An act's own request GitHub refuses under a rate limit (its primary
+// limit far off, its secondary limit longer than the client waits, or a
+// near reset the step's time ran out waiting for) was not taken: the mark
+// stays this process's, and the act is sent again once the limit is over.
+func TestAnActRefusedUnderARateLimitKeepsItsMark(t *testing.T) {
+	const routeMerge = "PUT /repos/{owner}/{repo}/pulls/{n}/merge"
+	secondary := githubtest.Fault{Status: 403, Times: 1, Header: map[string]string{"Retry-After": "600"},
+		Body: `{"message":"You have exceeded a secondary rate limit","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`}
+	for name, c := range map[string]struct {
+		limit githubtest.Fault
+		sleep func(context.Context, time.Duration) error
+	}{
+		"the primary limit, far off":            {limit: primaryLimit(time.Now().Add(30 * time.Minute))},
+		"the secondary limit, beyond the waits": {limit: secondary},
+		"a near reset, the step's time run out": {limit: primaryLimit(time.Now().Add(2 * time.Second)),
+			sleep: func(context.Context, time.Duration) error { return context.DeadlineExceeded }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, cl, _, _ := setup(t, func(o *Options) {
+				if c.sleep != nil {
+					o.Sleep = c.sleep
+				}
+			})
+			f.AddPR(repo, 1, "octocat", "b", "base", []string{"c1"})
+			f.Inject(routeMerge, c.limit)
+			var marks seq.Marks
+			mark := marks.New()
+			_, err := seq.Wakeup{Marks: &marks}.Send(t.Context(), seq.Act{Mark: mark, Do: func(ctx context.Context) error {
+				_, err := cl.MergePR(ctx, repo, 1, "c1", "squash")
+				return err
+			}})
+			if err == nil || !marks.Fresh(mark) || f.Count(routeMerge) != 1 || len(f.Merges()) != 0 {
+				t.Fatalf("err %v, mark fresh %v, merges asked %d, made %d; want the limit's error, the mark kept, one ask refused",
+					err, marks.Fresh(mark), f.Count(routeMerge), len(f.Merges()))
+			}
+		})
+	}
+}

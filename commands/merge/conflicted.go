@@ -586,13 +586,19 @@ func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Pl
 		return st.gh.MoveBranchFrom(ctx, st.pr.GetHead().GetRepo().GetNodeID(), branch, head, st.data.Built)
 	}, Verify: func(ctx context.Context) (seq.Shown, error) {
 		// The move is a compare-and-swap: at opsbot's merge, moved; at
-		// anything else, not moved, and it cannot be now.
+		// another commit than the head read, not moved, and it cannot be
+		// now. Still at the head read, it says nothing yet: GitHub may be
+		// moving it still (an answer lost, or GitHub's untyped error, which
+		// it also gives a move that timed out inside).
 		var err error
 		if now, err = st.gh.BranchHead(ctx, st.cur.Repo, branch); err != nil {
 			return seq.NotShown, err
 		}
-		if strings.EqualFold(now, st.data.Built) {
+		switch {
+		case strings.EqualFold(now, st.data.Built):
 			return seq.ShownTaken, nil
+		case strings.EqualFold(now, head):
+			return seq.NotShown, nil
 		}
 		return seq.ShownNotTaken, nil
 	}})
@@ -615,19 +621,19 @@ func (st *stepper) moveBranch(ctx context.Context, head, branch string) (plan.Pl
 		switch {
 		case a.Shown == seq.ShownTaken:
 			st.data.Trail = append(st.data.Trail, what+" (GitHub's answer did not say so; the branch read back did)")
-		case a.Shown == seq.ShownNotTaken && strings.EqualFold(now, head) && !errors.Is(err, ghclient.ErrUntypedAnswer):
-			// Lost (no answer, a proxy's 5xx, GitHub failing inside):
-			// GitHub may still be moving it. Its push is waited for, and
-			// the move never asked again.
+		case strings.EqualFold(now, head):
+			// Still at the head read: GitHub may still move it. Its push is
+			// waited for (the merge stops when none comes), and the move is
+			// never asked again.
+			said := "GitHub's answer was lost"
+			if strings.Contains(err.Error(), "GraphQL API failed") {
+				said = "GitHub answered with an error that does not say whether it did (" + mdtext.Text(err.Error()) + ")"
+			}
 			st.data.Trail = append(st.data.Trail, fmt.Sprintf("🔀 the branch conflicted with its base in %s: opsbot made its merge %s (from %s) "+
-				"and asked GitHub to move the branch to it; GitHub's answer was lost, and the branch was still at %s when read back",
+				"and asked GitHub to move the branch to it; %s, and the branch was still at %s when read back",
 				mdtext.CodeList(st.data.BuiltFiles), mdtext.Code(mdtext.ShortSHA(st.data.Built)), mdtext.Code(mdtext.ShortSHA(head)),
-				mdtext.Code(mdtext.ShortSHA(head))))
+				said, mdtext.Code(mdtext.ShortSHA(head))))
 			return st.wait(StepUpdating, "⏳ waiting for the push of opsbot's merge", "merge-conflict-unanswered")
-		case a.Shown == seq.ShownNotTaken && strings.EqualFold(now, head):
-			return st.stopped("update_refused", fmt.Sprintf("GitHub did not move the branch to opsbot's merge %s (it answered: %s); the "+
-				"branch was still at %s when read back, and opsbot does not ask again. Update the branch by hand, then pin a run again",
-				mdtext.ShortSHA(st.data.Built), mdtext.Text(err.Error()), mdtext.ShortSHA(head)))
 		case a.Shown == seq.ShownNotTaken:
 			return st.stopped("pushed", fmt.Sprintf("the branch is at %s, neither opsbot's merge %s nor %s, the head it read: a push "+
 				"since wins. Run `/merge-with-reuse` again once its sweep has run", mdtext.ShortSHA(now), mdtext.ShortSHA(st.data.Built),

@@ -504,24 +504,27 @@ func TestMergeWithReuseConflictMergeYieldsToACancelDuringTheLastRead(t *testing.
 	}
 }
 
-// GitHub refuses the move with an untyped GraphQL error: opsbot reads the
-// branch back before it says anything, and the stop says the branch was
-// not moved (never that the push's answer was lost, or that opsbot merged
-// it), and asks no more.
+// GitHub answers the move with an untyped GraphQL error (as it answers a
+// move that timed out inside) and the branch read back is still at the
+// head: that says nothing yet. The status says what GitHub answered and
+// what the read showed (never that the answer was lost, or that opsbot
+// merged it), waits for the push, never asks again, and stops when no
+// push comes.
 func TestMergeWithReuseConflictMoveRefusedUntyped(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := conflictWorld(t, clock, nil)
 	w.GH.Inject(routeMoveBranch, githubtest.Fault{Status: 200, Body: `{"data":null,"errors":[{"message":"Something went wrong while executing your query."}]}`, Times: 1})
 	w.Comment(maintainer, "/merge-with-reuse 31147925932")
-	st := w.WaitStatus("the merge stopped", "⛔ stopped")
-	e2e.MustContain(t, "status", st, "GitHub did not move the branch to opsbot's merge", "Something went wrong while executing your query",
-		"the branch was still at c1c1c1c when read back")
-	for _, lie := range []string{"answer to the push was lost", "opsbot merged it by the append-only rule as"} {
+	st := w.WaitStatus("the untyped answer", "GitHub answered with an error that does not say whether it did", "Something went wrong while executing your query",
+		"the branch was still at `c1c1c1c` when read back", "⏳ waiting for the push of opsbot's merge")
+	for _, lie := range []string{"answer was lost", "opsbot merged it by the append-only rule as", "stopped"} {
 		if strings.Contains(st, lie) {
-			t.Fatalf("the stop says %q of a branch GitHub did not move:\n%s", lie, st)
+			t.Fatalf("the status says %q of a branch GitHub has not moved:\n%s", lie, st)
 		}
 	}
+	w.PassTime(clock, merge.UpdateWait+time.Minute)
+	w.WaitStatus("the merge stopped", "⛔ stopped: no push of opsbot's merge came")
 	if n := w.GH.Count(routeMoveBranch); n != 1 || w.GH.PRHead(theRepo, thePR) != e2e.SHA("c1") {
 		t.Fatalf("%d moves asked, the branch at %s; want one ask and c1", n, w.GH.PRHead(theRepo, thePR))
 	}

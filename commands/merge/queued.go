@@ -128,18 +128,13 @@ func (st *stepper) enqueue(ctx context.Context, head, mark string) (plan.Plan, s
 	var found ghclient.QueueEntry
 	a, stop := st.send(ctx, seq.Act{Mark: mark, Do: func(ctx context.Context) error { return st.gh.Enqueue(ctx, st.pr.GetNodeID(), head) },
 		Verify: func(ctx context.Context) (seq.Shown, error) {
-			// In the queue now at the head: queued (by this ask, or
-			// since). At another: not this ask's (pushed and queued by
-			// someone since the step read the PR). Not in it: GitHub may
-			// still add it; read again later.
+			// In the queue now: queued (by this ask, or since). Not in
+			// it: GitHub may still add it; read again later.
 			e, err := st.gh.QueueEntryOf(ctx, cur.Repo, cur.PR)
 			if err != nil || e.State == "" {
 				return seq.NotShown, err
 			}
 			found = e
-			if !queuedAt(e, head) {
-				return seq.ShownNotTaken, nil
-			}
 			return seq.ShownTaken, nil
 		}})
 	if stop != nil {
@@ -149,18 +144,12 @@ func (st *stepper) enqueue(ctx context.Context, head, mark string) (plan.Plan, s
 	if a.Unclear() && a.Taken() {
 		return st.inQueue(head, found, "found queued after an answer that did not say")
 	}
-	if a.Unclear() && a.Shown == seq.ShownNotTaken {
-		return st.queuedOther(head, found)
-	}
 	var ref *ghclient.Refusal
 	if errors.As(err, &ref) {
 		// Queued already (an earlier enqueue whose answer was lost)?
 		e, rerr := st.gh.QueueEntryOf(ctx, cur.Repo, cur.PR)
 		if rerr != nil {
 			return plan.Plan{}, "", rerr // read again at the next step, which finds the mark tried
-		}
-		if e.State != "" && !queuedAt(e, head) {
-			return st.queuedOther(head, e)
 		}
 		if e.State != "" {
 			return st.inQueue(head, e, "found queued")
@@ -186,9 +175,6 @@ func (st *stepper) queueAsked(ctx context.Context, head string) (plan.Plan, stri
 	e, err := st.gh.QueueEntryOf(ctx, st.cur.Repo, st.cur.PR)
 	if err != nil {
 		return plan.Plan{}, "", err
-	}
-	if e.State != "" && !queuedAt(e, head) {
-		return st.queuedOther(head, e)
 	}
 	if e.State != "" {
 		return st.inQueue(head, e, "found queued")
@@ -223,23 +209,6 @@ func (st *stepper) inQueue(head string, e ghclient.QueueEntry, how string) (plan
 	st.data.Trail = append(st.data.Trail, line)
 	st.cur.Deadline = st.now.Add(Section.Of(st.rc).ChecksTimeout)
 	return st.wait(StepQueued, st.queueNow(e), "merge-queued")
-}
-
-// queuedAt reports whether e is the PR queued at head (GitHub naming no
-// head: taken as at it).
-func queuedAt(e ghclient.QueueEntry, head string) bool {
-	return e.State != "" && (e.Head == "" || strings.EqualFold(e.Head, head))
-}
-
-// queuedOther stops a merge whose PR GitHub shows in the merge queue at
-// a head other than the decided one: pushed and queued by someone since
-// the step read it, so opsbot's enqueue of the decided head is not what
-// the queue holds. That entry is left to whoever made it; the pin is
-// revoked (stopped), so the queue's group of it sweeps.
-func (st *stepper) queuedOther(head string, e ghclient.QueueEntry) (plan.Plan, string, error) {
-	return st.stopped("queued_other_head", fmt.Sprintf("GitHub shows the PR in the merge queue at %s, not at the decided head %s "+
-		"(pushed and queued by someone since opsbot read it): opsbot did not queue that head, and leaves its entry as it is",
-		mdtext.Code(mdtext.ShortSHA(e.Head)), mdtext.Code(mdtext.ShortSHA(head))))
 }
 
 func (st *stepper) queueNow(e ghclient.QueueEntry) string {

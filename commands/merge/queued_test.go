@@ -209,26 +209,6 @@ func TestMergeWithReuseQueueFaults(t *testing.T) {
 			t.Fatalf("enqueued %d times (%v); want once, found by the read back\n%s", len(q), q, st)
 		}
 	})
-	t.Run("enqueue answer lost, the PR queued by someone at another head meanwhile", func(t *testing.T) {
-		t.Parallel()
-		clock := e2e.NewClock()
-		w := queueWorld(t, clock)
-		// The enqueue waits; meanwhile
-		// the PR is pushed and queued by someone at c9; GitHub's answer
-		// to opsbot's enqueue of c1 is a 502 that does not say.
-		arrived, release := w.GH.HoldThen(routeGraphQL, githubtest.Fault{Status: 502, Match: "enqueuePullRequest"})
-		defer release()
-		c := w.GH.AddComment(theRepo, thePR, maintLog, "/merge-with-reuse 31147925932")
-		postNoSettle(t, w, "issue_comment", w.CommentPayload("created", maintainer, maintainer, c.ID, c.Body, ""))
-		testkit.Arrives(t, arrived, "the enqueue reaches GitHub")
-		w.GH.QueueAt(theRepo, thePR, e2e.SHA("c9"))
-		release()
-		st := w.WaitStatus("stopped", "⛔ stopped: GitHub shows the PR in the merge queue at `c9c9c9c`, not at the decided head `c1c1c1c`")
-		e2e.MustContain(t, "status", st, "opsbot did not queue that head", "the next push sweeps")
-		if strings.Contains(st, "is in the merge queue of") || w.GH.Queued(theRepo, thePR) == "" {
-			t.Fatalf("said queued, or took someone's entry out:\n%s", st)
-		}
-	})
 	t.Run("classic protection", func(t *testing.T) {
 		t.Parallel()
 		clock := e2e.NewClock()

@@ -100,30 +100,6 @@ func (f *Fake) Queued(repo string, n int) string {
 	return f.repos[strings.ToLower(repo)].queue[n]
 }
 
-// QueueAt puts PR n in its merge queue at head, as someone else's
-// enqueue does (a head opsbot may not have read yet).
-func (f *Fake) QueueAt(repo string, n int, head string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	r := f.repos[strings.ToLower(repo)]
-	if r.queue == nil {
-		r.queue = map[int]string{}
-	}
-	r.queue[n] = "QUEUED"
-	r.queuedAt(n, head)
-	if r.added == nil {
-		r.added = map[int]int{}
-	}
-	r.added[n]++
-}
-
-func (r *Repo) queuedAt(n int, head string) {
-	if r.queueHead == nil {
-		r.queueHead = map[int]string{}
-	}
-	r.queueHead[n] = head
-}
-
 // MergeGroup makes the queue's group commit for PR n on the base's tip
 // (its only parent, as the queue's are): with the PR's head's files when
 // same, else other files (the base moved under the PR). It returns the
@@ -142,9 +118,6 @@ func (f *Fake) MergeGroup(repo string, n int, group string, same bool) string {
 		r.queue = map[int]string{}
 	}
 	r.queue[n] = "AWAITING_CHECKS"
-	if r.queueHead[n] == "" {
-		r.queuedAt(n, p.Head())
-	}
 	return fmt.Sprintf("refs/heads/gh-readonly-queue/%s/pr-%d-%s", r.DefaultBranch, n, tip)
 }
 
@@ -223,7 +196,6 @@ func (f *Fake) graphql(w http.ResponseWriter, r *http.Request, _ *Repo) (int, an
 			repo.queue = map[int]string{}
 		}
 		repo.queue[p.Number] = "QUEUED"
-		repo.queuedAt(p.Number, p.Head())
 		if repo.added == nil {
 			repo.added = map[int]int{}
 		}
@@ -283,7 +255,7 @@ func (f *Fake) graphql(w http.ResponseWriter, r *http.Request, _ *Repo) (int, an
 		}
 		var entry any
 		if st := repo.queue[int(n)]; st != "" {
-			entry = map[string]any{"state": st, "position": 1, "headCommit": map[string]any{"oid": repo.queueHead[int(n)]}}
+			entry = map[string]any{"state": st, "position": 1}
 		}
 		return http.StatusOK, map[string]any{"data": map[string]any{"repository": map[string]any{"pullRequest": map[string]any{"mergeQueueEntry": entry,
 			"timelineItems": map[string]any{"totalCount": repo.added[int(n)]}}}}}

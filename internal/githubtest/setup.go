@@ -39,9 +39,7 @@ type Repo struct {
 	// merge queue's entries, PR -> state (queue.go).
 	rules map[string][]string
 	queue map[int]string
-	// queueHead is the head each queued PR was queued at.
-	queueHead map[int]string
-	added     map[int]int // PR -> times added to the queue (its timeline)
+	added map[int]int // PR -> times added to the queue (its timeline)
 	// unsigned: the commits made through the API are not signed
 	// (SignNothing).
 	unsigned bool
