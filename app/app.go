@@ -188,7 +188,8 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 		a.wait = sleepCtx
 	}
 	web := notices.Web(cfg.GitHub.WebURL)
-	builder := &notices.Notifier{Web: web, Mirror: &slackmirror.Mirror{Cfg: live, Web: web}, CheckRuns: cfg.GitHub.App != nil}
+	builder := &notices.Notifier{Web: web, Mirror: &slackmirror.Mirror{Cfg: live, Web: web}, CheckRuns: cfg.GitHub.App != nil,
+		Clicks: secrets.SlackSigningSecret != ""}
 	slackSender := &slacksend.Sender{Log: log, PRInfo: store.PRInfo, APIURL: cfg.Slack.APIURL}
 	if secrets.SlackToken != "" && !cfg.DryRun {
 		slackSender.Client = slacksend.NewClient(secrets.SlackToken, cfg.Slack.APIURL)

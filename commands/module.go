@@ -81,6 +81,10 @@ type Button struct {
 	SlackStyle string
 	// NoRun is a button that names no run (Cancel pin).
 	NoRun bool
+	// Own is a button its command offers in its own Slack messages
+	// (plan.SlackOffer), never on a finished sweep's message; it has Slack
+	// words and no check-run label.
+	Own bool
 	// Command is the command line a click runs, given the button's run.
 	Command func(run int64) Command
 }
@@ -211,7 +215,7 @@ func (r *Registry) SlackButtons(run int64, value func(run int64) string) []recor
 	var out []record.SlackButton
 	for _, s := range r.specs {
 		for _, b := range s.Buttons {
-			if b.Slack == nil {
+			if b.Slack == nil || b.Own {
 				continue
 			}
 			named := run

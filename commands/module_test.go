@@ -54,6 +54,10 @@ func TestRegistryRefusesButtonsAClickCouldNotName(t *testing.T) {
 	noCommand.Command = nil
 	undescribed := button("x", "X")
 	undescribed.Description = ""
+	ownLabelled := button("x", "X")
+	ownLabelled.Own = true
+	ownSilent := button("x", "")
+	ownSilent.Own = true
 	elsewhere := button("x", "X")
 	elsewhere.Command = func(int64) commands.Command { return commands.Command{Name: "not-a-command"} }
 	for _, c := range []struct {
@@ -73,6 +77,8 @@ func TestRegistryRefusesButtonsAClickCouldNotName(t *testing.T) {
 		{"a space that is not a space bar's", []commands.Spec{spec("one", button("a\u00a0b", "A"))}, "1 to 20 characters"},
 		{"a carriage return", []commands.Spec{spec("one", button("a\rb", "A"))}, "1 to 20 characters"},
 		{"offered nowhere", []commands.Spec{spec("one", button("i", ""))}, "offered nowhere"},
+		{"its own, with a check-run label", []commands.Spec{spec("one", ownLabelled)}, "needs Slack words and no check-run label"},
+		{"its own, without Slack words", []commands.Spec{spec("one", ownSilent)}, "offered nowhere"},
 		{"a fourth check-run button", []commands.Spec{spec("one", button("a", "A"), button("b", "B")), spec("two", button("c", "C"), button("d", "D"))}, "3 at most"},
 	} {
 		_, err := commands.NewRegistry(c.specs...)
@@ -103,5 +109,28 @@ func TestOneModuleTakesTheStagingSidesReports(t *testing.T) {
 	}
 	if _, err := commands.ReportsOf([]commands.Module{{Spec: spec("merge")}}); err == nil {
 		t.Error("no module taking reports was accepted")
+	}
+}
+
+// A command's own buttons (offered in its own Slack messages) are never
+// among those a finished sweep's message offers; a click still finds
+// them.
+func TestOwnButtonsAreOfferedOnlyByTheirCommand(t *testing.T) {
+	own := button("own", "")
+	own.Own = true
+	own.Slack = func(int64) string { return "Own" }
+	reuse := button("reuse", "Reuse")
+	reuse.Slack = func(int64) string { return "Reuse" }
+	reg, err := commands.NewRegistry(spec("one", reuse, own))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range reg.SlackButtons(1, func(int64) string { return "" }) {
+		if b.ActionID == "own" {
+			t.Fatalf("a finished sweep's message offers a command's own button: %+v", b)
+		}
+	}
+	if _, _, ok := reg.Button("own"); !ok {
+		t.Fatal("a click does not find a command's own button")
 	}
 }

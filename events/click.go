@@ -32,19 +32,8 @@ const (
 	ClickIDPrefix = "slack-"
 )
 
-// ClickValue is a button's value: the PR it is about and, for reuse, the
-// run. opsbot writes it; Slack signs the click that carries it back.
-type ClickValue struct {
-	Repo  string `json:"repo"`
-	PR    int    `json:"pr"`
-	RunID int64  `json:"run,omitempty"`
-	// Head is the PR's head the button was offered for: a click after the
-	// head moved does nothing.
-	Head string `json:"head,omitempty"`
-	// Nonce names the offer the button is part of (record.Offer): each
-	// button acts once.
-	Nonce string `json:"nonce,omitempty"`
-}
+// ClickValue is a button's value (notices.ClickValue).
+type ClickValue = notices.ClickValue
 
 // Click is a click as stored: the repository and PR (as a webhook names
 // them, so it is ordered with the PR's webhooks) and what was clicked.
@@ -61,6 +50,7 @@ type ClickInfo struct {
 	RunID       int64  `json:"run_id,omitempty"`
 	Head        string `json:"head,omitempty"`
 	Nonce       string `json:"nonce,omitempty"`
+	Attempt     int    `json:"attempt,omitempty"` // a command's own button's (notices.ClickValue)
 	SlackUser   string `json:"slack_user"`
 	SlackTeam   string `json:"slack_team,omitempty"`
 	ResponseURL string `json:"response_url,omitempty"`
@@ -163,6 +153,9 @@ func (h *Handler) handleClick(ctx context.Context, rc *config.Repo, d *state.Del
 		return refuseUsing("an unknown button "+ci.Action, "Nothing was done: opsbot does not know this button.")
 	}
 	cmd := b.Command(ci.RunID)
+	if b.Own {
+		cmd.Attempt = ci.Attempt // the attempt it was offered for: its command holds the run to it
+	}
 	out, p, err := commands.PlanClick(ctx, env, inv, cmd, who, answer)
 	if err != nil {
 		return "", nil, err

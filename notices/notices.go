@@ -5,7 +5,9 @@
 package notices
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -53,6 +55,56 @@ type Notifier struct {
 	// (a GitHub App's: a token cannot make check runs), with buttons where
 	// they apply.
 	CheckRuns bool
+	// Clicks says Slack's clicks come back to opsbot (slack.signing_secret
+	// is set): only then are buttons offered in Slack (OfferSlack).
+	Clicks bool
+}
+
+// ClickValue is a Slack button's value: the PR it is about and, for a
+// button that names one, the run. opsbot writes it; Slack signs the click
+// that carries it back (server's /slack/interactions).
+type ClickValue struct {
+	Repo  string `json:"repo"`
+	PR    int    `json:"pr"`
+	RunID int64  `json:"run,omitempty"`
+	// Head is the PR's head the button was offered for: a click after the
+	// head moved does nothing.
+	Head string `json:"head,omitempty"`
+	// Nonce names the offer the button is part of (record.Offer): each
+	// button acts once.
+	Nonce string `json:"nonce,omitempty"`
+	// Attempt is the run's attempt a command's own button was offered
+	// for (0: none named): its command refuses a click once the run moved
+	// on to another attempt.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// OfferSlack posts text in the PR's Slack thread with buttons of a
+// command's own (commands.Button.Own), a new offer of them for head, each
+// naming run and its attempt (0: none): nothing where Slack's clicks do
+// not come back, or no mirror takes buttons.
+func (b *Notifier) OfferSlack(tx record.Tx, repo string, pr int, head string, run int64, attempt int, text string, links Links,
+	buttons []record.SlackButton) error {
+	bm, ok := b.Mirror.(ButtonMirror)
+	if !b.Clicks || !ok || len(buttons) == 0 {
+		return nil
+	}
+	o := &record.Offer{Repo: repo, PR: pr, Head: head, Surface: record.OfferSlack}
+	for _, btn := range buttons {
+		o.Actions = append(o.Actions, btn.ActionID)
+	}
+	if err := tx.OfferButtons(o); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(ClickValue{Repo: repo, PR: pr, RunID: run, Attempt: attempt, Head: strings.ToLower(head), Nonce: o.Nonce})
+	if err != nil {
+		return err
+	}
+	out := slices.Clone(buttons)
+	for i := range out {
+		out[i].Value = string(raw)
+	}
+	return bm.MirrorButtons(tx, repo, pr, text, links, out)
 }
 
 // ActionSweep is the check-run button (requested_action identifier) that
@@ -403,6 +455,10 @@ func (t teller) Edit(tx record.Tx, e plan.Edit) error {
 
 func (t teller) Dispatch(tx record.Tx, d plan.Dispatch) (uint64, error) {
 	return t.b.Dispatch(tx, d.FromRepo, d.PR, d.Installation, d.ToRepo, d.EventType, d.Payload)
+}
+
+func (t teller) OfferSlack(tx record.Tx, o plan.SlackOffer) error {
+	return t.b.OfferSlack(tx, o.Repo, o.PR, o.Head, o.RunID, o.Attempt, o.Text, Links(o.Links), o.Buttons)
 }
 
 func (t teller) React(tx record.Tx, repo string, pr int, inst int64, commentID int64, content string) error {

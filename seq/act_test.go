@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // An act goes through Send: a stop that waits goes first and nothing is
@@ -137,5 +138,27 @@ func TestSendHandsBackWhatGitHubAnsweredLast(t *testing.T) {
 	}})
 	if err != nil || answer.Err != notFound || marks.Fresh(mark) {
 		t.Fatalf("a 404: %+v %v, fresh %v; want the answer handed back, the mark used up", answer, err, marks.Fresh(mark))
+	}
+}
+
+// A mark made and never tried is this process's for MarkLife; older, it
+// is taken as not this process's (the step reads GitHub), and it is
+// dropped as marks are made, so a long-running process keeps no marks of
+// sequences that ended before their act was sent.
+func TestMarksNeverTriedAreDroppedAfterTheirLife(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	marks := Marks{now: func() time.Time { return now }}
+	old := marks.New()
+	now = now.Add(MarkLife)
+	if !marks.Fresh(old) {
+		t.Fatal("a mark within its life is not fresh")
+	}
+	now = now.Add(time.Minute)
+	if marks.Fresh(old) || marks.Try(old) {
+		t.Fatal("a mark past its life is still this process's")
+	}
+	young := marks.New()
+	if _, kept := marks.made[old]; kept || !marks.Fresh(young) || len(marks.made) != 1 {
+		t.Fatalf("after a new mark: %v; want the old one dropped, the new one kept", marks.made)
 	}
 }

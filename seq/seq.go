@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -260,8 +261,31 @@ func (t *Ticker) Run(ctx context.Context) {
 // step decides from what GitHub shows, and never sends it again blindly.
 type Marks struct {
 	mu   sync.Mutex
-	made map[string]bool // made by this process, not tried yet
+	made map[string]time.Time // made by this process, not tried yet: when
+	now  func() time.Time     // nil: the wall clock (tests move their own)
 }
+
+func (m *Marks) clock() time.Time {
+	if m.now != nil {
+		return m.now()
+	}
+	return time.Now()
+}
+
+// live reports whether mark is made and not tried, within its life
+// (m.mu held).
+func (m *Marks) live(mark string, now time.Time) bool {
+	at, ok := m.made[mark]
+	return mark != "" && ok && now.Sub(at) <= MarkLife
+}
+
+// MarkLife is how long a mark made and never tried stays this process's:
+// every kind sends a mark within minutes of making it, or makes a new one
+// (a mark found older is taken as not this process's: GitHub is read
+// before anything is said). Older ones are dropped as marks are made, so
+// the marks of sequences that ended before their act was sent do not
+// pile up in a long-running process.
+const MarkLife = 24 * time.Hour
 
 // New is a new mark, made by this process.
 func (m *Marks) New() string {
@@ -271,11 +295,13 @@ func (m *Marks) New() string {
 	}
 	id := hex.EncodeToString(b[:])
 	m.mu.Lock()
+	now := m.clock()
 	defer m.mu.Unlock()
 	if m.made == nil {
-		m.made = map[string]bool{}
+		m.made = map[string]time.Time{}
 	}
-	m.made[id] = true
+	maps.DeleteFunc(m.made, func(_ string, at time.Time) bool { return now.Sub(at) > MarkLife })
+	m.made[id] = now
 	return id
 }
 
@@ -283,7 +309,7 @@ func (m *Marks) New() string {
 func (m *Marks) Fresh(mark string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return mark != "" && m.made[mark]
+	return m.live(mark, m.clock())
 }
 
 // Try uses mark up: true once, for a mark this process made; the act it
@@ -291,7 +317,7 @@ func (m *Marks) Fresh(mark string) bool {
 func (m *Marks) Try(mark string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if mark == "" || !m.made[mark] {
+	if !m.live(mark, m.clock()) {
 		return false
 	}
 	delete(m.made, mark)
@@ -304,9 +330,9 @@ func (m *Marks) restore(mark string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.made == nil {
-		m.made = map[string]bool{}
+		m.made = map[string]time.Time{}
 	}
-	m.made[mark] = true
+	m.made[mark] = m.clock()
 }
 
 // Status is what a sequence's status comment says, the one comment its

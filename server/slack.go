@@ -97,7 +97,7 @@ func (s *Server) handleSlack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	click := events.Click{Repository: events.Repository{FullName: repo}, Number: v.PR}
-	click.Click = &events.ClickInfo{Action: a.ActionID, RunID: v.RunID, Head: v.Head, Nonce: v.Nonce, SlackUser: p.User.ID, SlackTeam: p.Team.ID,
+	click.Click = &events.ClickInfo{Action: a.ActionID, RunID: v.RunID, Head: v.Head, Nonce: v.Nonce, Attempt: v.Attempt, SlackUser: p.User.ID, SlackTeam: p.Team.ID,
 		ResponseURL: p.ResponseURL, ActionTS: a.ActionTS}
 	stored, err := json.Marshal(click)
 	if err != nil {

@@ -1,33 +1,25 @@
 package main
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
 	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
-const slackSigning = "slack-signing-secret-0123456789"
+const slackSigning = e2e.SlackSecret
 
 // clickWorld is a world with Slack, its buttons taken (a signing secret)
 // and two Slack users mapped: the maintainer and the reader.
 func clickWorld(t *testing.T, sl *slacktest.Fake, repoExtra string) *world {
 	t.Helper()
 	return newWorldOpts(t, worldOpts{
-		Top: "slack:\n  api_url: \"" + sl.URL + "\"\n  token_env: TEST_SLACK_TOKEN\n  channel: \"#sweep-ops\"\n" +
-			"  signing_secret_env: TEST_SLACK_SIGNING\n  users:\n    U0MAINT: maintainer\n    U0READ: reader\n",
-		Repo: repoExtra,
-		Env:  map[string]string{"TEST_SLACK_TOKEN": "xoxb-test", "TEST_SLACK_SIGNING": slackSigning}})
+		Top: e2e.SlackTop(sl), Repo: repoExtra, Env: e2e.SlackEnv})
 }
 
 // click posts a click on one of opsbot's buttons as Slack does: a form
@@ -45,51 +37,11 @@ func (w *world) clickFor(sl *slacktest.Fake, user, action string, run int64, hea
 	w.T.Helper()
 	value, _ := json.Marshal(map[string]any{"repo": theRepo, "pr": thePR, "run": run, "head": head})
 	for _, p := range sl.Posts() {
-		if v := slackValue(p.Blocks, action); strings.Contains(v, `"head":"`+head+`"`) {
+		if v := e2e.SlackValue(p.Blocks, action); strings.Contains(v, `"head":"`+head+`"`) {
 			value = []byte(v)
 		}
 	}
-	n := w.Next()
-	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": user}, "team": map[string]any{"id": "T0TEAM"},
-		"response_url": sl.ResponseURL(fmt.Sprint(n)),
-		"actions":      []any{map[string]any{"action_id": action, "value": string(value), "action_ts": fmt.Sprintf("%d.%06d", at.Unix(), n)}}})
-	body := url.Values{"payload": {string(payload)}}.Encode()
-	ts := strconv.FormatInt(at.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte("v0:" + ts + ":" + body))
-	req, _ := http.NewRequest(http.MethodPost, w.Srv.URL+"/slack/interactions", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("X-Slack-Request-Timestamp", ts)
-	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		w.T.Fatal(err)
-	}
-	resp.Body.Close()
-	w.Settle()
-	return resp.StatusCode
-}
-
-// slackValue is the value of the button action in a message's blocks ("":
-// none).
-func slackValue(blocks, action string) string {
-	var bs []struct {
-		Elements []struct {
-			ActionID string `json:"action_id"`
-			Value    string `json:"value"`
-		} `json:"elements"`
-	}
-	if json.Unmarshal([]byte(blocks), &bs) != nil {
-		return ""
-	}
-	for _, b := range bs {
-		for _, e := range b.Elements {
-			if e.ActionID == action {
-				return e.Value
-			}
-		}
-	}
-	return ""
+	return w.SlackClickSigned(sl, user, action, string(value), at, secret)
 }
 
 // lastAnswer is the newest answer to a click.

@@ -436,7 +436,7 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 	ingest := Section.Of(rc).IngestJob
 	forgot := forgotten(data, jobs, rc.GPUsPerRunner)
 	if run.GetConclusion() == "success" {
-		return h.succeededThen(s, data, succeeded(data, jobs, ingest)+forgot, ingest != "" && ingestRan(jobs, ingest), *Section.Of(rc))
+		return h.succeededThen(s, data, succeeded(data, jobs, ingest)+forgot, ingest != "" && ingestRan(jobs, ingest), run.GetUpdatedAt().Time, *Section.Of(rc))
 	}
 	errs := map[int64]string{}
 	for i, j := range failedJobs(jobs) {
@@ -454,7 +454,11 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 	data.Failed.Forgotten = forgot != ""
 	data.Trail = append(slices.Clip(data.Trail), failed(data, mdtext.Text(run.GetConclusion()), jobs, errs, ingest)+forgot)
 	deadline := s.Seq.Deadline.UTC().Format("Jan 2 15:04 UTC")
-	return h.wait(s, data, StepFailed, "⏳ opsbot follows a re-run of the failed jobs until "+deadline, "after-merge-failed", RerunPoll)
+	out, p, err := h.wait(s, data, StepFailed, "⏳ opsbot follows a re-run of the failed jobs until "+deadline, "after-merge-failed", RerunPoll)
+	if o := offer(s, data, *Section.Of(rc), h.d.Notices.Web); err == nil && o != nil {
+		p.Steps = append(p.Steps, *o)
+	}
+	return out, p, err
 }
 
 // succeeded says the run succeeded, whether its ingest job ran (when one
@@ -659,8 +663,11 @@ func (h *Handler) expire(_ context.Context, rc *config.Repo, s seq.Step[Data]) (
 	what := "no run of " + mdtext.Code(s.Data.Workflow) + " on the merge commit was found"
 	step := StepExpired
 	switch {
+	case s.Seq.Step == StepDownstream && s.Data.Downstream != nil && s.Data.Downstream.RunID == 0:
+		what, step = fmt.Sprintf("no ingest run of %s named for merge run %d was found", mdtext.Code(s.Data.Downstream.Repo), s.Data.RunID), StepSucceeded
 	case s.Seq.Step == StepDownstream && s.Data.Downstream != nil:
-		what, step = fmt.Sprintf("the ingest run of %s for merge run %d did not finish", mdtext.Code(s.Data.Downstream.Repo), s.Data.RunID), StepSucceeded
+		what, step = fmt.Sprintf("the ingest run %s of %s did not finish", commands.RunLink(s.Data.Downstream.RunID, s.Data.Downstream.RunURL),
+			mdtext.Code(s.Data.Downstream.Repo)), StepSucceeded
 	case s.Seq.Step == StepFailed || s.Seq.Step == StepRerun:
 		what, step = "no re-run of run "+commands.RunLink(s.Data.RunID, s.Data.RunURL)+" succeeded", StepFailed
 	case s.Data.RunID != 0:

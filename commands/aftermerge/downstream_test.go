@@ -37,6 +37,16 @@ func ingestRunOf(w *e2e.World, source int64, status, conclusion string) {
 		DisplayTitle: "Ingest source " + strconv.FormatInt(source, 10) + " merge " + strconv.FormatInt(mainRun, 10)})
 }
 
+// reusedMergeSucceeded merges a PR whose head reused run 31147925932, and
+// its main run succeeds with its ingest job.
+func reusedMergeSucceeded(w *e2e.World) {
+	w.T.Helper()
+	w.Comment(e2e.Maintainer, "/reuse-sweep-run 31147925932")
+	w.Push("c2")
+	merged(w)
+	mainRunOf(w, "completed", "success", ingested)
+}
+
 // A reused merge whose main run succeeds, with the results repository
 // followed: the watch binds the ingest run by its run-name, follows it to
 // its end, and says it took the source run opsbot's audit holds for the
@@ -45,10 +55,7 @@ func TestAfterMergeFollowsTheResultsRepositorysIngest(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := downstreamWorld(t, clock)
-	w.Comment(e2e.Maintainer, "/reuse-sweep-run 31147925932")
-	w.Push("c2")
-	merged(w)
-	mainRunOf(w, "completed", "success", ingested)
+	reusedMergeSucceeded(w)
 	w.PassTime(clock, aftermerge.Poll)
 	waitStatus(t, w, "its ingest job `trigger-ingest` too", "⏳ looking for the ingest run in `"+resultsRepo+"` named for merge run 41000000001")
 	ingestRunOf(w, 31147925932, "in_progress", "")
@@ -70,10 +77,7 @@ func TestAfterMergeWarnsOfAnIngestOfAnotherSourceRun(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := downstreamWorld(t, clock)
-	w.Comment(e2e.Maintainer, "/reuse-sweep-run 31147925932")
-	w.Push("c2")
-	merged(w)
-	mainRunOf(w, "completed", "success", ingested)
+	reusedMergeSucceeded(w)
 	ingestRunOf(w, 31000000099, "completed", "failure")
 	w.PassTime(clock, aftermerge.Poll)
 	waitStatus(t, w, "⏳ looking for the ingest run")
@@ -93,7 +97,8 @@ func TestAfterMergeWarnsOfAnIngestOfAnotherSourceRun(t *testing.T) {
 
 // No ingest run named for the merge run comes: after a while the watch
 // says the dispatch is the last thing it saw, and how the run-name must
-// read. Runs of other merges, or named otherwise, are not taken.
+// read. Runs of other merges, named otherwise, or not dispatched (a pull
+// request's, whose name its author sets) are not taken.
 func TestAfterMergeSaysWhenNoIngestRunCame(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
@@ -102,14 +107,15 @@ func TestAfterMergeSaysWhenNoIngestRunCame(t *testing.T) {
 		Conclusion: "success", HeadBranch: "main", CreatedAt: time.Now(), DisplayTitle: "Ingest source 31147925932 merge 41000000002"})
 	w.GH.AddRun(resultsRepo, githubtest.Run{ID: ingestRun + 2, WorkflowID: 501, Event: "repository_dispatch", Status: "completed",
 		Conclusion: "success", HeadBranch: "main", CreatedAt: time.Now(), DisplayTitle: "Ingest"})
-	w.Comment(e2e.Maintainer, "/reuse-sweep-run 31147925932")
-	w.Push("c2")
-	merged(w)
-	mainRunOf(w, "completed", "success", ingested)
+	// A pull request's run, named by its branch's author for this merge:
+	// not a dispatch, never taken.
+	w.GH.AddRun(resultsRepo, githubtest.Run{ID: ingestRun + 3, WorkflowID: 501, Event: "pull_request", Status: "completed",
+		Conclusion: "success", HeadBranch: "evil", CreatedAt: time.Now(), DisplayTitle: "Ingest source 31147925932 merge 41000000001"})
+	reusedMergeSucceeded(w)
 	w.PassTime(clock, aftermerge.Poll)
 	waitStatus(t, w, "⏳ looking for the ingest run")
 	w.PassTime(clock, aftermerge.DownstreamWait)
-	st := waitStatus(t, w, "⚠️ no ingest run of `"+resultsRepo+"` named for merge run 41000000001 came within 30m",
+	st := waitStatus(t, w, "⚠️ no dispatched ingest run of `"+resultsRepo+"` named for merge run 41000000001 came within 30m",
 		"the dispatch to the ingest is the last thing opsbot saw")
 	if strings.Contains(st, "📥") {
 		t.Fatalf("another merge's ingest, or an unnamed one, was taken:\n%s", st)
@@ -140,5 +146,24 @@ func TestDownstreamSettingsAreChecked(t *testing.T) {
 		if (tc.want == "") != (len(got) == 0) || !strings.Contains(joined, tc.want) {
 			t.Errorf("repo %q workflow %q: problems %q; want %q", tc.repo, tc.workflow, joined, tc.want)
 		}
+	}
+}
+
+// Two dispatched runs named for the merge run: opsbot cannot tell which
+// took the results, says so, and binds neither.
+func TestAfterMergeTakesNoneOfTwoIngestRunsNamedForTheMerge(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := downstreamWorld(t, clock)
+	reusedMergeSucceeded(w)
+	ingestRunOf(w, 31147925932, "completed", "success")
+	w.GH.AddRun(resultsRepo, githubtest.Run{ID: ingestRun + 1, WorkflowID: 501, Event: "workflow_dispatch", Status: "completed",
+		Conclusion: "failure", HeadBranch: "main", CreatedAt: time.Now(), DisplayTitle: "Ingest source 31000000099 merge 41000000001"})
+	w.PassTime(clock, aftermerge.Poll)
+	waitStatus(t, w, "⏳ looking for the ingest run")
+	w.PassTime(clock, aftermerge.Poll)
+	st := waitStatus(t, w, "⚠️ 2 runs of `"+resultsRepo+"` are named for merge run 41000000001", "opsbot cannot tell which took the results")
+	if strings.Contains(st, "📥") {
+		t.Fatalf("one of two runs named for the merge was taken:\n%s", st)
 	}
 }

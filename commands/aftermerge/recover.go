@@ -92,15 +92,17 @@ func recoverSpec(h *Recoverer) commands.Spec {
 				Who:  commands.Who(Section.Of(rc).Recover.Access)}}}
 		},
 		Handler: h,
+		Buttons: []commands.Button{RecoverButton},
 	}
 }
 
 // recoveredAlready says why the ingest of target may not be recovered
 // again: the PR's last recovery, of the same run, dispatched and
-// succeeded, or may have been dispatched (its run never named, its answer
-// lost, or not finished by its deadline). A second dispatch would publish
-// the results again. A recovery that failed, or never dispatched, may be
-// asked again.
+// succeeded, or may have dispatched (its run never named, its answer
+// lost, cancelled or not finished by its deadline after the dispatch may
+// have left). A second dispatch would publish the results again. A
+// recovery whose run failed, or that never dispatched, may be asked
+// again.
 func (h *Recoverer) recoveredAlready(env commands.Env, in commands.Invocation, target int64) (string, error) {
 	prev, err := env.State.Sequence(in.Repo, in.PR, RecoverKind)
 	if err != nil || prev == nil || !prev.Done {
@@ -115,10 +117,12 @@ func (h *Recoverer) recoveredAlready(env commands.Env, in commands.Invocation, t
 		run = "recovery run " + commands.RunLink(pd.RunID, pd.RunURL)
 	}
 	switch {
+	case prev.Step == RecoverFailed:
+		return "", nil
 	case prev.Step == RecoverSucceeded:
 		return fmt.Sprintf("the ingest of run %s was recovered already, by @%s (%s succeeded): a second recovery would publish its "+
 			"results again. If it must, dispatch %s by hand", commands.RunLink(target, pd.TargetURL), pd.By, run, mdtext.Code(pd.Workflow)), nil
-	case prev.Step == RecoverDispatched || prev.Step == RecoverUnknown || (prev.Step == RecoverExpired && pd.RunID != 0):
+	case prev.Step == RecoverDispatched || prev.Step == RecoverUnknown || pd.RunID != 0 || pd.MaySent:
 		return fmt.Sprintf("@%s's recovery of run %s may have published its results (%s; it ended %s): look at %s's runs first, and "+
 			"dispatch it by hand if none did", pd.By, commands.RunLink(target, pd.TargetURL), run, mdtext.Code(prev.Step),
 			mdtext.Code(pd.Workflow)), nil
@@ -142,12 +146,16 @@ type RecoverData struct {
 	Line         string `json:"line,omitempty"` // the command as written (a take-back reads it)
 	// Saved is the reused run's runner and GPU time (its decision's): what
 	// a re-run of the main sweep would have spent again.
-	SavedRunner int64    `json:"saved_runner,omitempty"`
-	SavedGPU    int64    `json:"saved_gpu,omitempty"`
-	RunID       int64    `json:"run_id,omitempty"` // the recovery workflow's run
-	RunURL      string   `json:"run_url,omitempty"`
-	Trail       []string `json:"trail,omitempty"`
-	Now         string   `json:"now,omitempty"`
+	SavedRunner int64  `json:"saved_runner,omitempty"`
+	SavedGPU    int64  `json:"saved_gpu,omitempty"`
+	RunID       int64  `json:"run_id,omitempty"` // the recovery workflow's run
+	RunURL      string `json:"run_url,omitempty"`
+	// MaySent says the dispatch may have been sent when the recovery
+	// ended (its mark tried, or from before a restart): recorded by a
+	// cancel or the deadline, for the next /recover-ingest.
+	MaySent bool     `json:"may_sent,omitempty"`
+	Trail   []string `json:"trail,omitempty"`
+	Now     string   `json:"now,omitempty"`
 }
 
 func (h *Recoverer) now() time.Time {
@@ -183,6 +191,10 @@ func (h *Recoverer) Prepare(ctx context.Context, env commands.Env, in commands.I
 	wd, err := seq.DataOf[Data](watch)
 	if err != nil {
 		return commands.Result{Err: err}
+	}
+	if line.RunID != 0 && line.RunID != wd.RunID {
+		return refuse(fmt.Sprintf("this button was offered for run %d; opsbot now follows run %s: use the newest message's button, "+
+			"or type `/recover-ingest`", line.RunID, commands.RunLink(wd.RunID, wd.RunURL)))
 	}
 	gh, err := h.d.GitHub(in.Installation)
 	if err != nil {
@@ -421,6 +433,7 @@ func (h *Recoverer) cancel(env commands.Env, in commands.Invocation) commands.Re
 		why = fmt.Sprintf("⛔ cancelled by %s after the dispatch may have been sent: look at the runs of %s", mdtext.Mention(in.Actor.Login),
 			mdtext.Code(d.Workflow))
 	}
+	d.MaySent = d.RunID != 0 || !h.acts.Fresh(d.Mark)
 	p := h.ended(cur, d, RecoverCancelled, why)
 	p.Require = append([]plan.Fact{plan.SequenceAt{Repo: cur.Repo, PR: cur.PR, Kind: RecoverKind, Version: cur.Version}}, p.Require...)
 	return commands.Result{Outcome: commands.Accepted, Reason: "recovery cancelled", Reply: mdtext.Mention(in.Actor.Login) + " " + strings.TrimPrefix(why, "⛔ ") + ".",
@@ -500,13 +513,15 @@ func (h *Recoverer) dispatch(ctx context.Context, gh *ghclient.Client, s seq.Ste
 // expire ends a recovery at its deadline.
 func (h *Recoverer) expire(_ context.Context, rc *config.Repo, s seq.Step[RecoverData]) (string, plan.Plan, error) {
 	what := "the dispatch was not sent"
-	if !h.acts.Fresh(s.Data.Mark) {
-		what = "the dispatch may have been sent, and no run of it was followed"
+	d := s.Data
+	if !h.acts.Fresh(d.Mark) {
+		what, d.MaySent = "the dispatch may have been sent, and no run of it was followed", true
 	}
 	if s.Data.RunID != 0 {
 		what = "recovery run " + commands.RunLink(s.Data.RunID, s.Data.RunURL) + " did not finish"
 	}
-	return "recover-expired", h.ended(s.Seq, s.Data, RecoverExpired, fmt.Sprintf("⌛ %s within %s: opsbot stopped following it", what,
+	d.MaySent = d.MaySent || d.RunID != 0
+	return "recover-expired", h.ended(s.Seq, d, RecoverExpired, fmt.Sprintf("⌛ %s within %s: opsbot stopped following it", what,
 		commands.Span(Section.Of(rc).Recover.Deadline))), nil
 }
 

@@ -218,6 +218,26 @@ func TestRecoverIngestCancelledBeforeTheDispatch(t *testing.T) {
 	e2e.MustContain(t, "reply", w.LastReply(), "no recovery of this PR's ingest is under way")
 }
 
+// A recovery cancelled after its dispatch (its run goes on) may publish
+// the results: another /recover-ingest of the run is refused, and nothing
+// more is dispatched.
+func TestRecoverIngestCancelledAfterTheDispatchIsNotAskedAgain(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := recoverWorld(t, clock)
+	reusedMergeFailed(t, w, ingestFailed)
+	w.Comment(e2e.Maintainer, "/recover-ingest")
+	w.WaitReply(recoveryTitle, "🛟 dispatched `"+recoveryFile+"`")
+	w.Comment(e2e.Maintainer, "/recover-ingest cancel")
+	w.WaitReply(recoveryTitle, "⛔ cancelled by @maintainer: opsbot stopped following run [")
+	w.Comment(e2e.Maintainer, "/recover-ingest")
+	e2e.MustContain(t, "an ask after the cancel", w.LastReply(), "recovery of run [41000000001](", "may have published its results",
+		"it ended `recover_cancelled`")
+	if n := len(w.GH.WorkflowDispatches()); n != 1 {
+		t.Fatalf("%d dispatches; want one", n)
+	}
+}
+
 // GitHub made the recovery's run but its answer to the dispatch was lost:
 // opsbot cannot tell which run is its, never dispatches again, and says to
 // look at the workflow's runs first.

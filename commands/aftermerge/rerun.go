@@ -13,6 +13,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/config"
 	"github.com/SemiAnalysisAI/opsbot/ghclient"
 	"github.com/SemiAnalysisAI/opsbot/mdtext"
+	"github.com/SemiAnalysisAI/opsbot/notices"
 	"github.com/SemiAnalysisAI/opsbot/runs"
 	"github.com/SemiAnalysisAI/opsbot/seq"
 	"github.com/SemiAnalysisAI/opsbot/state/plan"
@@ -59,7 +60,52 @@ func rerunSpec(h *Handler) commands.Spec {
 				Who:  commands.Who(Section.Of(rc).Rerun)}}}
 		},
 		Handler: h,
+		Buttons: []commands.Button{RerunButton},
 	}
+}
+
+// RerunButton is /rerun-failed's button, offered in the PR's Slack thread
+// with a failed main run whose failed jobs a re-run may fix.
+var RerunButton = commands.Button{ID: "rerun-failed", Own: true,
+	Slack: func(int64) string { return "Re-run failed jobs" },
+	Command: func(run int64) commands.Command {
+		return commands.Command{Name: RerunName, Verb: "/rerun-failed", Text: "/rerun-failed", RunID: run}
+	}}
+
+// RecoverButton is /recover-ingest's button, offered in the PR's Slack
+// thread with a main run whose ingest failed after the results were
+// gathered, where a recovery is configured.
+var RecoverButton = commands.Button{ID: "recover-ingest", Own: true,
+	Slack: func(int64) string { return "Recover the ingest" },
+	Command: func(run int64) commands.Command {
+		return commands.Command{Name: RecoverName, Verb: "/recover-ingest", Text: "/recover-ingest", RunID: run}
+	}}
+
+// offer is the failed attempt's buttons in the PR's Slack thread: a
+// re-run where one may fix it, a recovery where only the ingest failed
+// after the results were gathered (nil: none applies).
+func offer(s seq.Step[Data], data Data, sets Settings, web notices.Web) *plan.SlackOffer {
+	f := data.Failed
+	var b commands.Button
+	switch {
+	case f == nil || f.Cancelled || f.Forgotten:
+		return nil
+	case !f.IngestFailed:
+		b = RerunButton
+	case sets.Recover.Workflow != "" && data.Source != 0 && data.NoReuse == "":
+		b = RecoverButton
+	default:
+		return nil
+	}
+	why := "a re-run of its failed jobs may fix it"
+	if f.IngestFailed {
+		why = "its ingest failed, after the results were gathered"
+	}
+	text := fmt.Sprintf("❌ Run %s on %s failed (attempt %d): %s. A click runs the command as the one who clicks, with its role check.",
+		commands.RunLink(data.RunID, data.RunURL), mdtext.Code(data.Base), f.Attempt, why)
+	return &plan.SlackOffer{Repo: s.Seq.Repo, PR: s.Seq.PR, Head: data.Head, RunID: data.RunID, Attempt: f.Attempt, Text: text,
+		Links:   plan.Links{PR: web.PR(s.Seq.Repo, s.Seq.PR), Run: data.RunURL},
+		Buttons: []record.SlackButton{{Text: b.Slack(data.RunID), ActionID: b.ID, Style: b.SlackStyle}}}
 }
 
 // Prepare takes /rerun-failed on a merged PR: the attempt of the main
@@ -92,7 +138,10 @@ func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invoc
 	run := "run " + commands.RunLink(data.RunID, data.RunURL)
 	f := data.Failed
 	switch {
-	case cur.Done && cur.Step == StepSucceeded:
+	case line.RunID != 0 && (line.RunID != data.RunID || (line.Attempt != 0 && line.Attempt != data.Attempt)):
+		return refuse(fmt.Sprintf("this button was offered for attempt %d of run %d; opsbot now follows %s (attempt %d): use the "+
+			"newest message's button, or type `/rerun-failed`", line.Attempt, line.RunID, run, max(data.Attempt, 1)))
+	case cur.Done && (cur.Step == StepSucceeded || cur.Step == StepIngestFailed || cur.Step == StepDownstream):
 		return refuse(run + " succeeded: nothing to re-run")
 	case cur.Done:
 		return refuse("opsbot stopped following " + run + " at its deadline: re-run it on GitHub if it still matters")

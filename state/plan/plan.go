@@ -60,7 +60,26 @@ type Teller interface {
 	// the shared slot from it.
 	StageUnstaged(tx record.Tx, prev, by record.StageRequest) error
 	React(tx record.Tx, repo string, pr int, inst int64, commentID int64, content string) error
+	// OfferSlack posts a message with a command's own buttons in the PR's
+	// Slack thread, a new offer of them (notices.Notifier.OfferSlack).
+	OfferSlack(tx record.Tx, o SlackOffer) error
 }
+
+// SlackOffer is a message with buttons in the PR's Slack thread, offered
+// for Head, each naming RunID and its Attempt (0: none); their values are
+// made when it is written (the offer's nonce).
+type SlackOffer struct {
+	Repo    string
+	PR      int
+	Head    string
+	RunID   int64
+	Attempt int
+	Text    string
+	Links   Links
+	Buttons []record.SlackButton
+}
+
+func (o SlackOffer) apply(tx record.Tx, t Teller) error { return t.OfferSlack(tx, o) }
 
 // Apply checks p's facts and writes its steps in order, in tx, which must
 // roll back whole on an error: a fact that no longer holds returns

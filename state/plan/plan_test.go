@@ -33,6 +33,8 @@ func (teller) React(tx record.Tx, repo string, pr int, _ int64, commentID int64,
 		Reaction: content})
 }
 
+func (teller) OfferSlack(record.Tx, plan.SlackOffer) error { return nil }
+
 func (teller) StageUnstaged(tx record.Tx, prev, by record.StageRequest) error {
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeComment, Repo: prev.Repo, PR: prev.PR, Body: "unstaged"})
 }
