@@ -37,14 +37,17 @@ func ingestRunOf(w *e2e.World, source int64, status, conclusion string) {
 		DisplayTitle: "Ingest source " + strconv.FormatInt(source, 10) + " merge " + strconv.FormatInt(mainRun, 10)})
 }
 
-// reusedMergeSucceeded merges a PR whose head reused run 31147925932, and
-// its main run succeeds with its ingest job.
-func reusedMergeSucceeded(w *e2e.World) {
-	w.T.Helper()
+// reusedMergeSucceeded merges a PR whose head reused run 31147925932,
+// its main run already succeeded with its ingest job, and waits for the
+// watch's first step: it looks for the results repository's ingest run
+// from its next step on.
+func reusedMergeSucceeded(t *testing.T, w *e2e.World) {
+	t.Helper()
 	w.Comment(e2e.Maintainer, "/reuse-sweep-run 31147925932")
 	w.Push("c2")
-	merged(w)
 	mainRunOf(w, "completed", "success", ingested)
+	merged(w)
+	waitStatus(t, w, "its ingest job `trigger-ingest` too", "⏳ looking for the ingest run in `"+resultsRepo+"` named for merge run 41000000001")
 }
 
 // A reused merge whose main run succeeds, with the results repository
@@ -55,9 +58,7 @@ func TestAfterMergeFollowsTheResultsRepositorysIngest(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := downstreamWorld(t, clock)
-	reusedMergeSucceeded(w)
-	w.PassTime(clock, aftermerge.Poll)
-	waitStatus(t, w, "its ingest job `trigger-ingest` too", "⏳ looking for the ingest run in `"+resultsRepo+"` named for merge run 41000000001")
+	reusedMergeSucceeded(t, w)
 	ingestRunOf(w, 31147925932, "in_progress", "")
 	w.PassTime(clock, aftermerge.Poll)
 	waitStatus(t, w, "⏳ the ingest run [52000000001](", "is in progress")
@@ -77,10 +78,8 @@ func TestAfterMergeWarnsOfAnIngestOfAnotherSourceRun(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := downstreamWorld(t, clock)
-	reusedMergeSucceeded(w)
+	reusedMergeSucceeded(t, w)
 	ingestRunOf(w, 31000000099, "completed", "failure")
-	w.PassTime(clock, aftermerge.Poll)
-	waitStatus(t, w, "⏳ looking for the ingest run")
 	w.PassTime(clock, aftermerge.Poll)
 	st := waitStatus(t, w, "dispatched with source run 31000000099 and merge run 41000000001, ended `failure`",
 		"⚠️ Its source run 31000000099 is not run 31147925932, which opsbot's audit says authorized the merged head `c2c2c2c` (by @maintainer)")
@@ -111,9 +110,7 @@ func TestAfterMergeSaysWhenNoIngestRunCame(t *testing.T) {
 	// not a dispatch, never taken.
 	w.GH.AddRun(resultsRepo, githubtest.Run{ID: ingestRun + 3, WorkflowID: 501, Event: "pull_request", Status: "completed",
 		Conclusion: "success", HeadBranch: "evil", CreatedAt: time.Now(), DisplayTitle: "Ingest source 31147925932 merge 41000000001"})
-	reusedMergeSucceeded(w)
-	w.PassTime(clock, aftermerge.Poll)
-	waitStatus(t, w, "⏳ looking for the ingest run")
+	reusedMergeSucceeded(t, w)
 	w.PassTime(clock, aftermerge.DownstreamWait)
 	st := waitStatus(t, w, "⚠️ no dispatched ingest run of `"+resultsRepo+"` named for merge run 41000000001 came within 30m",
 		"the dispatch to the ingest is the last thing opsbot saw")
@@ -155,12 +152,10 @@ func TestAfterMergeTakesNoneOfTwoIngestRunsNamedForTheMerge(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := downstreamWorld(t, clock)
-	reusedMergeSucceeded(w)
+	reusedMergeSucceeded(t, w)
 	ingestRunOf(w, 31147925932, "completed", "success")
 	w.GH.AddRun(resultsRepo, githubtest.Run{ID: ingestRun + 1, WorkflowID: 501, Event: "workflow_dispatch", Status: "completed",
 		Conclusion: "failure", HeadBranch: "main", CreatedAt: time.Now(), DisplayTitle: "Ingest source 31000000099 merge 41000000001"})
-	w.PassTime(clock, aftermerge.Poll)
-	waitStatus(t, w, "⏳ looking for the ingest run")
 	w.PassTime(clock, aftermerge.Poll)
 	st := waitStatus(t, w, "⚠️ 2 runs of `"+resultsRepo+"` are named for merge run 41000000001", "opsbot cannot tell which took the results")
 	if strings.Contains(st, "📥") {
