@@ -20,6 +20,7 @@ import (
 
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	_ "github.com/SemiAnalysisAI/opsbot/internal/golden"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/metrics"
 )
 
@@ -559,11 +560,13 @@ func TestSecondaryWaitsAreBudgetedPerHour(t *testing.T) {
 	}
 	now = now.Add(time.Hour)
 	f.Inject(routeRun, secondary)
-	_, err := c.Run(t.Context(), repo, 31147925932)
-	for err != nil && strings.HasSuffix(err.Error(), "not making remote request.") {
-		time.Sleep(100 * time.Millisecond) // go-github holds GitHub's one second itself
+	// go-github remembers GitHub's one second itself and refuses the read
+	// without sending it until then: the read is asked until it leaves.
+	var err error
+	testkit.Eventually(t, "go-github's remembered limit over", func() bool {
 		_, err = c.Run(t.Context(), repo, 31147925932)
-	}
+		return err == nil || !strings.HasSuffix(err.Error(), "not making remote request.")
+	})
 	if err != nil || f.Count(routeRun) != 3 {
 		t.Fatalf("Run = %v after %d requests; want the limit waited out an hour later, and the run read", err, f.Count(routeRun))
 	}
