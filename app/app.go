@@ -378,7 +378,7 @@ func New(parent context.Context, cfg *config.Config, d Deps) (_ *App, err error)
 			}
 			return r.Name, true
 		},
-		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfHead, Approvals: store.ApprovalPRFor, Routes: routes,
+		WebHost: cfg.WebHost(), Commands: reg, Heads: store.PRsOfCommit, Approvals: store.ApprovalPRFor, Routes: routes,
 		SlackSecret:    secrets.SlackSigningSecret,
 		SlackUserKnown: func(id string) bool { _, ok := live.Get().Slack.Users[id]; return ok },
 		Metrics:        m, MetricsToken: secrets.MetricsToken, MetricsElsewhere: cfg.Metrics.Listen != "",

@@ -27,9 +27,11 @@ type Schema struct {
 	// Commands read a comment's command lines.
 	Commands *commands.Registry
 	Now      func() time.Time
-	// Heads lists the PRs of a repository whose recorded head is a commit
-	// (state.Store.PRsOfHead): how an event that names only a commit finds
-	// the PR that orders it (classifyByHead). Nil: such events name no PR.
+	// Heads lists the PRs of a repository whose recorded head is a commit,
+	// or else whose live sequence watches it (state.Store.PRsOfCommit: a
+	// merge commit whose run a watch follows): how an event that names
+	// only a commit finds the PR that orders it (classifyByHead). Nil: such
+	// events name no PR.
 	Heads func(repo, sha string) ([]int, error)
 	// Approvals finds the PR of the approval a workflow run was dispatched
 	// for: bound to it (run), or naming its id (title, the run's
@@ -283,12 +285,14 @@ func (s *Schema) classifyComment(env *envelope, id string, d *state.Delivery) (s
 }
 
 // IgnoredNoHead is why an event that names only a commit is ignored when
-// the commit is no PR's head as opsbot recorded it.
-const IgnoredNoHead = "commit is the head of no pull request opsbot knows"
+// the commit is no PR's head as opsbot recorded it, and no live sequence
+// watches it.
+const IgnoredNoHead = "commit is the head of no pull request opsbot knows, nor one a sequence watches"
 
 // classifyByHead orders an event that names only a commit (a status, a
 // check suite, a check run: a row of kinds for one uses it as its
-// classify) by the PR whose recorded head the commit is; when a branch
+// classify) by the PR whose recorded head the commit is, or else whose
+// live sequence watches it (Schema.Heads); when a branch
 // heads several PRs (into other bases), the lowest-numbered orders it, and
 // its route finds the others with the same index. The index knows a head
 // once its pull_request delivery was processed: an event about a head

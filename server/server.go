@@ -42,7 +42,8 @@ type Config struct {
 	// Commands are the commands opsbot reads; ingest stores comments
 	// without reading them (the worker does).
 	Commands *commands.Registry
-	// Heads finds the PRs whose head is a commit (state.Store.PRsOfHead),
+	// Heads finds the PRs whose head is a commit, or whose live sequence
+	// watches it (state.Store.PRsOfCommit),
 	// for events that name only a commit.
 	Heads func(repo, sha string) ([]int, error)
 	// Approvals finds the PR of the approval a workflow run was dispatched

@@ -69,14 +69,20 @@ func headPrefix(repo, sha string) []byte {
 func (s *Store) PRsOfHead(repo, sha string) ([]int, error) {
 	var out []int
 	err := s.db.View(func(tx *bolt.Tx) error {
-		p := headPrefix(repo, sha)
-		c := tx.Bucket(bHeads).Cursor()
-		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p) && len(k) == len(p)+8; k, _ = c.Next() {
-			out = append(out, int(binary.BigEndian.Uint64(k[len(p):])))
-		}
+		out = prsOfHead(tx, repo, sha)
 		return nil
 	})
 	return out, err
+}
+
+func prsOfHead(tx *bolt.Tx, repo, sha string) []int {
+	var out []int
+	p := headPrefix(repo, sha)
+	c := tx.Bucket(bHeads).Cursor()
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p) && len(k) == len(p)+8; k, _ = c.Next() {
+		out = append(out, int(binary.BigEndian.Uint64(k[len(p):])))
+	}
+	return out
 }
 
 // PRInfo reads what is known of a PR outside a write.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -61,6 +62,9 @@ func (t *Tx) PutSequence(s *Sequence, read uint64) error {
 	if s.Kind == "" || s.Repo == "" || s.PR < 0 {
 		return fmt.Errorf("state: a sequence needs a kind, a repository and a PR, or PR 0 for the repository's own (%q %q %d)", s.Kind, s.Repo, s.PR)
 	}
+	if len(s.Commits) > record.MaxCommits || slices.ContainsFunc(s.Commits, func(c string) bool { return !fullSHA(c) }) {
+		return fmt.Errorf("state: a sequence watches at most %d commits, each a full SHA (%q)", record.MaxCommits, s.Commits)
+	}
 	cur, err := sequence(t.tx, s.Repo, s.PR, s.Kind)
 	if err != nil {
 		return err
@@ -103,11 +107,66 @@ func (t *Tx) PutSequence(s *Sequence, read uint64) error {
 	if err := putJSON(b, seqKey(s.Kind), s); err != nil {
 		return err
 	}
+	if err := t.watchCommits(cur, s); err != nil {
+		return err
+	}
 	due := record.DueAt(s)
 	if due.IsZero() {
 		return nil
 	}
 	return wake.Put(wakeKey(due, s.Repo, s.PR, s.Kind), nil)
+}
+
+// watchCommits keeps the index of the commits live sequences watch
+// (record.Sequence.Commits): was's are dropped, s's put while it is not
+// done.
+func (t *Tx) watchCommits(was, s *Sequence) error {
+	b := t.tx.Bucket(bSeqCommits)
+	if was != nil {
+		for _, c := range was.Commits {
+			if err := b.Delete(watchKey(was.Repo, c, was.PR, was.Kind)); err != nil {
+				return err
+			}
+		}
+	}
+	if s.Done {
+		return nil
+	}
+	for _, c := range s.Commits {
+		if err := b.Put(watchKey(s.Repo, c, s.PR, s.Kind), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// watchKey is the index key of a sequence watching sha: repo \0 sha \0
+// pr(8) kind, the repository and the SHA in lower case.
+func watchKey(repo, sha string, pr int, kind string) []byte {
+	return append(headKey(repo, sha, pr), kind...)
+}
+
+// PRsOfCommit lists, in order, the PRs an event about sha is for: those
+// whose recorded head it is (PRsOfHead), or else those with a live
+// sequence that watches it (record.Sequence.Commits: a merge commit whose
+// run a watch follows). How an event that names only a commit finds the
+// PR that orders it.
+func (s *Store) PRsOfCommit(repo, sha string) ([]int, error) {
+	var out []int
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if out = prsOfHead(tx, repo, sha); len(out) > 0 {
+			return nil
+		}
+		p := headPrefix(repo, sha)
+		c := tx.Bucket(bSeqCommits).Cursor()
+		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p) && len(k) > len(p)+8; k, _ = c.Next() {
+			if pr := int(binary.BigEndian.Uint64(k[len(p) : len(p)+8])); !slices.Contains(out, pr) {
+				out = append(out, pr)
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // Sequence reads the PR's sequence of a kind, if any (done or not).
@@ -293,5 +352,12 @@ func (s *Store) WakeNow(ref SeqRef) error {
 		next := *cur
 		next.WakeAt = tx.Now()
 		return tx.PutSequence(&next, cur.Version)
+	})
+}
+
+// fullSHA reports whether c is a commit's full SHA (40 hex digits).
+func fullSHA(c string) bool {
+	return len(c) == 40 && !strings.ContainsFunc(c, func(r rune) bool {
+		return !('0' <= r && r <= '9' || 'a' <= r && r <= 'f' || 'A' <= r && r <= 'F')
 	})
 }

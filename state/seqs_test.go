@@ -3,6 +3,8 @@ package state
 import (
 	"errors"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +195,68 @@ func TestDoneSequencesHoldingSomethingStayDue(t *testing.T) {
 	put(&cleaned, again.Version)
 	if due, err := s.DueSequences(now.Add(2*time.Hour), 10); err != nil || len(due) != 0 {
 		t.Fatalf("due = %+v, %v; want none once nothing is held", due, err)
+	}
+}
+
+// A commit a live sequence watches finds its PR (a PR's recorded head
+// first); a sequence that moves to other commits, or ends, leaves the
+// commits it watched; a commit that is not a full SHA is refused.
+func TestCommitsWatchedFindTheirPR(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "opsbot.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	put := func(seq *Sequence, read uint64) error {
+		return s.Update(func(tx *Tx) error { return tx.PutSequence(seq, read) })
+	}
+	m1, m2 := strings.Repeat("e1", 20), strings.Repeat("E2", 20)
+	find := func(sha string) []int {
+		t.Helper()
+		prs, err := s.PRsOfCommit("O/R", sha)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return prs
+	}
+	watch := &Sequence{Kind: "after_merge", Repo: "o/r", PR: 7, Step: "waiting", Commits: []string{m1}}
+	if err := put(watch, 0); err != nil {
+		t.Fatal(err)
+	}
+	other := &Sequence{Kind: "other", Repo: "o/r", PR: 7, Step: "waiting", Commits: []string{m1}}
+	if err := put(other, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(strings.ToUpper(m1)); !slices.Equal(got, []int{7}) {
+		t.Fatalf("the PRs watching %s: %v; want [7], once", m1, got)
+	}
+	if got := find(strings.Repeat("e1", 19)); len(got) != 0 {
+		t.Fatalf("a prefix of the commit finds %v", got)
+	}
+	if err := s.Update(func(tx *Tx) error { return tx.PutPRInfo(&PRInfo{Repo: "o/r", PR: 9, HeadSHA: m1, State: "open"}) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(m1); !slices.Equal(got, []int{9}) {
+		t.Fatalf("a commit that is PR 9's head and PR 7's watched: %v; want the head's PR", got)
+	}
+	moved := *watch
+	moved.Commits = []string{m2}
+	if err := put(&moved, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(m2); !slices.Equal(got, []int{7}) {
+		t.Fatalf("the moved watch's commit: %v", got)
+	}
+	done := moved
+	done.Done = true
+	if err := put(&done, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(m2); len(got) != 0 {
+		t.Fatalf("an ended watch's commit finds %v", got)
+	}
+	bad := &Sequence{Kind: "third", Repo: "o/r", PR: 7, Step: "waiting", Commits: []string{"e1e1e1e"}}
+	if err := put(bad, 0); err == nil || !strings.Contains(err.Error(), "full SHA") {
+		t.Fatalf("a short commit watched: %v", err)
 	}
 }

@@ -65,9 +65,10 @@ var (
 	bSaved         = []byte("saved")         // repo \0 ISO week -> SavedWeek: what the skips saved
 	bApprovals     = []byte("approvals")     // approvals of external PRs' heads and their runs (approvals.go)
 	bOffers        = []byte("offers")        // repo \0 nonce -> Offer: the buttons offered and those used (schema 8; "buttons" before)
+	bSeqCommits    = []byte("seqcommits")    // repo \0 sha \0 pr(8) kind -> nil: the live sequences a commit's events wake (record.Sequence.Commits)
 	allBuckets     = [][]byte{bMeta, bInbox, bDeliveries, bByTime, bSumTime, bDead, bAudit, bAuditPR, bAuditSHA, bAuditRun,
 		bPRs, bComments, bOutbox, bStage, bReused, bSent, bFailed, bBudgets, bReconciled, bInstallations, bUsers, bHeads, bSeqWake, bSaved, bApprovals,
-		bOffers}
+		bOffers, bSeqCommits}
 	keySchema = []byte("schema")
 )
 

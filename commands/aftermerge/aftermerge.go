@@ -53,10 +53,15 @@ const (
 	StepIngestFailed = "ingest_failed"
 )
 
-// Poll is how often the watch reads the run; RerunPoll how often, after
-// a failed attempt, it looks for a re-run.
+// Poll is how often the watch looks for the run on the merge commit, and
+// for the attempt a re-run it asked for begins; RunPoll how often it reads
+// a run that is not completed, and RerunPoll, after a failed attempt, how
+// often it looks for a re-run: the run's workflow_run completion wakes it
+// at once (the merge commit is the watch's, record.Sequence.Commits), and
+// these polls find what a lost webhook did not say.
 const (
 	Poll      = time.Minute
+	RunPoll   = 10 * time.Minute
 	RerunPoll = 5 * time.Minute
 )
 
@@ -147,10 +152,11 @@ func Module(d commands.Deps) commands.Module {
 }
 
 // Kind is the watch's sequence: a merged PR's pull_request delivery begins
-// it (its route's Record), polls step it.
+// it (its route's Record); a workflow run's completion on the merge commit
+// wakes it, and polls step it where a webhook is lost.
 func Kind(h *Handler) seq.Kind {
 	return seq.Typed[Data]{Name: SeqKind, Step: h.step, Expire: h.expire,
-		Routes: []seq.Route{{Event: "pull_request", Record: h.merged}},
+		Routes: []seq.Route{{Event: "pull_request", Record: h.merged}, seq.On("workflow_run")},
 		Teller: func() plan.Teller { return h.d.Notices.Teller() }}.Kind()
 }
 
@@ -330,8 +336,8 @@ func (h *Handler) merged(_ context.Context, rc *config.Repo, d seq.Delivered) (s
 	if err != nil {
 		return "", nil, err
 	}
-	s := record.Sequence{Kind: SeqKind, Repo: rc.Name, PR: d.PR, Step: StepWaiting, Head: head, Data: raw, ActorLogin: data.Author,
-		WakeAt: now, Deadline: now.Add(Section.Of(rc).Deadline)}
+	s := record.Sequence{Kind: SeqKind, Repo: rc.Name, PR: d.PR, Step: StepWaiting, Head: head, Commits: []string{merge}, Data: raw,
+		ActorLogin: data.Author, WakeAt: now, Deadline: now.Add(Section.Of(rc).Deadline)}
 	status := plan.Comment{Repo: rc.Name, PR: d.PR, Installation: data.Installation, Kind: string(notices.KindAfterMerge),
 		Body: statusText(&s, data), Links: plan.Links{PR: h.d.Notices.Web.PR(rc.Name, d.PR)}}
 	reused := "its own sweep"
@@ -421,7 +427,7 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 			what = fmt.Sprintf("attempt %d of run %s", attempt, commands.RunLink(data.RunID, data.RunURL))
 		}
 		return h.wait(s, data, StepRunning, fmt.Sprintf("⏳ %s is %s", what, mdtext.Text(strings.ReplaceAll(run.GetStatus(), "_", " "))),
-			"after-merge-running", Poll)
+			"after-merge-running", RunPoll)
 	}
 	if data.Attempt != 0 && attempt <= data.Attempt {
 		if s.Seq.Step == StepRerun {

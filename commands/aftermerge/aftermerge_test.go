@@ -1,6 +1,8 @@
 package aftermerge_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,9 +14,11 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/commands/aftermerge"
 	"github.com/SemiAnalysisAI/opsbot/gate"
 	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
+	"github.com/SemiAnalysisAI/opsbot/internal/fixtures"
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
 const mainRun = int64(41000000001)
@@ -68,6 +72,52 @@ var ingested = []githubtest.Job{{Name: "single-node 1k1k / kimi", Conclusion: "s
 func mainRunOf(w *e2e.World, status, conclusion string, jobs []githubtest.Job) {
 	w.GH.AddRun(e2e.Repo, githubtest.Run{ID: mainRun, WorkflowID: 77, Event: "push", Status: status, Conclusion: conclusion,
 		HeadSHA: e2e.SHA("e1"), HeadBranch: "main", CreatedAt: time.Now(), Jobs: jobs, Attempt: 1})
+}
+
+// runCompleted completes the main run's attempt with conclusion, and
+// GitHub's workflow_run completed for it reaches opsbot: the watch wakes on
+// it within record.WakeGap, long before its next poll (RunPoll).
+func runCompleted(w *e2e.World, clock *e2e.Clock, conclusion string) {
+	w.T.Helper()
+	w.GH.CompleteRun(e2e.Repo, mainRun, conclusion, nil)
+	w.Send("workflow_run", runPayload(w, conclusion))
+	w.PassTime(clock, record.WakeGap)
+}
+
+// runPayload is GitHub's workflow_run completed of the main run: a push
+// run on the merge commit, which lists no PR.
+func runPayload(w *e2e.World, conclusion string) map[string]any {
+	p := e2e.Payload(w.T, "workflow_run", "completed")
+	e2e.SetPath(p, "repository.full_name", e2e.Repo)
+	for k, v := range map[string]any{"id": mainRun, "head_sha": e2e.SHA("e1"), "head_branch": "main", "event": "push", "conclusion": conclusion,
+		"path": ".github/workflows/run-sweep.yml", "pull_requests": []any{}} {
+		e2e.SetPath(p, "workflow_run."+k, v)
+	}
+	return p
+}
+
+// The main run's workflow_run completion wakes the watch at once, ten
+// minutes before its next poll would read the run; once the watch ended,
+// the merge commit is no PR's, and its events are ignored at intake.
+func TestAfterMergeWakesOnTheMainRunsCompletion(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	w.Push("c2")
+	merged(w)
+	mainRunOf(w, "in_progress", "", nil)
+	w.PassTime(clock, aftermerge.Poll)
+	waitStatus(t, w, "⏳ run [41000000001](", "is in progress")
+	runCompleted(w, clock, "success")
+	waitStatus(t, w, "✅ run [41000000001](", "succeeded", "opsbot reused nothing for the merged head `c2c2c2c`")
+	body, err := json.Marshal(runPayload(w, "success"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, rep := e2e.Post(t, fixtures.SignedRequest(t, w.Srv.URL+"/webhook", "workflow_run", w.ID(), body, e2e.Secret))
+	if code != http.StatusAccepted || rep["status"] != "ignored" || !strings.Contains(fmt.Sprint(rep["reason"]), "nor one a sequence watches") {
+		t.Fatalf("the ended watch's merge commit's run: %d %v; want it ignored", code, rep)
+	}
 }
 
 // A reused merge whose main run succeeds: the comment, naming the author,
@@ -180,8 +230,7 @@ func TestAfterMergeFollowsAReRun(t *testing.T) {
 	w.GH.RerunRun(e2e.Repo, mainRun)
 	w.PassTime(clock, aftermerge.RerunPoll)
 	waitStatus(t, w, "❌ run [41000000001](", "⏳ attempt 2 of run [41000000001](", "is queued")
-	w.GH.CompleteRun(e2e.Repo, mainRun, "success", nil)
-	w.PassTime(clock, aftermerge.Poll)
+	runCompleted(w, clock, "success")
 	st := waitStatus(t, w, "✅ run [41000000001](", "succeeded at its re-run (attempt 1 failed)")
 	e2e.MustContain(t, "status", st, "❌ run [41000000001](") // the failure stays in the comment
 
@@ -230,8 +279,8 @@ func TestAfterMergeFollowsTheRunAcrossARestart(t *testing.T) {
 	w.PassTime(clock, aftermerge.Poll)
 	waitStatus(t, w, "⏳ run [41000000001](", "is in progress")
 	w.Restart(nil, nil)
-	w.GH.CompleteRun(e2e.Repo, mainRun, "success", nil)
-	w.PassTime(clock, aftermerge.Poll)
+	w.GH.CompleteRun(e2e.Repo, mainRun, "success", nil) // its webhook lost: the poll finds it
+	w.PassTime(clock, aftermerge.RunPoll)
 	waitStatus(t, w, "✅ run [41000000001](", "succeeded", "opsbot reused nothing for the merged head `c2c2c2c`: it ran its own sweep")
 }
 

@@ -63,8 +63,7 @@ func TestRerunFailedReRunsTheAttemptOnceAndFollowsIt(t *testing.T) {
 		"was asked already, by @maintainer: opsbot re-runs an attempt once")
 	w.PassTime(clock, aftermerge.Poll)
 	waitStatus(t, w, "⏳ attempt 2 of run [41000000001](", "is queued")
-	w.GH.CompleteRun(e2e.Repo, mainRun, "success", nil)
-	w.PassTime(clock, aftermerge.Poll)
+	runCompleted(w, clock, "success")
 	waitStatus(t, w, "✅ run [41000000001](", "succeeded at its re-run (attempt 1 failed)")
 	if r := w.GH.Reruns(); len(r) != 1 {
 		t.Fatalf("re-runs asked: %v; want one", r)
@@ -135,7 +134,7 @@ func TestRerunFailedRefuses(t *testing.T) {
 				t.Fatalf("no denial audited for @%s: %v", e2e.ReaderLogin, w.AuditRecords())
 			}
 			if c.watch {
-				w.PassTime(clock, aftermerge.RerunPoll)
+				w.PassTime(clock, aftermerge.RunPoll)
 			}
 			if r := w.GH.Reruns(); len(r) != 0 || w.GH.Count(githubtest.RouteRerunFailed) != 0 {
 				t.Fatalf("re-ran %v", r)

@@ -17,6 +17,12 @@ type Sequence struct {
 	PR   int    `json:"pr"`
 	// Head is the head commit the sequence acts for.
 	Head string `json:"head,omitempty"`
+	// Commits are other commits whose events wake the sequence while it
+	// is not done (the merge commit whose run a watch follows): an event
+	// that names only a commit (a workflow run's completion, a check
+	// suite's, a status) finds a PR by its recorded head first, then by
+	// these. At most MaxCommits, each a full SHA.
+	Commits []string `json:"commits,omitempty"`
 	// Step is where the sequence is; Done marks a step it never leaves.
 	Step string `json:"step"`
 	Done bool   `json:"done,omitempty"`
@@ -109,6 +115,9 @@ func DueAt(s *Sequence) time.Time {
 	}
 	return s.WakeAt
 }
+
+// MaxCommits bounds Sequence.Commits.
+const MaxCommits = 4
 
 // WakeGap is the least time between a sequence's write and a wake-up an
 // event asks for (Sequences.WakeSequences).
