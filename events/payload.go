@@ -27,7 +27,8 @@ type Installation struct {
 
 // Repository names the repository a delivery is about.
 type Repository struct {
-	FullName string `json:"full_name"`
+	FullName      string `json:"full_name"`
+	DefaultBranch string `json:"default_branch,omitempty"`
 }
 
 // Issue is the issue (or PR conversation) of a comment.
@@ -120,6 +121,7 @@ type PullRequest struct {
 	MergeCommitSHA string   `json:"merge_commit_sha,omitempty"`
 	User           Account  `json:"user"`
 	Head           PullHead `json:"head"`
+	Base           PullHead `json:"base,omitzero"`
 	Draft          bool     `json:"draft"`
 	Labels         []Label  `json:"labels"`
 	// UpdatedAt orders deliveries, which GitHub does not send in order.

@@ -3,6 +3,7 @@ package ghclient
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/go-github/v62/github"
 
@@ -106,4 +107,33 @@ func (c *Client) PullRequestsForCommit(ctx context.Context, repo, sha string) ([
 	o, r := split(repo)
 	prs, resp, err := c.gh.PullRequests.ListPullRequestsWithCommit(AfterWebhook(ctx), o, r, sha, nil)
 	return prs, wrap("listing the PRs of "+mdtext.ShortSHA(sha), resp, err)
+}
+
+// ClosedPullsSince lists the repository's closed PRs updated at or after
+// t, the most recently updated first, max at most: the closes a reconcile
+// looks for among those opsbot still holds open.
+func (c *Client) ClosedPullsSince(ctx context.Context, repo string, t time.Time, max int) ([]*github.PullRequest, error) {
+	o, r := split(repo)
+	var out []*github.PullRequest
+	if max <= 0 {
+		return nil, nil
+	}
+	opt := &github.PullRequestListOptions{State: "closed", Sort: "updated", Direction: "desc", ListOptions: github.ListOptions{PerPage: 100}}
+	err := paginate("listing the PRs closed since "+t.UTC().Format(time.RFC3339), &opt.ListOptions, (max+99)/100,
+		func() ([]*github.PullRequest, *github.Response, error) {
+			return c.gh.PullRequests.List(ctx, o, r, opt)
+		},
+		func(page []*github.PullRequest) bool {
+			for _, p := range page {
+				if p.GetUpdatedAt().Before(t) || len(out) == max {
+					return false
+				}
+				out = append(out, p)
+			}
+			return true
+		})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

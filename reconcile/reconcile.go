@@ -49,6 +49,9 @@ type Reader interface {
 	// Timeline reads a PR's timeline events, oldest first (an error past
 	// the pages it reads).
 	Timeline(ctx context.Context, repo string, n int) ([]ghclient.TimelineEvent, error)
+	// ClosedPullsSince lists the PRs closed and updated since a time, the
+	// most recently updated first, max at most.
+	ClosedPullsSince(ctx context.Context, repo string, t time.Time, max int) ([]*github.PullRequest, error)
 	// CommitRuns lists the workflow runs of a commit.
 	CommitRuns(ctx context.Context, repo, sha string) ([]*github.WorkflowRun, error)
 	// CommentBody reads a comment's body now (ghclient.ErrNotFound: deleted).
@@ -74,6 +77,9 @@ type Store interface {
 	ReconciledAt(repo string) (time.Time, error)
 	SetReconciledAt(repo string, t time.Time) error
 	PRInfo(repo string, pr int) (*state.PRInfo, error)
+	// RepoInstallation is the repository's App installation last seen (0:
+	// none).
+	RepoInstallation(repo string) (int64, error)
 	Decisions(repo string, pr int) ([]state.Decision, error)
 	events.Inbox
 }
@@ -119,6 +125,10 @@ type Report struct {
 	// meanwhile): that delivery runs them as it would have anyway.
 	CommandsPending []int64 `json:"commands_pending"`
 	PinsOfClosedPRs []int   `json:"pins_of_closed_prs"` // PRs whose pin is being expired or consumed
+	// ClosesRecovered are PRs without a pin that GitHub shows closed and
+	// opsbot still held open: their lost `closed` webhook is being taken
+	// in (a merge opsbot decided is then followed).
+	ClosesRecovered []int `json:"closes_recovered,omitempty"`
 	// HeadsRecorded are open PRs with a pin whose head opsbot did not know:
 	// it is being recorded as GitHub has it (and opsbot/reuse-ready set).
 	HeadsRecorded []int `json:"heads_recorded,omitempty"`
@@ -353,24 +363,16 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			}
 			continue
 		}
-		head := p.GetHead()
-		body := &events.PullPayload{Action: "closed", Number: n,
-			PullRequest: events.PullRequest{Number: n, State: "closed", Merged: p.GetMerged(),
-				MergeCommitSHA: p.GetMergeCommitSHA(), Title: p.GetTitle(), UpdatedAt: p.GetUpdatedAt().Time,
-				Head: events.PullHead{SHA: head.GetSHA(), Ref: head.GetRef()},
-				User: events.Account{Login: p.GetUser().GetLogin()}},
-			Repository: &events.Repository{FullName: rc.Name}, Sender: events.Account{Login: "opsbot-reconcile"}}
-		// One id per close: a PR closed, reopened and closed again while
-		// opsbot was not listening is recovered each time.
-		id := fmt.Sprintf("%sclosed-%s-%d-%d-%s", IDPrefix, strings.ToLower(rc.Name), n, p.GetClosedAt().Unix(),
-			strings.ToLower(head.GetSHA()))
-		added, err := r.add(ctx, schema, id, events.EventPull, body)
+		added, err := r.addClosed(ctx, schema, rc.Name, p)
 		if err != nil {
 			return rep, err
 		}
 		if added {
 			rep.PinsOfClosedPRs = append(rep.PinsOfClosedPRs, n)
 		}
+	}
+	if err := r.closesLost(ctx, gh, schema, rc.Name, prs, &rep); err != nil {
+		return rep, err
 	}
 	if err := r.sequencesTakenBack(ctx, gh, schema, rc.Name, &rep); err != nil {
 		return rep, err
@@ -657,6 +659,70 @@ func (r *Reconciler) sameSince(ctx context.Context, gh Reader, repo string, n in
 
 // add puts a recovered event into the inbox, classified as ingest
 // classifies a webhook, so it takes the same path.
+// MaxClosed is how many PRs closed since the recovery window's start one
+// reconcile reads at most (the most recently updated first).
+const MaxClosed = 300
+
+// closesLost recovers the closes opsbot did not see: a PR closed on GitHub
+// (updated since the window's start) that opsbot still holds open, its
+// `closed` webhook lost, gets that webhook rebuilt, as a PR with a pin
+// (pinned, whose close was recovered already) does: a merge opsbot decided
+// is then followed after the merge as it would have been.
+func (r *Reconciler) closesLost(ctx context.Context, gh Reader, schema *events.Schema, repo string, pinned []int, rep *Report) error {
+	closed, err := gh.ClosedPullsSince(ctx, repo, rep.Since, MaxClosed)
+	if err != nil {
+		return err
+	}
+	for _, p := range closed {
+		n := p.GetNumber()
+		if slices.Contains(pinned, n) {
+			continue
+		}
+		info, err := r.Store.PRInfo(repo, n)
+		if err != nil {
+			return err
+		}
+		if info == nil || info.State != "open" {
+			continue // never known to opsbot, or its close was seen
+		}
+		added, err := r.addClosed(ctx, schema, repo, p)
+		if err != nil {
+			return err
+		}
+		if added {
+			rep.ClosesRecovered = append(rep.ClosesRecovered, n)
+		}
+	}
+	return nil
+}
+
+// addClosed puts a closed PR's `closed` webhook into the inbox, rebuilt
+// from the PR as GitHub has it now: its head, merge commit, base branch and
+// labels, the repository's default branch and installation.
+func (r *Reconciler) addClosed(ctx context.Context, schema *events.Schema, repo string, p *github.PullRequest) (bool, error) {
+	inst, err := r.Store.RepoInstallation(repo)
+	if err != nil {
+		return false, err
+	}
+	n, head := p.GetNumber(), p.GetHead()
+	labels := []events.Label{}
+	for _, l := range p.Labels {
+		labels = append(labels, events.Label{Name: l.GetName()})
+	}
+	body := &events.PullPayload{Action: "closed", Number: n,
+		PullRequest: events.PullRequest{Number: n, State: "closed", Merged: p.GetMerged(),
+			MergeCommitSHA: p.GetMergeCommitSHA(), Title: p.GetTitle(), UpdatedAt: p.GetUpdatedAt().Time,
+			Head: events.PullHead{SHA: head.GetSHA(), Ref: head.GetRef()}, Base: events.PullHead{SHA: p.GetBase().GetSHA(), Ref: p.GetBase().GetRef()},
+			User: events.Account{Login: p.GetUser().GetLogin()}, Labels: labels},
+		Repository:   &events.Repository{FullName: repo, DefaultBranch: p.GetBase().GetRepo().GetDefaultBranch()},
+		Installation: events.Installation{ID: inst}, Sender: events.Account{Login: "opsbot-reconcile"}}
+	// One id per close: a PR closed, reopened and closed again while
+	// opsbot was not listening is recovered each time.
+	id := fmt.Sprintf("%sclosed-%s-%d-%d-%s", IDPrefix, strings.ToLower(repo), n, p.GetClosedAt().Unix(),
+		strings.ToLower(head.GetSHA()))
+	return r.add(ctx, schema, id, events.EventPull, body)
+}
+
 func (r *Reconciler) add(ctx context.Context, schema *events.Schema, id, event string, body any) (bool, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {

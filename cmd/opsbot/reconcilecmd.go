@@ -53,6 +53,10 @@ func runReconcile(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "%s since %s: %d comments checked, %d lost command comments queued %v, %d pins of closed PRs handled %v\n",
 		rep.Repo, rep.Since.UTC().Format(time.RFC3339), rep.CommentsChecked, len(rep.CommandsRecovered), rep.CommandsRecovered,
 		len(rep.PinsOfClosedPRs), rep.PinsOfClosedPRs)
+	if len(rep.ClosesRecovered) > 0 {
+		fmt.Fprintf(e.stdout, "%d closes of PRs opsbot held open taken in %v (their closed webhook was lost)\n",
+			len(rep.ClosesRecovered), rep.ClosesRecovered)
+	}
 	if rep.First {
 		fmt.Fprintf(e.stdout, "first reconcile of %s: %d command comments recorded as seen, none run %v "+
 			"(--replay-since T runs those posted since T)\n", rep.Repo, len(rep.CommandsRecorded), rep.CommandsRecorded)

@@ -243,6 +243,40 @@ func TestAfterMergeFollowsAReRun(t *testing.T) {
 	waitStatus(t, w2, "⌛ no re-run of run [41000000001](", "succeeded within 12h of the merge")
 }
 
+// A merge whose closed webhook was lost: the reconcile finds the PR closed
+// on GitHub while opsbot holds it open, takes its close in, and the merge
+// is followed as the webhook would have had it followed; the next
+// reconcile takes nothing in again.
+func TestAfterMergeFollowsAMergeWhoseWebhookWasLost(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	reconcile := func() string {
+		t.Helper()
+		r := w.Call(http.MethodPost, "/api/v1/reconcile", `{"repo":"`+e2e.Repo+`"}`)
+		if r.Code != http.StatusOK {
+			t.Fatalf("reconcile: %d %s", r.Code, r.Body)
+		}
+		w.Settle()
+		return r.Body
+	}
+	reconcile() // the repository's first: it records what it finds
+	w.Push("c2")
+	mainRunOf(w, "completed", "success", ingested)
+	w.GH.ClosePR(e2e.Repo, e2e.PR, true, e2e.SHA("e1")) // its webhook lost
+	if rep := reconcile(); !strings.Contains(rep, `"closes_recovered":[`+strconv.Itoa(e2e.PR)+`]`) {
+		t.Fatalf("the reconcile after the lost merge: %s", rep)
+	}
+	st := waitStatus(t, w, "🚀 **After the merge**", "merge commit `e1e1e1e` of head `c2c2c2c` on `main`", "✅ run [41000000001](",
+		"on `main` succeeded, its ingest job `trigger-ingest` too")
+	if rep := reconcile(); strings.Contains(rep, "closes_recovered") {
+		t.Fatalf("a second reconcile takes the close in again: %s", rep)
+	}
+	if again := status(w); again != st {
+		t.Fatalf("the status changed after the second reconcile:\n%s\nwas\n%s", again, st)
+	}
+}
+
 // A merge of a PR opsbot never decided (no push of it was gated), a PR
 // closed without merging, one merged into another branch: nothing is said,
 // and nothing is followed.

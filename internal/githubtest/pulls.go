@@ -241,6 +241,16 @@ func (f *Fake) listPulls(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 		}
 	}
 	sort.Ints(nums)
+	if r.URL.Query().Get("sort") == "updated" {
+		desc := r.URL.Query().Get("direction") != "asc"
+		sort.SliceStable(nums, func(i, j int) bool {
+			a, b := repo.PRs[nums[i]].UpdatedAt, repo.PRs[nums[j]].UpdatedAt
+			if desc {
+				return a.After(b)
+			}
+			return a.Before(b)
+		})
+	}
 	page := paginate(w, r, len(nums))
 	out := []*github.PullRequest{}
 	for _, n := range nums[page.from:page.to] {
