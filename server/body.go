@@ -126,9 +126,22 @@ func (r *bodyRead) rate(now time.Time) float64 {
 	return float64(r.got) / max(now.Sub(r.start), rateWindowMin).Seconds()
 }
 
+// youngBody is how long a body's read is never taken for slow: until it
+// asks for its next chunk its rate counts none of the bytes it is reading,
+// so a delivery that has just begun (its first chunk handed out, its
+// reader not yet scheduled on a busy machine) would read as the slowest of
+// all and be cut to make room for an upload.
+const youngBody = time.Second
+
+// slow reports whether r may be cut for arriving slower than healthy
+// (under b.mu).
+func (r *bodyRead) slow(now time.Time, healthy float64) bool {
+	return now.Sub(r.start) >= youngBody && r.rate(now) < healthy
+}
+
 // grow takes one more chunk for r from the budget. When the budget is
 // spent it cuts, to make room, the slowest body being read that arrives
-// slower than the healthy rate (so a crowd of small, slow bodies cannot keep
+// slower than the healthy rate, once it has been read for youngBody (so a crowd of small, slow bodies cannot keep
 // a larger, healthy delivery out, and no body can cut one arriving at a
 // healthy rate for being larger), or failing that the largest body holding more than
 // protectedSize and more than r would; and waits for its chunks. With no
@@ -165,7 +178,7 @@ func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
 			if o == r || o.held == 0 {
 				continue
 			}
-			if or := o.rate(now); or < b.healthy && (slow == nil || or < slowRate) {
+			if or := o.rate(now); o.slow(now, b.healthy) && (slow == nil || or < slowRate) {
 				slow, slowRate = o, or
 			}
 			if o.held > protectedSize && o.held > r.held+chunkSize && (large == nil || o.held > large.held) {

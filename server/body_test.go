@@ -75,7 +75,7 @@ func (b *bodyBudget) slowerThanHealthy() int {
 	defer b.mu.Unlock()
 	n, now := 0, time.Now()
 	for r := range b.readers {
-		if r.held > 0 && r.rate(now) < b.healthy {
+		if r.held > 0 && r.slow(now, b.healthy) {
 			n++
 		}
 	}
@@ -142,6 +142,45 @@ func TestBodyBudgetFavoursSmallBodies(t *testing.T) {
 	}
 	c.Close()
 	testkit.Eventually(t, "the budget is given back", func() bool { return s.bodies.inUse() == 0 })
+}
+
+// A body whose read has just begun holds its first chunk with none of its
+// bytes counted yet: another body that needs room does not take it for
+// slow and cut it (a signed delivery on a busy machine was answered 503
+// so), and is refused itself; once a body has been read for youngBody
+// with nothing arriving, it is slow, and is cut to make room.
+func TestBodyJustBegunIsNotCutAsSlow(t *testing.T) {
+	b := newBodyBudget(BodyLimits{MaxInflight: 2 * chunkSize, HealthyRate: 1 << 20})
+	now := time.Now()
+	begun := &bodyRead{b: b, cutc: make(chan struct{}), start: now}
+	if _, err := begun.grow(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	fast := &bodyRead{b: b, cutc: make(chan struct{}), start: now}
+	if _, err := fast.grow(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	fast.n = chunkSize // it filled its chunk and needs another
+	if _, err := fast.grow(t.Context()); err != errBusy {
+		t.Fatalf("a body needing room beside one just begun: %v, want errBusy", err)
+	}
+	if begun.isCut() {
+		t.Fatal("the body just begun was cut as slow")
+	}
+	b.mu.Lock()
+	begun.start = now.Add(-youngBody) // read for youngBody, nothing arrived
+	b.mu.Unlock()
+	go func() {
+		<-begun.cutc
+		begun.release()
+	}()
+	if _, err := fast.grow(t.Context()); err != nil {
+		t.Fatalf("a body needing room beside one that stalled: %v, want the stalled one cut", err)
+	}
+	if !begun.isCut() {
+		t.Fatal("the stalled body was not cut")
+	}
+	fast.release()
 }
 
 // A body that stalls past the grace period is cut with 408; the budget it
