@@ -82,8 +82,9 @@ type Button struct {
 	// NoRun is a button that names no run (Cancel pin).
 	NoRun bool
 	// Own is a button its command offers in its own Slack messages
-	// (plan.SlackOffer), never on a finished sweep's message; it has Slack
-	// words and no check-run label.
+	// (plan.SlackOffer) and, with a Label, on its own check run
+	// (plan.CheckOffer), never on a finished sweep's message nor the gate's
+	// check run; it has Slack words.
 	Own bool
 	// Command is the command line a click runs, given the button's run.
 	Command func(run int64) Command
@@ -200,7 +201,7 @@ func (r *Registry) CheckActions() []record.CheckAction {
 	var out []record.CheckAction
 	for _, s := range r.specs {
 		for _, b := range s.Buttons {
-			if b.Label != "" {
+			if b.Label != "" && !b.Own {
 				out = append(out, record.CheckAction{Label: b.Label, Description: b.Description, Identifier: b.ID})
 			}
 		}

@@ -77,7 +77,7 @@ func TestRegistryRefusesButtonsAClickCouldNotName(t *testing.T) {
 		{"a space that is not a space bar's", []commands.Spec{spec("one", button("a\u00a0b", "A"))}, "1 to 20 characters"},
 		{"a carriage return", []commands.Spec{spec("one", button("a\rb", "A"))}, "1 to 20 characters"},
 		{"offered nowhere", []commands.Spec{spec("one", button("i", ""))}, "offered nowhere"},
-		{"its own, with a check-run label", []commands.Spec{spec("one", ownLabelled)}, "needs Slack words and no check-run label"},
+		{"its own, with a check-run label and no Slack words", []commands.Spec{spec("one", ownLabelled)}, "needs Slack words"},
 		{"its own, without Slack words", []commands.Spec{spec("one", ownSilent)}, "offered nowhere"},
 		{"a fourth check-run button", []commands.Spec{spec("one", button("a", "A"), button("b", "B")), spec("two", button("c", "C"), button("d", "D"))}, "3 at most"},
 	} {
@@ -112,22 +112,28 @@ func TestOneModuleTakesTheStagingSidesReports(t *testing.T) {
 	}
 }
 
-// A command's own buttons (offered in its own Slack messages) are never
-// among those a finished sweep's message offers; a click still finds
+// A command's own buttons (offered in its own Slack messages and check
+// runs) are never among those a finished sweep's message or check run
+// offers, nor count against the check run's three; a click still finds
 // them.
 func TestOwnButtonsAreOfferedOnlyByTheirCommand(t *testing.T) {
-	own := button("own", "")
+	own := button("own", "Own")
 	own.Own = true
 	own.Slack = func(int64) string { return "Own" }
 	reuse := button("reuse", "Reuse")
 	reuse.Slack = func(int64) string { return "Reuse" }
-	reg, err := commands.NewRegistry(spec("one", reuse, own))
+	reg, err := commands.NewRegistry(spec("one", reuse, own, button("b", "B")), spec("two", button("c", "C")))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("three check-run buttons and a command's own labelled one: %v", err)
 	}
 	for _, b := range reg.SlackButtons(1, func(int64) string { return "" }) {
 		if b.ActionID == "own" {
 			t.Fatalf("a finished sweep's message offers a command's own button: %+v", b)
+		}
+	}
+	for _, a := range reg.CheckActions() {
+		if a.Identifier == "own" {
+			t.Fatalf("a finished sweep's check run offers a command's own button: %+v", a)
 		}
 	}
 	if _, _, ok := reg.Button("own"); !ok {

@@ -168,7 +168,7 @@ func (r *Registry) checkButtons(s *Spec) error {
 	var held []string // the check-run buttons registered, "Label (command)"
 	for _, p := range append(slices.Clone(r.specs), s) {
 		for _, b := range p.Buttons {
-			if b.Label != "" {
+			if b.Label != "" && !b.Own {
 				held = append(held, fmt.Sprintf("%q (%s)", b.Label, p.Name))
 			}
 		}
@@ -188,9 +188,9 @@ func (r *Registry) checkButtons(s *Spec) error {
 			return fmt.Errorf("commands: %s: button %s runs no command", s.Name, b.ID)
 		case b.Label == "" && b.Slack == nil:
 			return fmt.Errorf("commands: %s: button %s is offered nowhere (neither a label for check runs nor Slack words)", s.Name, b.ID)
-		case b.Own && (b.Label != "" || b.Slack == nil):
-			return fmt.Errorf("commands: %s: button %s is its command's own: it is offered only in that command's Slack messages, "+
-				"so it needs Slack words and no check-run label", s.Name, b.ID)
+		case b.Own && b.Slack == nil:
+			return fmt.Errorf("commands: %s: button %s is its command's own: it is offered in that command's Slack messages, "+
+				"so it needs Slack words (a label too puts it on the command's own check run)", s.Name, b.ID)
 		}
 		for j, c := range s.Buttons[:i] {
 			if c.ID == b.ID {

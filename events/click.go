@@ -233,17 +233,20 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	if err := decode(d, &ev); err != nil {
 		return "", nil, err
 	}
-	if ev.CheckRun.Name != notices.StatusContext || (h.AppID != 0 && ev.CheckRun.App.ID != h.AppID) {
+	if !strings.HasPrefix(ev.CheckRun.Name, notices.OwnCheckPrefix) || (h.AppID != 0 && ev.CheckRun.App.ID != h.AppID) {
 		return "ignored-check-run", nil, nil // another app's check run
 	}
 	// The check run names the PR and the run its buttons act on, and the
-	// offer of its buttons: pr:run:nonce.
+	// offer of its buttons: pr:run:nonce, and for a command's own check
+	// run (plan.CheckOffer) the run's attempt after them.
 	prOf, rest, _ := strings.Cut(ev.CheckRun.ExternalID, ":")
 	if n, err := strconv.Atoi(prOf); err != nil || n != d.PR {
 		return "ignored-check-run-other-pr", nil, nil
 	}
-	runOf, nonce, _ := strings.Cut(rest, ":")
+	runOf, rest, _ := strings.Cut(rest, ":")
+	nonce, attemptOf, _ := strings.Cut(rest, ":")
 	run, _ := strconv.ParseInt(runOf, 10, 64)
+	attempt, _ := strconv.Atoi(attemptOf)
 	info, err := h.State.PRInfo(rc.Name, d.PR)
 	if err != nil {
 		return "", nil, err
@@ -287,6 +290,9 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	if info.HeadSHA != "" {
 		where += " " + mdtext.Code(mdtext.ShortSHA(info.HeadSHA))
 	}
+	if ev.CheckRun.Name != notices.StatusContext {
+		where = fmt.Sprintf("of the newest check run %s on %s", mdtext.Code(ev.CheckRun.Name), mdtext.Code(mdtext.ShortSHA(ev.CheckRun.HeadSHA)))
+	}
 	use, why, told, err := h.buttonOf(rc.Name, d.PR, nonce, action, run,
 		record.ButtonUse{Action: action, By: ev.Sender.Login, ByID: ev.Sender.ID, Delivery: d.ID}, where)
 	if err != nil {
@@ -295,7 +301,12 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	if why != "" {
 		return refuse("check-run-button-refused", why, told)
 	}
-	if !strings.EqualFold(ev.CheckRun.HeadSHA, info.HeadSHA) {
+	// A command's own button (commands.Button.Own) is on its own check
+	// run, on a commit that need not be the head (a merge commit): its
+	// command holds the click to the run and attempt it names.
+	b, _, known := h.Commands.Button(action)
+	own := known && b.Own
+	if !own && !strings.EqualFold(ev.CheckRun.HeadSHA, info.HeadSHA) {
 		use.Use.Outcome = string(commands.Rejected)
 		return refuse("check-run-old-head", "no longer the PR's head ("+info.HeadSHA+")", fmt.Sprintf("the button is on the check run of %s, "+
 			"which is no longer this PR's head (%s). Use the buttons of the head's own check run.",
@@ -306,12 +317,14 @@ func (h *Handler) handleCheckRun(ctx context.Context, rc *config.Repo, d *state.
 	}
 	// What a button means is its command's (commands.Button, declared
 	// beside the handler).
-	b, _, ok := h.Commands.Button(action)
-	if !ok || b.Label == "" || (!b.NoRun && run <= 0) {
+	if !known || b.Label == "" || (!b.NoRun && run <= 0) {
 		use.Use.Outcome = "ignored"
 		return "ignored-check-run-action", func(tx *state.Tx) error { return plan.Apply(tx, t, plan.Plan{Steps: []plan.Step{use}}) }, nil
 	}
 	cmd := b.Command(run)
+	if own {
+		cmd.Attempt = attempt
+	}
 	out, p, err := commands.PlanClick(ctx, env, inv, cmd, via, answer)
 	if err != nil {
 		return "", nil, err

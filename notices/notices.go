@@ -137,6 +137,38 @@ func (b *Notifier) CheckRun(tx record.Tx, repo string, pr int, inst int64, sha, 
 		SHA: sha, Context: StatusContext, State: conclusion, Description: title, Body: summary, ExternalID: ext, Actions: actions})
 }
 
+// OwnCheckPrefix starts the name of every check run of opsbot's: its
+// gate's (StatusContext) and a command's own (plan.CheckOffer.Name). A
+// click on a button of one of them comes back to opsbot.
+const OwnCheckPrefix = "opsbot/"
+
+// OfferCheck puts a check run of a command's own on a commit: with
+// buttons, a new offer of them (record.Offer), each naming the run and
+// its attempt (its external_id is pr:run:nonce:attempt); without, it only
+// says how things stand. Nothing without check runs (a token, not an App).
+func (b *Notifier) OfferCheck(tx record.Tx, o plan.CheckOffer) error {
+	if !b.CheckRuns {
+		return nil
+	}
+	if !strings.HasPrefix(o.Name, OwnCheckPrefix) || o.Name == StatusContext {
+		return fmt.Errorf("notices: a command's own check run is named %s… and is not the gate's: %q", OwnCheckPrefix, o.Name)
+	}
+	ext := strconv.Itoa(o.PR) + ":" + strconv.FormatInt(o.RunID, 10)
+	if len(o.Actions) > 0 {
+		off := &record.Offer{Repo: o.Repo, PR: o.PR, Head: o.SHA, Surface: record.OfferCheckRun}
+		for _, a := range o.Actions {
+			off.Actions = append(off.Actions, a.Identifier)
+		}
+		if err := tx.OfferButtons(off); err != nil {
+			return err
+		}
+		ext += ":" + off.Nonce + ":" + strconv.Itoa(o.Attempt)
+	}
+	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeCheckRun, Repo: o.Repo, PR: o.PR,
+		Installation: o.Installation, SHA: o.SHA, Context: o.Name, State: o.Conclusion, Description: o.Title, Body: o.Summary,
+		ExternalID: ext, Actions: o.Actions})
+}
+
 // Kind is what a PR comment is about, for its Slack mirror.
 type Kind string
 
@@ -456,6 +488,8 @@ func (t teller) Edit(tx record.Tx, e plan.Edit) error {
 func (t teller) Dispatch(tx record.Tx, d plan.Dispatch) (uint64, error) {
 	return t.b.Dispatch(tx, d.FromRepo, d.PR, d.Installation, d.ToRepo, d.EventType, d.Payload)
 }
+
+func (t teller) OfferCheck(tx record.Tx, o plan.CheckOffer) error { return t.b.OfferCheck(tx, o) }
 
 func (t teller) OfferSlack(tx record.Tx, o plan.SlackOffer) error {
 	return t.b.OfferSlack(tx, o.Repo, o.PR, o.Head, o.RunID, o.Attempt, o.Text, Links(o.Links), o.Buttons)

@@ -194,6 +194,9 @@ type Data struct {
 	// Downstream is the results repository's ingest run, once the main
 	// run succeeded (after_merge.downstream).
 	Downstream *Downstream `json:"downstream,omitempty"`
+	// Checked says the merge commit's check run (CheckName) offered a
+	// button: the watch's end replaces it with one that says how it ended.
+	Checked bool `json:"checked,omitempty"`
 }
 
 // Failure is a failed attempt as /rerun-failed says it: its failed jobs
@@ -460,9 +463,11 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 	data.Failed.Forgotten = forgot != ""
 	data.Trail = append(slices.Clip(data.Trail), failed(data, mdtext.Text(run.GetConclusion()), jobs, errs, ingest)+forgot)
 	deadline := s.Seq.Deadline.UTC().Format("Jan 2 15:04 UTC")
+	o := offer(s, data, *Section.Of(rc), h.d.Notices.Web)
+	data.Checked = data.Checked || len(o) > 0
 	out, p, err := h.wait(s, data, StepFailed, "⏳ opsbot follows a re-run of the failed jobs until "+deadline, "after-merge-failed", RerunPoll)
-	if o := offer(s, data, *Section.Of(rc), h.d.Notices.Web); err == nil && o != nil {
-		p.Steps = append(p.Steps, *o)
+	if err == nil {
+		p.Steps = append(p.Steps, o...)
 	}
 	return out, p, err
 }
@@ -723,5 +728,9 @@ func (h *Handler) end(s seq.Step[Data], data Data, step, why, conclusion string)
 	}
 	audit := record.AuditRecord{Kind: record.AuditAfterMerge, Outcome: step, Repo: next.Repo, PR: next.PR, RunID: data.RunID, HeadSHA: data.Merge,
 		ActorLogin: data.Author, Reason: reason}
-	return "after-merge-" + step, plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: next, Read: s.Seq.Version, Edit: &edit, Audit: audit}}}, nil
+	p := plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: next, Read: s.Seq.Version, Edit: &edit, Audit: audit}}}
+	if data.Checked {
+		p.Steps = append(p.Steps, checkEnded(s, data, step, why))
+	}
+	return "after-merge-" + step, p, nil
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/app"
 	"github.com/SemiAnalysisAI/opsbot/commands/aftermerge"
 	"github.com/SemiAnalysisAI/opsbot/internal/e2e"
+	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/slacktest"
+	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 )
 
 // slackWorld is rerunWorld with Slack, its clicks taken.
@@ -101,4 +103,128 @@ func TestAfterMergeRerunButtonOfAnOlderAttemptIsRefused(t *testing.T) {
 	if r := w.GH.Reruns(); len(r) != 1 {
 		t.Fatalf("re-runs asked: %v; want only the typed one", r)
 	}
+}
+
+// appWorld is rerunWorld run as a GitHub App: check runs and their
+// buttons are an App's.
+func appWorld(t *testing.T, clock *e2e.Clock, repo string) *e2e.World {
+	t.Helper()
+	return e2e.New(t, e2e.Options{App: true, Repo: "    gpus_per_runner:\n      \"gpu-*\": 8\n    after_merge:\n      follow: true\n      ingest_job: trigger-ingest\n" + repo,
+		Deps: func(d *app.Deps) { d.Now, d.SeqEvery = clock.Now, 10*time.Millisecond }})
+}
+
+// afterMergeCheck is the newest of the watch's check runs on the merge
+// commit (CheckName; the zero value: none).
+func afterMergeCheck(w *e2e.World) githubtest.CreatedCheckRun {
+	var out githubtest.CreatedCheckRun
+	for _, c := range w.CheckRunsOn("e1") {
+		if c.Name == aftermerge.CheckName {
+			out = c
+		}
+	}
+	return out
+}
+
+// waitCheck waits for the watch's check run on the merge commit titled
+// title (its notice is sent beside the comment's edit, in no order).
+func waitCheck(t *testing.T, w *e2e.World, title string) githubtest.CreatedCheckRun {
+	t.Helper()
+	testkit.Eventually(t, "the merge commit's check run "+title, func() bool { return afterMergeCheck(w).Title == title })
+	return afterMergeCheck(w)
+}
+
+// A failed main run is offered for a re-run on the merge commit's own
+// check run too: a maintainer's click re-runs the failed jobs once, as
+// /rerun-failed would; the button acts once; a reader's click is denied
+// (and uses its button up, as every refused click does); and once the re-run succeeds, the check run says so and
+// offers nothing. The check run holds only the watch's button, never the
+// gate's.
+func TestAfterMergeOffersARerunOnTheMergeCommitsCheckRun(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := appWorld(t, clock, "")
+	failedMerge(t, w, gpuFailed)
+	c := waitCheck(t, w, "Run 41000000001 failed (attempt 1)")
+	if !slices.Equal(c.Actions, []string{"rerun-failed"}) || c.Title != "Run 41000000001 failed (attempt 1)" || c.Conclusion != "neutral" {
+		t.Fatalf("the merge commit's check run: %+v; want one button, Re-run failed jobs, for attempt 1", c)
+	}
+	e2e.MustContain(t, "its summary", c.Summary, "a re-run of its failed jobs may fix it", "`/rerun-failed` does the same")
+	w.ClickCheckRun(e2e.Reader, "e1", "rerun-failed", 0)
+	e2e.MustContain(t, "a reader's click", w.LastReply(), "Nothing was done: this command needs the `write` role on the repository or above (as @reader on GitHub)")
+	if r := w.GH.Reruns(); len(r) != 0 {
+		t.Fatalf("a reader's click re-ran %v", r)
+	}
+	w.PassTime(clock, aftermerge.RerunPoll)
+	if again := afterMergeCheck(w); again.ExternalID != c.ExternalID {
+		t.Fatalf("the watch offered another button without a new failure: %+v", again)
+	}
+	// The reader's denied click used the button up: the maintainer types
+	// the command, then clicks the next failed attempt's button.
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
+	w.PassTime(clock, aftermerge.Poll)
+	runCompleted(w, clock, "failure")
+	waitStatus(t, w, "ended `failure` at attempt 2")
+	c2 := waitCheck(t, w, "Run 41000000001 failed (attempt 2)")
+	if c2.Title != "Run 41000000001 failed (attempt 2)" || !slices.Equal(c2.Actions, []string{"rerun-failed"}) {
+		t.Fatalf("the second failure's check run: %+v", c2)
+	}
+	payload := w.ClickPayload(e2e.Maintainer, "e1", "rerun-failed", 0)
+	w.Send("check_run", payload)
+	e2e.MustContain(t, "the maintainer's click", w.LastReply(), "@maintainer re-running the", "of attempt 2 of run [41000000001](",
+		"a click on the check run of e1e1e1e")
+	waitStatus(t, w, "🔁 the failed jobs of attempt 2 were re-run, asked by @maintainer")
+	w.Send("check_run", payload) // the same click, delivered again
+	e2e.MustContain(t, "the click again", w.LastReply(), "this button was used already, by @maintainer")
+	if r := w.GH.Reruns(); len(r) != 2 {
+		t.Fatalf("re-runs asked: %v; want two, one per attempt", r)
+	}
+	w.PassTime(clock, aftermerge.Poll)
+	runCompleted(w, clock, "success")
+	waitStatus(t, w, "✅ run [41000000001](", "succeeded at its re-run")
+	end := waitCheck(t, w, "After the merge: succeeded")
+	if end.Conclusion != "success" || len(end.Actions) != 0 || end.Title != "After the merge: succeeded" {
+		t.Fatalf("the merge commit's check run after the success: %+v; want success, no button", end)
+	}
+	for _, ch := range w.CheckRunsOn("e1") {
+		if ch.Name != aftermerge.CheckName && len(ch.Actions) > 0 {
+			t.Fatalf("another check run on the merge commit offers buttons: %+v", ch)
+		}
+	}
+}
+
+// The check run's button of an older attempt does nothing once the run
+// failed again: its command says which attempt it was offered for.
+func TestAfterMergeCheckRunButtonOfAnOlderAttemptIsRefused(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := appWorld(t, clock, "")
+	failedMerge(t, w, gpuFailed)
+	waitCheck(t, w, "Run 41000000001 failed (attempt 1)")
+	first := w.ClickPayload(e2e.Maintainer, "e1", "rerun-failed", 0)
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
+	w.PassTime(clock, aftermerge.Poll)
+	runCompleted(w, clock, "failure")
+	waitStatus(t, w, "ended `failure` at attempt 2")
+	w.Send("check_run", first)
+	e2e.MustContain(t, "the old button's click", w.LastReply(), "this button was offered for attempt 1 of run 41000000001")
+	if r := w.GH.Reruns(); len(r) != 1 {
+		t.Fatalf("re-runs asked: %v; want the command's one", r)
+	}
+}
+
+// An ingest that failed after the results were gathered, with a recovery
+// configured, is offered for a recovery on the merge commit's check run,
+// not for a re-run.
+func TestAfterMergeOffersARecoveryOnTheMergeCommitsCheckRun(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := appWorld(t, clock, "      recover:\n        workflow: .github/workflows/recover-reused-ingest.yml\n")
+	reusedMergeFailed(t, w, ingestFailed)
+	c := waitCheck(t, w, "Run 41000000001 failed (attempt 1)")
+	if !slices.Equal(c.Actions, []string{"recover-ingest"}) {
+		t.Fatalf("the ingest failure's check run offers %v; want Recover the ingest alone", c.Actions)
+	}
+	e2e.MustContain(t, "its summary", c.Summary, "its ingest failed, after the results were gathered", "`/recover-ingest` does the same")
 }

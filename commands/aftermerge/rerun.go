@@ -65,26 +65,35 @@ func rerunSpec(h *Handler) commands.Spec {
 }
 
 // RerunButton is /rerun-failed's button, offered in the PR's Slack thread
-// with a failed main run whose failed jobs a re-run may fix.
+// and on the merge commit's check run (CheckName) with a failed main run
+// whose failed jobs a re-run may fix.
 var RerunButton = commands.Button{ID: "rerun-failed", Own: true,
+	Label: "Re-run failed jobs", Description: "Re-run the failed jobs of this attempt",
 	Slack: func(int64) string { return "Re-run failed jobs" },
 	Command: func(run int64) commands.Command {
 		return commands.Command{Name: RerunName, Verb: "/rerun-failed", Text: "/rerun-failed", RunID: run}
 	}}
 
 // RecoverButton is /recover-ingest's button, offered in the PR's Slack
-// thread with a main run whose ingest failed after the results were
-// gathered, where a recovery is configured.
+// thread and on the merge commit's check run with a main run whose ingest
+// failed after the results were gathered, where a recovery is configured.
 var RecoverButton = commands.Button{ID: "recover-ingest", Own: true,
+	Label: "Recover the ingest", Description: "Publish from the reused run, no GPU",
 	Slack: func(int64) string { return "Recover the ingest" },
 	Command: func(run int64) commands.Command {
 		return commands.Command{Name: RecoverName, Verb: "/recover-ingest", Text: "/recover-ingest", RunID: run}
 	}}
 
-// offer is the failed attempt's buttons in the PR's Slack thread: a
-// re-run where one may fix it, a recovery where only the ingest failed
-// after the results were gathered (nil: none applies).
-func offer(s seq.Step[Data], data Data, sets Settings, web notices.Web) *plan.SlackOffer {
+// CheckName is the watch's check run on the merge commit: with a failed
+// attempt it offers the button that may mend it, and once the watch ends it
+// says how.
+const CheckName = "opsbot/after-merge"
+
+// offer is the failed attempt's button, in the PR's Slack thread and on
+// the merge commit's check run: a re-run where one may fix it, a recovery
+// where only the ingest failed after the results were gathered (nil: none
+// applies).
+func offer(s seq.Step[Data], data Data, sets Settings, web notices.Web) []plan.Step {
 	f := data.Failed
 	var b commands.Button
 	switch {
@@ -101,11 +110,31 @@ func offer(s seq.Step[Data], data Data, sets Settings, web notices.Web) *plan.Sl
 	if f.IngestFailed {
 		why = "its ingest failed, after the results were gathered"
 	}
-	text := fmt.Sprintf("❌ Run %s on %s failed (attempt %d): %s. A click runs the command as the one who clicks, with its role check.",
+	said := fmt.Sprintf("Run %s on %s failed (attempt %d): %s. A click runs the command as the one who clicks, with its role check.",
 		commands.RunLink(data.RunID, data.RunURL), mdtext.Code(data.Base), f.Attempt, why)
-	return &plan.SlackOffer{Repo: s.Seq.Repo, PR: s.Seq.PR, Head: data.Head, RunID: data.RunID, Attempt: f.Attempt, Text: text,
-		Links:   plan.Links{PR: web.PR(s.Seq.Repo, s.Seq.PR), Run: data.RunURL},
-		Buttons: []record.SlackButton{{Text: b.Slack(data.RunID), ActionID: b.ID, Style: b.SlackStyle}}}
+	return []plan.Step{
+		plan.SlackOffer{Repo: s.Seq.Repo, PR: s.Seq.PR, Head: data.Head, RunID: data.RunID, Attempt: f.Attempt, Text: "❌ " + said,
+			Links:   plan.Links{PR: web.PR(s.Seq.Repo, s.Seq.PR), Run: data.RunURL},
+			Buttons: []record.SlackButton{{Text: b.Slack(data.RunID), ActionID: b.ID, Style: b.SlackStyle}}},
+		plan.CheckOffer{Repo: s.Seq.Repo, PR: s.Seq.PR, Installation: data.Installation, SHA: data.Merge, Name: CheckName,
+			Conclusion: "neutral", Title: fmt.Sprintf("Run %d failed (attempt %d)", data.RunID, f.Attempt),
+			Summary: fmt.Sprintf("%s\n\nPR #%d's comment says which jobs failed and why. The button acts once; %s does the same.",
+				said, s.Seq.PR, mdtext.Code(b.Command(data.RunID).Text)),
+			RunID: data.RunID, Attempt: f.Attempt,
+			Actions: []record.CheckAction{{Label: b.Label, Description: b.Description, Identifier: b.ID}}},
+	}
+}
+
+// checkEnded is the merge commit's check run once the watch ends, where
+// one offered a button: it says how the watch ended, with no button.
+func checkEnded(s seq.Step[Data], data Data, step, why string) plan.Step {
+	conclusion := "neutral"
+	if step == StepSucceeded {
+		conclusion = "success"
+	}
+	return plan.CheckOffer{Repo: s.Seq.Repo, PR: s.Seq.PR, Installation: data.Installation, SHA: data.Merge, Name: CheckName,
+		Conclusion: conclusion, Title: "After the merge: " + strings.ReplaceAll(step, "_", " "),
+		Summary: fmt.Sprintf("%s\n\nopsbot stopped following run %d of PR #%d's merge.", why, data.RunID, s.Seq.PR), RunID: data.RunID}
 }
 
 // Prepare takes /rerun-failed on a merged PR: the attempt of the main

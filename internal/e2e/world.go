@@ -517,22 +517,23 @@ func (w *World) ClickCheckRun(u User, name, identifier string, run int64) {
 }
 
 // ClickPayload is the check_run requested_action GitHub sends for a click
-// (ClickCheckRun): the check run and its external_id (the PR, the run and
-// the offer's nonce) are those of the newest check run on the commit that
-// offers the button; a test sends it again to replay it. run is unused
+// (ClickCheckRun): the check run, its name and its external_id (the PR,
+// the run and the offer's nonce) are those of the newest check run on the
+// commit that offers the button; a test sends it again to replay it. run is unused
 // when one offers it (the check run names its run).
 func (w *World) ClickPayload(u User, name, identifier string, run int64) map[string]any {
 	w.T.Helper()
 	var id int64
 	ext := fmt.Sprintf("%d:%d", PR, run) // no check run offers it: a button opsbot never offered
+	check := "opsbot/sweep-gate"
 	for _, c := range w.CheckRunsOn(name) {
 		if slices.Contains(c.Actions, identifier) {
-			id, ext = c.ID, c.ExternalID
+			id, ext, check = c.ID, c.ExternalID, c.Name
 		}
 	}
 	return map[string]any{"action": "requested_action",
 		"repository": map[string]any{"full_name": Repo},
-		"check_run": map[string]any{"id": id, "name": "opsbot/sweep-gate", "head_sha": SHA(name), "external_id": ext,
+		"check_run": map[string]any{"id": id, "name": check, "head_sha": SHA(name), "external_id": ext,
 			"app": map[string]any{"id": githubtest.AppID}, "pull_requests": []any{map[string]any{"number": PR}}},
 		"requested_action": map[string]any{"identifier": identifier},
 		"sender":           u.JSON()}

@@ -63,6 +63,9 @@ type Teller interface {
 	// OfferSlack posts a message with a command's own buttons in the PR's
 	// Slack thread, a new offer of them (notices.Notifier.OfferSlack).
 	OfferSlack(tx record.Tx, o SlackOffer) error
+	// OfferCheck puts a check run of a command's own on a commit, with its
+	// buttons, a new offer of them (notices.Notifier.OfferCheck).
+	OfferCheck(tx record.Tx, o CheckOffer) error
 }
 
 // SlackOffer is a message with buttons in the PR's Slack thread, offered
@@ -80,6 +83,28 @@ type SlackOffer struct {
 }
 
 func (o SlackOffer) apply(tx record.Tx, t Teller) error { return t.OfferSlack(tx, o) }
+
+// CheckOffer is a check run of a command's own, Name (opsbot/…), on SHA
+// (a commit that need not be the PR's head: a merge commit), saying
+// Title and Summary (Markdown) with Conclusion, and offering Actions, each
+// naming RunID and its Attempt; none: the check run only says how things
+// stand (it replaces one that offered buttons: GitHub shows the newest of
+// a name).
+type CheckOffer struct {
+	Repo         string
+	PR           int
+	Installation int64
+	SHA          string
+	Name         string
+	Conclusion   string
+	Title        string
+	Summary      string
+	RunID        int64
+	Attempt      int
+	Actions      []record.CheckAction
+}
+
+func (o CheckOffer) apply(tx record.Tx, t Teller) error { return t.OfferCheck(tx, o) }
 
 // Apply checks p's facts and writes its steps in order, in tx, which must
 // roll back whole on an error: a fact that no longer holds returns

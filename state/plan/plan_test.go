@@ -34,6 +34,7 @@ func (teller) React(tx record.Tx, repo string, pr int, _ int64, commentID int64,
 }
 
 func (teller) OfferSlack(record.Tx, plan.SlackOffer) error { return nil }
+func (teller) OfferCheck(record.Tx, plan.CheckOffer) error { return nil }
 
 func (teller) StageUnstaged(tx record.Tx, prev, by record.StageRequest) error {
 	return tx.Enqueue(&record.Notice{Channel: record.ChannelGitHub, Kind: record.NoticeComment, Repo: prev.Repo, PR: prev.PR, Body: "unstaged"})
