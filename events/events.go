@@ -148,6 +148,12 @@ func (h *Handler) Handle(ctx context.Context, d *state.Delivery) (string, state.
 			if err := tx.WakeSequences(rc.Name, d.PR, tx.Now()); err != nil {
 				return err
 			}
+			// The commit may be another PR's watched merge commit too.
+			if sha := commitOf(d); sha != "" {
+				if err := tx.WakeWatching(rc.Name, sha, d.PR, tx.Now()); err != nil {
+					return err
+				}
+			}
 		}
 		// What the delivery changed may change whether a merge now has a
 		// reuse source.
@@ -465,6 +471,22 @@ func reparse(d *state.Delivery, s *Schema, log *slog.Logger) bool {
 		"parser_was", was, "parser", commands.ParserVersion)
 	d.Parsed = raw
 	return true
+}
+
+// commitOf is the commit an event that names only a commit (a check
+// suite's, a check run's, a status's, a workflow run's) is about: "" for
+// another event, or a body without one.
+func commitOf(d *state.Delivery) string {
+	switch d.Event {
+	case EventCheckSuite, EventCheckRun, EventStatus, EventWorkflowRun:
+	default:
+		return ""
+	}
+	var env envelope
+	if decodeBody(d.Body, &env) != nil {
+		return ""
+	}
+	return strings.ToLower(env.commit())
 }
 
 func decode(d *state.Delivery, v any) error {

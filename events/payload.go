@@ -114,16 +114,17 @@ func (p *PullRequest) LabelNames() []string {
 
 // PullRequest is the PR of a pull_request delivery.
 type PullRequest struct {
-	Number         int      `json:"number"`
-	Title          string   `json:"title"`
-	State          string   `json:"state"`
-	Merged         bool     `json:"merged"`
-	MergeCommitSHA string   `json:"merge_commit_sha,omitempty"`
-	User           Account  `json:"user"`
-	Head           PullHead `json:"head"`
-	Base           PullHead `json:"base,omitzero"`
-	Draft          bool     `json:"draft"`
-	Labels         []Label  `json:"labels"`
+	Number         int       `json:"number"`
+	Title          string    `json:"title"`
+	State          string    `json:"state"`
+	Merged         bool      `json:"merged"`
+	MergeCommitSHA string    `json:"merge_commit_sha,omitempty"`
+	MergedAt       time.Time `json:"merged_at,omitzero"`
+	User           Account   `json:"user"`
+	Head           PullHead  `json:"head"`
+	Base           PullHead  `json:"base,omitzero"`
+	Draft          bool      `json:"draft"`
+	Labels         []Label   `json:"labels"`
 	// UpdatedAt orders deliveries, which GitHub does not send in order.
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }

@@ -129,6 +129,10 @@ type Report struct {
 	// opsbot still held open: their lost `closed` webhook is being taken
 	// in (a merge opsbot decided is then followed).
 	ClosesRecovered []int `json:"closes_recovered,omitempty"`
+	// ClosesCut says more PRs were closed and updated in the window than
+	// a reconcile reads (MaxClosed): the least recently updated were not
+	// looked at.
+	ClosesCut bool `json:"closes_cut,omitempty"`
 	// HeadsRecorded are open PRs with a pin whose head opsbot did not know:
 	// it is being recorded as GitHub has it (and opsbot/reuse-ready set).
 	HeadsRecorded []int `json:"heads_recorded,omitempty"`
@@ -659,23 +663,35 @@ func (r *Reconciler) sameSince(ctx context.Context, gh Reader, repo string, n in
 
 // add puts a recovered event into the inbox, classified as ingest
 // classifies a webhook, so it takes the same path.
-// MaxClosed is how many PRs closed since the recovery window's start one
-// reconcile reads at most (the most recently updated first).
-const MaxClosed = 300
+// MaxClosed is how many PRs closed and updated since the recovery
+// window's start one reconcile reads at most (the most recently updated
+// first); past it the report says the list was cut (ClosesCut).
+const MaxClosed = 1000
 
 // closesLost recovers the closes opsbot did not see: a PR closed on GitHub
-// (updated since the window's start) that opsbot still holds open, its
-// `closed` webhook lost, gets that webhook rebuilt, as a PR with a pin
-// (pinned, whose close was recovered already) does: a merge opsbot decided
-// is then followed after the merge as it would have been.
+// within the recovery window that opsbot still holds open, its `closed`
+// webhook lost, is read again (the list's short form has no merged flag)
+// and gets that webhook rebuilt, as a PR with a pin (pinned, whose close
+// was recovered already) does: a merge opsbot decided is then followed
+// after the merge as it would have been. A first reconcile takes none in
+// (it runs nothing), nor a close from before the window (one older than
+// this build's first reconcile stays history).
 func (r *Reconciler) closesLost(ctx context.Context, gh Reader, schema *events.Schema, repo string, pinned []int, rep *Report) error {
+	if rep.First {
+		return nil
+	}
 	closed, err := gh.ClosedPullsSince(ctx, repo, rep.Since, MaxClosed)
 	if err != nil {
 		return err
 	}
-	for _, p := range closed {
-		n := p.GetNumber()
-		if slices.Contains(pinned, n) {
+	if len(closed) >= MaxClosed {
+		rep.ClosesCut = true
+		r.Log.Warn("more PRs were closed and updated since the window's start than a reconcile reads: the older ones are not looked at",
+			"repo", repo, "since", rep.Since, "read", len(closed))
+	}
+	for _, listed := range closed {
+		n := listed.GetNumber()
+		if slices.Contains(pinned, n) || listed.GetClosedAt().Before(rep.Since) {
 			continue
 		}
 		info, err := r.Store.PRInfo(repo, n)
@@ -684,6 +700,13 @@ func (r *Reconciler) closesLost(ctx context.Context, gh Reader, schema *events.S
 		}
 		if info == nil || info.State != "open" {
 			continue // never known to opsbot, or its close was seen
+		}
+		p, err := gh.PullRequest(ctx, repo, n)
+		if err != nil {
+			return err
+		}
+		if p.GetState() != "closed" {
+			continue // reopened since the list was read
 		}
 		added, err := r.addClosed(ctx, schema, repo, p)
 		if err != nil {
@@ -697,8 +720,9 @@ func (r *Reconciler) closesLost(ctx context.Context, gh Reader, schema *events.S
 }
 
 // addClosed puts a closed PR's `closed` webhook into the inbox, rebuilt
-// from the PR as GitHub has it now: its head, merge commit, base branch and
-// labels, the repository's default branch and installation.
+// from the PR as GitHub has it now (p in its full form, which says whether
+// it was merged): its head, merge commit and time, base branch and labels,
+// the repository's default branch and installation.
 func (r *Reconciler) addClosed(ctx context.Context, schema *events.Schema, repo string, p *github.PullRequest) (bool, error) {
 	inst, err := r.Store.RepoInstallation(repo)
 	if err != nil {
@@ -711,7 +735,7 @@ func (r *Reconciler) addClosed(ctx context.Context, schema *events.Schema, repo 
 	}
 	body := &events.PullPayload{Action: "closed", Number: n,
 		PullRequest: events.PullRequest{Number: n, State: "closed", Merged: p.GetMerged(),
-			MergeCommitSHA: p.GetMergeCommitSHA(), Title: p.GetTitle(), UpdatedAt: p.GetUpdatedAt().Time,
+			MergeCommitSHA: p.GetMergeCommitSHA(), MergedAt: p.GetMergedAt().Time, Title: p.GetTitle(), UpdatedAt: p.GetUpdatedAt().Time,
 			Head: events.PullHead{SHA: head.GetSHA(), Ref: head.GetRef()}, Base: events.PullHead{SHA: p.GetBase().GetSHA(), Ref: p.GetBase().GetRef()},
 			User: events.Account{Login: p.GetUser().GetLogin()}, Labels: labels},
 		Repository:   &events.Repository{FullName: repo, DefaultBranch: p.GetBase().GetRepo().GetDefaultBranch()},
@@ -723,6 +747,8 @@ func (r *Reconciler) addClosed(ctx context.Context, schema *events.Schema, repo 
 	return r.add(ctx, schema, id, events.EventPull, body)
 }
 
+// add puts a delivery recovery made into the inbox, as the intake takes a
+// webhook's: false when it was stored before (its id, or its body).
 func (r *Reconciler) add(ctx context.Context, schema *events.Schema, id, event string, body any) (bool, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {

@@ -141,7 +141,8 @@ func (r *bodyRead) slow(now time.Time, healthy float64) bool {
 
 // grow takes one more chunk for r from the budget. When the budget is
 // spent it cuts, to make room, the slowest body being read that arrives
-// slower than the healthy rate, once it has been read for youngBody (so a crowd of small, slow bodies cannot keep
+// slower than the healthy rate, once it has been read for youngBody (one
+// younger is waited for, within waitForRoom, until it may be) (so a crowd of small, slow bodies cannot keep
 // a larger, healthy delivery out, and no body can cut one arriving at a
 // healthy rate for being larger), or failing that the largest body holding more than
 // protectedSize and more than r would; and waits for its chunks. With no
@@ -174,12 +175,17 @@ func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
 		now := time.Now()
 		var slow, large *bodyRead
 		var slowRate float64
+		var matures time.Time // when the first young body below the healthy rate may be taken for slow
 		for o := range b.readers {
 			if o == r || o.held == 0 {
 				continue
 			}
-			if or := o.rate(now); o.slow(now, b.healthy) && (slow == nil || or < slowRate) {
+			or := o.rate(now)
+			if o.slow(now, b.healthy) && (slow == nil || or < slowRate) {
 				slow, slowRate = o, or
+			}
+			if at := o.start.Add(youngBody); or < b.healthy && at.After(now) && (matures.IsZero() || at.Before(matures)) {
+				matures = at
 			}
 			if o.held > protectedSize && o.held > r.held+chunkSize && (large == nil || o.held > large.held) {
 				large = o
@@ -191,17 +197,27 @@ func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
 		}
 		wait := b.released
 		b.mu.Unlock()
-		if victim == nil {
+		if victim == nil && matures.IsZero() {
 			return nil, errBusy
 		}
-		victim.giveWay()
 		if timeout == nil {
 			t := time.NewTimer(waitForRoom)
 			defer t.Stop()
 			timeout = t.C
 		}
+		var grown <-chan time.Time
+		if victim != nil {
+			victim.giveWay()
+		} else {
+			// Only bodies too young to be taken for slow hold the room: wait
+			// until the first of them may be, then look again.
+			t := time.NewTimer(matures.Sub(now))
+			defer t.Stop()
+			grown = t.C
+		}
 		select {
 		case <-wait:
+		case <-grown:
 		case <-r.cutc:
 		case <-timeout:
 			return nil, errBusy

@@ -157,16 +157,54 @@ func (s *Store) PRsOfCommit(repo, sha string) ([]int, error) {
 		if out = prsOfHead(tx, repo, sha); len(out) > 0 {
 			return nil
 		}
-		p := headPrefix(repo, sha)
-		c := tx.Bucket(bSeqCommits).Cursor()
-		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p) && len(k) > len(p)+8; k, _ = c.Next() {
-			if pr := int(binary.BigEndian.Uint64(k[len(p) : len(p)+8])); !slices.Contains(out, pr) {
-				out = append(out, pr)
-			}
-		}
-		return nil
+		var err error
+		out, err = watching(tx, repo, sha)
+		return err
 	})
 	return out, err
+}
+
+// watching lists, in order and once each, the PRs with a live sequence
+// that watches sha, as the sequence itself says (an index entry a build
+// that knew no Commits left behind finds nothing).
+func watching(tx *bolt.Tx, repo, sha string) ([]int, error) {
+	var out []int
+	p := headPrefix(repo, sha)
+	c := tx.Bucket(bSeqCommits).Cursor()
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p) && len(k) > len(p)+8; k, _ = c.Next() {
+		pr := int(binary.BigEndian.Uint64(k[len(p) : len(p)+8]))
+		if slices.Contains(out, pr) {
+			continue
+		}
+		seq, err := sequence(tx, repo, pr, string(k[len(p)+8:]))
+		if err != nil {
+			return nil, err
+		}
+		if seq != nil && !seq.Done && slices.ContainsFunc(seq.Commits, func(c string) bool { return strings.EqualFold(c, sha) }) {
+			out = append(out, pr)
+		}
+	}
+	return out, nil
+}
+
+// WakeWatching makes the live sequences of the PRs other than pr that
+// watch sha due by at, as WakeSequences does: an event about a commit that
+// is one PR's head (which orders it) and another's watched merge commit
+// wakes both.
+func (t *Tx) WakeWatching(repo, sha string, pr int, at time.Time) error {
+	prs, err := watching(t.tx, repo, sha)
+	if err != nil {
+		return err
+	}
+	for _, n := range prs {
+		if n == pr {
+			continue
+		}
+		if err := t.WakeSequences(repo, n, at); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Sequence reads the PR's sequence of a kind, if any (done or not).

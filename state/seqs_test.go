@@ -255,6 +255,39 @@ func TestCommitsWatchedFindTheirPR(t *testing.T) {
 	if got := find(m2); len(got) != 0 {
 		t.Fatalf("an ended watch's commit finds %v", got)
 	}
+	// A build that knew no Commits rewrote a watch, leaving its index
+	// entry: the entry finds nothing.
+	stale := &Sequence{Kind: "stale", Repo: "o/r", PR: 8, Step: "waiting", Commits: []string{m2}}
+	if err := put(stale, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		b, err := prBucket(tx, "o/r", 8, false)
+		if err != nil {
+			return err
+		}
+		older := *stale
+		older.Commits = nil
+		return putJSON(b, seqKey("stale"), &older)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := find(m2); len(got) != 0 {
+		t.Fatalf("an index entry of a sequence that no longer watches the commit finds %v", got)
+	}
+	// An event about a commit one PR heads wakes another PR's watch of it.
+	third := &Sequence{Kind: "after_merge", Repo: "o/r", PR: 10, Step: "running", Commits: []string{m1}, WakeAt: time.Now().Add(time.Hour)}
+	if err := put(third, 0); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(time.Minute)
+	if err := s.Update(func(tx *Tx) error { return tx.WakeWatching("o/r", m1, 9, at) }); err != nil {
+		t.Fatal(err)
+	}
+	woken, err := s.Sequence("o/r", 10, "after_merge")
+	if err != nil || woken == nil || woken.WakeAt.After(at) {
+		t.Fatalf("the watch of PR 10 after an event about the head of PR 9 it watches: %+v %v", woken, err)
+	}
 	bad := &Sequence{Kind: "third", Repo: "o/r", PR: 7, Step: "waiting", Commits: []string{"e1e1e1e"}}
 	if err := put(bad, 0); err == nil || !strings.Contains(err.Error(), "full SHA") {
 		t.Fatalf("a short commit watched: %v", err)

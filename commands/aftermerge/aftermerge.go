@@ -260,8 +260,9 @@ func (h *Handler) now() time.Time {
 type closedPayload struct {
 	Action      string `json:"action"`
 	PullRequest struct {
-		Merged         bool   `json:"merged"`
-		MergeCommitSHA string `json:"merge_commit_sha"`
+		Merged         bool      `json:"merged"`
+		MergedAt       time.Time `json:"merged_at"`
+		MergeCommitSHA string    `json:"merge_commit_sha"`
 		User           struct {
 			Login string `json:"login"`
 		} `json:"user"`
@@ -285,7 +286,8 @@ type closedPayload struct {
 
 // merged begins the watch of a PR merged into the default branch whose
 // merged head opsbot decided; any other pull_request delivery, a PR
-// merged elsewhere, or one opsbot never decided, says nothing.
+// merged elsewhere, one opsbot never decided, or one merged longer ago
+// than the watch's deadline, says nothing.
 func (h *Handler) merged(_ context.Context, rc *config.Repo, d seq.Delivered) (string, seq.Write, error) {
 	if !Section.Of(rc).Follow || d.Action != "closed" {
 		return "", nil, nil
@@ -299,6 +301,12 @@ func (h *Handler) merged(_ context.Context, rc *config.Repo, d seq.Delivered) (s
 	head, merge := strings.ToLower(pr.Head.SHA), strings.ToLower(pr.MergeCommitSHA)
 	if !pr.Merged || !ghclient.FullSHA(merge) || !ghclient.FullSHA(head) || pr.Base.Ref == "" || pr.Base.Ref != ev.Repository.DefaultBranch {
 		return "", nil, nil
+	}
+	if !pr.MergedAt.IsZero() && h.now().Sub(pr.MergedAt) > Section.Of(rc).Deadline {
+		// A merge older than the watch's deadline (a lost close a reconcile
+		// took in late): its run is history, and a watch would offer to
+		// re-run or recover it.
+		return "after-merge-too-old", nil, nil
 	}
 	if h.d.State == nil {
 		return "", nil, fmt.Errorf("aftermerge: no state reader")
@@ -701,7 +709,15 @@ func (h *Handler) wait(s seq.Step[Data], data Data, step, now, out string, after
 	if len(data.Trail) > len(was.Trail) {
 		reason = data.Trail[len(data.Trail)-1] // what happened: a failed attempt
 	}
-	ps, err := seq.Waiting{Cur: s.Seq, Step: step, WakeAt: s.Now.Add(after), Data: data,
+	cur := s.Seq
+	if !slices.Contains(cur.Commits, data.Merge) && len(cur.Commits) < record.MaxCommits {
+		// A watch stored before watches held their merge commit: its run's
+		// completion wakes it from its next write on.
+		c := *cur
+		c.Commits = append(slices.Clip(c.Commits), data.Merge)
+		cur = &c
+	}
+	ps, err := seq.Waiting{Cur: cur, Step: step, WakeAt: s.Now.Add(after), Data: data,
 		Is: seq.Status{Trail: data.Trail, Now: now}, Was: seq.Status{Trail: was.Trail, Now: was.Now},
 		Edit:  func(next *record.Sequence) plan.Edit { return h.edit(next, data) },
 		Audit: record.AuditRecord{Kind: record.AuditAfterMerge, RunID: data.RunID, HeadSHA: data.Merge, Reason: mdtext.Plain(mdtext.Parse(reason))}}.Put()

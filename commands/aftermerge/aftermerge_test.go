@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/SemiAnalysisAI/opsbot/internal/githubtest"
 	"github.com/SemiAnalysisAI/opsbot/internal/testkit"
 	"github.com/SemiAnalysisAI/opsbot/seq"
+	"github.com/SemiAnalysisAI/opsbot/state"
 	"github.com/SemiAnalysisAI/opsbot/state/record"
 )
 
@@ -84,6 +86,17 @@ func runCompleted(w *e2e.World, clock *e2e.Clock, conclusion string) {
 	w.PassTime(clock, record.WakeGap)
 }
 
+// runningMerge merges the decided PR, and the watch finds its main run in
+// progress.
+func runningMerge(t *testing.T, w *e2e.World, clock *e2e.Clock) {
+	t.Helper()
+	w.Push("c2")
+	merged(w)
+	mainRunOf(w, "in_progress", "", nil)
+	w.PassTime(clock, aftermerge.Poll)
+	waitStatus(t, w, "⏳ run [41000000001](", "is in progress")
+}
+
 // runPayload is GitHub's workflow_run completed of the main run: a push
 // run on the merge commit, which lists no PR.
 func runPayload(w *e2e.World, conclusion string) map[string]any {
@@ -103,11 +116,7 @@ func TestAfterMergeWakesOnTheMainRunsCompletion(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := world(t, clock)
-	w.Push("c2")
-	merged(w)
-	mainRunOf(w, "in_progress", "", nil)
-	w.PassTime(clock, aftermerge.Poll)
-	waitStatus(t, w, "⏳ run [41000000001](", "is in progress")
+	runningMerge(t, w, clock)
 	runCompleted(w, clock, "success")
 	waitStatus(t, w, "✅ run [41000000001](", "succeeded", "opsbot reused nothing for the merged head `c2c2c2c`")
 	body, err := json.Marshal(runPayload(w, "success"))
@@ -277,6 +286,35 @@ func TestAfterMergeFollowsAMergeWhoseWebhookWasLost(t *testing.T) {
 	}
 }
 
+// A repository's first reconcile (a fresh or restored database) takes in
+// no lost close, and a closed webhook of a merge older than the watch's
+// deadline (redelivered, or a close taken in late) begins no watch: its run
+// is history, and nothing offers to re-run or recover it.
+func TestAfterMergeFollowsNoOldMerge(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	w.Push("c2")
+	mainRunOf(w, "completed", "failure", []githubtest.Job{{Name: "single-node 1k1k / kimi", Conclusion: "failure"}})
+	w.GH.ClosePR(e2e.Repo, e2e.PR, true, e2e.SHA("e1")) // its webhook lost
+	r := w.Call(http.MethodPost, "/api/v1/reconcile", `{"repo":"`+e2e.Repo+`"}`)
+	if r.Code != http.StatusOK || !strings.Contains(r.Body, `"first":true`) || strings.Contains(r.Body, "closes_recovered") {
+		t.Fatalf("a first reconcile after a lost merge: %d %s", r.Code, r.Body)
+	}
+	w.Settle()
+	p := closed(w, true, "main")
+	e2e.SetPath(p, "pull_request.merged_at", clock.Now().Add(-13*time.Hour).UTC().Format(time.RFC3339))
+	w.Send("pull_request", p)
+	if st := status(w); st != "" {
+		t.Fatalf("a merge older than the deadline is followed:\n%s", st)
+	}
+	for _, rec := range w.AuditRecords() {
+		if rec["kind"] == "after_merge" {
+			t.Fatalf("audited: %v", rec)
+		}
+	}
+}
+
 // A merge of a PR opsbot never decided (no push of it was gated), a PR
 // closed without merging, one merged into another branch: nothing is said,
 // and nothing is followed.
@@ -307,15 +345,63 @@ func TestAfterMergeFollowsTheRunAcrossARestart(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
 	w := world(t, clock)
-	w.Push("c2")
-	merged(w)
-	mainRunOf(w, "in_progress", "", nil)
-	w.PassTime(clock, aftermerge.Poll)
-	waitStatus(t, w, "⏳ run [41000000001](", "is in progress")
+	runningMerge(t, w, clock)
 	w.Restart(nil, nil)
 	w.GH.CompleteRun(e2e.Repo, mainRun, "success", nil) // its webhook lost: the poll finds it
 	w.PassTime(clock, aftermerge.RunPoll)
 	waitStatus(t, w, "✅ run [41000000001](", "succeeded", "opsbot reused nothing for the merged head `c2c2c2c`: it ran its own sweep")
+}
+
+// A merge commit that is also another PR's head (a PR opened from the
+// default branch, by anyone who can push a branch): the run's completion
+// is ordered by that PR, and it still wakes the watch.
+func TestAfterMergeWakesWhenItsMergeCommitHeadsAnotherPR(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	runningMerge(t, w, clock)
+	w.GH.AddPR(e2e.Repo, e2e.PR+1, "author", "from-main", e2e.SHA("b0"), []string{e2e.SHA("e1")})
+	p := w.SyncPayload(e2e.SHA("e1"))
+	p["number"] = e2e.PR + 1
+	e2e.SetPath(p, "pull_request.number", e2e.PR+1)
+	e2e.SetPath(p, "pull_request.head.ref", "from-main")
+	w.Send("pull_request", p)
+	runCompleted(w, clock, "success")
+	waitStatus(t, w, "✅ run [41000000001](", "succeeded")
+}
+
+// A watch stored by a build from before watches held their merge commit
+// (no commit, no index entry): its next poll after the restart adds the
+// merge commit, and the run's completion then wakes it.
+func TestAfterMergeWatchOfAnOlderBuildWakesOnItsRun(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := world(t, clock)
+	runningMerge(t, w, clock)
+	w.Restart(func(cfg string) string {
+		st, err := state.Open(filepath.Join(w.Dir, "opsbot.db"), state.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := st.Update(func(tx *state.Tx) error {
+			s, err := tx.Sequence(e2e.Repo, e2e.PR, aftermerge.SeqKind)
+			if err != nil || s == nil {
+				return fmt.Errorf("the watch: %v %v", s, err)
+			}
+			s.Commits = nil
+			return tx.PutSequence(s, s.Version)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if prs, err := st.PRsOfCommit(e2e.Repo, e2e.SHA("e1")); err != nil || len(prs) != 0 {
+			t.Fatalf("the older build's watch is found by its merge commit: %v %v", prs, err)
+		}
+		return cfg
+	}, nil)
+	w.PassTime(clock, aftermerge.RunPoll) // its poll: the run still runs
+	runCompleted(w, clock, "success")
+	waitStatus(t, w, "✅ run [41000000001](", "succeeded")
 }
 
 // The closed webhook of a merge followed already, delivered again with

@@ -91,11 +91,7 @@ func TestAfterMergeRerunButtonOfAnOlderAttemptIsRefused(t *testing.T) {
 	w := slackWorld(t, clock, sl, "")
 	failedMerge(t, w, gpuFailed)
 	first := w.SlackOffered(sl, "rerun-failed")
-	w.Comment(e2e.Maintainer, "/rerun-failed")
-	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
-	w.PassTime(clock, aftermerge.Poll)
-	runCompleted(w, clock, "failure")
-	waitStatus(t, w, "ended `failure` at attempt 2")
+	failedAgain(t, w, clock)
 	answers := len(sl.Responses())
 	w.SlackClick(sl, "U0MAINT", "rerun-failed", first)
 	e2e.MustContain(t, "the old button's answer", e2e.SlackAnswer(t, sl, answers), "this button was offered for attempt 1 of run 41000000001",
@@ -123,6 +119,17 @@ func afterMergeCheck(w *e2e.World) githubtest.CreatedCheckRun {
 		}
 	}
 	return out
+}
+
+// failedAgain has a maintainer re-run attempt 1's failed jobs by
+// /rerun-failed, and attempt 2 fail.
+func failedAgain(t *testing.T, w *e2e.World, clock *e2e.Clock) {
+	t.Helper()
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
+	w.PassTime(clock, aftermerge.Poll)
+	runCompleted(w, clock, "failure")
+	waitStatus(t, w, "ended `failure` at attempt 2")
 }
 
 // waitCheck waits for the watch's check run on the merge commit titled
@@ -160,11 +167,7 @@ func TestAfterMergeOffersARerunOnTheMergeCommitsCheckRun(t *testing.T) {
 	}
 	// The reader's denied click used the button up: the maintainer types
 	// the command, then clicks the next failed attempt's button.
-	w.Comment(e2e.Maintainer, "/rerun-failed")
-	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
-	w.PassTime(clock, aftermerge.Poll)
-	runCompleted(w, clock, "failure")
-	waitStatus(t, w, "ended `failure` at attempt 2")
+	failedAgain(t, w, clock)
 	c2 := waitCheck(t, w, "Run 41000000001 failed (attempt 2)")
 	if c2.Title != "Run 41000000001 failed (attempt 2)" || !slices.Equal(c2.Actions, []string{"rerun-failed"}) {
 		t.Fatalf("the second failure's check run: %+v", c2)
@@ -202,11 +205,7 @@ func TestAfterMergeCheckRunButtonOfAnOlderAttemptIsRefused(t *testing.T) {
 	failedMerge(t, w, gpuFailed)
 	waitCheck(t, w, "Run 41000000001 failed (attempt 1)")
 	first := w.ClickPayload(e2e.Maintainer, "e1", "rerun-failed", 0)
-	w.Comment(e2e.Maintainer, "/rerun-failed")
-	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
-	w.PassTime(clock, aftermerge.Poll)
-	runCompleted(w, clock, "failure")
-	waitStatus(t, w, "ended `failure` at attempt 2")
+	failedAgain(t, w, clock)
 	w.Send("check_run", first)
 	e2e.MustContain(t, "the old button's click", w.LastReply(), "this button was offered for attempt 1 of run 41000000001")
 	if r := w.GH.Reruns(); len(r) != 1 {

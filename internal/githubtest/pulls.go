@@ -254,7 +254,9 @@ func (f *Fake) listPulls(w http.ResponseWriter, r *http.Request, repo *Repo) (in
 	page := paginate(w, r, len(nums))
 	out := []*github.PullRequest{}
 	for _, n := range nums[page.from:page.to] {
-		out = append(out, f.prJSON(repo, repo.PRs[n]))
+		j := f.prJSON(repo, repo.PRs[n])
+		j.Merged = nil // the short form GitHub lists PRs in: merged_at, no merged flag
+		out = append(out, j)
 	}
 	return http.StatusOK, out
 }
