@@ -52,7 +52,7 @@ func reusedMergeSucceeded(t *testing.T, w *e2e.World) {
 
 // A reused merge whose main run succeeds, with the results repository
 // followed: the watch binds the ingest run by its run-name, follows it to
-// its end, and says it took the source run opsbot's audit holds for the
+// its end across a restart, and says it took the source run opsbot's audit holds for the
 // merged head, beside the merge run.
 func TestAfterMergeFollowsTheResultsRepositorysIngest(t *testing.T) {
 	t.Parallel()
@@ -62,6 +62,7 @@ func TestAfterMergeFollowsTheResultsRepositorysIngest(t *testing.T) {
 	ingestRunOf(w, 31147925932, "in_progress", "")
 	w.PassTime(clock, aftermerge.Poll)
 	waitStatus(t, w, "⏳ the ingest run [52000000001](", "is in progress")
+	w.Restart(nil, nil) // the watch, bound to the ingest run, is in its record
 	w.GH.CompleteRun(resultsRepo, ingestRun, "success", nil)
 	w.PassTime(clock, aftermerge.Poll)
 	st := waitStatus(t, w, "📥 the ingest run [52000000001](", "dispatched with source run 31147925932 and merge run 41000000001, succeeded",

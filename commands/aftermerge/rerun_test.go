@@ -347,3 +347,31 @@ func TestRerunFailedNotTakenBackOnceItMayHaveBeenSent(t *testing.T) {
 		t.Fatalf("an ask GitHub took is said taken back:\n%s", st)
 	}
 }
+
+// opsbot stops between a maintainer's /rerun-failed and its act (the step
+// was reading the run before sending): the next process never sends an ask
+// the process before it marked, says the re-run was not sent, and the
+// maintainer's next ask re-runs it once.
+func TestRerunFailedNotSentAcrossARestart(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := rerunWorld(t, clock)
+	failedMerge(t, w, gpuFailed)
+	arrived, release := w.GH.Hold("GET /repos/{owner}/{repo}/actions/runs/{id}") // the step's read before it sends
+	defer release()
+	c := w.GH.AddComment(e2e.Repo, e2e.PR, e2e.MaintLogin, "/rerun-failed")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", e2e.Maintainer, e2e.Maintainer, c.ID, c.Body, ""))
+	testkit.Arrives(t, arrived, "the re-run's step reads the run")
+	w.Srv.Stop(t)
+	release()
+	w.Srv = e2e.Start(t, w.ConfigPath(), w.Env, w.Deps)
+	waitStatus(t, w, "⚠️ the re-run @maintainer asked was not sent", "ask again with `/rerun-failed`")
+	if n := w.GH.Count(githubtest.RouteRerunFailed); n != 0 {
+		t.Fatalf("the re-run marked by the stopped process was sent %d times", n)
+	}
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
+	if r := w.GH.Reruns(); len(r) != 1 {
+		t.Fatalf("re-runs asked: %v; want one", r)
+	}
+}
