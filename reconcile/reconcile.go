@@ -375,14 +375,17 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 			rep.PinsOfClosedPRs = append(rep.PinsOfClosedPRs, n)
 		}
 	}
-	if err := r.closesLost(ctx, gh, schema, rc.Name, prs, &rep); err != nil {
-		return rep, err
-	}
+	// A close that could not be read fails this reconcile after the rest
+	// is done, so the next one looks at the same window again.
+	lostErr := r.closesLost(ctx, gh, schema, rc.Name, prs, &rep)
 	if err := r.sequencesTakenBack(ctx, gh, schema, rc.Name, &rep); err != nil {
 		return rep, err
 	}
 	if err := r.heldOnGitHub(rc.Name, &rep); err != nil {
 		return rep, err
+	}
+	if lostErr != nil {
+		return rep, lostErr
 	}
 	// A list cut at MaxComments (a flood of comments) is not taken as all
 	// there was: the next reconcile goes on from the last comment read. (A
@@ -402,12 +405,6 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	return rep, nil
 }
 
-// takenBack recovers a lost `deleted` or `edited` webhook of the comment
-// that made PR n's active pin: when GitHub no longer has the comment, or it
-// no longer holds the pin's command line, the pin is revoked through the
-// inbox (in the PR's order), as the webhook would have done. Who deleted or
-// edited it is not known, so it is revoked whoever it was: the next push
-// then sweeps, which is never wrong.
 // headUnknown records, for an open PR with a pin whose head opsbot does
 // not know (a pin granted by an opsbot that did not record it), the PR as
 // GitHub has it now (events.ActionHeadUnknown), so opsbot/reuse-ready is set
@@ -434,6 +431,12 @@ func (r *Reconciler) headUnknown(ctx context.Context, schema *events.Schema, rep
 	return err
 }
 
+// takenBack recovers a lost `deleted` or `edited` webhook of the comment
+// that made PR n's active pin: when GitHub no longer has the comment, or it
+// no longer holds the pin's command line, the pin is revoked through the
+// inbox (in the PR's order), as the webhook would have done. Who deleted or
+// edited it is not known, so it is revoked whoever it was: the next push
+// then sweeps, which is never wrong.
 func (r *Reconciler) takenBack(ctx context.Context, gh Reader, schema *events.Schema, repo string, n int, rep *Report) error {
 	pin, err := r.Store.ActivePin(repo, n)
 	if err != nil || pin == nil || pin.CommentID == 0 || pin.Origin().Kind != record.OriginComment {
@@ -689,6 +692,7 @@ func (r *Reconciler) closesLost(ctx context.Context, gh Reader, schema *events.S
 		r.Log.Warn("more PRs were closed and updated since the window's start than a reconcile reads: the older ones are not looked at",
 			"repo", repo, "since", rep.Since, "read", len(closed))
 	}
+	var failed error
 	for _, listed := range closed {
 		n := listed.GetNumber()
 		if slices.Contains(pinned, n) || listed.GetClosedAt().Before(rep.Since) {
@@ -703,7 +707,10 @@ func (r *Reconciler) closesLost(ctx context.Context, gh Reader, schema *events.S
 		}
 		p, err := gh.PullRequest(ctx, repo, n)
 		if err != nil {
-			return err
+			// The others are still taken in; the reconcile then fails, so
+			// the next one reads this window again.
+			failed = errors.Join(failed, fmt.Errorf("reading the closed PR #%d: %w", n, err))
+			continue
 		}
 		if p.GetState() != "closed" {
 			continue // reopened since the list was read
@@ -716,7 +723,7 @@ func (r *Reconciler) closesLost(ctx context.Context, gh Reader, schema *events.S
 			rep.ClosesRecovered = append(rep.ClosesRecovered, n)
 		}
 	}
-	return nil
+	return failed
 }
 
 // addClosed puts a closed PR's `closed` webhook into the inbox, rebuilt

@@ -95,11 +95,16 @@ type bodyRead struct {
 	start  time.Time
 	got    int64 // n as of the last chunk asked for, under b.mu
 	// set under b.mu; cutMu orders giving way against deadline changes
-	held  int64
-	cutMu sync.Mutex
-	cut   bool
-	cutc  chan struct{}         // closed when cut, to wake r if it waits for room itself
-	setRD func(time.Time) error // the connection's read deadline; nil when unsupported
+	held int64
+	// waiting says r waits in grow for room (under b.mu): its bytes are
+	// in, so it is never taken for slow meanwhile; waited is how long it
+	// waited so, left out of its rate.
+	waiting bool
+	waited  time.Duration
+	cutMu   sync.Mutex
+	cut     bool
+	cutc    chan struct{}         // closed when cut, to wake r if it waits for room itself
+	setRD   func(time.Time) error // the connection's read deadline; nil when unsupported
 }
 
 // waitForRoom is how long a body waits for another, cut to make room, to
@@ -121,9 +126,10 @@ const rateWindowMin = 100 * time.Millisecond
 const DefaultHealthyRate = 64 << 10
 
 // rate is the bytes per second r has brought since its read began, as
-// of its last chunk (under b.mu).
+// of its last chunk, the time it waited in line for room left out (under
+// b.mu).
 func (r *bodyRead) rate(now time.Time) float64 {
-	return float64(r.got) / max(now.Sub(r.start), rateWindowMin).Seconds()
+	return float64(r.got) / max(now.Sub(r.start)-r.waited, rateWindowMin).Seconds()
 }
 
 // youngBody is how long a body's read is never taken for slow: until it
@@ -150,6 +156,13 @@ func (r *bodyRead) slow(now time.Time, healthy float64) bool {
 func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
 	b := r.b
 	var timeout <-chan time.Time
+	defer func() {
+		if r.waiting { // only r's goroutine writes it
+			b.mu.Lock()
+			r.waiting = false // in line from its first wait until it has room, or gives up
+			b.mu.Unlock()
+		}
+	}()
 	for {
 		b.mu.Lock()
 		if r.isCut() {
@@ -180,11 +193,14 @@ func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
 			if o == r || o.held == 0 {
 				continue
 			}
+			// A body waiting for room has its bytes in: its rate falls only
+			// while it waits, so it is not taken for slow (it may still be
+			// the largest).
 			or := o.rate(now)
-			if o.slow(now, b.healthy) && (slow == nil || or < slowRate) {
+			if !o.waiting && o.slow(now, b.healthy) && (slow == nil || or < slowRate) {
 				slow, slowRate = o, or
 			}
-			if at := o.start.Add(youngBody); or < b.healthy && at.After(now) && (matures.IsZero() || at.Before(matures)) {
+			if at := o.start.Add(youngBody); !o.waiting && or < b.healthy && at.After(now) && (matures.IsZero() || at.Before(matures)) {
 				matures = at
 			}
 			if o.held > protectedSize && o.held > r.held+chunkSize && (large == nil || o.held > large.held) {
@@ -196,33 +212,46 @@ func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
 			victim = large
 		}
 		wait := b.released
-		b.mu.Unlock()
 		if victim == nil && matures.IsZero() {
+			b.mu.Unlock()
 			return nil, errBusy
 		}
+		r.waiting = true
+		b.mu.Unlock()
 		if timeout == nil {
 			t := time.NewTimer(waitForRoom)
 			defer t.Stop()
 			timeout = t.C
 		}
-		var grown <-chan time.Time
+		var grown *time.Timer
+		var grownC <-chan time.Time
 		if victim != nil {
 			victim.giveWay()
 		} else {
 			// Only bodies too young to be taken for slow hold the room: wait
 			// until the first of them may be, then look again.
-			t := time.NewTimer(matures.Sub(now))
-			defer t.Stop()
-			grown = t.C
+			grown = time.NewTimer(matures.Sub(now))
+			grownC = grown.C
 		}
+		var err error
+		from := time.Now()
 		select {
 		case <-wait:
-		case <-grown:
+		case <-grownC:
 		case <-r.cutc:
 		case <-timeout:
-			return nil, errBusy
+			err = errBusy
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			err = ctx.Err()
+		}
+		if grown != nil {
+			grown.Stop()
+		}
+		b.mu.Lock()
+		r.waited += time.Since(from) // time in line is not time the body took to arrive
+		b.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
 	}
 }

@@ -179,6 +179,52 @@ func TestBodyJustBegunIsNotCutAsSlow(t *testing.T) {
 	}
 }
 
+// A body waiting in line for room has its bytes in, and its average rate
+// would fall only because it waits: the time in line is left out of its
+// rate, so another body needing room does not cut it as slow, meanwhile or
+// after (it cuts the stalled one once that may be taken for slow).
+func TestBodyWaitingForRoomIsNotCutAsSlow(t *testing.T) {
+	b := newBodyBudget(BodyLimits{MaxInflight: 3 * chunkSize, HealthyRate: 64 << 10})
+	stalled := &bodyRead{b: b, cutc: make(chan struct{}), start: time.Now()}
+	if _, err := stalled.grow(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		<-stalled.cutc
+		stalled.release()
+	}()
+	// Two healthy bodies (16 KiB in 100 ms) fill their chunks and wait
+	// in line, for about a second, for the stalled one to be cut.
+	var bodies []*bodyRead
+	for range 2 {
+		r := &bodyRead{b: b, cutc: make(chan struct{}), start: time.Now().Add(-100 * time.Millisecond)}
+		if _, err := r.grow(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		r.n = chunkSize
+		bodies = append(bodies, r)
+	}
+	got := make(chan error, 2)
+	for _, r := range bodies {
+		go func() {
+			_, err := r.grow(t.Context())
+			got <- err
+		}()
+	}
+	var errs []error
+	for range 2 {
+		errs = append(errs, <-got)
+	}
+	for i, r := range bodies {
+		if r.isCut() {
+			t.Fatalf("body %d, healthy but for its time in line, was cut as slow (%v)", i, errs)
+		}
+	}
+	if !stalled.isCut() || (errs[0] != nil) == (errs[1] != nil) {
+		t.Fatalf("the stalled body cut: %v; the two in line: %v, want room for one and errBusy for the other", stalled.isCut(), errs)
+	}
+}
+
 // A body that stalls past the grace period is cut with 408; the budget it
 // held is given back.
 func TestBodyRateFloor(t *testing.T) {

@@ -51,6 +51,9 @@ const (
 	// StepIngestFailed: the main run succeeded, and the results
 	// repository's ingest run it started did not (after_merge.downstream).
 	StepIngestFailed = "ingest_failed"
+	// StepRecovered: the failed run's ingest was recovered
+	// (/recover-ingest succeeded), and the watch stopped following it.
+	StepRecovered = "recovered"
 )
 
 // Poll is how often the watch looks for the run on the merge commit, and
@@ -410,6 +413,14 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 	if s.Seq.Step == StepDownstream && data.Downstream != nil {
 		return h.downstream(ctx, gh, s, *Section.Of(rc))
 	}
+	if s.Seq.Step == StepFailed {
+		if why, err := h.recovered(s); err != nil || why != "" {
+			if err != nil {
+				return "", plan.Plan{}, err
+			}
+			return h.end(s, data, StepRecovered, why, "")
+		}
+	}
 	id := data.WorkflowID
 	list, err := gh.CommitRuns(ctx, s.Seq.Repo, s.Data.Merge)
 	if err != nil {
@@ -472,6 +483,9 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 	data.Trail = append(slices.Clip(data.Trail), failed(data, mdtext.Text(run.GetConclusion()), jobs, errs, ingest)+forgot)
 	deadline := s.Seq.Deadline.UTC().Format("Jan 2 15:04 UTC")
 	o := offer(s, data, *Section.Of(rc), h.d.Notices.Web)
+	if len(o) == 0 && data.Checked {
+		o = []plan.Step{checkFailed(s, data)} // the older attempt's button goes: this attempt offers none
+	}
 	data.Checked = data.Checked || len(o) > 0
 	out, p, err := h.wait(s, data, StepFailed, "⏳ opsbot follows a re-run of the failed jobs until "+deadline, "after-merge-failed", RerunPoll)
 	if err == nil {
@@ -675,6 +689,24 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// recovered says, for a watch whose run failed, that a recovery of that
+// run's ingest succeeded ("": none did).
+func (h *Handler) recovered(s seq.Step[Data]) (string, error) {
+	if h.d.State == nil {
+		return "", nil
+	}
+	r, err := h.d.State.Sequence(s.Seq.Repo, s.Seq.PR, RecoverKind)
+	if err != nil || r == nil || !r.Done || r.Step != RecoverSucceeded {
+		return "", err
+	}
+	rd, err := seq.DataOf[RecoverData](r)
+	if err != nil || rd.Target != s.Data.RunID {
+		return "", err
+	}
+	return fmt.Sprintf("🛟 the ingest of run %s was recovered by recovery run %s, asked by %s: opsbot stopped following the run",
+		commands.RunLink(s.Data.RunID, s.Data.RunURL), commands.RunLink(rd.RunID, rd.RunURL), mdtext.Mention(rd.By)), nil
 }
 
 // expire ends the watch at its deadline.

@@ -254,8 +254,9 @@ func TestAfterMergeFollowsAReRun(t *testing.T) {
 
 // A merge whose closed webhook was lost: the reconcile finds the PR closed
 // on GitHub while opsbot holds it open, takes its close in, and the merge
-// is followed as the webhook would have had it followed; the next
-// reconcile takes nothing in again.
+// is followed as the webhook would have had it followed (a reconcile whose
+// read of the PR failed fails, and the next one reads the window again);
+// the next reconcile takes nothing in again.
 func TestAfterMergeFollowsAMergeWhoseWebhookWasLost(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
@@ -273,6 +274,14 @@ func TestAfterMergeFollowsAMergeWhoseWebhookWasLost(t *testing.T) {
 	w.Push("c2")
 	mainRunOf(w, "completed", "success", ingested)
 	w.GH.ClosePR(e2e.Repo, e2e.PR, true, e2e.SHA("e1")) // its webhook lost
+	// The PR's read fails once: that reconcile fails, and the next one
+	// reads the same window again.
+	w.GH.Inject("GET /repos/{owner}/{repo}/pulls/{n}", githubtest.Fault{Status: 403,
+		Body: `{"message":"Resource not accessible by integration"}`, Times: 1})
+	if r := w.Call(http.MethodPost, "/api/v1/reconcile", `{"repo":"`+e2e.Repo+`"}`); r.Code == http.StatusOK ||
+		!strings.Contains(r.Body, "reading the closed PR #"+strconv.Itoa(e2e.PR)) {
+		t.Fatalf("a reconcile whose read of the closed PR failed: %d %s", r.Code, r.Body)
+	}
 	if rep := reconcile(); !strings.Contains(rep, `"closes_recovered":[`+strconv.Itoa(e2e.PR)+`]`) {
 		t.Fatalf("the reconcile after the lost merge: %s", rep)
 	}

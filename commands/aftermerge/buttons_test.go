@@ -227,3 +227,91 @@ func TestAfterMergeOffersARecoveryOnTheMergeCommitsCheckRun(t *testing.T) {
 	}
 	e2e.MustContain(t, "its summary", c.Summary, "its ingest failed, after the results were gathered", "`/recover-ingest` does the same")
 }
+
+// A Recover the ingest button names the attempt whose ingest failed: once
+// the run failed again, the older attempt's button dispatches nothing and
+// says so; the newest attempt's dispatches the recovery once. Once the
+// recovery succeeded, the merge commit's check run says so with no button,
+// and the watch ends "recovered" at its next look: a re-run is refused.
+func TestAfterMergeRecoverButtonOfAnOlderAttemptIsRefused(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := appWorld(t, clock, "      recover:\n        workflow: "+recoveryFile+"\n        min_role: write\n")
+	w.GH.AddWorkflow(e2e.Repo, "recover-reused-ingest.yml", recoveryID)
+	onMain(w, recoveryWorkflow)
+	reusedMergeFailed(t, w, ingestFailed)
+	waitCheck(t, w, "Run 41000000001 failed (attempt 1)")
+	first := w.ClickPayload(e2e.Maintainer, "e1", "recover-ingest", 0)
+	w.GH.RerunRun(e2e.Repo, mainRun) // re-run on GitHub, by hand
+	w.PassTime(clock, aftermerge.RerunPoll)
+	waitStatus(t, w, "⏳ attempt 2 of run [41000000001](", "is queued")
+	runCompleted(w, clock, "failure")
+	waitCheck(t, w, "Run 41000000001 failed (attempt 2)")
+	w.Send("check_run", first)
+	e2e.MustContain(t, "the older attempt's click", w.LastReply(), "this button was offered for attempt 1 of run 41000000001, whose ingest failed")
+	if d := w.GH.WorkflowDispatches(); len(d) != 0 {
+		t.Fatalf("the older attempt's button dispatched %+v", d)
+	}
+	w.ClickCheckRun(e2e.Maintainer, "e1", "recover-ingest", 0)
+	w.WaitReply(recoveryTitle, "🛟 dispatched `"+recoveryFile+"` with source-run-id 31147925932 and merge-run-id 41000000001: run [")
+	ds := w.GH.WorkflowDispatches()
+	if len(ds) != 1 {
+		t.Fatalf("the newest attempt's button dispatched %d times; want once", len(ds))
+	}
+	w.GH.CompleteRun(e2e.Repo, ds[0].RunID, "success", nil)
+	w.PassTime(clock, aftermerge.Poll)
+	w.WaitReply(recoveryTitle, "✅ recovery run [")
+	if c := waitCheck(t, w, "After the merge: ingest recovered"); c.Conclusion != "success" || len(c.Actions) != 0 {
+		t.Fatalf("the merge commit's check run after the recovery: %+v; want success, no button", c)
+	}
+	w.PassTime(clock, aftermerge.RerunPoll)
+	waitStatus(t, w, "🛟 the ingest of run [41000000001](", "was recovered by recovery run [", "asked by @maintainer")
+	if c := waitCheck(t, w, "After the merge: recovered"); c.Conclusion != "success" || len(c.Actions) != 0 {
+		t.Fatalf("the merge commit's check run once the watch ended: %+v; want success, no button", c)
+	}
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	e2e.MustContain(t, "a re-run after the recovery", w.LastReply(), "was recovered: a re-run would publish its results again")
+}
+
+// An attempt that no button mends (cancelled) after one that offered a
+// re-run: the merge commit's check run says the attempt failed and takes
+// the older button away.
+func TestAfterMergeCheckRunOffersNothingForACancelledAttempt(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := appWorld(t, clock, "")
+	failedMerge(t, w, gpuFailed)
+	waitCheck(t, w, "Run 41000000001 failed (attempt 1)")
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
+	w.PassTime(clock, aftermerge.Poll)
+	runCompleted(w, clock, "cancelled")
+	if c := waitCheck(t, w, "Run 41000000001 failed (attempt 2)"); len(c.Actions) != 0 || c.Conclusion != "neutral" {
+		t.Fatalf("the cancelled attempt's check run: %+v; want no button", c)
+	}
+}
+
+// A success the watch warns of (the ingest took another source run than
+// the audit's) ends the merge commit's check run neutral, not green.
+func TestAfterMergeCheckRunIsNotGreenWithAWarning(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := appWorld(t, clock, "      downstream:\n        repo: "+resultsRepo+"\n        workflow: .github/workflows/ingest.yml\n")
+	w.GH.AddRepo(resultsRepo, "ingest.yml", 501)
+	lint := []githubtest.Job{{Name: "lint", Conclusion: "failure", Labels: []string{"ubuntu-latest"}},
+		{Name: "collect-results", Conclusion: "skipped"}, {Name: "trigger-ingest", Conclusion: "skipped"}}
+	reusedMergeFailed(t, w, lint)
+	waitCheck(t, w, "Run 41000000001 failed (attempt 1)")
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	waitStatus(t, w, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
+	w.GH.AddRun(e2e.Repo, githubtest.Run{ID: mainRun, WorkflowID: 77, Event: "push", Status: "completed", Conclusion: "success",
+		HeadSHA: e2e.SHA("e1"), HeadBranch: "main", CreatedAt: time.Now(), Jobs: ingested, Attempt: 2})
+	runCompleted(w, clock, "success")
+	waitStatus(t, w, "its ingest job `trigger-ingest` too")
+	ingestRunOf(w, 31000000099, "completed", "success")
+	w.PassTime(clock, aftermerge.Poll)
+	waitStatus(t, w, "⚠️ Its source run 31000000099 is not run 31147925932")
+	if c := waitCheck(t, w, "After the merge: succeeded"); c.Conclusion != "neutral" {
+		t.Fatalf("the check run of a success with a warning: %+v; want neutral", c)
+	}
+}

@@ -165,6 +165,18 @@ func (h *Recoverer) now() time.Time {
 	return time.Now()
 }
 
+// recoverState says what the watch last read of its run, for a button
+// that no longer matches it.
+func recoverState(wd Data) string {
+	switch {
+	case wd.Failed == nil:
+		return "not failed"
+	case wd.Failed.IngestFailed:
+		return "its ingest failed"
+	}
+	return "failed before its ingest"
+}
+
 // Prepare validates a recovery as the repository's helper does before
 // anything is dispatched, and begins it; or cancels the live one.
 func (h *Recoverer) Prepare(ctx context.Context, env commands.Env, in commands.Invocation, line commands.Line) commands.Result {
@@ -195,6 +207,13 @@ func (h *Recoverer) Prepare(ctx context.Context, env commands.Env, in commands.I
 	if line.RunID != 0 && line.RunID != wd.RunID {
 		return refuse(fmt.Sprintf("this button was offered for run %d; opsbot now follows run %s: use the newest message's button, "+
 			"or type `/recover-ingest`", line.RunID, commands.RunLink(wd.RunID, wd.RunURL)))
+	}
+	// A button names the attempt whose ingest failed: it recovers that
+	// failure only, never one it did not describe.
+	if line.RunID != 0 && (line.Attempt != wd.Attempt || wd.Failed == nil || !wd.Failed.IngestFailed) {
+		return refuse(fmt.Sprintf("this button was offered for attempt %d of run %d, whose ingest failed; opsbot now follows %s "+
+			"(attempt %d, %s): use the newest message's button, or type `/recover-ingest`", line.Attempt, line.RunID,
+			"run "+commands.RunLink(wd.RunID, wd.RunURL), max(wd.Attempt, 1), recoverState(wd)))
 	}
 	gh, err := h.d.GitHub(in.Installation)
 	if err != nil {
@@ -290,6 +309,10 @@ func (h *Recoverer) validate(ctx context.Context, gh *ghclient.Client, rc *confi
 	}
 	v.targetURL = run.GetHTMLURL()
 	link := "run " + commands.RunLink(v.target, v.targetURL)
+	if line.RunID != 0 && max(run.GetRunAttempt(), 1) != line.Attempt {
+		return v, fmt.Sprintf("this button was offered for attempt %d of %s; GitHub shows its attempt %d: use the newest message's "+
+			"button, or type `/recover-ingest`", line.Attempt, link, run.GetRunAttempt()), nil
+	}
 	wf := wd.WorkflowID
 	if wf == 0 {
 		if wf, err = gh.WorkflowID(ctx, in.Repo, workflowOf(rc)); err != nil {
@@ -562,7 +585,15 @@ func (h *Recoverer) ended(cur *record.Sequence, d RecoverData, step, why string)
 		audit.RunnerSeconds, audit.GPUSeconds = d.SavedRunner, d.SavedGPU // what a re-run of the sweep would have spent
 	}
 	audit.SetOrigin(cur.Origin())
-	return plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &e, Audit: audit}}}
+	p := plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &e, Audit: audit}}}
+	if step == RecoverSucceeded {
+		// The merge commit's check run offered the recovery: it says so now,
+		// with no button (the watch ends at its next look).
+		p.Steps = append(p.Steps, plan.CheckOffer{Repo: next.Repo, PR: next.PR, Installation: d.Installation, SHA: d.Merge, Name: CheckName,
+			Conclusion: "success", Title: "After the merge: ingest recovered", Summary: fmt.Sprintf("%s\n\nAsked by %s on PR #%d.", why,
+				mdtext.Mention(d.By), next.PR), RunID: d.Target})
+	}
+	return p
 }
 
 // isResult reports whether an artifact is one of the repository's result

@@ -125,11 +125,29 @@ func offer(s seq.Step[Data], data Data, sets Settings, web notices.Web) []plan.S
 	}
 }
 
+// checkFailed is the merge commit's check run for a failed attempt that
+// offers no button (cancelled, a forgotten reuse, an ingest failure with
+// no recovery configured), where an earlier attempt offered one.
+func checkFailed(s seq.Step[Data], data Data) plan.Step {
+	return plan.CheckOffer{Repo: s.Seq.Repo, PR: s.Seq.PR, Installation: data.Installation, SHA: data.Merge, Name: CheckName,
+		Conclusion: "neutral", Title: fmt.Sprintf("Run %d failed (attempt %d)", data.RunID, data.Attempt),
+		Summary: fmt.Sprintf("%s\n\nPR #%d's comment says which jobs failed and why; no button mends this attempt.",
+			lastOf(data.Trail), s.Seq.PR), RunID: data.RunID}
+}
+
+func lastOf(trail []string) string {
+	if len(trail) == 0 {
+		return ""
+	}
+	return trail[len(trail)-1]
+}
+
 // checkEnded is the merge commit's check run once the watch ends, where
-// one offered a button: it says how the watch ended, with no button.
+// one offered a button: it says how the watch ended, with no button; a
+// success is green only where nothing was left to warn of.
 func checkEnded(s seq.Step[Data], data Data, step, why string) plan.Step {
 	conclusion := "neutral"
-	if step == StepSucceeded {
+	if (step == StepSucceeded || step == StepRecovered) && !strings.Contains(why, "⚠️") && !strings.Contains(why, "⌛") {
 		conclusion = "success"
 	}
 	return plan.CheckOffer{Repo: s.Seq.Repo, PR: s.Seq.PR, Installation: data.Installation, SHA: data.Merge, Name: CheckName,
@@ -172,6 +190,8 @@ func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invoc
 			"newest message's button, or type `/rerun-failed`", line.Attempt, line.RunID, run, max(data.Attempt, 1)))
 	case cur.Done && (cur.Step == StepSucceeded || cur.Step == StepIngestFailed || cur.Step == StepDownstream):
 		return refuse(run + " succeeded: nothing to re-run")
+	case cur.Done && cur.Step == StepRecovered:
+		return refuse("the ingest of " + run + " was recovered: a re-run would publish its results again")
 	case cur.Done:
 		return refuse("opsbot stopped following " + run + " at its deadline: re-run it on GitHub if it still matters")
 	case !h.now().Before(cur.Deadline):
