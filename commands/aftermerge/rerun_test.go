@@ -39,6 +39,19 @@ func failedMerge(t *testing.T, w *e2e.World, jobs []githubtest.Job) {
 	waitStatus(t, w, "❌ run [41000000001](", "⏳ opsbot follows a re-run of the failed jobs until")
 }
 
+// askWhileTheStepReads posts a maintainer's /rerun-failed with the watch
+// step's read of the run (before it sends) held, and waits for that read;
+// release lets it go on.
+func askWhileTheStepReads(t *testing.T, w *e2e.World) (c githubtest.Comment, release func()) {
+	t.Helper()
+	arrived, release := w.GH.Hold("GET /repos/{owner}/{repo}/actions/runs/{id}")
+	t.Cleanup(release)
+	c = w.GH.AddComment(e2e.Repo, e2e.PR, e2e.MaintLogin, "/rerun-failed")
+	w.PostNoSettle("issue_comment", w.CommentPayload("created", e2e.Maintainer, e2e.Maintainer, c.ID, c.Body, ""))
+	testkit.Arrives(t, arrived, "the re-run's step reads the run")
+	return c, release
+}
+
 // /rerun-failed on a merged PR whose main run failed before the results
 // were gathered: the reply says what it re-runs and the GPU jobs' time
 // among it, by the run's own timing; GitHub is asked once, the new attempt
@@ -217,11 +230,7 @@ func TestRerunFailedTakenBackBeforeItIsSent(t *testing.T) {
 	clock := e2e.NewClock()
 	w := rerunWorld(t, clock)
 	failedMerge(t, w, gpuFailed)
-	arrived, release := w.GH.Hold("GET /repos/{owner}/{repo}/actions/runs/{id}") // the step's read before it sends
-	defer release()
-	c := w.GH.AddComment(e2e.Repo, e2e.PR, e2e.MaintLogin, "/rerun-failed")
-	w.PostNoSettle("issue_comment", w.CommentPayload("created", e2e.Maintainer, e2e.Maintainer, c.ID, c.Body, ""))
-	testkit.Arrives(t, arrived, "the re-run's step reads the run")
+	c, release := askWhileTheStepReads(t, w)
 	w.GH.DeleteComment(c.ID)
 	w.PostNoSettle("issue_comment", w.CommentPayload("deleted", e2e.Maintainer, e2e.Maintainer, c.ID, c.Body, ""))
 	release()
@@ -357,11 +366,7 @@ func TestRerunFailedNotSentAcrossARestart(t *testing.T) {
 	clock := e2e.NewClock()
 	w := rerunWorld(t, clock)
 	failedMerge(t, w, gpuFailed)
-	arrived, release := w.GH.Hold("GET /repos/{owner}/{repo}/actions/runs/{id}") // the step's read before it sends
-	defer release()
-	c := w.GH.AddComment(e2e.Repo, e2e.PR, e2e.MaintLogin, "/rerun-failed")
-	w.PostNoSettle("issue_comment", w.CommentPayload("created", e2e.Maintainer, e2e.Maintainer, c.ID, c.Body, ""))
-	testkit.Arrives(t, arrived, "the re-run's step reads the run")
+	_, release := askWhileTheStepReads(t, w)
 	w.Srv.Stop(t)
 	release()
 	w.Srv = e2e.Start(t, w.ConfigPath(), w.Env, w.Deps)
