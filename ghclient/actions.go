@@ -164,14 +164,31 @@ var ErrTooManyJobs = errors.New("the run has more jobs than opsbot reads (3,000)
 // more than 3,000 jobs is ErrTooManyJobs, never a part of its list.
 func (c *Client) RunJobs(ctx context.Context, repo string, runID int64, attempt int) ([]Job, error) {
 	o, r := split(repo)
-	var out []Job
 	opt := &github.ListOptions{PerPage: 100}
-	what := fmt.Sprintf("listing the jobs of run %d attempt %d", runID, attempt)
+	return listJobs(fmt.Sprintf("listing the jobs of run %d attempt %d", runID, attempt), opt, func() (*github.Jobs, *github.Response, error) {
+		return c.gh.Actions.ListWorkflowJobsAttempt(ctx, o, r, runID, int64(max(attempt, 1)), opt)
+	})
+}
+
+// RunJobsOfAllAttempts lists the jobs of every attempt of a run
+// (filter=all), as the repository's recovery helper reads them: a job's
+// URL may name an attempt before the latest.
+func (c *Client) RunJobsOfAllAttempts(ctx context.Context, repo string, runID int64) ([]Job, error) {
+	o, r := split(repo)
+	opt := &github.ListWorkflowJobsOptions{Filter: "all", ListOptions: github.ListOptions{PerPage: 100}}
+	return listJobs(fmt.Sprintf("listing the jobs of every attempt of run %d", runID), &opt.ListOptions, func() (*github.Jobs, *github.Response, error) {
+		return c.gh.Actions.ListWorkflowJobs(ctx, o, r, runID, opt)
+	})
+}
+
+// listJobs reads every page of a run's jobs, maxJobPages at most.
+func listJobs(what string, opt *github.ListOptions, fetch func() (*github.Jobs, *github.Response, error)) ([]Job, error) {
+	var out []Job
 	for page := 0; ; page++ {
 		if page == maxJobPages {
 			return nil, fmt.Errorf("%s: %w", what, ErrTooManyJobs)
 		}
-		jobs, resp, err := c.gh.Actions.ListWorkflowJobsAttempt(ctx, o, r, runID, int64(max(attempt, 1)), opt)
+		jobs, resp, err := fetch()
 		if err := wrap(what, resp, err); err != nil {
 			return nil, err
 		}

@@ -356,6 +356,13 @@ func (h *Recoverer) validate(ctx context.Context, gh *ghclient.Client, rc *confi
 	if err != nil {
 		return v, "", err
 	}
+	if jobID != 0 && run.GetRunAttempt() > 1 && !slices.ContainsFunc(jobs, func(j ghclient.Job) bool { return j.ID == jobID }) {
+		// The job named is of an earlier attempt: the repository's helper
+		// reads every attempt's jobs, and so does opsbot for a job named.
+		if jobs, err = gh.RunJobsOfAllAttempts(ctx, in.Repo, v.target); err != nil {
+			return v, "", err
+		}
+	}
 	if v.job, err = SelectFailedJob(jobs, jobID); err != nil {
 		return v, mdtext.Text(err.Error()), nil // job names come from the workflow, which a PR may have changed
 	}

@@ -1,6 +1,7 @@
 package aftermerge_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -279,5 +280,36 @@ func TestRecoverIngestTakenBackBeforeTheDispatch(t *testing.T) {
 	w.PassTime(clock, aftermerge.RerunPoll)
 	if d := w.GH.WorkflowDispatches(); len(d) != 0 {
 		t.Fatalf("dispatched %+v after the take-back", d)
+	}
+}
+
+// A job URL of an earlier attempt, as the repository's helper takes one
+// (it reads every attempt's jobs): the run failed in its ingest at attempt
+// 1 and again at attempt 2, and /recover-ingest names attempt 1's failed
+// job: it is accepted and dispatched once; a job of no attempt of the run
+// is refused.
+func TestRecoverIngestTakesAJobOfAnEarlierAttempt(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := recoverWorld(t, clock)
+	reusedMergeFailed(t, w, ingestFailed)
+	w.GH.RerunRun(e2e.Repo, mainRun) // by hand, on GitHub
+	w.PassTime(clock, aftermerge.RerunPoll)
+	waitStatus(t, w, "⏳ attempt 2 of run [41000000001](", "is queued")
+	w.GH.AddRun(e2e.Repo, githubtest.Run{ID: mainRun, WorkflowID: 77, Event: "push", Status: "completed", Conclusion: "failure",
+		HeadSHA: e2e.SHA("e1"), HeadBranch: "main", CreatedAt: time.Now(), Jobs: ingestFailed, Earlier: [][]githubtest.Job{ingestFailed}, Attempt: 2})
+	runCompleted(w, clock, "failure")
+	waitStatus(t, w, "ended `failure` at attempt 2")
+	jobURL := func(id int64) string {
+		return fmt.Sprintf("https://github.com/%s/actions/runs/%d/job/%d", e2e.Repo, mainRun, id)
+	}
+	w.Comment(e2e.Maintainer, "/recover-ingest "+jobURL(mainRun*1000+999))
+	e2e.MustContain(t, "a job of no attempt", w.LastReply(), fmt.Sprintf("job %d was not found in the target run", mainRun*1000+999))
+	earlier := mainRun*1000 + 100 + 2 // attempt 1's trigger-ingest
+	w.Comment(e2e.Maintainer, "/recover-ingest "+jobURL(earlier))
+	st := w.WaitReply(recoveryTitle, "🛟 dispatched `"+recoveryFile+"` with source-run-id 31147925932 and merge-run-id 41000000001: run [")
+	e2e.MustContain(t, "status", st, "failed in [trigger-ingest]("+jobURL(earlier)+")")
+	if n := len(w.GH.WorkflowDispatches()); n != 1 {
+		t.Fatalf("%d dispatches; want one", n)
 	}
 }

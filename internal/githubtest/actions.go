@@ -205,6 +205,29 @@ func (f *Fake) jobs(w http.ResponseWriter, r *http.Request, repo *Repo) (int, an
 	return http.StatusOK, out
 }
 
+// allJobs answers GET /actions/runs/{id}/jobs: the latest attempt's jobs,
+// and with filter=all the earlier attempts' too (Run.Earlier), as GitHub
+// lists them. One page: enough for a test's runs.
+func (f *Fake) allJobs(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {
+	code, latest := f.jobs(w, r, repo)
+	out, ok := latest.(*github.Jobs)
+	if code != http.StatusOK || !ok || r.URL.Query().Get("filter") != "all" {
+		return code, latest
+	}
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	run := repo.Runs[id]
+	for a, jobs := range run.Earlier {
+		for i, j := range jobs {
+			jid := run.ID*1000 + int64(100*(a+1)+i)
+			out.Jobs = append(out.Jobs, &github.WorkflowJob{ID: github.Int64(jid), Name: github.String(j.Name), RunAttempt: github.Int64(int64(a + 1)),
+				HTMLURL: github.String(fmt.Sprintf("https://github.com/%s/%s/actions/runs/%d/job/%d", repo.Owner, repo.Name, run.ID, jid)),
+				Status:  github.String("completed"), Conclusion: github.String(j.Conclusion), Labels: j.Labels})
+		}
+	}
+	out.TotalCount = github.Int(len(out.Jobs))
+	return http.StatusOK, out
+}
+
 // annotations are a job's check run annotations (a job's id is its check
 // run's): a notice, then its Error as a failure.
 func (f *Fake) annotations(w http.ResponseWriter, r *http.Request, repo *Repo) (int, any) {

@@ -164,6 +164,10 @@ type Run struct {
 	PRBase string
 	// Jobs are the run's jobs; nil gives a completed run DefaultJobs.
 	Jobs []Job
+	// Earlier are the jobs of its attempts before the latest, oldest
+	// first: listed only with filter=all, each job's id its attempt's
+	// (run×1000 + 100×attempt + its index), never the latest's.
+	Earlier [][]Job
 	// DisplayTitle is the run's name (a workflow's run-name); ActorLogin
 	// and ActorID who made it; Inputs a dispatched run's inputs.
 	DisplayTitle string
@@ -505,6 +509,7 @@ func (f *Fake) routes(mux *http.ServeMux) {
 	add("GET /repos/{owner}/{repo}/actions/runs", f.repoRuns)
 	add("GET /repos/{owner}/{repo}/actions/runs/{id}/artifacts", f.artifacts)
 	add("GET /repos/{owner}/{repo}/actions/runs/{id}/attempts/{attempt}/jobs", f.jobs)
+	add("GET /repos/{owner}/{repo}/actions/runs/{id}/jobs", f.allJobs)
 	add("GET /repos/{owner}/{repo}", f.repository)
 	add("GET /repos/{owner}/{repo}/pulls/{n}", f.pull)
 	add("GET /repos/{owner}/{repo}/pulls/{n}/commits", f.pullCommits)
