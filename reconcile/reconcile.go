@@ -706,7 +706,11 @@ func (r *Reconciler) closesLost(ctx context.Context, gh Reader, schema *events.S
 			continue // never known to opsbot, or its close was seen
 		}
 		p, err := gh.PullRequest(ctx, repo, n)
-		if err != nil {
+		switch {
+		case errors.Is(err, ghclient.ErrNotFound):
+			r.Log.Warn("a closed PR the list named is not found: its close is not taken in", "repo", repo, "pr", n)
+			continue // gone for good: failing would hold every later reconcile to this window
+		case err != nil:
 			// The others are still taken in; the reconcile then fails, so
 			// the next one reads this window again.
 			failed = errors.Join(failed, fmt.Errorf("reading the closed PR #%d: %w", n, err))

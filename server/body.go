@@ -248,7 +248,10 @@ func (r *bodyRead) grow(ctx context.Context) ([]byte, error) {
 			grown.Stop()
 		}
 		b.mu.Lock()
-		r.waited += time.Since(from) // time in line is not time the body took to arrive
+		// Time in line is not time the body took to arrive; bytes it sent
+		// meanwhile wait in the kernel and count when read, so no more than
+		// one wait for room is left out of its rate.
+		r.waited = min(r.waited+time.Since(from), waitForRoom)
 		b.mu.Unlock()
 		if err != nil {
 			return nil, err

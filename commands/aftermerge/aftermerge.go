@@ -407,19 +407,21 @@ func (h *Handler) step(ctx context.Context, rc *config.Repo, s seq.Step[Data]) (
 			return "", plan.Plan{}, err
 		}
 	}
-	if r := data.Rerun; r != nil && !r.Sent && r.Attempt == data.Attempt && s.Seq.Step == StepFailed {
-		return h.rerun(ctx, gh, s, data)
-	}
-	if s.Seq.Step == StepDownstream && data.Downstream != nil {
-		return h.downstream(ctx, gh, s, *Section.Of(rc))
-	}
 	if s.Seq.Step == StepFailed {
+		// A recovery that succeeded ends the watch, before a re-run asked
+		// meanwhile is sent: it would publish the results again.
 		if why, err := h.recovered(s); err != nil || why != "" {
 			if err != nil {
 				return "", plan.Plan{}, err
 			}
 			return h.end(s, data, StepRecovered, why, "")
 		}
+	}
+	if r := data.Rerun; r != nil && !r.Sent && r.Attempt == data.Attempt && s.Seq.Step == StepFailed {
+		return h.rerun(ctx, gh, s, data)
+	}
+	if s.Seq.Step == StepDownstream && data.Downstream != nil {
+		return h.downstream(ctx, gh, s, *Section.Of(rc))
 	}
 	id := data.WorkflowID
 	list, err := gh.CommitRuns(ctx, s.Seq.Repo, s.Data.Merge)
@@ -515,7 +517,7 @@ func succeeded(d Data, jobs []ghclient.Job, ingestJob string) string {
 		if ran {
 			fmt.Fprintf(&b, ", its ingest job %s too", mdtext.Code(ingestJob))
 		} else {
-			fmt.Fprintf(&b, ", but its ingest job %s did not run: nothing was dispatched to the ingest from it", mdtext.Code(ingestJob))
+			fmt.Fprintf(&b, ", but ⚠️ its ingest job %s did not run: nothing was dispatched to the ingest from it", mdtext.Code(ingestJob))
 		}
 	}
 	switch {

@@ -255,7 +255,8 @@ func TestAfterMergeFollowsAReRun(t *testing.T) {
 // A merge whose closed webhook was lost: the reconcile finds the PR closed
 // on GitHub while opsbot holds it open, takes its close in, and the merge
 // is followed as the webhook would have had it followed (a reconcile whose
-// read of the PR failed fails, and the next one reads the window again);
+// read of the PR failed fails, and the next one reads the window again; one
+// whose read found nothing skips it);
 // the next reconcile takes nothing in again.
 func TestAfterMergeFollowsAMergeWhoseWebhookWasLost(t *testing.T) {
 	t.Parallel()
@@ -281,6 +282,12 @@ func TestAfterMergeFollowsAMergeWhoseWebhookWasLost(t *testing.T) {
 	if r := w.Call(http.MethodPost, "/api/v1/reconcile", `{"repo":"`+e2e.Repo+`"}`); r.Code == http.StatusOK ||
 		!strings.Contains(r.Body, "reading the closed PR #"+strconv.Itoa(e2e.PR)) {
 		t.Fatalf("a reconcile whose read of the closed PR failed: %d %s", r.Code, r.Body)
+	}
+	// One GitHub does not find is skipped, the reconcile done: failing on
+	// it would hold every later one to this window.
+	w.GH.Inject("GET /repos/{owner}/{repo}/pulls/{n}", githubtest.Fault{Status: 404, Body: `{"message":"Not Found"}`, Times: 2}) // a 404 is read twice
+	if rep := reconcile(); strings.Contains(rep, "closes_recovered") {
+		t.Fatalf("a reconcile that could not find the closed PR: %s", rep)
 	}
 	if rep := reconcile(); !strings.Contains(rep, `"closes_recovered":[`+strconv.Itoa(e2e.PR)+`]`) {
 		t.Fatalf("the reconcile after the lost merge: %s", rep)

@@ -183,8 +183,10 @@ func TestAfterMergeOffersARerunOnTheMergeCommitsCheckRun(t *testing.T) {
 		t.Fatalf("re-runs asked: %v; want two, one per attempt", r)
 	}
 	w.PassTime(clock, aftermerge.Poll)
+	w.GH.AddRun(e2e.Repo, githubtest.Run{ID: mainRun, WorkflowID: 77, Event: "push", Status: "queued", HeadSHA: e2e.SHA("e1"),
+		HeadBranch: "main", CreatedAt: time.Now(), Jobs: ingested, Attempt: 3}) // attempt 3 gathers the results and dispatches the ingest
 	runCompleted(w, clock, "success")
-	waitStatus(t, w, "✅ run [41000000001](", "succeeded at its re-run")
+	waitStatus(t, w, "✅ run [41000000001](", "succeeded at its re-run", "its ingest job `trigger-ingest` too")
 	end := waitCheck(t, w, "After the merge: succeeded")
 	if end.Conclusion != "success" || len(end.Actions) != 0 || end.Title != "After the merge: succeeded" {
 		t.Fatalf("the merge commit's check run after the success: %+v; want success, no button", end)
@@ -270,7 +272,8 @@ func TestAfterMergeRecoverButtonOfAnOlderAttemptIsRefused(t *testing.T) {
 		t.Fatalf("the merge commit's check run once the watch ended: %+v; want success, no button", c)
 	}
 	w.Comment(e2e.Maintainer, "/rerun-failed")
-	e2e.MustContain(t, "a re-run after the recovery", w.LastReply(), "was recovered: a re-run would publish its results again")
+	e2e.MustContain(t, "a re-run after the recovery", w.LastReply(), "was recovered already, by @maintainer",
+		"a re-run would publish its results again")
 }
 
 // An attempt that no button mends (cancelled) after one that offered a

@@ -96,6 +96,27 @@ func recoverSpec(h *Recoverer) commands.Spec {
 	}
 }
 
+// sequences reads a PR's sequence of a kind (record.Reader,
+// commands.State).
+type sequences interface {
+	Sequence(repo string, pr int, kind string) (*record.Sequence, error)
+}
+
+// recoveryLive says why target may not be re-run while a recovery of its
+// ingest is under way ("": none is).
+func recoveryLive(st sequences, repo string, pr int, target int64) (string, error) {
+	r, err := st.Sequence(repo, pr, RecoverKind)
+	if err != nil || r == nil || r.Done {
+		return "", err
+	}
+	rd, err := seq.DataOf[RecoverData](r)
+	if err != nil || rd.Target != target {
+		return "", err
+	}
+	return fmt.Sprintf("@%s's recovery of the ingest of run %s is under way: a re-run would publish its results again "+
+		"(`/recover-ingest cancel` stops the recovery first)", rd.By, commands.RunLink(target, rd.TargetURL)), nil
+}
+
 // recoveredAlready says why the ingest of target may not be recovered
 // again: the PR's last recovery, of the same run, dispatched and
 // succeeded, or may have dispatched (its run never named, its answer
@@ -103,8 +124,8 @@ func recoverSpec(h *Recoverer) commands.Spec {
 // have left). A second dispatch would publish the results again. A
 // recovery whose run failed, or that never dispatched, may be asked
 // again.
-func (h *Recoverer) recoveredAlready(env commands.Env, in commands.Invocation, target int64) (string, error) {
-	prev, err := env.State.Sequence(in.Repo, in.PR, RecoverKind)
+func recoveredAlready(st sequences, repo string, pr int, target int64, rerun bool) (string, error) {
+	prev, err := st.Sequence(repo, pr, RecoverKind)
 	if err != nil || prev == nil || !prev.Done {
 		return "", err
 	}
@@ -119,13 +140,19 @@ func (h *Recoverer) recoveredAlready(env commands.Env, in commands.Invocation, t
 	switch {
 	case prev.Step == RecoverFailed:
 		return "", nil
+	case prev.Step == RecoverSucceeded && rerun:
+		return fmt.Sprintf("the ingest of run %s was recovered already, by @%s (%s succeeded): a re-run would publish its "+
+			"results again. If it must, re-run it on GitHub", commands.RunLink(target, pd.TargetURL), pd.By, run), nil
 	case prev.Step == RecoverSucceeded:
 		return fmt.Sprintf("the ingest of run %s was recovered already, by @%s (%s succeeded): a second recovery would publish its "+
 			"results again. If it must, dispatch %s by hand", commands.RunLink(target, pd.TargetURL), pd.By, run, mdtext.Code(pd.Workflow)), nil
 	case prev.Step == RecoverDispatched || prev.Step == RecoverUnknown || pd.RunID != 0 || pd.MaySent:
+		next := "dispatch it by hand if none did"
+		if rerun {
+			next = "re-run it on GitHub if none did and it must"
+		}
 		return fmt.Sprintf("@%s's recovery of run %s may have published its results (%s; it ended %s): look at %s's runs first, and "+
-			"dispatch it by hand if none did", pd.By, commands.RunLink(target, pd.TargetURL), run, mdtext.Code(prev.Step),
-			mdtext.Code(pd.Workflow)), nil
+			"%s", pd.By, commands.RunLink(target, pd.TargetURL), run, mdtext.Code(prev.Step), mdtext.Code(pd.Workflow), next), nil
 	}
 	return "", nil
 }
@@ -208,6 +235,16 @@ func (h *Recoverer) Prepare(ctx context.Context, env commands.Env, in commands.I
 		return refuse(fmt.Sprintf("this button was offered for run %d; opsbot now follows run %s: use the newest message's button, "+
 			"or type `/recover-ingest`", line.RunID, commands.RunLink(wd.RunID, wd.RunURL)))
 	}
+	// A re-run asked and not yet sent, or whose attempt runs, may
+	// publish the results itself: one of the two at a time.
+	if r := wd.Rerun; (r != nil && !r.Sent && r.Attempt == wd.Attempt) || watch.Step == StepRerun {
+		by := "opsbot"
+		if r != nil {
+			by = mdtext.Mention(r.By)
+		}
+		return refuse(fmt.Sprintf("a re-run of attempt %d of run %s, asked by %s, is under way: recover after it, if its ingest fails "+
+			"again", max(wd.Attempt, 1), commands.RunLink(wd.RunID, wd.RunURL), by))
+	}
 	// A button names the attempt whose ingest failed: it recovers that
 	// failure only, never one it did not describe.
 	if line.RunID != 0 && (line.Attempt != wd.Attempt || wd.Failed == nil || !wd.Failed.IngestFailed) {
@@ -226,7 +263,7 @@ func (h *Recoverer) Prepare(ctx context.Context, env commands.Env, in commands.I
 	if why != "" {
 		return refuse(why)
 	}
-	if why, err := h.recoveredAlready(env, in, v.target); err != nil || why != "" {
+	if why, err := recoveredAlready(env.State, in.Repo, in.PR, v.target, false); err != nil || why != "" {
 		if err != nil {
 			return commands.Result{Err: err}
 		}
@@ -356,6 +393,7 @@ func (h *Recoverer) validate(ctx context.Context, gh *ghclient.Client, rc *confi
 	if err != nil {
 		return v, "", err
 	}
+	latest := jobs
 	if jobID != 0 && run.GetRunAttempt() > 1 && !slices.ContainsFunc(jobs, func(j ghclient.Job) bool { return j.ID == jobID }) {
 		// The job named is of an earlier attempt: the repository's helper
 		// reads every attempt's jobs, and so does opsbot for a job named.
@@ -365,6 +403,16 @@ func (h *Recoverer) validate(ctx context.Context, gh *ghclient.Client, rc *confi
 	}
 	if v.job, err = SelectFailedJob(jobs, jobID); err != nil {
 		return v, mdtext.Text(err.Error()), nil // job names come from the workflow, which a PR may have changed
+	}
+	if ij := Section.Of(rc).IngestJob; ij != "" && !isJob(v.job, ij) {
+		return v, fmt.Sprintf("the failed job %s is not the ingest job %s (`after_merge.ingest_job`): a recovery publishes the reused "+
+			"run's results where only the ingest failed; re-run the failed jobs instead", mdtext.Code(v.job.Name), mdtext.Code(ij)), nil
+	}
+	for _, j := range latest {
+		if j.Name == v.job.Name && j.ID != v.job.ID && j.Conclusion == "success" {
+			return v, fmt.Sprintf("job %s failed in an earlier attempt, and succeeded in attempt %d: nothing of it is left to recover",
+				mdtext.Code(v.job.Name), run.GetRunAttempt()), nil
+		}
 	}
 	if why, err := h.source(ctx, gh, rc, in.Repo, wd); why != "" || err != nil {
 		return v, why, err
@@ -580,6 +628,14 @@ func (h *Recoverer) wait(s seq.Step[RecoverData], d RecoverData, step, now strin
 
 // ended ends a recovery at step, saying why.
 func (h *Recoverer) ended(cur *record.Sequence, d RecoverData, step, why string) plan.Plan {
+	var watched int64 // the run the PR's watch follows (0: unread)
+	if h.d.State != nil {
+		if w, err := h.d.State.Sequence(cur.Repo, cur.PR, SeqKind); err == nil && w != nil {
+			if wd, err := seq.DataOf[Data](w); err == nil {
+				watched = wd.RunID
+			}
+		}
+	}
 	next := *cur
 	next.Step, next.Done, next.Why, next.WakeAt = step, true, step, time.Time{}
 	d.Trail, d.Now = append(slices.Clip(d.Trail), why), ""
@@ -593,7 +649,7 @@ func (h *Recoverer) ended(cur *record.Sequence, d RecoverData, step, why string)
 	}
 	audit.SetOrigin(cur.Origin())
 	p := plan.Plan{Steps: []plan.Step{plan.PutSequence{Seq: next, Read: cur.Version, Edit: &e, Audit: audit}}}
-	if step == RecoverSucceeded {
+	if step == RecoverSucceeded && d.Target == watched {
 		// The merge commit's check run offered the recovery: it says so now,
 		// with no button (the watch ends at its next look).
 		p.Steps = append(p.Steps, plan.CheckOffer{Repo: next.Repo, PR: next.PR, Installation: d.Installation, SHA: d.Merge, Name: CheckName,

@@ -140,6 +140,16 @@ func TestRecoverIngestRefuses(t *testing.T) {
 		}, " https://github.com/SemiAnalysisAI/InferenceX/actions/runs/41000000002", "ran on the branch `kimi-tune`, not on the default branch `main`"},
 		{"a succeeded run", func(w *e2e.World) { w.GH.CompleteRun(e2e.Repo, mainRun, "success", nil) }, "", "ended `success`, not failed"},
 		{"two failed jobs without a job", func(w *e2e.World) { setJobs(w, twoFailed) }, "", "ambiguous"},
+		{"a failed job that is not the ingest", func(w *e2e.World) {
+			setJobs(w, []githubtest.Job{{Name: "collect-results", Conclusion: "failure"}, {Name: "trigger-ingest", Conclusion: "skipped"}})
+		}, "", "the failed job `collect-results` is not the ingest job `trigger-ingest`"},
+		{"an earlier attempt's ingest failure its re-run mended", func(w *e2e.World) {
+			mended := []githubtest.Job{{Name: "collect-results", Conclusion: "success"}, {Name: "trigger-ingest", Conclusion: "success"},
+				{Name: "notify", Conclusion: "failure"}}
+			w.GH.AddRun(e2e.Repo, githubtest.Run{ID: mainRun, WorkflowID: 77, Event: "push", Status: "completed", Conclusion: "failure",
+				HeadSHA: e2e.SHA("e1"), HeadBranch: "main", CreatedAt: time.Now(), Jobs: mended, Earlier: [][]githubtest.Job{ingestFailed}, Attempt: 2})
+		}, " https://github.com/SemiAnalysisAI/InferenceX/actions/runs/41000000001/job/41000000001102",
+			"job `trigger-ingest` failed in an earlier attempt, and succeeded in attempt 2"},
 		{"a merge commit of two PRs", func(w *e2e.World) {
 			w.GH.AddPR(e2e.Repo, 2808, "author", "other", e2e.SHA("b0"), []string{e2e.SHA("d1")})
 			w.GH.ClosePR(e2e.Repo, 2808, true, e2e.SHA("e1"))
@@ -311,5 +321,53 @@ func TestRecoverIngestTakesAJobOfAnEarlierAttempt(t *testing.T) {
 	e2e.MustContain(t, "status", st, "failed in [trigger-ingest]("+jobURL(earlier)+")")
 	if n := len(w.GH.WorkflowDispatches()); n != 1 {
 		t.Fatalf("%d dispatches; want one", n)
+	}
+}
+
+// A re-run and a recovery of one run are never both under way, nor one
+// after the other: each would publish the results. /rerun-failed of a
+// later attempt (re-run by hand, failed elsewhere) is refused while a
+// recovery of the run is under way and once it succeeded; /recover-ingest
+// is refused while a re-run opsbot asked runs.
+func TestRerunAndRecoveryOfARunExcludeEachOther(t *testing.T) {
+	t.Parallel()
+	clock := e2e.NewClock()
+	w := recoverWorld(t, clock)
+	reusedMergeFailed(t, w, ingestFailed)
+	w.Comment(e2e.Maintainer, "/recover-ingest")
+	w.WaitReply(recoveryTitle, "🛟 dispatched `"+recoveryFile+"`")
+	ds := w.GH.WorkflowDispatches()
+	w.GH.RerunRun(e2e.Repo, mainRun) // by hand, on GitHub
+	w.PassTime(clock, aftermerge.RerunPoll)
+	waitStatus(t, w, "⏳ attempt 2 of run [41000000001](", "is queued")
+	notify := []githubtest.Job{{Name: "collect-results", Conclusion: "success"}, {Name: "trigger-ingest", Conclusion: "success"},
+		{Name: "notify", Conclusion: "failure"}}
+	w.GH.AddRun(e2e.Repo, githubtest.Run{ID: mainRun, WorkflowID: 77, Event: "push", Status: "completed", Conclusion: "failure",
+		HeadSHA: e2e.SHA("e1"), HeadBranch: "main", CreatedAt: time.Now(), Jobs: notify, Earlier: [][]githubtest.Job{ingestFailed}, Attempt: 2})
+	runCompleted(w, clock, "failure")
+	waitStatus(t, w, "ended `failure` at attempt 2")
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	e2e.MustContain(t, "a re-run while the recovery runs", w.LastReply(), "@maintainer's recovery of the ingest of run [41000000001](",
+		"is under way: a re-run would publish its results again")
+	w.GH.CompleteRun(e2e.Repo, ds[0].RunID, "success", nil)
+	w.PassTime(clock, aftermerge.Poll)
+	w.WaitReply(recoveryTitle, "✅ recovery run [")
+	w.Comment(e2e.Maintainer, "/rerun-failed")
+	e2e.MustContain(t, "a re-run after the recovery", w.LastReply(), "was recovered already, by @maintainer")
+	if r := w.GH.Reruns(); len(r) != 0 {
+		t.Fatalf("re-ran %v after a recovery of the run", r)
+	}
+
+	w2 := recoverWorld(t, clock)
+	w2.Comment(e2e.Maintainer, "/reuse-sweep-run 31147925932")
+	failedMerge(t, w2, []githubtest.Job{{Name: "lint", Conclusion: "failure"}, {Name: "collect-results", Conclusion: "skipped"},
+		{Name: "trigger-ingest", Conclusion: "skipped"}})
+	w2.Comment(e2e.Maintainer, "/rerun-failed")
+	waitStatus(t, w2, "🔁 the failed jobs of attempt 1 were re-run, asked by @maintainer")
+	w2.Comment(e2e.Maintainer, "/recover-ingest")
+	e2e.MustContain(t, "a recovery while the re-run runs", w2.LastReply(), "a re-run of attempt 1 of run [41000000001](",
+		"asked by @maintainer, is under way")
+	if d := w2.GH.WorkflowDispatches(); len(d) != 0 {
+		t.Fatalf("dispatched %+v while a re-run ran", d)
 	}
 }

@@ -184,7 +184,18 @@ func (h *Handler) Prepare(_ context.Context, env commands.Env, in commands.Invoc
 	}
 	run := "run " + commands.RunLink(data.RunID, data.RunURL)
 	f := data.Failed
+	// A recovery of this run's ingest, under way or done, publishes the
+	// results: a re-run would publish them again.
+	recovering, err := recoveryLive(env.State, in.Repo, in.PR, data.RunID)
+	if err == nil && recovering == "" {
+		recovering, err = recoveredAlready(env.State, in.Repo, in.PR, data.RunID, true)
+	}
+	if err != nil {
+		return commands.Result{Err: err}
+	}
 	switch {
+	case recovering != "":
+		return refuse(recovering)
 	case line.RunID != 0 && (line.RunID != data.RunID || (line.Attempt != 0 && line.Attempt != data.Attempt)):
 		return refuse(fmt.Sprintf("this button was offered for attempt %d of run %d; opsbot now follows %s (attempt %d): use the "+
 			"newest message's button, or type `/rerun-failed`", line.Attempt, line.RunID, run, max(data.Attempt, 1)))
