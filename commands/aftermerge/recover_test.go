@@ -184,6 +184,17 @@ func TestRecoverIngestRefuses(t *testing.T) {
 	}
 }
 
+// dispatchedRecovery is a world whose reused merge's ingest failed, and a
+// maintainer's /recover-ingest dispatched the recovery.
+func dispatchedRecovery(t *testing.T, clock *e2e.Clock) *e2e.World {
+	t.Helper()
+	w := recoverWorld(t, clock)
+	reusedMergeFailed(t, w, ingestFailed)
+	w.Comment(e2e.Maintainer, "/recover-ingest")
+	w.WaitReply(recoveryTitle, "🛟 dispatched `"+recoveryFile+"`")
+	return w
+}
+
 // setJobs replaces the main run's jobs.
 func setJobs(w *e2e.World, jobs []githubtest.Job) {
 	w.GH.AddRun(e2e.Repo, githubtest.Run{ID: mainRun, WorkflowID: 77, Event: "push", Status: "completed", Conclusion: "failure",
@@ -235,10 +246,7 @@ func TestRecoverIngestCancelledBeforeTheDispatch(t *testing.T) {
 func TestRecoverIngestCancelledAfterTheDispatchIsNotAskedAgain(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
-	w := recoverWorld(t, clock)
-	reusedMergeFailed(t, w, ingestFailed)
-	w.Comment(e2e.Maintainer, "/recover-ingest")
-	w.WaitReply(recoveryTitle, "🛟 dispatched `"+recoveryFile+"`")
+	w := dispatchedRecovery(t, clock)
 	w.Comment(e2e.Maintainer, "/recover-ingest cancel")
 	w.WaitReply(recoveryTitle, "⛔ cancelled by @maintainer: opsbot stopped following run [")
 	w.Comment(e2e.Maintainer, "/recover-ingest")
@@ -332,10 +340,7 @@ func TestRecoverIngestTakesAJobOfAnEarlierAttempt(t *testing.T) {
 func TestRerunAndRecoveryOfARunExcludeEachOther(t *testing.T) {
 	t.Parallel()
 	clock := e2e.NewClock()
-	w := recoverWorld(t, clock)
-	reusedMergeFailed(t, w, ingestFailed)
-	w.Comment(e2e.Maintainer, "/recover-ingest")
-	w.WaitReply(recoveryTitle, "🛟 dispatched `"+recoveryFile+"`")
+	w := dispatchedRecovery(t, clock)
 	ds := w.GH.WorkflowDispatches()
 	w.GH.RerunRun(e2e.Repo, mainRun) // by hand, on GitHub
 	w.PassTime(clock, aftermerge.RerunPoll)
