@@ -401,7 +401,7 @@ func (r *Reconciler) Run(ctx context.Context, repo string, replaySince time.Time
 	}
 	r.Log.Info("reconciled", "repo", rc.Name, "since", rep.Since, "first", rep.First, "comments", rep.CommentsChecked,
 		"recovered", len(rep.CommandsRecovered), "recorded", len(rep.CommandsRecorded), "not_run", len(rep.CommandsNotRun),
-		"pending", len(rep.CommandsPending), "closed", len(rep.PinsOfClosedPRs))
+		"pending", len(rep.CommandsPending), "closed", len(rep.PinsOfClosedPRs), "closes_recovered", len(rep.ClosesRecovered))
 	return rep, nil
 }
 

@@ -57,6 +57,10 @@ func runReconcile(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "%d closes of PRs opsbot held open taken in %v (their closed webhook was lost)\n",
 			len(rep.ClosesRecovered), rep.ClosesRecovered)
 	}
+	if rep.ClosesCut {
+		fmt.Fprintf(e.stdout, "more PRs were closed since %s than a reconcile reads: the least recently updated were not looked at\n",
+			rep.Since.UTC().Format(time.RFC3339))
+	}
 	if rep.First {
 		fmt.Fprintf(e.stdout, "first reconcile of %s: %d command comments recorded as seen, none run %v "+
 			"(--replay-since T runs those posted since T)\n", rep.Repo, len(rep.CommandsRecorded), rep.CommandsRecorded)
